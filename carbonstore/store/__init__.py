@@ -1,0 +1,24 @@
+"""Table layout, filesystem, schema, tablestatus, locks and configuration."""
+
+from carbonstore.store.conf import CarbonConf, load_conf
+from carbonstore.store.paths import TableName, TablePaths, parse_table_name
+from carbonstore.store.schema import Column, DataType, TableSchema, parse_schema_string
+from carbonstore.store.table import Store, Table
+from carbonstore.store.tablestatus import LoadEntry, TableStatus, TableStatusSnapshot
+
+__all__ = [
+    "CarbonConf",
+    "Column",
+    "DataType",
+    "LoadEntry",
+    "Store",
+    "Table",
+    "TableName",
+    "TablePaths",
+    "TableSchema",
+    "TableStatus",
+    "TableStatusSnapshot",
+    "load_conf",
+    "parse_schema_string",
+    "parse_table_name",
+]

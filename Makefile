@@ -1,0 +1,30 @@
+# Two entry points: `make demo` runs the main job end to end, `make test` runs the tests.
+# Both create .venv and install the package on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+
+.PHONY: demo test lint venv clean bench
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+venv: $(VENV)/.installed
+
+demo: venv
+	$(PY) -m carbonstore.demo
+
+test: venv
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+lint: venv
+	$(PY) -m ruff check carbonstore tests bench
+	$(PY) -m mypy carbonstore
+
+clean:
+	rm -rf carbon.store sample_data .pytest_cache

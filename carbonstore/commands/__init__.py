@@ -1,0 +1,1 @@
+"""CLI sub-commands; each module registers its own parsers (see carbonstore.cli)."""

@@ -1,0 +1,66 @@
+"""Helpers shared by the CLI sub-commands: opening the store, printing results."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from carbonstore.errors import UserError
+from carbonstore.store import Store, load_conf
+
+__all__ = ["add_json", "open_store", "parse_key_values", "print_json", "print_table", "split_ids"]
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    conf = load_conf(args.conf)
+    return Store(args.store, conf=conf)
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, bytes):
+        return {"hex": obj.hex()}
+    return str(obj)
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(
+        orjson.dumps(obj, default=_default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+        + "\n"
+    )
+
+
+def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+    cells = [[("" if r.get(c) is None else str(r.get(c))) for c in columns] for r in rows]
+    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
+    print(line.rstrip())
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+def parse_key_values(items: Sequence[str] | None, what: str = "--property") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"{what} expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def split_ids(text: str | None, what: str = "--segments") -> list[str] | None:
+    if text is None:
+        return None
+    ids = [p.strip() for p in text.split(",") if p.strip()]
+    if not ids:
+        raise UserError(f"{what}: Segment ids should not be empty")
+    return ids

@@ -1,0 +1,96 @@
+"""File locks under ``LockFiles/`` (filelock), with timeout and retries from the conf.
+
+A lock held by a process that dies (even by SIGKILL) is released by the operating
+system, so the next writer is never blocked by a dead one. Locks need a filesystem with
+working ``flock`` (local disks, NFS with lockd); for other stores set ``carbon.lock.path``
+to a local folder shared by every writer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import filelock
+
+from carbonstore.errors import LockTimeoutError
+from carbonstore.store.conf import CarbonConf
+from carbonstore.store.paths import TablePaths, check_segment_id
+
+__all__ = ["LockManager"]
+
+
+@dataclass(frozen=True, slots=True)
+class LockManager:
+    """Named locks of one table."""
+
+    paths: TablePaths
+    conf: CarbonConf
+
+    def _lock_dir(self) -> str:
+        override = self.conf.get("carbon.lock.path")
+        if override:
+            d = os.path.join(override, self.paths.name.database, self.paths.name.table)
+        elif self.paths.sfs.local:
+            d = self.paths.lock_dir
+        else:
+            raise LockTimeoutError(
+                "locks need a local or NFS folder: set carbon.lock.path for a store on "
+                f"{type(self.paths.sfs.fs).__name__}"
+            )
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def path(self, name: str) -> str:
+        return os.path.join(self._lock_dir(), name)
+
+    def lock(self, name: str) -> filelock.BaseFileLock:
+        return filelock.FileLock(self.path(name), thread_local=False)
+
+    @contextmanager
+    def hold(
+        self, name: str, *, timeout: float | None = None, retries: int | None = None
+    ) -> Iterator[filelock.BaseFileLock]:
+        """Take ``name`` (e.g. ``tablestatus.lock``) or raise LockTimeoutError."""
+        lock = self.lock(name)
+        acquire(lock, name, self.conf, timeout=timeout, retries=retries)
+        try:
+            yield lock
+        finally:
+            lock.release()
+
+    def tablestatus(self) -> filelock.BaseFileLock:
+        return self.lock("tablestatus.lock")
+
+    def segment(self, segment_id: str) -> filelock.BaseFileLock:
+        return self.lock(f"Segment_{check_segment_id(segment_id)}.lock")
+
+    def segment_lock_free(self, segment_id: str) -> bool:
+        """True when nobody holds the segment's lock (its load is dead or finished)."""
+        lock = self.segment(segment_id)
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            return False
+        lock.release()
+        return True
+
+
+def acquire(
+    lock: filelock.BaseFileLock, name: str, conf: CarbonConf, *,
+    timeout: float | None = None, retries: int | None = None,
+) -> None:
+    per_try = conf.get_float("carbon.lock.retry.timeout.sec") if timeout is None else timeout
+    tries = max(1, conf.get_int("carbon.lock.retries") if retries is None else retries)
+    for _ in range(tries):
+        try:
+            lock.acquire(timeout=per_try)
+            return
+        except filelock.Timeout:
+            continue
+    raise LockTimeoutError(
+        f"could not take {name} at {lock.lock_file} after {tries} attempt(s) of {per_try:g}s; "
+        "another operation holds it - retry later or raise carbon.lock.retries"
+    )

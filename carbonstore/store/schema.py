@@ -1,0 +1,363 @@
+"""Table schema: typed columns with stable UUID column ids, plus table properties.
+
+The schema file (``Metadata/schema``) is JSON written through orjson. Column ids never
+change once assigned, so dictionary files and statistics survive renames of nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from carbonstore.errors import CorruptMetadataError, SchemaError
+
+__all__ = [
+    "Column",
+    "DataType",
+    "SORT_SCOPES",
+    "TABLE_PROPERTIES",
+    "TableSchema",
+    "parse_schema_string",
+    "parse_type",
+]
+
+TypeName = Literal[
+    "boolean", "byte", "short", "int", "long", "float", "double",
+    "decimal", "string", "binary", "date", "timestamp",
+]
+
+_SIMPLE_TYPES: dict[str, str] = {
+    "boolean": "boolean", "bool": "boolean",
+    "byte": "byte", "tinyint": "byte",
+    "short": "short", "smallint": "short",
+    "int": "int", "integer": "int",
+    "long": "long", "bigint": "long",
+    "float": "float", "real": "float",
+    "double": "double",
+    "string": "string", "varchar": "string", "char": "string",
+    "binary": "binary",
+    "date": "date",
+    "timestamp": "timestamp",
+}
+_DECIMAL_RE = re.compile(r"^decimal\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$")
+
+SORT_SCOPES = ("no_sort", "local_sort", "global_sort")
+
+# Table property -> description. Keys are case-insensitive and stored lower case.
+TABLE_PROPERTIES: dict[str, str] = {
+    "sort_columns": "comma-separated columns the load sorts on",
+    "sort_scope": "no_sort | local_sort | global_sort",
+    "dictionary_include": "comma-separated columns stored as global-dictionary surrogates",
+    "bloom_columns": "comma-separated columns with a Parquet bloom filter",
+    "bloom_fpp": "false positive probability of the bloom filters (0 < fpp < 1)",
+    "blocklet_size_in_mb": "row group (blocklet) size in MB",
+    "page_rows": "maximum rows per Parquet data page",
+    "table_blocksize": "data file size in MB before the writer rolls to a new file",
+    "compaction_level_threshold": "minor compaction level thresholds, e.g. 4,3",
+    "major_compaction_size": "major compaction size threshold in MB",
+    "auto_load_merge": "true to run minor compaction after each successful load",
+    "compaction_preserve_segments": "number of newest segments minor compaction leaves alone",
+    "allowed_compaction_days": "only segments loaded in the last N days are compacted (0 = all)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class DataType:
+    """A Spark SQL type. ``precision``/``scale`` are set for decimals only."""
+
+    name: str
+    precision: int = 0
+    scale: int = 0
+
+    def __str__(self) -> str:
+        if self.name == "decimal":
+            return f"decimal({self.precision},{self.scale})"
+        return self.name
+
+    @property
+    def is_integral(self) -> bool:
+        return self.name in ("byte", "short", "int", "long")
+
+    @property
+    def is_floating(self) -> bool:
+        return self.name in ("float", "double")
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.is_integral or self.is_floating or self.name == "decimal"
+
+
+def parse_type(text: str) -> DataType:
+    """Parse a Spark SQL type name such as ``long`` or ``decimal(10,2)``."""
+    t = text.strip().lower()
+    if t in _SIMPLE_TYPES:
+        return DataType(_SIMPLE_TYPES[t])
+    m = _DECIMAL_RE.match(t)
+    if m:
+        precision = int(m.group(1) or 10)
+        scale = int(m.group(2) or 0)
+        if not 1 <= precision <= 38:
+            raise SchemaError(f"decimal precision must be between 1 and 38, got {precision}")
+        if not 0 <= scale <= precision:
+            raise SchemaError(f"decimal scale must be between 0 and the precision, got {text!r}")
+        return DataType("decimal", precision, scale)
+    raise SchemaError(
+        f"unknown type {text.strip()!r}; use one of boolean, byte, short, int, long, float, "
+        "double, decimal(p,s), string, binary, date, timestamp"
+    )
+
+
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Column:
+    """One column: its name (lower case), type, nullability and stable id."""
+
+    name: str
+    type: DataType
+    nullable: bool = True
+    column_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": str(self.type),
+            "nullable": self.nullable,
+            "columnId": self.column_id,
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Column:
+        return cls(
+            name=obj["name"],
+            type=parse_type(obj["type"]),
+            nullable=bool(obj["nullable"]),
+            column_id=obj["columnId"],
+        )
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas that are not inside parentheses (decimal(10,2))."""
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+def parse_schema_string(text: str) -> list[Column]:
+    """Parse ``"id long not null, name string, price decimal(10,2)"`` into columns."""
+    columns: list[Column] = []
+    seen: set[str] = set()
+    for raw in _split_top_level(text):
+        item = raw.strip()
+        if not item:
+            raise SchemaError(f"empty column definition in schema {text!r}")
+        name, _, rest = item.partition(" ")
+        rest = rest.strip()
+        if not rest:
+            raise SchemaError(f"column {name!r} has no type; write it as 'name type'")
+        nullable = True
+        low = rest.lower()
+        if re.search(r"\s+not\s+null$", low):
+            nullable = False
+            rest = re.sub(r"(?i)\s+not\s+null$", "", rest)
+        elif re.search(r"\s+null$", low):
+            rest = re.sub(r"(?i)\s+null$", "", rest)
+        if not _NAME_RE.match(name):
+            raise SchemaError(
+                f"invalid column name {name!r}: use letters, digits and underscores"
+            )
+        lname = name.lower()
+        if lname in seen:
+            raise SchemaError(f"column {name!r} is defined twice")
+        seen.add(lname)
+        columns.append(Column(name=lname, type=parse_type(rest), nullable=nullable))
+    return columns
+
+
+def _csv_list(value: str) -> list[str]:
+    return [v.strip().lower() for v in value.split(",") if v.strip()]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableSchema:
+    """Columns plus validated table properties (lower-case keys, string values)."""
+
+    database: str
+    table: str
+    columns: tuple[Column, ...]
+    properties: dict[str, str] = field(default_factory=dict)
+    created_ms: int = 0
+    schema_version: int = 1
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # ---- lookups -------------------------------------------------------------------------
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.database}.{self.table}"
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        lname = name.lower()
+        for c in self.columns:
+            if c.name == lname:
+                return c
+        raise SchemaError(
+            f"table {self.qualified_name} has no column {name!r}; "
+            f"columns are {', '.join(self.column_names)}"
+        )
+
+    def column_by_id(self, column_id: str) -> Column:
+        for c in self.columns:
+            if c.column_id == column_id:
+                return c
+        raise SchemaError(f"table {self.qualified_name} has no column id {column_id}")
+
+    def list_property(self, key: str) -> list[str]:
+        return _csv_list(self.properties.get(key, ""))
+
+    @property
+    def sort_columns(self) -> list[str]:
+        return self.list_property("sort_columns")
+
+    @property
+    def sort_scope(self) -> str:
+        default = "local_sort" if self.sort_columns else "no_sort"
+        return self.properties.get("sort_scope", default).lower()
+
+    @property
+    def dictionary_columns(self) -> list[str]:
+        return self.list_property("dictionary_include")
+
+    @property
+    def bloom_columns(self) -> list[str]:
+        return self.list_property("bloom_columns")
+
+    # ---- validation ----------------------------------------------------------------------
+    def validate(self) -> None:
+        if not self.columns:
+            raise SchemaError("a table needs at least one column")
+        names = {c.name for c in self.columns}
+        for key, value in self.properties.items():
+            if key not in TABLE_PROPERTIES:
+                raise SchemaError(
+                    f"unknown table property {key!r}; known properties: "
+                    + ", ".join(sorted(TABLE_PROPERTIES))
+                )
+            if not isinstance(value, str):
+                raise SchemaError(f"table property {key!r} must be a string")
+        for key in ("sort_columns", "dictionary_include", "bloom_columns"):
+            for col in self.list_property(key):
+                if col not in names:
+                    raise SchemaError(f"{key} names unknown column {col!r}")
+        for col in self.dictionary_columns:
+            t = self.column(col).type
+            if t.is_floating or t.name == "boolean":
+                raise SchemaError(
+                    f"dictionary_include cannot hold {t} column {col!r}; "
+                    "dictionaries suit strings, integers, dates and decimals"
+                )
+        scope = self.properties.get("sort_scope")
+        if scope is not None:
+            if scope.lower() not in SORT_SCOPES:
+                raise SchemaError(f"sort_scope must be one of {', '.join(SORT_SCOPES)}")
+            if scope.lower() != "no_sort" and not self.sort_columns:
+                raise SchemaError(f"sort_scope {scope} needs sort_columns")
+        for col in self.sort_columns:
+            if self.column(col).type.name == "binary":
+                raise SchemaError(f"cannot sort on binary column {col!r}")
+        _check_number(self.properties, "bloom_fpp", float, low=0.0, high=1.0, open_=True)
+        for key in ("blocklet_size_in_mb", "page_rows", "table_blocksize", "major_compaction_size"):
+            _check_number(self.properties, key, int, low=1)
+        for key in ("compaction_preserve_segments", "allowed_compaction_days"):
+            _check_number(self.properties, key, int, low=0)
+        if "compaction_level_threshold" in self.properties:
+            parts = self.properties["compaction_level_threshold"].split(",")
+            if len(parts) != 2 or not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+                raise SchemaError("compaction_level_threshold must look like 4,3")
+        if "auto_load_merge" in self.properties:
+            if self.properties["auto_load_merge"].lower() not in ("true", "false"):
+                raise SchemaError("auto_load_merge must be true or false")
+
+    # ---- (de)serialisation ---------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "database": self.database,
+            "table": self.table,
+            "schemaVersion": self.schema_version,
+            "createdMs": self.created_ms,
+            "columns": [c.to_json() for c in self.columns],
+            "properties": dict(sorted(self.properties.items())),
+        }
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> TableSchema:
+        return cls(
+            database=obj["database"],
+            table=obj["table"],
+            schema_version=int(obj.get("schemaVersion", 1)),
+            created_ms=int(obj.get("createdMs", 0)),
+            columns=tuple(Column.from_json(c) for c in obj["columns"]),
+            properties=dict(obj.get("properties", {})),
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, path: str) -> TableSchema:
+        try:
+            return cls.from_json(orjson.loads(data))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, SchemaError) as err:
+            raise CorruptMetadataError(f"schema file {path} is unreadable: {err}") from err
+
+
+def normalise_properties(props: dict[str, str]) -> dict[str, str]:
+    """Lower-case the keys; refuse unknown ones with the list of known keys."""
+    out: dict[str, str] = {}
+    for key, value in props.items():
+        k = key.strip().lower()
+        if k not in TABLE_PROPERTIES:
+            raise SchemaError(
+                f"unknown table property {key!r}; known properties: "
+                + ", ".join(sorted(TABLE_PROPERTIES))
+            )
+        out[k] = str(value).strip()
+    return out
+
+
+def _check_number(
+    props: dict[str, str], key: str, kind: type, *, low: float, high: float | None = None,
+    open_: bool = False,
+) -> None:
+    if key not in props:
+        return
+    try:
+        value = kind(props[key])
+    except ValueError:
+        raise SchemaError(f"table property {key} must be a number, got {props[key]!r}") from None
+    ok = (value > low if open_ else value >= low) and (high is None or (value < high if open_ else value <= high))
+    if not ok:
+        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise SchemaError(f"table property {key} must be {bound}, got {props[key]}")
