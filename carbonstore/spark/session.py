@@ -38,9 +38,9 @@ def get_spark(
         builder = builder.master(master)
     elif "SPARK_MASTER" in os.environ:
         builder = builder.master(os.environ["SPARK_MASTER"])
-    elif not os.environ.get("SPARK_SUBMIT_OPTS") and "pyspark-shell" not in os.environ.get(
-        "PYSPARK_SUBMIT_ARGS", ""
-    ):
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # Under spark-submit the JVM is already up (PYSPARK_GATEWAY_PORT is set) and its
+        # --master wins; everywhere else we start the embedded local Spark.
         builder = builder.master("local[*]")
     builder = (
         builder.config("spark.ui.enabled", "false")
