@@ -1,0 +1,405 @@
+"""Driver-side pruning plan: row groups, then page row ranges, over index arrays.
+
+:func:`prune` takes a bound expression (expr.bind) and the :class:`IndexArrays` of one or
+more segments. Row groups of all parts are evaluated in one vectorised pass per level
+(null/NaN counts, min/max, bloom); surviving row groups are then cut into fragments at the
+page boundaries of every referenced column, the fragments evaluated the same way, and the
+kept fragments merged into ``[start, end)`` row ranges per row group.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from carbonstore.indexfiles import bloom as bloom_mod
+from carbonstore.indexfiles.arrays import ColumnArrays, IndexArrays
+from carbonstore.indexfiles.coltypes import physical_name
+from carbonstore.indexfiles.evaluator import (
+    LEVEL_BLOOM,
+    LEVEL_COUNTS,
+    LEVEL_MINMAX,
+    Mask,
+    StatsEvaluator,
+    UnitStats,
+)
+from carbonstore.indexfiles.expr import (
+    And,
+    BoundRef,
+    Eq,
+    Expr,
+    In,
+    Not,
+    Or,
+    references,
+)
+
+__all__ = ["LevelCounts", "PrunePlan", "find_column", "prune"]
+
+_KIND_NAMES = {0: "NONE", 1: "INT64", 2: "FLOAT64", 3: "BYTES", 4: "BIGINT"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LevelCounts:
+    """What one level kept and why it dropped the rest.
+
+    ``unit`` is "row_groups" for the row-group level and "rows" for the page level (rows of
+    the row groups that survived the row-group level).
+    """
+
+    unit: str
+    total: int
+    kept: int
+    dropped_by_counts: int  # null_count / nan_count proved no match
+    dropped_by_minmax: int
+    dropped_by_bloom: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrunePlan:
+    """Result of :func:`prune`.
+
+    ``part`` / ``row_group`` (length R over all parts, in order) say where each global row
+    group lives: ``parts[part[i]]`` and its row group ``row_group[i]`` (index into that
+    part's arrays; ``rg_file`` / ``rg_index`` give file and ordinal). ``kept`` is the
+    row-group mask after all levels including pages. ``row_ranges[i]`` is an int64 array of
+    shape (k, 2) of ``[start, end)`` rows within row group ``i``, merged, for kept ``i``.
+    """
+
+    part: npt.NDArray[np.int32]
+    row_group: npt.NDArray[np.int32]
+    kept: Mask
+    row_ranges: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict)
+    row_groups: LevelCounts
+    pages: LevelCounts
+
+
+def find_column(arrays: IndexArrays, ref: BoundRef) -> ColumnArrays | None:
+    """The index column of a bound schema column (by column id, then name), or None."""
+    cid = ref.column.column_id
+    for c in arrays.columns:
+        if c.desc.column_id and c.desc.column_id == cid:
+            return c
+    if arrays.has_column(ref.name):
+        return arrays.column(ref.name)
+    for c in arrays.columns:
+        if c.name.lower() == ref.name:
+            return c
+    return None
+
+
+def _usable(col: ColumnArrays, ref: BoundRef) -> str | None:
+    """The value kind name if the index column compares like the schema type, else None."""
+    kind = _KIND_NAMES.get(col.kind, "NONE")
+    if col.desc.nested:
+        return None
+    t = ref.type
+    if t.is_floating:
+        return kind if kind == "FLOAT64" else None
+    if t.name in ("string", "binary"):
+        return kind if kind == "BYTES" else None
+    if t.name == "decimal":
+        return kind if kind in ("INT64", "BIGINT") and (col.desc.scale or 0) == t.scale else None
+    if t.name == "date":
+        return kind if kind == "INT64" and col.desc.unit == "days" else None
+    if t.name == "timestamp":
+        ok = kind == "INT64" and col.desc.unit == "micros" and "TIMESTAMP" in (col.desc.logical_type or "")
+        return kind if ok else None
+    if t.is_integral or t.name == "boolean":
+        return kind if kind == "INT64" and not col.desc.unit else None
+    return None
+
+
+def _plain_literal(value: Any, col: ColumnArrays, ref: BoundRef) -> list[bytes] | None:
+    """PLAIN encodings a matching value may have in the file, or None (do not use bloom)."""
+    phys = physical_name(col.desc.physical_type)
+    t = ref.type
+    try:
+        if t.is_floating:
+            if math.isnan(value):
+                return None
+            fmt = "<f" if phys == "FLOAT" else "<d" if phys == "DOUBLE" else None
+            if fmt is None:
+                return None
+            if value == 0.0:  # -0.0 = 0.0
+                return [struct.pack(fmt, 0.0), struct.pack(fmt, -0.0)]
+            return [struct.pack(fmt, value)]
+        if t.name == "timestamp":
+            logical = col.desc.logical_type or ""
+            if "MILLIS" in logical:
+                if value % 1000:
+                    return []
+                value //= 1000
+            elif "NANOS" in logical:
+                value *= 1000
+            elif "MICROS" not in logical:
+                return None
+        if t.name == "boolean":
+            return None
+        if t.name == "decimal" and phys == "FIXED_LEN_BYTE_ARRAY":
+            return [int(value).to_bytes(int(col.desc.type_length or 0), "big", signed=True)]
+        if phys in ("INT32", "INT64", "BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"):
+            if phys.endswith("BYTE_ARRAY") and not isinstance(value, bytes):
+                return None
+            return [bloom_mod.plain_encode(value, phys)]
+    except (OverflowError, struct.error, TypeError, ValueError):
+        return None
+    return None
+
+
+class _Parts:
+    """Row groups of several IndexArrays addressed by one global index."""
+
+    def __init__(self, parts: Sequence[IndexArrays]) -> None:
+        self.parts = list(parts)
+        sizes = [p.num_row_groups for p in self.parts]
+        self.start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.part = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
+        self.local = np.concatenate(
+            [np.arange(s, dtype=np.int32) for s in sizes] or [np.zeros(0, np.int32)]
+        )
+        self.num_rows = np.concatenate(
+            [p.rg_num_rows for p in self.parts] or [np.zeros(0, np.int64)]
+        ).astype(np.int64)
+        self._cache: dict[str, UnitStats | None] = {}
+
+    @property
+    def size(self) -> int:
+        return int(self.start[-1])
+
+    def stats(self, ref: BoundRef) -> UnitStats | None:
+        if ref.name in self._cache:
+            return self._cache[ref.name]
+        pieces: list[UnitStats | None] = []
+        kinds: set[str] = set()
+        for p in self.parts:
+            col = find_column(p, ref)
+            kind = None if col is None else _usable(col, ref)
+            if col is None or kind is None:
+                pieces.append(None)
+                continue
+            kinds.add(kind)
+            pieces.append(UnitStats.from_arrays(col, p.rg_num_rows, kind=kind))
+        result = _concat_stats(pieces, [p.rg_num_rows for p in self.parts], ref, kinds)
+        self._cache[ref.name] = result
+        return result
+
+    def bloom_probe(self, expr: Expr, idx: npt.NDArray[np.intp]) -> Mask:
+        """Keep a candidate unless its bloom filter proves every literal absent."""
+        out = np.ones(len(idx), dtype=bool)
+        if not isinstance(expr, (Eq, In)) or not isinstance(expr.term, BoundRef):
+            return out  # only Eq / In leaves are probed
+        ref = expr.term
+        literals = (expr.literal,) if isinstance(expr, Eq) else expr.literals
+        hashes_by_part: dict[int, npt.NDArray[np.uint64] | None] = {}
+        for k, g in enumerate(idx.tolist()):
+            pi = int(self.part[g])
+            p = self.parts[pi]
+            if pi not in hashes_by_part:
+                col = find_column(p, ref)
+                hashes: npt.NDArray[np.uint64] | None = None
+                if col is not None and _usable(col, ref) is not None:
+                    encoded: list[bytes] = []
+                    for v in literals:
+                        enc = _plain_literal(v, col, ref)
+                        if enc is None:
+                            encoded = []
+                            hashes = None
+                            break
+                        encoded.extend(enc)
+                    else:
+                        hashes = np.array([bloom_mod.hash_plain(e) for e in encoded], dtype=np.uint64)
+                hashes_by_part[pi] = hashes
+            hashes = hashes_by_part[pi]
+            if hashes is None:
+                continue
+            col = find_column(p, ref)
+            bitset = p.bloom_bitset(int(self.local[g]), col.name) if col is not None else None
+            if bitset is None:
+                continue
+            out[k] = bool(len(hashes)) and bool(bloom_mod.might_contain_many(bitset, hashes).any())
+        return out
+
+
+def _concat_stats(
+    pieces: list[UnitStats | None], num_rows: list[npt.NDArray[np.int64]], ref: BoundRef,
+    kinds: set[str],
+) -> UnitStats | None:
+    if all(p is None for p in pieces):
+        return None
+    floating = ref.type.is_floating
+    filled: list[UnitStats] = []
+    for p, rows in zip(pieces, num_rows, strict=True):
+        n = len(rows)
+        if p is None:
+            filler = np.empty(n, dtype=object) if kinds & {"BYTES", "BIGINT"} or len(kinds) > 1 else np.zeros(n)
+            none = np.zeros(n, dtype=bool)
+            p = UnitStats(
+                floating=floating, lo=filler, hi=filler, lo_ok=none, hi_ok=none, hi_strict=none,
+                null_count=np.full(n, -1, np.int64), nan_count=np.full(n, -1, np.int64),
+                num_rows=np.asarray(rows, np.int64), null_unit=none,
+            )
+        filled.append(p)
+    if len(filled) == 1:
+        return filled[0]
+
+    def cat(name: str) -> Any:
+        arrs = [getattr(p, name) for p in filled]
+        if any(a.dtype == object for a in arrs) and name in ("lo", "hi"):
+            out = np.empty(sum(len(a) for a in arrs), dtype=object)
+            out[:] = [v for a in arrs for v in a.tolist()]
+            return out
+        return np.concatenate(arrs)
+
+    return UnitStats(
+        floating=floating, lo=cat("lo"), hi=cat("hi"), lo_ok=cat("lo_ok"), hi_ok=cat("hi_ok"),
+        hi_strict=cat("hi_strict"), null_count=cat("null_count"), nan_count=cat("nan_count"),
+        num_rows=cat("num_rows"), null_unit=cat("null_unit"),
+    )
+
+
+def _levels(
+    expr: Expr, size: int, stats_for: Any, *, bloom: Any = None
+) -> tuple[Mask, Mask, Mask]:
+    """Masks after counts, after min/max, after bloom (each a subset of the previous)."""
+    m0 = StatsEvaluator(size, stats_for, level=LEVEL_COUNTS).evaluate(expr)
+    m1 = StatsEvaluator(size, stats_for, level=LEVEL_MINMAX).evaluate(expr) & m0
+    if bloom is None:
+        return m0, m1, m1
+    m2 = StatsEvaluator(size, stats_for, level=LEVEL_BLOOM, bloom=bloom, alive=m1).evaluate(expr) & m1
+    return m0, m1, m2
+
+
+def _check_bound(expr: Expr) -> None:
+    if isinstance(expr, Not):
+        raise ValueError("prune() needs a bound expression (expr.bind pushes NOT down)")
+    if isinstance(expr, (And, Or)):
+        _check_bound(expr.left)
+        _check_bound(expr.right)
+
+
+def prune(
+    expr: Expr, parts: Sequence[IndexArrays], *, use_bloom: bool = True, use_pages: bool = True
+) -> PrunePlan:
+    """Plan which row groups and row ranges may hold rows matching the bound ``expr``.
+
+    Inclusive: a row that matches always lies in a kept row group and inside one of its row
+    ranges. Row groups are evaluated for all parts in one vectorised pass per level.
+    """
+    _check_bound(expr)
+    g = _Parts(parts)
+    m0, m1, m2 = _levels(expr, g.size, g.stats, bloom=g.bloom_probe if use_bloom else None)
+    rg_counts = LevelCounts(
+        unit="row_groups", total=g.size, kept=int(m2.sum()), dropped_by_counts=int((~m0).sum()),
+        dropped_by_minmax=int((m0 & ~m1).sum()), dropped_by_bloom=int((m1 & ~m2).sum()),
+    )
+    kept = m2.copy()
+    ranges: dict[int, npt.NDArray[np.int64]] = {}
+    totals = np.zeros(3, dtype=np.int64)  # rows: total, dropped by counts, dropped by min/max
+    for pi, p in enumerate(g.parts):
+        surv = np.flatnonzero(m2[g.start[pi] : g.start[pi + 1]])
+        if len(surv) == 0:
+            continue
+        if use_pages:
+            part_ranges, dropped = _page_ranges(expr, p, surv)
+        else:
+            rows = p.rg_num_rows[surv]
+            part_ranges = {int(s): np.array([[0, r]], dtype=np.int64) for s, r in zip(surv, rows, strict=True)}
+            dropped = np.zeros(2, dtype=np.int64)
+        totals += np.concatenate([[int(p.rg_num_rows[surv].sum())], dropped])
+        for local in surv.tolist():
+            rr = part_ranges.get(local)
+            gi = int(g.start[pi]) + local
+            if rr is None or len(rr) == 0:
+                kept[gi] = False
+            else:
+                ranges[gi] = rr
+    kept_rows = int(sum(int((r[:, 1] - r[:, 0]).sum()) for r in ranges.values()))
+    page_counts = LevelCounts(
+        unit="rows", total=int(totals[0]), kept=kept_rows, dropped_by_counts=int(totals[1]),
+        dropped_by_minmax=int(totals[2]),
+    )
+    return PrunePlan(
+        part=g.part, row_group=g.local, kept=kept, row_ranges=ranges, row_groups=rg_counts,
+        pages=page_counts,
+    )
+
+
+def _page_ranges(
+    expr: Expr, p: IndexArrays, surv: npt.NDArray[np.intp]
+) -> tuple[dict[int, npt.NDArray[np.int64]], npt.NDArray[np.int64]]:
+    """Row ranges of surviving row groups ``surv`` of one part, from the page statistics."""
+    rows = p.rg_num_rows[surv].astype(np.int64)
+    vstart = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)  # virtual row space
+    total = int(vstart[-1])
+    cols: dict[str, tuple[ColumnArrays, str, npt.NDArray[np.int64], npt.NDArray[np.intp], Mask]] = {}
+    bounds = [vstart]
+    for name in sorted(references(expr)):
+        ref = _first_ref(expr, name)
+        col = find_column(p, ref) if ref is not None else None
+        kind = None if col is None or ref is None else _usable(col, ref)
+        if col is None or kind is None:
+            continue
+        has = col.has_pages[surv]
+        starts, ends = col.pages.rg_start[surv], col.pages.rg_start[surv + 1]
+        counts = np.where(has, ends - starts, 0)
+        if counts.sum() == 0:
+            continue
+        owner = np.repeat(np.arange(len(surv)), counts)
+        first = np.repeat(starts, counts)
+        within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        page_idx = (first + within).astype(np.intp)
+        page_v = vstart[owner] + col.pages.first_row_index[page_idx]
+        cols[name] = (col, kind, page_v, page_idx, has)
+        bounds.append(page_v)
+    frag = np.unique(np.concatenate(bounds))
+    frag = frag[frag < total]
+    frag_end = np.append(frag[1:], total)
+    frag_rg = np.searchsorted(vstart, frag, side="right") - 1  # position in surv
+    stats_cache: dict[str, UnitStats | None] = {}
+
+    def stats_for(ref: BoundRef) -> UnitStats | None:
+        if ref.name not in cols:
+            return None
+        if ref.name not in stats_cache:
+            col, kind, page_v, page_idx, has = cols[ref.name]
+            pos = np.clip(np.searchsorted(page_v, frag, side="right") - 1, 0, len(page_v) - 1)
+            known = has[frag_rg]
+            page_stats = UnitStats.from_arrays(col.pages, col.pages.row_count, kind=kind)
+            stats_cache[ref.name] = page_stats.take(page_idx[pos], known)
+        return stats_cache[ref.name]
+
+    m0, m1, _ = _levels(expr, len(frag), stats_for)
+    length = frag_end - frag
+    dropped = np.array([int(length[~m0].sum()), int(length[m0 & ~m1].sum())], dtype=np.int64)
+    out: dict[int, npt.NDArray[np.int64]] = {}
+    keep = np.flatnonzero(m1)
+    if len(keep):
+        k_rg, k_start, k_end = frag_rg[keep], frag[keep], frag_end[keep]
+        new = np.ones(len(keep), dtype=bool)
+        new[1:] = (k_rg[1:] != k_rg[:-1]) | (k_start[1:] != k_end[:-1])
+        run = np.cumsum(new) - 1
+        r_rg = k_rg[new]
+        r_start = k_start[new] - vstart[r_rg]
+        r_end = np.zeros(len(r_rg), dtype=np.int64)
+        np.maximum.at(r_end, run, k_end - vstart[k_rg])
+        lists: dict[int, list[tuple[int, int]]] = {}
+        for i, local in enumerate(surv[r_rg].tolist()):
+            lists.setdefault(local, []).append((int(r_start[i]), int(r_end[i])))
+        out = {k: np.array(v, dtype=np.int64).reshape(-1, 2) for k, v in lists.items()}
+    return out, dropped
+
+
+def _first_ref(expr: Expr, name: str) -> BoundRef | None:
+    if isinstance(expr, (And, Or)):
+        return _first_ref(expr.left, name) or _first_ref(expr.right, name)
+    term = getattr(expr, "term", None)
+    if isinstance(term, BoundRef) and term.name == name:
+        return term
+    return None
