@@ -143,7 +143,11 @@ class PageArrays(_Stats):
         self.row_count: _NP = _arr(hp.row_count, "<i8", p, what + " row_count")
         self.offset: _NP = _arr(hp.offset, "<i8", p, what + " page offset")
         self.compressed_size: _NP = _arr(hp.compressed_size, "<i4", p, what + " compressed_size")
-        if p and (np.any(np.diff(self.row_group) < 0) or self.row_group[0] < 0 or self.row_group[-1] >= n_rg):
+        if p and (
+            np.any(np.diff(self.row_group) < 0)
+            or self.row_group[0] < 0
+            or self.row_group[-1] >= n_rg
+        ):
             raise CorruptIndexError(f"index pages of {what} are not in row-group order")
         self.rg_start: _NP = np.searchsorted(self.row_group, np.arange(n_rg + 1)).astype(np.int64)
 
@@ -158,12 +162,20 @@ class ColumnArrays(_Stats):
         self.kind: int = desc.kind if desc.kind is not None else ValueKind.NONE
         super().__init__(self.kind, data.chunks, n_rg, name)
         pages = data.pages
-        self.has_pages: _NP = _arr(pages.has_pages if pages else None, "u1", n_rg, name + " has_pages") != 0
-        self.boundary_order: _NP = _arr(pages.boundary_order if pages else None, "i1", n_rg, name + " boundary")
+        self.has_pages: _NP = (
+            _arr(pages.has_pages if pages else None, "u1", n_rg, name + " has_pages") != 0
+        )
+        self.boundary_order: _NP = _arr(
+            pages.boundary_order if pages else None, "i1", n_rg, name + " boundary"
+        )
         self.pages = PageArrays(self.kind, pages, n_rg, name)
         blooms = data.blooms
-        self.bloom_offset: _NP = _arr(blooms.offset if blooms else None, "<i8", n_rg, name + " bloom offset")
-        self.bloom_length: _NP = _arr(blooms.length if blooms else None, "<i4", n_rg, name + " bloom length")
+        self.bloom_offset: _NP = _arr(
+            blooms.offset if blooms else None, "<i8", n_rg, name + " bloom offset"
+        )
+        self.bloom_length: _NP = _arr(
+            blooms.length if blooms else None, "<i4", n_rg, name + " bloom length"
+        )
 
 
 class IndexArrays:
@@ -185,7 +197,9 @@ class IndexArrays:
         cols = header.columns or []
         data = header.column_data or []
         if len(cols) != len(data):
-            raise CorruptIndexError("index has column descriptions and column data of different lengths")
+            raise CorruptIndexError(
+                "index has column descriptions and column data of different lengths"
+            )
         self.columns = [ColumnArrays(c, d, n) for c, d in zip(cols, data, strict=True)]
         self._by_name = {c.name: c for c in self.columns}
         self._bloom_source = bloom_source
@@ -210,7 +224,9 @@ class IndexArrays:
             return None
         ln = int(col.bloom_length[rg])
         if ln <= 0 or off + ln > self.bloom_region_length:
-            raise CorruptIndexError(f"bloom of column {name} row group {rg} lies outside the bloom region")
+            raise CorruptIndexError(
+                f"bloom of column {name} row group {rg} lies outside the bloom region"
+            )
         return self._bloom_source(off, ln)
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "SALTS",
     "bloom_insert",
     "build_bloom",
+    "read_bloom_blob",
     "hash_plain",
     "hash_value",
     "might_contain",
@@ -32,7 +33,16 @@ __all__ = [
 
 BLOCK_BYTES = 32
 SALTS = np.array(
-    [0x47B6137B, 0x44974D91, 0x8824AD5B, 0xA2B7289D, 0x705495C7, 0x2DF1424B, 0x9EFC4947, 0x5C6BFB31],
+    [
+        0x47B6137B,
+        0x44974D91,
+        0x8824AD5B,
+        0xA2B7289D,
+        0x705495C7,
+        0x2DF1424B,
+        0x9EFC4947,
+        0x5C6BFB31,
+    ],
     dtype=np.uint32,
 )
 _SALTS_PY = [int(s) for s in SALTS]
@@ -52,7 +62,9 @@ def plain_encode(value: object, physical_type: str) -> bytes:
     FIXED_LEN_BYTE_ARRAY. Strings are encoded as UTF-8.
     """
     if physical_type == "INT32":
-        return struct.pack("<i", int(value)) if int(value) < 2**31 else struct.pack("<I", int(value))  # type: ignore[call-overload]
+        return (
+            struct.pack("<i", int(value)) if int(value) < 2**31 else struct.pack("<I", int(value))
+        )  # type: ignore[call-overload]
     if physical_type == "INT64":
         iv = int(value)  # type: ignore[call-overload]
         return struct.pack("<q", iv) if iv < 2**63 else struct.pack("<Q", iv)
@@ -77,7 +89,9 @@ def hash_value(value: object, physical_type: str) -> int:
 def _check(bitset: bytes | memoryview) -> int:
     n = len(bitset)
     if n < BLOCK_BYTES or n % BLOCK_BYTES:
-        raise CorruptIndexError(f"bloom bitset of {n} bytes is not a whole number of 32-byte blocks")
+        raise CorruptIndexError(
+            f"bloom bitset of {n} bytes is not a whole number of 32-byte blocks"
+        )
     return n // BLOCK_BYTES
 
 
@@ -131,10 +145,41 @@ def bloom_insert(bitset: bytearray, hashes: npt.ArrayLike) -> None:
         np.bitwise_or.at(words[:, i], block, masks[:, i])
 
 
-def build_bloom(plain_values: Iterable[bytes], *, num_bytes: int | None = None, fpp: float = 0.01) -> bytes:
+def build_bloom(
+    plain_values: Iterable[bytes], *, num_bytes: int | None = None, fpp: float = 0.01
+) -> bytes:
     """Build a bitset from PLAIN-encoded values (size from the distinct count if not given)."""
     values = list(dict.fromkeys(plain_values))
     size = num_bytes if num_bytes is not None else optimal_num_bytes(len(values), fpp)
     bitset = bytearray(size)
     bloom_insert(bitset, np.array([hash_plain(v) for v in values], dtype=np.uint64))
     return bytes(bitset)
+
+
+def read_bloom_blob(data: bytes, *, name: str = "bloom filter") -> bytes:
+    """Parse a Thrift BloomFilterHeader followed by its bitset; return the bitset.
+
+    Raises:
+        CorruptIndexError: the header is not a valid split-block / xxHash / uncompressed
+            header or the bitset is short.
+    """
+    from carbonstore.indexfiles import tio
+    from carbonstore.indexfiles._gen.parquet.ttypes import BloomFilterHeader
+
+    try:
+        hdr, used = tio.decode_prefix(BloomFilterHeader(), data[:64])
+    except tio.DECODE_ERRORS as err:
+        raise CorruptIndexError(f"{name}: cannot decode bloom filter header: {err}") from err
+    n = hdr.numBytes
+    if (
+        hdr.algorithm is None
+        or hdr.algorithm.BLOCK is None
+        or hdr.hash is None
+        or hdr.hash.XXHASH is None
+        or hdr.compression is None
+        or hdr.compression.UNCOMPRESSED is None
+    ):
+        raise CorruptIndexError(f"{name}: not a split-block xxHash uncompressed bloom filter")
+    if n is None or n < BLOCK_BYTES or n % BLOCK_BYTES or used + n > len(data):
+        raise CorruptIndexError(f"{name}: bloom filter size {n} is invalid or exceeds the data")
+    return data[used : used + n]

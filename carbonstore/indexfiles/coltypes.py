@@ -24,7 +24,12 @@ from carbonstore.indexfiles._gen.parquet.ttypes import (
 __all__ = ["Leaf", "decode_bound", "leaves_from_schema", "physical_name"]
 
 _PHYS = {v: k for k, v in Type._NAMES_TO_VALUES.items()}
-_UNSIGNED_CT = {ConvertedType.UINT_8, ConvertedType.UINT_16, ConvertedType.UINT_32, ConvertedType.UINT_64}
+_UNSIGNED_CT = {
+    ConvertedType.UINT_8,
+    ConvertedType.UINT_16,
+    ConvertedType.UINT_32,
+    ConvertedType.UINT_64,
+}
 
 
 def physical_name(t: int | None) -> str:
@@ -74,7 +79,9 @@ def _describe(el: SchemaElement, nested: bool) -> Leaf:
     known_logical = True
     if lt is not None:
         if lt.STRING is not None or lt.ENUM is not None or lt.JSON is not None:
-            logical = "STRING" if lt.STRING is not None else ("ENUM" if lt.ENUM is not None else "JSON")
+            logical = (
+                "STRING" if lt.STRING is not None else ("ENUM" if lt.ENUM is not None else "JSON")
+            )
         elif lt.DECIMAL is not None:
             decimal = True
             precision, dscale = lt.DECIMAL.precision, lt.DECIMAL.scale
@@ -165,7 +172,14 @@ def _describe(el: SchemaElement, nested: bool) -> Leaf:
         nested=nested,
         unit=unit,
     )
-    return Leaf(desc=desc, max_def=0, unsigned=unsigned, decimal=decimal, legacy_ok=legacy_ok, scale_to_micros=scale)
+    return Leaf(
+        desc=desc,
+        max_def=0,
+        unsigned=unsigned,
+        decimal=decimal,
+        legacy_ok=legacy_ok,
+        scale_to_micros=scale,
+    )
 
 
 def leaves_from_schema(schema: list[SchemaElement]) -> list[Leaf]:
@@ -188,7 +202,9 @@ def leaves_from_schema(schema: list[SchemaElement]) -> list[Leaf]:
             el = schema[pos]
             pos += 1
             rep = el.repetition_type
-            d = max_def + (1 if rep in (FieldRepetitionType.OPTIONAL, FieldRepetitionType.REPEATED) else 0)
+            d = max_def + (
+                1 if rep in (FieldRepetitionType.OPTIONAL, FieldRepetitionType.REPEATED) else 0
+            )
             r = max_rep + (1 if rep == FieldRepetitionType.REPEATED else 0)
             name = el.name if el.name is not None else ""
             if el.num_children:
@@ -250,7 +266,11 @@ def decode_bound(leaf: Leaf, raw: bytes, *, is_max: bool) -> tuple[object, bool]
             return None
         iv = struct.unpack("<Q" if leaf.unsigned else "<q", raw)[0]
     elif phys in (Type.BYTE_ARRAY, Type.FIXED_LEN_BYTE_ARRAY) and leaf.decimal:
-        if phys == Type.FIXED_LEN_BYTE_ARRAY and d.type_length is not None and len(raw) != d.type_length:
+        if (
+            phys == Type.FIXED_LEN_BYTE_ARRAY
+            and d.type_length is not None
+            and len(raw) != d.type_length
+        ):
             return None
         if len(raw) > 64:
             return None

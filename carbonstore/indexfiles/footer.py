@@ -154,7 +154,9 @@ def _float_bounds(
     return (None if _is_nan(lo) else lo), (None if _is_nan(hi) else hi)
 
 
-def _chunk_stats(leaf: Leaf, order: int, st: Statistics | None, num_values: int | None) -> ChunkIndex:
+def _chunk_stats(
+    leaf: Leaf, order: int, st: Statistics | None, num_values: int | None
+) -> ChunkIndex:
     ci = ChunkIndex()
     if st is None:
         return ci
@@ -200,12 +202,19 @@ def _page_index(
         return None
     locs = oi.page_locations
     firsts = [loc.first_row_index if loc.first_row_index is not None else -1 for loc in locs]
-    if any(f < 0 for f in firsts) or firsts != sorted(firsts) or firsts[0] != 0 or firsts[-1] > rg_rows:
+    if (
+        any(f < 0 for f in firsts)
+        or firsts != sorted(firsts)
+        or firsts[0] != 0
+        or firsts[-1] > rg_rows
+    ):
         return None
     counts = [b - a for a, b in zip(firsts, [*firsts[1:], rg_rows], strict=True)]
     pi = PageIndex(
         offset=[loc.offset if loc.offset is not None else -1 for loc in locs],
-        compressed_size=[loc.compressed_page_size if loc.compressed_page_size is not None else -1 for loc in locs],
+        compressed_size=[
+            loc.compressed_page_size if loc.compressed_page_size is not None else -1 for loc in locs
+        ],
         first_row_index=firsts,
         row_count=counts,
     )
@@ -273,7 +282,9 @@ def _read_footer(r: _Reader) -> tuple[FileMetaData, int, int]:
         raise CorruptIndexError(f"{name}: {r.size} bytes is too small to be a Parquet file")
     tail = r.get(r.size - 8, 8)
     if tail[4:] == ENCRYPTED_MAGIC:
-        raise UnsupportedParquetError(f"{name}: encrypted Parquet footer; cannot index without keys")
+        raise UnsupportedParquetError(
+            f"{name}: encrypted Parquet footer; cannot index without keys"
+        )
     if tail[4:] != MAGIC or r.get(0, 4) not in (MAGIC, ENCRYPTED_MAGIC):
         raise CorruptIndexError(f"{name}: not a Parquet file (magic bytes missing)")
     flen = struct.unpack("<I", tail[:4])[0]
@@ -284,7 +295,9 @@ def _read_footer(r: _Reader) -> tuple[FileMetaData, int, int]:
     fm = _decode(FileMetaData(), r.get(foff, flen), "the footer", name)
     assert isinstance(fm, FileMetaData)
     if fm.encryption_algorithm is not None:
-        raise UnsupportedParquetError(f"{name}: encrypted columns (plaintext footer); cannot index without keys")
+        raise UnsupportedParquetError(
+            f"{name}: encrypted columns (plaintext footer); cannot index without keys"
+        )
     if fm.schema is None or fm.row_groups is None or fm.num_rows is None:
         raise CorruptIndexError(f"{name}: footer lacks schema, row groups or row count")
     return fm, foff, flen
@@ -295,12 +308,19 @@ def _prefetch(r: _Reader, chunks: list[ColumnChunk], foff: int) -> None:
     starts: list[int] = []
     total = 0
     for cc in chunks:
-        for off, ln in ((cc.column_index_offset, cc.column_index_length), (cc.offset_index_offset, cc.offset_index_length)):
+        for off, ln in (
+            (cc.column_index_offset, cc.column_index_length),
+            (cc.offset_index_offset, cc.offset_index_length),
+        ):
             if off is not None and ln is not None and 0 <= off < foff:
                 starts.append(off)
                 total += max(ln, 0)
         md = cc.meta_data
-        if md is not None and md.bloom_filter_offset is not None and 0 <= md.bloom_filter_offset < foff:
+        if (
+            md is not None
+            and md.bloom_filter_offset is not None
+            and 0 <= md.bloom_filter_offset < foff
+        ):
             starts.append(md.bloom_filter_offset)
             total += md.bloom_filter_length or 4096
     if starts:
@@ -318,21 +338,31 @@ def _read_bloom(r: _Reader, cc: ColumnChunk) -> bytes | None:
     try:
         hdr, used = tio.decode_prefix(BloomFilterHeader(), head)
     except tio.DECODE_ERRORS as err:
-        raise CorruptIndexError(f"{r.name}: cannot decode bloom filter header at {off}: {err}") from err
+        raise CorruptIndexError(
+            f"{r.name}: cannot decode bloom filter header at {off}: {err}"
+        ) from err
     n = hdr.numBytes
     if (
-        hdr.algorithm is None or hdr.algorithm.BLOCK is None or hdr.hash is None or hdr.hash.XXHASH is None
-        or hdr.compression is None or hdr.compression.UNCOMPRESSED is None
+        hdr.algorithm is None
+        or hdr.algorithm.BLOCK is None
+        or hdr.hash is None
+        or hdr.hash.XXHASH is None
+        or hdr.compression is None
+        or hdr.compression.UNCOMPRESSED is None
     ):
         return None  # an algorithm we do not know: no bloom, never a wrong answer
     if n is None or n < 32 or n % 32 or n > _MAX_BLOOM:
         raise CorruptIndexError(f"{r.name}: bloom filter at {off} has invalid size {n}")
     if md.bloom_filter_length is not None and md.bloom_filter_length < used + n:
-        raise CorruptIndexError(f"{r.name}: bloom filter at {off} is longer than bloom_filter_length")
+        raise CorruptIndexError(
+            f"{r.name}: bloom filter at {off} is longer than bloom_filter_length"
+        )
     return r.get(off + used, n)
 
 
-def _read_struct(r: _Reader, obj: object, off: int | None, ln: int | None, what: str) -> object | None:
+def _read_struct(
+    r: _Reader, obj: object, off: int | None, ln: int | None, what: str
+) -> object | None:
     if off is None or ln is None:
         return None
     if ln <= 0 or off < 0:
@@ -362,11 +392,21 @@ def read_file_index(
             return _build(r, fs, path, rel_path, with_blooms)
     except (CorruptIndexError, UnsupportedParquetError):
         raise
-    except (OSError, ValueError, IndexError, struct.error, RecursionError, MemoryError, OverflowError) as err:
+    except (
+        OSError,
+        ValueError,
+        IndexError,
+        struct.error,
+        RecursionError,
+        MemoryError,
+        OverflowError,
+    ) as err:
         raise CorruptIndexError(f"{path}: cannot read Parquet metadata: {err}") from err
 
 
-def _build(r: _Reader, fs: pafs.FileSystem, path: str, rel_path: str | None, with_blooms: bool) -> FileIndex:
+def _build(
+    r: _Reader, fs: pafs.FileSystem, path: str, rel_path: str | None, with_blooms: bool
+) -> FileIndex:
     fm, foff, flen = _read_footer(r)
     try:
         leaves = leaves_from_schema(fm.schema)
@@ -377,7 +417,10 @@ def _build(r: _Reader, fs: pafs.FileSystem, path: str, rel_path: str | None, wit
         raise CorruptIndexError(f"{path}: invalid physical type in the schema for column(s) {bad}")
     orders = _orders(fm, len(leaves))
     all_chunks = [cc for rg in fm.row_groups for cc in (rg.columns or [])]
-    if any(cc.crypto_metadata is not None or cc.encrypted_column_metadata is not None for cc in all_chunks):
+    if any(
+        cc.crypto_metadata is not None or cc.encrypted_column_metadata is not None
+        for cc in all_chunks
+    ):
         raise UnsupportedParquetError(f"{path}: encrypted column chunks; cannot index without keys")
     _prefetch(r, all_chunks, foff)
     rgs: list[RowGroupIndex] = []
@@ -392,11 +435,22 @@ def _build(r: _Reader, fs: pafs.FileSystem, path: str, rel_path: str | None, wit
             md = cc.meta_data
             if md is None:
                 raise CorruptIndexError(f"{path}: row group {gi} column {ci_} has no metadata")
+            if md.path_in_schema is not None and ".".join(md.path_in_schema) != leaf.desc.name:
+                raise CorruptIndexError(
+                    f"{path}: row group {gi} column {ci_} is {'.'.join(md.path_in_schema)!r} "
+                    f"but the schema says {leaf.desc.name!r}"
+                )
             if md.type != leaf.desc.physical_type:
-                raise CorruptIndexError(f"{path}: row group {gi} column {leaf.desc.name} has a physical type unlike the schema")
+                raise CorruptIndexError(
+                    f"{path}: row group {gi} column {leaf.desc.name} has a physical type unlike the schema"
+                )
             ch = _chunk_stats(leaf, orders[ci_], md.statistics, md.num_values)
-            oi = _read_struct(r, OffsetIndex(), cc.offset_index_offset, cc.offset_index_length, "offset index")
-            cx = _read_struct(r, ColumnIndex(), cc.column_index_offset, cc.column_index_length, "column index")
+            oi = _read_struct(
+                r, OffsetIndex(), cc.offset_index_offset, cc.offset_index_length, "offset index"
+            )
+            cx = _read_struct(
+                r, ColumnIndex(), cc.column_index_offset, cc.column_index_length, "column index"
+            )
             ch.pages = _page_index(leaf, orders[ci_], oi, cx, rg.num_rows)  # type: ignore[arg-type]
             if with_blooms:
                 ch.bloom = _read_bloom(r, cc)
@@ -406,7 +460,14 @@ def _build(r: _Reader, fs: pafs.FileSystem, path: str, rel_path: str | None, wit
                 starts.append(start)
                 ends.append(start + md.total_compressed_size)
         lo = min(starts) if starts else 0
-        rgs.append(RowGroupIndex(num_rows=rg.num_rows, offset=lo, length=(max(ends) - lo) if ends else 0, chunks=chunks))
+        rgs.append(
+            RowGroupIndex(
+                num_rows=rg.num_rows,
+                offset=lo,
+                length=(max(ends) - lo) if ends else 0,
+                chunks=chunks,
+            )
+        )
     return FileIndex(
         path=rel_path if rel_path is not None else path,
         size=r.size,

@@ -70,7 +70,9 @@ def atomic_write(fs: pafs.FileSystem, path: str, data: bytes) -> None:
     new, uniquely named file is what keeps readers safe.
     """
     parent, _, name = path.rpartition("/")
-    tmp = f"{parent}/.{name}.{uuid.uuid4().hex}.tmp" if parent else f".{name}.{uuid.uuid4().hex}.tmp"
+    tmp = (
+        f"{parent}/.{name}.{uuid.uuid4().hex}.tmp" if parent else f".{name}.{uuid.uuid4().hex}.tmp"
+    )
     try:
         with fs.open_output_stream(tmp) as out:
             out.write(data)
@@ -88,11 +90,23 @@ def encode_index(header: IndexHeader, blooms: bytes, kind: IndexFileKind) -> byt
     header.bloom_region_length = len(blooms)
     hb = tio.encode(header)
     magic = MAGIC_TASK if kind == "task" else MAGIC_MERGE
-    return b"".join([_PREFIX.pack(magic, FORMAT_VERSION, 0, len(hb)), hb, blooms, _TRAILER.pack(len(hb), TRAILER_MAGIC)])
+    return b"".join(
+        [
+            _PREFIX.pack(magic, FORMAT_VERSION, 0, len(hb)),
+            hb,
+            blooms,
+            _TRAILER.pack(len(hb), TRAILER_MAGIC),
+        ]
+    )
 
 
 def write_index(
-    fs: pafs.FileSystem, path: str, header: IndexHeader, blooms: bytes, *, kind: IndexFileKind = "task"
+    fs: pafs.FileSystem,
+    path: str,
+    header: IndexHeader,
+    blooms: bytes,
+    *,
+    kind: IndexFileKind = "task",
 ) -> int:
     """Atomically write an index file; returns its size in bytes."""
     data = encode_index(header, blooms, kind)
@@ -124,7 +138,9 @@ def build_task_index(
     Returns:
         The size of the written index file in bytes.
     """
-    files = [read_file_index(fs, f"{segment_dir.rstrip('/')}/{rel}", rel_path=rel) for rel in data_files]
+    files = [
+        read_file_index(fs, f"{segment_dir.rstrip('/')}/{rel}", rel_path=rel) for rel in data_files
+    ]
     header, blooms = pack(files, segment_id=segment_id, task_id=task_id, column_ids=column_ids)
     return write_index(fs, output_path, header, blooms, kind="task")
 
@@ -145,16 +161,25 @@ def _decode_prefix(data: bytes, size: int, name: str) -> LoadedIndex:
     if magic not in (MAGIC_TASK, MAGIC_MERGE):
         raise CorruptIndexError(f"{name}: not a carbonindex file (bad magic)")
     if version != FORMAT_VERSION:
-        raise CorruptIndexError(f"{name}: carbonindex format version {version} is not supported (expected {FORMAT_VERSION}); rebuild the index")
-    if hlen > min(size, _MAX_HEADER) - _PREFIX.size - _TRAILER.size or len(data) < _PREFIX.size + hlen:
-        raise CorruptIndexError(f"{name}: header length {hlen} does not fit the {size}-byte file (truncated?)")
+        raise CorruptIndexError(
+            f"{name}: carbonindex format version {version} is not supported (expected {FORMAT_VERSION}); rebuild the index"
+        )
+    if (
+        hlen > min(size, _MAX_HEADER) - _PREFIX.size - _TRAILER.size
+        or len(data) < _PREFIX.size + hlen
+    ):
+        raise CorruptIndexError(
+            f"{name}: header length {hlen} does not fit the {size}-byte file (truncated?)"
+        )
     try:
         header = tio.decode(IndexHeader(), data[_PREFIX.size : _PREFIX.size + hlen])
     except tio.DECODE_ERRORS as err:
         raise CorruptIndexError(f"{name}: cannot decode the index header: {err}") from err
     blen = header.bloom_region_length or 0
     if blen < 0 or _PREFIX.size + hlen + blen + _TRAILER.size != size:
-        raise CorruptIndexError(f"{name}: file size {size} does not match its header (truncated or appended to)")
+        raise CorruptIndexError(
+            f"{name}: file size {size} does not match its header (truncated or appended to)"
+        )
     return LoadedIndex(
         path=name,
         kind="task" if magic == MAGIC_TASK else "merge",
@@ -166,7 +191,9 @@ def _decode_prefix(data: bytes, size: int, name: str) -> LoadedIndex:
 def _check_trailer(loaded: LoadedIndex, tail: bytes) -> None:
     hlen, magic = _TRAILER.unpack(tail)
     if magic != TRAILER_MAGIC or hlen != loaded.bloom_region_offset - _PREFIX.size:
-        raise CorruptIndexError(f"{loaded.path}: index trailer is missing or wrong (truncated file?)")
+        raise CorruptIndexError(
+            f"{loaded.path}: index trailer is missing or wrong (truncated file?)"
+        )
 
 
 def read_index(fs: pafs.FileSystem, path: str, *, with_blooms: bool = False) -> LoadedIndex:
@@ -186,7 +213,9 @@ def read_index(fs: pafs.FileSystem, path: str, *, with_blooms: bool = False) -> 
             loaded = _decode_prefix(head, size, path)
             _check_trailer(loaded, f.read_at(_TRAILER.size, size - _TRAILER.size))
             if with_blooms:
-                loaded.bloom_region = f.read_at(loaded.header.bloom_region_length or 0, loaded.bloom_region_offset)
+                loaded.bloom_region = f.read_at(
+                    loaded.header.bloom_region_length or 0, loaded.bloom_region_offset
+                )
             return loaded
     except CorruptIndexError:
         raise
@@ -228,7 +257,9 @@ def merge_indexes(
 ) -> int:
     """Merge task indexes into one ``.carbonindexmerge`` (written atomically); returns its size."""
     loaded = [read_index(fs, p, with_blooms=True) for p in task_index_paths]
-    header, blooms = _merged(loaded, segment_id or (loaded[0].header.segment_id if loaded else "") or "")
+    header, blooms = _merged(
+        loaded, segment_id or (loaded[0].header.segment_id if loaded else "") or ""
+    )
     return write_index(fs, output_path, header, blooms, kind="merge")
 
 

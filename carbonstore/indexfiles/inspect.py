@@ -38,7 +38,9 @@ def index_arrays_for(fs: pafs.FileSystem, path: str) -> IndexArrays:
     return load_arrays(header, lambda off, ln: blooms[off : off + ln])
 
 
-def _column(arrs: IndexArrays, ca: ColumnArrays, rg: int, probe: dict[str, Any] | None) -> dict[str, Any]:
+def _column(
+    arrs: IndexArrays, ca: ColumnArrays, rg: int, probe: dict[str, Any] | None
+) -> dict[str, Any]:
     d = ca.desc
     out: dict[str, Any] = {
         "path": ca.name,
@@ -67,8 +69,12 @@ def _column(arrs: IndexArrays, ca: ColumnArrays, rg: int, probe: dict[str, Any] 
             "null_pages": [bool(pg.null_page[j]) for j in idx] if has_ci else None,
             "min": lst(pg.min, pg.has_min) if has_ci else None,
             "max": lst(pg.max, pg.has_max) if has_ci else None,
-            "null_counts": [int(x) if x >= 0 else None for x in pg.null_count[lo:hi]] if has_ci else None,
-            "nan_counts": [int(x) if x >= 0 else None for x in pg.nan_count[lo:hi]] if has_ci else None,
+            "null_counts": [int(x) if x >= 0 else None for x in pg.null_count[lo:hi]]
+            if has_ci
+            else None,
+            "nan_counts": [int(x) if x >= 0 else None for x in pg.nan_count[lo:hi]]
+            if has_ci
+            else None,
             "boundary_order": _BOUNDARY.get(int(ca.boundary_order[rg])) if has_ci else None,
             "first_row_index": [int(x) for x in pg.first_row_index[lo:hi]],
         }
@@ -79,13 +85,17 @@ def _column(arrs: IndexArrays, ca: ColumnArrays, rg: int, probe: dict[str, Any] 
             try:
                 h = hash_literal(d, probe[ca.name])
             except (ValueError, ArithmeticError) as err:
-                raise CorruptIndexError(f"probe value {probe[ca.name]!r} does not fit column {ca.name}: {err}") from err
+                raise CorruptIndexError(
+                    f"probe value {probe[ca.name]!r} does not fit column {ca.name}: {err}"
+                ) from err
             bloom["might_contain"] = bool(bitset is not None and might_contain(bitset, h))
         out["bloom"] = bloom
     return out
 
 
-def inspect_path(fs: pafs.FileSystem, path: str, probe: dict[str, Any] | None = None) -> dict[str, Any]:
+def inspect_path(
+    fs: pafs.FileSystem, path: str, probe: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Describe every file, row group, column chunk, page index and bloom of ``path``.
 
     Args:
@@ -111,5 +121,12 @@ def inspect_path(fs: pafs.FileSystem, path: str, probe: dict[str, Any] | None = 
                     "columns": [_column(arrs, ca, rg, probe) for ca in arrs.columns],
                 }
             )
-        files.append({"path": df.path, "num_rows": df.num_rows, "created_by": df.created_by, "row_groups": rgs})
+        files.append(
+            {
+                "path": df.path,
+                "num_rows": df.num_rows,
+                "created_by": df.created_by,
+                "row_groups": rgs,
+            }
+        )
     return {"files": files}

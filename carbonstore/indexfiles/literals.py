@@ -79,14 +79,20 @@ def plain_literal(desc: ColumnDesc, value: object) -> bytes:
     if phys in (Type.BYTE_ARRAY, Type.FIXED_LEN_BYTE_ARRAY):
         if lt.startswith("DECIMAL"):
             iv = _to_int(desc, value)
-            n = desc.type_length if phys == Type.FIXED_LEN_BYTE_ARRAY and desc.type_length else max(1, (iv.bit_length() + 8) // 8)
+            n = (
+                desc.type_length
+                if phys == Type.FIXED_LEN_BYTE_ARRAY and desc.type_length
+                else max(1, (iv.bit_length() + 8) // 8)
+            )
             return iv.to_bytes(n, "big", signed=True)
         if lt == "FLOAT16":
             return struct.pack("<e", float(value))  # type: ignore[arg-type]
         if isinstance(value, (bytes, bytearray, memoryview)):
             return bytes(value)
         return str(value).encode("utf-8")
-    raise ValueError(f"column {desc.name} of type {physical_name(phys)} has no bloom-comparable values")
+    raise ValueError(
+        f"column {desc.name} of type {physical_name(phys)} has no bloom-comparable values"
+    )
 
 
 def hash_literal(desc: ColumnDesc, value: object) -> int:

@@ -45,9 +45,13 @@ def _bigint_bytes(v: int) -> bytes:
 def pack_values(kind: int, values: list[object]) -> PackedValues:
     """Pack one column's bound values (None where absent) by the column's kind."""
     if kind == ValueKind.INT64:
-        return PackedValues(data=np.array([0 if v is None else v for v in values], dtype="<i8").tobytes())
+        return PackedValues(
+            data=np.array([0 if v is None else v for v in values], dtype="<i8").tobytes()
+        )
     if kind == ValueKind.FLOAT64:
-        return PackedValues(data=np.array([0.0 if v is None else v for v in values], dtype="<f8").tobytes())
+        return PackedValues(
+            data=np.array([0.0 if v is None else v for v in values], dtype="<f8").tobytes()
+        )
     if kind in (ValueKind.BYTES, ValueKind.BIGINT):
         parts = [
             b"" if v is None else (_bigint_bytes(v) if kind == ValueKind.BIGINT else v)  # type: ignore[arg-type]
@@ -75,7 +79,9 @@ def unpack_values(kind: int, pv: PackedValues | None, n: int) -> list[object]:
     return parts
 
 
-def _flags(has_min: bool, has_max: bool, min_exact: bool, max_exact: bool, null_page: bool = False) -> int:
+def _flags(
+    has_min: bool, has_max: bool, min_exact: bool, max_exact: bool, null_page: bool = False
+) -> int:
     return (
         (F_HAS_MIN if has_min else 0)
         | (F_HAS_MAX if has_max else 0)
@@ -108,7 +114,9 @@ def _merge_columns(files: list[FileIndex], column_ids: dict[str, str] | None) ->
                     cd.column_id = column_ids[c.name]
                 cols[c.name] = cd
             elif prev.physical_type != c.physical_type or prev.kind != c.kind:
-                raise ValueError(f"column {c.name!r} has different types in {files[0].path} and {f.path}")
+                raise ValueError(
+                    f"column {c.name!r} has different types in {files[0].path} and {f.path}"
+                )
     return list(cols.values())
 
 
@@ -162,7 +170,12 @@ def pack(
         stats = ChunkStats(
             min=pack_values(kind, mins),
             max=pack_values(kind, maxs),
-            flags=_u8([_flags(c.min is not None, c.max is not None, c.min_exact, c.max_exact) for c in chunks]),
+            flags=_u8(
+                [
+                    _flags(c.min is not None, c.max is not None, c.min_exact, c.max_exact)
+                    for c in chunks
+                ]
+            ),
             null_count=_i64([c.null_count for c in chunks]),
             nan_count=_i64([c.nan_count for c in chunks]),
         )
@@ -204,7 +217,13 @@ def pack(
                 p_min.extend(pi.min)
                 p_max.extend(pi.max)
                 p_flags.extend(
-                    _flags(pi.min[i] is not None, pi.max[i] is not None, pi.min_exact[i], pi.max_exact[i], pi.null_pages[i])
+                    _flags(
+                        pi.min[i] is not None,
+                        pi.max[i] is not None,
+                        pi.min_exact[i],
+                        pi.max_exact[i],
+                        pi.null_pages[i],
+                    )
                     for i in range(n)
                 )
                 p_nulls.extend(pi.null_counts)
@@ -232,7 +251,9 @@ def pack(
             has_pages=_u8(has_pages),
         )
         column_data.append(
-            ColumnIndexData(chunks=stats, pages=pages, blooms=BloomRefs(offset=_i64(b_off), length=_i32(b_len)))
+            ColumnIndexData(
+                chunks=stats, pages=pages, blooms=BloomRefs(offset=_i64(b_off), length=_i32(b_len))
+            )
         )
     header = IndexHeader(
         format_version=FORMAT_VERSION,

@@ -66,7 +66,9 @@ def decode_prefix(obj: T, data: bytes | memoryview) -> tuple[T, int]:
         buf = TMemoryBuffer(raw)
         limit = max(1, min(CONTAINER_LIMIT, len(raw)))
         proto = TCompactProtocol(
-            buf, string_length_limit=min(STRING_LIMIT, max(1, len(raw))), container_length_limit=limit
+            buf,
+            string_length_limit=min(STRING_LIMIT, max(1, len(raw))),
+            container_length_limit=limit,
         )
         obj.read(proto)  # type: ignore[attr-defined]
     return obj, buf._buffer.tell()
