@@ -62,9 +62,8 @@ def plain_encode(value: object, physical_type: str) -> bytes:
     FIXED_LEN_BYTE_ARRAY. Strings are encoded as UTF-8.
     """
     if physical_type == "INT32":
-        return (
-            struct.pack("<i", int(value)) if int(value) < 2**31 else struct.pack("<I", int(value))
-        )  # type: ignore[call-overload]
+        iv32 = int(value)  # type: ignore[call-overload]
+        return struct.pack("<i", iv32) if iv32 < 2**31 else struct.pack("<I", iv32)
     if physical_type == "INT64":
         iv = int(value)  # type: ignore[call-overload]
         return struct.pack("<q", iv) if iv < 2**63 else struct.pack("<Q", iv)
@@ -86,7 +85,7 @@ def hash_value(value: object, physical_type: str) -> int:
     return hash_plain(plain_encode(value, physical_type))
 
 
-def _check(bitset: bytes | memoryview) -> int:
+def _check(bitset: bytes | bytearray | memoryview) -> int:
     n = len(bitset)
     if n < BLOCK_BYTES or n % BLOCK_BYTES:
         raise CorruptIndexError(

@@ -30,8 +30,8 @@ def _time_unit(desc: ColumnDesc) -> str | None:
 def _to_int(desc: ColumnDesc, value: object) -> int:
     lt = desc.logical_type or ""
     if lt.startswith("DECIMAL"):
-        d = decimal.Decimal(str(value)) if not isinstance(value, decimal.Decimal) else value
-        unscaled = d.scaleb(desc.scale or 0)
+        dec = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
+        unscaled = dec.scaleb(desc.scale or 0)
         if unscaled != unscaled.to_integral_value():
             raise ValueError(f"{value!r} has more digits than scale {desc.scale}")
         return int(unscaled)
@@ -114,7 +114,7 @@ def display_value(desc: ColumnDesc, v: object) -> object:
             return "Infinity" if f > 0 else "-Infinity"
         return f
     if kind == ValueKind.BYTES:
-        b = bytes(v)  # type: ignore[arg-type]
+        b = bytes(v)  # type: ignore[call-overload]
         if lt in ("STRING", "ENUM", "JSON"):
             try:
                 return b.decode("utf-8")

@@ -53,8 +53,8 @@ def pack_values(kind: int, values: list[object]) -> PackedValues:
             data=np.array([0.0 if v is None else v for v in values], dtype="<f8").tobytes()
         )
     if kind in (ValueKind.BYTES, ValueKind.BIGINT):
-        parts = [
-            b"" if v is None else (_bigint_bytes(v) if kind == ValueKind.BIGINT else v)  # type: ignore[arg-type]
+        parts: list[bytes] = [
+            b"" if v is None else (_bigint_bytes(v) if kind == ValueKind.BIGINT else v)  # type: ignore[misc, arg-type]
             for v in values
         ]
         offsets = np.zeros(len(parts) + 1, dtype="<i8")
