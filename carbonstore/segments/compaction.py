@@ -1,0 +1,585 @@
+"""Compaction (DESIGN.md section 7): planning MINOR / MAJOR / CUSTOM, merging, committing.
+
+Planning is pure: it looks at one tablestatus snapshot and the resolved conf and names the
+source segments and the output segment id. The merge reads the sources' Parquet files,
+sorts again on SORT_COLUMNS and writes one new segment through the load writer (Parquet,
+one ``.carbonindex`` per task, one ``.carbonindexmerge``). The commit is ONE atomic
+tablestatus write that flips the sources to ``Compacted`` (``mergedLoadName`` = output) and
+adds the output as ``Success``; it aborts when any source changed status meanwhile.
+
+Crash safety: until the commit, the output folder is named by no entry, so readers never
+see it and clean files (or the next compaction of the same sources) removes it. The
+sources stay readable until the commit and their files stay on disk until clean files
+removes them after the retention time, so running queries finish. Loads may commit while a
+compaction runs: the commit touches only the source entries and adds one entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import filelock
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from carbonstore.errors import CarbonStoreError, CompactionError, LockTimeoutError
+from carbonstore.store.conf import CarbonConf
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import (
+    COMPACTED,
+    READABLE_STATUSES,
+    SUCCESS,
+    LoadEntry,
+    TableStatusSnapshot,
+    next_compacted_name,
+    now_ms,
+    segment_sort_key,
+)
+
+__all__ = [
+    "COMPACTION_LOCK",
+    "CompactionResult",
+    "CompactionType",
+    "MergeGroup",
+    "MergedSegment",
+    "Merger",
+    "commit_compaction",
+    "compact",
+    "maybe_auto_compact",
+    "plan_compaction",
+    "plan_custom",
+    "plan_major",
+    "plan_minor",
+    "segment_level",
+]
+
+log = logging.getLogger(__name__)
+
+CompactionType = Literal["minor", "major", "custom"]
+COMPACTION_TYPES: tuple[CompactionType, ...] = ("minor", "major", "custom")
+COMPACTION_LOCK = "compaction.lock"
+_MB = 1024 * 1024
+_DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MergeGroup:
+    """One merge: these sources (in segment order) become ``output``."""
+
+    compaction_type: CompactionType
+    sources: tuple[str, ...]
+    output: str
+
+    @property
+    def major(self) -> bool:
+        return self.compaction_type == "major"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MergedSegment:
+    """What one committed merge did."""
+
+    output: str
+    sources: tuple[str, ...]
+    row_count: int
+    data_size: int
+    index_size: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "output": self.output,
+            "sources": list(self.sources),
+            "rows": self.row_count,
+            "dataSize": self.data_size,
+            "indexSize": self.index_size,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactionResult:
+    """Every merge one ``compact`` call committed (MINOR may run several levels)."""
+
+    compaction_type: CompactionType
+    merged: tuple[MergedSegment, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.compaction_type, "merged": [m.to_json() for m in self.merged]}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentOutput:
+    """What a merger wrote into the output segment folder."""
+
+    row_count: int
+    data_size: int
+    index_size: int
+    segment_file: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+Merger = Callable[[Table, Sequence[LoadEntry], str], SegmentOutput]
+"""Writes the merged output segment folder from the sources and reports what it wrote."""
+
+
+# ---- planning (pure) ------------------------------------------------------------------------
+def segment_level(load_name: str) -> int:
+    """How many times a segment was merged: ``3`` is level 0, ``3.1`` level 1, ``3.2`` level 2."""
+    return segment_sort_key(load_name)[1]
+
+
+def _candidates(
+    snapshot: TableStatusSnapshot, conf: CarbonConf, now: int
+) -> list[LoadEntry]:
+    """Readable segments in segment order, minus the preserved newest and the too old."""
+    valid = sorted(
+        (e for e in snapshot.entries if e.readable), key=lambda e: segment_sort_key(e.load_name)
+    )
+    preserve = max(0, conf.get_int("carbon.compaction.preserve.segments"))
+    if preserve:
+        valid = valid[: max(0, len(valid) - preserve)]
+    days = conf.get_int("carbon.allowed.compaction.days")
+    if days > 0:
+        oldest = now - days * _DAY_MS
+        valid = [e for e in valid if e.load_start_time >= oldest]
+    return valid
+
+
+def plan_minor(
+    snapshot: TableStatusSnapshot, conf: CarbonConf, *, now: int | None = None
+) -> MergeGroup | None:
+    """The next MINOR merge, or None.
+
+    Segments are counted per level in segment order; the first level whose count reaches
+    its threshold (``compaction_level_threshold``, e.g. ``4,3``) is merged. A threshold of
+    1 or less never merges (a group of one would only rename). Segments above the minor
+    size limit, major-compacted segments and segments already at the last level are left
+    alone.
+    """
+    thresholds = conf.get_int_list("carbon.compaction.level.threshold")
+    if not thresholds:
+        return None
+    size_limit = conf.get_int("carbon.minor.compaction.size") * _MB
+    per_level: dict[int, list[str]] = {}
+    for e in _candidates(snapshot, conf, now_ms() if now is None else now):
+        level = segment_level(e.load_name)
+        if e.major_compacted or level >= len(thresholds):
+            continue
+        if size_limit > 0 and e.data_size > size_limit:
+            continue
+        if thresholds[level] <= 1:
+            continue
+        group = per_level.setdefault(level, [])
+        group.append(e.load_name)
+        if len(group) == thresholds[level]:
+            return MergeGroup(
+                compaction_type="minor", sources=tuple(group), output=next_compacted_name(group[0])
+            )
+    return None
+
+
+def plan_major(
+    snapshot: TableStatusSnapshot, conf: CarbonConf, *, now: int | None = None
+) -> MergeGroup | None:
+    """The next MAJOR merge: consecutive segments while their total stays under the threshold.
+
+    A segment that alone exceeds ``major_compaction_size`` (MB) breaks the run; a run of
+    fewer than two segments is not merged.
+    """
+    limit = conf.get_int("carbon.major.compaction.size") * _MB
+    run: list[LoadEntry] = []
+    total = 0
+    for e in _candidates(snapshot, conf, now_ms() if now is None else now):
+        if e.data_size > limit:
+            if len(run) > 1:
+                break
+            run, total = [], 0
+            continue
+        if total + e.data_size < limit:
+            run.append(e)
+            total += e.data_size
+        elif len(run) > 1:
+            break
+        else:
+            run, total = [e], e.data_size
+    if len(run) < 2:
+        return None
+    names = tuple(e.load_name for e in run)
+    return MergeGroup(compaction_type="major", sources=names, output=next_compacted_name(names[0]))
+
+
+def plan_custom(snapshot: TableStatusSnapshot, segment_ids: Sequence[str] | None) -> MergeGroup:
+    """Exactly the given segments; every one must exist, be Success and not yet compacted.
+
+    Raises:
+        CompactionError: no ids, or an id that is missing, compacted or not loaded successfully.
+    """
+    ids = [s.strip() for s in (segment_ids or []) if s.strip()]
+    if not ids:
+        raise CompactionError("Segment ids should not be empty: pass --segments 1,2,3")
+    if len(set(ids)) != len(ids):
+        raise CompactionError(f"segment ids {','.join(ids)} name a segment twice")
+    for sid in ids:
+        e = snapshot.find(sid)
+        if e is None:
+            raise CompactionError(
+                f"segment {sid} does not exist; 'carbonstore show-segments' lists the segments"
+            )
+        if e.status == COMPACTED:
+            raise CompactionError(
+                f"segment {sid} is already compacted into {e.merged_load_name}; "
+                f"compact {e.merged_load_name} instead"
+            )
+        if not e.readable:
+            raise CompactionError(
+                f"segment {sid} has status {e.status!r}; only Success segments can be compacted"
+            )
+    names = tuple(sorted(ids, key=segment_sort_key))
+    return MergeGroup(compaction_type="custom", sources=names, output=next_compacted_name(names[0]))
+
+
+def plan_compaction(
+    snapshot: TableStatusSnapshot,
+    conf: CarbonConf,
+    compaction_type: CompactionType,
+    *,
+    segment_ids: Sequence[str] | None = None,
+    now: int | None = None,
+) -> MergeGroup | None:
+    """The next merge of ``compaction_type`` for this snapshot (None: nothing to do)."""
+    if compaction_type == "minor":
+        return plan_minor(snapshot, conf, now=now)
+    if compaction_type == "major":
+        return plan_major(snapshot, conf, now=now)
+    if compaction_type == "custom":
+        return plan_custom(snapshot, segment_ids)
+    raise CompactionError(
+        f"unknown compaction type {compaction_type!r}; use one of {', '.join(COMPACTION_TYPES)}"
+    )
+
+
+# ---- merge ---------------------------------------------------------------------------------
+def segment_data_files(table: Table, load_name: str) -> list[str]:
+    """Full paths of a segment's data files, as its index names them.
+
+    The ``.carbonindexmerge`` (else the task ``.carbonindex`` files) is the list of what the
+    commit accepted; a segment without any index (written by an older tool) falls back to
+    the Parquet files of its folder.
+    """
+    from carbonstore.indexfiles.indexfile import read_index
+
+    sfs = table.paths.sfs
+    seg_dir = table.paths.segment_dir(load_name)
+    names = sorted(i.base_name for i in sfs.list_dir(seg_dir) if i.is_file)
+    merged = [n for n in names if n.endswith(".carbonindexmerge")]
+    indexes = merged[-1:] if merged else [n for n in names if n.endswith(".carbonindex")]
+    if indexes:
+        files: list[str] = []
+        for name in indexes:
+            header = read_index(sfs.fs, f"{seg_dir}/{name}").header
+            files.extend(f"{seg_dir}/{f.path}" for f in header.files or [])
+        return files
+    return [f"{seg_dir}/{n}" for n in names if n.endswith(".parquet")]
+
+
+def sort_keys(table: Table) -> list[tuple[str, str, str]]:
+    """pyarrow sort keys for the table's SORT_COLUMNS (empty when it has none).
+
+    Nulls first, as Spark's ascending sort (and so a load) orders them.
+    """
+    return [(c, "ascending", "at_start") for c in table.schema.sort_columns]
+
+
+def read_sources(table: Table, sources: Sequence[LoadEntry]) -> pa.Table:
+    """All rows of the source segments as one Arrow table (dictionary surrogates kept)."""
+    fs = table.paths.sfs.fs
+    parts = [
+        pq.read_table(path, filesystem=fs)
+        for e in sources
+        for path in segment_data_files(table, e.load_name)
+    ]
+    if not parts:
+        raise CompactionError("the segments to compact have no data files")
+    return pa.concat_tables(parts, promote_options="permissive")
+
+
+def merge_local(table: Table, sources: Sequence[LoadEntry], output_id: str) -> SegmentOutput:
+    """Driver-side merge with pyarrow: read, sort on SORT_COLUMNS, write one segment.
+
+    Good for small and medium segments (everything passes through this process's memory);
+    ``carbonstore.spark.compact_job`` merges on Spark executors instead.
+    """
+    data = read_sources(table, sources)
+    keys = sort_keys(table)
+    if keys:
+        data = data.sort_by(keys)
+    return write_segment(table, output_id, [data.combine_chunks().to_batches()])
+
+
+def write_segment(
+    table: Table, segment_id: str, tasks: Sequence[Sequence[pa.RecordBatch]]
+) -> SegmentOutput:
+    """Write one segment folder: per task its Parquet files and one ``.carbonindex``, then
+    the segment's ``.carbonindexmerge``. Nothing is committed to tablestatus here."""
+    sfs = table.paths.sfs
+    seg_dir = table.paths.segment_dir(segment_id)
+    sfs.makedirs(seg_dir)
+    messages = [
+        write_task(table, segment_id, str(n), batches) for n, batches in enumerate(tasks) if batches
+    ]
+    return finish_segment(table, segment_id, messages)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskOutput:
+    """What one writer task produced (its commit message)."""
+
+    index_file: str
+    data_files: tuple[str, ...]
+    row_count: int
+    data_size: int
+
+
+def write_task(
+    table: Table, segment_id: str, task_id: str, batches: Sequence[pa.RecordBatch]
+) -> TaskOutput:
+    """Write one task's Parquet file (page index on) and its ``.carbonindex``."""
+    from carbonstore.indexfiles.indexfile import build_task_index
+
+    sfs = table.paths.sfs
+    seg_dir = table.paths.segment_dir(segment_id)
+    data = pa.Table.from_batches(batches)
+    conf = table.conf
+    uid = uuid.uuid4().hex
+    name = f"part-{task_id}-{uid}.parquet"
+    row_bytes = max(1, data.nbytes // max(1, data.num_rows))
+    rg_rows = max(1, conf.get_int("carbon.blocklet.size.in.mb") * _MB // row_bytes)
+    with sfs.fs.open_output_stream(f"{seg_dir}/{name}") as out:
+        pq.write_table(
+            data,
+            out,
+            row_group_size=rg_rows,
+            write_page_index=True,
+            write_batch_size=min(conf.get_int("carbon.page.rows"), 32000),
+            compression="snappy",
+        )
+    index_name = f"{task_id}-{uid}.carbonindex"
+    build_task_index(
+        sfs.fs,
+        seg_dir,
+        [name],
+        f"{seg_dir}/{index_name}",
+        segment_id=segment_id,
+        task_id=task_id,
+        column_ids={c.name: c.column_id for c in table.schema.columns},
+    )
+    return TaskOutput(
+        index_file=index_name,
+        data_files=(name,),
+        row_count=data.num_rows,
+        data_size=sfs.size(f"{seg_dir}/{name}"),
+    )
+
+
+def finish_segment(table: Table, segment_id: str, tasks: Sequence[TaskOutput]) -> SegmentOutput:
+    """Driver side: merge the task indexes into the segment's ``.carbonindexmerge``."""
+    from carbonstore.indexfiles.indexfile import merge_indexes
+
+    sfs = table.paths.sfs
+    seg_dir = table.paths.segment_dir(segment_id)
+    merge_name = f"{segment_id}_{now_ms()}.carbonindexmerge"
+    index_size = merge_indexes(
+        sfs.fs, [f"{seg_dir}/{t.index_file}" for t in tasks], f"{seg_dir}/{merge_name}",
+        segment_id=segment_id,
+    )
+    index_size += sum(sfs.size(f"{seg_dir}/{t.index_file}") for t in tasks)
+    return SegmentOutput(
+        row_count=sum(t.row_count for t in tasks),
+        data_size=sum(t.data_size for t in tasks),
+        index_size=index_size,
+        segment_file=merge_name,
+    )
+
+
+# ---- commit ---------------------------------------------------------------------------------
+def commit_compaction(
+    table: Table,
+    group: MergeGroup,
+    output: SegmentOutput,
+    *,
+    expected: dict[str, str],
+    start_ms: int,
+) -> LoadEntry:
+    """One atomic tablestatus write: sources -> Compacted, output -> Success.
+
+    Args:
+        table: the table.
+        group: the merge that was written.
+        output: what the merge wrote.
+        expected: source id -> the status it had when the merge started.
+        start_ms: when the merge started (the output's load start time).
+
+    Raises:
+        CompactionError: a source changed status or vanished, or the output id is taken;
+            nothing is written in that case.
+    """
+    holder: list[LoadEntry] = []
+
+    def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+        by_name = {e.load_name: e for e in snap.entries}
+        for sid in group.sources:
+            e = by_name.get(sid)
+            if e is None or e.status != expected[sid] or not e.visibility:
+                now_status = "gone" if e is None else e.status
+                raise CompactionError(
+                    f"segment {sid} changed from {expected[sid]} to {now_status} while it was "
+                    f"being compacted into {group.output}; the compaction was aborted"
+                )
+        if group.output in by_name:
+            raise CompactionError(f"segment {group.output} already exists; compaction aborted")
+        ts = now_ms()
+        out: list[LoadEntry] = []
+        for e in snap.entries:
+            if e.load_name in expected:
+                e = e.with_status(
+                    COMPACTED, merged_load_name=group.output, modification_or_deletion_timestamp=ts
+                )
+            out.append(e)
+        sources = [by_name[s] for s in group.sources]
+        entry = LoadEntry(
+            load_name=group.output,
+            status=SUCCESS,
+            load_start_time=start_ms,
+            timestamp=ts,
+            data_size=output.data_size,
+            index_size=output.index_size,
+            row_count=output.row_count,
+            bad_record_count=sum(s.bad_record_count for s in sources),
+            major_compacted=group.major,
+            segment_file=output.segment_file,
+            extra=dict(output.extra),
+        )
+        holder.append(entry)
+        return [*out, entry]
+
+    table.status.update(apply)
+    return holder[0]
+
+
+# ---- orchestration --------------------------------------------------------------------------
+def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment:
+    t0 = time.perf_counter()
+    start = now_ms()
+    snap = table.status.read()
+    sources = [snap.get(s) for s in group.sources]
+    expected = {e.load_name: e.status for e in sources}
+    bad = [e.load_name for e in sources if e.status not in READABLE_STATUSES]
+    if bad:
+        raise CompactionError(f"segments {','.join(bad)} are no longer Success; nothing compacted")
+    sfs = table.paths.sfs
+    out_dir = table.paths.segment_dir(group.output)
+    seg_lock = table.locks.segment(group.output)
+    try:
+        seg_lock.acquire(timeout=0)
+    except filelock.Timeout as err:
+        raise CompactionError(
+            f"segment {group.output} is being written by another process; retry later"
+        ) from err
+    committed = False
+    try:
+        # A folder no entry names is the leftover of a killed compaction: start afresh.
+        if snap.find(group.output) is None:
+            sfs.delete_dir(out_dir)
+        output = merger(table, sources, group.output)
+        expected_rows = sum(e.row_count for e in sources)
+        if output.row_count != expected_rows:
+            raise CarbonStoreError(
+                f"compaction into {group.output} wrote {output.row_count} rows but the sources "
+                f"hold {expected_rows}; the compaction was aborted and nothing changed"
+            )
+        entry = commit_compaction(table, group, output, expected=expected, start_ms=start)
+        committed = True
+    finally:
+        if not committed:
+            sfs.delete_dir(out_dir)
+        seg_lock.release()
+    return MergedSegment(
+        output=entry.load_name,
+        sources=group.sources,
+        row_count=entry.row_count,
+        data_size=entry.data_size,
+        index_size=entry.index_size,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def compact(
+    table: Table,
+    compaction_type: CompactionType,
+    *,
+    segment_ids: Sequence[str] | None = None,
+    merger: Merger | None = None,
+) -> CompactionResult:
+    """Run a compaction to completion under ``compaction.lock``.
+
+    MINOR and MAJOR re-plan after every merge until nothing is left to merge (so twelve
+    fresh segments with ``4,3`` end as one level-2 segment); CUSTOM merges once.
+
+    Args:
+        table: the table.
+        compaction_type: ``minor``, ``major`` or ``custom``.
+        segment_ids: the segments for ``custom``.
+        merger: writes the output segment; default: the driver-side pyarrow merge
+            (``carbonstore.spark.compact_job`` passes a Spark one).
+
+    Raises:
+        CompactionError: bad ids, or another compaction holds the lock.
+    """
+    if compaction_type not in COMPACTION_TYPES:
+        raise CompactionError(
+            f"unknown compaction type {compaction_type!r}; use one of {', '.join(COMPACTION_TYPES)}"
+        )
+    if segment_ids is not None and compaction_type != "custom":
+        raise CompactionError("--segments is only for --type custom")
+    run = merger if merger is not None else merge_local
+    try:
+        with table.locks.hold(COMPACTION_LOCK, timeout=0.05, retries=1):
+            merged: list[MergedSegment] = []
+            conf = table.conf
+            while True:
+                group = plan_compaction(
+                    table.status.read(), conf, compaction_type, segment_ids=segment_ids
+                )
+                if group is None:
+                    break
+                log.info("compacting %s into %s", ",".join(group.sources), group.output)
+                merged.append(_merge_one(table, group, run))
+                if compaction_type == "custom":
+                    break
+            return CompactionResult(compaction_type=compaction_type, merged=tuple(merged))
+    except LockTimeoutError as err:
+        raise CompactionError(
+            f"another compaction is running on table {table.name} ({COMPACTION_LOCK} is held); "
+            "retry when it has finished"
+        ) from err
+
+
+def maybe_auto_compact(table: Table, *, merger: Merger | None = None) -> CompactionResult | None:
+    """MINOR compaction after a successful load, when ``auto_load_merge`` asks for it.
+
+    Never raises: a failed auto-compaction leaves the table as it was (the load it follows
+    is already committed) and is logged as a warning.
+    """
+    try:
+        if not table.conf.get_bool("carbon.enable.auto.load.merge"):
+            return None
+        return compact(table, "minor", merger=merger)
+    except Exception as err:  # noqa: BLE001 - the load is committed; never fail it here
+        log.warning("auto compaction of %s skipped: %s", table.name, err)
+        return None
