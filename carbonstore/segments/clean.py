@@ -1,0 +1,277 @@
+"""Clean files (DESIGN.md section 7): physically remove what no reader needs any more.
+
+Under ``clean_files.lock`` this removes:
+
+* ``Compacted`` and ``Marked for Delete`` segments whose change is older than
+  ``carbon.segment.retention.minutes`` (``force``: at once, only when
+  ``carbon.clean.files.force.allowed`` is true), so queries that started before the
+  change finish first;
+* ``Failure`` segments (no reader ever reads them);
+* with ``stale_inprogress``: ``In Progress`` segments whose segment lock can be taken, i.e.
+  whose load process is dead (entries younger than a short grace period are left alone
+  unless ``force``: a load takes its segment lock just after allocating its entry);
+* folders under ``Fact/Part0`` that no entry names (a killed compaction's output, a
+  segment whose entry was lost): moved to ``<table>/.Trash/<epoch ms>/`` first, because
+  they may hold the only copy of data a user wants back; trash older than
+  ``carbon.trash.retention.days`` is deleted.
+
+Removed entries move to ``tablestatus.history`` in one atomic tablestatus write; the
+segments' statistics files go with them. A dry run reports the same items and byte counts
+without touching anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import filelock
+
+from carbonstore.errors import LockTimeoutError, UserError
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import (
+    COMPACTED,
+    FAILURE,
+    IN_PROGRESS,
+    MARKED_FOR_DELETE,
+    OVERWRITE_IN_PROGRESS,
+    LoadEntry,
+    TableStatusSnapshot,
+    now_ms,
+    segment_sort_key,
+)
+
+__all__ = ["CLEAN_FILES_LOCK", "STALE_GRACE_MS", "CleanItem", "CleanReport", "clean_files"]
+
+log = logging.getLogger(__name__)
+
+CLEAN_FILES_LOCK = "clean_files.lock"
+STALE_GRACE_MS = 30_000
+_SEGMENT_DIR_RE = re.compile(r"^Segment_(\d+(?:\.\d+)?)$")
+_DAY_MS = 24 * 3600 * 1000
+
+ItemKind = Literal["segment", "orphan", "trash", "stats"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CleanItem:
+    """One thing clean files removes (or would remove, in a dry run)."""
+
+    kind: ItemKind
+    path: str
+    size: int
+    reason: str
+    segment_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "segment": self.segment_id,
+            "path": self.path,
+            "bytes": self.size,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CleanReport:
+    """What a clean-files run removed (or, with ``dry_run``, would remove)."""
+
+    table: str
+    dry_run: bool
+    items: tuple[CleanItem, ...] = field(default_factory=tuple)
+    removed_entries: tuple[str, ...] = field(default_factory=tuple)
+    skipped: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes taken out of the table's data (trash moves included)."""
+        return sum(i.size for i in self.items)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "dryRun": self.dry_run,
+            "bytes": self.bytes,
+            "removedEntries": list(self.removed_entries),
+            "items": [i.to_json() for i in self.items],
+            "skipped": list(self.skipped),
+        }
+
+
+def _changed_at(e: LoadEntry) -> int:
+    return e.modification_or_deletion_timestamp or e.timestamp or e.load_start_time
+
+
+def _removable_entries(
+    table: Table, snap: TableStatusSnapshot, *, now: int, force: bool, stale_inprogress: bool
+) -> tuple[list[tuple[LoadEntry, str]], list[str]]:
+    retention_ms = table.conf.get_int("carbon.segment.retention.minutes") * 60_000
+    out: list[tuple[LoadEntry, str]] = []
+    skipped: list[str] = []
+    for e in sorted(snap.entries, key=lambda x: segment_sort_key(x.load_name)):
+        if e.status in (COMPACTED, MARKED_FOR_DELETE):
+            age = now - _changed_at(e)
+            if force or age >= retention_ms:
+                out.append((e, f"{e.status}{' (forced)' if force and age < retention_ms else ''}"))
+            else:
+                skipped.append(f"segment {e.load_name}: {e.status} within the retention time")
+        elif e.status == FAILURE:
+            out.append((e, FAILURE))
+        elif e.status in (IN_PROGRESS, OVERWRITE_IN_PROGRESS) and stale_inprogress:
+            if not force and now - e.load_start_time < STALE_GRACE_MS:
+                skipped.append(f"segment {e.load_name}: {e.status} started moments ago")
+            elif table.locks.segment_lock_free(e.load_name):
+                out.append((e, f"stale {e.status} (its load is not running)"))
+            else:
+                skipped.append(f"segment {e.load_name}: {e.status}, its load is running")
+    return out, skipped
+
+
+def _stats_files(table: Table, segment_id: str) -> list[tuple[str, int]]:
+    """Statistics files of one segment (``Metadata/stats/segment_<id>.*``), if any."""
+    sfs = table.paths.sfs
+    prefix = f"segment_{segment_id}."
+    out: list[tuple[str, int]] = []
+    for info in sfs.list_dir(table.paths.stats_dir):
+        if info.base_name.startswith(prefix) or info.base_name == f"segment_{segment_id}":
+            size = int(info.size or 0) if info.is_file else sfs.tree_size(info.path)
+            out.append((info.path, size))
+    return out
+
+
+def _delete(table: Table, path: str) -> None:
+    sfs = table.paths.sfs
+    if sfs.is_dir(path):
+        sfs.delete_dir(path)
+    else:
+        sfs.delete_file(path)
+
+
+def clean_files(
+    table: Table,
+    *,
+    dry_run: bool = True,
+    force: bool = False,
+    stale_inprogress: bool = False,
+    now: int | None = None,
+) -> CleanReport:
+    """Remove what no reader needs any more (see the module docstring).
+
+    Args:
+        table: the table.
+        dry_run: only report (the default: destructive operations are opt-in).
+        force: ignore the retention time (refused unless carbon.clean.files.force.allowed).
+        stale_inprogress: also remove In Progress segments whose load is dead.
+        now: the current time in epoch ms (tests).
+
+    Raises:
+        UserError: force is not allowed, or another clean files is running.
+    """
+    if force and not table.conf.get_bool("carbon.clean.files.force.allowed"):
+        raise UserError(
+            "clean-files --force is disabled: set carbon.clean.files.force.allowed=true in the "
+            "conf to remove segments before the retention time"
+        )
+    try:
+        with table.locks.hold(CLEAN_FILES_LOCK, timeout=0.05, retries=1):
+            return _clean(table, dry_run=dry_run, force=force, stale_inprogress=stale_inprogress,
+                          now=now_ms() if now is None else now)
+    except LockTimeoutError as err:
+        raise UserError(
+            f"clean files is already running on table {table.name} ({CLEAN_FILES_LOCK} is "
+            "held); retry when it has finished"
+        ) from err
+
+
+def _clean(
+    table: Table, *, dry_run: bool, force: bool, stale_inprogress: bool, now: int
+) -> CleanReport:
+    sfs = table.paths.sfs
+    items: list[CleanItem] = []
+    snap = table.status.read()
+    removable, skipped = _removable_entries(
+        table, snap, now=now, force=force, stale_inprogress=stale_inprogress
+    )
+    removed_ids = [e.load_name for e, _ in removable]
+    for e, reason in removable:
+        seg_dir = table.paths.segment_dir(e.load_name)
+        items.append(CleanItem(kind="segment", segment_id=e.load_name, path=seg_dir,
+                               size=sfs.tree_size(seg_dir), reason=reason))
+        for path, size in _stats_files(table, e.load_name):
+            items.append(CleanItem(kind="stats", segment_id=e.load_name, path=path, size=size,
+                                   reason=f"statistics of removed segment {e.load_name}"))
+    if not dry_run:
+        for item in items:
+            _delete(table, item.path)
+        if removed_ids:
+            gone = {e.load_name: e.status for e, _ in removable}
+            # Only entries still in the status we removed them for (terminal states).
+            table.status.update(
+                lambda s: list(s.entries),
+                remove=lambda e: gone.get(e.load_name) == e.status,
+            )
+    orphans, orphan_skips = _orphans(table, dry_run=dry_run, now=now)
+    items.extend(orphans)
+    skipped.extend(orphan_skips)
+    items.extend(_expire_trash(table, dry_run=dry_run, now=now))
+    return CleanReport(
+        table=str(table.name),
+        dry_run=dry_run,
+        items=tuple(items),
+        removed_entries=tuple(removed_ids),
+        skipped=tuple(skipped),
+    )
+
+
+def _orphans(table: Table, *, dry_run: bool, now: int) -> tuple[list[CleanItem], list[str]]:
+    """Segment folders no entry names: moved to ``.Trash/<now>/`` under their segment lock."""
+    sfs = table.paths.sfs
+    items: list[CleanItem] = []
+    skipped: list[str] = []
+    named = {e.load_name for e in table.status.read().entries}
+    for info in sfs.list_dir(table.paths.fact_dir):
+        m = _SEGMENT_DIR_RE.match(info.base_name)
+        if info.is_file or m is None or m.group(1) in named:
+            continue
+        sid = m.group(1)
+        lock = table.locks.segment(sid)
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            skipped.append(f"folder {info.base_name}: being written (segment lock held)")
+            continue
+        try:
+            # Re-read under the segment lock: a compaction may have committed it meanwhile.
+            if table.status.read().find(sid) is not None:
+                continue
+            item = CleanItem(kind="orphan", segment_id=sid, path=info.path,
+                             size=sfs.tree_size(info.path),
+                             reason="no tablestatus entry names it: moved to .Trash")
+            items.append(item)
+            if not dry_run:
+                target = f"{table.paths.trash_dir}/{now}"
+                sfs.makedirs(target)
+                sfs.move(info.path, f"{target}/{info.base_name}")
+        finally:
+            lock.release()
+    return items, skipped
+
+
+def _expire_trash(table: Table, *, dry_run: bool, now: int) -> list[CleanItem]:
+    sfs = table.paths.sfs
+    keep_ms = table.conf.get_int("carbon.trash.retention.days") * _DAY_MS
+    items: list[CleanItem] = []
+    for info in sfs.list_dir(table.paths.trash_dir):
+        # The folder this run filled is never expired by the same run.
+        if info.is_file or not info.base_name.isdigit() or info.base_name == str(now):
+            continue
+        if now - int(info.base_name) < keep_ms:
+            continue
+        items.append(CleanItem(kind="trash", path=info.path, size=sfs.tree_size(info.path),
+                               reason="trash older than carbon.trash.retention.days"))
+        if not dry_run:
+            sfs.delete_dir(info.path)
+    return items

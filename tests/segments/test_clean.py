@@ -1,0 +1,152 @@
+"""clean files on real segment folders (no Spark)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+import pytest
+from test_compaction import SCHEMA, add_segment, read_segments, rows, statuses
+
+from carbonstore.errors import UserError
+from carbonstore.segments.clean import clean_files
+from carbonstore.segments.compaction import compact
+from carbonstore.segments.manage import delete_segments
+from carbonstore.store import Store, Table, load_conf
+from carbonstore.store.tablestatus import FAILURE, IN_PROGRESS, SUCCESS, now_ms
+
+HOUR = 3600 * 1000
+
+
+@pytest.fixture
+def table(store: Store) -> Table:
+    return store.create_table("t", SCHEMA, properties={"sort_columns": "id"})
+
+
+def test_retention_then_removal_moves_entries_to_history(table: Table) -> None:
+    for i in range(3):
+        add_segment(table, rows(i * 10, 10))
+    compact(table, "custom", segment_ids=["0", "1"])
+    delete_segments(table, ["2"])
+    sizes = {s: table.store.sfs.tree_size(table.paths.segment_dir(s)) for s in ("0", "1", "2")}
+    # Within the retention time nothing goes: queries that started earlier still read them.
+    report = clean_files(table, dry_run=False)
+    assert report.items == () and len(report.skipped) == 3
+    later = now_ms() + 2 * HOUR
+    dry = clean_files(table, dry_run=True, now=later)
+    assert sorted(dry.removed_entries) == ["0", "1", "2"]
+    assert dry.bytes == sum(sizes.values())
+    assert table.store.sfs.exists(table.paths.segment_dir("0"))  # dry run touched nothing
+    real = clean_files(table, dry_run=False, now=later)
+    assert real.bytes == dry.bytes
+    assert statuses(table) == {"0.1": SUCCESS}
+    assert sorted(e.load_name for e in table.status.read_history()) == ["0", "1", "2"]
+    for s in ("0", "1", "2"):
+        assert not table.store.sfs.exists(table.paths.segment_dir(s))
+    assert read_segments(table).num_rows == 20
+
+
+def test_force_needs_conf(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    for allowed in ("false", "true"):
+        conf = load_conf(None).with_overrides({"carbon.clean.files.force.allowed": allowed})
+        table = Store(str(tmp_path / allowed), conf=conf).create_table("t", SCHEMA)
+        add_segment(table, rows(0, 10))
+        delete_segments(table, "0")
+        if allowed == "false":
+            with pytest.raises(UserError, match="carbon.clean.files.force.allowed=true"):
+                clean_files(table, dry_run=False, force=True)
+        else:
+            report = clean_files(table, dry_run=False, force=True)
+            assert report.removed_entries == ("0",)
+            assert statuses(table) == {}
+
+
+def test_orphan_folder_goes_to_trash_and_dry_run_size_equals_freed(table: Table) -> None:
+    for i in range(2):
+        add_segment(table, rows(i * 10, 10))
+    # Lose segment 1's entry: its folder is now named by no entry.
+    table.status.update(lambda s: [e for e in s.entries if e.load_name != "1"])
+    seg1 = table.paths.segment_dir("1")
+    size = table.store.sfs.tree_size(seg1)
+    dry = clean_files(table, dry_run=True)
+    assert [(i.kind, i.segment_id) for i in dry.items] == [("orphan", "1")]
+    assert dry.bytes == size > 0
+    real = clean_files(table, dry_run=False)
+    assert real.bytes == dry.bytes
+    assert not table.store.sfs.exists(seg1)
+    trash = table.store.sfs.list_dir(table.paths.trash_dir)
+    assert len(trash) == 1
+    assert table.store.sfs.tree_size(f"{trash[0].path}/Segment_1") == size
+    assert read_segments(table).num_rows == 10
+    # The trash expires after carbon.trash.retention.days.
+    assert clean_files(table, dry_run=False).items == ()
+    expired = clean_files(table, dry_run=False, now=now_ms() + 8 * 24 * HOUR)
+    assert [i.kind for i in expired.items] == ["trash"] and expired.bytes == size
+    assert table.store.sfs.list_dir(table.paths.trash_dir) == []
+
+
+def test_orphan_being_written_is_left_alone(table: Table) -> None:
+    add_segment(table, rows(0, 10))
+    table.store.sfs.makedirs(table.paths.segment_dir("0.1"))
+    with table.locks.segment("0.1"):  # a compaction is writing its output
+        report = clean_files(table, dry_run=False)
+    assert report.items == () and any("0.1" in s for s in report.skipped)
+    assert table.store.sfs.exists(table.paths.segment_dir("0.1"))
+
+
+def test_failure_segments_removed(table: Table) -> None:
+    add_segment(table, rows(0, 10))
+    e = table.status.allocate()
+    table.status.set_status(e.load_name, FAILURE)
+    report = clean_files(table, dry_run=False)
+    assert report.removed_entries == ("1",)
+    assert statuses(table) == {"0": SUCCESS}
+
+
+def _hold_segment_lock(store_path: str, ready, stop) -> None:  # type: ignore[no-untyped-def]
+    table = Store(store_path).table("t")
+    with table.locks.segment("1"):
+        ready.set()
+        stop.wait(30)
+
+
+def test_stale_in_progress_only_when_its_load_is_dead(table: Table) -> None:
+    add_segment(table, rows(0, 10))
+    old = now_ms() - 2 * HOUR
+    table.status.update(lambda s: [*s.entries, *[
+        type(s.entries[0])(load_name=str(i), status=IN_PROGRESS, load_start_time=old)
+        for i in (1, 2)
+    ]])
+    ctx = mp.get_context("spawn")
+    ready, stop = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_hold_segment_lock, args=(table.store.location, ready, stop))
+    proc.start()
+    try:
+        assert ready.wait(30)
+        assert clean_files(table, dry_run=False).removed_entries == ()  # needs the flag
+        report = clean_files(table, dry_run=False, stale_inprogress=True)
+        assert report.removed_entries == ("2",)  # 1's load (the other process) is alive
+        assert statuses(table) == {"0": SUCCESS, "1": IN_PROGRESS}
+    finally:
+        stop.set()
+        proc.join(30)
+    report = clean_files(table, dry_run=False, stale_inprogress=True)
+    assert report.removed_entries == ("1",)
+
+
+def test_stats_files_of_removed_segments_go(table: Table) -> None:
+    add_segment(table, rows(0, 10))
+    add_segment(table, rows(10, 10))
+    sfs = table.store.sfs
+    sfs.makedirs(table.paths.stats_dir)
+    for sid in ("0", "1"):
+        sfs.write_bytes(f"{table.paths.stats_dir}/segment_{sid}.json", b"{}")
+    delete_segments(table, "0")
+    clean_files(table, dry_run=False, now=now_ms() + 2 * HOUR)
+    names = sorted(i.base_name for i in sfs.list_dir(table.paths.stats_dir))
+    assert names == ["segment_1.json"]
+
+
+def test_second_clean_fails_fast(table: Table) -> None:
+    with table.locks.hold("clean_files.lock"):
+        with pytest.raises(UserError, match="clean files is already running"):
+            clean_files(table, dry_run=False)
