@@ -1,0 +1,137 @@
+"""ADD SEGMENT: adopt an existing folder of Parquet files as a new segment.
+
+The files are COPIED into ``Fact/Part0/Segment_<id>/`` (so clean files, compaction and
+drop table own them like any other segment, and the source folder may be removed
+afterwards); their schema must match the table's exactly (same column names, Arrow types
+that store as the table types, no NOT NULL column with nulls). One ``.carbonindex`` covers
+all adopted files and the segment gets its ``.carbonindexmerge`` like a load.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from carbonstore.errors import CarbonStoreError, SchemaError, UserError
+from carbonstore.indexfiles.footer import read_file_index
+from carbonstore.indexfiles.indexfile import build_task_index, merge_indexes
+from carbonstore.segments.writer import arrow_type
+from carbonstore.store.fs import resolve_fs
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import FAILURE, IN_PROGRESS, SUCCESS, LoadEntry, now_ms
+
+__all__ = ["add_segment", "check_file_schema"]
+
+# Arrow types that store the same values as the table type (read back through a cast).
+_COMPATIBLE: dict[pa.DataType, tuple[pa.DataType, ...]] = {
+    pa.string(): (pa.large_string(), pa.string_view()),
+    pa.binary(): (pa.large_binary(), pa.binary_view()),
+}
+
+
+def check_file_schema(table: Table, schema: pa.Schema, path: str) -> None:
+    """Refuse a file whose columns differ from the table's (names and types)."""
+    file_cols = {f.name.lower(): f for f in schema}
+    table_cols = {c.name for c in table.schema.columns}
+    extra = sorted(set(file_cols) - table_cols)
+    missing = sorted(table_cols - set(file_cols))
+    if extra or missing:
+        raise SchemaError(
+            f"{path} does not match table {table.name}: "
+            + (f"missing columns {', '.join(missing)}" if missing else "")
+            + ("; " if extra and missing else "")
+            + (f"unknown columns {', '.join(extra)}" if extra else "")
+        )
+    for col in table.schema.columns:
+        want = arrow_type(col.type)
+        got = file_cols[col.name].type
+        if got == want or got in _COMPATIBLE.get(want, ()):
+            continue
+        if pa.types.is_timestamp(got) and pa.types.is_timestamp(want) and got.tz is not None:
+            continue
+        raise SchemaError(
+            f"{path}: column {col.name} is {got} but table {table.name} stores {col.type} "
+            f"as {want}; cast the data or load it with 'carbonstore load' instead"
+        )
+
+
+def _parquet_files(fs: pafs.FileSystem, folder: str) -> list[pafs.FileInfo]:
+    info = fs.get_file_info(folder)
+    if info.type == pafs.FileType.NotFound:
+        raise UserError(f"add-segment: {folder} does not exist")
+    if info.type == pafs.FileType.File:
+        return [info]
+    infos = fs.get_file_info(pafs.FileSelector(folder, recursive=True))
+    files = [
+        i for i in infos
+        if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
+        and not i.base_name.startswith((".", "_"))
+    ]
+    if not files:
+        raise UserError(f"add-segment: no .parquet files under {folder}")
+    return sorted(files, key=lambda i: i.path)
+
+
+def add_segment(table: Table, path: str) -> LoadEntry:
+    """Copy the Parquet files under ``path`` into a new segment, index and commit it."""
+    src = resolve_fs(path)
+    files = _parquet_files(src.fs, src.base)
+    # Validate everything before the segment exists: footers (our own reader, which also
+    # refuses encrypted and corrupt files), schema, nullability.
+    for f in files:
+        index = read_file_index(src.fs, f.path, with_blooms=False)
+        with src.fs.open_input_file(f.path) as fh:
+            check_file_schema(table, pq.read_schema(fh), f.path)
+        for col in table.schema.columns:
+            if col.nullable:
+                continue
+            pos = next(
+                (i for i, d in enumerate(index.columns) if (d.name or "").lower() == col.name), None
+            )
+            for rg in index.row_groups:
+                if pos is None or rg.chunks[pos].null_count != 0:
+                    raise SchemaError(
+                        f"{f.path}: NOT NULL column {col.name} holds nulls (or the file does "
+                        "not say); load it with 'carbonstore load' to handle bad records"
+                    )
+
+    status = table.status
+    entry = status.allocate(status=IN_PROGRESS, file_format="parquet")
+    sfs = table.store.sfs
+    seg_dir = table.paths.segment_dir(entry.load_name)
+    seg_lock = table.locks.segment(entry.load_name)
+    seg_lock.acquire()
+    try:
+        sfs.makedirs(seg_dir)
+        names = []
+        for i, f in enumerate(files):
+            name = f"part-added{i:05d}-{uuid.uuid4().hex[:12]}.parquet"
+            pafs.copy_files(f.path, f"{seg_dir}/{name}", source_filesystem=src.fs,
+                            destination_filesystem=sfs.fs)
+            names.append(name)
+        column_ids = {c.name: c.column_id for c in table.schema.columns}
+        task_index = f"{seg_dir}/added-{uuid.uuid4().hex[:12]}.carbonindex"
+        build_task_index(sfs.fs, seg_dir, names, task_index, segment_id=entry.load_name,
+                         task_id="added", column_ids=column_ids)
+        merge_name = f"{entry.load_name}_{now_ms()}.carbonindexmerge"
+        index_size = merge_indexes(sfs.fs, [task_index], f"{seg_dir}/{merge_name}",
+                                   segment_id=entry.load_name)
+        rows = sum(
+            pq.ParquetFile(sfs.fs.open_input_file(f"{seg_dir}/{n}")).metadata.num_rows
+            for n in names
+        )
+        data_size = sum(sfs.size(f"{seg_dir}/{n}") for n in names)
+        return status.set_status(
+            entry.load_name, SUCCESS, row_count=rows, data_size=data_size,
+            index_size=index_size + sfs.size(task_index), segment_file=merge_name,
+            timestamp=now_ms(), extra={"addedFrom": path},
+        )
+    except (CarbonStoreError, OSError):
+        status.set_status(entry.load_name, FAILURE, timestamp=now_ms())
+        sfs.delete_dir(seg_dir)
+        raise
+    finally:
+        seg_lock.release()

@@ -1,0 +1,102 @@
+"""ADD SEGMENT and `index inspect` end to end (real files, real CLI process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from carbonstore.errors import SchemaError, UserError
+from carbonstore.indexfiles.indexfile import load_index
+from carbonstore.segments.addsegment import add_segment
+from carbonstore.store import Store
+from carbonstore.store.tablestatus import SUCCESS
+
+
+def _write(path: Path, ids: list[int], names: list[str | None]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.table({"id": pa.array(ids, pa.int64()), "name": pa.array(names, pa.string())})
+    pq.write_table(table, path, write_page_index=True, max_rows_per_page=2)
+
+
+def test_add_segment_copies_indexes_and_commits(store: Store, tmp_path: Path) -> None:
+    table = store.create_table("t", "id long not null, name string")
+    _write(tmp_path / "in" / "a.parquet", [1, 2, 3], ["x", None, "z"])
+    _write(tmp_path / "in" / "sub" / "b.parquet", [10, 11], ["p", "q"])
+    entry = add_segment(table, str(tmp_path / "in"))
+    assert entry.status == SUCCESS and entry.row_count == 5
+    seg = Path(table.paths.segment_dir(entry.load_name))
+    assert len(list(seg.glob("*.parquet"))) == 2
+    arrays = load_index(store.sfs.fs, str(seg / entry.segment_file))
+    col = arrays.column("id")
+    assert sorted(zip(col.min.tolist(), col.max.tolist(), strict=True)) == [(1, 3), (10, 11)]
+    # the copies are plain Parquet with the original rows
+    rows = pa.concat_tables(pq.read_table(p) for p in sorted(seg.glob("*.parquet")))
+    assert sorted(rows.column("id").to_pylist()) == [1, 2, 3, 10, 11]
+
+
+@pytest.mark.parametrize(
+    ("table_schema", "match"),
+    [
+        ("id long not null, name string, extra int", "missing columns extra"),
+        ("id long not null", "unknown columns name"),
+        ("id int not null, name string", "column id is int64 but"),
+    ],
+)
+def test_add_segment_refuses_other_schema(
+    store: Store, tmp_path: Path, table_schema: str, match: str
+) -> None:
+    table = store.create_table("t", table_schema)
+    _write(tmp_path / "in" / "a.parquet", [1], ["x"])
+    with pytest.raises(SchemaError, match=match):
+        add_segment(table, str(tmp_path / "in"))
+    assert table.status.read().entries == ()
+
+
+def test_add_segment_refuses_nulls_in_not_null_column(store: Store, tmp_path: Path) -> None:
+    table = store.create_table("t", "id long not null, name string not null")
+    _write(tmp_path / "in" / "a.parquet", [1, 2], ["x", None])
+    with pytest.raises(SchemaError, match="NOT NULL column name"):
+        add_segment(table, str(tmp_path / "in"))
+
+
+def test_add_segment_empty_folder(store: Store, tmp_path: Path) -> None:
+    table = store.create_table("t", "id long")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="no .parquet files"):
+        add_segment(table, str(tmp_path / "empty"))
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "carbonstore.cli", *args], capture_output=True, text=True,
+        check=False, timeout=120,
+    )
+
+
+def test_cli_add_segment_and_inspect_probe(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    pq.write_table(
+        pa.table({"k": ["alpha", "beta", "gamma"]}), tmp_path / "k.parquet",
+        bloom_filter_options={"k": {"ndv": 10, "fpp": 0.01}},
+    )
+    assert _cli("--store", store, "create", "t", "--schema", "k string").returncode == 0
+    res = _cli("--store", store, "add-segment", "t", "--path", str(tmp_path / "k.parquet"), "--json")
+    assert res.returncode == 0, res.stderr
+    seg = json.loads(res.stdout)
+    assert seg["id"] == "0" and seg["status"] == "Success" and seg["rows"] == 3
+    merge = next((tmp_path / "store" / "default" / "t" / "Fact" / "Part0" / "Segment_0").glob(
+        "*.carbonindexmerge"))
+    for value, expected in (("beta", True), ("zzz-not-there", False)):
+        res = _cli("index", "inspect", str(merge), "--probe", f"k={value}", "--json")
+        assert res.returncode == 0, res.stderr
+        col = json.loads(res.stdout)["files"][0]["row_groups"][0]["columns"][0]
+        assert col["min"] == "alpha" and col["max"] == "gamma"
+        assert col["bloom"]["might_contain"] is expected
+    res = _cli("index", "inspect", str(tmp_path / "missing.parquet"))
+    assert res.returncode == 2 and "does not exist" in res.stderr and "Traceback" not in res.stderr
