@@ -8,8 +8,8 @@ Under ``clean_files.lock`` this removes:
   change finish first;
 * ``Failure`` segments (no reader ever reads them);
 * with ``stale_inprogress``: ``In Progress`` segments whose segment lock can be taken, i.e.
-  whose load process is dead (entries younger than a short grace period are left alone
-  unless ``force``: a load takes its segment lock just after allocating its entry);
+  whose load process is dead (a load takes its segment lock in the same tablestatus update
+  that adds its entry, so a live load always holds it);
 * folders under ``Fact/Part0`` that no entry names (a killed compaction's output, a
   segment whose entry was lost): moved to ``<table>/.Trash/<epoch ms>/`` first, because
   they may hold the only copy of data a user wants back; trash older than
@@ -43,12 +43,11 @@ from carbonstore.store.tablestatus import (
     segment_sort_key,
 )
 
-__all__ = ["CLEAN_FILES_LOCK", "STALE_GRACE_MS", "CleanItem", "CleanReport", "clean_files"]
+__all__ = ["CLEAN_FILES_LOCK", "CleanItem", "CleanReport", "clean_files"]
 
 log = logging.getLogger(__name__)
 
 CLEAN_FILES_LOCK = "clean_files.lock"
-STALE_GRACE_MS = 30_000
 _SEGMENT_DIR_RE = re.compile(r"^Segment_(\d+(?:\.\d+)?)$")
 _DAY_MS = 24 * 3600 * 1000
 
@@ -121,9 +120,7 @@ def _removable_entries(
         elif e.status == FAILURE:
             out.append((e, FAILURE))
         elif e.status in (IN_PROGRESS, OVERWRITE_IN_PROGRESS) and stale_inprogress:
-            if not force and now - e.load_start_time < STALE_GRACE_MS:
-                skipped.append(f"segment {e.load_name}: {e.status} started moments ago")
-            elif table.locks.segment_lock_free(e.load_name):
+            if table.locks.segment_lock_free(e.load_name):
                 out.append((e, f"stale {e.status} (its load is not running)"))
             else:
                 skipped.append(f"segment {e.load_name}: {e.status}, its load is running")
