@@ -1,0 +1,66 @@
+"""load: write input files into a new segment with the embedded (or spark-submit) Spark."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from carbonstore.commands._common import add_json, open_store, parse_key_values, print_json
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "load",
+        parents=parents,
+        help="load CSV/Parquet/JSON/ORC files into a new segment",
+        description="Load input files into a new segment of TABLE (see docs/load.md).",
+    )
+    p.add_argument("table", help="table name: table or db.table")
+    p.add_argument("--input", required=True, action="append",
+                   help="input file, folder or glob (repeatable)")
+    p.add_argument("--format", choices=["csv", "parquet", "json", "orc"],
+                   help="input format (default: from the file extension, else csv)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="load option, e.g. header=false, BAD_RECORDS_ACTION=FORCE (repeatable)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the table's data (older segments become Marked for Delete)")
+    p.add_argument("--master", help="Spark master for the embedded session (default local[*])")
+    add_json(p)
+    p.set_defaults(func=_load)
+
+
+def _load(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    table = store.table(args.table)
+    options = parse_key_values(args.option, "--option")
+    from carbonstore.spark.load_job import load
+    from carbonstore.spark.session import get_spark
+
+    spark = get_spark(master=args.master)
+    entry = load(
+        table,
+        args.input,
+        spark=spark,
+        format=args.format,
+        options=options,
+        mode="overwrite" if args.overwrite else "append",
+    )
+    out = {
+        "table": str(table.name),
+        "segment": entry.load_name,
+        "status": entry.status,
+        "rows": entry.row_count,
+        "badRecords": entry.bad_record_count,
+        "dataSize": entry.data_size,
+        "indexSize": entry.index_size,
+        "timeTakenMs": entry.time_taken_ms,
+    }
+    if getattr(args, "json", False):
+        print_json(out)
+    else:
+        print(
+            f"segment {entry.load_name} of {table.name}: {entry.status}, {entry.row_count} rows"
+            + (f", {entry.bad_record_count} bad records" if entry.bad_record_count else "")
+            + f", {entry.data_size} data bytes, {entry.time_taken_ms} ms"
+        )
+    return 0

@@ -1,0 +1,250 @@
+"""The load job: read the input with Spark, mark bad records, sort, write one segment.
+
+Python API::
+
+    from carbonstore.spark.load_job import load
+    entry = load(store.table("db.sales"), "/in/sales/*.csv", options={"header": "true"})
+
+Command line (embedded local Spark): ``carbonstore load db.sales --input /in/*.csv``.
+Cluster: ``spark-submit <path of carbonstore/spark/load_job.py> db.sales --input ...``
+(the same arguments as ``carbonstore load``; see docs/load.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 - the usual pyspark alias
+from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_string
+
+from carbonstore.errors import BadRecordError, CarbonStoreError, SchemaError, UserError
+from carbonstore.segments.badrecords import BAD_COLUMN, RAW_COLUMN
+from carbonstore.segments.commit import abort_segment, begin_segment
+from carbonstore.segments.load import FORMATS, LoadOptions, parse_load_options
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import FAILURE, LoadEntry
+
+__all__ = ["load", "prepare_source", "read_source"]
+
+LoadMode = Literal["append", "overwrite"]
+
+
+def _spark_type(type_name: str) -> object:
+    return _parse_datatype_string(type_name)
+
+
+def _csv_source(
+    spark: SparkSession, table: Table, paths: list[str], opts: LoadOptions
+) -> DataFrame:
+    """CSV with the table's types parsed by Spark; unparseable rows keep their raw line."""
+    reader_opts = {k: v for k, v in opts.csv.items()}
+    reader_opts.setdefault("header", "true")
+    cols = {c.name: c for c in table.schema.columns}
+    if opts.header:
+        file_cols = spark.read.options(**reader_opts).csv(paths).columns
+    else:
+        file_cols = list(cols)
+    fields: list[StructField] = []
+    present: set[str] = set()
+    for i, name in enumerate(file_cols):
+        c = cols.get(name.strip().lower())
+        if c is None or c.name in present:
+            fields.append(StructField(f"__extra_{i}", StringType()))
+            continue
+        present.add(c.name)
+        t = "string" if c.type.name == "binary" else str(c.type)
+        fields.append(StructField(c.name, _spark_type(t)))  # type: ignore[arg-type]
+    fields.append(StructField(RAW_COLUMN, StringType()))
+    df = (
+        spark.read.schema(StructType(fields))
+        .options(**reader_opts)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", RAW_COLUMN)
+        .csv(paths)
+    )
+    select: list[SparkColumn] = []
+    for c in table.schema.columns:
+        if c.name not in present:
+            if not c.nullable:
+                raise SchemaError(f"the input has no column {c.name!r}, which is NOT NULL")
+            select.append(F.lit(None).cast(str(c.type)).alias(c.name))
+        elif c.type.name == "binary":
+            select.append(F.col(c.name).cast("binary").alias(c.name))
+        else:
+            select.append(F.col(c.name))
+    raw = F.col(RAW_COLUMN)
+    return df.select(*select, raw.isNotNull().alias(BAD_COLUMN), raw)
+
+
+def _typed_json_source(
+    spark: SparkSession, table: Table, paths: list[str], opts: LoadOptions
+) -> DataFrame:
+    fields = [
+        StructField(c.name, _spark_type(str(c.type)))  # type: ignore[arg-type]
+        for c in table.schema.columns
+    ]
+    fields.append(StructField(RAW_COLUMN, StringType()))
+    df = (
+        spark.read.schema(StructType(fields))
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", RAW_COLUMN)
+        .options(**{k: v for k, v in opts.csv.items() if k in ("multiLine", "encoding",
+                                                                 "dateFormat", "timestampFormat")})
+        .json(paths)
+    )
+    raw = F.col(RAW_COLUMN)
+    return df.select(*table.schema.column_names, raw.isNotNull().alias(BAD_COLUMN), raw)
+
+
+def prepare_source(df: DataFrame, table: Table) -> DataFrame:
+    """Map a DataFrame's columns to the table by name and cast with try_cast semantics.
+
+    A value that is not null before the cast and null after it marks its row bad.
+    """
+    by_lower = {f.name.lower(): f for f in df.schema.fields}
+    select: list[SparkColumn] = []
+    bad_terms: list[SparkColumn] = []
+    for c in table.schema.columns:
+        f = by_lower.get(c.name)
+        if f is None:
+            if not c.nullable:
+                raise SchemaError(f"the input has no column {c.name!r}, which is NOT NULL")
+            select.append(F.lit(None).cast(str(c.type)).alias(c.name))
+            continue
+        src = F.col(f"`{f.name}`")
+        if f.dataType.simpleString() == _spark_type(str(c.type)).simpleString():  # type: ignore[attr-defined]
+            select.append(src.alias(c.name))
+            continue
+        cast = F.expr(f"try_cast(`{f.name}` AS {c.type})")
+        select.append(cast.alias(c.name))
+        bad_terms.append(src.isNotNull() & cast.isNull())
+    if not bad_terms:
+        return df.select(*select)
+    bad = bad_terms[0]
+    for term in bad_terms[1:]:
+        bad = bad | term
+    raw = F.when(bad, F.to_json(F.struct(*[F.col(f"`{n}`") for n in df.columns])))
+    return df.select(*select, bad.alias(BAD_COLUMN), raw.alias(RAW_COLUMN))
+
+
+def read_source(
+    spark: SparkSession,
+    table: Table,
+    paths: str | Sequence[str],
+    fmt: str,
+    opts: LoadOptions,
+) -> DataFrame:
+    """The input files as a DataFrame of table columns plus the bad-record columns."""
+    plist = [paths] if isinstance(paths, str) else list(paths)
+    if fmt == "csv":
+        return _csv_source(spark, table, plist, opts)
+    if fmt == "json":
+        return _typed_json_source(spark, table, plist, opts)
+    if fmt in ("parquet", "orc"):
+        return prepare_source(spark.read.format(fmt).load(plist), table)
+    raise UserError(f"unknown input format {fmt!r}; use one of {', '.join(FORMATS)}")
+
+
+def _sorted(df: DataFrame, opts: LoadOptions) -> DataFrame:
+    cols = list(opts.sort_columns)
+    if opts.sort_scope == "local_sort":
+        return df.sortWithinPartitions(*cols)
+    if opts.sort_scope == "global_sort":
+        return df.repartitionByRange(*cols).sortWithinPartitions(*cols)
+    return df
+
+
+def _guess_format(paths: str | Sequence[str]) -> str:
+    first = paths if isinstance(paths, str) else (paths[0] if paths else "")
+    for fmt in FORMATS:
+        if first.rstrip("/").lower().endswith("." + fmt):
+            return fmt
+    return "csv"
+
+
+def load(
+    table: Table,
+    df_or_path: DataFrame | str | Sequence[str],
+    *,
+    spark: SparkSession | None = None,
+    format: str | None = None,  # noqa: A002 - mirrors spark.read.format
+    options: Mapping[str, str] | None = None,
+    mode: LoadMode = "append",
+) -> LoadEntry:
+    """Load a DataFrame or input files into a new segment of ``table``.
+
+    Args:
+        table: the target table.
+        df_or_path: a DataFrame, or a path / glob / list of paths of input files.
+        spark: session to use (default: the DataFrame's, or the embedded one).
+        format: csv (default for paths), parquet, json or orc.
+        options: load options (keys case-insensitive), see docs/load.md.
+        mode: ``append`` adds a segment; ``overwrite`` also marks every older readable
+            segment ``Marked for Delete`` in the same atomic commit.
+
+    Returns:
+        The committed tablestatus entry (``Success`` or ``Partial Success``).
+
+    Raises:
+        BadRecordError: bad records with FAIL, every row bad, or REDIRECT without a path.
+        UserError: invalid options or input columns.
+        CarbonStoreError: the Spark job failed (the segment is marked ``Failure``).
+    """
+    if mode not in ("append", "overwrite"):
+        raise UserError(f"mode must be append or overwrite, got {mode!r}")
+    opts = parse_load_options(table, options)
+    if isinstance(df_or_path, DataFrame):
+        df = prepare_source(df_or_path, table)
+    else:
+        if spark is None:
+            from carbonstore.spark.session import get_spark
+
+            spark = get_spark()
+        fmt = (format or _guess_format(df_or_path)).lower()
+        df = read_source(spark, table, df_or_path, fmt, opts)
+    df = _sorted(df, opts)
+    entry, lock = begin_segment(table, overwrite=mode == "overwrite")
+    seg = entry.load_name
+    write_opts = {
+        **{k: str(v) for k, v in table.store.conf.values.items()},
+        **opts.to_options(),
+        "store": table.store.location,
+        "segment": seg,
+    }
+    try:
+        df.write.format("carbonstore").mode(mode).options(**write_opts).save(str(table.name))
+    except Exception as err:
+        after = table.status.read().find(seg)
+        reason = str((after.extra if after else {}).get("failureReason") or "")
+        cause = (after.extra if after else {}).get("failureCause")
+        abort_segment(table, seg, reason=reason or _first_line(err))
+        if after is not None and after.status == FAILURE and cause == "badRecords":
+            raise BadRecordError(reason) from None
+        if isinstance(err, CarbonStoreError):
+            raise
+        raise CarbonStoreError(
+            f"load into {table.name} failed; segment {seg} is marked Failure and its files are "
+            f"removed: {_first_line(err)}"
+        ) from err
+    finally:
+        if lock is not None:
+            lock.release()
+    return table.status.read().get(seg)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    for line in text.splitlines():
+        if "Error" in line or "Exception" in line:
+            return line.strip()[:500]
+    return (text.splitlines()[0] if text else type(err).__name__)[:500]
+
+
+if __name__ == "__main__":
+    from carbonstore.cli import main
+
+    sys.exit(main(["load", *sys.argv[1:]]))
