@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import filelock
@@ -28,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from carbonstore.errors import CarbonStoreError, CompactionError, LockTimeoutError
+from carbonstore.segments.writer import ColumnSpec, TaskResult, WriteSettings, write_task
 from carbonstore.store.conf import CarbonConf
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
@@ -322,87 +322,76 @@ def merge_local(table: Table, sources: Sequence[LoadEntry], output_id: str) -> S
     return write_segment(table, output_id, [data.combine_chunks().to_batches()])
 
 
+def write_settings(table: Table, segment_id: str) -> WriteSettings:
+    """The load writer's settings for an output segment of ``table``.
+
+    Dictionary columns hold global surrogates (INT32) in the data files; compaction copies
+    them as they are (the dictionary is global, so no re-encoding is needed).
+    """
+    conf = table.conf
+    dict_cols = {c.lower() for c in table.schema.dictionary_columns}
+    columns = []
+    for c in table.schema.columns:
+        spec = ColumnSpec.from_column(c)
+        if c.name.lower() in dict_cols:
+            spec = replace(spec, type="int", precision=0, scale=0)
+        columns.append(spec)
+    return WriteSettings(
+        store_location=table.store.location,
+        segment_id=segment_id,
+        segment_dir=table.paths.segment_dir(segment_id),
+        columns=tuple(columns),
+        page_rows=conf.get_int("carbon.page.rows"),
+        blocklet_bytes=int(conf.get_float("carbon.blocklet.size.in.mb") * _MB),
+        block_bytes=int(conf.get_float("carbon.table.block.size.in.mb") * _MB),
+        bloom_columns=tuple(table.schema.bloom_columns),
+        bloom_fpp=conf.get_float("carbon.bloom.fpp"),
+        sort_columns=tuple(table.schema.sort_columns),
+        action="FAIL",
+    )
+
+
 def write_segment(
     table: Table, segment_id: str, tasks: Sequence[Sequence[pa.RecordBatch]]
 ) -> SegmentOutput:
-    """Write one segment folder: per task its Parquet files and one ``.carbonindex``, then
-    the segment's ``.carbonindexmerge``. Nothing is committed to tablestatus here."""
-    sfs = table.paths.sfs
-    seg_dir = table.paths.segment_dir(segment_id)
-    sfs.makedirs(seg_dir)
-    messages = [
-        write_task(table, segment_id, str(n), batches) for n, batches in enumerate(tasks) if batches
+    """Write one segment folder through the load writer: per task its Parquet files and one
+    ``.carbonindex``, then the segment's ``.carbonindexmerge``. Nothing is committed here."""
+    settings = write_settings(table, segment_id)
+    table.paths.sfs.makedirs(settings.segment_dir)
+    results = [
+        write_task(batches, settings, task_id=f"{n:05d}", fs=table.paths.sfs.fs)
+        for n, batches in enumerate(tasks)
+        if batches
     ]
-    return finish_segment(table, segment_id, messages)
+    return finish_segment(table, segment_id, results)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TaskOutput:
-    """What one writer task produced (its commit message)."""
-
-    index_file: str
-    data_files: tuple[str, ...]
-    row_count: int
-    data_size: int
-
-
-def write_task(
-    table: Table, segment_id: str, task_id: str, batches: Sequence[pa.RecordBatch]
-) -> TaskOutput:
-    """Write one task's Parquet file (page index on) and its ``.carbonindex``."""
-    from carbonstore.indexfiles.indexfile import build_task_index
-
-    sfs = table.paths.sfs
-    seg_dir = table.paths.segment_dir(segment_id)
-    data = pa.Table.from_batches(batches)
-    conf = table.conf
-    uid = uuid.uuid4().hex
-    name = f"part-{task_id}-{uid}.parquet"
-    row_bytes = max(1, data.nbytes // max(1, data.num_rows))
-    rg_rows = max(1, conf.get_int("carbon.blocklet.size.in.mb") * _MB // row_bytes)
-    with sfs.fs.open_output_stream(f"{seg_dir}/{name}") as out:
-        pq.write_table(
-            data,
-            out,
-            row_group_size=rg_rows,
-            write_page_index=True,
-            write_batch_size=min(conf.get_int("carbon.page.rows"), 32000),
-            compression="snappy",
-        )
-    index_name = f"{task_id}-{uid}.carbonindex"
-    build_task_index(
-        sfs.fs,
-        seg_dir,
-        [name],
-        f"{seg_dir}/{index_name}",
-        segment_id=segment_id,
-        task_id=task_id,
-        column_ids={c.name: c.column_id for c in table.schema.columns},
-    )
-    return TaskOutput(
-        index_file=index_name,
-        data_files=(name,),
-        row_count=data.num_rows,
-        data_size=sfs.size(f"{seg_dir}/{name}"),
-    )
-
-
-def finish_segment(table: Table, segment_id: str, tasks: Sequence[TaskOutput]) -> SegmentOutput:
+def finish_segment(
+    table: Table, segment_id: str, tasks: Sequence[TaskResult]
+) -> SegmentOutput:
     """Driver side: merge the task indexes into the segment's ``.carbonindexmerge``."""
     from carbonstore.indexfiles.indexfile import merge_indexes
 
     sfs = table.paths.sfs
     seg_dir = table.paths.segment_dir(segment_id)
+    bad = sum(t.bad_records for t in tasks)
+    if bad:
+        raise CarbonStoreError(f"compaction into {segment_id} met {bad} invalid rows; aborted")
+    index_files = [t.index_file for t in tasks if t.index_file]
+    # Files of failed or speculative task attempts that no commit message names.
+    keep = {f for t in tasks for f in t.files} | set(index_files)
+    for info in sfs.list_dir(seg_dir):
+        if info.is_file and info.base_name not in keep:
+            sfs.delete_file(info.path)
     merge_name = f"{segment_id}_{now_ms()}.carbonindexmerge"
     index_size = merge_indexes(
-        sfs.fs, [f"{seg_dir}/{t.index_file}" for t in tasks], f"{seg_dir}/{merge_name}",
+        sfs.fs, [f"{seg_dir}/{n}" for n in index_files], f"{seg_dir}/{merge_name}",
         segment_id=segment_id,
     )
-    index_size += sum(sfs.size(f"{seg_dir}/{t.index_file}") for t in tasks)
     return SegmentOutput(
-        row_count=sum(t.row_count for t in tasks),
-        data_size=sum(t.data_size for t in tasks),
-        index_size=index_size,
+        row_count=sum(t.rows for t in tasks),
+        data_size=sum(t.data_bytes for t in tasks),
+        index_size=index_size + sum(t.index_bytes for t in tasks),
         segment_file=merge_name,
     )
 

@@ -1,0 +1,50 @@
+"""compact TABLE --type minor|major|custom [--segments 2,3,4] [--engine spark|local]."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from carbonstore.commands._common import add_json, open_store, print_json, print_table, split_ids
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "compact", parents=parents,
+        help="merge segments (minor: level thresholds, major: size, custom: given ids)",
+    )
+    p.add_argument("table")
+    p.add_argument("--type", dest="compaction_type", required=True,
+                   choices=["minor", "major", "custom"])
+    p.add_argument("--segments", help="comma-separated segment ids (custom only)")
+    p.add_argument(
+        "--engine", choices=["spark", "local"], default="spark",
+        help="spark: merge on Spark executors (default); local: merge in this process with "
+        "pyarrow (small segments, no JVM)",
+    )
+    add_json(p)
+    p.set_defaults(func=_compact)
+
+
+def _compact(args: argparse.Namespace) -> int:
+    from carbonstore.segments.compaction import compact
+
+    table = open_store(args).table(args.table)
+    ids = split_ids(args.segments) if args.segments is not None else None
+    if args.compaction_type == "custom" and ids is None:
+        ids = []  # compact() says "Segment ids should not be empty"
+    merger = None
+    if args.engine == "spark":
+        from carbonstore.spark.compact_job import spark_merger
+
+        merger = spark_merger()
+    result = compact(table, args.compaction_type, segment_ids=ids, merger=merger)
+    if args.json:
+        print_json(result.to_json())
+        return 0
+    if not result.merged:
+        print(f"nothing to compact ({args.compaction_type}) in {table.name}")
+        return 0
+    print_table([m.to_json() | {"sources": ",".join(m.sources)} for m in result.merged],
+                ["output", "sources", "rows", "dataSize", "indexSize", "seconds"])
+    return 0

@@ -1,0 +1,40 @@
+"""Compaction on Spark executors and through the CLI (few tests: each costs seconds)."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+from test_compaction import SCHEMA, add_segment, read_segments, rows, statuses
+
+from carbonstore.cli import main
+from carbonstore.segments.compaction import compact, segment_data_files
+from carbonstore.store import Store
+
+pytestmark = pytest.mark.spark
+
+
+def test_major_on_spark_then_load_reads_30_and_20(spark, store: Store, capsys) -> None:  # type: ignore[no-untyped-def]
+    from carbonstore.spark.compact_job import spark_merger
+
+    table = store.create_table("t", SCHEMA, properties={"sort_columns": "id"})
+    add_segment(table, rows(0, 10), tasks=2)
+    add_segment(table, rows(10, 10), tasks=2)
+    before = read_segments(table)
+    result = compact(table, "major", merger=spark_merger(spark, tasks=2))
+    assert [m.output for m in result.merged] == ["0.1"]
+    add_segment(table, rows(20, 10))
+    assert read_segments(table).num_rows == 30
+    assert read_segments(table, ["0.1"]).equals(before)
+    out = table.status.read().get("0.1")
+    assert out.major_compacted and out.row_count == 20
+    # Range-partitioned output: each file holds one sorted range of ids.
+    ranges = [pq.read_table(p)["id"].to_pylist() for p in segment_data_files(table, "0.1")]
+    assert all(r == sorted(r) for r in ranges)
+    assert sorted(x for r in ranges for x in r) == list(range(20))
+
+    # The CLI runs the same job (default engine: spark, on the active session).
+    store_args = ["--store", store.location]
+    assert main(["compact", "t", "--type", "custom", "--segments", "0.1,2", "--json", *store_args]) == 0
+    assert '"output": "0.2"' in capsys.readouterr().out
+    assert statuses(table)["0.2"] == "Success"
+    assert read_segments(table)["id"].to_pylist() == list(range(30))
