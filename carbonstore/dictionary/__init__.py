@@ -1,0 +1,56 @@
+"""Global dictionary: .dict / .dictmeta / .sortindex, encode/decode, filter translation.
+
+See docs/dictionary.md. Typical use by a load::
+
+    snap = prepare_dictionaries(table, {"city": distinct_cities}, segment_id)
+    for batch in batches:
+        writer.write_batch(encode_batch(batch, snap))
+
+and by a reader: ``decode_batch(batch, table)``.
+"""
+
+from carbonstore.dictionary.codec import arrow_type
+from carbonstore.dictionary.column import (
+    NULL_SURROGATE,
+    ColumnDictionary,
+    MissingDictionaryValueError,
+    clear_cache,
+    load_dictionary,
+)
+from carbonstore.dictionary.load import (
+    METADATA_KEY,
+    DictionarySnapshot,
+    decode_batch,
+    decode_schema,
+    distinct_values,
+    encode_batch,
+    prepare_dictionaries,
+    snapshot,
+)
+from carbonstore.dictionary.writer import (
+    add_values,
+    add_values_from_file,
+    obsolete_sortindex_files,
+    repair,
+)
+
+__all__ = [
+    "METADATA_KEY",
+    "NULL_SURROGATE",
+    "ColumnDictionary",
+    "DictionarySnapshot",
+    "MissingDictionaryValueError",
+    "add_values",
+    "add_values_from_file",
+    "arrow_type",
+    "clear_cache",
+    "decode_batch",
+    "decode_schema",
+    "distinct_values",
+    "encode_batch",
+    "load_dictionary",
+    "obsolete_sortindex_files",
+    "prepare_dictionaries",
+    "repair",
+    "snapshot",
+]

@@ -1,0 +1,338 @@
+"""``ColumnDictionary``: one committed dictionary in memory, and the cached reader.
+
+A ``ColumnDictionary`` is immutable: surrogate ``s >= 2`` maps to ``values[s - 2]``,
+surrogate 1 is null. Encoding, decoding and lookups are vectorised through
+pyarrow.compute; the sort index (value order) is loaded or computed on first use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from carbonstore.dictionary.codec import arrow_type, parse_text_values, sort_key, to_canonical
+from carbonstore.dictionary.files import (
+    ColumnFiles,
+    DictMeta,
+    read_chunks,
+    read_meta,
+    read_sort_index,
+)
+from carbonstore.errors import DictionaryError, SchemaError, UserError
+from carbonstore.store.schema import Column
+
+__all__ = [
+    "NULL_SURROGATE",
+    "ColumnDictionary",
+    "MissingDictionaryValueError",
+    "column_files",
+    "dictionary_column",
+    "load_dictionary",
+]
+
+#: The surrogate of null in every dictionary; real values start at 2.
+NULL_SURROGATE = 1
+FIRST_SURROGATE = 2
+
+
+class MissingDictionaryValueError(UserError):
+    """A value to encode is not in the dictionary (e.g. missing from a pre-built file)."""
+
+
+class ColumnDictionary:
+    """The committed dictionary of one column at one point in time."""
+
+    __slots__ = ("_lock", "_lookup", "_sort", "_sorted_values", "column", "files", "meta", "values")
+
+    def __init__(
+        self, column: Column, files: ColumnFiles, meta: DictMeta, values: pa.Array,
+        sort: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
+        if len(values) != meta.dict_size:
+            raise DictionaryError(
+                f"dictionary of {column.name!r} has {len(values)} values, meta says {meta.dict_size}"
+            )
+        self.column = column
+        self.files = files
+        self.meta = meta
+        self.values = values
+        self._sort = sort
+        self._sorted_values: pa.Array | None = None
+        self._lookup: dict[Any, int] | None = None
+        self._lock = threading.Lock()
+
+    # ---- pickling (snapshots travel to executors): drop caches -------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        return {"column": self.column, "files": self.files, "meta": self.meta, "values": self.values}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["column"], state["files"], state["meta"], state["values"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"ColumnDictionary({self.column.name!r}, size={self.size})"
+
+    # ---- facts -------------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        """Number of values (null not counted)."""
+        return len(self.values)
+
+    @property
+    def max_surrogate(self) -> int:
+        return self.size + 1
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return self.values.type
+
+    # ---- sort index --------------------------------------------------------------------------
+    def sort_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """(surrogates in value order, rank of surrogate ``s`` at index ``s - 2``)."""
+        with self._lock:
+            if self._sort is None:
+                stored = read_sort_index(self.files, self.size)
+                self._sort = stored if stored is not None else compute_sort_index(self.values)
+            return self._sort
+
+    def sorted_values(self) -> pa.Array:
+        """The values in value order (rank ``r`` at index ``r``)."""
+        order, _ = self.sort_index()
+        with self._lock:
+            if self._sorted_values is None:
+                self._sorted_values = self.values.take(pa.array(order - FIRST_SURROGATE))
+            return self._sorted_values
+
+    def rank_bound(self, value: Any, *, right: bool) -> int:
+        """Number of values ordered before ``value`` (``right``: before or equal to it).
+
+        ``value`` is a Python value of the column type, or ``bytes`` for a string column
+        (compared as raw UTF-8, e.g. an exclusive prefix bound that is not valid UTF-8).
+        """
+        sv = self.sorted_values()
+        key = sort_key(value)
+        lo, hi = 0, len(sv)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            k = sort_key(sv[mid].as_py())
+            if k < key or (right and k == key):
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def surrogates_in_rank_range(self, lo_rank: int, hi_rank: int) -> np.ndarray:
+        """Surrogates whose value ranks in ``[lo_rank, hi_rank)``, sorted ascending."""
+        order, _ = self.sort_index()
+        lo_rank, hi_rank = max(0, lo_rank), min(len(order), hi_rank)
+        if lo_rank >= hi_rank:
+            return np.empty(0, dtype=np.int32)
+        return np.sort(order[lo_rank:hi_rank]).astype(np.int32)
+
+    # ---- lookups -----------------------------------------------------------------------------
+    def canonical(self, values: Any) -> pa.Array:
+        """``values`` (Array, ChunkedArray or a Python list) as an Array of the column type."""
+        if not isinstance(values, pa.Array | pa.ChunkedArray):
+            items = list(values)
+            if items and all(v is None or isinstance(v, str) for v in items):
+                if not pa.types.is_string(self.arrow_type):
+                    return parse_text_values(items, self.column.type)
+            try:
+                values = pa.array(items, self.arrow_type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as err:
+                raise UserError(
+                    f"cannot use {values!r} as {self.arrow_type} values of {self.column.name!r}: {err}"
+                ) from err
+        return to_canonical(values, self.arrow_type)
+
+    def lookup_many(self, values: Any) -> np.ndarray:
+        """Surrogates of ``values`` (int32): 1 for null, 0 for a value not in the dictionary."""
+        arr = self.canonical(values)
+        if len(arr) == 0:
+            return np.empty(0, dtype=np.int32)
+        idx = pc.index_in(arr, value_set=self.values)
+        out = idx.fill_null(-2).to_numpy(zero_copy_only=False).astype(np.int32) + FIRST_SURROGATE
+        out[arr.is_null().to_numpy(zero_copy_only=False)] = NULL_SURROGATE
+        return out
+
+    def surrogate_of(self, value: Any) -> int | None:
+        """The surrogate of one value (1 for None), None when the value is not present."""
+        if value is None:
+            return NULL_SURROGATE
+        s = int(self.lookup_many([value])[0])
+        return s or None
+
+    def value_of(self, surrogate: int) -> Any:
+        """The Python value of a surrogate (None for 1)."""
+        if surrogate == NULL_SURROGATE:
+            return None
+        if not FIRST_SURROGATE <= surrogate <= self.max_surrogate:
+            raise UserError(
+                f"surrogate {surrogate} is not in the dictionary of {self.column.name!r} "
+                f"(1..{self.max_surrogate})"
+            )
+        return self.values[surrogate - FIRST_SURROGATE].as_py()
+
+    # ---- encode / decode ---------------------------------------------------------------------
+    def _uniques_to_surrogates(self, uniques: pa.Array) -> np.ndarray:
+        if self.size > 50_000 and len(uniques) * 100 < self.size:
+            # Few distinct values against a big dictionary: a hash map built once beats
+            # hashing the whole dictionary for every batch.
+            with self._lock:
+                if self._lookup is None:
+                    self._lookup = {
+                        v: i + FIRST_SURROGATE for i, v in enumerate(self.values.to_pylist())
+                    }
+                lookup = self._lookup
+            return np.fromiter(
+                (lookup.get(v, 0) for v in uniques.to_pylist()), dtype=np.int32, count=len(uniques)
+            )
+        idx = pc.index_in(uniques, value_set=self.values)
+        return idx.fill_null(-2).to_numpy(zero_copy_only=False).astype(np.int32) + FIRST_SURROGATE
+
+    def encode(self, values: pa.Array | pa.ChunkedArray) -> pa.Int32Array:
+        """INT32 surrogates of ``values``: nulls become 1.
+
+        Raises:
+            MissingDictionaryValueError: a non-null value is not in the dictionary.
+        """
+        arr = self.canonical(values)
+        if len(arr) == 0:
+            return pa.array([], pa.int32())
+        if arr.null_count == len(arr):
+            return pa.array(np.full(len(arr), NULL_SURROGATE, dtype=np.int32))
+        enc = pc.dictionary_encode(arr)
+        surr = self._uniques_to_surrogates(enc.dictionary)
+        missing = np.flatnonzero(surr == 0)
+        if len(missing):
+            sample = enc.dictionary.take(pa.array(missing[:3])).to_pylist()
+            raise MissingDictionaryValueError(
+                f"{len(missing)} value(s) of column {self.column.name!r} are not in its "
+                f"dictionary, e.g. {sample!r}; add them to the pre-built dictionary file or "
+                "let the load compute the distinct values"
+            )
+        indices = enc.indices
+        if indices.null_count:
+            pos = indices.fill_null(0).to_numpy(zero_copy_only=False)
+            out = surr[pos]
+            out[indices.is_null().to_numpy(zero_copy_only=False)] = NULL_SURROGATE
+        else:
+            out = surr[indices.to_numpy(zero_copy_only=False)]
+        return pa.array(out, pa.int32())
+
+    def decode(self, surrogates: pa.Array | pa.ChunkedArray | np.ndarray) -> pa.Array:
+        """Values of INT32 ``surrogates`` (1 decodes to null)."""
+        if isinstance(surrogates, np.ndarray):
+            surrogates = pa.array(surrogates, pa.int32())
+        elif isinstance(surrogates, pa.ChunkedArray):
+            surrogates = (
+                pa.concat_arrays(surrogates.chunks) if surrogates.num_chunks
+                else pa.array([], pa.int32())
+            )
+        if len(surrogates) == 0:
+            return pa.array([], self.arrow_type)
+        mm = pc.min_max(surrogates).as_py()
+        if mm["min"] is None:  # all null (a plain Parquet column written as null)
+            return pa.nulls(len(surrogates), self.arrow_type)
+        if mm["min"] < NULL_SURROGATE or mm["max"] > self.max_surrogate:
+            raise DictionaryError(
+                f"surrogates {mm['min']}..{mm['max']} of column {self.column.name!r} are outside "
+                f"its dictionary (1..{self.max_surrogate})"
+            )
+        table = pa.concat_arrays([pa.nulls(FIRST_SURROGATE, self.arrow_type), self.values])
+        return table.take(surrogates)
+
+
+def compute_sort_index(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(surrogates in value order, ranks by surrogate) computed from ``values``."""
+    n = len(values)
+    order = pc.sort_indices(values).to_numpy(zero_copy_only=False).astype(np.int32)
+    ranks = np.empty(n, dtype=np.int32)
+    ranks[order] = np.arange(n, dtype=np.int32)
+    return order + FIRST_SURROGATE, ranks
+
+
+# ---- reader with cache -----------------------------------------------------------------------
+
+_CACHE_LIMIT = 64
+_cache: OrderedDict[str, tuple[tuple[int, int], ColumnDictionary]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def dictionary_column(table: Any, column: str) -> Column:
+    """The schema column ``column`` of ``table``, checked to be a dictionary column."""
+    col = table.schema.column(column)
+    if col.name not in table.schema.dictionary_columns:
+        raise SchemaError(
+            f"column {col.name!r} of {table.name} has no global dictionary; "
+            f"dictionary columns: {', '.join(table.schema.dictionary_columns) or 'none'}"
+        )
+    return col
+
+
+def column_files(table: Any, column: Column) -> ColumnFiles:
+    return ColumnFiles(table.store.sfs, table.paths.dictionary_dir, column.column_id)
+
+
+def _empty(column: Column, files: ColumnFiles) -> ColumnDictionary:
+    meta = DictMeta(column_id=column.column_id, column_type=str(column.type))
+    return ColumnDictionary(column, files, meta, pa.array([], arrow_type(column.type)))
+
+
+def _build(column: Column, files: ColumnFiles, base: ColumnDictionary | None) -> ColumnDictionary:
+    meta = read_meta(files, str(column.type))
+    target = arrow_type(column.type)
+    if (
+        base is not None
+        and len(base.meta.entries) <= len(meta.entries)
+        and meta.entries[: len(base.meta.entries)] == base.meta.entries
+    ):
+        # The log only grows: read just the byte range committed since ``base``.
+        new = read_chunks(files, meta.entries[len(base.meta.entries):], target)
+        values = pa.concat_arrays([base.values, *new]) if new else base.values
+        sort = base._sort if not new else None
+        return ColumnDictionary(column, files, meta, values, sort)
+    chunks = read_chunks(files, meta.entries, target)
+    values = pa.concat_arrays(chunks) if chunks else pa.array([], target)
+    return ColumnDictionary(column, files, meta, values)
+
+
+def load_dictionary(table: Any, column: str | Column) -> ColumnDictionary:
+    """The committed dictionary of ``column``, cached until its .dictmeta changes."""
+    col = column if isinstance(column, Column) else dictionary_column(table, column)
+    files = column_files(table, col)
+    return _load(col, files)
+
+
+def _load(col: Column, files: ColumnFiles) -> ColumnDictionary:
+    stamp = files.meta_stamp()
+    if stamp is None:
+        return _empty(col, files)
+    key = files.meta_path
+    with _cache_lock:
+        hit = _cache.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    built = _build(col, files, hit[1] if hit is not None else None)
+    _remember(files, stamp, built)
+    return built
+
+
+def _remember(files: ColumnFiles, stamp: tuple[int, int] | None, d: ColumnDictionary) -> None:
+    if stamp is None:
+        return
+    with _cache_lock:
+        _cache[files.meta_path] = (stamp, d)
+        _cache.move_to_end(files.meta_path)
+        while len(_cache) > _CACHE_LIMIT:
+            _cache.popitem(last=False)
+
+
+def clear_cache() -> None:
+    """Forget every cached dictionary (tests, long-running drivers after a drop)."""
+    with _cache_lock:
+        _cache.clear()
