@@ -51,7 +51,7 @@ CLEAN_FILES_LOCK = "clean_files.lock"
 _SEGMENT_DIR_RE = re.compile(r"^Segment_(\d+(?:\.\d+)?)$")
 _DAY_MS = 24 * 3600 * 1000
 
-ItemKind = Literal["segment", "orphan", "trash", "stats"]
+ItemKind = Literal["segment", "orphan", "trash", "stats", "sortindex"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,6 +214,7 @@ def _clean(
     items.extend(orphans)
     skipped.extend(orphan_skips)
     items.extend(_expire_trash(table, dry_run=dry_run, now=now))
+    items.extend(_obsolete_sortindexes(table, dry_run=dry_run, now=now, force=force))
     return CleanReport(
         table=str(table.name),
         dry_run=dry_run,
@@ -255,6 +256,33 @@ def _orphans(table: Table, *, dry_run: bool, now: int) -> tuple[list[CleanItem],
         finally:
             lock.release()
     return items, skipped
+
+
+def _obsolete_sortindexes(
+    table: Table, *, dry_run: bool, now: int, force: bool
+) -> list[CleanItem]:
+    """Dictionary sort indexes superseded by a newer one, older than the retention time."""
+    try:
+        from carbonstore.dictionary.writer import obsolete_sortindex_files
+    except ImportError:  # no dictionary support installed
+        return []
+    if not table.schema.dictionary_columns or not table.paths.sfs.exists(
+        table.paths.dictionary_dir
+    ):
+        return []
+    fs = table.paths.sfs.fs
+    retention_ms = table.conf.get_int("carbon.segment.retention.minutes") * 60_000
+    items: list[CleanItem] = []
+    for path in obsolete_sortindex_files(table):
+        info = fs.get_file_info(path)
+        mtime_ms = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
+        if not force and now - mtime_ms < retention_ms:
+            continue  # a running query may still read it
+        items.append(CleanItem(kind="sortindex", path=path, size=int(info.size or 0),
+                               reason="dictionary sort index superseded by a newer one"))
+        if not dry_run:
+            table.paths.sfs.delete_file(path)
+    return items
 
 
 def _expire_trash(table: Table, *, dry_run: bool, now: int) -> list[CleanItem]:

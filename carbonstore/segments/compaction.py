@@ -334,7 +334,7 @@ def write_settings(table: Table, segment_id: str) -> WriteSettings:
     for c in table.schema.columns:
         spec = ColumnSpec.from_column(c)
         if c.name.lower() in dict_cols:
-            spec = replace(spec, type="int", precision=0, scale=0)
+            spec = replace(spec, type="int", precision=0, scale=0, nullable=False)
         columns.append(spec)
     return WriteSettings(
         store_location=table.store.location,
@@ -461,6 +461,46 @@ def commit_compaction(
     return holder[0]
 
 
+def write_output_statistics(
+    table: Table, sources: Sequence[LoadEntry], output_id: str
+) -> bool:
+    """Store the output segment's column statistics, merged from its sources'.
+
+    The output holds exactly the sources' rows, so merging their statistics (distinct
+    counts by sketch union) is what a rescan would give, at no I/O cost. Returns False when
+    some source has no statistics (``carbonstore analyze`` computes them later).
+    """
+    try:
+        from carbonstore.segments import statistics as st
+    except ImportError:  # statistics are optional
+        return False
+    stats = [st.get_segment_statistics(table, e.load_name) for e in sources]
+    present = [s for s in stats if s is not None]
+    if not present or len(present) != len(stats):
+        return False
+    scope = st.StatisticsScope(table=present[0].table, segment_id=output_id)
+    columns: list[Any] = []
+    sketches: dict[str, bytes] = {}
+    for c in present[0].columns:
+        parts = [(s.find(c.column), s.row_count, s.sketches.get(c.column)) for s in present]
+        if any(p[0] is None or type(p[0]) is not type(c) for p in parts):
+            continue  # not in every source (or its type changed): analyze recomputes it
+        merged, sketch = st.merge_column(parts, scope)  # type: ignore[arg-type]
+        columns.append(merged)
+        if sketch is not None:
+            sketches[c.column] = sketch
+    st.update_segment_statistics(
+        table,
+        st.SegmentStatistics(
+            table=present[0].table, segment_id=output_id,
+            row_count=sum(s.row_count for s in present), columns=tuple(columns),
+            sketches=sketches, source="compaction",
+        ),
+        replace_all=True,
+    )
+    return True
+
+
 # ---- orchestration --------------------------------------------------------------------------
 def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment:
     t0 = time.perf_counter()
@@ -498,6 +538,10 @@ def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment
         if not committed:
             sfs.delete_dir(out_dir)
         seg_lock.release()
+    try:
+        write_output_statistics(table, sources, group.output)
+    except CarbonStoreError as err:  # the merge is committed; statistics can be recomputed
+        log.warning("statistics of compacted segment %s not stored: %s", group.output, err)
     return MergedSegment(
         output=entry.load_name,
         sources=group.sources,

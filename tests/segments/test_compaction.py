@@ -235,3 +235,27 @@ def test_query_answers_identical_after_compaction(table: Table) -> None:
 
 def test_segment_ids_sort_numerically() -> None:
     assert sorted(["10", "2", "1.1", "1"], key=segment_sort_key) == ["1", "1.1", "2", "10"]
+
+
+def test_output_statistics_merged_from_sources(table: Table) -> None:
+    st = pytest.importorskip("carbonstore.segments.statistics")
+    sk = pytest.importorskip("carbonstore.segments.sketches")
+    for i in range(3):
+        add_segment(table, rows(i * 10, 10))
+    for sid in ("0", "1"):
+        st.update_segment_statistics(table, sk.compute_segment_statistics(table, sid))
+    compact(table, "custom", segment_ids=["1", "2"])  # segment 2 has no statistics
+    assert st.get_segment_statistics(table, "1.1") is None
+    t2 = table.store.create_table("t2", SCHEMA, properties={"sort_columns": "id"})
+    for i in range(3):
+        add_segment(t2, rows(i * 10, 10))
+        st.update_segment_statistics(t2, sk.compute_segment_statistics(t2, str(i)))
+    compact(t2, "custom", segment_ids=["0", "1", "2"])
+    merged = st.get_segment_statistics(t2, "0.1")
+    rescanned = sk.compute_segment_statistics(t2, "0.1")
+    assert merged is not None and merged.source == "compaction" and merged.row_count == 30
+    for col in ("id", "name", "score"):
+        a, b = merged.column(col), rescanned.column(col)
+        assert a.num_nulls == b.num_nulls
+        assert getattr(a, "num_dvs", None) == getattr(b, "num_dvs", None)
+    assert merged.column("id").low_value == 0 and merged.column("id").high_value == 29
