@@ -20,8 +20,8 @@ __all__ = ["build_parser", "main"]
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.print_usage(sys.stderr)
-        raise SystemExit(f"{self.prog}: error: {message}") from None
+        # A usage mistake is a user mistake: one line and exit status 2, like UserError.
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,7 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--conf", default=argparse.SUPPRESS,
         help="properties file (default: $CARBON_CONF); see conf/carbon.properties",
     )
-    parser = _Parser(prog="carbonstore", description=__doc__.splitlines()[0], parents=[common])
+    parser = _Parser(
+        prog="carbonstore",
+        description="A segment store of Parquet files with side indexes, driven by PySpark.",
+        parents=[common],
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     import carbonstore.commands as pkg
@@ -60,11 +64,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CarbonStoreError as err:
         print(f"carbonstore: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        return 0
+    except OSError as err:
+        # The store folder is missing, unwritable, a file, ... : say so without a traceback.
+        print(f"carbonstore: error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("carbonstore: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
 
 
 if __name__ == "__main__":

@@ -87,8 +87,9 @@ def _describe(args: argparse.Namespace) -> int:
 
 def _drop(args: argparse.Namespace) -> int:
     store = open_store(args)
+    name = store.table(args.table).name
     store.drop_table(args.table)
-    print(f"dropped table {args.table}")
+    print(f"dropped table {name}")
     return 0
 
 

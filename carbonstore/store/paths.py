@@ -11,8 +11,8 @@ from carbonstore.store.fs import StoreFS
 __all__ = ["DEFAULT_DB", "TableName", "TablePaths", "parse_table_name", "segment_dir_name"]
 
 DEFAULT_DB = "default"
-_PART_RE = re.compile(r"^[A-Za-z0-9_]{1,128}$")
-_SEGMENT_RE = re.compile(r"^\d+(\.\d+)?$")
+_PART_RE = re.compile(r"[A-Za-z0-9_]{1,128}", re.ASCII)
+_SEGMENT_RE = re.compile(r"\d+(\.\d+)?", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,7 @@ def parse_table_name(name: str) -> TableName:
     parts = name.split(".")
     if len(parts) == 1:
         parts = [DEFAULT_DB, parts[0]]
-    if len(parts) != 2 or not all(_PART_RE.match(p) for p in parts):
+    if len(parts) != 2 or not all(_PART_RE.fullmatch(p) for p in parts):
         raise InvalidNameError(
             f"invalid table name {name!r}: use 'table' or 'db.table' where each part has "
             "only letters, digits and underscores (at most 128 characters)"
@@ -46,7 +46,7 @@ def parse_table_name(name: str) -> TableName:
 
 def check_segment_id(segment_id: str) -> str:
     """Segment ids look like ``3`` or ``3.1``; anything else could escape the folder."""
-    if not _SEGMENT_RE.match(segment_id):
+    if not isinstance(segment_id, str) or not _SEGMENT_RE.fullmatch(segment_id):
         raise InvalidNameError(f"invalid segment id {segment_id!r}: expected e.g. 3 or 3.1")
     return segment_id
 

@@ -111,7 +111,7 @@ def parse_type(text: str) -> DataType:
     )
 
 
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,7 +168,7 @@ def parse_schema_string(text: str) -> list[Column]:
         item = raw.strip()
         if not item:
             raise SchemaError(f"empty column definition in schema {text!r}")
-        name, _, rest = item.partition(" ")
+        name, rest = (item.split(None, 1) + [""])[:2]
         rest = rest.strip()
         if not rest:
             raise SchemaError(f"column {name!r} has no type; write it as 'name type'")
@@ -179,9 +179,10 @@ def parse_schema_string(text: str) -> list[Column]:
             rest = re.sub(r"(?i)\s+not\s+null$", "", rest)
         elif re.search(r"\s+null$", low):
             rest = re.sub(r"(?i)\s+null$", "", rest)
-        if not _NAME_RE.match(name):
+        if not _NAME_RE.fullmatch(name):
             raise SchemaError(
-                f"invalid column name {name!r}: use letters, digits and underscores"
+                f"invalid column name {name!r}: use letters, digits and underscores "
+                "(at most 128 characters, not starting with a digit)"
             )
         lname = name.lower()
         if lname in seen:
@@ -259,6 +260,10 @@ class TableSchema:
         if not self.columns:
             raise SchemaError("a table needs at least one column")
         names = {c.name for c in self.columns}
+        if len(names) != len(self.columns):
+            raise SchemaError("a column name appears twice in the schema")
+        if len({c.column_id for c in self.columns}) != len(self.columns):
+            raise SchemaError("a column id appears twice in the schema")
         for key, value in self.properties.items():
             if key not in TABLE_PROPERTIES:
                 raise SchemaError(
@@ -294,7 +299,9 @@ class TableSchema:
             _check_number(self.properties, key, int, low=0)
         if "compaction_level_threshold" in self.properties:
             parts = self.properties["compaction_level_threshold"].split(",")
-            if len(parts) != 2 or not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+            if len(parts) != 2 or not all(
+                re.fullmatch(r"\s*[0-9]+\s*", p) and int(p) >= 1 for p in parts
+            ):
                 raise SchemaError("compaction_level_threshold must look like 4,3")
         if "auto_load_merge" in self.properties:
             if self.properties["auto_load_merge"].lower() not in ("true", "false"):

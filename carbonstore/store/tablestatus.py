@@ -9,6 +9,7 @@ removed for good move to ``tablestatus.history``.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -60,6 +61,9 @@ _TRANSITIONS: dict[str, frozenset[str]] = {
     MARKED_FOR_DELETE: frozenset(),
     FAILURE: frozenset({MARKED_FOR_DELETE}),
 }
+
+
+_LOAD_NAME_RE = re.compile(r"[0-9]+(\.[0-9]+)?")
 
 
 def now_ms() -> int:
@@ -126,11 +130,16 @@ class LoadEntry:
             "rowCount", "badRecordCount", "mergedLoadName", "modificationOrDeletionTimestamp",
             "visibility", "majorCompacted", "fileFormat", "segmentFile",
         }
+        load_name = obj["loadName"]
+        if isinstance(load_name, int) and not isinstance(load_name, bool):
+            load_name = str(load_name)
+        if not isinstance(load_name, str) or not _LOAD_NAME_RE.fullmatch(load_name):
+            raise ValueError(f"invalid loadName {load_name!r}")
         status = obj["loadStatus"]
         if status not in ALL_STATUSES:
             raise ValueError(f"unknown loadStatus {status!r}")
         return cls(
-            load_name=str(obj["loadName"]),
+            load_name=load_name,
             status=status,
             load_start_time=int(obj["loadStartTime"]),
             timestamp=None if obj.get("timestamp") is None else int(obj["timestamp"]),
@@ -161,10 +170,15 @@ def next_compacted_name(first_source: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class TableStatusSnapshot:
-    """One consistent read of tablestatus. ``version`` changes with every write."""
+    """One consistent read of tablestatus. ``version`` changes with every write.
+
+    ``id_floor`` is the smallest id a new segment may take because of entries already moved
+    to tablestatus.history; ``TableStatus.update`` fills it in so an id is never reused.
+    """
 
     entries: tuple[LoadEntry, ...]
     version: str
+    id_floor: int = 0
 
     def get(self, load_name: str) -> LoadEntry:
         for e in self.entries:
@@ -183,8 +197,8 @@ class TableStatusSnapshot:
         return [e for e in self.entries if e.readable]
 
     def next_segment_id(self) -> str:
-        ids = [segment_sort_key(e.load_name)[0] for e in self.entries]
-        return str(max(ids) + 1) if ids else "0"
+        ids = [segment_sort_key(e.load_name)[0] + 1 for e in self.entries]
+        return str(max([self.id_floor, *ids]))
 
 
 def _decode(data: bytes, path: str, backup: str) -> tuple[LoadEntry, ...]:
@@ -241,6 +255,10 @@ class TableStatus:
         """
         with self.locks.hold("tablestatus.lock"):
             current = self.read()
+            history = self.read_history()
+            if history:
+                floor = max(segment_sort_key(e.load_name)[0] for e in history) + 1
+                current = replace(current, id_floor=floor)
             new_entries = fn(current)
             removed: list[LoadEntry] = []
             if remove is not None:
@@ -255,7 +273,11 @@ class TableStatus:
         sfs = self.paths.sfs
         sfs.makedirs(self.paths.metadata)
         if removed:
-            history = self.read_history() + removed
+            # A crash after the history write but before the tablestatus write leaves the
+            # entries in both; the retry must not record them twice.
+            history = self.read_history()
+            known = {e.load_name for e in history}
+            history += [e for e in removed if e.load_name not in known]
             sfs.write_atomic(self.paths.tablestatus_history, _encode(history))
         if current.version != "empty":
             sfs.write_atomic(self.paths.tablestatus_backup, sfs.read_bytes(self.paths.tablestatus))
