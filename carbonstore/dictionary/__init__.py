@@ -19,13 +19,17 @@ from carbonstore.dictionary.column import (
 )
 from carbonstore.dictionary.load import (
     METADATA_KEY,
+    PREBUILT_OPTION,
+    BatchEncoder,
     DictionarySnapshot,
     decode_batch,
     decode_schema,
     distinct_values,
     encode_batch,
+    parse_prebuilt_option,
     prepare_dictionaries,
     snapshot,
+    storage_schema,
 )
 from carbonstore.dictionary.writer import (
     add_values,
@@ -37,6 +41,8 @@ from carbonstore.dictionary.writer import (
 __all__ = [
     "METADATA_KEY",
     "NULL_SURROGATE",
+    "PREBUILT_OPTION",
+    "BatchEncoder",
     "ColumnDictionary",
     "DictionarySnapshot",
     "MissingDictionaryValueError",
@@ -49,8 +55,10 @@ __all__ = [
     "distinct_values",
     "encode_batch",
     "load_dictionary",
+    "parse_prebuilt_option",
     "obsolete_sortindex_files",
     "prepare_dictionaries",
     "repair",
     "snapshot",
+    "storage_schema",
 ]

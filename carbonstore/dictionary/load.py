@@ -22,25 +22,47 @@ import pyarrow.compute as pc
 from carbonstore.dictionary.codec import arrow_type
 from carbonstore.dictionary.column import (
     ColumnDictionary,
+    MissingDictionaryValueError,
     dictionary_column,
     load_dictionary,
 )
 from carbonstore.dictionary.writer import add_values, add_values_from_file
-from carbonstore.errors import SchemaError
+from carbonstore.errors import SchemaError, UserError
 
 __all__ = [
     "METADATA_KEY",
+    "PREBUILT_OPTION",
+    "BatchEncoder",
     "DictionarySnapshot",
     "decode_batch",
     "decode_schema",
     "distinct_values",
     "encode_batch",
+    "parse_prebuilt_option",
     "prepare_dictionaries",
     "snapshot",
+    "storage_schema",
 ]
 
 #: Parquet key-value metadata key of the dictionary columns of a data file.
 METADATA_KEY = b"carbonstore.dictionary"
+#: Load option naming pre-built dictionary files: ``city:/in/cities.txt,code:/in/codes.txt``.
+PREBUILT_OPTION = "dictionary_files"
+
+
+def parse_prebuilt_option(text: str | None) -> dict[str, str]:
+    """``col:path,col:path`` -> {column: path} (the ``dictionary_files`` load option)."""
+    out: dict[str, str] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        col, sep, path = part.partition(":")
+        if not sep or not col.strip() or not path.strip():
+            raise UserError(
+                f"{PREBUILT_OPTION} expects column:path[,column:path...], got {part.strip()!r}"
+            )
+        out[col.strip().lower()] = path.strip()
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,3 +205,69 @@ def decode_batch(batch: pa.RecordBatch, table: Any) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=decode_schema(batch.schema, table))
 
 
+
+
+def storage_schema(schema: pa.Schema, columns: Iterable[str]) -> pa.Schema:
+    """``schema`` with the fields of ``columns`` stored as INT32 surrogates (never null)."""
+    names = {c.lower() for c in columns}
+    return pa.schema(
+        [
+            pa.field(f.name, pa.int32(), nullable=False, metadata=f.metadata)
+            if f.name.lower() in names else f
+            for f in schema
+        ],
+        metadata=schema.metadata,
+    )
+
+
+class BatchEncoder:
+    """Executor side of a load: encodes batches with the committed dictionaries.
+
+    A load that ran ``prepare_dictionaries`` first never misses a value. A write that did
+    not (a bare ``df.write.format("carbonstore")``) adds the values it meets under the
+    column's dictionary lock (``add_missing``), one .dictmeta entry per task that found new
+    values, each sorted.
+    """
+
+    def __init__(self, table: Any, segment_id: str, *, add_missing: bool = True) -> None:
+        self.table = table
+        self.segment_id = segment_id
+        self.add_missing = add_missing
+        self.snapshot = snapshot(table)
+
+    @classmethod
+    def open(
+        cls, store_location: str, table_name: str, segment_id: str, *, add_missing: bool = True
+    ) -> BatchEncoder:
+        """An encoder for a table named in executor settings (store conf from CARBON_CONF)."""
+        from carbonstore.store import Store
+
+        return cls(Store(store_location).table(table_name), segment_id, add_missing=add_missing)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(self.snapshot.columns)
+
+    def storage_schema(self, schema: pa.Schema) -> pa.Schema:
+        return storage_schema(schema, self.columns)
+
+    def metadata(self) -> dict[bytes, bytes]:
+        """Key-value metadata for a file closed now (sizes cover every surrogate written)."""
+        return self.snapshot.metadata()
+
+    def encode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        try:
+            return encode_batch(batch, self.snapshot)
+        except MissingDictionaryValueError:
+            if not self.add_missing:
+                raise
+        lower = {n.lower(): i for i, n in enumerate(batch.schema.names)}
+        cols = dict(self.snapshot.columns)
+        for name in cols:
+            if name in lower:
+                cols[name] = add_values(
+                    self.table, cols[name].column, batch.column(lower[name]),
+                    segment_id=self.segment_id,
+                )
+        self.snapshot = DictionarySnapshot(cols)
+        return encode_batch(batch, self.snapshot)

@@ -157,4 +157,6 @@ def write_settings(table: Table, segment_id: str, options: LoadOptions) -> Write
         sort_columns=options.sort_columns if options.sort_scope != "no_sort" else (),
         action=options.action,
         bad_record_dir=bad_dir,
+        dictionary_columns=tuple(table.schema.dictionary_columns),
+        table_name=str(table.name),
     )

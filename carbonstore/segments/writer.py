@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from carbonstore.dictionary.load import BatchEncoder
 from carbonstore.errors import SchemaError
 from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.indexfile import write_index
@@ -111,6 +112,9 @@ class WriteSettings:
     action: BadRecordAction = "FAIL"
     bad_record_dir: str | None = None
     compression: str = "snappy"
+    #: Global-dictionary columns written as INT32 surrogates (docs/dictionary.md).
+    dictionary_columns: tuple[str, ...] = ()
+    table_name: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,6 +176,13 @@ class _TaskWriter:
         self.task_id = task_id
         self.fs = fs
         self.schema = arrow_schema(settings.columns)
+        self.encoder: BatchEncoder | None = None
+        self.file_schema = self.schema
+        if settings.dictionary_columns:
+            self.encoder = BatchEncoder.open(
+                settings.store_location, settings.table_name, settings.segment_id
+            )
+            self.file_schema = self.encoder.storage_schema(self.schema)
         self.float_cols = tuple(c.name for c in settings.columns if c.type in ("float", "double"))
         self.files: list[str] = []
         self.sizes: list[int] = []
@@ -187,6 +198,8 @@ class _TaskWriter:
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
+        if self.encoder is not None:
+            batch = self.encoder.encode(batch)
         if self._bloom is None:
             self._bloom = self._bloom_options(batch)
         self._pending.append(batch)
@@ -212,13 +225,18 @@ class _TaskWriter:
         name = f"part-{self.task_id}-{uuid.uuid4().hex[:16]}.parquet"
         self._sink = self.fs.open_output_stream(f"{self.s.segment_dir}/{name}")
         sorting = None
-        if self.s.sort_columns:
-            sorting = [
-                pq.SortingColumn(self.schema.get_field_index(c)) for c in self.s.sort_columns
-            ]
+        # Surrogates do not follow value order: the recorded sort stops at a dictionary column.
+        dict_cols = set(self.s.dictionary_columns)
+        sort_cols = list(self.s.sort_columns)
+        for i, c in enumerate(sort_cols):
+            if c in dict_cols:
+                sort_cols = sort_cols[:i]
+                break
+        if sort_cols:
+            sorting = [pq.SortingColumn(self.schema.get_field_index(c)) for c in sort_cols]
         self._writer = pq.ParquetWriter(
             self._sink,
-            self.schema,
+            self.file_schema,
             compression=self.s.compression,
             write_statistics=True,
             write_page_index=True,
@@ -234,7 +252,7 @@ class _TaskWriter:
     def _flush_row_group(self) -> None:
         if not self._pending:
             return
-        table = pa.Table.from_batches(self._pending).combine_chunks().cast(self.schema)
+        table = pa.Table.from_batches(self._pending).combine_chunks().cast(self.file_schema)
         self._pending, self._pending_bytes = [], 0
         writer, sink = self._open() if self._writer is None or self._sink is None else (
             self._writer, self._sink
@@ -247,6 +265,8 @@ class _TaskWriter:
 
     def _close_file(self) -> None:
         if self._writer is not None and self._sink is not None:
+            if self.encoder is not None:
+                self._writer.add_key_value_metadata(self.encoder.metadata())
             self._writer.close()
             self.sizes.append(self._sink.tell())
             self._sink.close()

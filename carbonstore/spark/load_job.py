@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the usual pyspark alias
 from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_string
 
+from carbonstore.dictionary import PREBUILT_OPTION, parse_prebuilt_option, prepare_dictionaries
 from carbonstore.errors import BadRecordError, CarbonStoreError, SchemaError, UserError
 from carbonstore.segments.badrecords import BAD_COLUMN, RAW_COLUMN
 from carbonstore.segments.commit import abort_segment, begin_segment
@@ -196,6 +197,8 @@ def load(
     """
     if mode not in ("append", "overwrite"):
         raise UserError(f"mode must be append or overwrite, got {mode!r}")
+    options = dict(options or {})
+    prebuilt = parse_prebuilt_option(options.pop(PREBUILT_OPTION, None))
     opts = parse_load_options(table, options)
     if isinstance(df_or_path, DataFrame):
         df = prepare_source(df_or_path, table)
@@ -206,7 +209,9 @@ def load(
             spark = get_spark()
         fmt = (format or _guess_format(df_or_path)).lower()
         df = read_source(spark, table, df_or_path, fmt, opts)
-    df = _sorted(df, opts)
+    dict_cols = [c for c in table.schema.dictionary_columns if c not in prebuilt]
+    source = df.persist() if dict_cols else df  # the distinct pass and the write read it once
+    df = _sorted(source, opts)
     entry, lock = begin_segment(table, overwrite=mode == "overwrite")
     seg = entry.load_name
     write_opts = {
@@ -216,6 +221,9 @@ def load(
         "segment": seg,
     }
     try:
+        if table.schema.dictionary_columns:
+            distinct = {c: source.select(c).distinct().toArrow().column(0) for c in dict_cols}
+            prepare_dictionaries(table, distinct, seg, prebuilt=prebuilt)
         df.write.format("carbonstore").mode(mode).options(**write_opts).save(str(table.name))
     except Exception as err:
         after = table.status.read().find(seg)
@@ -233,6 +241,8 @@ def load(
     finally:
         if lock is not None:
             lock.release()
+        if dict_cols:
+            source.unpersist()
     return table.status.read().get(seg)
 
 
