@@ -27,8 +27,23 @@ from hypothesis import strategies as st
 from carbonstore.indexfiles.arrays import load_arrays
 from carbonstore.indexfiles.evaluator import evaluate_rows
 from carbonstore.indexfiles.expr import (
-    And, Eq, Expr, Gt, GtEq, In, IsNaN, IsNotNull, IsNull, Lt, LtEq, Not, NotEq, NotIn, Or,
-    StartsWith, bind,
+    And,
+    Eq,
+    Expr,
+    Gt,
+    GtEq,
+    In,
+    IsNaN,
+    IsNotNull,
+    IsNull,
+    Lt,
+    LtEq,
+    Not,
+    NotEq,
+    NotIn,
+    Or,
+    StartsWith,
+    bind,
 )
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.packing import pack
@@ -39,29 +54,42 @@ _TMP = Path(tempfile.mkdtemp(prefix="carbonstore-prune-"))
 _FS = pafs.LocalFileSystem()
 
 # (schema type, arrow type, value strategy)
-_UTC = dt.timezone.utc
+_UTC = dt.UTC
+_SMALL_INT = st.integers(-3, 3)
+_SMALL_FLOAT = st.sampled_from([0.0, -0.0, 0.5, -1.5, 1.0, 2.0, math.nan, math.inf, -math.inf])
+_SMALL_DEC = st.sampled_from([Decimal("0.00"), Decimal("1.00"), Decimal("1.01"), Decimal("-0.50")])
+
+
+def _mix(small: st.SearchStrategy[Any], wide: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Mostly small values (edges collide), sometimes the whole domain."""
+    return st.one_of(small, small, small, wide)
+
+
 _TYPES: dict[str, tuple[DataType, pa.DataType, st.SearchStrategy[Any]]] = {
-    "byte": (DataType("byte"), pa.int8(), st.integers(-(2**7), 2**7 - 1)),
-    "short": (DataType("short"), pa.int16(), st.integers(-(2**15), 2**15 - 1)),
-    "int": (DataType("int"), pa.int32(), st.integers(-(2**31), 2**31 - 1) | st.integers(-5, 5)),
-    "long": (DataType("long"), pa.int64(), st.integers(-(2**63), 2**63 - 1) | st.integers(-5, 5)),
-    "double": (DataType("double"), pa.float64(),
-               st.floats(allow_nan=True) | st.sampled_from([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0])),
-    "float": (DataType("float"), pa.float32(),
-              st.floats(width=32, allow_nan=True) | st.sampled_from([0.0, -0.0, math.nan, 1.5])),
-    "dec": (DataType("decimal", 9, 2), pa.decimal128(9, 2),
-            st.decimals(min_value=Decimal("-9999999.99"), max_value=Decimal("9999999.99"), places=2)),
-    "bigdec": (DataType("decimal", 30, 3), pa.decimal128(30, 3),
-               st.decimals(min_value=Decimal("-1e26"), max_value=Decimal("1e26"), places=3)),
-    "string": (DataType("string"), pa.string(),
-               st.text(max_size=6) | st.sampled_from(["", "a", "ab", "abc", "b", "\U0010ffff", "é"])),
-    "binary": (DataType("binary"), pa.binary(), st.binary(max_size=5)),
-    "date": (DataType("date"), pa.date32(), st.dates()),
-    "ts": (DataType("timestamp"), pa.timestamp("us", tz="UTC"),
-           st.datetimes(timezones=st.just(_UTC))),
-    "ts_ms": (DataType("timestamp"), pa.timestamp("ms"),
-              st.datetimes(min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 1, 1)).map(
-                  lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000))),
+    "byte": (DataType("byte"), pa.int8(), _mix(_SMALL_INT, st.integers(-(2**7), 2**7 - 1))),
+    "short": (DataType("short"), pa.int16(), _mix(_SMALL_INT, st.integers(-(2**15), 2**15 - 1))),
+    "int": (DataType("int"), pa.int32(), _mix(_SMALL_INT, st.integers(-(2**31), 2**31 - 1))),
+    "long": (DataType("long"), pa.int64(), _mix(_SMALL_INT, st.integers(-(2**63), 2**63 - 1))),
+    "double": (DataType("double"), pa.float64(), _mix(_SMALL_FLOAT, st.floats(allow_nan=True))),
+    "float": (DataType("float"), pa.float32(), _mix(_SMALL_FLOAT, st.floats(width=32, allow_nan=True))),
+    "dec": (DataType("decimal", 9, 2), pa.decimal128(9, 2), _mix(_SMALL_DEC, st.decimals(
+        min_value=Decimal("-9999999.99"), max_value=Decimal("9999999.99"), places=2))),
+    "bigdec": (DataType("decimal", 30, 3), pa.decimal128(30, 3), _mix(_SMALL_DEC, st.decimals(
+        min_value=Decimal("-1e26"), max_value=Decimal("1e26"), places=3))),
+    "string": (DataType("string"), pa.string(), _mix(
+        st.sampled_from(["", "a", "ab", "abc", "b", "\U0010ffff", "é", "a\x00"]), st.text(max_size=6))),
+    "binary": (DataType("binary"), pa.binary(), _mix(
+        st.sampled_from([b"", b"a", b"ab", b"\xff", b"\xff\xff", b"a\xff"]), st.binary(max_size=5))),
+    "date": (DataType("date"), pa.date32(), _mix(
+        st.dates(dt.date(1969, 12, 30), dt.date(1970, 1, 3)), st.dates())),
+    "ts": (DataType("timestamp"), pa.timestamp("us", tz="UTC"), _mix(
+        st.datetimes(dt.datetime(1969, 12, 31, 23, 59, 59), dt.datetime(1970, 1, 1, 0, 0, 1),
+                     timezones=st.just(_UTC)),
+        st.datetimes(timezones=st.just(_UTC)))),
+    "ts_ms": (DataType("timestamp"), pa.timestamp("ms"), _mix(
+        st.datetimes(dt.datetime(1969, 12, 31, 23, 59, 59), dt.datetime(1970, 1, 1, 0, 0, 1)),
+        st.datetimes(min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 1, 1)),
+    ).map(lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000))),
     "bool": (DataType("boolean"), pa.bool_(), st.booleans()),
 }
 
@@ -75,26 +103,38 @@ def _schema(names: list[str]) -> TableSchema:
 
 @st.composite
 def _literal(draw: st.DrawFn, name: str, values: list[Any]) -> Any:
+    """A literal near the data: a value, a value nudged by half a step, or an odd type."""
     non_null = [v for v in values if v is not None]
     dtype = _TYPES[name][0]
-    own = draw(_TYPES[name][2])
-    choices: list[Any] = [own]
-    if non_null:
-        choices.append(draw(st.sampled_from(non_null)))
+    base = draw(st.sampled_from(non_null)) if non_null and draw(st.booleans()) else draw(_TYPES[name][2])
+    if base is None or not draw(st.booleans()):
+        return base
     if dtype.is_integral or dtype.name == "decimal":
-        choices += [draw(st.sampled_from([1.5, -0.5, 1e30, -1e30, math.inf, Decimal("0.001"), 2**64]))]
+        return draw(st.sampled_from([
+            base + Decimal("0.5"), base - Decimal("0.5"), float(base) + 0.5, base + 1, base - 1,
+            Decimal("0.001") + base, 1e30, -1e30, math.inf, -math.inf, math.nan, 2**64, str(base),
+        ]))
     if dtype.is_floating:
-        choices += [draw(st.sampled_from([math.nan, -0.0, 0.0, math.inf, -math.inf, 3, Decimal("1.25")]))]
+        f = float(base)
+        return draw(st.sampled_from([
+            math.nan, -0.0, 0.0, math.inf, -math.inf, 3, Decimal("1.25"),
+            math.nextafter(f, math.inf), math.nextafter(f, -math.inf), f + 0.5,
+        ]))
     if dtype.name == "date":
-        choices.append(draw(st.datetimes()).isoformat(sep=" "))
+        return draw(st.sampled_from([
+            dt.datetime(base.year, base.month, base.day, 12), base.isoformat(),
+            dt.datetime(base.year, base.month, base.day).isoformat(sep=" "),
+        ]))
     if dtype.name == "timestamp":
-        choices.append(draw(st.dates()))
-    return draw(st.sampled_from(choices))
+        return draw(st.sampled_from([
+            base.date(), base.replace(tzinfo=None).isoformat(sep=" "), base + dt.timedelta(microseconds=1),
+        ]))
+    return base
 
 
 @st.composite
 def _predicate(draw: st.DrawFn, table: dict[str, list[Any]], depth: int = 0) -> Expr:
-    if depth < 2 and draw(st.integers(0, 3)) == 0:
+    if depth < 2 and draw(st.integers(0, 4)) == 0:
         kind = draw(st.sampled_from(["and", "or", "not"]))
         left = draw(_predicate(table, depth + 1))
         if kind == "not":
@@ -131,7 +171,7 @@ def _predicate(draw: st.DrawFn, table: dict[str, list[Any]], depth: int = 0) -> 
 
 
 @st.composite
-def _case(draw: st.DrawFn) -> tuple[dict[str, list[Any]], Expr, dict[str, Any]]:
+def _case(draw: st.DrawFn) -> tuple[dict[str, list[Any]], list[Expr], dict[str, Any]]:
     names = draw(st.lists(st.sampled_from(sorted(_TYPES)), min_size=1, max_size=3, unique=True))
     n = draw(st.integers(0, 60))
     table = {
@@ -140,7 +180,7 @@ def _case(draw: st.DrawFn) -> tuple[dict[str, list[Any]], Expr, dict[str, Any]]:
     for name in names:  # sorted runs make min/max and page pruning bite
         if draw(st.booleans()):
             table[name] = sorted(table[name], key=lambda v: (v is None, _sort_key(v)))
-    expr = draw(_predicate(table))
+    exprs = draw(st.lists(_predicate(table), min_size=1, max_size=25))
     options = {
         "row_group_size": draw(st.integers(1, 25)),
         "max_rows_per_page": draw(st.integers(1, 8)),
@@ -148,7 +188,7 @@ def _case(draw: st.DrawFn) -> tuple[dict[str, list[Any]], Expr, dict[str, Any]]:
         "blooms": draw(st.lists(st.sampled_from([n for n in names if n != "bool"] or ["-"]), unique=True)),
         "files": draw(st.integers(1, 2)),
     }
-    return table, expr, options
+    return table, exprs, options
 
 
 def _sort_key(v: Any) -> Any:
@@ -164,7 +204,7 @@ def _write_and_index(table: pa.Table, options: dict[str, Any], tag: str) -> list
     pieces = [table.slice(0, cut), table.slice(cut)] if options["files"] == 2 else [table]
     for i, piece in enumerate(pieces):
         path = str(_TMP / f"{tag}-{i}.parquet")
-        blooms = {c: True for c in options["blooms"] if c in piece.column_names}
+        blooms = {c: {"ndv": 64, "fpp": 0.05} for c in options["blooms"] if c in piece.column_names}
         pq.write_table(
             piece, path, row_group_size=max(1, options["row_group_size"]),
             max_rows_per_page=options["max_rows_per_page"], write_page_index=True,
@@ -179,30 +219,33 @@ def _to_arrow(table: dict[str, list[Any]]) -> pa.Table:
     return pa.table({name: pa.array(values, type=_TYPES[name][1]) for name, values in table.items()})
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_case())
-def test_every_matching_row_lies_in_the_plan(case: tuple[dict[str, list[Any]], Expr, dict[str, Any]]) -> None:
-    data, expr, options = case
+def test_every_matching_row_lies_in_the_plan(case: tuple[dict[str, list[Any]], list[Expr], dict[str, Any]]) -> None:
+    data, exprs, options = case
     table = _to_arrow(data)
-    bound = bind(expr, _schema(list(data)))
-    truth = evaluate_rows(bound, table)
+    schema = _schema(list(data))
     parts = _write_and_index(table, options, "sound")
-    plan = prune(bound, parts)
     # global row number of each row group's first row, in part/file order
-    rg_rows = np.concatenate([p.rg_num_rows for p in parts]) if parts else np.zeros(0, np.int64)
+    rg_rows = np.concatenate([p.rg_num_rows for p in parts])
     rg_first = np.concatenate([[0], np.cumsum(rg_rows)])
     assert rg_first[-1] == table.num_rows
-    for row in np.flatnonzero(truth).tolist():
-        rg = int(np.searchsorted(rg_first, row, side="right") - 1)
-        assert plan.kept[rg], f"row {row} matches {bound} but row group {rg} was dropped"
-        within = row - int(rg_first[rg])
-        ranges = plan.row_ranges[rg]
-        assert ((ranges[:, 0] <= within) & (within < ranges[:, 1])).any(), (
-            f"row {row} matches {bound} but lies outside row ranges {ranges.tolist()}"
-        )
-    counts = plan.row_groups
-    assert counts.total == len(rg_rows)
-    assert counts.kept + counts.dropped_by_counts + counts.dropped_by_minmax + counts.dropped_by_bloom == counts.total
+    for expr in exprs:
+        bound = bind(expr, schema)
+        truth = evaluate_rows(bound, table)
+        plan = prune(bound, parts)
+        for row in np.flatnonzero(truth).tolist():
+            rg = int(np.searchsorted(rg_first, row, side="right") - 1)
+            assert plan.kept[rg], f"row {row} matches {bound} but row group {rg} was dropped"
+            within = row - int(rg_first[rg])
+            ranges = plan.row_ranges[rg]
+            assert ((ranges[:, 0] <= within) & (within < ranges[:, 1])).any(), (
+                f"row {row} matches {bound} but lies outside row ranges {ranges.tolist()}"
+            )
+        c = plan.row_groups
+        assert c.total == len(rg_rows)
+        assert c.kept + c.dropped_by_counts + c.dropped_by_minmax + c.dropped_by_bloom == c.total
+        assert set(plan.row_ranges) == set(np.flatnonzero(plan.kept).tolist())
 
 
 # ---- binding against a naive evaluator of the unbound expression ---------------------------
@@ -243,6 +286,8 @@ def _naive_cmp(op: type, value: Any, lit: Any, dtype: DataType) -> bool | None:
         else:
             y = Fraction((lit - dt.date(1970, 1, 1)).days)
     elif dtype.name == "timestamp":
+        if isinstance(lit, str):
+            lit = dt.datetime.fromisoformat(lit)
         x, y = _micros(value), _micros(lit)
     elif dtype.name == "string":
         x, y = value.encode(), lit.encode()
@@ -296,12 +341,14 @@ def _naive(expr: Expr, row: dict[str, Any]) -> bool | None:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_case())
-def test_binding_agrees_with_naive_evaluation(case: tuple[dict[str, list[Any]], Expr, dict[str, Any]]) -> None:
-    data, expr, _ = case
+def test_binding_agrees_with_naive_evaluation(case: tuple[dict[str, list[Any]], list[Expr], dict[str, Any]]) -> None:
+    data, exprs, _ = case
     table = _to_arrow(data)
     # round-trip through arrow so values are what the file holds (float32, ms timestamps)
     rows = table.to_pylist()
-    bound = bind(expr, _schema(list(data)))
-    got = evaluate_rows(bound, table)
-    want = np.array([_naive(expr, r) is True for r in rows], dtype=bool)
-    assert got.tolist() == want.tolist(), f"{expr} bound as {bound}"
+    schema = _schema(list(data))
+    for expr in exprs:
+        bound = bind(expr, schema)
+        got = evaluate_rows(bound, table)
+        want = np.array([_naive(expr, r) is True for r in rows], dtype=bool)
+        assert got.tolist() == want.tolist(), f"{expr} bound as {bound}"
