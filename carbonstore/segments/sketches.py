@@ -1,0 +1,455 @@
+"""Computing column statistics over Arrow batches: :class:`StatsAccumulator`.
+
+A writer task keeps one accumulator, feeds it every batch it writes and sends
+``to_bytes()`` to the driver in its commit message; the driver ``merge``s the tasks'
+accumulators and ``finish``es them into :class:`SegmentStatistics`. Exact numbers (nulls,
+NaNs, trues/falses, low/high, lengths) come from pyarrow.compute kernels; distinct counts
+from DataSketches HLL.
+
+The HLL sketch takes one value per Python call, so the per-value cost is what matters:
+each batch's non-null values are first reduced with ``pyarrow.compute.unique`` (a C hash
+table), and only the batch's distinct values are handed to the sketch. A column whose
+batches are nearly all distinct skips the ``unique`` pass (it would not shrink the input)
+and re-checks every few batches. Values are handed over as Python ints (integral, date,
+timestamp and decimal columns: their 64-bit integer value, decimals folded to 64 bits),
+floats (float/double) or str (string), so the same value always gives the same hash in
+every task and segment.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from datasketches import hll_sketch, hll_union
+
+from carbonstore.errors import CorruptMetadataError, UserError
+from carbonstore.segments.statistics import (
+    _CLASSES,
+    DEFAULT_LG_K,
+    SKETCH_TYPE,
+    ColumnStatistics,
+    Kind,
+    SegmentStatistics,
+    StatisticsScope,
+    decode_value,
+    dv_count,
+    encode_value,
+    kind_of,
+)
+from carbonstore.store.tablestatus import now_ms
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+    from carbonstore.store.table import Table
+
+__all__ = [
+    "StatsAccumulator",
+    "accumulate_files",
+    "compute_segment_statistics",
+    "spark_type_of_arrow",
+]
+
+_DENSE_RATIO = 0.5  # distinct/rows above which ``unique`` does not pay for itself
+_RECHECK_EVERY = 8  # batches between re-checks of a dense column
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def spark_type_of_arrow(t: pa.DataType) -> str:
+    """The table type name that stores as ``t`` (inverse of the writer's mapping)."""
+    simple = {
+        pa.bool_(): "boolean",
+        pa.int8(): "byte",
+        pa.int16(): "short",
+        pa.int32(): "int",
+        pa.int64(): "long",
+        pa.float32(): "float",
+        pa.float64(): "double",
+        pa.date32(): "date",
+        pa.string(): "string",
+        pa.large_string(): "string",
+        pa.string_view(): "string",
+        pa.binary(): "binary",
+        pa.large_binary(): "binary",
+        pa.binary_view(): "binary",
+    }
+    if t in simple:
+        return simple[t]
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    if pa.types.is_decimal(t):
+        return f"decimal({t.precision},{t.scale})"
+    raise UserError(f"no column statistics for Arrow type {t}")
+
+
+def _columns_of(schema: Any) -> list[tuple[str, str]]:
+    """(lower-case name, Spark type string) of a pa.Schema, TableSchema or column list."""
+    if isinstance(schema, pa.Schema):
+        return [(f.name.lower(), spark_type_of_arrow(f.type)) for f in schema]
+    cols = getattr(schema, "columns", schema)
+    out = []
+    for c in cols:
+        t = c.data_type if hasattr(c, "data_type") else c.type
+        out.append((c.name.lower(), str(t)))
+    return out
+
+
+@dataclass(slots=True)
+class _Column:
+    """Running statistics of one column (mutable, private)."""
+
+    name: str
+    type: str
+    kind: Kind
+    lg_k: int
+    rows: int = 0
+    nulls: int = 0
+    trues: int = 0
+    falses: int = 0
+    nans: int = 0
+    low: Any = None
+    high: Any = None
+    max_len: int | None = 0
+    sum_len: int | None = 0
+    sketch: hll_sketch | None = None
+    dense: bool = False
+    batches: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("boolean", "binary"):
+            self.sketch = hll_sketch(self.lg_k, SKETCH_TYPE)
+
+    # ---- update ---------------------------------------------------------------------------
+    def update(self, arr: pa.Array) -> None:
+        n = len(arr)
+        if n == 0:
+            return
+        self.rows += n
+        if self.kind == "string" and pa.types.is_integer(arr.type):
+            self._update_surrogates(arr)
+            return
+        self.nulls += arr.null_count
+        if arr.null_count == n:
+            return
+        kind = self.kind
+        if kind == "boolean":
+            trues = pc.sum(arr).as_py() or 0
+            self.trues += trues
+            self.falses += n - arr.null_count - trues
+            return
+        if kind in ("string", "binary"):
+            self._update_lengths(arr)
+            if kind == "string":
+                if pa.types.is_string_view(arr.type) or pa.types.is_large_string(arr.type):
+                    arr = arr.cast(pa.string())
+                self._update_sketch(arr)
+            return
+        if kind == "double":
+            nan = pc.is_nan(arr)
+            self.nans += pc.sum(nan).as_py() or 0
+        mm = pc.min_max(arr)
+        low, high = mm["min"].as_py(), mm["max"].as_py()
+        if kind == "double" and low is not None and low != low:  # only NaN here
+            low = high = None
+        if kind == "timestamp":
+            low, high = _utc(low), _utc(high)
+        self._bounds(low, high)
+        self._update_sketch(_sketch_keys(arr, kind))
+
+    def _bounds(self, low: Any, high: Any) -> None:
+        if low is not None and (self.low is None or low < self.low):
+            self.low = low
+        if high is not None and (self.high is None or high > self.high):
+            self.high = high
+
+    def _update_lengths(self, arr: pa.Array) -> None:
+        if self.max_len is None or self.sum_len is None:
+            return
+        if self.kind == "string":
+            lengths = pc.utf8_length(arr if not pa.types.is_string_view(arr.type)
+                                     else arr.cast(pa.string()))
+        else:
+            lengths = pc.binary_length(arr if not pa.types.is_binary_view(arr.type)
+                                       else arr.cast(pa.binary()))
+        mx = pc.max(lengths).as_py()
+        if mx is not None:
+            self.max_len = max(self.max_len, int(mx))
+            self.sum_len += int(pc.sum(lengths).as_py() or 0)
+
+    def _update_surrogates(self, arr: pa.Array) -> None:
+        """A global-dictionary string column written as surrogates (1 = null)."""
+        is_null = pc.or_kleene(pc.is_null(arr), pc.equal(arr, 1))
+        self.nulls += pc.sum(pc.fill_null(is_null, True)).as_py() or 0
+        self.max_len = self.sum_len = None
+        self._update_sketch(pc.filter(arr, pc.invert(pc.fill_null(is_null, True))).cast(pa.int64()))
+
+    def _update_sketch(self, keys: pa.Array) -> None:
+        if self.sketch is None:
+            return
+        if keys.null_count:
+            keys = keys.drop_null()
+        if len(keys) == 0:
+            return
+        self.batches += 1
+        if not self.dense or self.batches % _RECHECK_EVERY == 0:
+            distinct = pc.unique(keys)
+            self.dense = len(distinct) > _DENSE_RATIO * len(keys)
+            keys = distinct
+        values = keys.to_numpy(zero_copy_only=False)
+        update = self.sketch.update
+        for _ in map(update, values.tolist()):
+            pass
+
+    # ---- merge / state ----------------------------------------------------------------------
+    def merge(self, other: _Column) -> None:
+        if (other.kind, other.name) != (self.kind, self.name):
+            raise UserError(f"cannot merge statistics of {other.name} ({other.kind}) into "
+                            f"{self.name} ({self.kind})")
+        self.rows += other.rows
+        self.nulls += other.nulls
+        self.trues += other.trues
+        self.falses += other.falses
+        self.nans += other.nans
+        self._bounds(other.low, other.high)
+        if self.max_len is None or other.max_len is None or self.sum_len is None \
+                or other.sum_len is None:
+            self.max_len = self.sum_len = None
+        else:
+            self.max_len = max(self.max_len, other.max_len)
+            self.sum_len += other.sum_len
+        if self.sketch is not None and other.sketch is not None:
+            union = hll_union(self.lg_k)
+            union.update(self.sketch)
+            union.update(other.sketch)
+            self.sketch = union.get_result(SKETCH_TYPE)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "type": self.type, "kind": self.kind, "rows": self.rows,
+            "nulls": self.nulls, "trues": self.trues, "falses": self.falses, "nans": self.nans,
+            "low": encode_value(self.kind, self.low, "low_value"),
+            "high": encode_value(self.kind, self.high, "high_value"),
+            "maxLen": self.max_len, "sumLen": self.sum_len,
+            "sketch": None if self.sketch is None
+            else base64.b64encode(self.sketch.serialize_compact()).decode(),
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any], lg_k: int) -> _Column:
+        col = cls(name=obj["name"], type=obj["type"], kind=obj["kind"], lg_k=lg_k)
+        col.rows, col.nulls = obj["rows"], obj["nulls"]
+        col.trues, col.falses, col.nans = obj["trues"], obj["falses"], obj["nans"]
+        col.low = decode_value(col.kind, obj["low"], "low_value")
+        col.high = decode_value(col.kind, obj["high"], "high_value")
+        col.max_len, col.sum_len = obj["maxLen"], obj["sumLen"]
+        if obj["sketch"] is not None:
+            col.sketch = hll_sketch.deserialize(base64.b64decode(obj["sketch"]))
+        return col
+
+    def finish(self, scope: StatisticsScope, last_analyzed: int) -> ColumnStatistics:
+        non_null = self.rows - self.nulls
+        values: dict[str, Any] = {
+            "column": self.name, "type": self.type, "scope": scope,
+            "last_analyzed": last_analyzed, "num_nulls": self.nulls,
+        }
+        kind = self.kind
+        if kind == "boolean":
+            values.update(num_trues=self.trues, num_falses=self.falses)
+        elif kind in ("string", "binary"):
+            known = self.max_len is not None and self.sum_len is not None
+            values["max_col_len"] = self.max_len if known else None
+            values["avg_col_len"] = (
+                None if not known else (self.sum_len or 0) / non_null if non_null else 0.0
+            )
+        else:
+            values.update(low_value=self.low, high_value=self.high)
+        if kind == "double":
+            values["num_nans"] = self.nans
+        if self.sketch is not None:
+            values["num_dvs"] = dv_count(self.sketch.get_estimate(), non_null)
+        return _CLASSES[kind](**values)
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    return value.astimezone(dt.UTC)
+
+
+def _sketch_keys(arr: pa.Array, kind: str) -> pa.Array:
+    """The values the HLL sketch hashes: int64 for integral/date/timestamp/decimal, float64."""
+    if kind == "double":
+        return arr.cast(pa.float64()) if arr.type != pa.float64() else arr
+    if kind == "date":
+        return arr.cast(pa.int32()).cast(pa.int64())
+    if kind == "timestamp":
+        if arr.type.unit != "us":
+            arr = arr.cast(pa.timestamp("us", tz=arr.type.tz))
+        return arr.cast(pa.int64())
+    if kind == "decimal":
+        return _decimal_keys(arr)
+    return arr.cast(pa.int64()) if arr.type != pa.int64() else arr
+
+
+def _decimal_keys(arr: pa.Array) -> pa.Array:
+    """Fold each 128-bit unscaled value into 64 bits (lo XOR hi * golden ratio)."""
+    arr = arr.drop_null()
+    if not pa.types.is_decimal128(arr.type):
+        arr = arr.cast(pa.decimal128(38, arr.type.scale))
+    words = np.frombuffer(arr.buffers()[1], dtype=np.uint64)
+    words = words[2 * arr.offset: 2 * (arr.offset + len(arr))].reshape(-1, 2)
+    with np.errstate(over="ignore"):
+        folded = words[:, 0] ^ (words[:, 1] * _MIX)
+    return pa.array(folded.view(np.int64))
+
+
+class StatsAccumulator:
+    """Mergeable running statistics of a set of columns over Arrow batches.
+
+    Args:
+        schema: the table's columns: a ``pyarrow.Schema`` (types as the writer stores them),
+            a ``TableSchema`` or a list of ``Column``/``ColumnSpec``.
+        columns: restrict to these columns (default: all).
+        lg_k: HLL lg(k) for distinct counts.
+    """
+
+    def __init__(
+        self, schema: Any, *, columns: Sequence[str] | None = None, lg_k: int = DEFAULT_LG_K
+    ) -> None:
+        all_cols = _columns_of(schema)
+        if columns is not None:
+            want = [c.lower() for c in columns]
+            known = {n for n, _ in all_cols}
+            unknown = [c for c in want if c not in known]
+            if unknown:
+                raise UserError(f"unknown column(s) for statistics: {', '.join(unknown)}")
+            all_cols = [(n, t) for n, t in all_cols if n in want]
+        self.lg_k = lg_k
+        self.rows = 0
+        self._cols = {n: _Column(name=n, type=t, kind=kind_of(t), lg_k=lg_k) for n, t in all_cols}
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._cols)
+
+    def update(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Add one batch (columns matched by name, case-insensitive; missing ones are null)."""
+        n = batch.num_rows
+        if n == 0:
+            return
+        self.rows += n
+        by_lower = {name.lower(): i for i, name in enumerate(batch.schema.names)}
+        for name, col in self._cols.items():
+            i = by_lower.get(name)
+            if i is None:
+                col.rows += n
+                col.nulls += n
+                continue
+            data = batch.column(i)
+            chunks = data.chunks if isinstance(data, pa.ChunkedArray) else [data]
+            for chunk in chunks:
+                col.update(chunk)
+
+    def merge(self, other: StatsAccumulator) -> StatsAccumulator:
+        """Add ``other``'s rows (another task's part of the same segment); returns self."""
+        if set(other._cols) != set(self._cols):
+            raise UserError("cannot merge statistics of different column sets")
+        self.rows += other.rows
+        for name, col in self._cols.items():
+            col.merge(other._cols[name])
+        return self
+
+    def to_bytes(self) -> bytes:
+        """Small, self-contained state (sketches included) for a commit message."""
+        return orjson.dumps({
+            "lgK": self.lg_k, "rows": self.rows,
+            "columns": [c.to_json() for c in self._cols.values()],
+        })
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> StatsAccumulator:
+        try:
+            obj = orjson.loads(data)
+            acc = cls.__new__(cls)
+            acc.lg_k = int(obj["lgK"])
+            acc.rows = int(obj["rows"])
+            acc._cols = {}
+            for c in obj["columns"]:
+                acc._cols[c["name"]] = _Column.from_json(c, acc.lg_k)
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+            raise CorruptMetadataError(f"invalid statistics accumulator state: {err}") from err
+        return acc
+
+    @classmethod
+    def merge_all(cls, states: Iterable[bytes | None], schema: Any, *,
+                  columns: Sequence[str] | None = None) -> StatsAccumulator:
+        """Merge serialized task states (None entries are skipped)."""
+        acc = cls(schema, columns=columns)
+        for data in states:
+            if data:
+                acc.merge(cls.from_bytes(data))
+        return acc
+
+    def finish(
+        self,
+        scope: StatisticsScope,
+        *,
+        source: str = "analyze",
+        last_analyzed: int | None = None,
+    ) -> SegmentStatistics:
+        """The segment statistics of everything added so far."""
+        if scope.segment_id is None:
+            raise UserError("an accumulator finishes into one segment's statistics")
+        when = now_ms() if last_analyzed is None else last_analyzed
+        sketches = {
+            n: bytes(c.sketch.serialize_compact())
+            for n, c in self._cols.items() if c.sketch is not None
+        }
+        return SegmentStatistics(
+            table=scope.table,
+            segment_id=scope.segment_id,
+            row_count=self.rows,
+            columns=tuple(c.finish(scope, when) for c in self._cols.values()),
+            sketches=sketches,
+            source=source,
+        )
+
+
+def accumulate_files(
+    fs: pafs.FileSystem, paths: Iterable[str], schema: Any, *,
+    columns: Sequence[str] | None = None, batch_rows: int = 131072,
+) -> StatsAccumulator:
+    """Statistics of Parquet files (read in batches, only the wanted columns)."""
+    import pyarrow.parquet as pq
+
+    acc = StatsAccumulator(schema, columns=columns)
+    for path in paths:
+        with fs.open_input_file(path) as f:
+            pf = pq.ParquetFile(f)
+            names = {n.lower(): n for n in pf.schema_arrow.names}
+            read = [names[c] for c in acc.columns if c in names]
+            for batch in pf.iter_batches(batch_size=batch_rows, columns=read):
+                acc.update(batch)
+    return acc
+
+
+def compute_segment_statistics(
+    table: Table, segment_id: str, *, columns: Sequence[str] | None = None,
+    source: str = "analyze",
+) -> SegmentStatistics:
+    """Recompute one segment's statistics in this process from its data files."""
+    from carbonstore.segments.compaction import segment_data_files
+
+    files = segment_data_files(table, segment_id)
+    acc = accumulate_files(table.paths.sfs.fs, files, table.schema, columns=columns)
+    return acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id), source=source)
