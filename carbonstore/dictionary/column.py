@@ -114,6 +114,8 @@ class ColumnDictionary:
         (compared as raw UTF-8, e.g. an exclusive prefix bound that is not valid UTF-8).
         """
         sv = self.sorted_values()
+        if not (isinstance(value, bytes) and pa.types.is_string(self.arrow_type)):
+            value = self.canonical([value])[0].as_py()  # e.g. naive datetimes -> UTC
         key = sort_key(value)
         lo, hi = 0, len(sv)
         while lo < hi:
@@ -160,11 +162,21 @@ class ColumnDictionary:
         return out
 
     def surrogate_of(self, value: Any) -> int | None:
-        """The surrogate of one value (1 for None), None when the value is not present."""
+        """The surrogate of one value (1 for None), None when the value is not present.
+
+        A binary search through the sort index: no hashing of the whole dictionary.
+        """
         if value is None:
             return NULL_SURROGATE
-        s = int(self.lookup_many([value])[0])
-        return s or None
+        if self.size == 0:
+            return None
+        rank = self.rank_bound(value, right=False)
+        if rank >= self.size:
+            return None
+        probe = self.canonical([value])[0].as_py()
+        if sort_key(self.sorted_values()[rank].as_py()) != sort_key(probe):
+            return None
+        return int(self.sort_index()[0][rank])
 
     def value_of(self, surrogate: int) -> Any:
         """The Python value of a surrogate (None for 1)."""

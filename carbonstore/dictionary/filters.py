@@ -47,6 +47,9 @@ def in_(d: ColumnDictionary, values: Iterable[Any]) -> np.ndarray:
     vals = [v for v in values if v is not None]
     if not vals:
         return np.empty(0, dtype=np.int32)
+    if len(vals) <= 16:  # binary searches beat hashing the whole dictionary
+        found = [d.surrogate_of(v) for v in vals]
+        return np.unique(np.array([x for x in found if x], dtype=np.int32))
     s = d.lookup_many(vals)
     return np.unique(s[s >= 2]).astype(np.int32)
 

@@ -53,7 +53,7 @@ def test_sort_index_matches_python_sorted_on_raw_bytes(store: Store, loads: list
     probe=TEXT,
     other=TEXT,
     incl=st.tuples(st.booleans(), st.booleans()),
-    in_list=st.lists(st.one_of(st.none(), TEXT), max_size=4),
+    in_list=st.lists(st.one_of(st.none(), TEXT), max_size=24),
 )
 def test_filter_translation_selects_the_same_rows_as_values(
     store: Store, loads: list[list[str | None]], probe: str, other: str,
