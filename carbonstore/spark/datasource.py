@@ -92,6 +92,11 @@ class CarbonDataSource(DataSource):
     def schema(self) -> str:
         return schema_ddl(open_table(self._opts()))
 
+    def reader(self, schema: StructType) -> Any:
+        from carbonstore.spark.reader import CarbonReader
+
+        return CarbonReader(self._opts())
+
     def writer(self, schema: StructType, overwrite: bool) -> CarbonWriter:
         opts = self._opts()
         table = open_table(opts)

@@ -35,6 +35,8 @@ DEFAULTS: dict[str, str] = {
     "carbon.trash.retention.days": "7",
     "carbon.clean.files.force.allowed": "false",
     "carbon.driver.index.cache.size.mb": "512",
+    "carbon.index.snapshot.max.lag": "8",
+    "carbon.read.partition.size.mb": "128",
     "carbon.dictionary.chunk.size": "10000",
     "carbon.bad.records.action": "FAIL",
     "carbon.badrecords.location": "",

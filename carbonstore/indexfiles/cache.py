@@ -1,0 +1,630 @@
+"""Driver index cache and the table-level index snapshot.
+
+Three layers keep driver-side planning cheap:
+
+1. :class:`SegmentBounds` - per segment and column the min of its row-group minimums, the
+   max of its maximums and the summed null / NaN counts, computed once when a segment index
+   is loaded. Whole segments drop with one vectorised comparison over all segments.
+2. :class:`DriverIndexCache` - loaded segment indexes in an LRU bounded by
+   ``carbon.driver.index.cache.size.mb`` (bytes estimated from the arrays), keyed by
+   (table folder, segment id, merge file name). The readable set always comes from a fresh
+   tablestatus snapshot, so a new load, a compaction or a delete is seen at once; a
+   rewritten segment has a new merge file name and so a new key.
+3. The table-level index snapshot (like a Delta checkpoint) under
+   ``table.paths.index_snapshot_dir``: ONE Arrow IPC file holding, for every readable
+   segment it covers, its segment bounds and the encoded header of its merge index (all
+   min/max/count arrays of row groups and pages, NOT the bloom bitsets: they stay in the
+   merge file and are read lazily for = / IN candidates only). A fresh process reads the
+   tablestatus, the newest snapshot and the merge indexes of segments committed since.
+   :func:`refresh_index_snapshot` rewrites it (atomically, under a lock); planning also
+   refreshes it lazily when it lags by more than ``carbon.index.snapshot.max.lag``
+   segments.
+
+I/O is counted in :data:`COUNTERS` (``merge_index_reads``, ``snapshot_reads``,
+``bloom_reads``, ``snapshot_writes``) so tests and benchmarks can assert how many files a
+plan opened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from carbonstore.errors import CorruptIndexError
+from carbonstore.indexfiles import tio
+from carbonstore.indexfiles._gen.carbonindex.ttypes import IndexHeader
+from carbonstore.indexfiles.arrays import IndexArrays, load_arrays
+from carbonstore.indexfiles.evaluator import UnitStats
+from carbonstore.indexfiles.expr import BoundRef
+from carbonstore.indexfiles.indexfile import load_indexes, read_index
+from carbonstore.indexfiles.planner import _usable, find_column
+from carbonstore.store.schema import TableSchema
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms, segment_sort_key
+
+__all__ = [
+    "COUNTERS",
+    "ColumnBounds",
+    "DriverIndexCache",
+    "SegmentBounds",
+    "SegmentIndex",
+    "TableIndex",
+    "clear_cache",
+    "readable_segments",
+    "driver_cache",
+    "refresh_index_snapshot",
+    "segment_bounds",
+    "table_index",
+]
+
+#: I/O counters of this process (see the module docstring).
+COUNTERS: Counter[str] = Counter()
+
+_NP = npt.NDArray[Any]
+SNAPSHOT_VERSION = "1"
+SNAPSHOT_SUFFIX = ".carbonsnap"
+SNAPSHOT_LOCK = "index_snapshot.lock"
+_FILLER = {"INT64": 0, "FLOAT64": 0.0, "BYTES": None, "BIGINT": None}
+_DTYPE = {"INT64": np.int64, "FLOAT64": np.float64, "BYTES": object, "BIGINT": object}
+
+
+# ---- segment bounds -------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ColumnBounds:
+    """One column's bounds over ``n`` segments (kinds as in arrays.py)."""
+
+    kind: str
+    lo: _NP
+    hi: _NP
+    lo_ok: npt.NDArray[np.bool_]
+    hi_ok: npt.NDArray[np.bool_]
+    null_count: npt.NDArray[np.int64]
+    nan_count: npt.NDArray[np.int64]
+
+    @classmethod
+    def unknown(cls, kind: str, n: int) -> ColumnBounds:
+        lo = np.full(n, _FILLER[kind], dtype=_DTYPE[kind])
+        none = np.zeros(n, dtype=bool)
+        minus = np.full(n, -1, dtype=np.int64)
+        return cls(kind=kind, lo=lo, hi=lo, lo_ok=none, hi_ok=none, null_count=minus, nan_count=minus)
+
+    def take(self, idx: npt.NDArray[np.intp]) -> ColumnBounds:
+        return ColumnBounds(
+            kind=self.kind, lo=self.lo[idx], hi=self.hi[idx], lo_ok=self.lo_ok[idx],
+            hi_ok=self.hi_ok[idx], null_count=self.null_count[idx], nan_count=self.nan_count[idx],
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentBounds:
+    """Per-segment sizes and column bounds, column-oriented over ``n`` segments."""
+
+    num_rows: npt.NDArray[np.int64]
+    num_files: npt.NDArray[np.int64]
+    num_row_groups: npt.NDArray[np.int64]
+    columns: dict[str, ColumnBounds] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return len(self.num_rows)
+
+    def take(self, idx: npt.NDArray[np.intp]) -> SegmentBounds:
+        return SegmentBounds(
+            num_rows=self.num_rows[idx], num_files=self.num_files[idx],
+            num_row_groups=self.num_row_groups[idx],
+            columns={k: v.take(idx) for k, v in self.columns.items()},
+        )
+
+    @staticmethod
+    def concat(parts: Sequence[SegmentBounds]) -> SegmentBounds:
+        """Concatenate; a column missing in (or of another kind than) a part is unknown there."""
+        if len(parts) == 1:
+            return parts[0]
+        kinds: dict[str, str] = {}
+        for p in parts:
+            for name, cb in p.columns.items():
+                kinds.setdefault(name, cb.kind)
+        cols: dict[str, ColumnBounds] = {}
+        for name, kind in kinds.items():
+            pieces = []
+            for p in parts:
+                cb = p.columns.get(name)
+                pieces.append(cb if cb is not None and cb.kind == kind else ColumnBounds.unknown(kind, p.size))
+            cols[name] = ColumnBounds(
+                kind=kind, lo=_cat([c.lo for c in pieces]), hi=_cat([c.hi for c in pieces]),
+                lo_ok=np.concatenate([c.lo_ok for c in pieces]),
+                hi_ok=np.concatenate([c.hi_ok for c in pieces]),
+                null_count=np.concatenate([c.null_count for c in pieces]),
+                nan_count=np.concatenate([c.nan_count for c in pieces]),
+            )
+        return SegmentBounds(
+            num_rows=np.concatenate([p.num_rows for p in parts]),
+            num_files=np.concatenate([p.num_files for p in parts]),
+            num_row_groups=np.concatenate([p.num_row_groups for p in parts]),
+            columns=cols,
+        )
+
+    def unit_stats(self, ref: BoundRef) -> UnitStats | None:
+        """Segments as evaluator units (the schema column ``ref``), or None if not prunable."""
+        cb = self.columns.get(ref.name)
+        if cb is None:
+            return None
+        n = self.size
+        none = np.zeros(n, dtype=bool)
+        floating = cb.kind == "FLOAT64"
+        return UnitStats(
+            floating=floating, lo=cb.lo, hi=cb.hi, lo_ok=cb.lo_ok, hi_ok=cb.hi_ok, hi_strict=none,
+            null_count=cb.null_count, nan_count=cb.nan_count if floating else np.zeros(n, np.int64),
+            num_rows=self.num_rows, null_unit=none,
+        )
+
+
+def _cat(arrays: list[_NP]) -> _NP:
+    if any(a.dtype == object for a in arrays):
+        out = np.empty(sum(len(a) for a in arrays), dtype=object)
+        out[:] = [v for a in arrays for v in a.tolist()]
+        return out
+    return np.concatenate(arrays)
+
+
+def _aggregate(s: UnitStats, kind: str) -> ColumnBounds:
+    """Row-group statistics of one column -> one segment-level bound (inclusive, safe)."""
+    contrib = ~((s.null_count == s.num_rows) | s.null_unit)
+    nan_only = np.zeros(len(contrib), dtype=bool)
+    if s.floating:  # min = max = NaN: only NaN values; they never bound the non-NaN range
+        lo_f = np.asarray(s.lo, dtype=np.float64)
+        hi_f = np.asarray(s.hi, dtype=np.float64)
+        nan_only = (s.lo_ok & np.isnan(lo_f)) | (s.hi_ok & np.isnan(hi_f))
+        contrib = contrib & ~nan_only
+    any_values = bool(contrib.any())
+    lo_ok = any_values and bool(s.lo_ok[contrib].all())
+    hi_ok = any_values and bool(s.hi_ok[contrib].all())
+    lo: Any = _FILLER[kind]
+    hi: Any = _FILLER[kind]
+    if lo_ok:
+        vals = s.lo[contrib]
+        lo = min(vals.tolist()) if vals.dtype == object else vals.min()
+    if hi_ok:
+        vals = s.hi[contrib]
+        hi = max(vals.tolist()) if vals.dtype == object else vals.max()
+    nulls = int(s.null_count.sum()) if bool((s.null_count >= 0).all()) else -1
+    nans = 0
+    if s.floating:
+        nans = int(s.nan_count.sum()) if bool((s.nan_count >= 0).all()) else -1
+        if nans == 0 and nan_only.any():
+            nans = -1
+    lo_a = np.empty(1, dtype=_DTYPE[kind])
+    hi_a = np.empty(1, dtype=_DTYPE[kind])
+    lo_a[0], hi_a[0] = lo, hi
+    return ColumnBounds(
+        kind=kind, lo=lo_a, hi=hi_a, lo_ok=np.array([lo_ok]), hi_ok=np.array([hi_ok]),
+        null_count=np.array([nulls], np.int64), nan_count=np.array([nans], np.int64),
+    )
+
+
+def segment_bounds(arrays: IndexArrays, schema: TableSchema) -> SegmentBounds:
+    """The bounds of one segment (all its row groups) for every prunable schema column."""
+    rows = arrays.rg_num_rows
+    cols: dict[str, ColumnBounds] = {}
+    for c in schema.columns:
+        ref = BoundRef(c)
+        col = find_column(arrays, ref)
+        kind = None if col is None else _usable(col, ref)
+        if col is None or kind is None or kind == "NONE":
+            continue
+        cols[c.name] = _aggregate(UnitStats.from_arrays(col, rows, kind=kind), kind)
+    return SegmentBounds(
+        num_rows=np.array([int(rows.sum())], np.int64),
+        num_files=np.array([len(arrays.files)], np.int64),
+        num_row_groups=np.array([arrays.num_row_groups], np.int64),
+        columns=cols,
+    )
+
+
+# ---- one segment's index --------------------------------------------------------------------
+def _bloom_source(fs: pafs.FileSystem, path: str, base: int) -> Any:
+    def read(off: int, ln: int) -> bytes:
+        COUNTERS["bloom_reads"] += 1
+        try:
+            with fs.open_input_file(path) as f:
+                data = f.read_at(ln, base + off)
+        except OSError as err:
+            raise CorruptIndexError(f"{path}: cannot read bloom bitset: {err}") from err
+        if len(data) != ln:
+            raise CorruptIndexError(f"{path}: bloom bitset truncated")
+        return bytes(data)
+
+    return read
+
+
+def _estimate_bytes(arrays: IndexArrays, header_len: int) -> int:
+    """Rough resident size: the header bytes the arrays view plus decoded min/max values."""
+    per_rg = 40 + 64 * len(arrays.columns)
+    return 1024 + 2 * header_len + per_rg * arrays.num_row_groups
+
+
+@dataclass(slots=True, kw_only=True)
+class SegmentIndex:
+    """A loaded segment index: arrays (blooms lazy) and its bounds."""
+
+    segment_id: str
+    merge_name: str
+    arrays: IndexArrays
+    bounds: SegmentBounds
+    bloom_base: int
+    nbytes: int
+    header_bytes: bytes | None = None  # kept when it came from a snapshot (re-encoding is slow)
+
+    def encoded_header(self) -> bytes:
+        if self.header_bytes is None:
+            self.header_bytes = tio.encode(self.arrays.header)
+        return self.header_bytes
+
+
+def _merge_index_names(table: Table, entry: LoadEntry) -> list[str]:
+    sfs = table.store.sfs
+    seg_dir = table.paths.segment_dir(entry.load_name)
+    if entry.segment_file:
+        return [f"{seg_dir}/{entry.segment_file}"]
+    names = sorted(i.base_name for i in sfs.list_dir(seg_dir) if i.is_file)
+    merged = [n for n in names if n.endswith(".carbonindexmerge")]
+    picked = merged[-1:] or [n for n in names if n.endswith(".carbonindex")]
+    if not picked:
+        raise CorruptIndexError(
+            f"segment {entry.load_name} of {table.name} has no index file; rebuild it with "
+            "'carbonstore add-segment' or reload it"
+        )
+    return [f"{seg_dir}/{n}" for n in picked]
+
+
+def _load_segment(table: Table, entry: LoadEntry) -> SegmentIndex:
+    fs = table.store.sfs.fs
+    paths = _merge_index_names(table, entry)
+    COUNTERS["merge_index_reads"] += len(paths)
+    if len(paths) == 1:
+        loaded = read_index(fs, paths[0])
+        arrays = load_arrays(loaded.header, _bloom_source(fs, paths[0], loaded.bloom_region_offset))
+        base, hlen = loaded.bloom_region_offset, loaded.bloom_region_offset
+    else:  # a segment without a merge index: its task indexes merged in memory
+        arrays = load_indexes(fs, paths)
+        base, hlen = -1, 64 * 1024 * len(paths)
+    return SegmentIndex(
+        segment_id=entry.load_name, merge_name=entry.segment_file or "", arrays=arrays,
+        bounds=segment_bounds(arrays, table.schema), bloom_base=base,
+        nbytes=_estimate_bytes(arrays, hlen),
+    )
+
+
+# ---- the LRU ----------------------------------------------------------------------------------
+class DriverIndexCache:
+    """Loaded segment indexes, least recently used dropped first beyond ``capacity`` bytes."""
+
+    def __init__(self, capacity: int = 512 << 20) -> None:
+        self.capacity = capacity
+        self.used = 0
+        self._items: OrderedDict[tuple[str, str, str], SegmentIndex] = OrderedDict()
+        self._views: OrderedDict[tuple[Any, ...], TableIndex] = OrderedDict()
+        self._snapshots: dict[str, _Snapshot | None] = {}
+        self.lock = threading.RLock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: tuple[str, str, str]) -> SegmentIndex | None:
+        with self.lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key: tuple[str, str, str], item: SegmentIndex) -> None:
+        with self.lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.used -= old.nbytes
+            self._items[key] = item
+            self.used += item.nbytes
+            while self.used > self.capacity and len(self._items) > 1:
+                _, dropped = self._items.popitem(last=False)
+                self.used -= dropped.nbytes
+
+    def clear(self) -> None:
+        with self.lock:
+            self._items.clear()
+            self._views.clear()
+            self._snapshots.clear()
+            self.used = 0
+
+
+_CACHE = DriverIndexCache()
+
+
+def driver_cache() -> DriverIndexCache:
+    """The process-wide driver index cache."""
+    return _CACHE
+
+
+def clear_cache() -> None:
+    """Forget every cached index, view and snapshot of this process."""
+    _CACHE.clear()
+
+
+# ---- the table-level snapshot ---------------------------------------------------------------
+@dataclass(slots=True, kw_only=True)
+class _Snapshot:
+    name: str
+    rows: dict[tuple[str, str], int]  # (segment id, merge name) -> row
+    bounds: SegmentBounds
+    headers: pa.Array
+    bloom_base: npt.NDArray[np.int64]
+
+
+def _snapshot_names(table: Table) -> list[str]:
+    infos = table.store.sfs.list_dir(table.paths.index_snapshot_dir)
+    return sorted(i.base_name for i in infos if i.is_file and i.base_name.endswith(SNAPSHOT_SUFFIX))
+
+
+def _read_snapshot(table: Table) -> _Snapshot | None:
+    names = _snapshot_names(table)
+    if not names:
+        return None
+    name = names[-1]
+    cached = _CACHE._snapshots.get(table.paths.root)
+    if cached is not None and cached.name == name:
+        return cached
+    COUNTERS["snapshot_reads"] += 1
+    path = f"{table.paths.index_snapshot_dir}/{name}"
+    try:
+        data = table.store.sfs.read_bytes(path)
+        t = pa.ipc.open_file(pa.py_buffer(data)).read_all()
+        snap = _decode_snapshot(name, t)
+    except (OSError, pa.ArrowInvalid, KeyError, ValueError) as err:
+        # A broken snapshot only costs speed: plan from the merge indexes instead.
+        COUNTERS["snapshot_errors"] += 1
+        del err
+        return None
+    _CACHE._snapshots[table.paths.root] = snap
+    return snap
+
+
+def _decode_snapshot(name: str, t: pa.Table) -> _Snapshot:
+    meta = t.schema.metadata or {}
+    if meta.get(b"carbonstore.snapshot.version") != SNAPSHOT_VERSION.encode():
+        raise ValueError("unsupported snapshot version")
+    kinds: dict[str, str] = orjson.loads(meta[b"carbonstore.kinds"])
+    segs = t.column("segment").to_pylist()
+    merges = t.column("merge").to_pylist()
+    cols: dict[str, ColumnBounds] = {}
+    for c, kind in kinds.items():
+        def arr(suffix: str, c: str = c) -> _NP:
+            return t.column(f"{suffix}:{c}").to_numpy(zero_copy_only=False)
+
+        lo, hi = arr("lo"), arr("hi")
+        if kind == "BIGINT":
+            lo = np.array([None if v is None else int(v) for v in lo], dtype=object)
+            hi = np.array([None if v is None else int(v) for v in hi], dtype=object)
+        elif kind == "BYTES":
+            lo, hi = lo.astype(object), hi.astype(object)
+        cols[c] = ColumnBounds(
+            kind=kind, lo=lo, hi=hi, lo_ok=arr("lo_ok").astype(bool), hi_ok=arr("hi_ok").astype(bool),
+            null_count=arr("nulls").astype(np.int64), nan_count=arr("nans").astype(np.int64),
+        )
+    bounds = SegmentBounds(
+        num_rows=t.column("num_rows").to_numpy().astype(np.int64),
+        num_files=t.column("num_files").to_numpy().astype(np.int64),
+        num_row_groups=t.column("num_row_groups").to_numpy().astype(np.int64),
+        columns=cols,
+    )
+    return _Snapshot(
+        name=name, rows={(s, m): i for i, (s, m) in enumerate(zip(segs, merges, strict=True))},
+        bounds=bounds, headers=t.column("header").combine_chunks(),
+        bloom_base=t.column("bloom_base").to_numpy().astype(np.int64),
+    )
+
+
+_ARROW = {"INT64": pa.int64(), "FLOAT64": pa.float64(), "BYTES": pa.binary(), "BIGINT": pa.string()}
+
+
+def _encode_snapshot(segments: Sequence[SegmentIndex]) -> bytes:
+    bounds = SegmentBounds.concat([s.bounds for s in segments])
+    data: dict[str, Any] = {
+        "segment": pa.array([s.segment_id for s in segments], pa.string()),
+        "merge": pa.array([s.merge_name for s in segments], pa.string()),
+        "bloom_base": pa.array([s.bloom_base for s in segments], pa.int64()),
+        "header": pa.array([s.encoded_header() for s in segments], pa.large_binary()),
+        "num_rows": pa.array(bounds.num_rows, pa.int64()),
+        "num_files": pa.array(bounds.num_files, pa.int64()),
+        "num_row_groups": pa.array(bounds.num_row_groups, pa.int64()),
+    }
+    kinds = {}
+    for c, cb in bounds.columns.items():
+        kinds[c] = cb.kind
+        lo, hi = cb.lo.tolist(), cb.hi.tolist()
+        if cb.kind == "BIGINT":
+            lo = [None if v is None else str(v) for v in lo]
+            hi = [None if v is None else str(v) for v in hi]
+        data[f"lo:{c}"] = pa.array(lo, _ARROW[cb.kind])
+        data[f"hi:{c}"] = pa.array(hi, _ARROW[cb.kind])
+        data[f"lo_ok:{c}"] = pa.array(cb.lo_ok, pa.bool_())
+        data[f"hi_ok:{c}"] = pa.array(cb.hi_ok, pa.bool_())
+        data[f"nulls:{c}"] = pa.array(cb.null_count, pa.int64())
+        data[f"nans:{c}"] = pa.array(cb.nan_count, pa.int64())
+    t = pa.table(data).replace_schema_metadata({
+        "carbonstore.snapshot.version": SNAPSHOT_VERSION,
+        "carbonstore.kinds": orjson.dumps(kinds).decode(),
+    })
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, t.schema) as w:
+        w.write_table(t)
+    return sink.getvalue().to_pybytes()
+
+
+def _write_snapshot(table: Table, segments: Sequence[SegmentIndex]) -> str:
+    sfs = table.store.sfs
+    folder = table.paths.index_snapshot_dir
+    sfs.makedirs(folder)
+    covered = ",".join(f"{s.segment_id}:{s.merge_name}" for s in segments)
+    digest = hashlib.sha1(covered.encode()).hexdigest()[:12]
+    name = f"snapshot_{now_ms():015d}_{len(segments)}_{digest}{SNAPSHOT_SUFFIX}"
+    sfs.write_atomic(f"{folder}/{name}", _encode_snapshot(segments))
+    COUNTERS["snapshot_writes"] += 1
+    for old in _snapshot_names(table)[:-2]:  # keep the previous one for readers mid-switch
+        try:
+            sfs.delete_file(f"{folder}/{old}")
+        except OSError:
+            pass
+    return name
+
+
+# ---- a table's view over its readable segments ----------------------------------------------
+class TableIndex:
+    """The indexes of an ordered list of segments: bounds for all, arrays on demand."""
+
+    def __init__(self, table: Table, entries: Sequence[LoadEntry], snapshot: _Snapshot | None) -> None:
+        self.table = table
+        self.entries = list(entries)
+        self.root = table.paths.root
+        self._snapshot = snapshot
+        self.loaded: dict[int, SegmentIndex] = {}
+        snap_rows: list[int] = []
+        pieces: list[SegmentBounds] = []
+        order: list[int] = []
+        self.uncovered = 0
+        for e in self.entries:
+            key = (self.root, e.load_name, e.segment_file or "")
+            item = _CACHE.get(key)
+            row = None if snapshot is None else snapshot.rows.get((e.load_name, e.segment_file or ""))
+            if item is None and row is not None:
+                order.append(-1 - len(snap_rows))
+                snap_rows.append(row)
+                continue
+            if row is None:
+                self.uncovered += 1
+            if item is None:
+                item = _load_segment(table, e)
+                _CACHE.put(key, item)
+            self.loaded[len(order)] = item
+            order.append(len(pieces))
+            pieces.append(item.bounds)
+        parts = list(pieces)
+        if snap_rows and snapshot is not None:
+            parts.append(snapshot.bounds.take(np.array(snap_rows, dtype=np.intp)))
+        n_own = len(pieces)
+        take = np.array([o if o >= 0 else n_own + (-1 - o) for o in order], dtype=np.intp)
+        if not parts:
+            self.bounds = SegmentBounds(num_rows=np.zeros(0, np.int64), num_files=np.zeros(0, np.int64),
+                                        num_row_groups=np.zeros(0, np.int64))
+        else:
+            merged = SegmentBounds.concat(parts)
+            self.bounds = merged if np.array_equal(take, np.arange(len(take))) else merged.take(take)
+        self._snap_row = {i: snap_rows[-1 - o] for i, o in enumerate(order) if o < 0}
+
+    @property
+    def size(self) -> int:
+        return len(self.entries)
+
+    def segment(self, i: int) -> SegmentIndex:
+        """Segment ``i``'s loaded index (LRU, else decoded from the snapshot, else its file)."""
+        e = self.entries[i]
+        key = (self.root, e.load_name, e.segment_file or "")
+        item = _CACHE.get(key)
+        if item is None:
+            row = self._snap_row.get(i)
+            if row is not None and self._snapshot is not None:
+                item = self._from_snapshot(e, row)
+            else:
+                item = _load_segment(self.table, e)
+            _CACHE.put(key, item)
+        self.loaded[i] = item
+        return item
+
+    def _from_snapshot(self, e: LoadEntry, row: int) -> SegmentIndex:
+        snap = self._snapshot
+        assert snap is not None  # noqa: S101 - guarded by the caller
+        raw = snap.headers[row].as_py()
+        try:
+            header = tio.decode(IndexHeader(), raw)
+        except tio.DECODE_ERRORS as err:
+            raise CorruptIndexError(f"index snapshot {snap.name}: segment {e.load_name}: {err}") from err
+        path = _merge_index_names(self.table, e)[0]
+        base = int(snap.bloom_base[row])
+        arrays = load_arrays(header, _bloom_source(self.table.store.sfs.fs, path, base) if base >= 0 else None)
+        return SegmentIndex(
+            segment_id=e.load_name, merge_name=e.segment_file or "", arrays=arrays,
+            bounds=snap.bounds.take(np.array([row], dtype=np.intp)), bloom_base=base,
+            nbytes=_estimate_bytes(arrays, len(raw)), header_bytes=raw,
+        )
+
+    def all_segments(self) -> list[SegmentIndex]:
+        return [self.segment(i) for i in range(self.size)]
+
+
+def readable_segments(snapshot: TableStatusSnapshot) -> list[LoadEntry]:
+    """Readable segments of one tablestatus snapshot, in segment order."""
+    return sorted(snapshot.readable, key=lambda e: segment_sort_key(e.load_name))
+
+
+def _lag_limit(table: Table) -> int:
+    return table.conf.get_int("carbon.index.snapshot.max.lag")
+
+
+def table_index(table: Table, entries: Sequence[LoadEntry], *, all_readable: bool = False) -> TableIndex:
+    """The (cached) view over ``entries``; refreshes a lagging snapshot when ``all_readable``."""
+    _CACHE.capacity = max(1, table.conf.get_int("carbon.driver.index.cache.size.mb")) << 20
+    root = table.paths.root
+    key = (root, tuple((e.load_name, e.segment_file or "") for e in entries))
+    with _CACHE.lock:
+        view = _CACHE._views.get(key)
+        if view is not None:
+            _CACHE._views.move_to_end(key)
+            return view
+    snapshot = _read_snapshot(table) if entries else None
+    view = TableIndex(table, entries, snapshot)
+    if all_readable and view.uncovered > _lag_limit(table):
+        _refresh_best_effort(table, view)
+    with _CACHE.lock:
+        _CACHE._views[key] = view
+        while len(_CACHE._views) > 16:
+            _CACHE._views.popitem(last=False)
+    return view
+
+
+def _refresh_best_effort(table: Table, view: TableIndex) -> None:
+    lock = table.locks.lock(SNAPSHOT_LOCK)
+    try:
+        lock.acquire(timeout=0)
+    except TimeoutError:
+        return  # another process is writing one right now
+    try:
+        _write_snapshot(table, view.all_segments())
+    except OSError:
+        COUNTERS["snapshot_errors"] += 1  # only speed is lost; the next plan retries
+    finally:
+        lock.release()
+
+
+def refresh_index_snapshot(table: Table) -> str | None:
+    """Write a new index snapshot covering every readable segment (atomic, under a lock).
+
+    Call it after a commit that changes the readable set (load, compaction, delete). The
+    merge indexes of segments the previous snapshot covers are not re-read.
+
+    Returns:
+        The new snapshot's file name, or None when the table has no readable segment.
+    """
+    with table.locks.hold(SNAPSHOT_LOCK):
+        entries = readable_segments(table.status.read())
+        if not entries:
+            return None
+        view = TableIndex(table, entries, _read_snapshot(table))
+        return _write_snapshot(table, view.all_segments())

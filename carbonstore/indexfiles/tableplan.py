@@ -1,0 +1,408 @@
+"""Table-level planning: tablestatus -> segments -> files -> row groups -> page row ranges.
+
+:func:`prune` reads one tablestatus snapshot, chooses the readable segments (optionally a
+subset), drops whole segments on their bounds (one vectorised pass over all segments,
+cache.SegmentBounds), loads the surviving segments' indexes through the driver cache and
+hands them to :func:`carbonstore.indexfiles.planner.prune`. The result, :class:`TablePlan`,
+serialises to the JSON contract of ``carbonstore prune --json``::
+
+    {"table", "where", "planning_ms",
+     "levels": {"segments"|"files"|"row_groups"|"pages"|"rows":
+                {"total", "kept", "dropped_by_<reason>": n, ...}},
+     "files": [{"segment", "path", "row_groups": [{"index", "num_rows", "row_ranges"}]}]}
+
+For every level ``total == kept + sum(dropped_by_*)``. Reasons: ``counts`` (null / NaN
+counts), ``minmax``, ``bloom``, ``pages`` (a row group whose every page was dropped),
+``segment`` (inside a dropped segment), ``row_groups`` (every row group dropped),
+``row_group`` (inside a dropped row group). Pages are counted (all columns) over the
+segments that survive segment pruning: pages of dropped segments are never loaded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from carbonstore.errors import SegmentNotFoundError
+from carbonstore.indexfiles import planner as planner_mod
+from carbonstore.indexfiles.arrays import IndexArrays
+from carbonstore.indexfiles.cache import readable_segments, table_index
+from carbonstore.indexfiles.evaluator import LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
+from carbonstore.indexfiles.expr import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    BoundRef,
+    Expr,
+    Or,
+    bind,
+    parse_where,
+)
+from carbonstore.store.paths import check_segment_id
+from carbonstore.store.table import Table
+
+__all__ = ["FilePlan", "LevelSummary", "RowGroupPlan", "TablePlan", "bind_where", "prune"]
+
+LEVELS = ("segments", "files", "row_groups", "pages", "rows")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LevelSummary:
+    """Units of one level: total, kept, and the drops per reason."""
+
+    total: int
+    kept: int
+    dropped: tuple[tuple[str, int], ...] = ()
+
+    def to_json(self) -> dict[str, int]:
+        return {"total": self.total, "kept": self.kept, **{f"dropped_by_{r}": n for r, n in self.dropped}}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowGroupPlan:
+    """A surviving row group: ordinal in its file, rows, surviving ``[start, end)`` ranges."""
+
+    index: int
+    num_rows: int
+    row_ranges: tuple[tuple[int, int], ...]
+    length: int = 0  # compressed bytes (for sizing read partitions)
+
+    @property
+    def whole(self) -> bool:
+        return self.row_ranges == ((0, self.num_rows),)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "num_rows": self.num_rows,
+                "row_ranges": [list(r) for r in self.row_ranges]}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FilePlan:
+    """A surviving data file; ``path`` is relative to the table folder."""
+
+    segment: str
+    path: str
+    row_groups: tuple[RowGroupPlan, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"segment": self.segment, "path": self.path,
+                "row_groups": [rg.to_json() for rg in self.row_groups]}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dropped:
+    """One dropped unit, for ``--explain``."""
+
+    level: str
+    segment: str
+    reason: str
+    path: str | None = None
+    row_group: int | None = None
+    rows: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TablePlan:
+    """What a scan of the table must read for a filter, and what pruning saved."""
+
+    table: str
+    where: str | None
+    expr: Expr
+    planning_ms: float
+    root: str
+    segments: tuple[str, ...]
+    levels: dict[str, LevelSummary]
+    files: tuple[FilePlan, ...]
+    dropped: tuple[Dropped, ...] = field(default=())
+
+    @property
+    def rows(self) -> int:
+        return self.levels["rows"].kept
+
+    def absolute(self, path: str) -> str:
+        return f"{self.root.rstrip('/')}/{path}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "where": self.where,
+            "planning_ms": round(self.planning_ms, 3),
+            "levels": {k: self.levels[k].to_json() for k in LEVELS},
+            "files": [f.to_json() for f in self.files],
+        }
+
+    def explain(self) -> str:
+        """Human-readable plan: the level counters, then why each dropped unit was dropped."""
+        lines = [f"table {self.table}  where {self.where or '(none)'}  "
+                 f"planned in {self.planning_ms:.1f} ms"]
+        for k in LEVELS:
+            lv = self.levels[k]
+            why = ", ".join(f"{n} by {r}" for r, n in lv.dropped if n)
+            lines.append(f"  {k:<10} {lv.kept:>10} of {lv.total:<10} kept" + (f"; dropped {why}" if why else ""))
+        text = {
+            "counts": "null/NaN counts prove no row matches",
+            "minmax": "min/max prove no row matches",
+            "bloom": "bloom filter proves the value absent",
+            "pages": "every page dropped by page statistics",
+            "row_groups": "every row group dropped",
+            "segment": "its segment was dropped",
+        }
+        for d in self.dropped:
+            where = f"segment {d.segment}"
+            if d.path is not None:
+                where += f" file {d.path}"
+            if d.row_group is not None:
+                where += f" row group {d.row_group}"
+            if d.level == "rows":
+                spans = ", ".join(f"[{a}, {b})" for a, b in d.rows)
+                lines.append(f"  rows {spans} of {where}: dropped by page {d.reason}")
+            else:
+                lines.append(f"  dropped {where}: {text.get(d.reason, d.reason)}")
+        for f in self.files:
+            for rg in f.row_groups:
+                spans = ", ".join(f"[{a}, {b})" for a, b in rg.row_ranges)
+                lines.append(f"  read segment {f.segment} {f.path} row group {rg.index}: rows {spans}")
+        return "\n".join(lines)
+
+
+def bind_where(table: Table, where: str | Expr | None) -> Expr:
+    """Parse (if a string) and bind a filter to the table schema; None is AlwaysTrue.
+
+    Raises:
+        ExpressionError: bad syntax, unknown column or an incomparable literal.
+    """
+    if where is None or (isinstance(where, str) and not where.strip()):
+        return AlwaysTrue()
+    expr = parse_where(where) if isinstance(where, str) else where
+    return bind(expr, table.schema)
+
+
+def dictionary_safe(expr: Expr, table: Table) -> Expr:
+    """Make a bound filter safe for tables with dictionary columns.
+
+    Their data files hold surrogates, not values, so a leaf on a dictionary column cannot be
+    compared with the index statistics; it becomes AlwaysTrue (a bound expression has no
+    NOT, so widening a leaf only keeps more). Translating values to surrogate intervals
+    (carbonstore.dictionary.filters) would let such leaves prune too.
+    """
+    dict_cols = set(table.schema.dictionary_columns)
+    if not dict_cols:
+        return expr
+
+    def walk(e: Expr) -> Expr:
+        if isinstance(e, (And, Or)):
+            return type(e)(walk(e.left), walk(e.right))
+        term = getattr(e, "term", None)
+        if isinstance(term, BoundRef) and term.name in dict_cols:
+            return AlwaysTrue()
+        return e
+
+    return walk(expr)
+
+
+def _choose(table: Table, segments: str | Sequence[str] | None) -> tuple[list[Any], bool]:
+    entries = readable_segments(table.status.read())
+    if segments is None or (isinstance(segments, str) and segments.strip() in ("", "*")):
+        return entries, True
+    parts = segments.split(",") if isinstance(segments, str) else list(segments)
+    wanted = {check_segment_id(p.strip()) for p in parts if p.strip()}
+    if not wanted:
+        raise SegmentNotFoundError("Segment ids should not be empty")
+    return [e for e in entries if e.load_name in wanted], False
+
+
+def prune(
+    table: Table,
+    where: str | Expr | None = None,
+    *,
+    segments: str | Sequence[str] | None = None,
+    explain: bool = False,
+    started: float | None = None,
+) -> TablePlan:
+    """Plan a scan of ``table`` for ``where`` from the indexes alone.
+
+    Args:
+        table: the table (its tablestatus is read now: new loads and deletes are seen).
+        where: a SQL condition, an expression (bound or not) or None for a full scan.
+        segments: only these segment ids (``"1,3"`` or a list); unreadable ones give nothing.
+        explain: also record why each dropped unit was dropped (costs a second pass).
+        started: ``time.perf_counter()`` when the table was opened (default: now).
+
+    Raises:
+        ExpressionError: the filter does not parse or does not bind to the schema.
+    """
+    t0 = time.perf_counter() if started is None else started
+    expr = dictionary_safe(bind_where(table, where), table)
+    entries, all_readable = _choose(table, segments)
+    view = table_index(table, entries, all_readable=all_readable)
+    n = view.size
+    b = view.bounds
+    if n:
+        s0 = StatsEvaluator(n, b.unit_stats, level=LEVEL_COUNTS).evaluate(expr)
+        s1 = StatsEvaluator(n, b.unit_stats, level=LEVEL_MINMAX).evaluate(expr) & s0
+    else:
+        s0 = s1 = np.zeros(0, dtype=bool)
+    surv = np.flatnonzero(s1)
+    parts = [view.segment(int(i)).arrays for i in surv]
+    plan = planner_mod.prune(expr, parts) if parts and not isinstance(expr, AlwaysFalse) else None
+    return _assemble(table, view, expr, where, s0, s1, surv, parts, plan, explain, t0)
+
+
+def _assemble(
+    table: Table, view: Any, expr: Expr, where: str | Expr | None, s0: npt.NDArray[np.bool_],
+    s1: npt.NDArray[np.bool_], surv: npt.NDArray[np.intp], parts: list[IndexArrays],
+    plan: planner_mod.PrunePlan | None, explain: bool, t0: float,
+) -> TablePlan:
+    b = view.bounds
+    seg_dir = {e.load_name: table.paths.relative(table.paths.segment_dir(e.load_name)) for e in view.entries}
+    dropped_seg = ~s1
+    files: list[FilePlan] = []
+    kept_seg: list[str] = []
+    kept_files = kept_rgs = 0
+    pages_total = pages_kept = pages_rg = 0
+    rg_lc = plan.row_groups if plan is not None else None
+    pg_lc = plan.pages if plan is not None else None
+    for pi, arrays in enumerate(parts):
+        sid = view.entries[int(surv[pi])].load_name
+        rgs: dict[int, list[RowGroupPlan]] = {}
+        if plan is not None:
+            lo, hi = np.searchsorted(plan.part, [pi, pi + 1])
+            mask = plan.kept[lo:hi]
+            for local in np.flatnonzero(mask).tolist():
+                rr = plan.row_ranges[int(lo) + local]
+                f = int(arrays.rg_file[local])
+                rgs.setdefault(f, []).append(RowGroupPlan(
+                    index=int(arrays.rg_index[local]), num_rows=int(arrays.rg_num_rows[local]),
+                    row_ranges=tuple((int(a), int(c)) for a, c in rr.tolist()),
+                    length=int(arrays.rg_length[local]),
+                ))
+            t, k, d = _page_counts(arrays, plan, int(lo), int(hi), expr)
+            pages_total, pages_kept, pages_rg = pages_total + t, pages_kept + k, pages_rg + d
+        if rgs:
+            kept_seg.append(sid)
+        for f in sorted(rgs):
+            files.append(FilePlan(segment=sid, path=f"{seg_dir[sid]}/{arrays.files[f].path}",
+                                  row_groups=tuple(rgs[f])))
+            kept_files += 1
+            kept_rgs += len(rgs[f])
+    in_dropped = dropped_seg
+    seg_bounds_pass = int(s1.sum())
+    levels = {
+        "segments": LevelSummary(total=view.size, kept=len(kept_seg), dropped=(
+            ("counts", int((~s0).sum())), ("minmax", int((s0 & ~s1).sum())),
+            ("row_groups", seg_bounds_pass - len(kept_seg)),
+        )),
+        "files": _level(int(b.num_files.sum()), kept_files, int(b.num_files[in_dropped].sum()), "row_groups"),
+        "row_groups": LevelSummary(total=int(b.num_row_groups.sum()), kept=kept_rgs, dropped=(
+            ("segment", int(b.num_row_groups[in_dropped].sum())),
+            ("counts", rg_lc.dropped_by_counts if rg_lc else 0),
+            ("minmax", rg_lc.dropped_by_minmax if rg_lc else 0),
+            ("bloom", rg_lc.dropped_by_bloom if rg_lc else 0),
+            ("pages", (rg_lc.kept - kept_rgs) if rg_lc else 0),
+        )),
+        "pages": LevelSummary(total=pages_total, kept=pages_kept, dropped=(
+            ("row_group", pages_rg), ("stats", pages_total - pages_kept - pages_rg),
+        )),
+        "rows": _rows_level(b, in_dropped, parts, pg_lc),
+    }
+    dropped: tuple[Dropped, ...] = ()
+    if explain:
+        dropped = _explain(view, expr, s0, s1, surv, parts, plan, seg_dir)
+    where_text = where if isinstance(where, str) or where is None else str(where)
+    return TablePlan(
+        table=str(table.name), where=where_text, expr=expr,
+        planning_ms=(time.perf_counter() - t0) * 1000.0, root=table.paths.root,
+        segments=tuple(kept_seg), levels=levels, files=tuple(files), dropped=dropped,
+    )
+
+
+def _level(total: int, kept: int, by_segment: int, rest: str) -> LevelSummary:
+    return LevelSummary(total=total, kept=kept, dropped=(("segment", by_segment), (rest, total - kept - by_segment)))
+
+
+def _rows_level(b: Any, in_dropped: Any, parts: list[IndexArrays], pg: Any) -> LevelSummary:
+    total = int(b.num_rows.sum())
+    by_seg = int(b.num_rows[in_dropped].sum())
+    loaded = sum(int(p.rg_num_rows.sum()) for p in parts)
+    reached = pg.total if pg is not None else 0
+    return LevelSummary(total=total, kept=pg.kept if pg is not None else 0, dropped=(
+        ("segment", by_seg), ("row_group", loaded - reached),
+        ("counts", pg.dropped_by_counts if pg is not None else 0),
+        ("minmax", pg.dropped_by_minmax if pg is not None else 0),
+    ))
+
+
+def _page_counts(
+    arrays: IndexArrays, plan: planner_mod.PrunePlan, lo: int, hi: int, expr: Expr
+) -> tuple[int, int, int]:
+    """(pages, kept pages, pages in dropped row groups) of one part, all columns."""
+    n = arrays.num_row_groups
+    kept = plan.kept[lo:hi]
+    rows = arrays.rg_num_rows.astype(np.int64)
+    vstart = np.concatenate([[0], np.cumsum(rows)])
+    starts: list[int] = []
+    ends: list[int] = []
+    for local in np.flatnonzero(kept).tolist():
+        for a, c in plan.row_ranges[lo + local].tolist():
+            starts.append(int(vstart[local] + a))
+            ends.append(int(vstart[local] + c))
+    rs, re_ = np.array(starts, np.int64), np.array(ends, np.int64)
+    total = kept_n = in_dropped = 0
+    for col in arrays.columns:
+        pages = col.pages
+        counts = np.where(col.has_pages, np.diff(pages.rg_start), 0) if n else np.zeros(0, np.int64)
+        total += int(counts.sum())
+        if not len(pages.row_group):
+            continue
+        in_dropped += int(counts[~kept].sum())
+        sel = col.has_pages[pages.row_group] & kept[pages.row_group]
+        a = vstart[pages.row_group[sel]] + pages.first_row_index[sel]
+        e = a + pages.row_count[sel]
+        if len(rs):
+            idx = np.searchsorted(rs, e, side="left") - 1
+            ok = (idx >= 0) & (re_[np.clip(idx, 0, None)] > a)
+            kept_n += int(ok.sum())
+    return total, kept_n, in_dropped
+
+
+def _explain(
+    view: Any, expr: Expr, s0: Any, s1: Any, surv: Any, parts: list[IndexArrays],
+    plan: planner_mod.PrunePlan | None, seg_dir: dict[str, str],
+) -> tuple[Dropped, ...]:
+    out: list[Dropped] = []
+    for i in np.flatnonzero(~s1).tolist():
+        out.append(Dropped(level="segment", segment=view.entries[i].load_name,
+                           reason="counts" if not s0[i] else "minmax"))
+    if plan is None or not parts:
+        return tuple(out)
+    g = planner_mod._Parts(parts)
+    m0, m1, m2 = planner_mod._levels(expr, g.size, g.stats, bloom=g.bloom_probe)
+    for gi in range(g.size):
+        pi, local = int(g.part[gi]), int(g.local[gi])
+        arrays = parts[pi]
+        sid = view.entries[int(surv[pi])].load_name
+        path = f"{seg_dir[sid]}/{arrays.files[int(arrays.rg_file[local])].path}"
+        rg = int(arrays.rg_index[local])
+        reason = ("counts" if not m0[gi] else "minmax" if not m1[gi] else "bloom" if not m2[gi]
+                  else "pages" if not plan.kept[gi] else None)
+        if reason is not None:
+            out.append(Dropped(level="row_group", segment=sid, path=path, row_group=rg, reason=reason))
+            continue
+        rr = plan.row_ranges[gi]
+        gaps: list[tuple[int, int]] = []
+        pos = 0
+        for a, c in rr.tolist():
+            if a > pos:
+                gaps.append((pos, int(a)))
+            pos = int(c)
+        if pos < int(arrays.rg_num_rows[local]):
+            gaps.append((pos, int(arrays.rg_num_rows[local])))
+        if gaps:
+            out.append(Dropped(level="rows", segment=sid, path=path, row_group=rg,
+                               reason="statistics", rows=tuple(gaps)))
+    return tuple(out)

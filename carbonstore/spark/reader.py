@@ -1,0 +1,196 @@
+"""Read side of the ``carbonstore`` Python Data Source, and ``to_spark``.
+
+::
+
+    spark.read.format("carbonstore").option("store", "/data/carbon.store") \\
+        .option("segments", "1,3").load("db.table").where("id = 42")
+
+Where pyspark calls what: ``reader()`` and then ``pushFilters()`` and ``partitions()`` run on
+the driver (in the planning Python worker), ``read()`` once per partition on the executors.
+``pushFilters`` converts the filters (carbonstore.spark.filters) and keeps the bound
+expression; ``partitions`` plans the table (indexfiles.tableplan: segments, files, row
+groups, page row ranges) and groups the surviving row groups into partitions of about
+``carbon.read.partition.size.mb`` (default 128 MB). ``read`` yields Arrow batches of only
+those row groups, cut to the surviving row ranges, dictionary columns decoded, with the
+table's exact schema and nullability. Every pushed filter is returned to Spark: pruning is
+inclusive (it keeps whole pages), so Spark still evaluates the filters on the rows read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+
+from carbonstore.indexfiles.expr import AlwaysTrue, Expr
+from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
+from carbonstore.segments.writer import arrow_type
+from carbonstore.store import Store, load_conf
+from carbonstore.store.table import Table
+
+__all__ = ["CarbonPartition", "CarbonReader", "arrow_read_schema", "read_row_groups", "to_spark"]
+
+SEGMENTS_OPTION = "segments"
+WHERE_OPTION = "where"
+PARTITION_BYTES = 128 << 20
+PARTITION_ROW_GROUPS = 8
+
+
+def arrow_read_schema(table: Table) -> pa.Schema:
+    """The Arrow schema read() yields: table types (values, not surrogates) and nullability."""
+    return pa.schema(
+        [pa.field(c.name, arrow_type(c.type), nullable=c.nullable) for c in table.schema.columns]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Slice:
+    path: str  # absolute, in the store's filesystem
+    row_groups: tuple[tuple[int, tuple[tuple[int, int], ...] | None], ...]  # None: whole
+
+
+class CarbonPartition(InputPartition):
+    """Row groups (and row ranges) of one or more files, read by one task."""
+
+    def __init__(self, slices: Sequence[_Slice]) -> None:
+        super().__init__(len(slices))
+        self.slices = tuple(slices)
+
+
+def plan_partitions(plan: TablePlan, *, max_bytes: int = PARTITION_BYTES) -> list[CarbonPartition]:
+    """Group the plan's row groups into partitions of about ``max_bytes`` (file order kept)."""
+    out: list[CarbonPartition] = []
+    current: list[_Slice] = []
+    size = count = 0
+    for f in plan.files:
+        rgs: list[tuple[int, tuple[tuple[int, int], ...] | None]] = []
+        for rg in f.row_groups:
+            if rgs and (size + rg.length > max_bytes or count >= PARTITION_ROW_GROUPS):
+                current.append(_Slice(plan.absolute(f.path), tuple(rgs)))
+                rgs = []
+            if current and not rgs and (size + rg.length > max_bytes or count >= PARTITION_ROW_GROUPS):
+                out.append(CarbonPartition(current))
+                current, size, count = [], 0, 0
+            rgs.append((rg.index, None if rg.whole else rg.row_ranges))
+            size += rg.length
+            count += 1
+        if rgs:
+            current.append(_Slice(plan.absolute(f.path), tuple(rgs)))
+    if current:
+        out.append(CarbonPartition(current))
+    return out
+
+
+def read_row_groups(
+    table: Table, slices: Sequence[_Slice], *, batch_rows: int = 65536
+) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of the given row groups cut to their row ranges, decoded and conformed.
+
+    Executor-side and pure: testable with a plain Table handle.
+    """
+    schema = arrow_read_schema(table)
+    decode = _decoder(table)
+    fs = table.store.sfs.fs
+    for sl in slices:
+        with fs.open_input_file(sl.path) as fh:
+            pf = pq.ParquetFile(fh)
+            for rg, ranges in sl.row_groups:
+                pos = 0
+                for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg], use_threads=False):
+                    n = batch.num_rows
+                    pieces = [batch] if ranges is None else [
+                        batch.slice(max(a, pos) - pos, min(b, pos + n) - max(a, pos))
+                        for a, b in ranges if a < pos + n and b > pos
+                    ]
+                    pos += n
+                    for piece in pieces:
+                        if piece.num_rows:
+                            yield _conform(decode(piece), schema)
+
+
+def _decoder(table: Table) -> Any:
+    if not table.schema.dictionary_columns:
+        return lambda b: b
+    from carbonstore.dictionary import decode_batch
+
+    return lambda b: decode_batch(b, table)
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    arrays = []
+    for f in schema:
+        arr = batch.column(batch.schema.get_field_index(f.name))
+        arrays.append(arr if arr.type == f.type else arr.cast(f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _split(options: dict[str, str]) -> dict[str, str]:
+    return {k.lower(): v for k, v in options.items() if k.lower().startswith("carbon.")}
+
+
+class CarbonReader(DataSourceReader):
+    """Pickled from the planning worker to the executors; holds only small state."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = dict(options)
+        self.expr: Expr = AlwaysTrue()
+        self.pushed: list[str] = []
+        where = self.options.get(WHERE_OPTION)
+        if where:
+            self.expr = bind_where(self._table(), where)
+
+    def _table(self) -> Table:
+        conf = load_conf().with_overrides(_split(self.options))
+        name = self.options.get("path") or ""
+        return Store(self.options.get("store") or None, conf=conf).table(name)
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - pyspark API
+        from carbonstore.indexfiles.expr import And
+        from carbonstore.spark.filters import convert_filters
+
+        converted = convert_filters(filters, self._table().schema)
+        if not isinstance(converted.expr, AlwaysTrue):
+            self.expr = converted.expr if isinstance(self.expr, AlwaysTrue) else And(self.expr, converted.expr)
+        self.pushed = [str(f) for f in converted.converted]
+        # Pruning keeps whole pages, so Spark evaluates every filter again on the rows read.
+        yield from filters
+
+    def partitions(self) -> Sequence[InputPartition]:
+        table = self._table()
+        plan = prune(table, self.expr, segments=self.options.get(SEGMENTS_OPTION))
+        mb = table.conf.get_int("carbon.read.partition.size.mb")
+        parts = plan_partitions(plan, max_bytes=max(1, mb) << 20)
+        return parts or [CarbonPartition([])]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, CarbonPartition) or not partition.slices:
+            return iter(())
+        return read_row_groups(self._table(), partition.slices)
+
+
+def to_spark(
+    table: Table, spark: Any, where: str | None = None, segments: str | Sequence[str] | None = None
+) -> Any:
+    """A DataFrame over ``table`` (its readable segments, or ``segments``), filtered by ``where``.
+
+    The filter is pushed to the pruner and evaluated by Spark as well.
+    """
+    from carbonstore.spark.session import register_data_source
+
+    register_data_source(spark)
+    reader = spark.read.format("carbonstore").option("store", table.store.location)
+    for k, v in table.store.conf.values.items():
+        if k.startswith("carbon.") and k != "carbon.storelocation":
+            reader = reader.option(k, v)
+    if segments is not None:
+        ids = segments if isinstance(segments, str) else ",".join(segments)
+        reader = reader.option(SEGMENTS_OPTION, ids)
+    df = reader.load(str(table.name))
+    if where:
+        bind_where(table, where)  # a bad filter fails here with one clear line
+        df = df.where(where)
+    return df
