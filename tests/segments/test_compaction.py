@@ -259,3 +259,33 @@ def test_output_statistics_merged_from_sources(table: Table) -> None:
         assert a.num_nulls == b.num_nulls
         assert getattr(a, "num_dvs", None) == getattr(b, "num_dvs", None)
     assert merged.column("id").low_value == 0 and merged.column("id").high_value == 29
+
+
+def test_load_commit_runs_auto_compaction(store: Store) -> None:
+    """The load's own commit (segments/commit.py) triggers maybe_auto_compact."""
+    from carbonstore.segments.commit import begin_segment, commit_segment
+
+    table = store.create_table(
+        "viaload", SCHEMA,
+        properties={"sort_columns": "id", "auto_load_merge": "true",
+                    "compaction_level_threshold": "2,1"},
+    )
+    for i in range(4):
+        entry, lock = begin_segment(table)
+        try:
+            result = write_segment_task(table, entry.load_name, rows(i * 10, 10))
+            commit_segment(table, entry.load_name, [result])
+        finally:
+            if lock is not None:
+                lock.release()
+    st = statuses(table)
+    assert st["0.1"] == SUCCESS and st["2.1"] == SUCCESS
+    assert [e.load_name for e in table.status.read().readable] == ["0.1", "2.1"]
+    assert read_segments(table)["id"].to_pylist() == list(range(40))
+
+
+def write_segment_task(table: Table, segment_id: str, data: pa.Table):  # type: ignore[no-untyped-def]
+    from carbonstore.segments.compaction import write_settings
+    from carbonstore.segments.writer import write_task
+
+    return write_task(data.to_batches(), write_settings(table, segment_id), task_id="00000")
