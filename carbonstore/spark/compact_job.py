@@ -58,7 +58,7 @@ KeyRange = tuple[int, Any, Any, bool]
 
 def _sample_column(fs: Any, files: Sequence[str], column: str) -> pa.Array:
     """Values of ``column`` from evenly spread row groups, about ``_SAMPLE_ROWS`` in all."""
-    metas = []
+    metas: list[tuple[str, int, int]] = []
     for path in files:
         with fs.open_input_file(path) as f:
             md = pq.ParquetFile(f).metadata
@@ -145,13 +145,15 @@ def _task_result(d: dict[str, Any]) -> TaskResult:
 
 def _deal_files(fs: Any, files: Sequence[str], n: int) -> list[tuple[int, list[str]]]:
     """Source files dealt out to ``n`` tasks, largest first onto the lightest task."""
-    sizes = sorted(((fs.get_file_info(f).size or 0, f) for f in files), reverse=True)
-    loads = [[0, i, []] for i in range(max(1, min(n, len(files))))]
+    sizes = sorted(((int(fs.get_file_info(f).size or 0), f) for f in files), reverse=True)
+    count = max(1, min(n, len(files)))
+    totals = [0] * count
+    out: list[tuple[int, list[str]]] = [(i, []) for i in range(count)]
     for size, f in sizes:
-        lightest = min(loads, key=lambda x: x[0])
-        lightest[0] += size
-        lightest[2].append(f)  # type: ignore[union-attr]
-    return [(int(i), list(fl)) for _, i, fl in loads]  # type: ignore[misc]
+        i = totals.index(min(totals))
+        totals[i] += size
+        out[i][1].append(f)
+    return out
 
 
 def merge_with_spark(

@@ -70,3 +70,16 @@ def test_key_ranges_cover_every_row_once(tmp_path, n: int, kind: str) -> None:  
         expr = _range_filter("k", lo, hi, nulls)
         seen += dataset.to_table(filter=expr).num_rows if expr is not None else dataset.count_rows()
     assert seen == len(values)
+
+
+def test_spark_merge_without_sort_columns(spark, store: Store) -> None:  # type: ignore[no-untyped-def]
+    from carbonstore.spark.compact_job import spark_merger
+
+    table = store.create_table("nosort", SCHEMA)
+    for i in range(3):
+        add_segment(table, rows(i * 10, 10), tasks=2)
+    before = read_segments(table)
+    result = compact(table, "custom", segment_ids=["0", "1", "2"], merger=spark_merger(spark, tasks=2))
+    assert [m.output for m in result.merged] == ["0.1"] and result.merged[0].row_count == 30
+    assert len(segment_data_files(table, "0.1")) == 2  # six source files dealt to two tasks
+    assert read_segments(table).equals(before)
