@@ -165,11 +165,8 @@ def _cmp(values: _NP, ok: Mask, op: Callable[[Any, Any], Any], literal: Any) -> 
     """``op(values, literal)`` where ``ok``; True (might) elsewhere. Filler values are never read."""
     out = np.ones(len(ok), dtype=bool)
     if ok.any():
-        sel = values[ok]
-        if sel.dtype == object:
-            out[ok] = np.fromiter((bool(op(v, literal)) for v in sel), dtype=bool, count=len(sel))
-        else:
-            out[ok] = op(sel, literal)
+        # object arrays (bytes, big ints) compare element-wise in numpy's C loop
+        out[ok] = np.asarray(op(values[ok], literal), dtype=bool)
     return out
 
 

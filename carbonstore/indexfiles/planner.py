@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from carbonstore.errors import ExpressionError
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles.arrays import ColumnArrays, IndexArrays
 from carbonstore.indexfiles.coltypes import physical_name
@@ -278,7 +279,7 @@ def _levels(
 
 def _check_bound(expr: Expr) -> None:
     if isinstance(expr, Not):
-        raise ValueError("prune() needs a bound expression (expr.bind pushes NOT down)")
+        raise ExpressionError("prune() needs a bound expression: call expr.bind first")
     if isinstance(expr, (And, Or)):
         _check_bound(expr.left)
         _check_bound(expr.right)
