@@ -14,8 +14,9 @@ serialises to the JSON contract of ``carbonstore prune --json``::
 For every level ``total == kept + sum(dropped_by_*)``. Reasons: ``counts`` (null / NaN
 counts), ``minmax``, ``bloom``, ``pages`` (a row group whose every page was dropped),
 ``segment`` (inside a dropped segment), ``row_groups`` (every row group dropped),
-``row_group`` (inside a dropped row group). Pages are counted (all columns) over the
-segments that survive segment pruning: pages of dropped segments are never loaded.
+``row_group`` (inside a dropped row group). Pages are those of the columns the filter
+references (every column without a filter), counted over the segments that survive segment
+pruning: pages of dropped segments are never loaded.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from carbonstore.indexfiles.expr import (
     Or,
     bind,
     parse_where,
+    references,
 )
 from carbonstore.store.paths import check_segment_id
 from carbonstore.store.table import Table
@@ -340,7 +342,10 @@ def _rows_level(b: Any, in_dropped: Any, parts: list[IndexArrays], pg: Any) -> L
 def _page_counts(
     arrays: IndexArrays, plan: planner_mod.PrunePlan, lo: int, hi: int, expr: Expr
 ) -> tuple[int, int, int]:
-    """(pages, kept pages, pages in dropped row groups) of one part, all columns."""
+    """(pages, kept pages, pages in dropped row groups) of one part.
+
+    Pages of the columns the filter references (of every column when it has none).
+    """
     n = arrays.num_row_groups
     kept = plan.kept[lo:hi]
     rows = arrays.rg_num_rows.astype(np.int64)
@@ -353,7 +358,10 @@ def _page_counts(
             ends.append(int(vstart[local] + c))
     rs, re_ = np.array(starts, np.int64), np.array(ends, np.int64)
     total = kept_n = in_dropped = 0
+    refs = references(expr)
     for col in arrays.columns:
+        if refs and col.name.lower() not in refs and (col.desc.column_id or "") not in refs:
+            continue
         pages = col.pages
         counts = np.where(col.has_pages, np.diff(pages.rg_start), 0) if n else np.zeros(0, np.int64)
         total += int(counts.sum())

@@ -28,6 +28,7 @@ def add_segments(
     row_group_size: int = 1000,
     page_rows: int = 100,
     bloom_columns: Sequence[str] = (),
+    bloom_fpp: float = 0.01,
 ) -> list[str]:
     """Write each dataset as one new Success segment (a list of tables: one file each)."""
     fs = table.store.sfs.fs
@@ -42,7 +43,7 @@ def add_segments(
         parts = [data] if isinstance(data, pa.Table) else list(data)
         for j, part in enumerate(parts):
             name = f"part-{j:05d}-{sid}.parquet"
-            bloom = {c: {"ndv": max(16, part.num_rows), "fpp": 0.01} for c in bloom_columns}
+            bloom = {c: {"ndv": max(1024, part.num_rows), "fpp": bloom_fpp} for c in bloom_columns}
             pq.write_table(
                 conform(table, part), f"{seg_dir}/{name}", filesystem=fs,
                 row_group_size=row_group_size, max_rows_per_page=page_rows,

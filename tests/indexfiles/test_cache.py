@@ -1,0 +1,132 @@
+"""Driver index cache, segment bounds and the table-level index snapshot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from carbonstore.indexfiles import cache
+from carbonstore.indexfiles.cache import COUNTERS, clear_cache, driver_cache, refresh_index_snapshot
+from carbonstore.indexfiles.tableplan import prune
+from carbonstore.segments.manage import delete_segments
+from carbonstore.store import Store
+from tests.indexfiles.segbuild import add_segments
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _data(start: int, n: int = 100) -> pa.Table:
+    ids = np.arange(start, start + n)
+    x = ids / 4.0
+    x[::7] = np.nan
+    return pa.table({"id": ids, "x": x, "s": [f"v{i:05d}" for i in ids]})
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    clear_cache()
+    COUNTERS.clear()
+
+
+def test_cache_sees_new_and_deleted_segments_at_once(store: Store) -> None:
+    t = store.create_table("db.t", "id long, x double, s string")
+    add_segments(t, [_data(0), _data(100)])
+    assert prune(t, "id >= 0").levels["segments"].total == 2
+    reads = COUNTERS["merge_index_reads"]
+    assert prune(t, "id >= 0").levels["rows"].kept == 200
+    assert COUNTERS["merge_index_reads"] == reads  # warm: nothing re-read
+    add_segments(t, [_data(200)])
+    plan = prune(t, "id = 250")
+    assert plan.segments == ("2",) and plan.levels["segments"].total == 3
+    assert COUNTERS["merge_index_reads"] == reads + 1  # only the new segment
+    delete_segments(t, "2")
+    assert prune(t, "id = 250").segments == ()
+
+
+def test_segment_bounds_drop_whole_segments(store: Store) -> None:
+    t = store.create_table("db.t", "id long, x double, s string")
+    add_segments(t, [_data(k * 100) for k in range(6)], row_group_size=30)
+    plan = prune(t, "s = 'v00321'")
+    lv = plan.levels["segments"].to_json()
+    assert lv["kept"] == 1 and lv["dropped_by_minmax"] == 5
+    # NaN is greater than every number (Spark) and these files do not count NaNs: x > 1000
+    # may match a NaN anywhere, x < -5 nowhere
+    assert prune(t, "x > 1000").levels["segments"].kept == 6
+    assert prune(t, "x < -5").levels["segments"].to_json()["dropped_by_minmax"] == 6
+    assert prune(t, "x IS NULL").levels["segments"].to_json()["dropped_by_counts"] == 6
+
+
+def test_lru_is_bounded_by_the_configured_size(store: Store) -> None:
+    small = Store(store.location, conf=store.conf.with_overrides({"carbon.driver.index.cache.size.mb": "1"}))
+    t = small.create_table("db.t", "id long, x double, s string")
+    add_segments(t, [_data(k * 5000, 5000) for k in range(12)], row_group_size=100, page_rows=10)
+    prune(t, "id >= 0")
+    c = driver_cache()
+    assert c.capacity == 1 << 20
+    assert 0 < c.used <= c.capacity
+    assert len(c) < 12
+
+
+def _fresh_process_plan(store: Store, where: str) -> dict:
+    code = textwrap.dedent(f"""
+        import json, sys
+        from carbonstore.store import Store
+        from carbonstore.indexfiles.cache import COUNTERS
+        from carbonstore.indexfiles.tableplan import prune
+        plan = prune(Store({store.location!r}).table("db.t"), {where!r})
+        print(json.dumps({{"counters": dict(COUNTERS), "rows": plan.levels["rows"].kept,
+                           "segments": list(plan.segments)}}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_fresh_process_reads_the_snapshot_not_every_segment(store: Store) -> None:
+    t = store.create_table("db.t", "id long, x double, s string")
+    add_segments(t, [_data(k * 100) for k in range(30)], bloom_columns=["s"])
+    assert refresh_index_snapshot(t) is not None
+    res = _fresh_process_plan(store, "id = 1234")
+    assert res["segments"] == ["12"]
+    assert res["counters"].get("snapshot_reads") == 1
+    assert res["counters"].get("merge_index_reads", 0) == 0
+    # segments committed since the snapshot: only those merge indexes are opened
+    add_segments(t, [_data(3000 + k * 100) for k in range(3)])
+    res = _fresh_process_plan(store, "id = 3150")
+    assert res["segments"] == ["31"]
+    assert res["counters"]["merge_index_reads"] == 3
+    # bloom bitsets come lazily from the merge file of the candidate only
+    res = _fresh_process_plan(store, "s = 'v01234'")
+    assert res["rows"] == 100 and res["counters"].get("bloom_reads", 0) <= 1
+
+
+def test_lagging_snapshot_is_refreshed_at_plan_time(store: Store) -> None:
+    t = store.create_table("db.t", "id long, x double, s string")
+    add_segments(t, [_data(k * 100) for k in range(4)])
+    prune(t, None)
+    assert COUNTERS["snapshot_writes"] == 0  # 4 segments: within the lag of 8
+    add_segments(t, [_data(400 + k * 100) for k in range(6)])
+    clear_cache()
+    prune(t, None)
+    assert COUNTERS["snapshot_writes"] == 1
+    names = cache._snapshot_names(t)
+    assert len(names) == 1 and names[0].split("_")[2] == "10"
+    res = _fresh_process_plan(store, "id >= 0")
+    assert res["rows"] == 1000 and res["counters"].get("merge_index_reads", 0) == 0
+
+
+def test_broken_snapshot_only_costs_speed(store: Store) -> None:
+    t = store.create_table("db.t", "id long, x double, s string")
+    add_segments(t, [_data(k * 100) for k in range(3)])
+    name = refresh_index_snapshot(t)
+    Path(t.paths.index_snapshot_dir, name).write_bytes(b"garbage")
+    clear_cache()
+    COUNTERS.clear()
+    assert prune(t, "id = 150").segments == ("1",)
+    assert COUNTERS["snapshot_errors"] == 1 and COUNTERS["merge_index_reads"] == 3
