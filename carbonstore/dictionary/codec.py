@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from thrift.protocol.TCompactProtocol import TCompactProtocol, TCompactProtocolAccelerated
-from thrift.transport.TTransport import TMemoryBuffer
+from thrift.protocol.TProtocol import TProtocolException
+from thrift.transport.TTransport import TMemoryBuffer, TTransportException
 
 from carbonstore.dictionary._gen.carbonstore_dictionary.ttypes import (
     DictionaryChunk,
@@ -96,9 +96,6 @@ def to_canonical(values: pa.Array | pa.ChunkedArray, target: pa.DataType) -> pa.
         values = values.dictionary_decode()
     if pa.types.is_large_string(values.type) or pa.types.is_string_view(values.type):
         values = values.cast(pa.string())
-    if pa.types.is_timestamp(target) and pa.types.is_timestamp(values.type):
-        if values.type.tz is None:
-            values = pc.assume_timezone(values, "UTC") if values.type.unit else values
     try:
         return values.cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
@@ -170,22 +167,35 @@ def encode_struct(obj: Any) -> bytes:
     return bytes(buf.getvalue())
 
 
+#: What the Thrift runtime (C or Python) raises on malformed input.
+_DECODE_ERRORS = (
+    TProtocolException, TTransportException, ValueError, TypeError, EOFError, OverflowError,
+    MemoryError, RecursionError, KeyError, IndexError, AttributeError, SystemError,
+)
+
+
 def decode_struct(obj: Any, data: bytes) -> Any:
-    """Decode a compact-protocol struct with size limits bounded by ``len(data)``."""
+    """Decode a compact-protocol struct with size limits bounded by ``len(data)``.
+
+    Raises:
+        DictionaryError: the bytes are not a valid struct.
+    """
     limit = max(1, len(data))
-    buf = TMemoryBuffer(data)
     proto = TCompactProtocolAccelerated(
-        buf, string_length_limit=limit, container_length_limit=limit, fallback=True
+        TMemoryBuffer(data), string_length_limit=limit, container_length_limit=limit,
+        fallback=False,
     )
     try:
         obj.read(proto)
-    except Exception as err:  # noqa: BLE001 - the Thrift runtime raises many types on garbage
-        try:
-            obj = type(obj)()
-            obj.read(TCompactProtocol(TMemoryBuffer(data), string_length_limit=limit,
-                                      container_length_limit=limit))
-        except Exception as err2:  # noqa: BLE001
-            raise DictionaryError(f"corrupt dictionary structure: {err2}") from err
+        return obj
+    except _DECODE_ERRORS:
+        pass  # the C decoder is stricter about unknown fields: retry with the Python one
+    obj = type(obj)()
+    try:
+        obj.read(TCompactProtocol(TMemoryBuffer(data), string_length_limit=limit,
+                                  container_length_limit=limit))
+    except _DECODE_ERRORS as err:
+        raise DictionaryError(f"corrupt dictionary structure: {err}") from err
     return obj
 
 

@@ -198,3 +198,13 @@ def test_decode_rejects_unknown_surrogates(table: Table) -> None:
     d = add_values(table, "city", ["a"], segment_id="0")
     with pytest.raises(DictionaryError, match="outside its dictionary"):
         d.decode(np.array([1, 2, 3], dtype=np.int32))
+
+
+def test_naive_and_other_unit_timestamps_are_taken_as_utc(table: Table) -> None:
+    import datetime as dt
+
+    naive = pa.array([dt.datetime(2021, 5, 1, 8, 30)], pa.timestamp("ms"))
+    d = add_values(table, "ts", naive, segment_id="0")
+    assert d.values.to_pylist() == [dt.datetime(2021, 5, 1, 8, 30, tzinfo=dt.UTC)]
+    assert d.surrogate_of(dt.datetime(2021, 5, 1, 8, 30)) == 2
+    assert d.encode(naive).to_pylist() == [2]
