@@ -135,6 +135,28 @@ class ColumnDictionary:
             return np.empty(0, dtype=np.int32)
         return np.sort(order[lo_rank:hi_rank]).astype(np.int32)
 
+    def value_bounds(self, surrogates: np.ndarray | pa.Array) -> tuple[Any, Any]:
+        """(smallest, largest) value among ``surrogates`` in value order; nulls ignored.
+
+        For statistics over a dictionary column: surrogate order is not value order, so
+        the bounds come from the ranks of the sort index. (None, None) when no value.
+        """
+        arr = np.asarray(
+            surrogates.to_numpy(zero_copy_only=False) if isinstance(surrogates, pa.Array)
+            else surrogates
+        )
+        arr = arr[arr >= FIRST_SURROGATE]
+        if len(arr) == 0:
+            return None, None
+        if arr.max() > self.max_surrogate:
+            raise DictionaryError(
+                f"surrogate {int(arr.max())} is outside the dictionary of {self.column.name!r}"
+            )
+        order, ranks = self.sort_index()
+        r = ranks[arr - FIRST_SURROGATE]
+        lo, hi = int(order[r.min()]), int(order[r.max()])
+        return self.value_of(lo), self.value_of(hi)
+
     # ---- lookups -----------------------------------------------------------------------------
     def canonical(self, values: Any) -> pa.Array:
         """``values`` (Array, ChunkedArray or a Python list) as an Array of the column type."""

@@ -208,3 +208,11 @@ def test_naive_and_other_unit_timestamps_are_taken_as_utc(table: Table) -> None:
     assert d.values.to_pylist() == [dt.datetime(2021, 5, 1, 8, 30, tzinfo=dt.UTC)]
     assert d.surrogate_of(dt.datetime(2021, 5, 1, 8, 30)) == 2
     assert d.encode(naive).to_pylist() == [2]
+
+
+def test_value_bounds_follow_value_order_not_surrogate_order(table: Table) -> None:
+    add_values(table, "city", ["m", "n"], segment_id="0")
+    d = add_values(table, "city", ["a", "z"], segment_id="1")  # a=4, z=5: later, yet extreme
+    assert d.value_bounds(np.array([2, 4, 1], dtype=np.int32)) == ("a", "m")
+    assert d.value_bounds(pa.array([5, 3], pa.int32())) == ("n", "z")
+    assert d.value_bounds(np.array([1], dtype=np.int32)) == (None, None)
