@@ -19,15 +19,22 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import filelock
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from carbonstore.errors import CarbonStoreError, CompactionError, LockTimeoutError
-from carbonstore.segments.writer import ColumnSpec, TaskResult, WriteSettings, write_task
+from carbonstore.segments.compaction_merge import (
+    SegmentOutput,
+    finish_segment,
+    merge_local,
+    segment_data_files,
+    sort_keys,
+    write_output_statistics,
+    write_segment,
+    write_settings,
+)
 from carbonstore.store.conf import CarbonConf
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
@@ -48,6 +55,7 @@ __all__ = [
     "MergeGroup",
     "MergedSegment",
     "Merger",
+    "SegmentOutput",
     "commit_compaction",
     "compact",
     "maybe_auto_compact",
@@ -56,6 +64,13 @@ __all__ = [
     "plan_major",
     "plan_minor",
     "segment_level",
+    # re-exported from compaction_merge
+    "finish_segment",
+    "merge_local",
+    "segment_data_files",
+    "sort_keys",
+    "write_segment",
+    "write_settings",
 ]
 
 log = logging.getLogger(__name__)
@@ -111,17 +126,6 @@ class CompactionResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.compaction_type, "merged": [m.to_json() for m in self.merged]}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SegmentOutput:
-    """What a merger wrote into the output segment folder."""
-
-    row_count: int
-    data_size: int
-    index_size: int
-    segment_file: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 Merger = Callable[[Table, Sequence[LoadEntry], str], SegmentOutput]
@@ -264,138 +268,6 @@ def plan_compaction(
     )
 
 
-# ---- merge ---------------------------------------------------------------------------------
-def segment_data_files(table: Table, load_name: str) -> list[str]:
-    """Full paths of a segment's data files, as its index names them.
-
-    The ``.carbonindexmerge`` (else the task ``.carbonindex`` files) is the list of what the
-    commit accepted; a segment without any index (written by an older tool) falls back to
-    the Parquet files of its folder.
-    """
-    from carbonstore.indexfiles.indexfile import read_index
-
-    sfs = table.paths.sfs
-    seg_dir = table.paths.segment_dir(load_name)
-    names = sorted(i.base_name for i in sfs.list_dir(seg_dir) if i.is_file)
-    merged = [n for n in names if n.endswith(".carbonindexmerge")]
-    indexes = merged[-1:] if merged else [n for n in names if n.endswith(".carbonindex")]
-    if indexes:
-        files: list[str] = []
-        for name in indexes:
-            header = read_index(sfs.fs, f"{seg_dir}/{name}").header
-            files.extend(f"{seg_dir}/{f.path}" for f in header.files or [])
-        return files
-    return [f"{seg_dir}/{n}" for n in names if n.endswith(".parquet")]
-
-
-def sort_keys(table: Table) -> list[tuple[str, str, str]]:
-    """pyarrow sort keys for the table's SORT_COLUMNS (empty when it has none).
-
-    Nulls first, as Spark's ascending sort (and so a load) orders them.
-    """
-    return [(c, "ascending", "at_start") for c in table.schema.sort_columns]
-
-
-def read_sources(table: Table, sources: Sequence[LoadEntry]) -> pa.Table:
-    """All rows of the source segments as one Arrow table (dictionary surrogates kept)."""
-    fs = table.paths.sfs.fs
-    parts = [
-        pq.read_table(path, filesystem=fs)
-        for e in sources
-        for path in segment_data_files(table, e.load_name)
-    ]
-    if not parts:
-        raise CompactionError("the segments to compact have no data files")
-    return pa.concat_tables(parts, promote_options="permissive")
-
-
-def merge_local(table: Table, sources: Sequence[LoadEntry], output_id: str) -> SegmentOutput:
-    """Driver-side merge with pyarrow: read, sort on SORT_COLUMNS, write one segment.
-
-    Good for small and medium segments (everything passes through this process's memory);
-    ``carbonstore.spark.compact_job`` merges on Spark executors instead.
-    """
-    data = read_sources(table, sources)
-    keys = sort_keys(table)
-    if keys:
-        data = data.sort_by(keys)
-    return write_segment(table, output_id, [data.combine_chunks().to_batches()])
-
-
-def write_settings(table: Table, segment_id: str) -> WriteSettings:
-    """The load writer's settings for an output segment of ``table``.
-
-    Dictionary columns hold global surrogates (INT32) in the data files; compaction copies
-    them as they are (the dictionary is global, so no re-encoding is needed).
-    """
-    conf = table.conf
-    dict_cols = {c.lower() for c in table.schema.dictionary_columns}
-    columns = []
-    for c in table.schema.columns:
-        spec = ColumnSpec.from_column(c)
-        if c.name.lower() in dict_cols:
-            spec = replace(spec, type="int", precision=0, scale=0, nullable=False)
-        columns.append(spec)
-    return WriteSettings(
-        store_location=table.store.location,
-        segment_id=segment_id,
-        segment_dir=table.paths.segment_dir(segment_id),
-        columns=tuple(columns),
-        page_rows=conf.get_int("carbon.page.rows"),
-        blocklet_bytes=int(conf.get_float("carbon.blocklet.size.in.mb") * _MB),
-        block_bytes=int(conf.get_float("carbon.table.block.size.in.mb") * _MB),
-        bloom_columns=tuple(table.schema.bloom_columns),
-        bloom_fpp=conf.get_float("carbon.bloom.fpp"),
-        sort_columns=tuple(table.schema.sort_columns),
-        action="FAIL",
-    )
-
-
-def write_segment(
-    table: Table, segment_id: str, tasks: Sequence[Sequence[pa.RecordBatch]]
-) -> SegmentOutput:
-    """Write one segment folder through the load writer: per task its Parquet files and one
-    ``.carbonindex``, then the segment's ``.carbonindexmerge``. Nothing is committed here."""
-    settings = write_settings(table, segment_id)
-    table.paths.sfs.makedirs(settings.segment_dir)
-    results = [
-        write_task(batches, settings, task_id=f"{n:05d}", fs=table.paths.sfs.fs)
-        for n, batches in enumerate(tasks)
-        if batches
-    ]
-    return finish_segment(table, segment_id, results)
-
-
-def finish_segment(
-    table: Table, segment_id: str, tasks: Sequence[TaskResult]
-) -> SegmentOutput:
-    """Driver side: merge the task indexes into the segment's ``.carbonindexmerge``."""
-    from carbonstore.indexfiles.indexfile import merge_indexes
-
-    sfs = table.paths.sfs
-    seg_dir = table.paths.segment_dir(segment_id)
-    bad = sum(t.bad_records for t in tasks)
-    if bad:
-        raise CarbonStoreError(f"compaction into {segment_id} met {bad} invalid rows; aborted")
-    index_files = [t.index_file for t in tasks if t.index_file]
-    # Files of failed or speculative task attempts that no commit message names.
-    keep = {f for t in tasks for f in t.files} | set(index_files)
-    for info in sfs.list_dir(seg_dir):
-        if info.is_file and info.base_name not in keep:
-            sfs.delete_file(info.path)
-    merge_name = f"{segment_id}_{now_ms()}.carbonindexmerge"
-    index_size = merge_indexes(
-        sfs.fs, [f"{seg_dir}/{n}" for n in index_files], f"{seg_dir}/{merge_name}",
-        segment_id=segment_id,
-    )
-    return SegmentOutput(
-        row_count=sum(t.rows for t in tasks),
-        data_size=sum(t.data_bytes for t in tasks),
-        index_size=index_size + sum(t.index_bytes for t in tasks),
-        segment_file=merge_name,
-    )
-
-
 # ---- commit ---------------------------------------------------------------------------------
 def commit_compaction(
     table: Table,
@@ -459,46 +331,6 @@ def commit_compaction(
 
     table.status.update(apply)
     return holder[0]
-
-
-def write_output_statistics(
-    table: Table, sources: Sequence[LoadEntry], output_id: str
-) -> bool:
-    """Store the output segment's column statistics, merged from its sources'.
-
-    The output holds exactly the sources' rows, so merging their statistics (distinct
-    counts by sketch union) is what a rescan would give, at no I/O cost. Returns False when
-    some source has no statistics (``carbonstore analyze`` computes them later).
-    """
-    try:
-        from carbonstore.segments import statistics as st
-    except ImportError:  # statistics are optional
-        return False
-    stats = [st.get_segment_statistics(table, e.load_name) for e in sources]
-    present = [s for s in stats if s is not None]
-    if not present or len(present) != len(stats):
-        return False
-    scope = st.StatisticsScope(table=present[0].table, segment_id=output_id)
-    columns: list[Any] = []
-    sketches: dict[str, bytes] = {}
-    for c in present[0].columns:
-        parts = [(s.find(c.column), s.row_count, s.sketches.get(c.column)) for s in present]
-        if any(p[0] is None or type(p[0]) is not type(c) for p in parts):
-            continue  # not in every source (or its type changed): analyze recomputes it
-        merged, sketch = st.merge_column(parts, scope)  # type: ignore[arg-type]
-        columns.append(merged)
-        if sketch is not None:
-            sketches[c.column] = sketch
-    st.update_segment_statistics(
-        table,
-        st.SegmentStatistics(
-            table=present[0].table, segment_id=output_id,
-            row_count=sum(s.row_count for s in present), columns=tuple(columns),
-            sketches=sketches, source="compaction",
-        ),
-        replace_all=True,
-    )
-    return True
 
 
 # ---- orchestration --------------------------------------------------------------------------

@@ -40,38 +40,6 @@ def test_major_on_spark_then_load_reads_30_and_20(spark, store: Store, capsys) -
     assert read_segments(table)["id"].to_pylist() == list(range(30))
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 7])
-@pytest.mark.parametrize("kind", ["int", "str", "few"])
-def test_key_ranges_cover_every_row_once(tmp_path, n: int, kind: str) -> None:  # type: ignore[no-untyped-def]
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-    import pyarrow.fs as pafs
-
-    from carbonstore.spark.compact_job import _range_filter, key_ranges
-
-    values: list[object]
-    if kind == "int":
-        values = [None if i % 11 == 0 else (i * 7919) % 1000 for i in range(3000)]
-    elif kind == "str":
-        values = [None if i % 13 == 0 else f"v{(i * 31) % 500:04d}" for i in range(3000)]
-    else:
-        values = [i % 2 for i in range(3000)]  # two distinct values only
-    files = []
-    for part in range(3):
-        path = str(tmp_path / f"f{part}.parquet")
-        pq.write_table(pa.table({"k": values[part::3]}), path, row_group_size=200)
-        files.append(path)
-    fs = pafs.LocalFileSystem()
-    ranges = key_ranges(fs, files, "k", n)
-    assert 1 <= len(ranges) <= n
-    dataset = ds.dataset(files, format="parquet")
-    seen = 0
-    for _idx, lo, hi, nulls in ranges:
-        expr = _range_filter("k", lo, hi, nulls)
-        seen += dataset.to_table(filter=expr).num_rows if expr is not None else dataset.count_rows()
-    assert seen == len(values)
-
-
 def test_spark_merge_without_sort_columns(spark, store: Store) -> None:  # type: ignore[no-untyped-def]
     from carbonstore.spark.compact_job import spark_merger
 

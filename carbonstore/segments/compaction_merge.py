@@ -1,0 +1,332 @@
+"""Compaction's data movement: merge units that read, sort and write the output segment.
+
+The output is cut into *units*: with SORT_COLUMNS, ranges of the first sort column's values
+(sampled from a few row groups of the sources; nulls in the first range), so each unit holds
+one sorted slice of the output and reads only its slice (row groups outside the range are
+skipped by their statistics: source files are sorted, so their bounds are tight); without
+them, the source files dealt out by size. ``merge_unit`` reads a unit with pyarrow, sorts
+it and writes its Parquet files and ONE ``.carbonindex`` through the load writer
+(``segments/writer.py``). The local merger runs the units one after the other in this
+process (memory bounded by one unit); ``carbonstore.spark.compact_job`` runs them as Spark
+tasks. ``finish_segment`` then writes the ``.carbonindexmerge`` on the driver.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from carbonstore.errors import CarbonStoreError, CompactionError
+from carbonstore.segments.writer import ColumnSpec, TaskResult, WriteSettings, write_task
+from carbonstore.store.fs import resolve_fs
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import LoadEntry, now_ms
+
+__all__ = [
+    "KeyRange",
+    "SegmentOutput",
+    "WorkUnit",
+    "finish_segment",
+    "key_ranges",
+    "merge_local",
+    "merge_unit",
+    "segment_data_files",
+    "sort_keys",
+    "work_units",
+    "write_output_statistics",
+    "write_segment",
+    "write_settings",
+]
+
+_MB = 1024 * 1024
+UNIT_BYTES = 128 * _MB
+_SAMPLE_ROWS = 1 << 20
+
+# (unit index, lower bound inclusive or None, upper bound exclusive or None, holds nulls)
+KeyRange = tuple[int, Any, Any, bool]
+# A unit: a key range, or (unit index, source files) when the table has no SORT_COLUMNS.
+WorkUnit = KeyRange | tuple[int, list[str]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentOutput:
+    """What a merger wrote into the output segment folder."""
+
+    row_count: int
+    data_size: int
+    index_size: int
+    segment_file: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def segment_data_files(table: Table, load_name: str) -> list[str]:
+    """Full paths of a segment's data files, as its index names them.
+
+    The ``.carbonindexmerge`` (else the task ``.carbonindex`` files) is the list of what the
+    commit accepted; a segment without any index (written by an older tool) falls back to
+    the Parquet files of its folder.
+    """
+    from carbonstore.indexfiles.indexfile import read_index
+
+    sfs = table.paths.sfs
+    seg_dir = table.paths.segment_dir(load_name)
+    names = sorted(i.base_name for i in sfs.list_dir(seg_dir) if i.is_file)
+    merged = [n for n in names if n.endswith(".carbonindexmerge")]
+    indexes = merged[-1:] if merged else [n for n in names if n.endswith(".carbonindex")]
+    if indexes:
+        files: list[str] = []
+        for name in indexes:
+            header = read_index(sfs.fs, f"{seg_dir}/{name}").header
+            files.extend(f"{seg_dir}/{f.path}" for f in header.files or [])
+        return files
+    return [f"{seg_dir}/{n}" for n in names if n.endswith(".parquet")]
+
+
+def sort_keys(table: Table) -> list[tuple[str, str, str]]:
+    """pyarrow sort keys for the table's SORT_COLUMNS (empty when it has none).
+
+    Nulls first, as Spark's ascending sort (and so a load) orders them.
+    """
+    return [(c, "ascending", "at_start") for c in table.schema.sort_columns]
+
+
+def write_settings(table: Table, segment_id: str) -> WriteSettings:
+    """The load writer's settings for an output segment of ``table``.
+
+    Dictionary columns hold global surrogates (INT32) in the data files; compaction copies
+    them as they are (the dictionary is global, so no re-encoding is needed).
+    """
+    conf = table.conf
+    dict_cols = {c.lower() for c in table.schema.dictionary_columns}
+    columns = []
+    for c in table.schema.columns:
+        spec = ColumnSpec.from_column(c)
+        if c.name.lower() in dict_cols:
+            spec = replace(spec, type="int", precision=0, scale=0, nullable=False)
+        columns.append(spec)
+    return WriteSettings(
+        store_location=table.store.location,
+        segment_id=segment_id,
+        segment_dir=table.paths.segment_dir(segment_id),
+        columns=tuple(columns),
+        page_rows=conf.get_int("carbon.page.rows"),
+        blocklet_bytes=int(conf.get_float("carbon.blocklet.size.in.mb") * _MB),
+        block_bytes=int(conf.get_float("carbon.table.block.size.in.mb") * _MB),
+        bloom_columns=tuple(table.schema.bloom_columns),
+        bloom_fpp=conf.get_float("carbon.bloom.fpp"),
+        sort_columns=tuple(table.schema.sort_columns),
+        action="FAIL",
+    )
+
+
+def write_segment(
+    table: Table, segment_id: str, tasks: Sequence[Sequence[pa.RecordBatch]]
+) -> SegmentOutput:
+    """Write one segment folder through the load writer: per task its Parquet files and one
+    ``.carbonindex``, then the segment's ``.carbonindexmerge``. Nothing is committed here."""
+    settings = write_settings(table, segment_id)
+    table.paths.sfs.makedirs(settings.segment_dir)
+    results = [
+        write_task(batches, settings, task_id=f"{n:05d}", fs=table.paths.sfs.fs)
+        for n, batches in enumerate(tasks)
+        if batches
+    ]
+    return finish_segment(table, segment_id, results)
+
+
+def finish_segment(
+    table: Table, segment_id: str, tasks: Sequence[TaskResult]
+) -> SegmentOutput:
+    """Driver side: merge the task indexes into the segment's ``.carbonindexmerge``."""
+    from carbonstore.indexfiles.indexfile import merge_indexes
+
+    sfs = table.paths.sfs
+    seg_dir = table.paths.segment_dir(segment_id)
+    bad = sum(t.bad_records for t in tasks)
+    if bad:
+        raise CarbonStoreError(f"compaction into {segment_id} met {bad} invalid rows; aborted")
+    index_files = [t.index_file for t in tasks if t.index_file]
+    # Files of failed or speculative task attempts that no commit message names.
+    keep = {f for t in tasks for f in t.files} | set(index_files)
+    for info in sfs.list_dir(seg_dir):
+        if info.is_file and info.base_name not in keep:
+            sfs.delete_file(info.path)
+    merge_name = f"{segment_id}_{now_ms()}.carbonindexmerge"
+    index_size = merge_indexes(
+        sfs.fs, [f"{seg_dir}/{n}" for n in index_files], f"{seg_dir}/{merge_name}",
+        segment_id=segment_id,
+    )
+    return SegmentOutput(
+        row_count=sum(t.rows for t in tasks),
+        data_size=sum(t.data_bytes for t in tasks),
+        index_size=index_size + sum(t.index_bytes for t in tasks),
+        segment_file=merge_name,
+    )
+
+
+def _sample_column(fs: Any, files: Sequence[str], column: str) -> pa.Array:
+    """Values of ``column`` from evenly spread row groups, about ``_SAMPLE_ROWS`` in all."""
+    metas: list[tuple[str, int, int]] = []
+    for path in files:
+        with fs.open_input_file(path) as f:
+            md = pq.ParquetFile(f).metadata
+            metas.extend((path, i, md.row_group(i).num_rows) for i in range(md.num_row_groups))
+    total = sum(m[2] for m in metas)
+    step = max(1, math.ceil(total / _SAMPLE_ROWS))
+    chunks: list[pa.Array] = []
+    by_file: dict[str, list[int]] = {}
+    for path, rg, _rows in metas[::step] if step > 1 and len(metas) > 8 else metas:
+        by_file.setdefault(path, []).append(rg)
+    for path, groups in by_file.items():
+        with fs.open_input_file(path) as f:
+            pf = pq.ParquetFile(f)
+            col = pf.read_row_groups(groups, columns=[column]).column(0).combine_chunks()
+        if len(col) > _SAMPLE_ROWS // max(1, len(by_file)):
+            idx = np.linspace(0, len(col) - 1, _SAMPLE_ROWS // max(1, len(by_file))).astype(np.int64)
+            col = col.take(pa.array(idx))
+        chunks.append(col)
+    return pa.concat_arrays(chunks) if chunks else pa.array([])
+
+
+def key_ranges(fs: Any, files: Sequence[str], column: str, n: int) -> list[KeyRange]:
+    """Cut ``column``'s values into at most ``n`` ranges of about equal row counts.
+
+    Boundaries are sampled values, deduplicated, so every value (and every group of equal
+    values) lands in exactly one range; nulls go to the first range.
+    """
+    if n <= 1:
+        return [(0, None, None, True)]
+    sample = pc.drop_null(_sample_column(fs, files, column))
+    if len(sample) == 0:
+        return [(0, None, None, True)]
+    ordered = sample.take(pc.sort_indices(sample))
+    picks = [ordered[int(len(ordered) * k / n)].as_py() for k in range(1, n)]
+    bounds: list[Any] = []
+    for v in picks:
+        if not bounds or v != bounds[-1]:
+            bounds.append(v)
+    edges = [None, *bounds, None]
+    return [(i, edges[i], edges[i + 1], i == 0) for i in range(len(edges) - 1)]
+
+
+def _range_filter(column: str, lo: Any, hi: Any, nulls: bool) -> ds.Expression | None:
+    field = ds.field(column)
+    expr: ds.Expression | None = None
+    if lo is not None:
+        expr = field >= lo
+    if hi is not None:
+        expr = (field < hi) if expr is None else (expr & (field < hi))
+    if nulls and expr is not None:
+        expr = expr | field.is_null()
+    return expr
+
+
+def merge_unit(
+    settings: WriteSettings, files: Sequence[str], keys: Sequence[tuple[str, str, str]],
+    unit: WorkUnit,
+) -> TaskResult:
+    """One merge task: read the unit's rows with pyarrow, sort, write through the load writer.
+
+    Runs on an executor (Spark merger) or in this process (local merger).
+    """
+    fs = resolve_fs(settings.store_location).fs
+    if keys:
+        idx, lo, hi, nulls = unit  # type: ignore[misc]
+        dataset = ds.dataset(list(files), format="parquet", filesystem=fs)
+        data = dataset.to_table(filter=_range_filter(keys[0][0], lo, hi, nulls))
+        data = data.sort_by(list(keys))
+    else:
+        idx, mine = unit  # type: ignore[misc]
+        data = ds.dataset(list(mine), format="parquet", filesystem=fs).to_table()
+    return write_task(data.to_batches(), settings, task_id=f"{idx:05d}", fs=fs)
+
+
+def _deal_files(fs: Any, files: Sequence[str], n: int) -> list[tuple[int, list[str]]]:
+    """Source files dealt out to ``n`` tasks, largest first onto the lightest task."""
+    sizes = sorted(((int(fs.get_file_info(f).size or 0), f) for f in files), reverse=True)
+    count = max(1, min(n, len(files)))
+    totals = [0] * count
+    out: list[tuple[int, list[str]]] = [(i, []) for i in range(count)]
+    for size, f in sizes:
+        i = totals.index(min(totals))
+        totals[i] += size
+        out[i][1].append(f)
+    return out
+
+
+def work_units(table: Table, files: Sequence[str], n: int) -> list[WorkUnit]:
+    """Cut the merge of ``files`` into at most ``n`` units (see the module docstring)."""
+    if not files:
+        raise CompactionError("the segments to compact have no data files")
+    keys = sort_keys(table)
+    fs = table.paths.sfs.fs
+    if keys:
+        return list(key_ranges(fs, files, keys[0][0], n))
+    return list(_deal_files(fs, files, n))
+
+
+def unit_count(total_bytes: int, parallelism: int = 1) -> int:
+    """Units for ``total_bytes`` of sources: about ``UNIT_BYTES`` each, at least ``parallelism``."""
+    return max(1, parallelism, math.ceil(total_bytes / UNIT_BYTES))
+
+
+def merge_local(table: Table, sources: Sequence[LoadEntry], output_id: str) -> SegmentOutput:
+    """Merge in this process with pyarrow, one unit after the other (no JVM).
+
+    Memory holds one unit (about ``UNIT_BYTES`` of Parquet) at a time.
+    """
+    files = [p for e in sources for p in segment_data_files(table, e.load_name)]
+    units = work_units(table, files, unit_count(sum(e.data_size for e in sources)))
+    settings = write_settings(table, output_id)
+    table.paths.sfs.makedirs(settings.segment_dir)
+    keys = sort_keys(table)
+    results = [merge_unit(settings, files, keys, u) for u in units]
+    return finish_segment(table, output_id, results)
+
+
+def write_output_statistics(
+    table: Table, sources: Sequence[LoadEntry], output_id: str
+) -> bool:
+    """Store the output segment's column statistics, merged from its sources'.
+
+    The output holds exactly the sources' rows, so merging their statistics (distinct
+    counts by sketch union) is what a rescan would give, at no I/O cost. Returns False when
+    some source has no statistics (``carbonstore analyze`` computes them later).
+    """
+    try:
+        from carbonstore.segments import statistics as st
+    except ImportError:  # statistics are optional
+        return False
+    stats = [st.get_segment_statistics(table, e.load_name) for e in sources]
+    present = [s for s in stats if s is not None]
+    if not present or len(present) != len(stats):
+        return False
+    scope = st.StatisticsScope(table=present[0].table, segment_id=output_id)
+    columns: list[Any] = []
+    sketches: dict[str, bytes] = {}
+    for c in present[0].columns:
+        parts = [(s.find(c.column), s.row_count, s.sketches.get(c.column)) for s in present]
+        if any(p[0] is None or type(p[0]) is not type(c) for p in parts):
+            continue  # not in every source (or its type changed): analyze recomputes it
+        merged, sketch = st.merge_column(parts, scope)  # type: ignore[arg-type]
+        columns.append(merged)
+        if sketch is not None:
+            sketches[c.column] = sketch
+    st.update_segment_statistics(
+        table,
+        st.SegmentStatistics(
+            table=present[0].table, segment_id=output_id,
+            row_count=sum(s.row_count for s in present), columns=tuple(columns),
+            sketches=sketches, source="compaction",
+        ),
+        replace_all=True,
+    )
+    return True
