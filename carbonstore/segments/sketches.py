@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasketches import hll_sketch, hll_union
 
-from carbonstore.errors import CorruptMetadataError, UserError
+from carbonstore.errors import CorruptMetadataError, SegmentNotFoundError, UserError
 from carbonstore.segments.statistics import (
     _CLASSES,
     DEFAULT_LG_K,
@@ -40,9 +40,12 @@ from carbonstore.segments.statistics import (
     SegmentStatistics,
     StatisticsScope,
     decode_value,
+    delete_segment_statistics,
     dv_count,
     encode_value,
+    get_segment_statistics,
     kind_of,
+    update_segment_statistics,
 )
 from carbonstore.store.tablestatus import now_ms
 
@@ -54,13 +57,76 @@ if TYPE_CHECKING:
 __all__ = [
     "StatsAccumulator",
     "accumulate_files",
+    "analyze_local",
+    "analyze_targets",
     "compute_segment_statistics",
+    "hll_slots",
     "spark_type_of_arrow",
+    "store_accumulated",
+    "table_column_specs",
 ]
 
 _DENSE_RATIO = 0.5  # distinct/rows above which ``unique`` does not pay for itself
 _RECHECK_EVERY = 8  # batches between re-checks of a dense column
 _MIX = np.uint64(0x9E3779B97F4A7C15)
+
+# MurmurHash3_x64_128 as DataSketches calls it for one 8-byte value (seed 9001), so the HLL
+# slot and rank of every value can be computed with numpy, without a Python call per value.
+_SEED = np.uint64(9001)
+_C1 = np.uint64(0x87C37B91114253D5)
+_C2 = np.uint64(0x4CF5AD432745937F)
+_F1 = np.uint64(0xFF51AFD7ED558CCD)
+_F2 = np.uint64(0xC4CEB9FE1A85EC53)
+_NAN_BITS = np.uint64(0x7FF8000000000000)
+
+
+def _fmix64(k: np.ndarray) -> np.ndarray:
+    k ^= k >> np.uint64(33)
+    k *= _F1
+    k ^= k >> np.uint64(33)
+    k *= _F2
+    k ^= k >> np.uint64(33)
+    return k
+
+
+def _murmur_8(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(h1, h2) of MurmurHash3_x64_128 over each uint64 as 8 little-endian bytes."""
+    with np.errstate(over="ignore"):
+        k1 = words * _C1
+        k1 = np.bitwise_or(k1 << np.uint64(31), k1 >> np.uint64(33), out=k1)
+        k1 *= _C2
+        h1 = np.bitwise_xor(k1, _SEED ^ np.uint64(8), out=k1)  # tail, then length
+        h1 += _SEED ^ np.uint64(8)  # h1 += h2
+        h2 = h1 + (_SEED ^ np.uint64(8))  # h2 += h1
+        h1 = _fmix64(h1)
+        h2 = _fmix64(h2)
+        h1 += h2
+        h2 += h1
+    return h1, h2
+
+
+def hll_slots(words: np.ndarray, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(slot, rank) of each 8-byte value in a DataSketches HLL sketch of ``lg_k``.
+
+    ``rank`` is exact or one less: the leading zeros come from the float64 exponent of
+    ``h2``, which rounding can push up by one just below a power of two. A lower bound is
+    all the pre-filter needs (it keeps values whose rank may reach the register).
+    """
+    h1, h2 = _murmur_8(words)
+    slot = (h1 & np.uint64((1 << lg_k) - 1)).astype(np.intp)
+    bits = np.frexp(h2.astype(np.float64))[1]  # bit length (0 for 0)
+    rank = (np.minimum(64 - bits, 62) + 1).astype(np.uint8)
+    return slot, rank
+
+
+def _hash_words(keys: np.ndarray) -> np.ndarray:
+    """The 8 bytes DataSketches hashes: int64 as is, doubles with -0.0 and NaN canonical."""
+    if keys.dtype == np.float64:
+        keys = np.where(keys == 0.0, 0.0, keys)
+        words = keys.view(np.uint64).copy()
+        words[np.isnan(keys)] = _NAN_BITS
+        return words
+    return keys.astype(np.int64, copy=False).view(np.uint64)
 
 
 def spark_type_of_arrow(t: pa.DataType) -> str:
@@ -97,6 +163,9 @@ def _columns_of(schema: Any) -> list[tuple[str, str]]:
     cols = getattr(schema, "columns", schema)
     out = []
     for c in cols:
+        if isinstance(c, tuple):  # (name, type string)
+            out.append((str(c[0]).lower(), str(c[1])))
+            continue
         t = c.data_type if hasattr(c, "data_type") else c.type
         out.append((c.name.lower(), str(t)))
     return out
@@ -122,10 +191,14 @@ class _Column:
     sketch: hll_sketch | None = None
     dense: bool = False
     batches: int = 0
+    registers: np.ndarray | None = None  # mirror of the sketch's HLL registers
+    hll_mode: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in ("boolean", "binary"):
             self.sketch = hll_sketch(self.lg_k, SKETCH_TYPE)
+        if self.kind not in ("boolean", "binary", "string"):
+            self.registers = np.zeros(1 << self.lg_k, dtype=np.uint8)
 
     # ---- update ---------------------------------------------------------------------------
     def update(self, arr: pa.Array) -> None:
@@ -204,9 +277,30 @@ class _Column:
             self.dense = len(distinct) > _DENSE_RATIO * len(keys)
             keys = distinct
         values = keys.to_numpy(zero_copy_only=False)
+        if self.registers is not None:
+            values = self._raising(values)
         update = self.sketch.update
         for _ in map(update, values.tolist()):
             pass
+        if self.registers is not None and not self.hll_mode:
+            self.hll_mode = "Current Mode   : HLL" in self.sketch.to_string()
+
+    def _raising(self, keys: np.ndarray) -> np.ndarray:
+        """8-byte keys: hash them with numpy and keep those that may raise a register.
+
+        Once the sketch is in HLL mode its state is the maximum rank per slot; a value whose
+        rank does not exceed its slot's register changes nothing (not even the HIP
+        estimator, which moves only when a register changes), so skipping it leaves the very
+        same sketch. Before that (list/set modes) every distinct value counts. The numpy
+        registers mirror the sketch's (as lower bounds).
+        """
+        registers = self.registers
+        if registers is None:
+            return keys
+        slot, rank = hll_slots(_hash_words(keys), self.lg_k)
+        feed = keys[rank >= registers[slot]] if self.hll_mode else keys  # rank may be 1 low
+        np.maximum.at(registers, slot, rank)
+        return feed
 
     # ---- merge / state ----------------------------------------------------------------------
     def merge(self, other: _Column) -> None:
@@ -230,6 +324,8 @@ class _Column:
             union.update(self.sketch)
             union.update(other.sketch)
             self.sketch = union.get_result(SKETCH_TYPE)
+        self.registers = None  # the mirror is not merged: later updates take the plain path
+        self.hll_mode = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -252,6 +348,7 @@ class _Column:
         col.max_len, col.sum_len = obj["maxLen"], obj["sumLen"]
         if obj["sketch"] is not None:
             col.sketch = hll_sketch.deserialize(base64.b64decode(obj["sketch"]))
+        col.registers = None
         return col
 
     def finish(self, scope: StatisticsScope, last_analyzed: int) -> ColumnStatistics:
@@ -318,7 +415,7 @@ class StatsAccumulator:
 
     Args:
         schema: the table's columns: a ``pyarrow.Schema`` (types as the writer stores them),
-            a ``TableSchema`` or a list of ``Column``/``ColumnSpec``.
+            a ``TableSchema``, or a list of ``Column``/``ColumnSpec``/``(name, type)``.
         columns: restrict to these columns (default: all).
         lg_k: HLL lg(k) for distinct counts.
     """
@@ -448,8 +545,94 @@ def compute_segment_statistics(
     source: str = "analyze",
 ) -> SegmentStatistics:
     """Recompute one segment's statistics in this process from its data files."""
-    from carbonstore.segments.compaction import segment_data_files
-
-    files = segment_data_files(table, segment_id)
+    files = _data_files(table, segment_id)
     acc = accumulate_files(table.paths.sfs.fs, files, table.schema, columns=columns)
     return acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id), source=source)
+
+
+# ---- analyze (driver side) ----
+def analyze_targets(
+    table: Table, segments: Sequence[str] | None = None, *, missing_only: bool = False
+) -> list[str]:
+    """The segments to analyze: the given ones (each must be readable) or every readable one.
+
+    Raises:
+        SegmentNotFoundError: a given id is not a Success / Partial Success segment.
+    """
+    snap = table.status.read()
+    if segments is not None:
+        if not segments:
+            raise UserError("--segments: Segment ids should not be empty")
+        out = []
+        for sid in segments:
+            entry = snap.find(sid)
+            if entry is None or not entry.readable:
+                state = "does not exist" if entry is None else f"is {entry.status}"
+                raise SegmentNotFoundError(
+                    f"segment {sid} of {table.name} {state}; only Success and Partial Success "
+                    "segments can be analyzed (see 'carbonstore show-segments')"
+                )
+            out.append(sid)
+    else:
+        out = [e.load_name for e in snap.readable]
+    if missing_only:
+        out = [sid for sid in out if get_segment_statistics(table, sid) is None]
+    return out
+
+
+def table_column_specs(table: Table) -> list[tuple[str, str]]:
+    """(name, type) of every table column: what an accumulator on an executor needs."""
+    return [(c.name, str(c.type)) for c in table.schema.columns]
+
+
+def store_accumulated(
+    table: Table, states: Mapping[str, Sequence[bytes]], targets: Sequence[str],
+    spec: Sequence[tuple[str, str]], *, columns: Sequence[str] | None = None,
+    source: str = "analyze",
+) -> list[SegmentStatistics]:
+    """Merge each target segment's task states and store its statistics.
+
+    With ``columns`` the other columns already stored are kept; without, the segment's
+    statistics are replaced.
+    """
+    out = []
+    for sid in targets:
+        acc = StatsAccumulator.merge_all(states.get(sid, []), spec, columns=columns)
+        stats = acc.finish(StatisticsScope(table=str(table.name), segment_id=sid), source=source)
+        out.append(update_segment_statistics(table, stats, replace_all=columns is None))
+    # A segment deleted and cleaned while it was analyzed must not keep statistics.
+    snap = table.status.read()
+    for sid in targets:
+        if snap.find(sid) is None:
+            delete_segment_statistics(table, sid)
+    return out
+
+
+def analyze_local(
+    table: Table,
+    *,
+    segments: Sequence[str] | None = None,
+    columns: Sequence[str] | None = None,
+    missing_only: bool = False,
+) -> list[SegmentStatistics]:
+    """Recompute and store segment statistics in this process with pyarrow (no JVM).
+
+    ``carbonstore.spark.analyze_job.analyze`` does the same on Spark executors.
+    """
+    spec = table_column_specs(table)
+    if columns is not None:
+        StatsAccumulator(spec, columns=columns)
+    targets = analyze_targets(table, segments, missing_only=missing_only)
+    fs = table.paths.sfs.fs
+    states = {
+        sid: [accumulate_files(fs, _data_files(table, sid), spec, columns=columns)
+              .to_bytes()]
+        for sid in targets
+    }
+    return store_accumulated(table, states, targets, spec, columns=columns)
+
+
+def _data_files(table: Table, segment_id: str) -> list[str]:
+    from carbonstore.segments.compaction import segment_data_files  # compaction imports us
+
+    return segment_data_files(table, segment_id)
