@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from pyspark.sql import SparkSession
 
@@ -38,8 +38,8 @@ ColumnSpec = tuple[str, str]  # (name, Spark type string)
 
 def _analyze_task(
     location: str, spec: Sequence[ColumnSpec], columns: Sequence[str] | None
-) -> Callable[[Iterator[tuple[str, str]]], Iterator[tuple[str, bytes]]]:
-    def run(pairs: Iterator[tuple[str, str]]) -> Iterator[tuple[str, bytes]]:
+) -> Callable[[Iterable[tuple[str, str]]], Iterable[tuple[str, bytes]]]:
+    def run(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, bytes]]:
         fs = resolve_fs(location).fs
         by_segment: dict[str, list[str]] = defaultdict(list)
         for seg, path in pairs:
