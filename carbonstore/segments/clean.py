@@ -30,6 +30,7 @@ from typing import Any, Literal
 import filelock
 
 from carbonstore.errors import LockTimeoutError, UserError
+from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
     COMPACTED,
@@ -172,15 +173,19 @@ def clean_files(
             "clean-files --force is disabled: set carbon.clean.files.force.allowed=true in the "
             "conf to remove segments before the retention time"
         )
+    lock = table.locks.lock(CLEAN_FILES_LOCK)
     try:
-        with table.locks.hold(CLEAN_FILES_LOCK, timeout=0.05, retries=1):
-            return _clean(table, dry_run=dry_run, force=force, stale_inprogress=stale_inprogress,
-                          now=now_ms() if now is None else now)
+        acquire(lock, CLEAN_FILES_LOCK, table.store.conf, timeout=0.05, retries=1)
     except LockTimeoutError as err:
         raise UserError(
             f"clean files is already running on table {table.name} ({CLEAN_FILES_LOCK} is "
             "held); retry when it has finished"
         ) from err
+    try:
+        return _clean(table, dry_run=dry_run, force=force, stale_inprogress=stale_inprogress,
+                      now=now_ms() if now is None else now)
+    finally:
+        lock.release()
 
 
 def _clean(

@@ -36,6 +36,7 @@ from carbonstore.segments.compaction_merge import (
     write_settings,
 )
 from carbonstore.store.conf import CarbonConf
+from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
     COMPACTED,
@@ -413,26 +414,30 @@ def compact(
     if segment_ids is not None and compaction_type != "custom":
         raise CompactionError("--segments is only for --type custom")
     run = merger if merger is not None else merge_local
+    lock = table.locks.lock(COMPACTION_LOCK)
     try:
-        with table.locks.hold(COMPACTION_LOCK, timeout=0.05, retries=1):
-            merged: list[MergedSegment] = []
-            conf = table.conf
-            while True:
-                group = plan_compaction(
-                    table.status.read(), conf, compaction_type, segment_ids=segment_ids
-                )
-                if group is None:
-                    break
-                log.info("compacting %s into %s", ",".join(group.sources), group.output)
-                merged.append(_merge_one(table, group, run))
-                if compaction_type == "custom":
-                    break
-            return CompactionResult(compaction_type=compaction_type, merged=tuple(merged))
+        acquire(lock, COMPACTION_LOCK, table.store.conf, timeout=0.05, retries=1)
     except LockTimeoutError as err:
         raise CompactionError(
             f"another compaction is running on table {table.name} ({COMPACTION_LOCK} is held); "
             "retry when it has finished"
         ) from err
+    try:
+        merged: list[MergedSegment] = []
+        conf = table.conf
+        while True:
+            group = plan_compaction(
+                table.status.read(), conf, compaction_type, segment_ids=segment_ids
+            )
+            if group is None:
+                break
+            log.info("compacting %s into %s", ",".join(group.sources), group.output)
+            merged.append(_merge_one(table, group, run))
+            if compaction_type == "custom":
+                break
+        return CompactionResult(compaction_type=compaction_type, merged=tuple(merged))
+    finally:
+        lock.release()
 
 
 def maybe_auto_compact(table: Table, *, merger: Merger | None = None) -> CompactionResult | None:
