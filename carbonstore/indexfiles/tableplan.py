@@ -180,8 +180,18 @@ def bind_where(table: Table, where: str | Expr | None) -> Expr:
     """
     if where is None or (isinstance(where, str) and not where.strip()):
         return AlwaysTrue()
-    expr = parse_where(where) if isinstance(where, str) else where
-    return bind(expr, table.schema)
+    if isinstance(where, str):
+        return bind(parse_where(where), table.schema)
+    return where if _is_bound(where) else bind(where, table.schema)
+
+
+def _is_bound(expr: Expr) -> bool:
+    """True for an expression that :func:`bind` produced (its terms are BoundRefs)."""
+    if isinstance(expr, (And, Or)):
+        return _is_bound(expr.left) and _is_bound(expr.right)
+    if isinstance(expr, (AlwaysTrue, AlwaysFalse)):
+        return True
+    return isinstance(getattr(expr, "term", None), BoundRef)
 
 
 def dictionary_safe(expr: Expr, table: Table) -> Expr:
