@@ -13,6 +13,7 @@ tasks. ``finish_segment`` then writes the ``.carbonindexmerge`` on the driver.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -38,6 +39,7 @@ __all__ = [
     "key_ranges",
     "merge_local",
     "merge_unit",
+    "rank_columns",
     "segment_data_files",
     "sort_keys",
     "work_units",
@@ -122,7 +124,12 @@ def write_settings(table: Table, segment_id: str) -> WriteSettings:
         block_bytes=int(conf.get_float("carbon.table.block.size.in.mb") * _MB),
         bloom_columns=tuple(table.schema.bloom_columns),
         bloom_fpp=conf.get_float("carbon.bloom.fpp"),
-        sort_columns=tuple(table.schema.sort_columns),
+        # Recorded in the files' sorting metadata: stop at a dictionary column, whose
+        # surrogates do not follow value order.
+        sort_columns=tuple(
+            itertools.takewhile(lambda c: c.lower() not in dict_cols, table.schema.sort_columns)
+        ),
+        table_name=str(table.name),
         action="FAIL",
     )
 
@@ -231,22 +238,59 @@ def _range_filter(column: str, lo: Any, hi: Any, nulls: bool) -> ds.Expression |
 
 def merge_unit(
     settings: WriteSettings, files: Sequence[str], keys: Sequence[tuple[str, str, str]],
-    unit: WorkUnit,
+    unit: WorkUnit, *, rank_columns: Sequence[str] = (),
 ) -> TaskResult:
     """One merge task: read the unit's rows with pyarrow, sort, write through the load writer.
 
-    Runs on an executor (Spark merger) or in this process (local merger).
+    Runs on an executor (Spark merger) or in this process (local merger). ``rank_columns``
+    are dictionary sort columns: their surrogates are sorted by the value rank of the
+    dictionary's sort index, so the output follows value order as a load's does.
     """
     fs = resolve_fs(settings.store_location).fs
     if keys:
         idx, lo, hi, nulls = unit  # type: ignore[misc]
         dataset = ds.dataset(list(files), format="parquet", filesystem=fs)
         data = dataset.to_table(filter=_range_filter(keys[0][0], lo, hi, nulls))
-        data = data.sort_by(list(keys))
+        data = _sort(data, keys, rank_columns, settings)
     else:
         idx, mine = unit  # type: ignore[misc]
         data = ds.dataset(list(mine), format="parquet", filesystem=fs).to_table()
     return write_task(data.to_batches(), settings, task_id=f"{idx:05d}", fs=fs)
+
+
+def _sort(
+    data: pa.Table, keys: Sequence[tuple[str, str, str]], rank_columns: Sequence[str],
+    settings: WriteSettings,
+) -> pa.Table:
+    if not rank_columns:
+        return data.sort_by(list(keys))
+    from carbonstore.dictionary.column import load_dictionary
+    from carbonstore.store.table import Store
+
+    table = Store(settings.store_location).table(settings.table_name)
+    by_key = []
+    hidden = []
+    for name, order, nulls in keys:
+        if name not in rank_columns:
+            by_key.append((name, order, nulls))
+            continue
+        _, rank = load_dictionary(table, name).sort_index()
+        surrogates = data[name].to_numpy(zero_copy_only=False).astype(np.int64)
+        # Surrogate 1 is null (first, as Spark sorts nulls); values start at 2.
+        ranks = np.full(len(surrogates), -1, dtype=np.int64)
+        valid = surrogates >= 2
+        ranks[valid] = np.asarray(rank, dtype=np.int64)[surrogates[valid] - 2]
+        hidden_name = f"__rank_{name}"
+        data = data.append_column(hidden_name, pa.array(ranks))
+        hidden.append(hidden_name)
+        by_key.append((hidden_name, order, nulls))
+    return data.sort_by(by_key).drop_columns(hidden)
+
+
+def rank_columns(table: Table) -> tuple[str, ...]:
+    """Sort columns stored as dictionary surrogates."""
+    dict_cols = {c.lower() for c in table.schema.dictionary_columns}
+    return tuple(c for c in table.schema.sort_columns if c.lower() in dict_cols)
 
 
 def _deal_files(fs: Any, files: Sequence[str], n: int) -> list[tuple[int, list[str]]]:
@@ -288,7 +332,8 @@ def merge_local(table: Table, sources: Sequence[LoadEntry], output_id: str) -> S
     settings = write_settings(table, output_id)
     table.paths.sfs.makedirs(settings.segment_dir)
     keys = sort_keys(table)
-    results = [merge_unit(settings, files, keys, u) for u in units]
+    ranks = rank_columns(table)
+    results = [merge_unit(settings, files, keys, u, rank_columns=ranks) for u in units]
     return finish_segment(table, output_id, results)
 
 

@@ -30,6 +30,7 @@ from carbonstore.segments.compaction_merge import (
     WorkUnit,
     finish_segment,
     merge_unit,
+    rank_columns,
     segment_data_files,
     sort_keys,
     unit_count,
@@ -44,10 +45,13 @@ from carbonstore.store.tablestatus import LoadEntry
 __all__ = ["main", "merge_with_spark", "spark_merger"]
 
 
-def _run_units(settings: WriteSettings, files: Sequence[str], keys: Sequence[Any]):  # type: ignore[no-untyped-def]
+def _run_units(  # type: ignore[no-untyped-def]
+    settings: WriteSettings, files: Sequence[str], keys: Sequence[Any], ranks: Sequence[str]
+):
     def run(units: Iterator[WorkUnit]) -> Iterator[str]:
         for unit in units:
-            yield orjson.dumps(asdict(merge_unit(settings, files, keys, unit))).decode()
+            result = merge_unit(settings, files, keys, unit, rank_columns=ranks)
+            yield orjson.dumps(asdict(result)).decode()
 
     return run
 
@@ -71,7 +75,8 @@ def merge_with_spark(
     settings = write_settings(table, output_id)
     table.paths.sfs.makedirs(settings.segment_dir)
     rdd = spark.sparkContext.parallelize(units, len(units))
-    messages = rdd.mapPartitions(_run_units(settings, files, sort_keys(table))).collect()
+    run = _run_units(settings, files, sort_keys(table), rank_columns(table))
+    messages = rdd.mapPartitions(run).collect()
     return finish_segment(table, output_id, [_task_result(orjson.loads(m)) for m in messages])
 
 

@@ -56,3 +56,50 @@ def test_local_merge_in_several_units(store: Store, monkeypatch: pytest.MonkeyPa
     flat = [x for part in parts for x in part]
     assert flat == sorted(flat) == list(range(4000))  # units in order, each sorted
     assert read_segments(table).equals(before)
+
+
+def test_dictionary_columns_keep_surrogates_and_sort_by_value(store: Store) -> None:
+    pytest.importorskip("carbonstore.dictionary.load")
+    from carbonstore.dictionary.load import decode_batch
+    from carbonstore.segments.commit import begin_segment, commit_segment
+    from carbonstore.segments.load import parse_load_options
+    from carbonstore.segments.load import write_settings as load_settings
+    from carbonstore.segments.writer import write_task
+
+    table = store.create_table(
+        "d", SCHEMA, properties={"sort_columns": "name,id", "dictionary_include": "name"}
+    )
+    # Each load brings new words, so surrogate order (order of arrival) is not value order.
+    per_load = [["pear", "zebra", None], ["apple", "mango"], ["kiwi", "banana", None]]
+    for seg, words in enumerate(per_load):
+        n = 60
+        data = pa.table({
+            "id": pa.array(range(seg * n, (seg + 1) * n), pa.int64()),
+            "name": pa.array([words[i % len(words)] for i in range(n)], pa.string()),
+            "score": pa.array([float(i) for i in range(n)]),
+        })
+        entry, lock = begin_segment(table)
+        try:
+            settings = load_settings(table, entry.load_name, parse_load_options(table, {}))
+            commit_segment(table, entry.load_name, [write_task(data.to_batches(), settings,
+                                                               task_id="00000")])
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def decoded(ids: list[str] | None = None) -> pa.Table:
+        raw = read_segments(table, ids)
+        return pa.Table.from_batches([decode_batch(b, table) for b in raw.to_batches()])
+
+    before = decoded().sort_by("id")
+    compact(table, "custom", segment_ids=["0", "1", "2"])
+    files = segment_data_files(table, "0.1")
+    stored = pa.concat_tables(pq.read_table(p) for p in files)
+    assert stored.schema.field("name").type == pa.int32()  # surrogates, not values
+    assert decoded().sort_by("id").equals(before)
+    in_order = pa.Table.from_batches(
+        [decode_batch(b, table) for b in stored.to_batches()]
+    )["name"].to_pylist()
+    non_null = [v for v in in_order if v is not None]
+    assert in_order[: in_order.count(None)] == [None] * in_order.count(None)  # nulls first
+    assert non_null == sorted(non_null)  # value order, not surrogate order
