@@ -135,6 +135,7 @@ def commit_segment(
         sfs.fs, [f"{seg_dir}/{n}" for n in task_indexes], f"{seg_dir}/{merge_name}",
         segment_id=segment_id,
     )
+    _store_statistics(table, segment_id, done)
     status = PARTIAL_SUCCESS if bad else SUCCESS
     extra = {"badRecordPath": bad_record_dir} if bad and bad_record_dir else {}
     holder: list[LoadEntry] = []
@@ -169,6 +170,17 @@ def commit_segment(
     table.status.update(flip)
     auto_compact_hook(table)
     return holder[0]
+
+
+def _store_statistics(table: Table, segment_id: str, results: Sequence[TaskResult]) -> None:
+    """The segment's column statistics from its tasks' accumulators; never fails the load."""
+    from carbonstore.segments.sketches import store_task_statistics
+
+    try:
+        store_task_statistics(table, segment_id, results, source="load")
+    except (CarbonStoreError, OSError):  # 'carbonstore analyze' can compute them later
+        log.warning("statistics of segment %s of %s not stored", segment_id, table.name,
+                    exc_info=True)
 
 
 def abort_segment(

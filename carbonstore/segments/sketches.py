@@ -63,6 +63,7 @@ __all__ = [
     "hll_slots",
     "spark_type_of_arrow",
     "store_accumulated",
+    "store_task_statistics",
     "table_column_specs",
 ]
 
@@ -474,7 +475,7 @@ class StatsAccumulator:
         })
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> StatsAccumulator:
+    def from_bytes(cls, data: bytes | str) -> StatsAccumulator:
         try:
             obj = orjson.loads(data)
             acc = cls.__new__(cls)
@@ -488,7 +489,7 @@ class StatsAccumulator:
         return acc
 
     @classmethod
-    def merge_all(cls, states: Iterable[bytes | None], schema: Any, *,
+    def merge_all(cls, states: Iterable[bytes | str | None], schema: Any, *,
                   columns: Sequence[str] | None = None) -> StatsAccumulator:
         """Merge serialized task states (None entries are skipped)."""
         acc = cls(schema, columns=columns)
@@ -586,7 +587,7 @@ def table_column_specs(table: Table) -> list[tuple[str, str]]:
 
 
 def store_accumulated(
-    table: Table, states: Mapping[str, Sequence[bytes]], targets: Sequence[str],
+    table: Table, states: Mapping[str, Sequence[bytes | str]], targets: Sequence[str],
     spec: Sequence[tuple[str, str]], *, columns: Sequence[str] | None = None,
     source: str = "analyze",
 ) -> list[SegmentStatistics]:
@@ -606,6 +607,28 @@ def store_accumulated(
         if snap.find(sid) is None:
             delete_segment_statistics(table, sid)
     return out
+
+
+def store_task_statistics(
+    table: Table, segment_id: str, results: Sequence[Any], *, source: str = "load"
+) -> SegmentStatistics | None:
+    """Store a written segment's statistics from its tasks' results (driver side of a
+    load or compaction commit). Each result has ``rows`` and ``stats`` (accumulator state).
+
+    Returns None (and stores nothing) when a task that wrote rows sent no statistics.
+    """
+    if any(r.rows and r.stats is None for r in results):
+        return None
+    states = [r.stats for r in results if r.stats]
+    # Start from the tasks' own column specs: a writer may store a column as another type
+    # (global-dictionary surrogates), and its statistics follow what is stored.
+    acc = (StatsAccumulator.from_bytes(states[0]) if states
+           else StatsAccumulator(table_column_specs(table)))
+    for state in states[1:]:
+        acc.merge(StatsAccumulator.from_bytes(state))
+    stats = acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id),
+                       source=source)
+    return update_segment_statistics(table, stats, replace_all=True)
 
 
 def analyze_local(

@@ -31,6 +31,7 @@ from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.indexfile import write_index
 from carbonstore.indexfiles.packing import pack
 from carbonstore.segments.badrecords import BadRecordAction, BadRecordSink, split_batch
+from carbonstore.segments.sketches import StatsAccumulator
 from carbonstore.store.schema import Column, DataType
 
 __all__ = [
@@ -114,6 +115,8 @@ class WriteSettings:
     compression: str = "snappy"
     #: Global-dictionary columns written as INT32 surrogates (docs/dictionary.md).
     dictionary_columns: tuple[str, ...] = ()
+    #: Compute column statistics of the written rows (docs/statistics.md).
+    statistics: bool = True
     table_name: str = ""
 
 
@@ -130,6 +133,8 @@ class TaskResult:
     bad_records: int = 0
     bad_record_file: str | None = None
     bad_samples: tuple[str, ...] = ()
+    #: ``StatsAccumulator.to_bytes()`` of the written rows, as text (None: not computed).
+    stats: str | None = None
 
 
 @dataclass(slots=True)
@@ -193,6 +198,7 @@ class _TaskWriter:
         self._writer: pq.ParquetWriter | None = None
         self._sink: pa.NativeFile | None = None
         self._bloom: dict[str, dict[str, float | int]] | None = None
+        self.stats = StatsAccumulator(settings.columns) if settings.statistics else None
 
     # ---- row groups and files -------------------------------------------------------------
     def add(self, batch: pa.RecordBatch) -> None:
@@ -259,6 +265,8 @@ class _TaskWriter:
         )
         writer.write_table(table, row_group_size=table.num_rows)
         self.nan[-1].add_row_group(table)
+        if self.stats is not None:
+            self.stats.update(table)
         self.rows += table.num_rows
         if sink.tell() >= self.s.block_bytes:
             self._close_file()
@@ -392,6 +400,7 @@ def write_task(
         bad_records=bad,
         bad_record_file=sink.path,
         bad_samples=tuple(sink.samples),
+        stats=tw.stats.to_bytes().decode() if tw.stats is not None and tw.rows else None,
     )
 
 
