@@ -159,4 +159,5 @@ def write_settings(table: Table, segment_id: str, options: LoadOptions) -> Write
         bad_record_dir=bad_dir,
         dictionary_columns=tuple(table.schema.dictionary_columns),
         table_name=str(table.name),
+        statistics=conf.get_bool("carbon.statistics.enabled"),
     )

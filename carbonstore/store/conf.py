@@ -40,6 +40,7 @@ DEFAULTS: dict[str, str] = {
     "carbon.dictionary.chunk.size": "10000",
     "carbon.bad.records.action": "FAIL",
     "carbon.badrecords.location": "",
+    "carbon.statistics.enabled": "true",
 }
 
 # Table property -> the conf key it overrides.
