@@ -165,8 +165,14 @@ def _cmp(values: _NP, ok: Mask, op: Callable[[Any, Any], Any], literal: Any) -> 
     """``op(values, literal)`` where ``ok``; True (might) elsewhere. Filler values are never read."""
     out = np.ones(len(ok), dtype=bool)
     if ok.any():
-        # object arrays (bytes, big ints) compare element-wise in numpy's C loop
-        out[ok] = np.asarray(op(values[ok], literal), dtype=bool)
+        sel = values[ok]
+        if sel.dtype == object:
+            # A bare bytes literal would become numpy 'S', which drops trailing NULs
+            # (b"a\x00" -> b"a"); a 0-d object array keeps Python comparisons.
+            boxed = np.empty((), dtype=object)
+            boxed[()] = literal
+            literal = boxed
+        out[ok] = np.asarray(op(sel, literal), dtype=bool)
     return out
 
 

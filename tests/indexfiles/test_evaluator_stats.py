@@ -57,7 +57,7 @@ _KINDS = {
     "double": (DataType("double"), pa.float64(),
                st.sampled_from([-1.5, -0.0, 0.0, 1.0, 2.5, math.inf, -math.inf, math.nan])),
     "string": (DataType("string"), pa.string(),
-               st.sampled_from(["", "a", "ab", "abc", "abd", "b", "\u00e9", "\U0010ffff", "a\U0010ffff"])),
+               st.sampled_from(["", "a", "a\x00", "ab", "abc", "abd", "b", "\u00e9", "\U0010ffff", "a\U0010ffff"])),
 }
 
 
