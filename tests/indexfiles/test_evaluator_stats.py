@@ -248,3 +248,16 @@ def test_truncated_string_max_is_used_safely() -> None:
     assert ev.evaluate(Gt(ref, b"ab"))[0] == ROWS_MIGHT_MATCH
     assert ev.evaluate(GtEq(ref, b"ac"))[0] == ROWS_CANNOT_MATCH
     assert ev.evaluate(StartsWith(ref, b"b"))[0] == ROWS_CANNOT_MATCH
+
+
+@pytest.mark.parametrize("expr_cls", [Eq, LtEq, GtEq])
+def test_trailing_nul_bytes_compare_as_bytes(expr_cls: type) -> None:
+    """numpy would turn a bare b"a\\x00" into 'S' and drop the NUL; the unit must stay."""
+    ref = BoundRef(Column(name="s", type=DataType("string")))
+    raw = _Raw(2, True, object)
+    raw.min[0] = raw.max[0] = b"a\x00"
+    raw.min[1] = raw.max[1] = b"b"
+    raw.has_min[:] = raw.has_max[:] = raw.min_exact[:] = raw.max_exact[:] = True
+    stats = UnitStats.from_arrays(raw, np.array([1, 1]), kind="BYTES")
+    mask = StatsEvaluator(2, lambda r: stats, level=LEVEL_MINMAX).evaluate(expr_cls(ref, b"a\x00"))
+    assert mask[0] == ROWS_MIGHT_MATCH
