@@ -11,7 +11,7 @@ from carbonstore.store.fs import resolve_fs
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("index", parents=parents, help="inspect index files")
+    p = sub.add_parser("index", parents=parents, help="inspect or rebuild index files")
     isub = p.add_subparsers(dest="index_command", metavar="ACTION", required=True)
     ip = isub.add_parser(
         "inspect", parents=parents,
@@ -22,6 +22,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                     help="check a value against the bloom filters (repeatable)")
     add_json(ip)
     ip.set_defaults(func=_inspect)
+    from carbonstore.commands.rebuild import add_rebuild
+
+    add_rebuild(isub, parents)
 
     p = sub.add_parser("add-segment", parents=parents,
                        help="adopt a folder of Parquet files as a new segment (files are copied)")

@@ -232,6 +232,9 @@ def segment_bounds(arrays: IndexArrays, schema: TableSchema) -> SegmentBounds:
 
 
 # ---- one segment's index --------------------------------------------------------------------
+_REBUILD = "; rebuild the segment's index with 'carbonstore index rebuild TABLE --segments ID'"
+
+
 def _bloom_source(fs: pafs.FileSystem, path: str, base: int) -> Any:
     def read(off: int, ln: int) -> bytes:
         COUNTERS["bloom_reads"] += 1
@@ -239,9 +242,9 @@ def _bloom_source(fs: pafs.FileSystem, path: str, base: int) -> Any:
             with fs.open_input_file(path) as f:
                 data = f.read_at(ln, base + off)
         except OSError as err:
-            raise CorruptIndexError(f"{path}: cannot read bloom bitset: {err}") from err
+            raise CorruptIndexError(f"{path}: cannot read bloom bitset: {err}{_REBUILD}") from err
         if len(data) != ln:
-            raise CorruptIndexError(f"{path}: bloom bitset truncated")
+            raise CorruptIndexError(f"{path}: bloom bitset truncated{_REBUILD}")
         return bytes(data)
 
     return read
@@ -282,7 +285,7 @@ def _merge_index_names(table: Table, entry: LoadEntry) -> list[str]:
     if not picked:
         raise CorruptIndexError(
             f"segment {entry.load_name} of {table.name} has no index file; rebuild it with "
-            "'carbonstore add-segment' or reload it"
+            f"'carbonstore index rebuild {table.name} --segments {entry.load_name}'"
         )
     return [f"{seg_dir}/{n}" for n in picked]
 
@@ -291,13 +294,20 @@ def _load_segment(table: Table, entry: LoadEntry) -> SegmentIndex:
     fs = table.store.sfs.fs
     paths = _merge_index_names(table, entry)
     COUNTERS["merge_index_reads"] += len(paths)
-    if len(paths) == 1:
-        loaded = read_index(fs, paths[0])
-        arrays = load_arrays(loaded.header, _bloom_source(fs, paths[0], loaded.bloom_region_offset))
-        base, hlen = loaded.bloom_region_offset, loaded.bloom_region_offset
-    else:  # a segment without a merge index: its task indexes merged in memory
-        arrays = load_indexes(fs, paths)
-        base, hlen = -1, 64 * 1024 * len(paths)
+    try:
+        if len(paths) == 1:
+            loaded = read_index(fs, paths[0])
+            arrays = load_arrays(loaded.header, _bloom_source(fs, paths[0], loaded.bloom_region_offset))
+            base, hlen = loaded.bloom_region_offset, loaded.bloom_region_offset
+        else:  # a segment without a merge index: its task indexes merged in memory
+            arrays = load_indexes(fs, paths)
+            base, hlen = -1, 64 * 1024 * len(paths)
+    except CorruptIndexError as err:
+        raise CorruptIndexError(
+            f"{err}; the index of segment {entry.load_name} of {table.name} is lost or damaged: "
+            f"rebuild it from the data files with "
+            f"'carbonstore index rebuild {table.name} --segments {entry.load_name}'"
+        ) from err
     return SegmentIndex(
         segment_id=entry.load_name, merge_name=entry.segment_file or "", arrays=arrays,
         bounds=segment_bounds(arrays, table.schema), bloom_base=base,

@@ -1,0 +1,61 @@
+"""Progress of long driver-side steps (merge index, compaction commit, analyze, rebuild).
+
+``progress(total, description)`` is a context manager that yields ``advance(n=1)``. It
+draws a rich progress bar on stderr only when stderr is a terminal and the command was not
+asked for ``--json``; otherwise ``advance`` does nothing, so scripts, pipes and tests see no
+extra output. Spark shows its own stage progress for executor work; this covers the steps
+that run in the driver process.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+__all__ = ["Advance", "progress", "progress_enabled"]
+
+Advance = Callable[..., None]
+
+
+def _noop(n: int = 1) -> None:
+    del n
+
+
+def progress_enabled(*, json: bool = False) -> bool:
+    """True when a progress bar would be drawn (stderr is a TTY and not ``--json``)."""
+    try:
+        return not json and sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stderr
+        return False
+
+
+@contextmanager
+def progress(total: int | None, description: str, *, json: bool = False) -> Iterator[Advance]:
+    """Show a progress bar of ``total`` units while the block runs (see the module docstring).
+
+    Args:
+        total: number of units (None: unknown, an indeterminate bar).
+        description: what is being done, e.g. ``"merging indexes of db.t"``.
+        json: the command prints JSON: never draw.
+
+    Yields:
+        ``advance(n=1)``: record ``n`` more units done.
+    """
+    if not progress_enabled(json=json):
+        yield _noop
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True,
+    )
+    with bar:
+        task = bar.add_task(description, total=total)
+
+        def advance(n: int = 1) -> None:
+            bar.advance(task, n)
+
+        yield advance

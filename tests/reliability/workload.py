@@ -1,0 +1,135 @@
+"""Workloads for the reliability suites: loads, compaction, clean files, scans, without Spark.
+
+A load here is the product's commit protocol run in one process: ``begin_segment``
+(In Progress entry + segment lock), ``write_task`` (the executor writer, Parquet + task
+index) and ``commit_segment`` (merge index + the final tablestatus write), i.e. the driver
+and executor code a Spark load runs, minus the JVM. Run as a script it is one OS process
+per operation, so a test can SIGKILL it anywhere::
+
+    python workload.py STORE load TABLE FIRST_ID COUNT [--tasks N] [--slow]
+    python workload.py STORE compact TABLE
+    python workload.py STORE clean TABLE
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from carbonstore.indexfiles.tableplan import prune
+from carbonstore.segments.commit import begin_segment, commit_segment
+from carbonstore.segments.load import parse_load_options, write_settings
+from carbonstore.segments.writer import write_task
+from carbonstore.store import Store, load_conf
+from carbonstore.store.table import Table
+
+SCHEMA = "id long not null, x double, city string"
+CITIES = ("oslo", "lima", "pune", "kyiv", "nice")
+
+
+def rows(first: int, count: int) -> pa.Table:
+    """Deterministic rows ``first .. first+count-1``; every 7th x is NaN, every 11th null."""
+    ids = list(range(first, first + count))
+    xs = [None if i % 11 == 0 else (math.nan if i % 7 == 0 else i * 0.5) for i in ids]
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "x": pa.array(xs, pa.float64()),
+        "city": pa.array([CITIES[i % len(CITIES)] for i in ids]),
+    })
+
+
+def _batches(data: pa.Table, slow: bool) -> Iterator[pa.RecordBatch]:
+    for b in data.to_batches(max_chunksize=max(1, data.num_rows // 8)):
+        if slow:
+            time.sleep(0.25)  # a long-running task: the test kills it mid-write
+        yield b
+
+
+def load(table: Table, data: pa.Table, *, tasks: int = 2, slow: bool = False) -> str:
+    """Load ``data`` as one segment through the commit protocol; returns the segment id."""
+    opts = parse_load_options(table, None)
+    entry, lock = begin_segment(table)
+    try:
+        seg = entry.load_name
+        if table.schema.dictionary_columns:
+            from carbonstore.dictionary import prepare_dictionaries
+
+            prepare_dictionaries(
+                table, {c: data.column(c) for c in table.schema.dictionary_columns}, seg
+            )
+        settings = write_settings(table, seg, opts)
+        step = math.ceil(data.num_rows / tasks)
+        results = [
+            write_task(_batches(data.slice(t * step, step), slow), settings, task_id=f"{t:05d}")
+            for t in range(tasks)
+        ]
+        commit_segment(table, seg, results)
+        return seg
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def scan(table: Table, where: str | None = None) -> pa.Table:
+    """Every row a query sees: the pruning plan's row groups and row ranges, decoded.
+
+    No filter is applied after pruning: the result is what the plan says must be read.
+    """
+    from carbonstore.dictionary import decode_batch
+
+    plan = prune(table, where)
+    parts: list[pa.Table] = []
+    for f in plan.files:
+        pf = pq.ParquetFile(plan.absolute(f.path))
+        for rg in f.row_groups:
+            t = pf.read_row_group(rg.index)
+            for a, b in rg.row_ranges:
+                parts.append(t.slice(a, b - a))
+    if not parts:
+        return pa.table({"id": pa.array([], pa.int64())})
+    out = pa.concat_tables(parts)
+    if table.schema.dictionary_columns:
+        out = pa.Table.from_batches([decode_batch(b, table) for b in out.to_batches()])
+    return out
+
+
+def committed_ids(table: Table) -> list[int]:
+    """Sorted ids of a full scan (duplicates kept, so a double count shows)."""
+    return sorted(scan(table).column("id").to_pylist())
+
+
+def main(argv: list[str]) -> int:
+    store_dir, op, name, *rest = argv
+    conf = load_conf(None).with_overrides({
+        "carbon.clean.files.force.allowed": "true",
+        "carbon.lock.retry.timeout.sec": "30",
+        "carbon.lock.retries": "20",
+    })
+    table = Store(store_dir, conf=conf).table(name)
+    if op == "load":
+        first, count = int(rest[0]), int(rest[1])
+        tasks = int(rest[rest.index("--tasks") + 1]) if "--tasks" in rest else 2
+        seg = load(table, rows(first, count), tasks=tasks, slow="--slow" in rest)
+        print(seg)
+    elif op == "compact":
+        from carbonstore.segments.compaction import compact
+
+        ids = rest[0].split(",") if rest else None
+        result = compact(table, "custom" if ids else "minor", segment_ids=ids)
+        print(",".join(m.output for m in result.merged))
+    elif op == "clean":
+        from carbonstore.segments.clean import clean_files
+
+        clean_files(table, dry_run=False, force=True, stale_inprogress=True)
+    else:
+        raise SystemExit(f"unknown operation {op}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
