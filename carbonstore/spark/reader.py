@@ -26,13 +26,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
+from carbonstore.errors import UserError
 from carbonstore.indexfiles.expr import AlwaysTrue, Expr
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store import Store, load_conf
 from carbonstore.store.table import Table
 
-__all__ = ["CarbonPartition", "CarbonReader", "arrow_read_schema", "read_row_groups", "to_spark"]
+__all__ = [
+    "CarbonPartition", "CarbonReader", "arrow_read_schema", "collect_rows", "read_row_groups",
+    "run_sql", "to_spark",
+]
 
 SEGMENTS_OPTION = "segments"
 WHERE_OPTION = "where"
@@ -194,3 +198,38 @@ def to_spark(
         bind_where(table, where)  # a bad filter fails here with one clear line
         df = df.where(where)
     return df
+
+
+def _user_error(err: Exception) -> UserError:
+    text = " ".join(str(getattr(err, "getMessage", lambda: str(err))()).split())
+    return UserError(text.split(" JVM stacktrace")[0][:500])
+
+
+def _quiet_sql_errors() -> None:
+    # pyspark logs every analysis error with its traceback; the CLI prints one line instead.
+    import logging
+
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL + 1)
+
+
+def run_sql(spark: Any, statement: str) -> Any:
+    """``spark.sql`` with analysis and parse errors turned into one-line user errors."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    _quiet_sql_errors()
+    try:
+        return spark.sql(statement)
+    except (AnalysisException, ParseException) as err:
+        raise _user_error(err) from err
+
+
+def collect_rows(df: Any, limit: int | None = None) -> list[dict[str, Any]]:
+    """Rows of ``df`` (at most ``limit``) as dicts; analysis errors become user errors."""
+    from pyspark.errors import AnalysisException
+
+    _quiet_sql_errors()
+    try:
+        rows = (df.limit(limit) if limit is not None else df).collect()
+    except AnalysisException as err:
+        raise _user_error(err) from err
+    return [r.asDict() for r in rows]

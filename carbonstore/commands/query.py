@@ -1,0 +1,158 @@
+"""prune / query / sql: driver-side index lookups and queries through the data source."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from typing import Any
+
+from carbonstore.commands._common import add_json, open_store, print_json, print_table, split_ids
+from carbonstore.errors import TableNotFoundError, UserError
+from carbonstore.store.table import Store
+
+__all__ = ["register", "rewrite_table_names"]
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("prune", parents=parents,
+                       help="plan a scan from the indexes: what survives and why the rest is skipped")
+    p.add_argument("table")
+    p.add_argument("--where", help='filter, e.g. "id = 42 AND d >= DATE \'2024-01-01\'"')
+    p.add_argument("--segments", help="only these segment ids, e.g. 1,3")
+    p.add_argument("--explain", action="store_true", help="say why each dropped unit was dropped")
+    add_json(p)
+    p.set_defaults(func=_prune)
+
+    p = sub.add_parser("query", parents=parents, help="read a table through Spark (pruned by --where)")
+    p.add_argument("table")
+    p.add_argument("--select", help="comma-separated columns (default: all)")
+    p.add_argument("--where", help="filter (pushed to the pruner, evaluated by Spark)")
+    p.add_argument("--segments", help="only these segment ids, e.g. 1,3")
+    p.add_argument("--limit", type=int, help="at most N rows")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print rows as JSON")
+    fmt.add_argument("--csv", action="store_true", help="print rows as CSV")
+    p.set_defaults(func=_query)
+
+    p = sub.add_parser("sql", parents=parents,
+                       help='run Spark SQL where tables of the store are usable as db.table')
+    p.add_argument("statement", help='e.g. "SELECT cat, count(*) FROM db.sales GROUP BY cat"')
+    p.add_argument("--limit", type=int, help="at most N rows")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print rows as JSON")
+    fmt.add_argument("--csv", action="store_true", help="print rows as CSV")
+    p.set_defaults(func=_sql)
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from carbonstore.indexfiles.tableplan import prune
+
+    started = time.perf_counter()
+    table = open_store(args).table(args.table)
+    plan = prune(table, args.where, segments=split_ids(args.segments), explain=args.explain,
+                 started=started)
+    if args.json:
+        out = plan.to_json()
+        if args.explain:
+            out["explain"] = plan.explain().splitlines()
+        print_json(out)
+    else:
+        print(plan.explain() if args.explain else "\n".join(plan.explain().splitlines()[:6]))
+    return 0
+
+
+def _emit(args: argparse.Namespace, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    if args.json:
+        print_json(rows)
+    elif args.csv:
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(columns)
+        for r in rows:
+            w.writerow(["" if r[c] is None else r[c] for c in columns])
+    else:
+        print_table(rows, columns)
+
+
+def _query(args: argparse.Namespace) -> int:
+    from carbonstore.spark.reader import collect_rows, to_spark
+    from carbonstore.spark.session import get_spark
+
+    table = open_store(args).table(args.table)
+    if args.select:
+        names = [c.strip().lower() for c in args.select.split(",") if c.strip()]
+        unknown = [c for c in names if c not in table.schema.column_names]
+        if unknown or not names:
+            raise UserError(
+                f"--select: unknown column(s) {', '.join(unknown) or '(none given)'}; table "
+                f"{table.name} has {', '.join(table.schema.column_names)}"
+            )
+    else:
+        names = list(table.schema.column_names)
+    if args.limit is not None and args.limit < 0:
+        raise UserError("--limit must be 0 or more")
+    from carbonstore.indexfiles.tableplan import bind_where
+
+    bind_where(table, args.where)  # a bad filter is a user error before Spark starts
+    spark = get_spark()
+    df = to_spark(table, spark, where=args.where, segments=split_ids(args.segments)).select(*names)
+    _emit(args, names, collect_rows(df, args.limit))
+    return 0
+
+
+def rewrite_table_names(statement: str, store: Store) -> tuple[str, dict[str, Any]]:
+    """Point ``db.table`` references of the store at temp views named ``db_table``.
+
+    Returns the rewritten SQL (Spark dialect) and view name -> Table. Names that are not
+    tables of the store (CTEs, other views) are left alone.
+
+    Raises:
+        UserError: the statement does not parse, or names ``db.table`` that does not exist.
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError, TokenError
+
+    try:
+        trees = sqlglot.parse(statement, read="spark")
+    except (ParseError, TokenError) as err:
+        raise UserError(f"cannot parse SQL: {' '.join(str(err).split())}") from err
+    if len(trees) != 1 or trees[0] is None:
+        raise UserError("give exactly one SQL statement")
+    tree = trees[0]
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    views: dict[str, Any] = {}
+    for node in list(tree.find_all(exp.Table)):
+        name, db = node.name, node.db
+        if not name or node.catalog or (not db and name.lower() in ctes):
+            continue
+        qualified = f"{db}.{name}" if db else name
+        try:
+            table = store.table(qualified)
+        except TableNotFoundError:
+            if db:
+                raise
+            continue
+        view = f"{table.name.database}_{table.name.table}"
+        views[view] = table
+        alias = node.args.get("alias")
+        new = exp.to_table(view)
+        if alias is not None:
+            new.set("alias", alias)
+        node.replace(new)
+    return tree.sql(dialect="spark"), views
+
+
+def _sql(args: argparse.Namespace) -> int:
+    from carbonstore.spark.reader import collect_rows, run_sql, to_spark
+    from carbonstore.spark.session import get_spark
+
+    store = open_store(args)
+    statement, views = rewrite_table_names(args.statement, store)
+    spark = get_spark()
+    for view, table in views.items():
+        to_spark(table, spark).createOrReplaceTempView(view)
+    df = run_sql(spark, statement)
+    _emit(args, list(df.columns), collect_rows(df, args.limit))
+    return 0

@@ -1,0 +1,112 @@
+"""carbonstore prune / query / sql."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from carbonstore.cli import main
+from carbonstore.commands.query import rewrite_table_names
+from carbonstore.errors import TableNotFoundError
+from carbonstore.store import Store
+from tests.indexfiles.segbuild import add_segments
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def table(store: Store) -> object:
+    t = store.create_table("db.sales", "id long not null, cat string, v double")
+    datasets = []
+    for k in range(3):
+        ids = np.arange(k * 100, (k + 1) * 100)
+        datasets.append(pa.table({"id": ids, "cat": [f"cat_{i % 7}" for i in ids], "v": ids / 2}))
+    add_segments(t, datasets, row_group_size=50, page_rows=10)
+    return t
+
+
+def _run(capsys: pytest.CaptureFixture[str], store: Store, *argv: str) -> tuple[int, str, str]:
+    code = main(["--store", store.location, *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_prune_json_contract(capsys: pytest.CaptureFixture[str], store: Store, table: object) -> None:
+    code, out, _ = _run(capsys, store, "prune", "db.sales", "--where", "id = 123", "--json")
+    assert code == 0
+    j = json.loads(out)
+    assert list(j) == ["table", "where", "planning_ms", "levels", "files"]
+    assert j["table"] == "db.sales" and j["where"] == "id = 123"
+    assert list(j["levels"]) == ["segments", "files", "row_groups", "pages", "rows"]
+    assert j["levels"]["segments"]["kept"] == 1 and j["levels"]["rows"]["kept"] == 10
+    assert j["files"] == [{
+        "segment": "1", "path": "Fact/Part0/Segment_1/part-00000-1.parquet",
+        "row_groups": [{"index": 0, "num_rows": 50, "row_ranges": [[20, 30]]}],
+    }]
+    code, out, _ = _run(capsys, store, "prune", "db.sales", "--where", "id > 10", "--segments", "0,2",
+                        "--explain")
+    assert code == 0
+    assert "rows [0, 10) of segment 0" in out and "read segment 2" in out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["prune", "db.sales", "--where", "nope = 1"], "unknown column 'nope'"),
+    (["prune", "db.sales", "--where", "id = = 3"], "cannot parse filter"),
+    (["prune", "db.nothing"], "does not exist"),
+    (["query", "db.sales", "--select", "id,zzz"], "unknown column(s) zzz"),
+    (["query", "db.sales", "--where", "cat > "], "cannot parse filter"),
+    (["sql", "SELECT * FROM db.nothing"], "does not exist"),
+])
+def test_user_mistakes_exit_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], store: Store, table: object, argv: list[str], message: str
+) -> None:
+    code, out, err = _run(capsys, store, *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err
+
+
+def test_prune_exit_code_in_a_real_process(store: Store, table: object) -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "carbonstore.cli", "--store", store.location, "prune", "db.sales",
+         "--where", "v > 'x'"], cwd=ROOT, capture_output=True, text=True,
+    )
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.startswith("carbonstore: error:") and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_rewrite_table_names(store: Store, table: object) -> None:
+    sql, views = rewrite_table_names(
+        "WITH x AS (SELECT * FROM db.sales s WHERE s.id > 1) SELECT count(*) FROM x JOIN sales2 ON 1=1",
+        store,
+    )
+    assert set(views) == {"db_sales"} and "FROM db_sales AS s" in sql and "FROM x" in sql
+    with pytest.raises(TableNotFoundError):
+        rewrite_table_names("SELECT 1 FROM other.t", store)
+
+
+def test_query_and_sql(capsys: pytest.CaptureFixture[str], spark: object, store: Store, table: object) -> None:
+    code, out, _ = _run(capsys, store, "query", "db.sales", "--select", "id,cat", "--where",
+                        "id >= 140 AND id < 143", "--json")
+    assert code == 0
+    assert sorted(json.loads(out), key=lambda r: r["id"]) == [
+        {"id": 140, "cat": "cat_0"}, {"id": 141, "cat": "cat_1"}, {"id": 142, "cat": "cat_2"},
+    ]
+    code, out, _ = _run(capsys, store, "query", "db.sales", "--segments", "2", "--limit", "5", "--csv")
+    rows = list(csv.reader(io.StringIO(out)))
+    assert code == 0 and rows[0] == ["id", "cat", "v"] and len(rows) == 6
+    assert all(200 <= int(r[0]) < 300 for r in rows[1:])
+    code, out, _ = _run(capsys, store, "sql",
+                        "SELECT cat, count(*) AS n FROM db.sales WHERE id < 70 GROUP BY cat ORDER BY cat",
+                        "--json")
+    assert code == 0
+    assert json.loads(out)[:2] == [{"cat": "cat_0", "n": 10}, {"cat": "cat_1", "n": 10}]
+    code, _, err = _run(capsys, store, "sql", "SELECT nope FROM db.sales")
+    assert code == 2 and len(err.strip().splitlines()) == 1
