@@ -131,10 +131,11 @@ def _removable_entries(
 def _stats_files(table: Table, segment_id: str) -> list[tuple[str, int]]:
     """Statistics files of one segment (``Metadata/stats/segment_<id>.*``), if any."""
     sfs = table.paths.sfs
-    prefix = f"segment_{segment_id}."
+    # segment_0.stats belongs to segment 0, segment_0.1.stats to segment 0.1.
+    own = re.compile(rf"^segment_{re.escape(segment_id)}(\.[A-Za-z][^.]*)*$")
     out: list[tuple[str, int]] = []
     for info in sfs.list_dir(table.paths.stats_dir):
-        if info.base_name.startswith(prefix) or info.base_name == f"segment_{segment_id}":
+        if own.match(info.base_name):
             size = int(info.size or 0) if info.is_file else sfs.tree_size(info.path)
             out.append((info.path, size))
     return out

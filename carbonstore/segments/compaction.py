@@ -372,7 +372,7 @@ def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment
             sfs.delete_dir(out_dir)
         seg_lock.release()
     try:
-        write_output_statistics(table, sources, group.output)
+        write_output_statistics(table, sources, group.output, output)
     except Exception as err:  # noqa: BLE001 - committed already; analyze recomputes statistics
         log.warning("statistics of compacted segment %s not stored: %s", group.output, err)
     return MergedSegment(

@@ -42,6 +42,7 @@ __all__ = [
     "rank_columns",
     "segment_data_files",
     "sort_keys",
+    "sources_have_statistics",
     "work_units",
     "write_output_statistics",
     "write_segment",
@@ -67,6 +68,8 @@ class SegmentOutput:
     index_size: int
     segment_file: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The writer tasks' commit messages (they carry statistics when computed while writing).
+    tasks: tuple[TaskResult, ...] = ()
 
 
 def segment_data_files(table: Table, load_name: str) -> list[str]:
@@ -100,8 +103,13 @@ def sort_keys(table: Table) -> list[tuple[str, str, str]]:
     return [(c, "ascending", "at_start") for c in table.schema.sort_columns]
 
 
-def write_settings(table: Table, segment_id: str) -> WriteSettings:
+def write_settings(
+    table: Table, segment_id: str, *, statistics: bool = True
+) -> WriteSettings:
     """The load writer's settings for an output segment of ``table``.
+
+    ``statistics``: compute column statistics while writing (not needed when every source
+    has statistics: they are merged instead, see ``write_output_statistics``).
 
     Dictionary columns hold global surrogates (INT32) in the data files; compaction copies
     them as they are (the dictionary is global, so no re-encoding is needed).
@@ -130,6 +138,7 @@ def write_settings(table: Table, segment_id: str) -> WriteSettings:
             itertools.takewhile(lambda c: c.lower() not in dict_cols, table.schema.sort_columns)
         ),
         table_name=str(table.name),
+        statistics=statistics,
         action="FAIL",
     )
 
@@ -176,6 +185,7 @@ def finish_segment(
         data_size=sum(t.data_bytes for t in tasks),
         index_size=index_size + sum(t.index_bytes for t in tasks),
         segment_file=merge_name,
+        tasks=tuple(tasks),
     )
 
 
@@ -329,7 +339,9 @@ def merge_local(table: Table, sources: Sequence[LoadEntry], output_id: str) -> S
     """
     files = [p for e in sources for p in segment_data_files(table, e.load_name)]
     units = work_units(table, files, unit_count(sum(e.data_size for e in sources)))
-    settings = write_settings(table, output_id)
+    settings = write_settings(
+        table, output_id, statistics=not sources_have_statistics(table, sources)
+    )
     table.paths.sfs.makedirs(settings.segment_dir)
     keys = sort_keys(table)
     ranks = rank_columns(table)
@@ -337,14 +349,25 @@ def merge_local(table: Table, sources: Sequence[LoadEntry], output_id: str) -> S
     return finish_segment(table, output_id, results)
 
 
-def write_output_statistics(
-    table: Table, sources: Sequence[LoadEntry], output_id: str
-) -> bool:
-    """Store the output segment's column statistics, merged from its sources'.
+def sources_have_statistics(table: Table, sources: Sequence[LoadEntry]) -> bool:
+    """Whether every source segment has stored column statistics."""
+    try:
+        from carbonstore.segments import statistics as st
+    except ImportError:  # statistics are optional
+        return False
+    return all(table.paths.sfs.exists(st.stats_path(table, e.load_name)) for e in sources)
 
-    The output holds exactly the sources' rows, so merging their statistics (distinct
-    counts by sketch union) is what a rescan would give, at no I/O cost. Returns False when
-    some source has no statistics (``carbonstore analyze`` computes them later).
+
+def write_output_statistics(
+    table: Table, sources: Sequence[LoadEntry], output_id: str, output: SegmentOutput
+) -> bool:
+    """Store the output segment's column statistics.
+
+    When every source has statistics, they are merged (the output holds exactly the
+    sources' rows, so the merge - distinct counts by sketch union - is what a rescan would
+    give, at no I/O cost); otherwise the statistics the writer tasks computed while writing
+    are stored. Returns False when neither is available (``carbonstore analyze`` computes
+    them later).
     """
     try:
         from carbonstore.segments import statistics as st
@@ -353,7 +376,10 @@ def write_output_statistics(
     stats = [st.get_segment_statistics(table, e.load_name) for e in sources]
     present = [s for s in stats if s is not None]
     if not present or len(present) != len(stats):
-        return False
+        from carbonstore.segments.sketches import store_task_statistics
+
+        stored = store_task_statistics(table, output_id, output.tasks, source="compaction")
+        return stored is not None
     scope = st.StatisticsScope(table=present[0].table, segment_id=output_id)
     columns: list[Any] = []
     sketches: dict[str, bytes] = {}

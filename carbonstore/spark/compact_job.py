@@ -33,6 +33,7 @@ from carbonstore.segments.compaction_merge import (
     rank_columns,
     segment_data_files,
     sort_keys,
+    sources_have_statistics,
     unit_count,
     work_units,
     write_settings,
@@ -72,7 +73,9 @@ def merge_with_spark(
         sum(e.data_size for e in sources), spark.sparkContext.defaultParallelism
     )
     units = work_units(table, files, n)
-    settings = write_settings(table, output_id)
+    settings = write_settings(
+        table, output_id, statistics=not sources_have_statistics(table, sources)
+    )
     table.paths.sfs.makedirs(settings.segment_dir)
     rdd = spark.sparkContext.parallelize(units, len(units))
     run = _run_units(settings, files, sort_keys(table), rank_columns(table))

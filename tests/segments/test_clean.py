@@ -150,3 +150,16 @@ def test_second_clean_fails_fast(table: Table) -> None:
     with table.locks.hold("clean_files.lock"):
         with pytest.raises(UserError, match="clean files is already running"):
             clean_files(table, dry_run=False)
+
+
+def test_stats_of_segment_0_are_not_those_of_0_1(table: Table) -> None:
+    add_segment(table, rows(0, 10))
+    add_segment(table, rows(10, 10))
+    compact(table, "custom", segment_ids=["0", "1"])
+    sfs = table.store.sfs
+    sfs.makedirs(table.paths.stats_dir)
+    for name in ("segment_0.stats", "segment_0.1.stats", "segment_1.stats", "segment_10.stats"):
+        sfs.write_bytes(f"{table.paths.stats_dir}/{name}", b"{}")
+    clean_files(table, dry_run=False, now=now_ms() + 2 * HOUR)
+    names = sorted(i.base_name for i in sfs.list_dir(table.paths.stats_dir))
+    assert names == ["segment_0.1.stats", "segment_10.stats"]
