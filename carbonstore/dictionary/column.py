@@ -275,7 +275,8 @@ class ColumnDictionary:
         if mm["min"] < NULL_SURROGATE or mm["max"] > self.max_surrogate:
             raise DictionaryError(
                 f"surrogates {mm['min']}..{mm['max']} of column {self.column.name!r} are outside "
-                f"its dictionary (1..{self.max_surrogate})"
+                f"its dictionary (1..{self.max_surrogate}) committed in {self.files.meta_path}"
+                f"{RESTORE_HINT}"
             )
         table = pa.concat_arrays([pa.nulls(FIRST_SURROGATE, self.arrow_type), self.values])
         return table.take(surrogates)
@@ -295,6 +296,14 @@ def compute_sort_index(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 _CACHE_LIMIT = 64
 _cache: OrderedDict[str, tuple[tuple[int, int], ColumnDictionary]] = OrderedDict()
 _cache_lock = threading.Lock()
+
+
+#: Recovery advice appended to errors about damaged dictionary files.
+RESTORE_HINT = (
+    "; the dictionary files are damaged: restore this column's .dict and .dictmeta (in "
+    "Metadata/dictionary/) from a backup - they cannot be rebuilt from the data files, "
+    "which hold surrogates only"
+)
 
 
 def dictionary_column(table: Any, column: str) -> Column:
@@ -351,7 +360,10 @@ def _load(col: Column, files: ColumnFiles) -> ColumnDictionary:
         hit = _cache.get(key)
     if hit is not None and hit[0] == stamp:
         return hit[1]
-    built = _build(col, files, hit[1] if hit is not None else None)
+    try:
+        built = _build(col, files, hit[1] if hit is not None else None)
+    except DictionaryError as err:
+        raise DictionaryError(f"{err}{RESTORE_HINT}") from err
     _remember(files, stamp, built)
     return built
 

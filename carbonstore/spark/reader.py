@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
-from carbonstore.errors import UserError
+from carbonstore.errors import CorruptIndexError, UserError
 from carbonstore.indexfiles.expr import AlwaysTrue, Expr
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.writer import arrow_type
@@ -100,20 +100,33 @@ def read_row_groups(
     decode = _decoder(table)
     fs = table.store.sfs.fs
     for sl in slices:
-        with fs.open_input_file(sl.path) as fh:
-            pf = pq.ParquetFile(fh)
-            for rg, ranges in sl.row_groups:
-                pos = 0
-                for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg], use_threads=False):
-                    n = batch.num_rows
-                    pieces = [batch] if ranges is None else [
-                        batch.slice(max(a, pos) - pos, min(b, pos + n) - max(a, pos))
-                        for a, b in ranges if a < pos + n and b > pos
-                    ]
-                    pos += n
-                    for piece in pieces:
-                        if piece.num_rows:
-                            yield _conform(decode(piece), schema)
+        try:
+            yield from _read_slice(fs, sl, batch_rows, decode, schema)
+        except (OSError, pa.ArrowException) as err:
+            raise CorruptIndexError(
+                f"{sl.path}: data file is missing or damaged ({err}); restore it from a backup, "
+                "or delete its segment with 'carbonstore delete-segments TABLE --ids ID' (its "
+                "rows are then lost)"
+            ) from err
+
+
+def _read_slice(
+    fs: Any, sl: _Slice, batch_rows: int, decode: Any, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    with fs.open_input_file(sl.path) as fh:
+        pf = pq.ParquetFile(fh)
+        for rg, ranges in sl.row_groups:
+            pos = 0
+            for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg], use_threads=False):
+                n = batch.num_rows
+                pieces = [batch] if ranges is None else [
+                    batch.slice(max(a, pos) - pos, min(b, pos + n) - max(a, pos))
+                    for a, b in ranges if a < pos + n and b > pos
+                ]
+                pos += n
+                for piece in pieces:
+                    if piece.num_rows:
+                        yield _conform(decode(piece), schema)
 
 
 def _decoder(table: Table) -> Any:

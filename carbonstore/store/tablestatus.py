@@ -230,6 +230,12 @@ class TableStatus:
         sfs = self.paths.sfs
         path = self.paths.tablestatus
         if not sfs.exists(path):
+            backup = self.paths.tablestatus_backup
+            if sfs.exists(backup):  # only ever written next to a tablestatus: it was lost
+                raise CorruptMetadataError(
+                    f"tablestatus file {path} is missing but its previous version {backup} "
+                    f"exists; check the backup and copy it over {path} to recover"
+                )
             return TableStatusSnapshot((), "empty")
         data = sfs.read_bytes(path)
         entries = _decode(data, path, self.paths.tablestatus_backup)

@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.commit import begin_segment, commit_segment
@@ -75,27 +74,17 @@ def load(table: Table, data: pa.Table, *, tasks: int = 2, slow: bool = False) ->
             lock.release()
 
 
-def scan(table: Table, where: str | None = None) -> pa.Table:
-    """Every row a query sees: the pruning plan's row groups and row ranges, decoded.
+def scan(table: Table, where: str | None = None, *, segments: str | None = None) -> pa.Table:
+    """Every row a query reads: the pruning plan, then the read path's row-group reader.
 
-    No filter is applied after pruning: the result is what the plan says must be read.
+    This is what the ``carbonstore`` data source's ``partitions()`` and ``read()`` do, without
+    the JVM. No filter is applied after pruning: the result is what the plan must read.
     """
-    from carbonstore.dictionary import decode_batch
+    from carbonstore.spark.reader import arrow_read_schema, plan_partitions, read_row_groups
 
-    plan = prune(table, where)
-    parts: list[pa.Table] = []
-    for f in plan.files:
-        pf = pq.ParquetFile(plan.absolute(f.path))
-        for rg in f.row_groups:
-            t = pf.read_row_group(rg.index)
-            for a, b in rg.row_ranges:
-                parts.append(t.slice(a, b - a))
-    if not parts:
-        return pa.table({"id": pa.array([], pa.int64())})
-    out = pa.concat_tables(parts)
-    if table.schema.dictionary_columns:
-        out = pa.Table.from_batches([decode_batch(b, table) for b in out.to_batches()])
-    return out
+    plan = prune(table, where, segments=segments)
+    batches = [b for part in plan_partitions(plan) for b in read_row_groups(table, part.slices)]
+    return pa.Table.from_batches(batches, schema=arrow_read_schema(table))
 
 
 def committed_ids(table: Table) -> list[int]:
