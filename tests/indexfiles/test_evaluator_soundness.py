@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import tempfile
+from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -28,6 +29,7 @@ from carbonstore.indexfiles.arrays import load_arrays
 from carbonstore.indexfiles.evaluator import evaluate_rows
 from carbonstore.indexfiles.expr import (
     And,
+    Comparison,
     Eq,
     Expr,
     Gt,
@@ -106,7 +108,8 @@ def _literal(draw: st.DrawFn, name: str, values: list[Any]) -> Any:
     """A literal near the data: a value, a value nudged by half a step, or an odd type."""
     non_null = [v for v in values if v is not None]
     dtype = _TYPES[name][0]
-    base = draw(st.sampled_from(non_null)) if non_null and draw(st.booleans()) else draw(_TYPES[name][2])
+    from_data: bool = bool(non_null) and draw(st.booleans())
+    base = draw(st.sampled_from(non_null)) if from_data else draw(_TYPES[name][2])
     if base is None or not draw(st.booleans()):
         return base
     if dtype.is_integral or dtype.name == "decimal":
@@ -157,7 +160,8 @@ def _predicate(draw: st.DrawFn, table: dict[str, list[Any]], depth: int = 0) -> 
         return IsNaN(name)
     if op == "prefix":
         non_null = [v for v in table[name] if v]
-        base = draw(st.sampled_from(non_null)) if non_null and draw(st.booleans()) else draw(_TYPES[name][2])
+        from_data: bool = bool(non_null) and draw(st.booleans())
+        base = draw(st.sampled_from(non_null)) if from_data else draw(_TYPES[name][2])
         cut = draw(st.integers(0, len(base)))
         prefix = base[:cut]
         if isinstance(prefix, bytes) and dtype.name == "string":
@@ -211,8 +215,12 @@ def _write_and_index(table: pa.Table, options: dict[str, Any], tag: str) -> list
             use_dictionary=options["use_dictionary"], bloom_filter_options=blooms or None,
         )
         header, region = pack([read_file_index(_FS, path)])
-        parts.append(load_arrays(header, lambda off, ln, r=region: r[off : off + ln]))
+        parts.append(load_arrays(header, _slicer(region)))
     return parts
+
+
+def _slicer(region: bytes) -> Callable[[int, int], bytes]:
+    return lambda off, ln: region[off : off + ln]
 
 
 def _to_arrow(table: dict[str, list[Any]]) -> pa.Table:
@@ -262,7 +270,7 @@ def _num(v: Any, floating: bool) -> Any:
     return Fraction(v)
 
 
-def _naive_cmp(op: type, value: Any, lit: Any, dtype: DataType) -> bool | None:
+def _naive_cmp(op: type[Comparison], value: Any, lit: Any, dtype: DataType) -> bool | None:
     """Spark semantics on Python values: None for NULL."""
     if value is None or lit is None:
         return None
@@ -336,7 +344,9 @@ def _naive(expr: Expr, row: dict[str, Any]) -> bool | None:
         if isinstance(expr, NotIn):
             return None if res is None else not res
         return res
-    return _naive_cmp(type(expr), value, expr.literal, dtype)  # type: ignore[attr-defined]
+    if not isinstance(expr, Comparison):
+        raise TypeError(f"unexpected expression {expr}")
+    return _naive_cmp(type(expr), value, expr.literal, dtype)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -161,7 +161,7 @@ def test_units_holding_a_match_are_kept(case: tuple[str, list[list[Any]], UnitSt
         must_keep = np.zeros(len(units), bool)
         must_keep[unit_of_row[evaluate_rows(bound, table)]] = True
         for level in (LEVEL_COUNTS, LEVEL_MINMAX):
-            mask = StatsEvaluator(len(units), lambda ref, s=stats: s, level=level).evaluate(bound)
+            mask = StatsEvaluator(len(units), lambda ref: stats, level=level).evaluate(bound)
             dropped = np.flatnonzero(must_keep & (mask == ROWS_CANNOT_MATCH)).tolist()
             assert not dropped, f"units {[units[i] for i in dropped]} dropped for {bound} at level {level}"
 
