@@ -41,7 +41,7 @@ from carbonstore.indexfiles.expr import (
     references,
 )
 
-__all__ = ["LevelCounts", "PrunePlan", "find_column", "prune"]
+__all__ = ["LevelCounts", "PrunePlan", "RowGroupSelection", "find_column", "prune", "selections"]
 
 _KIND_NAMES = {0: "NONE", 1: "INT64", 2: "FLOAT64", 3: "BYTES", 4: "BIGINT"}
 
@@ -79,6 +79,31 @@ class PrunePlan:
     row_ranges: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict)
     row_groups: LevelCounts
     pages: LevelCounts
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowGroupSelection:
+    """One kept row group, for readers: where it is and which rows to read."""
+
+    part: int  # index into the parts given to prune()
+    file: str  # DataFile.path, relative to the segment
+    row_group: int  # ordinal of the row group inside the file
+    num_rows: int
+    row_ranges: npt.NDArray[np.int64]  # (k, 2) [start, end) rows within the row group
+
+
+def selections(plan: PrunePlan, parts: Sequence[IndexArrays]) -> list[RowGroupSelection]:
+    """The kept row groups of ``plan`` in part / file order (objects for reporting and reading)."""
+    out = []
+    for gi in np.flatnonzero(plan.kept).tolist():
+        p = parts[int(plan.part[gi])]
+        local = int(plan.row_group[gi])
+        out.append(RowGroupSelection(
+            part=int(plan.part[gi]), file=p.files[int(p.rg_file[local])].path or "",
+            row_group=int(p.rg_index[local]), num_rows=int(p.rg_num_rows[local]),
+            row_ranges=plan.row_ranges[gi],
+        ))
+    return out
 
 
 def find_column(arrays: IndexArrays, ref: BoundRef) -> ColumnArrays | None:

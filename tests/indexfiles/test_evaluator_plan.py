@@ -16,7 +16,7 @@ from carbonstore.indexfiles.arrays import IndexArrays, load_arrays
 from carbonstore.indexfiles.expr import Not, bind, parse_where
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.packing import pack
-from carbonstore.indexfiles.planner import prune
+from carbonstore.indexfiles.planner import prune, selections
 from carbonstore.store.schema import TableSchema, parse_schema_string
 
 SCHEMA = TableSchema(
@@ -94,3 +94,10 @@ def test_unbound_expression_is_refused(arrays: IndexArrays) -> None:
         prune(Not(parse_where("i = 1")), [arrays])
     with pytest.raises(ExpressionError, match="bind the expression"):
         prune(parse_where("i = 1"), [arrays])
+
+
+def test_selections_name_file_and_row_group(arrays: IndexArrays) -> None:
+    plan = _plan(arrays, "i >= 950")
+    (sel,) = selections(plan, [arrays])
+    assert sel.file.endswith("a.parquet") and sel.row_group == 3 and sel.num_rows == 100
+    assert sel.row_ranges.tolist() == [[50, 100]]
