@@ -27,6 +27,7 @@ from carbonstore.indexfiles._gen.carbonindex.ttypes import IndexHeader
 from carbonstore.indexfiles.arrays import IndexArrays, load_arrays
 from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.packing import FORMAT_VERSION, pack, unpack
+from carbonstore.store.faults import crash_point
 
 __all__ = [
     "MAGIC_MERGE",
@@ -76,6 +77,7 @@ def atomic_write(fs: pafs.FileSystem, path: str, data: bytes) -> None:
     try:
         with fs.open_output_stream(tmp) as out:
             out.write(data)
+        crash_point("index.before_rename")
         fs.move(tmp, path)
     except BaseException:
         try:

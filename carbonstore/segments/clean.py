@@ -30,6 +30,7 @@ from typing import Any, Literal
 import filelock
 
 from carbonstore.errors import LockTimeoutError, UserError
+from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
@@ -209,6 +210,8 @@ def _clean(
     if not dry_run:
         for item in items:
             _delete(table, item.path)
+            crash_point("clean.mid_delete")
+        crash_point("clean.before_commit")
         if removed_ids:
             gone = {e.load_name: e.status for e, _ in removable}
             # Only entries still in the status we removed them for (terminal states).
@@ -259,6 +262,7 @@ def _orphans(table: Table, *, dry_run: bool, now: int) -> tuple[list[CleanItem],
                 target = f"{table.paths.trash_dir}/{now}"
                 sfs.makedirs(target)
                 sfs.move(info.path, f"{target}/{info.base_name}")
+                crash_point("clean.after_move")
         finally:
             lock.release()
     return items, skipped

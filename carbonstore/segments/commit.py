@@ -20,6 +20,7 @@ import filelock
 from carbonstore.errors import BadRecordError, CarbonStoreError
 from carbonstore.indexfiles.indexfile import merge_indexes
 from carbonstore.segments.writer import TaskResult
+from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import acquire
 from carbonstore.store.tablestatus import (
     FAILURE,
@@ -72,6 +73,7 @@ def begin_segment(
             lock.release()
         raise
     table.store.sfs.makedirs(table.paths.segment_dir(holder[0].load_name))
+    crash_point("load.after_inprogress")
     return holder[0], (locks[0] if locks else None)
 
 
@@ -123,6 +125,7 @@ def commit_segment(
         )
         abort_segment(table, segment_id, reason=msg, bad_records=True)
         raise BadRecordError(msg)
+    crash_point("load.after_data")
     sfs = table.store.sfs
     seg_dir = table.paths.segment_dir(segment_id)
     sfs.makedirs(seg_dir)
@@ -135,6 +138,7 @@ def commit_segment(
         sfs.fs, [f"{seg_dir}/{n}" for n in task_indexes], f"{seg_dir}/{merge_name}",
         segment_id=segment_id,
     )
+    crash_point("load.merge_index_written")
     _store_statistics(table, segment_id, done)
     status = PARTIAL_SUCCESS if bad else SUCCESS
     extra = {"badRecordPath": bad_record_dir} if bad and bad_record_dir else {}
@@ -167,6 +171,7 @@ def commit_segment(
             raise CarbonStoreError(f"segment {segment_id} of {table.name} has no tablestatus entry")
         return out
 
+    crash_point("load.before_commit")
     table.status.update(flip)
     auto_compact_hook(table)
     return holder[0]

@@ -36,6 +36,7 @@ from carbonstore.segments.compaction_merge import (
     write_settings,
 )
 from carbonstore.store.conf import CarbonConf
+from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
@@ -330,6 +331,7 @@ def commit_compaction(
         holder.append(entry)
         return [*out, entry]
 
+    crash_point("compaction.before_commit")
     table.status.update(apply)
     return holder[0]
 
@@ -359,6 +361,7 @@ def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment
         if snap.find(group.output) is None:
             sfs.delete_dir(out_dir)
         output = merger(table, sources, group.output)
+        crash_point("compaction.after_output")
         expected_rows = sum(e.row_count for e in sources)
         if output.row_count != expected_rows:
             raise CarbonStoreError(

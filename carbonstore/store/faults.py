@@ -1,15 +1,16 @@
 """Crash points for the reliability suite: kill this process at a named step.
 
-Set ``CARBONSTORE_CRASH_AT=<name>`` in the environment of a process and it sends itself
-SIGKILL when it reaches ``crash_point("<name>")`` - no cleanup, no ``finally`` blocks, the
+Set ``CARBONSTORE_CRASH_AT=<name>`` (or ``<name>#<n>``: the n-th time) in the environment
+of a process and it sends itself SIGKILL when it reaches ``crash_point("<name>")`` - no cleanup, no ``finally`` blocks, the
 same as a power cut or an OOM kill. The variable is read once, at import; when it is unset
 a crash point costs one comparison with None.
 
 Names used by the product (see docs/reliability.md)::
 
-    load.after_inprogress   load.after_data   load.merge_index_written
-    load.before_commit      compaction.after_output   compaction.before_commit
-    clean.after_move        clean.mid_delete          clean.before_commit
+    load.after_inprogress     load.after_data            index.before_rename
+    load.merge_index_written  load.before_commit         tablestatus.before_write
+    compaction.after_output   compaction.before_commit
+    clean.mid_delete          clean.before_commit        clean.after_move
 """
 
 from __future__ import annotations
@@ -20,10 +21,24 @@ import signal
 __all__ = ["CRASH_ENV", "crash_point"]
 
 CRASH_ENV = "CARBONSTORE_CRASH_AT"
-_TARGET: str | None = os.environ.get(CRASH_ENV) or None
+
+
+def _parse(value: str | None) -> tuple[str | None, int]:
+    """``name`` or ``name#N`` (the N-th time the point is reached, from 1)."""
+    if not value:
+        return None, 1
+    name, _, nth = value.partition("#")
+    return name, int(nth) if nth.isdigit() and int(nth) > 0 else 1
+
+
+_TARGET, _NTH = _parse(os.environ.get(CRASH_ENV))
+_hits = 0
 
 
 def crash_point(name: str) -> None:
     """SIGKILL this process when ``CARBONSTORE_CRASH_AT`` names this point; else nothing."""
+    global _hits
     if _TARGET is not None and _TARGET == name:
-        os.kill(os.getpid(), signal.SIGKILL)
+        _hits += 1
+        if _hits >= _NTH:
+            os.kill(os.getpid(), signal.SIGKILL)

@@ -19,6 +19,7 @@ import orjson
 import xxhash
 
 from carbonstore.errors import CorruptMetadataError, SegmentNotFoundError
+from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TablePaths
 
@@ -287,6 +288,7 @@ class TableStatus:
             sfs.write_atomic(self.paths.tablestatus_history, _encode(history))
         if current.version != "empty":
             sfs.write_atomic(self.paths.tablestatus_backup, sfs.read_bytes(self.paths.tablestatus))
+        crash_point("tablestatus.before_write")
         sfs.write_atomic(self.paths.tablestatus, _encode(entries))
 
     # ---- common transitions --------------------------------------------------------------
