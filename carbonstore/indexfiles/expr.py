@@ -35,9 +35,8 @@ from carbonstore.store.schema import Column, DataType, TableSchema
 __all__ = [
     "AlwaysFalse", "AlwaysTrue", "And", "BoundRef", "Comparison", "Eq", "Expr", "Gt", "GtEq",
     "In", "IsNaN", "IsNotNull", "IsNull", "Lt", "LtEq", "Not", "NotEq", "NotIn", "NotNaN",
-    "NotStartsWith", "Or", "StartsWith", "Term", "and_", "bind", "col",
-    "not_", "or_",
-    "push_not", "references",
+    "NotStartsWith", "Or", "StartsWith", "Term", "and_", "bind", "col", "not_", "or_",
+    "parse_where", "push_not", "references",
 ]
 
 
