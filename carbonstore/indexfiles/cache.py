@@ -138,8 +138,8 @@ class SegmentBounds:
         for name, kind in kinds.items():
             pieces = []
             for p in parts:
-                cb = p.columns.get(name)
-                pieces.append(cb if cb is not None and cb.kind == kind else ColumnBounds.unknown(kind, p.size))
+                got = p.columns.get(name)
+                pieces.append(got if got is not None and got.kind == kind else ColumnBounds.unknown(kind, p.size))
             cols[name] = ColumnBounds(
                 kind=kind, lo=_cat([c.lo for c in pieces]), hi=_cat([c.hi for c in pieces]),
                 lo_ok=np.concatenate([c.lo_ok for c in pieces]),
