@@ -61,6 +61,7 @@ __all__ = [
     "analyze_targets",
     "compute_segment_statistics",
     "hll_slots",
+    "key_slots",
     "spark_type_of_arrow",
     "store_accumulated",
     "store_task_statistics",
@@ -69,6 +70,9 @@ __all__ = [
 
 _DENSE_RATIO = 0.5  # distinct/rows above which ``unique`` does not pay for itself
 _RECHECK_EVERY = 8  # batches between re-checks of a dense column
+_WARMUP_KEYS = 4096  # keys handed over between checks of the sketch's mode
+_PROBE_KEYS = 65536  # keys of a batch sampled to decide whether to deduplicate it
+_PROBE_DENSE_RATIO = 0.9  # a sample overstates the distinct ratio of the whole batch
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 # MurmurHash3_x64_128 as DataSketches calls it for one 8-byte value (seed 9001), so the HLL
@@ -113,11 +117,7 @@ def hll_slots(words: np.ndarray, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
     ``h2``, which rounding can push up by one just below a power of two. A lower bound is
     all the pre-filter needs (it keeps values whose rank may reach the register).
     """
-    h1, h2 = _murmur_8(words)
-    slot = (h1 & np.uint64((1 << lg_k) - 1)).astype(np.intp)
-    bits = np.frexp(h2.astype(np.float64))[1]  # bit length (0 for 0)
-    rank = (np.minimum(64 - bits, 62) + 1).astype(np.uint8)
-    return slot, rank
+    return _slots_ranks(*_murmur_8(words), lg_k)
 
 
 def _hash_words(keys: np.ndarray) -> np.ndarray:
@@ -128,6 +128,93 @@ def _hash_words(keys: np.ndarray) -> np.ndarray:
         words[np.isnan(keys)] = _NAN_BITS
         return words
     return keys.astype(np.int64, copy=False).view(np.uint64)
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+_EMPTY_STRING_KEY = -1  # DataSketches ignores "": it is counted as the int64 -1 instead,
+# whose 8 bytes (all 0xFF) are no valid UTF-8 string, so no string can share its hash.
+
+
+def _murmur_strings(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(h1, h2) of MurmurHash3_x64_128 (seed 9001) over each string's UTF-8 bytes,
+    vectorised over the strings (one numpy pass per 16-byte block of the longest)."""
+    if not pa.types.is_string(arr.type):
+        arr = arr.cast(pa.large_string()) if not pa.types.is_large_string(arr.type) else arr
+    n = len(arr)
+    off_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    offs = np.frombuffer(arr.buffers()[1], dtype=off_type)[arr.offset: arr.offset + n + 1]
+    offs = offs.astype(np.int64)
+    buf = arr.buffers()[2]
+    raw = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.empty(0, np.uint8)
+    padded = np.zeros(int(offs[-1]) + 32, dtype=np.uint8)
+    padded[: int(offs[-1]) - int(offs[0])] = raw[int(offs[0]): int(offs[-1])]
+    starts = offs[:-1] - offs[0]
+    lengths = offs[1:] - offs[:-1]
+    words = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+    h1 = np.full(n, _SEED, dtype=np.uint64)
+    h2 = np.full(n, _SEED, dtype=np.uint64)
+    nblocks = lengths >> 4
+    c5 = np.uint64(5)
+    with np.errstate(over="ignore"):
+        for j in range(int(nblocks.max()) if n else 0):
+            every = bool(nblocks.min() > j)
+            idx = slice(None) if every else np.flatnonzero(nblocks > j)
+            pos = starts[idx] + 16 * j
+            k1 = words[pos] * _C1
+            k1 = _rotl(k1, 31) * _C2
+            a = h1[idx] ^ k1
+            b = h2[idx]
+            a = (_rotl(a, 27) + b) * c5 + np.uint64(0x52DCE729)
+            k2 = words[pos + 8] * _C2
+            k2 = _rotl(k2, 33) * _C1
+            b = b ^ k2
+            b = (_rotl(b, 31) + a) * c5 + np.uint64(0x38495AB5)
+            h1[idx] = a
+            h2[idx] = b
+        tail = lengths & 15
+        tpos = starts + (nblocks << 4)
+        lo = np.minimum(tail, 8).astype(np.uint64)
+        hi = np.maximum(tail - 8, 0).astype(np.uint64)
+        ones = np.uint64(0xFFFFFFFFFFFFFFFF)
+        mask1 = np.where(lo >= 8, ones, (np.uint64(1) << (lo * np.uint64(8))) - np.uint64(1))
+        mask2 = (np.uint64(1) << (hi * np.uint64(8))) - np.uint64(1)  # hi <= 7
+        k2 = words[tpos + 8] & mask2
+        k2 = _rotl(k2 * _C2, 33) * _C1
+        h2 ^= np.where(tail > 8, k2, np.uint64(0))
+        k1 = words[tpos] & mask1
+        k1 = _rotl(k1 * _C1, 31) * _C2
+        h1 ^= np.where(tail > 0, k1, np.uint64(0))
+        length = lengths.astype(np.uint64)
+        h1 ^= length
+        h2 ^= length
+        h1 += h2
+        h2 += h1
+        h1 = _fmix64(h1)
+        h2 = _fmix64(h2)
+        h1 += h2
+        h2 += h1
+    empty = lengths == 0
+    if empty.any():
+        e1, e2 = _murmur_8(np.array([_EMPTY_STRING_KEY], dtype=np.int64).view(np.uint64))
+        h1[empty], h2[empty] = e1[0], e2[0]
+    return h1, h2
+
+
+def _slots_ranks(h1: np.ndarray, h2: np.ndarray, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
+    slot = (h1 & np.uint64((1 << lg_k) - 1)).astype(np.intp)
+    bits = np.frexp(h2.astype(np.float64))[1]  # bit length (0 for 0), may be one high
+    rank = (np.minimum(64 - bits, 62) + 1).astype(np.uint8)
+    return slot, rank
+
+
+def key_slots(keys: pa.Array, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(slot, rank) of each sketch key (int64, float64 or string; no nulls)."""
+    if pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
+        return _slots_ranks(*_murmur_strings(keys), lg_k)
+    return _slots_ranks(*_murmur_8(_hash_words(keys.to_numpy())), lg_k)
 
 
 def spark_type_of_arrow(t: pa.DataType) -> str:
@@ -198,7 +285,7 @@ class _Column:
     def __post_init__(self) -> None:
         if self.kind not in ("boolean", "binary"):
             self.sketch = hll_sketch(self.lg_k, SKETCH_TYPE)
-        if self.kind not in ("boolean", "binary", "string"):
+        if self.sketch is not None:
             self.registers = np.zeros(1 << self.lg_k, dtype=np.uint8)
 
     # ---- update ---------------------------------------------------------------------------
@@ -266,6 +353,17 @@ class _Column:
         self._update_sketch(pc.filter(arr, pc.invert(pc.fill_null(is_null, True))).cast(pa.int64()))
 
     def _update_sketch(self, keys: pa.Array) -> None:
+        """Hand the batch's keys to the sketch, as few of them as give the same sketch.
+
+        Each batch is first reduced to its distinct keys (``pyarrow.compute.unique``) unless
+        the column is nearly all distinct. The keys are then hashed with numpy exactly as
+        DataSketches hashes them. While the sketch is in its list/set modes every distinct
+        key counts; once it is in HLL mode its state is the maximum rank per slot, and a key
+        whose rank does not exceed its slot's register changes nothing (not even the HIP
+        estimator, which moves only when a register changes), so only keys that may raise a
+        register are handed over. ``registers`` mirrors the sketch's registers (as lower
+        bounds).
+        """
         if self.sketch is None:
             return
         if keys.null_count:
@@ -274,34 +372,48 @@ class _Column:
             return
         self.batches += 1
         if not self.dense or self.batches % _RECHECK_EVERY == 0:
-            distinct = pc.unique(keys)
-            self.dense = len(distinct) > _DENSE_RATIO * len(keys)
-            keys = distinct
-        values = keys.to_numpy(zero_copy_only=False)
-        if self.registers is not None:
-            values = self._raising(values)
-        update = self.sketch.update
-        for _ in map(update, values.tolist()):
-            pass
-        if self.registers is not None and not self.hll_mode:
-            self.hll_mode = "Current Mode   : HLL" in self.sketch.to_string()
-
-    def _raising(self, keys: np.ndarray) -> np.ndarray:
-        """8-byte keys: hash them with numpy and keep those that may raise a register.
-
-        Once the sketch is in HLL mode its state is the maximum rank per slot; a value whose
-        rank does not exceed its slot's register changes nothing (not even the HIP
-        estimator, which moves only when a register changes), so skipping it leaves the very
-        same sketch. Before that (list/set modes) every distinct value counts. The numpy
-        registers mirror the sketch's (as lower bounds).
-        """
+            if len(keys) > _PROBE_KEYS:  # a probe decides whether unique pays for itself
+                probe = pc.count_distinct(keys.slice(0, _PROBE_KEYS)).as_py()
+                self.dense = probe > _PROBE_DENSE_RATIO * _PROBE_KEYS
+            if not self.dense:
+                distinct = pc.unique(keys)
+                self.dense = len(distinct) > _DENSE_RATIO * len(keys)
+                keys = distinct
         registers = self.registers
-        if registers is None:
-            return keys
-        slot, rank = hll_slots(_hash_words(keys), self.lg_k)
-        feed = keys[rank >= registers[slot]] if self.hll_mode else keys  # rank may be 1 low
-        np.maximum.at(registers, slot, rank)
-        return feed
+        if registers is None:  # merged or deserialized: no mirror, hand over every key
+            self._feed(keys)
+            return
+        slot, rank = key_slots(keys, self.lg_k)
+        n, start = len(keys), 0
+        while not self.hll_mode and start < n:
+            stop = min(n, start + _WARMUP_KEYS)
+            self._feed(keys.slice(start, stop - start))
+            np.maximum.at(registers, slot[start:stop], rank[start:stop])
+            self.hll_mode = "Current Mode   : HLL" in self.sketch.to_string()
+            start = stop
+        # Keys are compared with the registers as they were before their chunk, so every
+        # key that raises a register on the way is handed over, in order: the sketch sees
+        # the same register changes as with every key, and its HIP estimate is the same.
+        step = max(_WARMUP_KEYS, len(registers))
+        for lo in range(start, n, step):
+            hi = min(n, lo + step)
+            s, r = slot[lo:hi], rank[lo:hi]
+            keep = r >= registers[s]  # >=: the rank may be one low
+            np.maximum.at(registers, s, r)
+            self._feed(keys.slice(lo, hi - lo).filter(pa.array(keep)))
+
+    def _feed(self, keys: pa.Array) -> None:
+        if self.sketch is None or len(keys) == 0:
+            return
+        update = self.sketch.update
+        if pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
+            values = keys.to_pylist()
+            if "" in values:
+                values = [v if v else _EMPTY_STRING_KEY for v in values]
+        else:
+            values = keys.to_numpy(zero_copy_only=False).tolist()
+        for _ in map(update, values):
+            pass
 
     # ---- merge / state ----------------------------------------------------------------------
     def merge(self, other: _Column) -> None:

@@ -189,19 +189,39 @@ def test_num_dvs_within_two_percent(ndv: int, kind: str) -> None:
         assert got == exact  # the sketch's list/set modes are exact at small counts
 
 
-def test_sketch_matches_plain_value_by_value_updates() -> None:
-    """Dedup-per-batch and the dense fast path hash exactly what a plain loop would."""
+def _keys(kind: str, n: int, ndv: int) -> pa.Array:
     rng = np.random.default_rng(3)
-    values = rng.integers(0, 50_000, 200_000)
-    acc = StatsAccumulator(pa.schema([("c", pa.int64())]))
-    for batch in pa.table({"c": values}).to_batches(max_chunksize=4096):
+    values = rng.integers(0, ndv, n)
+    if kind == "long":
+        return pa.array(values * 104729 - 10**12)
+    if kind == "double":
+        d = values / 7.0
+        d[values % 1000 == 0] = -0.0
+        d[values % 997 == 0] = np.nan
+        return pa.array(d)
+    words = np.array(["", "a", "é", "日本語", "x" * 15, "y" * 16, "z" * 17, "w" * 40])
+    return pa.array(np.char.add(words[values % len(words)], values.astype(str)))
+
+
+@pytest.mark.parametrize("kind", ["long", "double", "string"])
+@pytest.mark.parametrize("ndv", [3, 2000, 60_000])
+def test_sketch_matches_plain_value_by_value_updates(kind: str, ndv: int) -> None:
+    """Dedup per batch and the numpy-hashed pre-filter give the sketch a plain loop gives."""
+    keys = _keys(kind, 200_000, ndv)
+    acc = StatsAccumulator(pa.schema([("c", keys.type)]))
+    for batch in pa.table({"c": keys}).to_batches(max_chunksize=16384):
         acc.update(batch)
     plain = hll_sketch(DEFAULT_LG_K, SKETCH_TYPE)
-    for v in values.tolist():
-        plain.update(v)
+    for v in keys.to_pylist():
+        plain.update(v if v != "" else -1)  # "" counts as the int64 -1 (DataSketches skips "")
     stats = acc.finish(SCOPE)
     assert hll_sketch.deserialize(stats.sketches["c"]).get_estimate() == pytest.approx(
         plain.get_estimate(), rel=1e-9)
+
+
+def test_empty_string_is_a_distinct_value() -> None:
+    stats = accumulate(pa.table({"s": ["", "", "a", None]}))
+    assert stats.column("s").num_dvs == 2  # type: ignore[attr-defined]
 
 
 def test_tasks_merge_equals_one_pass() -> None:
