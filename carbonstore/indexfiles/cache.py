@@ -39,6 +39,7 @@ import numpy.typing as npt
 import orjson
 import pyarrow as pa
 import pyarrow.fs as pafs
+import xxhash
 
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles import tio
@@ -60,6 +61,7 @@ __all__ = [
     "SegmentIndex",
     "TableIndex",
     "clear_cache",
+    "read_status",
     "readable_segments",
     "driver_cache",
     "refresh_index_snapshot",
@@ -235,8 +237,46 @@ def segment_bounds(arrays: IndexArrays, schema: TableSchema) -> SegmentBounds:
 _REBUILD = "; rebuild the segment's index with 'carbonstore index rebuild TABLE --segments ID'"
 
 
+class _BloomCache:
+    """Bitsets read for = / IN probes, LRU within a quarter of the index cache budget."""
+
+    def __init__(self) -> None:
+        self.items: OrderedDict[tuple[str, int, int], bytes] = OrderedDict()
+        self.used = 0
+
+    def get(self, key: tuple[str, int, int]) -> bytes | None:
+        data = self.items.get(key)
+        if data is not None:
+            self.items.move_to_end(key)
+        return data
+
+    def put(self, key: tuple[str, int, int], data: bytes, budget: int) -> None:
+        if key not in self.items:
+            self.items[key] = data
+            self.used += len(data)
+        while self.used > budget and len(self.items) > 1:
+            _, old = self.items.popitem(last=False)
+            self.used -= len(old)
+
+    def clear(self) -> None:
+        self.items.clear()
+        self.used = 0
+
+
+_BLOOMS = _BloomCache()
+
+
 def _bloom_source(fs: pafs.FileSystem, path: str, base: int) -> Any:
     def read(off: int, ln: int) -> bytes:
+        key = (path, base + off, ln)
+        cached = _BLOOMS.get(key)
+        if cached is not None:
+            return cached
+        data = _read_bloom(off, ln)
+        _BLOOMS.put(key, data, _CACHE.capacity // 4)
+        return data
+
+    def _read_bloom(off: int, ln: int) -> bytes:
         COUNTERS["bloom_reads"] += 1
         try:
             with fs.open_input_file(path) as f:
@@ -325,6 +365,7 @@ class DriverIndexCache:
         self._items: OrderedDict[tuple[str, str, str], SegmentIndex] = OrderedDict()
         self._views: OrderedDict[tuple[Any, ...], TableIndex] = OrderedDict()
         self._snapshots: dict[str, _Snapshot | None] = {}
+        self._status: dict[str, TableStatusSnapshot] = {}
         self.lock = threading.RLock()
 
     def __len__(self) -> int:
@@ -353,7 +394,9 @@ class DriverIndexCache:
             self._items.clear()
             self._views.clear()
             self._snapshots.clear()
+            self._status.clear()
             self.used = 0
+        _BLOOMS.clear()
 
 
 _CACHE = DriverIndexCache()
@@ -579,6 +622,21 @@ class TableIndex:
         return [self.segment(i) for i in range(self.size)]
 
 
+def read_status(table: Table) -> TableStatusSnapshot:
+    """A fresh tablestatus snapshot; an unchanged file (same xxh64) is not parsed again."""
+    paths = table.paths
+    try:
+        data = paths.sfs.read_bytes(paths.tablestatus)
+    except OSError:
+        return table.status.read()  # missing: let TableStatus say what that means
+    cached = _CACHE._status.get(paths.root)
+    if cached is not None and cached.version == xxhash.xxh64_hexdigest(data):
+        return cached
+    snap = table.status.read()
+    _CACHE._status[paths.root] = snap
+    return snap
+
+
 def readable_segments(snapshot: TableStatusSnapshot) -> list[LoadEntry]:
     """Readable segments of one tablestatus snapshot, in segment order."""
     return sorted(snapshot.readable, key=lambda e: segment_sort_key(e.load_name))
@@ -610,11 +668,11 @@ def table_index(table: Table, entries: Sequence[LoadEntry], *, all_readable: boo
 
 
 def _refresh_best_effort(table: Table, view: TableIndex) -> None:
-    lock = table.locks.lock(SNAPSHOT_LOCK)
     try:
+        lock = table.locks.lock(SNAPSHOT_LOCK)
         lock.acquire(timeout=0)
-    except TimeoutError:
-        return  # another process is writing one right now
+    except (TimeoutError, OSError):
+        return  # another process is writing one, or the store is read-only for us
     try:
         _write_snapshot(table, view.all_segments())
     except OSError:

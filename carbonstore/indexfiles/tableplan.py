@@ -27,12 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.ma  # noqa: F401 - np.unique imports it lazily: pay at import, not in the first plan
 import numpy.typing as npt
 
 from carbonstore.errors import SegmentNotFoundError
 from carbonstore.indexfiles import planner as planner_mod
 from carbonstore.indexfiles.arrays import IndexArrays
-from carbonstore.indexfiles.cache import readable_segments, table_index
+from carbonstore.indexfiles.cache import read_status, readable_segments, table_index
 from carbonstore.indexfiles.evaluator import LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
 from carbonstore.indexfiles.expr import (
     AlwaysFalse,
@@ -218,7 +219,7 @@ def dictionary_safe(expr: Expr, table: Table) -> Expr:
 
 
 def _choose(table: Table, segments: str | Sequence[str] | None) -> tuple[list[Any], bool]:
-    entries = readable_segments(table.status.read())
+    entries = readable_segments(read_status(table))
     if segments is None or (isinstance(segments, str) and segments.strip() in ("", "*")):
         return entries, True
     parts = segments.split(",") if isinstance(segments, str) else list(segments)
@@ -271,7 +272,8 @@ def _assemble(
     plan: planner_mod.PrunePlan | None, explain: bool, t0: float,
 ) -> TablePlan:
     b = view.bounds
-    seg_dir = {e.load_name: table.paths.relative(table.paths.segment_dir(e.load_name)) for e in view.entries}
+    paths = table.paths
+    seg_dir = _SegDirs(paths)
     dropped_seg = ~s1
     files: list[FilePlan] = []
     kept_seg: list[str] = []
@@ -328,9 +330,22 @@ def _assemble(
     where_text = where if isinstance(where, str) or where is None else str(where)
     return TablePlan(
         table=str(table.name), where=where_text, expr=expr,
-        planning_ms=(time.perf_counter() - t0) * 1000.0, root=table.paths.root,
+        planning_ms=(time.perf_counter() - t0) * 1000.0, root=paths.root,
         segments=tuple(kept_seg), levels=levels, files=tuple(files), dropped=dropped,
     )
+
+
+class _SegDirs(dict):  # type: ignore[type-arg]
+    """Segment id -> its folder relative to the table, computed on first use."""
+
+    def __init__(self, paths: Any) -> None:
+        super().__init__()
+        self.paths = paths
+
+    def __missing__(self, sid: str) -> str:
+        rel: str = self.paths.relative(self.paths.segment_dir(sid))
+        self[sid] = rel
+        return rel
 
 
 def _level(total: int, kept: int, by_segment: int, rest: str) -> LevelSummary:
@@ -390,7 +405,7 @@ def _page_counts(
 
 def _explain(
     view: Any, expr: Expr, s0: Any, s1: Any, surv: Any, parts: list[IndexArrays],
-    plan: planner_mod.PrunePlan | None, seg_dir: dict[str, str],
+    plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs,
 ) -> tuple[Dropped, ...]:
     out: list[Dropped] = []
     for i in np.flatnonzero(~s1).tolist():
