@@ -145,8 +145,8 @@ def _murmur_strings(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         arr = arr.cast(pa.large_string()) if not pa.types.is_large_string(arr.type) else arr
     n = len(arr)
     off_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
-    offs = np.frombuffer(arr.buffers()[1], dtype=off_type)[arr.offset: arr.offset + n + 1]
-    offs = offs.astype(np.int64)
+    offs: np.ndarray[Any, np.dtype[np.int64]] = np.frombuffer(
+        arr.buffers()[1], dtype=off_type)[arr.offset: arr.offset + n + 1].astype(np.int64)
     buf = arr.buffers()[2]
     raw = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.empty(0, np.uint8)
     padded = np.zeros(int(offs[-1]) + 32, dtype=np.uint8)
