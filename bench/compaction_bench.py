@@ -13,6 +13,8 @@ one SparkSession times, best of ``--repeat``:
 and the driver-side pyarrow merge (``--engine local``) once. Each compaction runs on a fresh
 copy of the table. Also prints the index planning time (loading every readable segment's
 merge index) before and after compaction. Ratio = peer time / our time (>= 0.8 is the target).
+Sources carry statistics as loads store them (the output's are merged from them);
+``--no-source-stats`` makes compaction compute them while writing instead.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def make_rows(start: int, n: int, rng: np.random.Generator) -> pa.Table:
     })
 
 
-def build(location: str, segments: int, rows: int) -> Table:
+def build(location: str, segments: int, rows: int, *, with_stats: bool = True) -> Table:
     store = Store(location, conf=load_conf(None))
     table = store.create_table("bench.c", SCHEMA, properties={"sort_columns": "id"})
     rng = np.random.default_rng(7)
@@ -59,6 +61,10 @@ def build(location: str, segments: int, rows: int) -> Table:
         entry = table.status.allocate()
         data = make_rows(s * rows, rows, rng)
         out = write_segment(table, entry.load_name, [data.to_batches(max_chunksize=65536)])
+        if with_stats:  # as a load does: statistics computed while writing, stored at commit
+            from carbonstore.segments.sketches import store_task_statistics
+
+            store_task_statistics(table, entry.load_name, out.tasks, source="load")
         table.status.set_status(
             entry.load_name, SUCCESS, timestamp=entry.load_start_time + 1,
             row_count=out.row_count, data_size=out.data_size, index_size=out.index_size,
@@ -90,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=500_000, help="rows per segment")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--tasks", type=int, default=None, help="output tasks (default: auto)")
+    ap.add_argument("--no-source-stats", action="store_true",
+                    help="sources without statistics: compaction computes them while writing")
     args = ap.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from carbonstore.spark.compact_job import spark_merger
@@ -97,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
 
     work = tempfile.mkdtemp(prefix="compaction-bench-")
     try:
-        base = build(f"{work}/base", args.segments, args.rows)
+        base = build(f"{work}/base", args.segments, args.rows,
+                     with_stats=not args.no_source_stats)
         files = [p for e in base.status.read().readable for p in segment_data_files(base, e.load_name)]
         total_rows = args.segments * args.rows
         size_mb = sum(e.data_size for e in base.status.read().readable) / 2**20
