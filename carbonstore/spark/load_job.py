@@ -12,10 +12,16 @@ Cluster: ``spark-submit <path of carbonstore/spark/load_job.py> db.sales --input
 
 from __future__ import annotations
 
+import contextlib
+import csv
+import glob
+import io
+import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
 
+import pyarrow.fs as pafs
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the usual pyspark alias
@@ -38,6 +44,62 @@ def _spark_type(type_name: str) -> object:
     return _parse_datatype_string(type_name)
 
 
+_COMPRESSED = (".gz", ".bz2", ".zst", ".deflate", ".lz4", ".snappy", ".xz", ".zip")
+
+
+def _first_file(path: str) -> tuple[pafs.FileSystem, str] | None:
+    """The file whose first line Spark takes as the header (first in name order)."""
+    if "://" in path:
+        fs, p = pafs.FileSystem.from_uri(path)
+    else:
+        fs, p = pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(path))
+        if glob.has_magic(p):
+            hits = sorted(glob.glob(p))
+            return (fs, hits[0]) if hits and os.path.isfile(hits[0]) else None
+    info = fs.get_file_info(p)
+    if info.type == pafs.FileType.File:
+        return fs, p
+    if info.type != pafs.FileType.Directory:
+        return None
+    files = sorted(
+        i.path for i in fs.get_file_info(pafs.FileSelector(p, recursive=False))
+        if i.type == pafs.FileType.File and not i.base_name.startswith(("_", "."))
+    )
+    return (fs, files[0]) if files else None
+
+
+def _header_columns(paths: list[str], reader_opts: dict[str, str]) -> list[str] | None:
+    """The CSV header read directly (no Spark job), or None when Spark must do it."""
+    if reader_opts.get("multiLine") == "true" or not paths:
+        return None
+    try:
+        found = _first_file(paths[0])
+        if found is None or found[1].lower().endswith(_COMPRESSED):
+            return None
+        fs, path = found
+        with fs.open_input_file(path) as f:
+            head = f.read(1 << 20)
+        text = head.decode(reader_opts.get("encoding", "utf-8"), errors="replace")
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        comment = reader_opts.get("comment")
+        escape = reader_opts.get("escape", "\\")
+        rows = csv.reader(
+            io.StringIO(text),
+            delimiter=reader_opts.get("sep", ","),
+            quotechar=reader_opts.get("quote", '"') or None,
+            escapechar=escape if escape and escape != reader_opts.get("quote", '"') else None,
+            doublequote=True,
+        )
+        for row in rows:
+            if not row or (comment and row[0].startswith(comment)):
+                continue
+            return [c.strip() for c in row]
+    except (OSError, ValueError, csv.Error, LookupError, TypeError):
+        return None
+    return None
+
+
 def _csv_source(
     spark: SparkSession, table: Table, paths: list[str], opts: LoadOptions
 ) -> DataFrame:
@@ -46,7 +108,9 @@ def _csv_source(
     reader_opts.setdefault("header", "true")
     cols = {c.name: c for c in table.schema.columns}
     if opts.header:
-        file_cols = spark.read.options(**reader_opts).csv(paths).columns
+        file_cols = _header_columns(paths, reader_opts)
+        if file_cols is None:  # compressed, multi-line or remote glob: let Spark read it
+            file_cols = spark.read.options(**reader_opts).csv(paths).columns
     else:
         file_cols = list(cols)
     fields: list[StructField] = []
@@ -224,7 +288,8 @@ def load(
         if table.schema.dictionary_columns:
             distinct = {c: source.select(c).distinct().toArrow().column(0) for c in dict_cols}
             prepare_dictionaries(table, distinct, seg, prebuilt=prebuilt)
-        df.write.format("carbonstore").mode(mode).options(**write_opts).save(str(table.name))
+        with _arrow_batches(df.sparkSession):
+            df.write.format("carbonstore").mode(mode).options(**write_opts).save(str(table.name))
     except Exception as err:
         after = table.status.read().find(seg)
         reason = str((after.extra if after else {}).get("failureReason") or "")
@@ -244,6 +309,23 @@ def load(
         if dict_cols:
             source.unpersist()
     return table.status.read().get(seg)
+
+
+_BATCH_KEY = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
+@contextlib.contextmanager
+def _arrow_batches(spark: SparkSession, rows: int = 65536) -> Iterator[None]:
+    """Larger Arrow batches to the writer tasks (fewer round trips), unless the user chose."""
+    current = spark.conf.get(_BATCH_KEY, "10000")
+    if current != "10000":
+        yield
+        return
+    spark.conf.set(_BATCH_KEY, str(rows))
+    try:
+        yield
+    finally:
+        spark.conf.set(_BATCH_KEY, current)
 
 
 def _first_line(err: BaseException) -> str:
