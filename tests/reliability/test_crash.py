@@ -210,6 +210,6 @@ def test_killed_clean_files(table: Table, conf_file: str, point: str) -> None:
     orphan.mkdir(parents=True)
     (orphan / "part-00000-0.parquet").write_bytes(b"x")
     expected = list(range(180))
-    proc = run(table.store.location, "clean", "db.t", crash_at=point)
+    proc = run(table.store.location, "clean", "db.t", "--force", crash_at=point)
     assert proc.returncode == KILLED, proc.stderr[-2000:]
     after_kill(table, conf_file, expected)

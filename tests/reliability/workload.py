@@ -7,8 +7,9 @@ and executor code a Spark load runs, minus the JVM. Run as a script it is one OS
 per operation, so a test can SIGKILL it anywhere::
 
     python workload.py STORE load TABLE FIRST_ID COUNT [--tasks N] [--slow]
-    python workload.py STORE compact TABLE
-    python workload.py STORE clean TABLE
+    python workload.py STORE compact TABLE [IDS] [--wait N]
+    python workload.py STORE clean TABLE [--force]
+    python workload.py STORE query TABLE SECONDS [ROWS_PER_LOAD]
 """
 
 from __future__ import annotations
@@ -108,13 +109,33 @@ def main(argv: list[str]) -> int:
     elif op == "compact":
         from carbonstore.segments.compaction import compact
 
+        if "--wait" in rest:  # until that many segments are readable
+            want = int(rest.pop(rest.index("--wait") + 1))
+            rest.remove("--wait")
+            deadline = time.monotonic() + 120
+            while len(table.status.read().readable) < want and time.monotonic() < deadline:
+                time.sleep(0.1)
         ids = rest[0].split(",") if rest else None
         result = compact(table, "custom" if ids else "minor", segment_ids=ids)
         print(",".join(m.output for m in result.merged))
     elif op == "clean":
         from carbonstore.segments.clean import clean_files
 
-        clean_files(table, dry_run=False, force=True, stale_inprogress=True)
+        clean_files(table, dry_run=False, force="--force" in rest, stale_inprogress=True)
+    elif op == "query":
+        # Scan until the given seconds pass; every scan must be whole loads, each once.
+        block = int(rest[1]) if len(rest) > 1 else 0
+        deadline = time.monotonic() + float(rest[0])
+        scans = 0
+        while time.monotonic() < deadline or scans == 0:
+            ids = scan(table).column("id").to_pylist()
+            if len(ids) != len(set(ids)):
+                raise SystemExit(f"scan {scans}: duplicate rows")
+            starts = {i - i % 1000 for i in ids}
+            if block and len(ids) != block * len(starts):
+                raise SystemExit(f"scan {scans}: partial load seen ({len(ids)} rows)")
+            scans += 1
+        print(scans)
     else:
         raise SystemExit(f"unknown operation {op}")
     return 0
