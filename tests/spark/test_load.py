@@ -223,3 +223,24 @@ def test_failure_inside_a_task_leaves_nothing(spark, store: Store) -> None:  # t
     assert entry.status == FAILURE
     assert not store.sfs.exists(table.paths.segment_dir(entry.load_name))
     assert table.status.read().readable == []
+
+
+@pytest.mark.parametrize(
+    ("content", "opts", "want"),
+    [
+        ('"a,b",C ,d\n1,2,3\n', {}, ["a,b", "C", "d"]),
+        ("# note\nx|y\n", {"sep": "|", "comment": "#"}, ["x", "y"]),
+        ("\ufeffid,name\n", {}, ["id", "name"]),
+    ],
+)
+def test_csv_header_read_without_spark(tmp_path: Path, content, opts, want) -> None:  # type: ignore[no-untyped-def]
+    from carbonstore.spark.load_job import _header_columns
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "_SUCCESS").write_text("")
+    (folder / "b.csv").write_text("other,header\n")
+    (folder / "a.csv").write_text(content, encoding="utf-8")
+    assert _header_columns([str(folder)], opts) == want
+    assert _header_columns([str(folder / "*.csv")], opts) == want
+    assert _header_columns([str(folder / "a.csv")], {**opts, "multiLine": "true"}) is None
