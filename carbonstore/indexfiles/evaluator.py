@@ -17,6 +17,7 @@ SQL three-valued logic; tests use it as the brute-force truth.
 
 from __future__ import annotations
 
+import decimal
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -466,7 +467,8 @@ def _comparable(column: pa.ChunkedArray | pa.Array, ref: BoundRef) -> tuple[_NP,
         return out, valid
     if t.name == "decimal":
         out = np.empty(len(arr), dtype=object)
-        out[:] = [0 if v is None else int(v.scaleb(t.scale)) for v in arr.to_pylist()]
+        exact = decimal.Context(prec=100)  # the default 28 digits would round decimal(38)
+        out[:] = [0 if v is None else int(v.scaleb(t.scale, exact)) for v in arr.to_pylist()]
         return out, valid
     if t.name == "date":
         ints = arr.cast(pa.int32())

@@ -766,7 +766,9 @@ class _SqlConverter:
             return self.literal(node.this)
         if isinstance(node, exp.Neg):
             value = self.literal(node.this)
-            if isinstance(value, (int, Decimal, float)) and not isinstance(value, bool):
+            if isinstance(value, Decimal):
+                return value.copy_negate()  # exact: unary minus rounds to 28 digits
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
                 return -value
             raise self.fail(node, "only numbers can be negated")
         if isinstance(node, exp.Null):

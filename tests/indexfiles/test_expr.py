@@ -147,6 +147,8 @@ def test_parse_where_builds_unbound_trees() -> None:
     e = parse_where("(a > 1 OR b IS NULL) AND NOT c IN ('x', 'y') AND isnan(d) AND e IS NOT NULL")
     assert e == And(And(And(Or(Gt("a", 1), IsNull("b")), Not(In("c", ("x", "y")))), IsNaN("d")), Not(IsNull("e")))
     assert parse_where("x = -2.50") == Eq("x", Decimal("-2.50"))
+    big = "-12345678901234567890123456789012.345"  # beyond the default 28-digit context
+    assert parse_where(f"x = {big}") == Eq("x", Decimal(big))
     assert parse_where("x = DATE '2024-02-29'") == Eq("x", dt.date(2024, 2, 29))
     assert parse_where("x = TIMESTAMP '2024-02-29 10:00:00'") == Eq("x", dt.datetime(2024, 2, 29, 10))
     assert references(e) == {"a", "b", "c", "d", "e"}
