@@ -32,8 +32,8 @@ import numpy.typing as npt
 
 from carbonstore.errors import SegmentNotFoundError
 from carbonstore.indexfiles import planner as planner_mod
-from carbonstore.indexfiles.arrays import IndexArrays
 from carbonstore.indexfiles.cache import read_status, readable_segments, table_index
+from carbonstore.indexfiles.concat import concat_arrays
 from carbonstore.indexfiles.evaluator import LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
 from carbonstore.indexfiles.expr import (
     AlwaysFalse,
@@ -261,14 +261,36 @@ def prune(
     else:
         s0 = s1 = np.zeros(0, dtype=bool)
     surv = np.flatnonzero(s1)
-    parts = [view.segment(int(i)).arrays for i in surv]
+    parts, rg_seg = _units(view, surv)
     plan = planner_mod.prune(expr, parts) if parts and not isinstance(expr, AlwaysFalse) else None
-    return _assemble(table, view, expr, where, s0, s1, surv, parts, plan, explain, t0)
+    return _assemble(table, view, expr, where, s0, s1, rg_seg, parts, plan, explain, t0)
+
+
+def _units(view: Any, surv: npt.NDArray[np.intp]) -> tuple[list[Any], list[npt.NDArray[np.intp]]]:
+    """What the planner evaluates, and for each unit's row groups the view's segment index.
+
+    Several surviving segments with one column layout become one ConcatArrays (cached on
+    the view per surviving set), so pages are cut in one vectorised pass, not per segment.
+    """
+    arrays = [view.segment(int(i)).arrays for i in surv]
+    if len(arrays) < 2:
+        return arrays, [np.full(a.num_row_groups, int(i), dtype=np.intp) for a, i in zip(arrays, surv, strict=True)]
+    key = tuple(surv.tolist())
+    concats: dict[tuple[int, ...], Any] = view.__dict__.setdefault("_concat", {})
+    merged = concats.get(key)
+    if merged is None:
+        merged = concat_arrays(arrays)
+        if merged is None:  # column layouts differ (e.g. added segments): plan part by part
+            return arrays, [np.full(a.num_row_groups, int(i), dtype=np.intp) for a, i in zip(arrays, surv, strict=True)]
+        if len(concats) >= 4:
+            concats.pop(next(iter(concats)))
+        concats[key] = merged
+    return [merged], [surv[merged.rg_part]]
 
 
 def _assemble(
     table: Table, view: Any, expr: Expr, where: str | Expr | None, s0: npt.NDArray[np.bool_],
-    s1: npt.NDArray[np.bool_], surv: npt.NDArray[np.intp], parts: list[IndexArrays],
+    s1: npt.NDArray[np.bool_], rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
     plan: planner_mod.PrunePlan | None, explain: bool, t0: float,
 ) -> TablePlan:
     b = view.bounds
@@ -282,14 +304,15 @@ def _assemble(
     rg_lc = plan.row_groups if plan is not None else None
     pg_lc = plan.pages if plan is not None else None
     for pi, arrays in enumerate(parts):
-        sid = view.entries[int(surv[pi])].load_name
         rgs: dict[int, list[RowGroupPlan]] = {}
+        file_seg: dict[int, str] = {}
         if plan is not None:
             lo, hi = np.searchsorted(plan.part, [pi, pi + 1])
             mask = plan.kept[lo:hi]
             for local in np.flatnonzero(mask).tolist():
                 rr = plan.row_ranges[int(lo) + local]
                 f = int(arrays.rg_file[local])
+                file_seg[f] = view.entries[int(rg_seg[pi][local])].load_name
                 rgs.setdefault(f, []).append(RowGroupPlan(
                     index=int(arrays.rg_index[local]), num_rows=int(arrays.rg_num_rows[local]),
                     row_ranges=tuple((int(a), int(c)) for a, c in rr.tolist()),
@@ -297,9 +320,10 @@ def _assemble(
                 ))
             t, k, d = _page_counts(arrays, plan, int(lo), int(hi), expr)
             pages_total, pages_kept, pages_rg = pages_total + t, pages_kept + k, pages_rg + d
-        if rgs:
-            kept_seg.append(sid)
         for f in sorted(rgs):
+            sid = file_seg[f]
+            if not kept_seg or kept_seg[-1] != sid:
+                kept_seg.append(sid)
             files.append(FilePlan(segment=sid, path=f"{seg_dir[sid]}/{arrays.files[f].path}",
                                   row_groups=tuple(rgs[f])))
             kept_files += 1
@@ -326,7 +350,7 @@ def _assemble(
     }
     dropped: tuple[Dropped, ...] = ()
     if explain:
-        dropped = _explain(view, expr, s0, s1, surv, parts, plan, seg_dir)
+        dropped = _explain(view, expr, s0, s1, rg_seg, parts, plan, seg_dir)
     where_text = where if isinstance(where, str) or where is None else str(where)
     return TablePlan(
         table=str(table.name), where=where_text, expr=expr,
@@ -352,7 +376,7 @@ def _level(total: int, kept: int, by_segment: int, rest: str) -> LevelSummary:
     return LevelSummary(total=total, kept=kept, dropped=(("segment", by_segment), (rest, total - kept - by_segment)))
 
 
-def _rows_level(b: Any, in_dropped: Any, parts: list[IndexArrays], pg: Any) -> LevelSummary:
+def _rows_level(b: Any, in_dropped: Any, parts: list[Any], pg: Any) -> LevelSummary:
     total = int(b.num_rows.sum())
     by_seg = int(b.num_rows[in_dropped].sum())
     loaded = sum(int(p.rg_num_rows.sum()) for p in parts)
@@ -365,7 +389,7 @@ def _rows_level(b: Any, in_dropped: Any, parts: list[IndexArrays], pg: Any) -> L
 
 
 def _page_counts(
-    arrays: IndexArrays, plan: planner_mod.PrunePlan, lo: int, hi: int, expr: Expr
+    arrays: Any, plan: planner_mod.PrunePlan, lo: int, hi: int, expr: Expr
 ) -> tuple[int, int, int]:
     """(pages, kept pages, pages in dropped row groups) of one part.
 
@@ -404,7 +428,7 @@ def _page_counts(
 
 
 def _explain(
-    view: Any, expr: Expr, s0: Any, s1: Any, surv: Any, parts: list[IndexArrays],
+    view: Any, expr: Expr, s0: Any, s1: Any, rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
     plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs,
 ) -> tuple[Dropped, ...]:
     out: list[Dropped] = []
@@ -418,7 +442,7 @@ def _explain(
     for gi in range(g.size):
         pi, local = int(g.part[gi]), int(g.local[gi])
         arrays = parts[pi]
-        sid = view.entries[int(surv[pi])].load_name
+        sid = view.entries[int(rg_seg[pi][local])].load_name
         path = f"{seg_dir[sid]}/{arrays.files[int(arrays.rg_file[local])].path}"
         rg = int(arrays.rg_index[local])
         reason = ("counts" if not m0[gi] else "minmax" if not m1[gi] else "bloom" if not m2[gi]

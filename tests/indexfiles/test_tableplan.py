@@ -164,7 +164,7 @@ def _table(rows: list[tuple]) -> pa.Table:
     })
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     segs=st.lists(st.lists(_ROW, min_size=1, max_size=40), min_size=1, max_size=4),
     where=_PRED, rg=st.integers(2, 12), page=st.integers(1, 5), deleted=st.booleans(),
