@@ -213,3 +213,23 @@ def test_killed_clean_files(table: Table, conf_file: str, point: str) -> None:
     proc = run(table.store.location, "clean", "db.t", "--force", crash_at=point)
     assert proc.returncode == KILLED, proc.stderr[-2000:]
     after_kill(table, conf_file, expected)
+
+
+def test_spark_load_killed_before_commit(table: Table, conf_file: str, tmp_path: Path) -> None:
+    """The CLI load through Spark, killed where its commit writes the final tablestatus.
+
+    The data source's commit runs in a Python worker of the driver, so the kill may take
+    that worker instead of the CLI process: then Spark fails the job and the load marks
+    its segment Failure. Either way no row of it may become visible.
+    """
+    csv = tmp_path / "in.csv"
+    csv.write_text("id,x,city\n" + "".join(f"{i},{i}.5,{CITIES[i % 5]}\n" for i in range(700, 720)))
+    env = _env("load.before_commit")
+    env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    proc = subprocess.run(
+        [sys.executable, "-m", "carbonstore.cli", "--store", table.store.location, "load", "db.t",
+         "--input", str(csv), "--master", "local[1]", "--json"],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode != 0, proc.stdout
+    after_kill(table, conf_file, BASE)
