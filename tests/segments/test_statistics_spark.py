@@ -51,3 +51,17 @@ def test_analyze_on_spark_matches_local(store: Store, spark: Any) -> None:
     assert stored is not None and len(stored.columns) == 4
     names = pc.count_distinct(data(2000, 3000).column("name")).as_py()
     assert stored.column("name").num_dvs == names  # type: ignore[attr-defined]
+
+
+def test_spark_load_stores_statistics(store: Store, spark: Any) -> None:
+    from test_statistics import check_exact
+
+    from carbonstore.spark.load_job import load
+
+    table = store.create_table("l", SCHEMA)
+    rows = data(0, 4000)
+    df = spark.createDataFrame(rows.to_pylist(), "id long, name string, score double, flag boolean")
+    entry = load(table, df.repartition(3), spark=spark)
+    stats = get_segment_statistics(table, entry.load_name)
+    assert stats is not None and stats.source == "load"
+    check_exact(stats, rows)  # three tasks' accumulators merged at the commit
