@@ -38,8 +38,10 @@ from carbonstore.store.tablestatus import SUCCESS
 SCHEMA = "id long not null, k int, amount double, day date, tag string, note string"
 
 
-def make_rows(start: int, n: int, rng: np.random.Generator) -> pa.Table:
-    ids = np.arange(start, start + n, dtype=np.int64)
+def make_rows(
+    start: int, n: int, rng: np.random.Generator, *, stride: int = 1
+) -> pa.Table:
+    ids = start + np.arange(n, dtype=np.int64) * stride
     rng.shuffle(ids)
     amount = rng.normal(100, 30, n)
     amount[rng.random(n) < 0.01] = np.nan
@@ -53,13 +55,17 @@ def make_rows(start: int, n: int, rng: np.random.Generator) -> pa.Table:
     })
 
 
-def build(location: str, segments: int, rows: int, *, with_stats: bool = True) -> Table:
+def build(
+    location: str, segments: int, rows: int, *, with_stats: bool = True, overlap: bool = False
+) -> Table:
     store = Store(location, conf=load_conf(None))
     table = store.create_table("bench.c", SCHEMA, properties={"sort_columns": "id"})
     rng = np.random.default_rng(7)
     for s in range(segments):
         entry = table.status.allocate()
-        data = make_rows(s * rows, rows, rng)
+        data = (make_rows(s, rows, rng, stride=segments) if overlap
+                else make_rows(s * rows, rows, rng))
+        data = data.sort_by("id")  # a load sorts on SORT_COLUMNS
         out = write_segment(table, entry.load_name, [data.to_batches(max_chunksize=65536)])
         if with_stats:  # as a load does: statistics computed while writing, stored at commit
             from carbonstore.segments.sketches import store_task_statistics
@@ -96,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=500_000, help="rows per segment")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--tasks", type=int, default=None, help="output tasks (default: auto)")
+    ap.add_argument("--overlap", action="store_true",
+                    help="interleave the segments' ids (the merge must sort); default: each "
+                    "segment holds its own id range, as loads in key order do")
     ap.add_argument("--no-source-stats", action="store_true",
                     help="sources without statistics: compaction computes them while writing")
     args = ap.parse_args(argv)
@@ -106,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     work = tempfile.mkdtemp(prefix="compaction-bench-")
     try:
         base = build(f"{work}/base", args.segments, args.rows,
-                     with_stats=not args.no_source_stats)
+                     with_stats=not args.no_source_stats, overlap=args.overlap)
         files = [p for e in base.status.read().readable for p in segment_data_files(base, e.load_name)]
         total_rows = args.segments * args.rows
         size_mb = sum(e.data_size for e in base.status.read().readable) / 2**20
@@ -154,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         after_ms = planning_ms(spark_run.table)  # type: ignore[attr-defined]
 
         print(f"data: {args.segments} segments x {args.rows:,} rows = {total_rows:,} rows, "
-              f"{size_mb:.1f} MB Parquet; Spark {spark.version}, {n_tasks} output tasks")
+              f"{size_mb:.1f} MB Parquet; Spark {spark.version}, {n_tasks} output tasks; "
+              f"{'overlapping' if args.overlap else 'disjoint'} key ranges, source statistics "
+              f"{'absent' if args.no_source_stats else 'present'}")
         print(f"{'run':<34}{'seconds':>9}{'Mrows/s':>9}{'peer/ours':>11}")
         for name, t in (
             ("plain spark read+write", t_plain),

@@ -30,8 +30,8 @@ from carbonstore.segments.compaction_merge import (
     WorkUnit,
     finish_segment,
     merge_unit,
+    ordered_files,
     rank_columns,
-    segment_data_files,
     sort_keys,
     sources_have_statistics,
     unit_count,
@@ -68,7 +68,7 @@ def merge_with_spark(
     *, tasks: int | None = None,
 ) -> SegmentOutput:
     """Write the merged output segment on Spark executors (nothing committed here)."""
-    files = [p for e in sources for p in segment_data_files(table, e.load_name)]
+    files = ordered_files(table, sources)
     n = tasks or unit_count(
         sum(e.data_size for e in sources), spark.sparkContext.defaultParallelism
     )

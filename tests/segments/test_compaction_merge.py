@@ -103,3 +103,19 @@ def test_dictionary_columns_keep_surrogates_and_sort_by_value(store: Store) -> N
     non_null = [v for v in in_order if v is not None]
     assert in_order[: in_order.count(None)] == [None] * in_order.count(None)  # nulls first
     assert non_null == sorted(non_null)  # value order, not surrogate order
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_sorted_sources_in_any_order_give_sorted_output(store: Store, overlap: bool) -> None:
+    table = store.create_table("s", SCHEMA, properties={"sort_columns": "id"})
+    n, segs = 50, 4
+    for s in (2, 0, 3, 1):  # loaded out of key order
+        ids = [i * segs + s for i in range(n)] if overlap else list(range(s * n, (s + 1) * n))
+        data = rows(0, n).set_column(0, "id", pa.array(ids, pa.int64())).sort_by("id")
+        add_segment(table, data)
+    before = read_segments(table)
+    compact(table, "custom", segment_ids=["0", "1", "2", "3"])
+    files = segment_data_files(table, "0.1")
+    stored = pa.concat_tables(pq.read_table(p) for p in files)["id"].to_pylist()
+    assert stored == list(range(n * segs))
+    assert read_segments(table).equals(before)
