@@ -22,8 +22,14 @@ def _noop(n: int = 1) -> None:
     del n
 
 
-def progress_enabled(*, json: bool = False) -> bool:
-    """True when a progress bar would be drawn (stderr is a TTY and not ``--json``)."""
+def progress_enabled(*, json: bool | None = None) -> bool:
+    """True when a progress bar would be drawn (stderr is a TTY and not ``--json``).
+
+    ``json=None`` (library code that cannot see the command line's options) looks for
+    ``--json`` among the process arguments.
+    """
+    if json is None:
+        json = "--json" in sys.argv[1:]
     try:
         return not json and sys.stderr.isatty()
     except (AttributeError, ValueError):  # replaced or closed stderr
@@ -31,13 +37,15 @@ def progress_enabled(*, json: bool = False) -> bool:
 
 
 @contextmanager
-def progress(total: int | None, description: str, *, json: bool = False) -> Iterator[Advance]:
+def progress(
+    total: int | None, description: str, *, json: bool | None = None
+) -> Iterator[Advance]:
     """Show a progress bar of ``total`` units while the block runs (see the module docstring).
 
     Args:
         total: number of units (None: unknown, an indeterminate bar).
         description: what is being done, e.g. ``"merging indexes of db.t"``.
-        json: the command prints JSON: never draw.
+        json: the command prints JSON: never draw (None: ``--json`` in ``sys.argv``).
 
     Yields:
         ``advance(n=1)``: record ``n`` more units done.
@@ -46,12 +54,19 @@ def progress(total: int | None, description: str, *, json: bool = False) -> Iter
         yield _noop
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    bar = Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), transient=True,
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
     )
+
+    columns = [SpinnerColumn(), TextColumn("{task.description}")]
+    if total is not None:
+        columns += [BarColumn(), MofNCompleteColumn()]
+    bar = Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True), transient=True)
     with bar:
         task = bar.add_task(description, total=total)
 

@@ -38,7 +38,10 @@ def _compact(args: argparse.Namespace) -> int:
         from carbonstore.spark.compact_job import spark_merger
 
         merger = spark_merger()
-    result = compact(table, args.compaction_type, segment_ids=ids, merger=merger)
+    from carbonstore.progress import progress
+
+    with progress(None, f"compacting {table.name} ({args.compaction_type})", json=args.json):
+        result = compact(table, args.compaction_type, segment_ids=ids, merger=merger)
     if args.json:
         print_json(result.to_json())
         return 0

@@ -71,10 +71,12 @@ def _analyze(args: argparse.Namespace) -> int:
         done = analyze(table, spark=get_spark(master=args.master), segments=segments,
                        columns=columns, missing_only=args.missing)
     else:
+        from carbonstore.progress import progress
         from carbonstore.segments.sketches import analyze_local
 
-        done = analyze_local(table, segments=segments, columns=columns,
-                             missing_only=args.missing)
+        with progress(None, f"analyzing {table.name}", json=args.json):
+            done = analyze_local(table, segments=segments, columns=columns,
+                                 missing_only=args.missing)
     rows = [{"segment": s.segment_id, "rows": s.row_count, "columns": len(s.columns)}
             for s in done]
     if args.json:

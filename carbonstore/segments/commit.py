@@ -19,6 +19,7 @@ import filelock
 
 from carbonstore.errors import BadRecordError, CarbonStoreError
 from carbonstore.indexfiles.indexfile import merge_indexes
+from carbonstore.progress import progress
 from carbonstore.segments.writer import TaskResult
 from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import acquire
@@ -134,10 +135,13 @@ def commit_segment(
     _remove_orphans(table, segment_id, keep)
     ts = now_ms()
     merge_name = f"{segment_id}_{ts}.carbonindexmerge"
-    merge_size = merge_indexes(
-        sfs.fs, [f"{seg_dir}/{n}" for n in task_indexes], f"{seg_dir}/{merge_name}",
-        segment_id=segment_id,
-    )
+    with progress(len(task_indexes), f"merging {len(task_indexes)} task indexes of segment "
+                  f"{segment_id}") as step:
+        merge_size = merge_indexes(
+            sfs.fs, [f"{seg_dir}/{n}" for n in task_indexes], f"{seg_dir}/{merge_name}",
+            segment_id=segment_id,
+        )
+        step(len(task_indexes))
     crash_point("load.merge_index_written")
     _store_statistics(table, segment_id, done)
     status = PARTIAL_SUCCESS if bad else SUCCESS

@@ -1,0 +1,52 @@
+"""Progress bars: drawn on a terminal, never in pipes or with --json."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+
+from carbonstore.progress import progress, progress_enabled
+from carbonstore.store import Store
+from tests.reliability.test_crash import ROOT
+from tests.reliability.workload import SCHEMA, load, rows
+
+
+def test_no_output_when_stderr_is_not_a_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    assert not progress_enabled()
+    with progress(3, "working") as step:
+        step()
+        step(2)
+    assert capsys.readouterr() == ("", "")
+
+
+def _stderr_on_a_terminal(args: list[str]) -> tuple[int, bytes]:
+    master, slave = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="100", TERM="xterm")
+    proc = subprocess.Popen([sys.executable, "-m", "carbonstore.cli", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc.wait(timeout=60), b"".join(chunks)
+
+
+@pytest.mark.parametrize("json", [False, True])
+def test_index_rebuild_draws_progress_only_on_a_terminal(store: Store, json: bool) -> None:
+    table = store.create_table("db.t", SCHEMA)
+    load(table, rows(0, 50), tasks=2)
+    args = ["--store", store.location, "index", "rebuild", "db.t"] + (["--json"] if json else [])
+    code, err = _stderr_on_a_terminal(args)
+    assert code == 0, err.decode(errors="replace")
+    assert (b"rebuilding indexes of db.t" in err) is not json
