@@ -723,8 +723,11 @@ def get_table_statistics(
         stats, table=str(table.name), snapshot_version=snap.version, missing=missing
     )
     if use_cache:
-        sfs.makedirs(table.paths.stats_dir)
-        sfs.write_atomic(cache, orjson.dumps({"key": key, "stats": result.to_json()}))
+        try:
+            sfs.makedirs(table.paths.stats_dir)
+            sfs.write_atomic(cache, orjson.dumps({"key": key, "stats": result.to_json()}))
+        except OSError:  # a reader without write access still gets its answer
+            pass
     if columns is not None:
         want = {c.lower() for c in columns}
         result = replace(result, columns=tuple(c for c in result.columns if c.column in want))
