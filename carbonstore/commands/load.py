@@ -33,6 +33,13 @@ def _load(args: argparse.Namespace) -> int:
     store = open_store(args)
     table = store.table(args.table)
     options = parse_key_values(args.option, "--option")
+    # Refuse bad options (e.g. REDIRECT without a path) before starting Spark.
+    from carbonstore.dictionary import PREBUILT_OPTION
+    from carbonstore.segments.load import parse_load_options
+
+    parse_load_options(
+        table, {k: v for k, v in options.items() if k.lower() != PREBUILT_OPTION.lower()}
+    )
     from carbonstore.spark.load_job import load
     from carbonstore.spark.session import get_spark
 
