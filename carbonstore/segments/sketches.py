@@ -749,14 +749,20 @@ def store_task_statistics(
     if any(r.rows and r.stats is None for r in results):
         return None
     states = [r.stats for r in results if r.stats]
-    # Start from the tasks' own column specs: a writer may store a column as another type
-    # (global-dictionary surrogates), and its statistics follow what is stored.
     acc = (StatsAccumulator.from_bytes(states[0]) if states
            else StatsAccumulator(table_column_specs(table)))
     for state in states[1:]:
         acc.merge(StatsAccumulator.from_bytes(state))
     stats = acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id),
                        source=source)
+    # A writer that was given another type than the table's (e.g. a global-dictionary
+    # string column declared as its INT32 surrogates, where surrogate 1 is null) computed
+    # statistics of another family: they would not merge with the other segments' and are
+    # not stored ('carbonstore analyze --columns' computes them from the files).
+    kinds = {name.lower(): kind_of(t) for name, t in table_column_specs(table)}
+    keep = [c.column for c in stats.columns if kinds.get(c.column) == c.kind]
+    if len(keep) != len(stats.columns):
+        stats = stats.select(keep)
     return update_segment_statistics(table, stats, replace_all=True)
 
 

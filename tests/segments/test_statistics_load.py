@@ -80,3 +80,19 @@ def test_every_type_of_the_writer_round_trip(store: Store) -> None:
     stats = get_segment_statistics(table, seg)
     assert stats is not None
     check_exact(stats, _rows())
+
+
+def test_statistics_of_another_family_than_the_table_are_not_stored(store: Store) -> None:
+    """A writer that declares a dictionary string column as its INT32 surrogates (as a
+    compaction does) must not store long statistics for a string column."""
+    from carbonstore.segments.sketches import StatsAccumulator, store_task_statistics
+
+    table = store.create_table("d", "id long, name string")
+    acc = StatsAccumulator([("id", "long"), ("name", "int")])
+    acc.update(pa.table({"id": pa.array([1, 2, 3]), "name": pa.array([2, 1, 3], pa.int32())}))
+    result = TaskResult(task_id="0", rows=3, stats=acc.to_bytes().decode())
+    stored = store_task_statistics(table, "0", [result], source="compaction")
+    assert stored is not None and [c.column for c in stored.columns] == ["id"]
+    assert set(stored.sketches) == {"id"}
+    # a task that wrote rows without statistics: nothing is stored
+    assert store_task_statistics(table, "1", [TaskResult(task_id="0", rows=3)]) is None
