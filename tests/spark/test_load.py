@@ -83,6 +83,10 @@ def test_dataframe_round_trip_every_type(spark, store: Store) -> None:  # type: 
                 assert repr(g[name]) == repr(value), name  # NaN stays NaN, -0.0 stays -0.0
             else:
                 assert g[name] == value, name
+    # and through the data source reader (Spark's NaN = NaN semantics)
+    read = spark.read.format("carbonstore").option("store", store.location).load("db.all")
+    assert read.count() == 4
+    assert read.exceptAll(df).count() == 0 and df.exceptAll(read).count() == 0
 
 
 def test_several_loads_give_segments_with_indexes(spark, store: Store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
