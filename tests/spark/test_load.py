@@ -248,3 +248,20 @@ def test_csv_header_read_without_spark(tmp_path: Path, content, opts, want) -> N
     assert _header_columns([str(folder)], opts) == want
     assert _header_columns([str(folder / "*.csv")], opts) == want
     assert _header_columns([str(folder / "a.csv")], {**opts, "multiLine": "true"}) is None
+
+
+def test_json_input_with_a_bad_row(spark, store: Store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    table = store.create_table("db.js", "id int not null, name string, amount decimal(6,2)")
+    path = tmp_path / "in.json"
+    path.write_text(
+        '{"id": 1, "name": "a", "amount": 1.25}\n'
+        '{"id": "oops", "name": "b"}\n'
+        '{"id": 3, "name": "ü"}\n'
+    )
+    entry = load(table, str(path), spark=spark, options={"bad_records_action": "ignore"})
+    assert (entry.status, entry.row_count, entry.bad_record_count) == (PARTIAL_SUCCESS, 2, 1)
+    got = sorted(visible_rows(table), key=lambda r: r["id"])
+    assert got == [
+        {"id": 1, "name": "a", "amount": Decimal("1.25")},
+        {"id": 3, "name": "ü", "amount": None},
+    ]
