@@ -51,3 +51,39 @@ def test_spark_merge_without_sort_columns(spark, store: Store) -> None:  # type:
     assert [m.output for m in result.merged] == ["0.1"] and result.merged[0].row_count == 30
     assert len(segment_data_files(table, "0.1")) == 2  # six source files dealt to two tasks
     assert read_segments(table).equals(before)
+
+
+def test_end_to_end_with_spark_loads_and_reader(spark, store: Store) -> None:  # type: ignore[no-untyped-def]
+    """Real load jobs, real data source reader: the ported CarbonData scenarios."""
+    from carbonstore.spark.compact_job import spark_merger
+    from carbonstore.spark.load_job import load
+
+    def frame(start: int):  # type: ignore[no-untyped-def]
+        return spark.createDataFrame([
+            (i, f"n{i % 7}", i / 3) for i in range(start, start + 10)
+        ], "id long, name string, score double")
+
+    def count(name: str, segments: str | None = None) -> int:
+        reader = spark.read.format("carbonstore").option("store", store.location)
+        if segments is not None:
+            reader = reader.option("segments", segments)
+        return reader.load(name).count()
+
+    # Auto compaction "2,1" runs in the Spark load's commit (the 4-load scenario giving 0.1
+    # and 2.1 runs without Spark in test_compaction.py).
+    auto = store.create_table("auto", SCHEMA, properties={
+        "sort_columns": "id", "auto_load_merge": "true", "compaction_level_threshold": "2,1"})
+    for i in range(2):
+        load(auto, frame(i * 10), spark=spark)
+    assert statuses(auto) == {"0": "Compacted", "1": "Compacted", "0.1": "Success"}
+    assert count("default.auto") == 20
+
+    # 2 loads + MAJOR + 1 load -> count 30, reading only segment 0.1 -> 20.
+    table = store.create_table("major", SCHEMA, properties={"sort_columns": "id"})
+    load(table, frame(0), spark=spark)
+    load(table, frame(10), spark=spark)
+    compact(table, "major", merger=spark_merger(spark))
+    load(table, frame(20), spark=spark)
+    assert count("default.major") == 30
+    assert count("default.major", "0.1") == 20
+    assert count("default.major", "0") == 0  # compacted: read through 0.1
