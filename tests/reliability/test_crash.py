@@ -160,6 +160,9 @@ def test_load_killed_mid_task(table: Table, conf_file: str) -> None:
         else:
             pytest.fail("the load wrote no data file in time")
         assert table.status.read().get("2").status == IN_PROGRESS
+        time.sleep(0.5)  # a row group or two later: still well inside the task (4 s)
+        names = [i.base_name for i in table.store.sfs.list_dir(seg_dir)]
+        assert not any(n.endswith(".carbonindex") for n in names)  # the task is not done
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)

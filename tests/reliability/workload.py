@@ -46,7 +46,7 @@ def rows(first: int, count: int) -> pa.Table:
 def _batches(data: pa.Table, slow: bool) -> Iterator[pa.RecordBatch]:
     for b in data.to_batches(max_chunksize=max(1, data.num_rows // 8)):
         if slow:
-            time.sleep(0.25)  # a long-running task: the test kills it mid-write
+            time.sleep(0.5)  # a long-running task: the test kills it mid-write
         yield b
 
 
@@ -95,11 +95,14 @@ def committed_ids(table: Table) -> list[int]:
 
 def main(argv: list[str]) -> int:
     store_dir, op, name, *rest = argv
-    conf = load_conf(None).with_overrides({
+    overrides = {
         "carbon.clean.files.force.allowed": "true",
         "carbon.lock.retry.timeout.sec": "30",
         "carbon.lock.retries": "20",
-    })
+    }
+    if "--slow" in rest:  # a row group per batch: the data file exists from the first batch
+        overrides["carbon.blocklet.size.in.mb"] = "0.0001"
+    conf = load_conf(None).with_overrides(overrides)
     table = Store(store_dir, conf=conf).table(name)
     if op == "load":
         first, count = int(rest[0]), int(rest[1])
