@@ -21,7 +21,7 @@ Three layers keep driver-side planning cheap:
    segments.
 
 I/O is counted in :data:`COUNTERS` (``merge_index_reads``, ``snapshot_reads``,
-``bloom_reads``, ``snapshot_writes``) so tests and benchmarks can assert how many files a
+``bloom_reads``, ``snapshot_writes``, ``header_decodes`` of snapshot entries) so tests and benchmarks can assert how many files a
 plan opened.
 """
 
@@ -57,6 +57,7 @@ __all__ = [
     "SegmentBounds",
     "SegmentIndex",
     "TableIndex",
+    "bloom_directory",
     "clear_cache",
     "read_status",
     "readable_segments",
@@ -70,7 +71,7 @@ __all__ = [
 COUNTERS: Counter[str] = Counter()
 
 _NP = npt.NDArray[Any]
-SNAPSHOT_VERSION = "1"
+SNAPSHOT_VERSION = "2"
 SNAPSHOT_SUFFIX = ".carbonsnap"
 SNAPSHOT_LOCK = "index_snapshot.lock"
 # ---- one segment's index --------------------------------------------------------------------
@@ -134,6 +135,26 @@ def _estimate_bytes(arrays: IndexArrays, header_len: int) -> int:
     """Rough resident size: the header bytes the arrays view plus decoded min/max values."""
     per_rg = 40 + 64 * len(arrays.columns)
     return 1024 + 2 * header_len + per_rg * arrays.num_row_groups
+
+
+def bloom_directory(arrays: IndexArrays) -> dict[str, dict[str, Any]]:
+    """Per bloom column: what hashing a literal needs, and each row group's bitset location.
+
+    Kept in the index snapshot so a fresh process can drop whole segments on their blooms
+    (every row group's bitset excludes the value) without decoding their index headers.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for c in arrays.columns:
+        if not len(c.bloom_offset) or not bool((c.bloom_offset >= 0).any()):
+            continue
+        d = c.desc
+        out[c.name] = {
+            "kind": c.kind, "column_id": d.column_id, "physical_type": d.physical_type,
+            "type_length": d.type_length, "logical_type": d.logical_type, "unit": d.unit,
+            "scale": d.scale, "nested": d.nested,
+            "offset": c.bloom_offset.tolist(), "length": c.bloom_length.tolist(),
+        }
+    return out
 
 
 @dataclass(slots=True, kw_only=True)
@@ -260,6 +281,7 @@ class _Snapshot:
     bounds: SegmentBounds
     headers: pa.Array
     bloom_base: npt.NDArray[np.int64]
+    blooms: pa.Array
 
 
 def _snapshot_names(table: Table) -> list[str]:
@@ -322,6 +344,7 @@ def _decode_snapshot(name: str, t: pa.Table) -> _Snapshot:
         name=name, rows={(s, m): i for i, (s, m) in enumerate(zip(segs, merges, strict=True))},
         bounds=bounds, headers=t.column("header").combine_chunks(),
         bloom_base=t.column("bloom_base").to_numpy().astype(np.int64),
+        blooms=t.column("blooms").combine_chunks(),
     )
 
 
@@ -335,6 +358,7 @@ def _encode_snapshot(segments: Sequence[SegmentIndex]) -> bytes:
         "merge": pa.array([s.merge_name for s in segments], pa.string()),
         "bloom_base": pa.array([s.bloom_base for s in segments], pa.int64()),
         "header": pa.array([s.encoded_header() for s in segments], pa.large_binary()),
+        "blooms": pa.array([orjson.dumps(bloom_directory(s.arrays)) for s in segments], pa.binary()),
         "num_rows": pa.array(bounds.num_rows, pa.int64()),
         "num_files": pa.array(bounds.num_files, pa.int64()),
         "num_row_groups": pa.array(bounds.num_row_groups, pa.int64()),
@@ -421,6 +445,7 @@ class TableIndex:
             merged = SegmentBounds.concat(parts)
             self.bounds = merged if np.array_equal(take, np.arange(len(take))) else merged.take(take)
         self._snap_row = {i: snap_rows[-1 - o] for i, o in enumerate(order) if o < 0}
+        self._bloom_dirs: dict[int, dict[str, Any]] = {}
 
     @property
     def size(self) -> int:
@@ -445,6 +470,7 @@ class TableIndex:
         snap = self._snapshot
         assert snap is not None  # noqa: S101 - guarded by the caller
         raw = snap.headers[row].as_py()
+        COUNTERS["header_decodes"] += 1
         try:
             header = tio.decode(IndexHeader(), raw)
         except tio.DECODE_ERRORS as err:
@@ -457,6 +483,41 @@ class TableIndex:
             bounds=snap.bounds.take(np.array([row], dtype=np.intp)), bloom_base=base,
             nbytes=_estimate_bytes(arrays, len(raw)), header_bytes=raw,
         )
+
+    def bloom_dir(self, i: int, name: str) -> tuple[dict[str, Any], Any] | None:
+        """Segment ``i``'s bloom directory entry of column ``name`` and a bitset reader.
+
+        From the loaded index when cached, else from the snapshot (no header decoding).
+        """
+        e = self.entries[i]
+        item = _CACHE.get((self.root, e.load_name, e.segment_file or ""))
+        row = self._snap_row.get(i)
+        if item is None and row is not None and self._snapshot is not None:
+            dirs = self._bloom_dirs.get(i)
+            if dirs is None:
+                dirs = orjson.loads(self._snapshot.blooms[row].as_py())
+                self._bloom_dirs[i] = dirs
+            d = dirs.get(name)
+            base = int(self._snapshot.bloom_base[row])
+            if d is None or base < 0:
+                return None
+            path = _merge_index_names(self.table, e)[0]
+            return d, _bloom_source(self.table.store.sfs.fs, path, base)
+        if item is None:
+            item = self.segment(i)
+        if not item.arrays.has_column(name):
+            return None
+        d = bloom_directory(item.arrays).get(name)
+        if d is None:
+            return None
+        col = item.arrays.column(name)
+        offsets = col.bloom_offset
+
+        def read(off: int, ln: int, arrays: IndexArrays = item.arrays) -> bytes | None:
+            rg = int(np.flatnonzero(offsets == off)[0])
+            return arrays.bloom_bitset(rg, name)
+
+        return d, read
 
     def all_segments(self) -> list[SegmentIndex]:
         return [self.segment(i) for i in range(self.size)]

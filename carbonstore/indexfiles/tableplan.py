@@ -31,16 +31,19 @@ import numpy.ma  # noqa: F401 - np.unique imports it lazily: pay at import, not 
 import numpy.typing as npt
 
 from carbonstore.errors import SegmentNotFoundError
+from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles import planner as planner_mod
 from carbonstore.indexfiles.cache import read_status, readable_segments, table_index
 from carbonstore.indexfiles.concat import concat_arrays
-from carbonstore.indexfiles.evaluator import LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
+from carbonstore.indexfiles.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
 from carbonstore.indexfiles.expr import (
     AlwaysFalse,
     AlwaysTrue,
     And,
     BoundRef,
+    Eq,
     Expr,
+    In,
     Or,
     bind,
     parse_where,
@@ -258,12 +261,78 @@ def prune(
     if n:
         s0 = StatsEvaluator(n, b.unit_stats, level=LEVEL_COUNTS).evaluate(expr)
         s1 = StatsEvaluator(n, b.unit_stats, level=LEVEL_MINMAX).evaluate(expr) & s0
+        s2 = StatsEvaluator(n, b.unit_stats, level=LEVEL_BLOOM, bloom=_SegmentBlooms(view),
+                            alive=s1).evaluate(expr) & s1
     else:
-        s0 = s1 = np.zeros(0, dtype=bool)
-    surv = np.flatnonzero(s1)
+        s0 = s1 = s2 = np.zeros(0, dtype=bool)
+    surv = np.flatnonzero(s2)
     parts, rg_seg = _units(view, surv)
     plan = planner_mod.prune(expr, parts) if parts and not isinstance(expr, AlwaysFalse) else None
-    return _assemble(table, view, expr, where, s0, s1, rg_seg, parts, plan, explain, t0)
+    return _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0)
+
+
+class _SegmentBlooms:
+    """Bloom probe over segments: drop one when every row group's bitset excludes the value.
+
+    Uses the bloom directory (cache.TableIndex.bloom_dir), so a segment known only from the
+    index snapshot is probed without decoding its index header.
+    """
+
+    def __init__(self, view: Any) -> None:
+        self.view = view
+        self.hashes: dict[tuple[Any, ...], Any] = {}
+
+    def _hashes(self, d: dict[str, Any], ref: BoundRef, literals: tuple[Any, ...]) -> Any:
+        from types import SimpleNamespace
+
+        key = (d["kind"], d["physical_type"], d["type_length"], d["logical_type"], d["unit"],
+               d["scale"], d["nested"])
+        if key not in self.hashes:
+            desc = SimpleNamespace(**{k: d[k] for k in ("column_id", "physical_type", "type_length",
+                                                        "logical_type", "unit", "scale", "nested")})
+            col = SimpleNamespace(kind=d["kind"], desc=desc)
+            hashes = None
+            if planner_mod._usable(col, ref) is not None:  # type: ignore[arg-type]
+                encoded: list[bytes] = []
+                for v in literals:
+                    enc = planner_mod._plain_literal(v, col, ref)  # type: ignore[arg-type]
+                    if enc is None:
+                        encoded = []
+                        break
+                    encoded.extend(enc)
+                else:
+                    hashes = np.array([bloom_mod.hash_plain(e) for e in encoded], dtype=np.uint64)
+            self.hashes[key] = hashes
+        return self.hashes[key]
+
+    def __call__(self, expr: Expr, idx: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+        out = np.ones(len(idx), dtype=bool)
+        if not isinstance(expr, (Eq, In)) or not isinstance(expr.term, BoundRef):
+            return out
+        ref = expr.term
+        literals = (expr.literal,) if isinstance(expr, Eq) else tuple(expr.literals)
+        for k, i in enumerate(idx.tolist()):
+            found = self.view.bloom_dir(i, ref.name)
+            if found is None:
+                continue
+            d, read = found
+            offsets, lengths = d["offset"], d["length"]
+            if not offsets or min(offsets) < 0:
+                continue  # a row group without a bloom may hold anything
+            hashes = self._hashes(d, ref, literals)
+            if hashes is None:
+                continue
+            if not len(hashes):
+                out[k] = False
+                continue
+            keep = False
+            for off, ln in zip(offsets, lengths, strict=True):
+                bits = read(int(off), int(ln))
+                if bits is None or bool(bloom_mod.might_contain_many(bits, hashes).any()):
+                    keep = True
+                    break
+            out[k] = keep
+        return out
 
 
 def _units(view: Any, surv: npt.NDArray[np.intp]) -> tuple[list[Any], list[npt.NDArray[np.intp]]]:
@@ -289,14 +358,15 @@ def _units(view: Any, surv: npt.NDArray[np.intp]) -> tuple[list[Any], list[npt.N
 
 
 def _assemble(
-    table: Table, view: Any, expr: Expr, where: str | Expr | None, s0: npt.NDArray[np.bool_],
-    s1: npt.NDArray[np.bool_], rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
+    table: Table, view: Any, expr: Expr, where: str | Expr | None,
+    masks: tuple[npt.NDArray[np.bool_], ...], rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
     plan: planner_mod.PrunePlan | None, explain: bool, t0: float,
 ) -> TablePlan:
     b = view.bounds
+    s0, s1, s2 = masks
     paths = table.paths
     seg_dir = _SegDirs(paths)
-    dropped_seg = ~s1
+    dropped_seg = ~s2
     files: list[FilePlan] = []
     kept_seg: list[str] = []
     kept_files = kept_rgs = 0
@@ -329,11 +399,11 @@ def _assemble(
             kept_files += 1
             kept_rgs += len(rgs[f])
     in_dropped = dropped_seg
-    seg_bounds_pass = int(s1.sum())
+    seg_bounds_pass = int(s2.sum())
     levels = {
         "segments": LevelSummary(total=view.size, kept=len(kept_seg), dropped=(
             ("counts", int((~s0).sum())), ("minmax", int((s0 & ~s1).sum())),
-            ("row_groups", seg_bounds_pass - len(kept_seg)),
+            ("bloom", int((s1 & ~s2).sum())), ("row_groups", seg_bounds_pass - len(kept_seg)),
         )),
         "files": _level(int(b.num_files.sum()), kept_files, int(b.num_files[in_dropped].sum()), "row_groups"),
         "row_groups": LevelSummary(total=int(b.num_row_groups.sum()), kept=kept_rgs, dropped=(
@@ -350,7 +420,7 @@ def _assemble(
     }
     dropped: tuple[Dropped, ...] = ()
     if explain:
-        dropped = _explain(view, expr, s0, s1, rg_seg, parts, plan, seg_dir)
+        dropped = _explain(view, expr, masks, rg_seg, parts, plan, seg_dir)
     where_text = where if isinstance(where, str) or where is None else str(where)
     return TablePlan(
         table=str(table.name), where=where_text, expr=expr,
@@ -428,13 +498,14 @@ def _page_counts(
 
 
 def _explain(
-    view: Any, expr: Expr, s0: Any, s1: Any, rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
+    view: Any, expr: Expr, masks: tuple[Any, ...], rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
     plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs,
 ) -> tuple[Dropped, ...]:
+    s0, s1, s2 = masks
     out: list[Dropped] = []
-    for i in np.flatnonzero(~s1).tolist():
-        out.append(Dropped(level="segment", segment=view.entries[i].load_name,
-                           reason="counts" if not s0[i] else "minmax"))
+    for i in np.flatnonzero(~s2).tolist():
+        reason = "counts" if not s0[i] else "minmax" if not s1[i] else "bloom"
+        out.append(Dropped(level="segment", segment=view.entries[i].load_name, reason=reason))
     if plan is None or not parts:
         return tuple(out)
     g = planner_mod._Parts(parts)

@@ -106,6 +106,20 @@ def test_fresh_process_reads_the_snapshot_not_every_segment(store: Store) -> Non
     assert res["rows"] == 100 and res["counters"].get("bloom_reads", 0) <= 1
 
 
+def test_fresh_process_drops_segments_on_blooms_without_decoding_them(store: Store) -> None:
+    t = store.create_table("db.t", "k string, n long")
+    rng = np.random.default_rng(3)
+    keys = [[f"{v:016x}" for v in rng.integers(0, 2**63, 50)] for _ in range(40)]
+    add_segments(t, [pa.table({"k": ks, "n": np.arange(50)}) for ks in keys], bloom_columns=["k"],
+                 bloom_fpp=0.0001)
+    refresh_index_snapshot(t)
+    res = _fresh_process_plan(store, f"k = '{keys[23][7]}'")
+    assert res["segments"] == ["23"]
+    c = res["counters"]
+    assert c.get("merge_index_reads", 0) == 0 and 30 <= c["bloom_reads"] <= 40  # min/max drop a few
+    assert c["header_decodes"] == 1  # only the surviving segment's index is decoded
+
+
 def test_lagging_snapshot_is_refreshed_at_plan_time(store: Store) -> None:
     t = store.create_table("db.t", "id long, x double, s string")
     add_segments(t, [_data(k * 100) for k in range(4)])

@@ -52,7 +52,8 @@ def test_json_contract(store: Store) -> None:
     for lv in j["levels"].values():
         assert {"total", "kept"} <= set(lv)
     assert j["levels"]["segments"] == {
-        "total": 4, "kept": 2, "dropped_by_counts": 0, "dropped_by_minmax": 2, "dropped_by_row_groups": 0,
+        "total": 4, "kept": 2, "dropped_by_counts": 0, "dropped_by_minmax": 2, "dropped_by_bloom": 0,
+        "dropped_by_row_groups": 0,
     }
     assert [f["segment"] for f in j["files"]] == ["1", "3"]
     f1 = j["files"][0]
@@ -126,7 +127,8 @@ def test_bloom_keeps_one_row_group_of_400_segments(store: Store) -> None:
     plan = prune(t, f"k = '{needle}'")
     assert plan.levels["row_groups"].kept == 1
     assert plan.files[0].segment == "217"
-    assert plan.levels["row_groups"].to_json()["dropped_by_bloom"] > 300
+    # whole segments drop on their blooms before any row-group work
+    assert plan.levels["segments"].to_json()["dropped_by_bloom"] == 399
     _check_levels(plan)
 
 
