@@ -249,15 +249,21 @@ def delta_build(meta: dict[str, Any]) -> str:
     shutil.rmtree(Path(uri) / "_delta_log", ignore_errors=True)
     schema = Schema.from_arrow(pq.read_schema(meta["files"][0]))
     dt = None
-    for f in meta["files"]:  # one commit per load, like the loads themselves
+    # One commit per load up to 400 loads; beyond, a commit carries several loads (building
+    # thousands of commits one by one takes many minutes). The checkpoint covers them all.
+    per = max(1, -(-len(meta["files"]) // 400))
+    adds = []
+    for f in meta["files"]:
         stats, _ = _delta_stats(f)
         rel = os.path.relpath(f, uri)
-        add = AddAction(rel, os.path.getsize(f), {}, int(time.time() * 1000), True, stats)
+        adds.append(AddAction(rel, os.path.getsize(f), {}, int(time.time() * 1000), True, stats))
+    for i in range(0, len(adds), per):
+        batch = adds[i : i + per]
         if dt is None:
-            create_table_with_add_actions(uri, schema, [add], mode="error")
+            create_table_with_add_actions(uri, schema, batch, mode="error")
             dt = DeltaTable(uri)
         else:
-            dt.create_write_transaction([add], mode="append", schema=schema)
+            dt.create_write_transaction(batch, mode="append", schema=schema)
     DeltaTable(uri).create_checkpoint()
     done.write_text("ok")
     return uri
