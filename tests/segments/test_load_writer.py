@@ -132,8 +132,8 @@ def test_rolls_files_and_row_groups(store: Store) -> None:
     seg = t.paths.segment_dir(entry.load_name)
     files = [p.path for p in s2.sfs.list_dir(seg) if p.base_name.endswith(".parquet")]
     assert len(files) > 1
-    md = pq.ParquetFile(files[0]).metadata
-    assert md.num_row_groups >= 2
+    # the last file a task rolls to may hold a single row group; the first full one has more
+    assert max(pq.ParquetFile(f).metadata.num_row_groups for f in files) >= 2
     arrays = load_index(s2.sfs.fs, f"{seg}/{entry.segment_file}")
     v = arrays.column("v")
     assert int(v.nan_count.sum()) == sum(1 for i in range(10) for j in range(1000) if j % 7 == 0)
