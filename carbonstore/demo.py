@@ -42,7 +42,7 @@ def generate(path: Path, *, start_id: int, rows: int, seed: int) -> Path:
                 rnd.choice(CITIES),
                 f"product_{rnd.randint(0, 199):03d}",
                 qty,
-                price,
+                "NaN" if price != price else price,
                 amount,
             ])
     return path
@@ -68,7 +68,26 @@ def run() -> None:
         "create", TABLE, "--schema", SCHEMA, "--sort-columns", "id", "--bloom", "product",
     )
     step("show the table", "describe", TABLE)
+    opts = ("--option", "header=true", "--master", "local[2]")
+    step("first load: one segment", "load", TABLE, "--input", str(first), *opts)
+    step("second load: another segment", "load", TABLE, "--input", str(second), *opts)
     step("list the segments", "show-segments", TABLE)
+    where = "id = 31337"
+    step("prune from the side indexes alone", "prune", TABLE, "--where", where)
+    step("query through Spark with the plan", "query", TABLE, "--where", where)
+    step(
+        "a bloom-filter lookup",
+        "query", TABLE, "--select", "id,city,product", "--where", "product = 'product_042'",
+        "--limit", "5",
+    )
+    step("merge the two segments", "compact", TABLE, "--type", "major")
+    step("the segments after compaction", "show-segments", TABLE)
+    step(
+        "the same answer from the compacted segment",
+        "sql", f"SELECT city, count(*) AS n, round(sum(amount), 2) AS total FROM {TABLE} "
+        "GROUP BY city ORDER BY city",
+    )
+    step("column statistics of the table", "stats", TABLE)
 
 
 if __name__ == "__main__":
