@@ -18,10 +18,11 @@ import pyarrow.parquet as pq
 from carbonstore.errors import CarbonStoreError, SchemaError, UserError
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.indexfile import build_task_index, merge_indexes
+from carbonstore.segments.commit import begin_segment
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store.fs import resolve_fs
 from carbonstore.store.table import Table
-from carbonstore.store.tablestatus import FAILURE, IN_PROGRESS, SUCCESS, LoadEntry, now_ms
+from carbonstore.store.tablestatus import FAILURE, SUCCESS, LoadEntry, now_ms
 
 __all__ = ["add_segment", "check_file_schema"]
 
@@ -99,11 +100,11 @@ def add_segment(table: Table, path: str) -> LoadEntry:
                     )
 
     status = table.status
-    entry = status.allocate(status=IN_PROGRESS, file_format="parquet")
+    # The shared load path allocates the entry and takes its segment lock in one update,
+    # so clean-files --stale-inprogress can never see this entry unlocked.
+    entry, seg_lock = begin_segment(table)
     sfs = table.store.sfs
     seg_dir = table.paths.segment_dir(entry.load_name)
-    seg_lock = table.locks.segment(entry.load_name)
-    seg_lock.acquire()
     try:
         sfs.makedirs(seg_dir)
         names = []
@@ -134,4 +135,5 @@ def add_segment(table: Table, path: str) -> LoadEntry:
         sfs.delete_dir(seg_dir)
         raise
     finally:
-        seg_lock.release()
+        if seg_lock is not None:
+            seg_lock.release()
