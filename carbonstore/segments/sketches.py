@@ -6,14 +6,14 @@ accumulators and ``finish``es them into :class:`SegmentStatistics`. Exact number
 NaNs, trues/falses, low/high, lengths) come from pyarrow.compute kernels; distinct counts
 from DataSketches HLL.
 
-The HLL sketch takes one value per Python call, so the per-value cost is what matters:
-each batch's non-null values are first reduced with ``pyarrow.compute.unique`` (a C hash
-table), and only the batch's distinct values are handed to the sketch. A column whose
-batches are nearly all distinct skips the ``unique`` pass (it would not shrink the input)
-and re-checks every few batches. Values are handed over as Python ints (integral, date,
-timestamp and decimal columns: their 64-bit integer value, decimals folded to 64 bits),
-floats (float/double) or str (string), so the same value always gives the same hash in
-every task and segment.
+The HLL sketch takes one value per Python call, so few values may reach it: keys are
+hashed with numpy exactly as DataSketches hashes them, and once the sketch is in HLL mode
+only the keys that raise one of its registers are handed over (see
+``_Column._update_sketch``); before that, a batch is reduced with
+``pyarrow.compute.unique`` unless a probe finds it nearly all distinct. Values are handed
+over as Python ints (integral, date, timestamp and decimal columns: their 64-bit integer
+value, decimals folded to 64 bits), floats (float/double) or str (string), so the same
+value always gives the same hash in every task and segment.
 """
 
 from __future__ import annotations
@@ -68,12 +68,12 @@ __all__ = [
     "table_column_specs",
 ]
 
-_DENSE_RATIO = 0.5  # distinct/rows above which ``unique`` does not pay for itself
 _RECHECK_EVERY = 8  # batches between re-checks of a dense column
 _WARMUP_KEYS = 4096  # keys handed over between checks of the sketch's mode
+_WARMUP_PREFIX = 65536  # keys of a long batch that warm a new sketch up to HLL mode
 _HASH_CHUNK = 32768  # keys hashed per numpy pass
-_PROBE_KEYS = 65536  # keys of a batch sampled to decide whether to deduplicate it
-_PROBE_DENSE_RATIO = 0.9  # a sample overstates the distinct ratio of the whole batch
+_PROBE_KEYS = 8192  # keys of a batch sampled to decide whether to deduplicate it
+_PROBE_DENSE_RATIO = 0.9  # distinct share of the probe above which ``unique`` does not pay
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 # MurmurHash3_x64_128 as DataSketches calls it for one 8-byte value (seed 9001), so the HLL
@@ -112,12 +112,7 @@ def _murmur_8(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def hll_slots(words: np.ndarray, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(slot, rank) of each 8-byte value in a DataSketches HLL sketch of ``lg_k``.
-
-    ``rank`` is exact or one less: the leading zeros come from the float64 exponent of
-    ``h2``, which rounding can push up by one just below a power of two. A lower bound is
-    all the pre-filter needs (it keeps values whose rank may reach the register).
-    """
+    """(slot, rank) of each 8-byte value in a DataSketches HLL sketch of ``lg_k``."""
     return _slots_ranks(*_murmur_8(words), lg_k)
 
 
@@ -131,8 +126,18 @@ def _hash_words(keys: np.ndarray) -> np.ndarray:
     return keys.astype(np.int64, copy=False).view(np.uint64)
 
 
-def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+def _rotl_inplace(x: np.ndarray, r: int, scratch: np.ndarray) -> None:
+    np.left_shift(x, np.uint64(r), out=scratch)
+    np.right_shift(x, np.uint64(64 - r), out=x)
+    x |= scratch
+
+
+def _fmix64_inplace(k: np.ndarray, scratch: np.ndarray) -> None:
+    for mul in (_F1, _F2, None):
+        np.right_shift(k, np.uint64(33), out=scratch)
+        k ^= scratch
+        if mul is not None:
+            k *= mul
 
 
 _EMPTY_STRING_KEY = -1  # DataSketches ignores "": it is counted as the int64 -1 instead,
@@ -141,7 +146,8 @@ _EMPTY_STRING_KEY = -1  # DataSketches ignores "": it is counted as the int64 -1
 
 def _murmur_strings(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(h1, h2) of MurmurHash3_x64_128 (seed 9001) over each string's UTF-8 bytes,
-    vectorised over the strings (one numpy pass per 16-byte block of the longest)."""
+    vectorised over the strings (one numpy pass per 16-byte block of the longest, in
+    place: the 8-byte gathers are most of the cost)."""
     if not pa.types.is_string(arr.type):
         arr = arr.cast(pa.large_string()) if not pa.types.is_large_string(arr.type) else arr
     n = len(arr)
@@ -150,51 +156,79 @@ def _murmur_strings(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         arr.buffers()[1], dtype=off_type)[arr.offset: arr.offset + n + 1].astype(np.int64)
     buf = arr.buffers()[2]
     raw = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.empty(0, np.uint8)
-    padded = np.zeros(int(offs[-1]) + 32, dtype=np.uint8)
-    padded[: int(offs[-1]) - int(offs[0])] = raw[int(offs[0]): int(offs[-1])]
-    starts = offs[:-1] - offs[0]
+    first, last = int(offs[0]), int(offs[-1])
+    padded = np.empty(last - first + 32, dtype=np.uint8)
+    padded[: last - first] = raw[first:last]
+    padded[last - first:] = 0
+    starts = offs[:-1] - first
     lengths = offs[1:] - offs[:-1]
     words = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
     h1 = np.full(n, _SEED, dtype=np.uint64)
     h2 = np.full(n, _SEED, dtype=np.uint64)
+    scratch = np.empty(n, dtype=np.uint64)
     nblocks = lengths >> 4
-    c5 = np.uint64(5)
+    c5, m1, m2 = np.uint64(5), np.uint64(0x52DCE729), np.uint64(0x38495AB5)
+    every_row = int(nblocks.min()) if n else 0
     with np.errstate(over="ignore"):
         for j in range(int(nblocks.max()) if n else 0):
-            every = bool(nblocks.min() > j)
-            idx = slice(None) if every else np.flatnonzero(nblocks > j)
-            pos = starts[idx] + 16 * j
-            k1 = words[pos] * _C1
-            k1 = _rotl(k1, 31) * _C2
-            a = h1[idx] ^ k1
-            b = h2[idx]
-            a = (_rotl(a, 27) + b) * c5 + np.uint64(0x52DCE729)
-            k2 = words[pos + 8] * _C2
-            k2 = _rotl(k2, 33) * _C1
-            b = b ^ k2
-            b = (_rotl(b, 31) + a) * c5 + np.uint64(0x38495AB5)
-            h1[idx] = a
-            h2[idx] = b
-        tail = lengths & 15
+            if j < every_row:
+                idx = None
+                pos = starts + 16 * j
+                a, b, t = h1, h2, scratch
+            else:
+                idx = np.flatnonzero(nblocks > j)
+                pos = starts[idx] + 16 * j
+                a, b, t = h1[idx], h2[idx], scratch[: len(idx)]
+            k = words[pos]
+            k *= _C1
+            _rotl_inplace(k, 31, t)
+            k *= _C2
+            a ^= k
+            _rotl_inplace(a, 27, t)
+            a += b
+            a *= c5
+            a += m1
+            pos += 8
+            k = words[pos]
+            k *= _C2
+            _rotl_inplace(k, 33, t)
+            k *= _C1
+            b ^= k
+            _rotl_inplace(b, 31, t)
+            b += a
+            b *= c5
+            b += m2
+            if idx is not None:
+                h1[idx], h2[idx] = a, b
+        # The tail: the bytes past the last block (zero or more), masked to the string.
+        tail = (lengths & 15).astype(np.uint64)
         tpos = starts + (nblocks << 4)
-        lo = np.minimum(tail, 8).astype(np.uint64)
-        hi = np.maximum(tail - 8, 0).astype(np.uint64)
-        ones = np.uint64(0xFFFFFFFFFFFFFFFF)
-        mask1 = np.where(lo >= 8, ones, (np.uint64(1) << (lo * np.uint64(8))) - np.uint64(1))
-        mask2 = (np.uint64(1) << (hi * np.uint64(8))) - np.uint64(1)  # hi <= 7
-        k2 = words[tpos + 8] & mask2
-        k2 = _rotl(k2 * _C2, 33) * _C1
-        h2 ^= np.where(tail > 8, k2, np.uint64(0))
-        k1 = words[tpos] & mask1
-        k1 = _rotl(k1 * _C1, 31) * _C2
-        h1 ^= np.where(tail > 0, k1, np.uint64(0))
+        eight = np.uint64(8)
+        lo_bits = np.minimum(tail, eight) << np.uint64(3)  # 0..64
+        mask = np.where(lo_bits == 64, np.uint64(0xFFFFFFFFFFFFFFFF),
+                        (np.uint64(1) << (lo_bits & np.uint64(63))) - np.uint64(1))
+        k = words[tpos]
+        k &= mask
+        k *= _C1
+        _rotl_inplace(k, 31, scratch)
+        k *= _C2
+        h1 ^= k  # no tail: k is 0
+        hi_bits = (np.maximum(tail, eight) - eight) << np.uint64(3)  # 0..56
+        mask = (np.uint64(1) << hi_bits) - np.uint64(1)
+        tpos += 8
+        k = words[tpos]
+        k &= mask
+        k *= _C2
+        _rotl_inplace(k, 33, scratch)
+        k *= _C1
+        h2 ^= k
         length = lengths.astype(np.uint64)
         h1 ^= length
         h2 ^= length
         h1 += h2
         h2 += h1
-        h1 = _fmix64(h1)
-        h2 = _fmix64(h2)
+        _fmix64_inplace(h1, scratch)
+        _fmix64_inplace(h2, scratch)
         h1 += h2
         h2 += h1
     empty = lengths == 0
@@ -205,8 +239,15 @@ def _murmur_strings(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _slots_ranks(h1: np.ndarray, h2: np.ndarray, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Slot = low ``lg_k`` bits of h1; rank = leading zeros of h2 plus one, at most 63.
+
+    The bit length comes from the float64 exponent of each 32-bit half, which float64
+    holds exactly (a whole 64-bit value could round up to the next power of two).
+    """
     slot = (h1 & np.uint64((1 << lg_k) - 1)).astype(np.intp)
-    bits = np.frexp(h2.astype(np.float64))[1]  # bit length (0 for 0), may be one high
+    high = (h2 >> np.uint64(32)).astype(np.float64)
+    low = (h2 & np.uint64(0xFFFFFFFF)).astype(np.float64)
+    bits = np.where(high > 0, np.frexp(high)[1] + 32, np.frexp(low)[1])
     rank = (np.minimum(64 - bits, 62) + 1).astype(np.uint8)
     return slot, rank
 
@@ -352,8 +393,11 @@ class _Column:
         if self.max_len is None or self.sum_len is None:
             return
         if self.kind == "string":
-            lengths = pc.utf8_length(arr if not pa.types.is_string_view(arr.type)
-                                     else arr.cast(pa.string()))
+            if pa.types.is_string_view(arr.type):
+                arr = arr.cast(pa.string())
+            # Characters, as Spark counts them; for ASCII text that is the byte length,
+            # which needs no decoding (one SIMD max over the data tells).
+            lengths = pc.binary_length(arr) if _is_ascii(arr) else pc.utf8_length(arr)
         else:
             lengths = pc.binary_length(arr if not pa.types.is_binary_view(arr.type)
                                        else arr.cast(pa.binary()))
@@ -372,14 +416,16 @@ class _Column:
     def _update_sketch(self, keys: pa.Array) -> None:
         """Hand the batch's keys to the sketch, as few of them as give the same sketch.
 
-        Each batch is first reduced to its distinct keys (``pyarrow.compute.unique``) unless
-        the column is nearly all distinct. The keys are then hashed with numpy exactly as
-        DataSketches hashes them. While the sketch is in its list/set modes every distinct
-        key counts; once it is in HLL mode its state is the maximum rank per slot, and a key
-        whose rank does not exceed its slot's register changes nothing (not even the HIP
-        estimator, which moves only when a register changes), so only keys that may raise a
-        register are handed over. ``registers`` mirrors the sketch's registers (as lower
-        bounds).
+        The keys are hashed with numpy exactly as DataSketches hashes them. While the
+        sketch is in its list/set modes every distinct key counts, so keys are first reduced
+        to the distinct ones (``pyarrow.compute.unique``) unless a probe finds them nearly
+        all distinct. Once it is in HLL mode its state is the maximum rank per slot, and a
+        key whose rank does not exceed its slot's register changes nothing (not even the HIP
+        estimator, which moves only when a register changes), so only keys that raise a
+        register are handed over; ``registers`` mirrors the sketch's registers exactly. That
+        filter drops repeated keys more cheaply than ``unique`` (a hash table of the values),
+        so in HLL mode keys go straight to hashing; a long batch warms the sketch up on a
+        prefix first.
         """
         if self.sketch is None:
             return
@@ -388,25 +434,33 @@ class _Column:
         if len(keys) == 0:
             return
         self.batches += 1
-        if not self.dense or self.batches % _RECHECK_EVERY == 0:
-            if len(keys) > _PROBE_KEYS:  # a probe decides whether unique pays for itself
-                probe = pc.count_distinct(keys.slice(0, _PROBE_KEYS)).as_py()
-                self.dense = probe > _PROBE_DENSE_RATIO * _PROBE_KEYS
-            if not self.dense:
-                distinct = pc.unique(keys)
-                self.dense = len(distinct) > _DENSE_RATIO * len(keys)
-                keys = distinct
         registers = self.registers
         if registers is None:  # merged or deserialized: no mirror, hand over every key
-            self._feed(keys)
+            self._feed(self._distinct(keys))
             return
+        if not self.hll_mode and len(keys) > _WARMUP_PREFIX:
+            self._add_keys(self.sketch, keys.slice(0, _WARMUP_PREFIX), registers)
+            keys = keys.slice(_WARMUP_PREFIX)
+        self._add_keys(self.sketch, keys, registers)
+
+    def _distinct(self, keys: pa.Array) -> pa.Array:
+        """``keys`` reduced to its distinct values unless that does not pay for itself."""
+        if self.dense and self.batches % _RECHECK_EVERY:
+            return keys
+        probe = keys.slice(0, _PROBE_KEYS)
+        self.dense = pc.count_distinct(probe).as_py() > _PROBE_DENSE_RATIO * len(probe)
+        return keys if self.dense else pc.unique(keys)
+
+    def _add_keys(self, sketch: hll_sketch, keys: pa.Array, registers: np.ndarray) -> None:
+        if not self.hll_mode:
+            keys = self._distinct(keys)
         slot, rank = key_slots(keys, self.lg_k)
         n, start = len(keys), 0
         while not self.hll_mode and start < n:
             stop = min(n, start + _WARMUP_KEYS)
             self._feed(keys.slice(start, stop - start))
             np.maximum.at(registers, slot[start:stop], rank[start:stop])
-            self.hll_mode = "Current Mode   : HLL" in self.sketch.to_string()
+            self.hll_mode = "Current Mode   : HLL" in sketch.to_string()
             start = stop
         # Keys are compared with the registers as they were before their chunk, so every
         # key that raises a register on the way is handed over, in order: the sketch sees
@@ -415,7 +469,7 @@ class _Column:
         for lo in range(start, n, step):
             hi = min(n, lo + step)
             s, r = slot[lo:hi], rank[lo:hi]
-            keep = r >= registers[s]  # >=: the rank may be one low
+            keep = r > registers[s]
             np.maximum.at(registers, s, r)
             self._feed(keys.slice(lo, hi - lo).filter(pa.array(keep)))
 
@@ -503,6 +557,19 @@ class _Column:
         if self.sketch is not None:
             values["num_dvs"] = dv_count(self.sketch.get_estimate(), non_null)
         return _CLASSES[kind](**values)
+
+
+def _is_ascii(arr: pa.Array) -> bool:
+    """Whether the value bytes of a string/large_string array are all below 0x80."""
+    data = arr.buffers()[2]
+    if data is None or len(arr) == 0:
+        return True
+    off_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    offs = np.frombuffer(arr.buffers()[1], dtype=off_type)
+    first, last = int(offs[arr.offset]), int(offs[arr.offset + len(arr)])
+    if last <= first:
+        return True
+    return bool(np.frombuffer(data, dtype=np.uint8)[first:last].max() < 0x80)
 
 
 def _utc(value: dt.datetime | None) -> dt.datetime | None:

@@ -205,11 +205,13 @@ def _keys(kind: str, n: int, ndv: int) -> pa.Array:
 
 @pytest.mark.parametrize("kind", ["long", "double", "string"])
 @pytest.mark.parametrize("ndv", [3, 2000, 60_000])
-def test_sketch_matches_plain_value_by_value_updates(kind: str, ndv: int) -> None:
-    """Dedup per batch and the numpy-hashed pre-filter give the sketch a plain loop gives."""
+@pytest.mark.parametrize("batch_rows", [16384, 150_000])
+def test_sketch_matches_plain_value_by_value_updates(kind: str, ndv: int, batch_rows: int) -> None:
+    """Dedup per batch and the numpy-hashed pre-filter give the sketch a plain loop gives
+    (small batches, and batches long enough to warm the sketch up on a prefix)."""
     keys = _keys(kind, 200_000, ndv)
     acc = StatsAccumulator(pa.schema([("c", keys.type)]))
-    for batch in pa.table({"c": keys}).to_batches(max_chunksize=16384):
+    for batch in pa.table({"c": keys}).to_batches(max_chunksize=batch_rows):
         acc.update(batch)
     plain = hll_sketch(DEFAULT_LG_K, SKETCH_TYPE)
     for v in keys.to_pylist():
