@@ -9,8 +9,8 @@ from DataSketches HLL.
 The HLL sketch takes one value per Python call, so few values may reach it: keys are
 hashed with numpy exactly as DataSketches hashes them, and once the sketch is in HLL mode
 only the keys that raise one of its registers are handed over (see
-``_Column._update_sketch``); before that, a batch is reduced with
-``pyarrow.compute.unique`` unless a probe finds it nearly all distinct. Values are handed
+``_Column._update_sketch``). A probe of each batch decides whether reducing it with
+``pyarrow.compute.unique`` first pays for itself. Values are handed
 over as Python ints (integral, date, timestamp and decimal columns: their 64-bit integer
 value, decimals folded to 64 bits), floats (float/double) or str (string), so the same
 value always gives the same hash in every task and segment.
@@ -68,12 +68,12 @@ __all__ = [
     "table_column_specs",
 ]
 
-_RECHECK_EVERY = 8  # batches between re-checks of a dense column
 _WARMUP_KEYS = 4096  # keys handed over between checks of the sketch's mode
 _WARMUP_PREFIX = 65536  # keys of a long batch that warm a new sketch up to HLL mode
 _HASH_CHUNK = 32768  # keys hashed per numpy pass
 _PROBE_KEYS = 8192  # keys of a batch sampled to decide whether to deduplicate it
-_PROBE_DENSE_RATIO = 0.9  # distinct share of the probe above which ``unique`` does not pay
+_DENSE_SHARE = 0.9  # distinct share of a probe above which ``unique`` never pays
+_SPARSE_SHARE = 0.25  # ... below which it pays in HLL mode too (a small hash table)
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 # MurmurHash3_x64_128 as DataSketches calls it for one 8-byte value (seed 9001), so the HLL
@@ -335,8 +335,6 @@ class _Column:
     max_len: int | None = 0
     sum_len: int | None = 0
     sketch: hll_sketch | None = None
-    dense: bool = False
-    batches: int = 0
     registers: np.ndarray | None = None  # mirror of the sketch's HLL registers
     hll_mode: bool = False
 
@@ -423,9 +421,9 @@ class _Column:
         key whose rank does not exceed its slot's register changes nothing (not even the HIP
         estimator, which moves only when a register changes), so only keys that raise a
         register are handed over; ``registers`` mirrors the sketch's registers exactly. That
-        filter drops repeated keys more cheaply than ``unique`` (a hash table of the values),
-        so in HLL mode keys go straight to hashing; a long batch warms the sketch up on a
-        prefix first.
+        filter drops repeated keys more cheaply than ``unique`` (a hash table of the values)
+        unless the keys repeat a lot, so in HLL mode only a batch with few distinct keys is
+        reduced first (see ``_distinct``); a long batch warms the sketch up on a prefix.
         """
         if self.sketch is None:
             return
@@ -433,7 +431,6 @@ class _Column:
             keys = keys.drop_null()
         if len(keys) == 0:
             return
-        self.batches += 1
         registers = self.registers
         if registers is None:  # merged or deserialized: no mirror, hand over every key
             self._feed(self._distinct(keys))
@@ -444,16 +441,19 @@ class _Column:
         self._add_keys(self.sketch, keys, registers)
 
     def _distinct(self, keys: pa.Array) -> pa.Array:
-        """``keys`` reduced to its distinct values unless that does not pay for itself."""
-        if self.dense and self.batches % _RECHECK_EVERY:
-            return keys
+        """``keys`` reduced to its distinct values when that pays for itself.
+
+        A probe of the first keys estimates the distinct share. Before HLL mode every
+        distinct key reaches the sketch, so ``unique`` pays unless nearly all are
+        distinct; in HLL mode hashing every key is cheaper than ``unique`` unless few are.
+        """
         probe = keys.slice(0, _PROBE_KEYS)
-        self.dense = pc.count_distinct(probe).as_py() > _PROBE_DENSE_RATIO * len(probe)
-        return keys if self.dense else pc.unique(keys)
+        share = pc.count_distinct(probe).as_py() / len(probe)
+        limit = _SPARSE_SHARE if self.hll_mode else _DENSE_SHARE
+        return pc.unique(keys) if share <= limit else keys
 
     def _add_keys(self, sketch: hll_sketch, keys: pa.Array, registers: np.ndarray) -> None:
-        if not self.hll_mode:
-            keys = self._distinct(keys)
+        keys = self._distinct(keys)
         slot, rank = key_slots(keys, self.lg_k)
         n, start = len(keys), 0
         while not self.hll_mode and start < n:
