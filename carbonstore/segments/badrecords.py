@@ -97,7 +97,8 @@ def split_batch(
     """Separate the rows to keep from the bad ones according to ``action``.
 
     Args:
-        batch: input rows, possibly with the hidden ``__carbon_bad``/``__carbon_raw`` columns.
+        batch: input rows, possibly with the hidden ``__carbon_bad``/``__carbon_raw`` columns
+            (``__carbon_raw`` alone: a row with a raw line is bad).
         not_null: names of the NOT NULL columns.
         action: the load's BAD_RECORDS_ACTION.
         want_raw: return the raw text of bad rows (REDIRECT, and samples for FAIL).
@@ -106,10 +107,15 @@ def split_batch(
         The kept rows without hidden columns, the bad-row count and (when asked) raw rows.
     """
     parse_bad: pa.Array | None = None
-    if BAD_COLUMN in batch.schema.names:
+    names = batch.schema.names
+    if BAD_COLUMN in names:
         col = batch.column(BAD_COLUMN)
         if pc.any(col).as_py():
             parse_bad = pc.fill_null(col, False)
+    elif RAW_COLUMN in names:  # Spark's corrupt-record column alone: a raw line marks a bad row
+        raw_col = batch.column(RAW_COLUMN)
+        if raw_col.null_count < len(raw_col):
+            parse_bad = pc.is_valid(raw_col)
     null_bad: pa.Array | None = None
     for name in not_null:
         c = batch.column(name)

@@ -132,15 +132,22 @@ def _csv_source(
         .csv(paths)
     )
     select: list[SparkColumn] = []
+    plain = len(present) == len(fields) - 1  # every file column is a table column
     for c in table.schema.columns:
         if c.name not in present:
             if not c.nullable:
                 raise SchemaError(f"the input has no column {c.name!r}, which is NOT NULL")
             select.append(F.lit(None).cast(str(c.type)).alias(c.name))
+            plain = False
         elif c.type.name == "binary":
             select.append(F.col(c.name).cast("binary").alias(c.name))
+            plain = False
         else:
             select.append(F.col(c.name))
+    if plain:
+        # The scan's rows go to the writer as they are (a projection would copy every
+        # row); the writer matches columns by name and takes a non-null raw line as bad.
+        return df
     raw = F.col(RAW_COLUMN)
     return df.select(*select, raw.isNotNull().alias(BAD_COLUMN), raw)
 
