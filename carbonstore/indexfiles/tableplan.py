@@ -285,8 +285,8 @@ class _SegmentBlooms:
     def _hashes(self, d: dict[str, Any], ref: BoundRef, literals: tuple[Any, ...]) -> Any:
         from types import SimpleNamespace
 
-        key = (d["kind"], d["physical_type"], d["type_length"], d["logical_type"], d["unit"],
-               d["scale"], d["nested"])
+        key = (ref.name, literals, d["kind"], d["physical_type"], d["type_length"], d["logical_type"],
+               d["unit"], d["scale"], d["nested"])
         if key not in self.hashes:
             desc = SimpleNamespace(**{k: d[k] for k in ("column_id", "physical_type", "type_length",
                                                         "logical_type", "unit", "scale", "nested")})

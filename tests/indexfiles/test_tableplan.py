@@ -132,6 +132,16 @@ def test_bloom_keeps_one_row_group_of_400_segments(store: Store) -> None:
     _check_levels(plan)
 
 
+def test_segment_blooms_probe_each_leaf_with_its_own_literal(store: Store) -> None:
+    t = store.create_table("db.t", SCHEMA)
+    add_segments(t, [_data(0, 1), _data(1, 1)], bloom_columns=["id"])
+    # both leaves hash values of one column type: the second must not reuse the first's hashes
+    plan = prune(t, "id = 0 OR id = 1")
+    assert plan.segments == ("0", "1")
+    assert prune(t, "id = 1 OR id = 0").segments == ("0", "1")
+    assert prune(t, "id = 1").segments == ("1",)
+
+
 # ---- soundness: every row a brute-force scan matches lies inside the plan -----------------
 _X = st.one_of(
     st.none(), st.just(math.nan), st.just(0.0), st.just(-0.0), st.just(math.inf),
