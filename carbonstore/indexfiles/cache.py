@@ -12,17 +12,22 @@ Three layers keep driver-side planning cheap:
    rewritten segment has a new merge file name and so a new key.
 3. The table-level index snapshot (like a Delta checkpoint) under
    ``table.paths.index_snapshot_dir``: ONE Arrow IPC file holding, for every readable
-   segment it covers, its segment bounds and the encoded header of its merge index (all
-   min/max/count arrays of row groups and pages, NOT the bloom bitsets: they stay in the
-   merge file and are read lazily for = / IN candidates only). A fresh process reads the
-   tablestatus, the newest snapshot and the merge indexes of segments committed since.
-   :func:`refresh_index_snapshot` rewrites it (atomically, under a lock); planning also
-   refreshes it lazily when it lags by more than ``carbon.index.snapshot.max.lag``
-   segments.
+   segment it covers, its segment bounds and its whole index column-oriented (all
+   min/max/count arrays of row groups and pages, concatenated over the segments with
+   segment offsets - see snapshot.py; NOT the bloom bitsets: they stay in the merge file
+   and are read lazily for = / IN candidates only). A fresh process reads the tablestatus,
+   the newest snapshot and the merge indexes of segments committed since, and decodes each
+   array a filter touches once for all segments. :func:`refresh_index_snapshot` rewrites it
+   (atomically, under a lock); planning also refreshes it lazily when it lags by more than
+   ``carbon.index.snapshot.max.lag`` segments. A snapshot of another format version, or a
+   damaged one, is ignored (planning reads the merge indexes) and rewritten.
 
-I/O is counted in :data:`COUNTERS` (``merge_index_reads``, ``snapshot_reads``,
-``bloom_reads``, ``snapshot_writes``, ``header_decodes`` of snapshot entries) so tests and benchmarks can assert how many files a
-plan opened.
+I/O is counted in :data:`COUNTERS` so tests and benchmarks can assert how many files a
+plan opened and how much it decoded: ``merge_index_reads``, ``snapshot_reads``,
+``snapshot_errors``, ``snapshot_writes``, ``bloom_reads``, ``header_decodes`` (snapshot
+segments whose row-group and page arrays were handed to the planner) and
+``snapshot_array_decodes`` (table-level snapshot arrays decoded: a constant number per
+filter, whatever the number of segments).
 """
 
 from __future__ import annotations
@@ -36,22 +41,30 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import orjson
 import pyarrow as pa
 import pyarrow.fs as pafs
 import xxhash
 
 from carbonstore.errors import CorruptIndexError
-from carbonstore.indexfiles import tio
-from carbonstore.indexfiles._gen.carbonindex.ttypes import IndexHeader
-from carbonstore.indexfiles.arrays import IndexArrays, load_arrays
+from carbonstore.indexfiles.arrays import BloomSource, IndexArrays, load_arrays
 from carbonstore.indexfiles.bounds import ColumnBounds, SegmentBounds, segment_bounds
+from carbonstore.indexfiles.concat import merge_runs
 from carbonstore.indexfiles.indexfile import load_indexes, read_index
+from carbonstore.indexfiles.snapshot import (
+    DESC_FIELDS,
+    SNAPSHOT_VERSION,
+    Snapshot,
+    SnapshotArrays,
+    decode_snapshot,
+    encode_snapshot,
+    index_rows,
+)
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms, segment_sort_key
 
 __all__ = [
     "COUNTERS",
+    "SNAPSHOT_VERSION",
     "ColumnBounds",
     "DriverIndexCache",
     "SegmentBounds",
@@ -70,8 +83,6 @@ __all__ = [
 #: I/O counters of this process (see the module docstring).
 COUNTERS: Counter[str] = Counter()
 
-_NP = npt.NDArray[Any]
-SNAPSHOT_VERSION = "2"
 SNAPSHOT_SUFFIX = ".carbonsnap"
 SNAPSHOT_LOCK = "index_snapshot.lock"
 # ---- one segment's index --------------------------------------------------------------------
@@ -159,7 +170,7 @@ def bloom_directory(arrays: IndexArrays) -> dict[str, dict[str, Any]]:
 
 @dataclass(slots=True, kw_only=True)
 class SegmentIndex:
-    """A loaded segment index: arrays (blooms lazy) and its bounds."""
+    """A segment's index: arrays (blooms lazy) and its bounds."""
 
     segment_id: str
     merge_name: str
@@ -167,33 +178,27 @@ class SegmentIndex:
     bounds: SegmentBounds
     bloom_base: int
     nbytes: int
-    header_bytes: bytes | None = None  # kept when it came from a snapshot (re-encoding is slow)
-
-    def encoded_header(self) -> bytes:
-        if self.header_bytes is None:
-            self.header_bytes = tio.encode(self.arrays.header)
-        return self.header_bytes
 
 
-def _merge_index_names(table: Table, entry: LoadEntry) -> list[str]:
+def _merge_index_names(table: Table, load_name: str, segment_file: str | None) -> list[str]:
     sfs = table.store.sfs
-    seg_dir = table.paths.segment_dir(entry.load_name)
-    if entry.segment_file:
-        return [f"{seg_dir}/{entry.segment_file}"]
+    seg_dir = table.paths.segment_dir(load_name)
+    if segment_file:
+        return [f"{seg_dir}/{segment_file}"]
     names = sorted(i.base_name for i in sfs.list_dir(seg_dir) if i.is_file)
     merged = [n for n in names if n.endswith(".carbonindexmerge")]
     picked = merged[-1:] or [n for n in names if n.endswith(".carbonindex")]
     if not picked:
         raise CorruptIndexError(
-            f"segment {entry.load_name} of {table.name} has no index file; rebuild it with "
-            f"'carbonstore index rebuild {table.name} --segments {entry.load_name}'"
+            f"segment {load_name} of {table.name} has no index file; rebuild it with "
+            f"'carbonstore index rebuild {table.name} --segments {load_name}'"
         )
     return [f"{seg_dir}/{n}" for n in picked]
 
 
 def _load_segment(table: Table, entry: LoadEntry) -> SegmentIndex:
     fs = table.store.sfs.fs
-    paths = _merge_index_names(table, entry)
+    paths = _merge_index_names(table, entry.load_name, entry.segment_file)
     COUNTERS["merge_index_reads"] += len(paths)
     try:
         if len(paths) == 1:
@@ -225,7 +230,7 @@ class DriverIndexCache:
         self.used = 0
         self._items: OrderedDict[tuple[str, str, str], SegmentIndex] = OrderedDict()
         self._views: OrderedDict[tuple[Any, ...], TableIndex] = OrderedDict()
-        self._snapshots: dict[str, _Snapshot | None] = {}
+        self._snapshots: dict[str, Snapshot | None] = {}
         self._status: dict[str, TableStatusSnapshot] = {}
         self.lock = threading.RLock()
 
@@ -274,22 +279,21 @@ def clear_cache() -> None:
 
 
 # ---- the table-level snapshot ---------------------------------------------------------------
-@dataclass(slots=True, kw_only=True)
-class _Snapshot:
-    name: str
-    rows: dict[tuple[str, str], int]  # (segment id, merge name) -> row
-    bounds: SegmentBounds
-    headers: pa.Array
-    bloom_base: npt.NDArray[np.int64]
-    blooms: pa.Array
-
-
 def _snapshot_names(table: Table) -> list[str]:
     infos = table.store.sfs.list_dir(table.paths.index_snapshot_dir)
     return sorted(i.base_name for i in infos if i.is_file and i.base_name.endswith(SNAPSHOT_SUFFIX))
 
 
-def _read_snapshot(table: Table) -> _Snapshot | None:
+def _snapshot_blooms(table: Table) -> Any:
+    fs = table.store.sfs.fs
+
+    def source(segment_id: str, merge: str, base: int) -> BloomSource:
+        return _bloom_source(fs, _merge_index_names(table, segment_id, merge)[0], base)
+
+    return source
+
+
+def _read_snapshot(table: Table) -> Snapshot | None:
     names = _snapshot_names(table)
     if not names:
         return None
@@ -301,99 +305,56 @@ def _read_snapshot(table: Table) -> _Snapshot | None:
     path = f"{table.paths.index_snapshot_dir}/{name}"
     try:
         data = table.store.sfs.read_bytes(path)
-        t = pa.ipc.open_file(pa.py_buffer(data)).read_all()
-        snap = _decode_snapshot(name, t)
-    except (OSError, pa.ArrowInvalid, KeyError, ValueError) as err:
-        # A broken snapshot only costs speed: plan from the merge indexes instead.
+        snap = decode_snapshot(name, data, bloom_source=_snapshot_blooms(table), counters=COUNTERS)
+    except (OSError, pa.ArrowException, KeyError, ValueError, TypeError):
+        # A broken (or older) snapshot only costs speed: plan from the merge indexes instead.
         COUNTERS["snapshot_errors"] += 1
-        del err
         return None
     _CACHE._snapshots[table.paths.root] = snap
     return snap
 
 
-def _decode_snapshot(name: str, t: pa.Table) -> _Snapshot:
-    meta = t.schema.metadata or {}
-    if meta.get(b"carbonstore.snapshot.version") != SNAPSHOT_VERSION.encode():
-        raise ValueError("unsupported snapshot version")
-    kinds: dict[str, str] = orjson.loads(meta[b"carbonstore.kinds"])
-    segs = t.column("segment").to_pylist()
-    merges = t.column("merge").to_pylist()
-    cols: dict[str, ColumnBounds] = {}
-    for c, kind in kinds.items():
-        def arr(suffix: str, c: str = c) -> _NP:
-            return t.column(f"{suffix}:{c}").to_numpy(zero_copy_only=False)
-
-        lo, hi = arr("lo"), arr("hi")
-        if kind == "BIGINT":
-            lo = np.array([None if v is None else int(v) for v in lo], dtype=object)
-            hi = np.array([None if v is None else int(v) for v in hi], dtype=object)
-        elif kind == "BYTES":
-            lo, hi = lo.astype(object), hi.astype(object)
-        cols[c] = ColumnBounds(
-            kind=kind, lo=lo, hi=hi, lo_ok=arr("lo_ok").astype(bool), hi_ok=arr("hi_ok").astype(bool),
-            null_count=arr("nulls").astype(np.int64), nan_count=arr("nans").astype(np.int64),
-        )
-    bounds = SegmentBounds(
-        num_rows=t.column("num_rows").to_numpy().astype(np.int64),
-        num_files=t.column("num_files").to_numpy().astype(np.int64),
-        num_row_groups=t.column("num_row_groups").to_numpy().astype(np.int64),
-        columns=cols,
-    )
-    return _Snapshot(
-        name=name, rows={(s, m): i for i, (s, m) in enumerate(zip(segs, merges, strict=True))},
-        bounds=bounds, headers=t.column("header").combine_chunks(),
-        bloom_base=t.column("bloom_base").to_numpy().astype(np.int64),
-        blooms=t.column("blooms").combine_chunks(),
-    )
-
-
-_ARROW = {"INT64": pa.int64(), "FLOAT64": pa.float64(), "BYTES": pa.binary(), "BIGINT": pa.string()}
-
-
-def _encode_snapshot(segments: Sequence[SegmentIndex]) -> bytes:
-    bounds = SegmentBounds.concat([s.bounds for s in segments])
-    data: dict[str, Any] = {
-        "segment": pa.array([s.segment_id for s in segments], pa.string()),
-        "merge": pa.array([s.merge_name for s in segments], pa.string()),
-        "bloom_base": pa.array([s.bloom_base for s in segments], pa.int64()),
-        "header": pa.array([s.encoded_header() for s in segments], pa.large_binary()),
-        "blooms": pa.array([orjson.dumps(bloom_directory(s.arrays)) for s in segments], pa.binary()),
-        "num_rows": pa.array(bounds.num_rows, pa.int64()),
-        "num_files": pa.array(bounds.num_files, pa.int64()),
-        "num_row_groups": pa.array(bounds.num_row_groups, pa.int64()),
-    }
-    kinds = {}
-    for c, cb in bounds.columns.items():
-        kinds[c] = cb.kind
-        lo, hi = cb.lo.tolist(), cb.hi.tolist()
-        if cb.kind == "BIGINT":
-            lo = [None if v is None else str(v) for v in lo]
-            hi = [None if v is None else str(v) for v in hi]
-        data[f"lo:{c}"] = pa.array(lo, _ARROW[cb.kind])
-        data[f"hi:{c}"] = pa.array(hi, _ARROW[cb.kind])
-        data[f"lo_ok:{c}"] = pa.array(cb.lo_ok, pa.bool_())
-        data[f"hi_ok:{c}"] = pa.array(cb.hi_ok, pa.bool_())
-        data[f"nulls:{c}"] = pa.array(cb.null_count, pa.int64())
-        data[f"nans:{c}"] = pa.array(cb.nan_count, pa.int64())
-    t = pa.table(data).replace_schema_metadata({
-        "carbonstore.snapshot.version": SNAPSHOT_VERSION,
-        "carbonstore.kinds": orjson.dumps(kinds).decode(),
-    })
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, t.schema) as w:
-        w.write_table(t)
-    return sink.getvalue().to_pybytes()
-
-
-def _write_snapshot(table: Table, segments: Sequence[SegmentIndex]) -> str:
+def _write_snapshot(table: Table, view: TableIndex) -> str:
+    """Write a snapshot covering ``view``'s segments: rows of the current one are copied,
+    the others encoded from their (loaded) merge indexes."""
     sfs = table.store.sfs
     folder = table.paths.index_snapshot_dir
+    pieces: list[pa.Table] = []
+    slots: dict[str, dict[str, Any]] = {}
+    snap = view.snapshot
+    if snap is not None:
+        slots.update({k: {f: getattr(d, f) for f in DESC_FIELDS} for k, d in snap.slots.items()})
+    copied: list[int] = []
+    loaded: list[tuple[str, str, int, Any]] = []
+
+    def flush() -> None:
+        if copied and snap is not None:
+            pieces.append(snap.rows_table(np.array(copied, dtype=np.intp)))
+            copied.clear()
+        if loaded:
+            rows, used = index_rows(loaded)
+            pieces.append(rows)
+            slots.update(used)
+            loaded.clear()
+
+    for i, e in enumerate(view.entries):
+        row = view.snapshot_row(i)
+        if row is not None:
+            if loaded:
+                flush()
+            copied.append(row)
+        else:
+            if copied:
+                flush()
+            item = view.segment(i)
+            loaded.append((e.load_name, e.segment_file or "", item.bloom_base, item.arrays))
+    flush()
+    data = encode_snapshot(pieces, view.bounds, slots)
     sfs.makedirs(folder)
-    covered = ",".join(f"{s.segment_id}:{s.merge_name}" for s in segments)
+    covered = ",".join(f"{e.load_name}:{e.segment_file or ''}" for e in view.entries)
     digest = hashlib.sha1(covered.encode()).hexdigest()[:12]
-    name = f"snapshot_{now_ms():015d}_{len(segments)}_{digest}{SNAPSHOT_SUFFIX}"
-    sfs.write_atomic(f"{folder}/{name}", _encode_snapshot(segments))
+    name = f"snapshot_{now_ms():015d}_{len(view.entries)}_{digest}{SNAPSHOT_SUFFIX}"
+    sfs.write_atomic(f"{folder}/{name}", data)
     COUNTERS["snapshot_writes"] += 1
     for old in _snapshot_names(table)[:-2]:  # keep the previous one for readers mid-switch
         try:
@@ -405,37 +366,41 @@ def _write_snapshot(table: Table, segments: Sequence[SegmentIndex]) -> str:
 
 # ---- a table's view over its readable segments ----------------------------------------------
 class TableIndex:
-    """The indexes of an ordered list of segments: bounds for all, arrays on demand."""
+    """The indexes of an ordered list of segments: bounds for all, arrays on demand.
 
-    def __init__(self, table: Table, entries: Sequence[LoadEntry], snapshot: _Snapshot | None) -> None:
+    A segment the snapshot covers is planned from the snapshot's table-level arrays; the
+    others (committed since) from their merge indexes, loaded through the LRU.
+    """
+
+    def __init__(self, table: Table, entries: Sequence[LoadEntry], snapshot: Snapshot | None) -> None:
         self.table = table
         self.entries = list(entries)
         self.root = table.paths.root
-        self._snapshot = snapshot
-        self.loaded: dict[int, SegmentIndex] = {}
-        snap_rows: list[int] = []
+        self.snapshot = snapshot
+        self._snap_row: dict[int, int] = {}
         pieces: list[SegmentBounds] = []
-        order: list[int] = []
-        self.uncovered = 0
-        for e in self.entries:
-            key = (self.root, e.load_name, e.segment_file or "")
-            item = _CACHE.get(key)
+        snap_rows: list[int] = []
+        order: list[int] = []  # >= 0: index into pieces, < 0: -1 - index into snap_rows
+        for i, e in enumerate(self.entries):
             row = None if snapshot is None else snapshot.rows.get((e.load_name, e.segment_file or ""))
-            if item is None and row is not None:
+            if row is not None:
+                self._snap_row[i] = row
                 order.append(-1 - len(snap_rows))
                 snap_rows.append(row)
                 continue
-            if row is None:
-                self.uncovered += 1
+            key = (self.root, e.load_name, e.segment_file or "")
+            item = _CACHE.get(key)
             if item is None:
                 item = _load_segment(table, e)
                 _CACHE.put(key, item)
-            self.loaded[len(order)] = item
             order.append(len(pieces))
             pieces.append(item.bounds)
+        self.uncovered = len(pieces)
         parts = list(pieces)
         if snap_rows and snapshot is not None:
-            parts.append(snapshot.bounds.take(np.array(snap_rows, dtype=np.intp)))
+            rows = np.array(snap_rows, dtype=np.intp)
+            whole = len(rows) == snapshot.size and bool((rows == np.arange(len(rows))).all())
+            parts.append(snapshot.bounds if whole else snapshot.bounds.take(rows))
         n_own = len(pieces)
         take = np.array([o if o >= 0 else n_own + (-1 - o) for o in order], dtype=np.intp)
         if not parts:
@@ -444,67 +409,96 @@ class TableIndex:
         else:
             merged = SegmentBounds.concat(parts)
             self.bounds = merged if np.array_equal(take, np.arange(len(take))) else merged.take(take)
-        self._snap_row = {i: snap_rows[-1 - o] for i, o in enumerate(order) if o < 0}
-        self._bloom_dirs: dict[int, dict[str, Any]] = {}
+        self._bloom_dirs: dict[tuple[int, str], dict[str, Any] | None] = {}
+        self._units: OrderedDict[tuple[int, ...], tuple[list[Any], list[npt.NDArray[np.intp]]]] = OrderedDict()
 
     @property
     def size(self) -> int:
         return len(self.entries)
 
+    def snapshot_row(self, i: int) -> int | None:
+        """Segment ``i``'s row in the snapshot, or None when it is planned from its merge index."""
+        return self._snap_row.get(i)
+
     def segment(self, i: int) -> SegmentIndex:
-        """Segment ``i``'s loaded index (LRU, else decoded from the snapshot, else its file)."""
+        """Segment ``i``'s index: a one-segment view of the snapshot, else loaded (LRU)."""
         e = self.entries[i]
+        row = self._snap_row.get(i)
+        if row is not None and self.snapshot is not None:
+            snap = self.snapshot
+            COUNTERS["header_decodes"] += 1
+            return SegmentIndex(
+                segment_id=e.load_name, merge_name=e.segment_file or "",
+                arrays=SnapshotArrays(snap, np.array([row], dtype=np.intp)),  # type: ignore[arg-type]
+                bounds=snap.bounds.take(np.array([row], dtype=np.intp)),
+                bloom_base=int(snap.bloom_base[row]), nbytes=0,
+            )
         key = (self.root, e.load_name, e.segment_file or "")
         item = _CACHE.get(key)
         if item is None:
-            row = self._snap_row.get(i)
-            if row is not None and self._snapshot is not None:
-                item = self._from_snapshot(e, row)
-            else:
-                item = _load_segment(self.table, e)
+            item = _load_segment(self.table, e)
             _CACHE.put(key, item)
-        self.loaded[i] = item
         return item
 
-    def _from_snapshot(self, e: LoadEntry, row: int) -> SegmentIndex:
-        snap = self._snapshot
-        assert snap is not None  # noqa: S101 - guarded by the caller
-        raw = snap.headers[row].as_py()
-        COUNTERS["header_decodes"] += 1
-        try:
-            header = tio.decode(IndexHeader(), raw)
-        except tio.DECODE_ERRORS as err:
-            raise CorruptIndexError(f"index snapshot {snap.name}: segment {e.load_name}: {err}") from err
-        path = _merge_index_names(self.table, e)[0]
-        base = int(snap.bloom_base[row])
-        arrays = load_arrays(header, _bloom_source(self.table.store.sfs.fs, path, base) if base >= 0 else None)
-        return SegmentIndex(
-            segment_id=e.load_name, merge_name=e.segment_file or "", arrays=arrays,
-            bounds=snap.bounds.take(np.array([row], dtype=np.intp)), bloom_base=base,
-            nbytes=_estimate_bytes(arrays, len(raw)), header_bytes=raw,
-        )
+    def units(self, surv: npt.NDArray[np.intp]) -> tuple[list[Any], list[npt.NDArray[np.intp]]]:
+        """What the planner evaluates for surviving segments ``surv`` (view indices, in order).
+
+        Returns the parts and, per part, the view index of each of its row groups. A run of
+        snapshot segments with one column layout is one :class:`SnapshotArrays` (its arrays
+        gathered from the table-level ones, no per-segment decoding); neighbouring parts with
+        one layout become one ConcatArrays, so the planner runs one vectorised pass. Cached
+        per surviving set.
+        """
+        key = tuple(surv.tolist())
+        got = self._units.get(key)
+        if got is not None:
+            return got
+        snap = self.snapshot
+        pieces: list[tuple[Any, npt.NDArray[np.intp]]] = []
+        run: list[int] = []
+        run_rows: list[int] = []
+
+        def flush() -> None:
+            if run and snap is not None:
+                arrays = SnapshotArrays(snap, np.array(run_rows, dtype=np.intp))
+                COUNTERS["header_decodes"] += len(run_rows)
+                pieces.append((arrays, np.array(run, dtype=np.intp)[arrays.rg_part]))
+                run.clear()
+                run_rows.clear()
+
+        for i in key:
+            row = self._snap_row.get(i)
+            if row is not None and snap is not None:
+                if run_rows and snap.group[run_rows[-1]] != snap.group[row]:
+                    flush()
+                run.append(i)
+                run_rows.append(row)
+                continue
+            flush()
+            arrays = self.segment(i).arrays
+            pieces.append((arrays, np.full(arrays.num_row_groups, i, dtype=np.intp)))
+        flush()
+        got = merge_runs(pieces)
+        if len(self._units) >= 4:
+            self._units.popitem(last=False)
+        self._units[key] = got
+        return got
 
     def bloom_dir(self, i: int, name: str) -> tuple[dict[str, Any], Any] | None:
         """Segment ``i``'s bloom directory entry of column ``name`` and a bitset reader.
 
-        From the loaded index when cached, else from the snapshot (no header decoding).
+        From the snapshot (no row-group arrays are built), else from the loaded index.
         """
-        e = self.entries[i]
-        item = _CACHE.get((self.root, e.load_name, e.segment_file or ""))
         row = self._snap_row.get(i)
-        if item is None and row is not None and self._snapshot is not None:
-            dirs = self._bloom_dirs.get(i)
-            if dirs is None:
-                dirs = orjson.loads(self._snapshot.blooms[row].as_py())
-                self._bloom_dirs[i] = dirs
-            d = dirs.get(name)
-            base = int(self._snapshot.bloom_base[row])
-            if d is None or base < 0:
+        if row is not None and self.snapshot is not None:
+            if (i, name) not in self._bloom_dirs:
+                self._bloom_dirs[(i, name)] = self.snapshot.bloom_dir(row, name)
+            d = self._bloom_dirs[(i, name)]
+            source = None if d is None else self.snapshot.bloom_source(row)
+            if d is None or source is None:
                 return None
-            path = _merge_index_names(self.table, e)[0]
-            return d, _bloom_source(self.table.store.sfs.fs, path, base)
-        if item is None:
-            item = self.segment(i)
+            return d, source
+        item = self.segment(i)
         if not item.arrays.has_column(name):
             return None
         d = bloom_directory(item.arrays).get(name)
@@ -518,9 +512,6 @@ class TableIndex:
             return arrays.bloom_bitset(rg, name)
 
         return d, read
-
-    def all_segments(self) -> list[SegmentIndex]:
-        return [self.segment(i) for i in range(self.size)]
 
 
 def read_status(table: Table) -> TableStatusSnapshot:
@@ -575,8 +566,8 @@ def _refresh_best_effort(table: Table, view: TableIndex) -> None:
     except (TimeoutError, OSError):
         return  # another process is writing one, or the store is read-only for us
     try:
-        _write_snapshot(table, view.all_segments())
-    except OSError:
+        _write_snapshot(table, view)
+    except (OSError, pa.ArrowException):
         COUNTERS["snapshot_errors"] += 1  # only speed is lost; the next plan retries
     finally:
         lock.release()
@@ -596,4 +587,4 @@ def refresh_index_snapshot(table: Table) -> str | None:
         if not entries:
             return None
         view = TableIndex(table, entries, _read_snapshot(table))
-        return _write_snapshot(table, view.all_segments())
+        return _write_snapshot(table, view)

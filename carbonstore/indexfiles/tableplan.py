@@ -2,8 +2,10 @@
 
 :func:`prune` reads one tablestatus snapshot, chooses the readable segments (optionally a
 subset), drops whole segments on their bounds (one vectorised pass over all segments,
-cache.SegmentBounds), loads the surviving segments' indexes through the driver cache and
-hands them to :func:`carbonstore.indexfiles.planner.prune`. The result, :class:`TablePlan`,
+cache.SegmentBounds), takes the surviving segments' row-group and page arrays from the
+table-level index snapshot (segments committed since it: their merge indexes, through the
+driver cache) as one concatenated index and hands it to
+:func:`carbonstore.indexfiles.planner.prune` for one vectorised pass. The result, :class:`TablePlan`,
 serialises to the JSON contract of ``carbonstore prune --json``::
 
     {"table", "where", "planning_ms",
@@ -34,7 +36,6 @@ from carbonstore.errors import SegmentNotFoundError
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles import planner as planner_mod
 from carbonstore.indexfiles.cache import read_status, readable_segments, table_index
-from carbonstore.indexfiles.concat import concat_arrays
 from carbonstore.indexfiles.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
 from carbonstore.indexfiles.expr import (
     AlwaysFalse,
@@ -338,23 +339,11 @@ class _SegmentBlooms:
 def _units(view: Any, surv: npt.NDArray[np.intp]) -> tuple[list[Any], list[npt.NDArray[np.intp]]]:
     """What the planner evaluates, and for each unit's row groups the view's segment index.
 
-    Several surviving segments with one column layout become one ConcatArrays (cached on
-    the view per surviving set), so pages are cut in one vectorised pass, not per segment.
+    Surviving segments with one column layout are one unit (snapshot segments: one
+    SnapshotArrays over the table-level arrays; others concatenated), so row groups and
+    pages of all of them are evaluated in one vectorised pass (cache.TableIndex.units).
     """
-    arrays = [view.segment(int(i)).arrays for i in surv]
-    if len(arrays) < 2:
-        return arrays, [np.full(a.num_row_groups, int(i), dtype=np.intp) for a, i in zip(arrays, surv, strict=True)]
-    key = tuple(surv.tolist())
-    concats: dict[tuple[int, ...], Any] = view.__dict__.setdefault("_concat", {})
-    merged = concats.get(key)
-    if merged is None:
-        merged = concat_arrays(arrays)
-        if merged is None:  # column layouts differ (e.g. added segments): plan part by part
-            return arrays, [np.full(a.num_row_groups, int(i), dtype=np.intp) for a, i in zip(arrays, surv, strict=True)]
-        if len(concats) >= 4:
-            concats.pop(next(iter(concats)))
-        concats[key] = merged
-    return [merged], [surv[merged.rg_part]]
+    return view.units(surv)  # type: ignore[no-any-return]
 
 
 def _assemble(
@@ -516,10 +505,10 @@ def _explain(
         sid = view.entries[int(rg_seg[pi][local])].load_name
         path = f"{seg_dir[sid]}/{arrays.files[int(arrays.rg_file[local])].path}"
         rg = int(arrays.rg_index[local])
-        reason = ("counts" if not m0[gi] else "minmax" if not m1[gi] else "bloom" if not m2[gi]
-                  else "pages" if not plan.kept[gi] else None)
-        if reason is not None:
-            out.append(Dropped(level="row_group", segment=sid, path=path, row_group=rg, reason=reason))
+        why = ("counts" if not m0[gi] else "minmax" if not m1[gi] else "bloom" if not m2[gi]
+               else "pages" if not plan.kept[gi] else None)
+        if why is not None:
+            out.append(Dropped(level="row_group", segment=sid, path=path, row_group=rg, reason=why))
             continue
         rr = plan.row_ranges[gi]
         gaps: list[tuple[int, int]] = []

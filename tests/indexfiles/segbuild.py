@@ -29,10 +29,15 @@ def add_segments(
     page_rows: int = 100,
     bloom_columns: Sequence[str] = (),
     bloom_fpp: float = 0.01,
+    with_column_ids: bool = True,
 ) -> list[str]:
-    """Write each dataset as one new Success segment (a list of tables: one file each)."""
+    """Write each dataset as one new Success segment (a list of tables: one file each).
+
+    ``with_column_ids=False`` leaves the column ids out of the index (another column layout,
+    like an index written by an older writer).
+    """
     fs = table.store.sfs.fs
-    column_ids = {c.name: c.column_id for c in table.schema.columns}
+    column_ids = {c.name: c.column_id for c in table.schema.columns} if with_column_ids else None
     first = int(table.status.read().next_segment_id())
     entries: list[LoadEntry] = []
     for k, data in enumerate(datasets):

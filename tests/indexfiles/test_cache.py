@@ -139,6 +139,7 @@ def test_broken_snapshot_only_costs_speed(store: Store) -> None:
     t = store.create_table("db.t", "id long, x double, s string")
     add_segments(t, [_data(k * 100) for k in range(3)])
     name = refresh_index_snapshot(t)
+    assert name is not None
     Path(t.paths.index_snapshot_dir, name).write_bytes(b"garbage")
     clear_cache()
     COUNTERS.clear()

@@ -1,0 +1,552 @@
+"""The table-level index snapshot format: every covered segment's index, column-oriented.
+
+One Arrow IPC file (written and read by cache.py) with one row per covered segment, in
+segment order:
+
+* ``bounds.*`` - the segment bounds (bounds.py), for whole-segment pruning;
+* ``segment``, ``merge`` (merge index file name), ``bloom_base`` / ``bloom_len`` (where the
+  segment's bloom region lies in its merge index), ``layout`` (the segment's index columns
+  as slot keys, in order), ``files`` (its DataFiles);
+* the segment's row-group arrays as list columns ``rg_file``, ``rg_index``, ``rg_rows``,
+  ``rg_offset``, ``rg_length``;
+* per *slot* (one distinct index column description: name, kind, column id, physical and
+  logical type, ...; key ``c`` + hash) list columns ``<slot>:<array>`` of its row-group
+  statistics, bloom references and page statistics (``p_*``). Segments without the slot
+  hold empty lists.
+
+A list column flattened is that array concatenated over all segments and its list offsets
+are the segment offsets. A fresh process therefore decodes a constant number of arrays -
+those a filter touches, each once for all segments - instead of one index header per
+segment, and :class:`SnapshotArrays` presents any run of segments with one layout as one
+index (the duck-typed IndexArrays contract of arrays.py) for a single vectorised planner
+pass. Bloom bitsets stay in the merge indexes and are read lazily for = / IN candidates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+import pyarrow as pa
+
+from carbonstore.errors import CorruptIndexError
+from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, DataFile, ValueKind
+from carbonstore.indexfiles.arrays import BloomSource
+from carbonstore.indexfiles.bounds import ColumnBounds, SegmentBounds
+from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, RG_ARRAYS, Lazy
+
+__all__ = ["DESC_FIELDS", "SNAPSHOT_VERSION", "Snapshot", "SnapshotArrays", "decode_snapshot", "encode_snapshot",
+           "index_rows"]
+
+SNAPSHOT_VERSION = "3"
+_NP = npt.NDArray[Any]
+DESC_FIELDS = ("column_id", "name", "physical_type", "logical_type", "spark_type", "type_length",
+                "precision", "scale", "kind", "nested", "unit")
+_FILE = pa.struct([
+    ("path", pa.string()), ("size", pa.int64()), ("num_rows", pa.int64()),
+    ("footer_offset", pa.int64()), ("footer_length", pa.int32()), ("created_by", pa.string()),
+    ("first_row_group", pa.int32()), ("num_row_groups", pa.int32()),
+])
+# per segment: column -> (array attribute of IndexArrays, arrow type)
+_RG = {"rg_file": ("rg_file", pa.int32()), "rg_index": ("rg_index", pa.int32()),
+       "rg_rows": ("rg_num_rows", pa.int64()), "rg_offset": ("rg_offset", pa.int64()),
+       "rg_length": ("rg_length", pa.int64())}
+# per slot, row-group level and page level: suffix -> (attribute, arrow type); None = by kind
+_COL = {"flags": ("flags", pa.uint8()), "nulls": ("null_count", pa.int64()), "nans": ("nan_count", pa.int64()),
+        "has_pages": ("has_pages", pa.uint8()), "boundary": ("boundary_order", pa.int8()),
+        "bloom_off": ("bloom_offset", pa.int64()), "bloom_len": ("bloom_length", pa.int32()),
+        "min": ("min", None), "max": ("max", None)}
+_PAGE = {"p_rg": ("row_group", pa.int32()), "p_first": ("first_row_index", pa.int64()),
+         "p_rows": ("row_count", pa.int64()), "p_offset": ("offset", pa.int64()),
+         "p_size": ("compressed_size", pa.int32()), "p_flags": ("flags", pa.uint8()),
+         "p_nulls": ("null_count", pa.int64()), "p_nans": ("nan_count", pa.int64()),
+         "p_min": ("min", None), "p_max": ("max", None)}
+_VALUES = {ValueKind.INT64: pa.int64(), ValueKind.FLOAT64: pa.float64(), ValueKind.BYTES: pa.binary(),
+           ValueKind.BIGINT: pa.binary()}
+_BOUNDS_ARROW = {"INT64": pa.int64(), "FLOAT64": pa.float64(), "BYTES": pa.binary(), "BIGINT": pa.string()}
+_FLAG_BITS = (("has_min", 1), ("has_max", 2), ("min_exact", 4), ("max_exact", 8), ("null_page", 16))
+
+
+def slot_key(desc: ColumnDesc) -> str:
+    """The key of an index column description (equal descriptions share one slot)."""
+    return "c" + hashlib.sha1(orjson.dumps([getattr(desc, f) for f in DESC_FIELDS])).hexdigest()[:12]
+
+
+def _ranges(starts: _NP, ends: _NP) -> npt.NDArray[np.intp]:
+    """Indices ``starts[0]:ends[0]``, ``starts[1]:ends[1]``, ... concatenated (vectorised)."""
+    lens = (ends - starts).astype(np.int64)
+    total = int(lens.sum())
+    before = np.cumsum(lens) - lens
+    return (np.repeat(starts - before, lens) + np.arange(total, dtype=np.int64)).astype(np.intp)
+
+
+# ---- writing --------------------------------------------------------------------------------
+def _flags(stats: Any) -> _NP:
+    out = np.zeros(len(stats.null_count), dtype=np.uint8)
+    for name, bit in _FLAG_BITS:
+        out |= np.asarray(getattr(stats, name), dtype=bool).astype(np.uint8) * np.uint8(bit)
+    return out
+
+
+def _kind_values(kind: int, values: _NP) -> pa.Array:
+    if kind == ValueKind.BIGINT:
+        return pa.array([int(v).to_bytes((int(v).bit_length() + 8) // 8, "big", signed=True) for v in values.tolist()],
+                        pa.binary())
+    if kind == ValueKind.BYTES:
+        return pa.array(values.tolist(), pa.binary())
+    return pa.array(np.asarray(values), _VALUES[kind])
+
+
+def _list(pieces: Sequence[Any], values: pa.Array) -> pa.ListArray:
+    offsets = np.zeros(len(pieces) + 1, dtype=np.int32)
+    np.cumsum([len(p) for p in pieces], out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
+
+
+def _fixed(pieces: Sequence[_NP], typ: pa.DataType) -> pa.ListArray:
+    dtype = typ.to_pandas_dtype()
+    filled = [np.asarray(p).astype(dtype, copy=False) for p in pieces if len(p)]  # no float detour
+    flat = np.concatenate(filled) if filled else np.zeros(0, dtype=dtype)
+    return _list(pieces, pa.array(flat, typ))
+
+
+def index_rows(segments: Sequence[tuple[str, str, int, Any]]) -> tuple[pa.Table, dict[str, dict[str, Any]]]:
+    """Snapshot rows (without bounds) of segments loaded from their merge indexes.
+
+    Args:
+        segments: per segment (id, merge index file name, bloom region offset or -1, arrays).
+
+    Returns:
+        The rows and the slots they use (key -> column description fields).
+    """
+    slots: dict[str, dict[str, Any]] = {}
+    layouts: list[str] = []
+    per_slot: dict[str, dict[str, list[_NP]]] = {}
+    kinds: dict[str, int] = {}
+    for k, (_, _, _, arrays) in enumerate(segments):
+        keys: list[str] = []
+        for c in arrays.columns:
+            key = slot_key(c.desc)
+            if key in keys:  # the same column twice: the index would only see one of them
+                continue
+            keys.append(key)
+            if key not in slots:
+                slots[key] = {f: getattr(c.desc, f) for f in DESC_FIELDS}
+                kinds[key] = c.kind
+                per_slot[key] = {s: [np.zeros(0)] * k for s in (*_COL, *_PAGE)}
+            got = per_slot[key]
+            for suffix, (attr, _) in _COL.items():
+                got[suffix].append(_flags(c) if attr == "flags" else getattr(c, attr))
+            for suffix, (attr, _) in _PAGE.items():
+                got[suffix].append(_flags(c.pages) if attr == "flags" else getattr(c.pages, attr))
+        for key in per_slot:
+            for lists in per_slot[key].values():
+                if len(lists) == k:
+                    lists.append(np.zeros(0))
+        layouts.append(",".join(keys))
+    data: dict[str, Any] = {
+        "segment": pa.array([s[0] for s in segments], pa.string()),
+        "merge": pa.array([s[1] for s in segments], pa.string()),
+        "bloom_base": pa.array([s[2] for s in segments], pa.int64()),
+        "bloom_len": pa.array([int(getattr(s[3], "bloom_region_length", 0) or 0) for s in segments], pa.int64()),
+        "layout": pa.array(layouts, pa.string()),
+        "files": pa.array([[{f: getattr(d, f) for f in _FILE.names} for d in s[3].files] for s in segments],
+                          pa.list_(_FILE)),
+    }
+    for name, (attr, typ) in _RG.items():
+        data[name] = _fixed([getattr(s[3], attr) for s in segments], typ)
+    for key, got in per_slot.items():
+        kind = kinds[key]
+        for suffix, (_, typ) in (*_COL.items(), *_PAGE.items()):
+            pieces = got[suffix]
+            if typ is not None:
+                data[f"{key}:{suffix}"] = _fixed(pieces, typ)
+            elif kind in _VALUES:
+                flat = [np.asarray(p) for p in pieces if len(p)]
+                values = np.concatenate(flat) if flat else np.zeros(0, np.int64)
+                if kind in (ValueKind.BYTES, ValueKind.BIGINT) and values.dtype != object:
+                    values = values.astype(object)
+                data[f"{key}:{suffix}"] = _list(pieces, _kind_values(kind, values))
+    return pa.table(data), slots
+
+
+def encode_snapshot(pieces: Sequence[pa.Table], bounds: SegmentBounds, slots: dict[str, dict[str, Any]]) -> bytes:
+    """The snapshot file: rows (``index_rows`` or ``Snapshot.rows_table``, in segment order) and bounds."""
+    types: dict[str, pa.DataType] = {}
+    for p in pieces:
+        for f in p.schema:
+            types.setdefault(f.name, f.type)
+    aligned = []
+    for p in pieces:
+        cols = []
+        for name, typ in types.items():
+            if name in p.column_names:
+                cols.append(p.column(name))
+            else:  # a slot these segments do not have: empty lists
+                cols.append(pa.ListArray.from_arrays(pa.array(np.zeros(p.num_rows + 1, np.int32)),
+                                                     pa.array([], typ.value_type)))
+        aligned.append(pa.table(cols, names=list(types)))
+    t = pa.concat_tables(aligned).combine_chunks()
+    used = {k for lay in t.column("layout").to_pylist() for k in lay.split(",") if k}
+    t = t.select([n for n in t.column_names if ":" not in n or n.split(":", 1)[0] in used])
+    kinds = {}
+    for c, cb in bounds.columns.items():
+        kinds[c] = cb.kind
+        lo, hi = cb.lo.tolist(), cb.hi.tolist()
+        if cb.kind == "BIGINT":
+            lo = [None if v is None else str(v) for v in lo]
+            hi = [None if v is None else str(v) for v in hi]
+        for name, arr in ((f"lo:{c}", pa.array(lo, _BOUNDS_ARROW[cb.kind])),
+                          (f"hi:{c}", pa.array(hi, _BOUNDS_ARROW[cb.kind])),
+                          (f"lo_ok:{c}", pa.array(cb.lo_ok, pa.bool_())),
+                          (f"hi_ok:{c}", pa.array(cb.hi_ok, pa.bool_())),
+                          (f"nulls:{c}", pa.array(cb.null_count, pa.int64())),
+                          (f"nans:{c}", pa.array(cb.nan_count, pa.int64()))):
+            t = t.append_column(f"bounds.{name}", arr)
+    for name in ("num_rows", "num_files", "num_row_groups"):
+        t = t.append_column(f"bounds.{name}", pa.array(getattr(bounds, name), pa.int64()))
+    t = t.replace_schema_metadata({
+        "carbonstore.snapshot.version": SNAPSHOT_VERSION,
+        "carbonstore.kinds": orjson.dumps(kinds).decode(),
+        "carbonstore.slots": orjson.dumps({k: v for k, v in slots.items() if k in used}).decode(),
+    })
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, t.schema) as w:
+        w.write_table(t)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+# ---- reading ----------------------------------------------------------------------------------
+def _decode_bounds(t: pa.Table, kinds: dict[str, str]) -> SegmentBounds:
+    cols: dict[str, ColumnBounds] = {}
+    for c, kind in kinds.items():
+        def arr(suffix: str, c: str = c) -> _NP:
+            return t.column(f"bounds.{suffix}:{c}").to_numpy(zero_copy_only=False)
+
+        lo, hi = arr("lo"), arr("hi")
+        if kind == "BIGINT":
+            lo = np.array([None if v is None else int(v) for v in lo], dtype=object)
+            hi = np.array([None if v is None else int(v) for v in hi], dtype=object)
+        elif kind == "BYTES":
+            lo, hi = lo.astype(object), hi.astype(object)
+        cols[c] = ColumnBounds(
+            kind=kind, lo=lo, hi=hi, lo_ok=arr("lo_ok").astype(bool), hi_ok=arr("hi_ok").astype(bool),
+            null_count=arr("nulls").astype(np.int64), nan_count=arr("nans").astype(np.int64),
+        )
+    return SegmentBounds(
+        num_rows=t.column("bounds.num_rows").to_numpy().astype(np.int64),
+        num_files=t.column("bounds.num_files").to_numpy().astype(np.int64),
+        num_row_groups=t.column("bounds.num_row_groups").to_numpy().astype(np.int64),
+        columns=cols,
+    )
+
+
+class Snapshot:
+    """A decoded snapshot: bounds and segment offsets now, each flat array on first use.
+
+    Args:
+        name: the file name.
+        table: the file's table.
+        bloom_source: ``(segment id, merge name, bloom base) -> reader`` of bloom bitsets.
+        counters: I/O counters; ``snapshot_array_decodes`` counts flat arrays decoded.
+
+    Raises:
+        ValueError: not a readable snapshot of this version (structure checked throughout).
+    """
+
+    def __init__(self, name: str, table: pa.Table, *, bloom_source: Callable[[str, str, int], BloomSource],
+                 counters: Counter[str]) -> None:
+        meta = table.schema.metadata or {}
+        if meta.get(b"carbonstore.snapshot.version") != SNAPSHOT_VERSION.encode():
+            raise ValueError("unsupported snapshot version")
+        self.name = name
+        self.table = table
+        self.counters = counters
+        self._bloom_source = bloom_source
+        self.size = table.num_rows
+        self.segments: list[str] = table.column("segment").to_pylist()
+        self.merges: list[str] = table.column("merge").to_pylist()
+        self.rows = {(s, m): i for i, (s, m) in enumerate(zip(self.segments, self.merges, strict=True))}
+        self.bounds = _decode_bounds(table, orjson.loads(meta[b"carbonstore.kinds"]))
+        self.bloom_base = table.column("bloom_base").to_numpy().astype(np.int64)
+        self.bloom_len = table.column("bloom_len").to_numpy().astype(np.int64)
+        self.slots = {k: ColumnDesc(**d) for k, d in orjson.loads(meta[b"carbonstore.slots"]).items()}
+        groups: dict[str, int] = {}
+        self.group = np.array([groups.setdefault(lay, len(groups)) for lay in table.column("layout").to_pylist()],
+                              dtype=np.int32)
+        self.group_slots = [[k for k in lay.split(",") if k] for lay in groups]
+        self._arrays: dict[str, pa.Array] = {}
+        self._offsets: dict[str, _NP] = {}
+        self._flat: dict[str, _NP] = {}
+        self._files: list[DataFile] | None = None
+        self._blooms: dict[int, BloomSource | None] = {}
+        self._bloom_slots: dict[tuple[int, str], str | None] = {}
+        self._any_bloom: dict[str, _NP] = {}
+        self._check()
+
+    # -- structure ------------------------------------------------------------------------
+    def _list(self, column: str) -> tuple[pa.Array, _NP]:
+        if column not in self._offsets:
+            arr = self.table.column(column).combine_chunks()
+            if not pa.types.is_list(arr.type) or arr.null_count:
+                raise ValueError(f"snapshot column {column} is not a list column without nulls")
+            offs = arr.offsets.to_numpy().astype(np.int64)
+            self._arrays[column] = arr.flatten()
+            self._offsets[column] = offs - offs[0]
+        return self._arrays[column], self._offsets[column]
+
+    def offsets(self, column: str) -> _NP:
+        """Segment offsets into the flat array of ``column`` (length ``size + 1``)."""
+        return self._list(column)[1]
+
+    def _check(self) -> None:
+        """Every list agrees with its segment's row groups and pages, files and pages in range."""
+        rg = self.offsets("rg_rows")
+        rg_lens = np.diff(rg)
+        for name in _RG:
+            if not np.array_equal(np.diff(self.offsets(name)), rg_lens):
+                raise ValueError(f"snapshot column {name} does not match the row groups")
+        file_lens = np.diff(self.offsets("files"))
+        rg_file = self.values("rg_file")
+        seg_files = np.repeat(file_lens, rg_lens)
+        if len(rg_file) and (rg_file.min() < 0 or bool((rg_file >= seg_files).any())):
+            raise ValueError("snapshot row groups point at files that are not in their segment")
+        for key, desc in self.slots.items():
+            has = np.isin(self.group, [g for g, keys in enumerate(self.group_slots) if key in keys])
+            want = np.where(has, rg_lens, 0)
+            for suffix in _COL:
+                if suffix in ("min", "max") and (desc.kind or 0) not in _VALUES:
+                    continue
+                if not np.array_equal(np.diff(self.offsets(f"{key}:{suffix}")), want):
+                    raise ValueError(f"snapshot column {key}:{suffix} does not match the row groups")
+            page_lens = np.diff(self.offsets(f"{key}:p_rg"))
+            for suffix in _PAGE:
+                if suffix in ("p_min", "p_max") and (desc.kind or 0) not in _VALUES:
+                    continue
+                if not np.array_equal(np.diff(self.offsets(f"{key}:{suffix}")), page_lens):
+                    raise ValueError(f"snapshot column {key}:{suffix} does not match the pages")
+            p_rg = self.values(f"{key}:p_rg").astype(np.int64)
+            if len(p_rg):
+                seg_rgs = np.repeat(rg_lens, page_lens)
+                first = np.zeros(len(p_rg), dtype=bool)
+                first[(np.cumsum(page_lens) - page_lens)[page_lens > 0]] = True
+                if (p_rg.min() < 0 or bool((p_rg >= seg_rgs).any())
+                        or bool((np.diff(p_rg) < 0)[~first[1:]].any())):
+                    raise ValueError(f"snapshot pages of {key} are not in row-group order")
+        for key in {k for keys in self.group_slots for k in keys}:
+            if key not in self.slots:
+                raise ValueError(f"snapshot layout names an unknown column slot {key}")
+
+    # -- flat arrays ------------------------------------------------------------------------
+    def values(self, column: str) -> _NP:
+        """The flat array of ``column`` over all segments (decoded once)."""
+        got = self._flat.get(column)
+        if got is not None:
+            return got
+        arr, _ = self._list(column)
+        key, _, suffix = column.partition(":")
+        if suffix in ("min", "max", "p_min", "p_max"):
+            kind = self.slots[key].kind or 0
+            if kind == ValueKind.BIGINT:
+                out = np.empty(len(arr), dtype=object)
+                out[:] = [int.from_bytes(b, "big", signed=True) for b in arr.to_pylist()]
+            else:
+                out = arr.to_numpy(zero_copy_only=False)
+        else:
+            out = arr.to_numpy(zero_copy_only=False)
+        self.counters["snapshot_array_decodes"] += 1
+        self._flat[column] = out
+        return out
+
+    def gather(self, column: str, rows: npt.NDArray[np.intp]) -> _NP:
+        """``column``'s values of segments ``rows`` (in that order), concatenated."""
+        vals = self.values(column)
+        offs = self.offsets(column)
+        if len(rows) and int(rows[-1]) - int(rows[0]) == len(rows) - 1 and bool((np.diff(rows) == 1).all()):
+            return vals[int(offs[rows[0]]) : int(offs[rows[-1] + 1])]  # a run of segments: a view
+        return vals[_ranges(offs[rows], offs[rows + 1])]
+
+    def files(self) -> list[DataFile]:
+        """Every segment's DataFiles, concatenated (built once)."""
+        if self._files is None:
+            arr, _ = self._list("files")
+            cols = {f: arr.field(f).to_pylist() for f in _FILE.names}
+            self._files = [DataFile(**{f: cols[f][i] for f in _FILE.names}) for i in range(len(arr))]
+        return self._files
+
+    def rows_table(self, rows: npt.NDArray[np.intp]) -> pa.Table:
+        """Segments ``rows`` as snapshot rows without bounds (to write a newer snapshot)."""
+        names = [n for n in self.table.column_names if not n.startswith("bounds.")]
+        return self.table.select(names).take(pa.array(rows, pa.int64())).replace_schema_metadata(None)
+
+    # -- blooms -------------------------------------------------------------------------------
+    def bloom_source(self, row: int) -> BloomSource | None:
+        if row not in self._blooms:
+            base = int(self.bloom_base[row])
+            self._blooms[row] = (None if base < 0 else
+                                 self._bloom_source(self.segments[row], self.merges[row], base))
+        return self._blooms[row]
+
+    def bloom_dir(self, row: int, name: str) -> dict[str, Any] | None:
+        """Segment ``row``'s bloom directory entry of index column ``name`` (see cache.bloom_directory)."""
+        group = int(self.group[row])
+        found = self._bloom_slots.get((group, name), "")
+        if found == "":
+            found = None
+            for key in self.group_slots[group]:
+                if self.slots[key].name == name:
+                    found = key
+            self._bloom_slots[(group, name)] = found
+        if found is None:
+            return None
+        column = f"{found}:bloom_off"
+        offs = self.offsets(column)
+        any_bloom = self._any_bloom.get(found)
+        if any_bloom is None:  # per segment: does any row group have a bitset (all at once)
+            seen = np.concatenate([[0], np.cumsum(self.values(column) >= 0)])
+            any_bloom = seen[offs[1:]] > seen[offs[:-1]]
+            self._any_bloom[found] = any_bloom
+        if not any_bloom[row]:
+            return None
+        a, b = int(offs[row]), int(offs[row + 1])
+        d = self.slots[found]
+        return {"kind": d.kind, "column_id": d.column_id, "physical_type": d.physical_type,
+                "type_length": d.type_length, "logical_type": d.logical_type, "unit": d.unit,
+                "scale": d.scale, "nested": d.nested, "offset": self.values(column)[a:b].tolist(),
+                "length": self.values(f"{found}:bloom_len")[a:b].tolist()}
+
+
+def decode_snapshot(name: str, data: bytes, *, bloom_source: Callable[[str, str, int], BloomSource],
+                    counters: Counter[str]) -> Snapshot:
+    """Open a snapshot file's bytes (ValueError / ArrowInvalid / KeyError when it is not one)."""
+    t = pa.ipc.open_file(pa.py_buffer(data)).read_all()
+    return Snapshot(name, t, bloom_source=bloom_source, counters=counters)
+
+
+# ---- a run of segments as one index ---------------------------------------------------------
+class _SnapPages(Lazy):
+    LAZY = frozenset(PAGE_ARRAYS)
+
+    def __init__(self, col: _SnapColumn) -> None:
+        self._col = col
+
+    def _compute(self, name: str) -> Any:
+        col = self._col
+        owner = col.owner
+        if name == "row_group":  # local row group + the segment's first row group in the run
+            snap, rows = owner.snapshot, owner.rows
+            offs = snap.offsets(f"{col.key}:p_rg")
+            lens = offs[rows + 1] - offs[rows]
+            local = owner.gather(f"{col.key}:p_rg").astype(np.int64)
+            return (local + np.repeat(owner.seg_rg[:-1], lens)).astype(np.int32)
+        if name == "rg_start":
+            return np.searchsorted(self.row_group, np.arange(owner.num_row_groups + 1)).astype(np.int64)
+        return col.stat(name, page=True)
+
+
+class _SnapColumn(Lazy):
+    LAZY = frozenset(COLUMN_ARRAYS)
+
+    def __init__(self, owner: SnapshotArrays, key: str, desc: ColumnDesc) -> None:
+        self.owner = owner
+        self.key = key
+        self.desc = desc
+        self.name = desc.name or "?"
+        self.kind: int = desc.kind if desc.kind is not None else ValueKind.NONE
+
+    def stat(self, name: str, *, page: bool) -> Any:
+        prefix = "p_" if page else ""
+        bits = dict(_FLAG_BITS)
+        if name in bits:
+            cache = "_p_flags" if page else "_flags"
+            flags = self.__dict__.get(cache)
+            if flags is None:
+                flags = self.owner.gather(f"{self.key}:{prefix}flags")
+                self.__dict__[cache] = flags
+            return (flags & bits[name]) != 0
+        if name in ("min", "max"):
+            if self.kind not in _VALUES:
+                n = self.owner.num_row_groups if not page else len(self.pages.row_group)
+                return np.empty(n, dtype=object)
+            return self.owner.gather(f"{self.key}:{prefix}{name}")
+        table = _PAGE if page else _COL
+        suffix = next(s for s, (attr, _) in table.items() if attr == name)
+        return self.owner.gather(f"{self.key}:{suffix}")
+
+    def _compute(self, name: str) -> Any:
+        if name == "pages":
+            return _SnapPages(self)
+        if name in ("has_pages", "boundary_order", "bloom_offset", "bloom_length"):
+            suffix = next(s for s, (attr, _) in _COL.items() if attr == name)
+            values = self.owner.gather(f"{self.key}:{suffix}")
+            return values != 0 if name == "has_pages" else values
+        return self.stat(name, page=False)
+
+
+class SnapshotArrays(Lazy):
+    """Duck-typed :class:`IndexArrays` over snapshot segments ``rows`` (one layout group).
+
+    Row groups and files are numbered over the run in order; ``rg_part`` gives each row
+    group's position in ``rows``.
+    """
+
+    LAZY = frozenset(RG_ARRAYS)
+
+    def __init__(self, snapshot: Snapshot, rows: npt.NDArray[np.intp]) -> None:
+        self.snapshot = snapshot
+        self.rows = np.asarray(rows, dtype=np.intp)
+        groups = snapshot.group[self.rows]
+        if not len(self.rows) or bool((groups != groups[0]).any()):
+            raise ValueError("SnapshotArrays needs a non-empty run of segments with one layout")
+        offs = snapshot.offsets("rg_rows")
+        self.rg_lens = offs[self.rows + 1] - offs[self.rows]
+        self.seg_rg = np.concatenate([[0], np.cumsum(self.rg_lens)]).astype(np.int64)
+        self.num_row_groups = int(self.seg_rg[-1])
+        self.rg_part = np.repeat(np.arange(len(self.rows), dtype=np.int32), self.rg_lens)
+        self.columns = [_SnapColumn(self, k, snapshot.slots[k]) for k in snapshot.group_slots[int(groups[0])]]
+        self._by_name = {c.name: c for c in self.columns}
+
+    def gather(self, column: str) -> _NP:
+        return self.snapshot.gather(column, self.rows)
+
+    def _compute(self, name: str) -> Any:
+        snap = self.snapshot
+        if name == "files":
+            offs = snap.offsets("files")
+            return [snap.files()[i] for i in _ranges(offs[self.rows], offs[self.rows + 1]).tolist()]
+        if name == "rg_file":
+            offs = snap.offsets("files")
+            lens = offs[self.rows + 1] - offs[self.rows]
+            first = np.cumsum(lens) - lens
+            return (self.gather("rg_file").astype(np.int64) + np.repeat(first, self.rg_lens)).astype(np.int32)
+        column = next(c for c, (attr, _) in _RG.items() if attr == name)
+        return self.gather(column)
+
+    def column(self, name: str) -> Any:
+        return self._by_name[name]
+
+    def has_column(self, name: str) -> bool:
+        return name in self._by_name
+
+    def bloom_bitset(self, rg: int, name: str) -> bytes | None:
+        """The bloom bitset of row group ``rg`` (of this run) and column ``name``, or None."""
+        col = self._by_name[name]
+        off = int(col.bloom_offset[rg])
+        if off < 0:
+            return None
+        row = int(self.rows[int(self.rg_part[rg])])
+        source = self.snapshot.bloom_source(row)
+        if source is None:
+            return None
+        ln = int(col.bloom_length[rg])
+        if ln <= 0 or off + ln > int(self.snapshot.bloom_len[row]):
+            raise CorruptIndexError(
+                f"index snapshot {self.snapshot.name}: bloom of column {name} of segment "
+                f"{self.snapshot.segments[row]} lies outside its bloom region"
+            )
+        return source(off, ln)
