@@ -17,6 +17,12 @@ and in a fresh process (timed inside it, from table open to plan; interpreter st
 imports excluded). Survivors are counted per level. Usage::
 
     .venv/bin/python bench/prune_bench.py --segments 100,400 [--spark]
+    .venv/bin/python bench/prune_bench.py --segments 1600 --repeat 3
+
+Each size's data (and the peers' tables) is generated once and reused by later runs; delete
+bench/data/n<N>_r<rows> to regenerate it. The first warm plan of a run writes the
+carbonstore index snapshot when the store has none of the current format, so fresh
+processes always read one.
 
 Peers are optional (``pip install -e .[bench]``); a missing one is reported as such.
 """
