@@ -49,9 +49,19 @@ def _wait_for(log: Path, needle: str, proc: subprocess.Popen[bytes], timeout: fl
 
 
 @pytest.fixture(scope="session")
-def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def cluster_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cluster's folder: master.log, worker<i>.log and each worker's work dir w<i>/.
+
+    A worker keeps every executor it launched under ``w<i>/<app id>/<executor id>/`` with
+    that executor's ``stdout`` and ``stderr``.
+    """
+    return tmp_path_factory.mktemp("cluster")
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(cluster_dir: Path) -> Iterator[str]:
     """Start master + 2 workers (1 core, 1 GiB each); yield the master URL."""
-    work = tmp_path_factory.mktemp("cluster")
+    work = cluster_dir
     env = cluster_env()
     spark_class = str(spark_home() / "bin" / "spark-class")
     port = _free_port()
@@ -87,8 +97,10 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 p.kill()
 
 
-def spark_submit(master: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run ``spark-submit <carbonstore job file> args...`` against ``master``."""
+def spark_submit(
+    master: str, *args: str, timeout: float = 600, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``spark-submit <carbonstore job file> args...`` against ``master`` in ``cwd``."""
     import carbonstore.spark.submit as job
 
     cmd = [
@@ -99,5 +111,6 @@ def spark_submit(master: str, *args: str, timeout: float = 600) -> subprocess.Co
         str(Path(job.__file__)), *args,
     ]
     return subprocess.run(
-        cmd, env=cluster_env(), capture_output=True, text=True, timeout=timeout, check=False
+        cmd, env=cluster_env(), capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=cwd,
     )
