@@ -98,15 +98,19 @@ def spark_cluster(cluster_dir: Path) -> Iterator[str]:
 
 
 def spark_submit(
-    master: str, *args: str, timeout: float = 600, cwd: Path | None = None
+    master: str,
+    *args: str,
+    timeout: float = 600,
+    cwd: Path | None = None,
+    conf: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``spark-submit <carbonstore job file> args...`` against ``master`` in ``cwd``."""
+    """Run ``spark-submit [--conf k=v ...] <carbonstore job file> args...`` in ``cwd``."""
     import carbonstore.spark.submit as job
 
+    confs = {"spark.ui.enabled": "false", "spark.pyspark.python": sys.executable, **(conf or {})}
     cmd = [
         str(spark_home() / "bin" / "spark-submit"), "--master", master,
-        "--conf", "spark.ui.enabled=false",
-        "--conf", f"spark.pyspark.python={sys.executable}",
+        *(a for k, v in confs.items() for a in ("--conf", f"{k}={v}")),
         "--executor-memory", "768m",
         str(Path(job.__file__)), *args,
     ]
