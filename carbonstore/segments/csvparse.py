@@ -1,0 +1,320 @@
+"""CSV parsed with pyarrow inside the load tasks: the rows Spark's CSV reader would give.
+
+Spark's CSV scan hands every row to the Python writer tasks through the JVM: a row-wise
+parse, then a conversion to Arrow and a socket hop, which together cost more than Spark's
+own Parquet writer. A load task that parses its part of the files with pyarrow skips all
+of it: the writer gets Arrow batches straight from the bytes.
+
+The rows must be exactly the ones Spark's CSV reader (``PERMISSIVE``, the table's schema,
+the session time zone UTC) gives. A task takes a split only when every value in it is in a
+form both parsers read the same way; anything else raises :class:`NeedsSparkParser` and the
+load reads the input through Spark instead (bad records are then found there too):
+
+- no quote character, no escape character and no byte-order mark in the split (the two
+  parsers' quoting and escaping rules differ);
+- every row has the header's number of fields; text is valid UTF-8;
+- integers, decimals, booleans (``true``/``false`` in lower, title or upper case) and
+  dates (``yyyy-MM-dd``) as pyarrow parses them: pyarrow is the stricter of the two
+  (``+5``, ``1.234`` for ``decimal(10,2)`` and ``2024-1-1`` stop the fast path);
+- doubles and floats as pyarrow parses them, with a non-finite value only when spelled
+  the way Spark reads it (``NaN``, ``Inf``, ``-Inf``, ``[+-]Infinity``, ``[+-]NaN``; to
+  Spark ``nan`` and ``inf`` are bad records, and ``1e400`` is infinite);
+- timestamps ``yyyy-MM-dd[( |T)HH:mm[:ss[.SSSSSS]]]``, read as UTC.
+
+Empty fields and the ``nullvalue`` text are null in every column, as in Spark.
+
+A split is a byte range of one file; it holds the lines that start inside it (the first
+line of a later split starts after the newline before its first byte, and a split's last
+line runs past its end to the next newline), so splits of a file hold every line once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.fs as pafs
+
+from carbonstore.segments.writer import (
+    ColumnSpec,
+    TaskResult,
+    WriteSettings,
+    arrow_schema,
+    write_task,
+)
+
+__all__ = [
+    "CsvScan",
+    "CsvSplit",
+    "Fallback",
+    "NeedsSparkParser",
+    "csv_task",
+    "pack_splits",
+    "read_splits",
+    "sort_like_spark",
+]
+
+_BOM = b"\xef\xbb\xbf"
+_CHUNK = 1 << 16
+_TRUE = ["true", "True", "TRUE"]
+_FALSE = ["false", "False", "FALSE"]
+_NONFINITE = pa.array(
+    ["NaN", "+NaN", "-NaN", "Inf", "-Inf", "Infinity", "+Infinity", "-Infinity"]
+)
+_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?$"
+_FLOATS = frozenset({"float", "double"})
+
+
+class NeedsSparkParser(Exception):  # noqa: N818 - a signal, not an error of the user
+    """The split holds a form only Spark's CSV reader decides; the load falls back to it."""
+
+
+@dataclass(frozen=True, slots=True)
+class CsvSplit:
+    """Bytes ``[start, end)`` of one file (``end`` -1: to the end of the file)."""
+
+    path: str
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CsvScan:
+    """How a load's CSV files are read; resolved on the driver and shipped to tasks.
+
+    ``file_columns`` are the names of the fields in file order (fields that are not table
+    columns are named ``__extra_<i>``); ``columns`` are every table column, in table order.
+    """
+
+    file_columns: tuple[str, ...]
+    columns: tuple[ColumnSpec, ...]
+    header: bool
+    delimiter: str = ","
+    quote: str = '"'
+    escape: str = "\\"
+    null_value: str = ""
+    batch_bytes: int = 16 << 20
+
+    def _parse_types(self) -> dict[str, pa.DataType]:
+        """What pyarrow parses each present column as (floats and timestamps: text first)."""
+        schema = arrow_schema(self.columns)
+        present = set(self.file_columns)
+        out: dict[str, pa.DataType] = {}
+        for c in self.columns:
+            if c.name in present:
+                t = schema.field(c.name).type
+                is_text = c.type in _FLOATS or c.type == "timestamp"
+                out[c.name] = pa.string() if is_text else t
+        return out
+
+
+def pack_splits(
+    files: Sequence[tuple[str, int]], *, max_bytes: int, open_cost: int = 4 << 20
+) -> list[list[CsvSplit]]:
+    """Cut files into splits of at most ``max_bytes`` and pack them into tasks as Spark does.
+
+    Args:
+        files: (path, size) of every input file.
+        max_bytes: the largest split (Spark's ``maxSplitBytes``).
+        open_cost: what opening a file costs, in bytes (``spark.sql.files.openCostInBytes``).
+
+    Returns:
+        The splits of each task; a task's splits are read in order.
+    """
+    splits: list[tuple[int, CsvSplit]] = []
+    for path, size in files:
+        if size <= 0:
+            continue
+        for start in range(0, size, max_bytes):
+            end = min(size, start + max_bytes)
+            splits.append((end - start, CsvSplit(path, start, -1 if end == size else end)))
+    splits.sort(key=lambda s: -s[0])
+    tasks: list[list[CsvSplit]] = []
+    current: list[CsvSplit] = []
+    current_bytes = 0
+    for length, split in splits:
+        if current and current_bytes + length > max_bytes:
+            tasks.append(current)
+            current, current_bytes = [], 0
+        current.append(split)
+        current_bytes += length + open_cost
+    if current:
+        tasks.append(current)
+    return tasks
+
+
+def _next_newline(f: pa.NativeFile, pos: int, size: int) -> int:
+    """Position of the first ``\\n`` at or after ``pos`` (``size`` when there is none)."""
+    f.seek(pos)
+    while pos < size:
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            break
+        i = chunk.find(b"\n")
+        if i >= 0:
+            return pos + i
+        pos += len(chunk)
+    return size
+
+
+def _split_bytes(fs: pafs.FileSystem, split: CsvSplit) -> bytes:
+    """The lines that start in ``split``, whole."""
+    with fs.open_input_file(split.path) as f:
+        size = f.size()
+        end = size if split.end < 0 else min(split.end, size)
+        begin = 0 if split.start == 0 else _next_newline(f, split.start - 1, size) + 1
+        if begin >= end:
+            return b""
+        stop = end if end == size else _next_newline(f, end - 1, size) + 1
+        f.seek(begin)
+        return f.read(min(stop, size) - begin)
+
+
+def _check_bytes(scan: CsvScan, data: bytes, split: CsvSplit) -> bytes:
+    if split.start == 0 and data.startswith(_BOM):
+        raise NeedsSparkParser(f"{split.path} starts with a byte-order mark")
+    for ch, what in ((scan.quote, "quote"), (scan.escape, "escape")):
+        if ch and ch.encode() in data:
+            raise NeedsSparkParser(f"{split.path} holds the {what} character {ch!r}")
+    if split.start == 0 and scan.header:
+        first = data.find(b"\n")
+        if first <= 0 or data[:first].strip(b"\r") == b"":
+            raise NeedsSparkParser(f"{split.path} does not start with its header line")
+        data = data[first + 1:]
+    return data
+
+
+def _to_floats(text: pa.Array, t: pa.DataType, name: str) -> pa.Array:
+    values = pc.cast(text, t)
+    nonfinite = pc.fill_null(pc.invert(pc.is_finite(values)), False)
+    if pc.any(nonfinite).as_py():
+        spelled = text.filter(nonfinite)
+        if not pc.all(pc.is_in(spelled, value_set=_NONFINITE)).as_py():
+            raise NeedsSparkParser(f"column {name}: a non-finite value Spark reads otherwise")
+    return values
+
+
+def _to_timestamps(text: pa.Array, t: pa.DataType, name: str) -> pa.Array:
+    valid = text.drop_null()
+    if len(valid) and not pc.all(pc.match_substring_regex(valid, _TIMESTAMP)).as_py():
+        raise NeedsSparkParser(f"column {name}: a timestamp form only Spark reads")
+    return pc.cast(pc.cast(text, pa.timestamp(t.unit)), t)
+
+
+def _conform(batch: pa.RecordBatch, scan: CsvScan, schema: pa.Schema) -> pa.RecordBatch:
+    """The parsed batch as the table's columns, in table order, with the table's types."""
+    arrays: list[pa.Array] = []
+    for c, field in zip(scan.columns, schema, strict=True):
+        idx = batch.schema.get_field_index(c.name)
+        if idx < 0:
+            arrays.append(pa.nulls(batch.num_rows, field.type))
+            continue
+        arr = batch.column(idx)
+        if c.type in _FLOATS:
+            arr = _to_floats(arr, field.type, c.name)
+        elif c.type == "timestamp":
+            arr = _to_timestamps(arr, field.type, c.name)
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _parse(scan: CsvScan, data: bytes, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    types = scan._parse_types()
+    reader = pacsv.open_csv(
+        pa.BufferReader(data),
+        read_options=pacsv.ReadOptions(
+            column_names=list(scan.file_columns), use_threads=False,
+            block_size=scan.batch_bytes,
+        ),
+        parse_options=pacsv.ParseOptions(
+            delimiter=scan.delimiter, quote_char=False, escape_char=False,
+            double_quote=False, newlines_in_values=False, ignore_empty_lines=True,
+        ),
+        convert_options=pacsv.ConvertOptions(
+            column_types=types, include_columns=list(types),
+            null_values=sorted({"", scan.null_value}), strings_can_be_null=True,
+            true_values=_TRUE, false_values=_FALSE, check_utf8=True,
+        ),
+    )
+    for batch in reader:
+        yield _conform(batch, scan, schema)
+
+
+def read_splits(
+    scan: CsvScan, splits: Iterable[CsvSplit], fs: pafs.FileSystem
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``splits`` as batches of the table's columns.
+
+    Raises:
+        NeedsSparkParser: a split holds something only Spark's CSV reader decides (the
+            message says what); the task drops what it wrote and the load falls back.
+    """
+    schema = arrow_schema(scan.columns)
+    for split in splits:
+        data = _check_bytes(scan, _split_bytes(fs, split), split)
+        if not data:
+            continue
+        try:
+            yield from _parse(scan, data, schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+            raise NeedsSparkParser(f"{split.path}: {str(err).splitlines()[0]}") from None
+
+
+def sort_like_spark(table: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """Rows ordered as Spark's ascending sort: nulls first, NaN after every number."""
+    keys: list[tuple[str, str]] = []
+    extra: dict[str, pa.ChunkedArray] = {}
+    for i, name in enumerate(columns):
+        col = table.column(name)
+        extra[f"__valid_{i}"] = pc.is_valid(col)
+        keys.append((f"__valid_{i}", "ascending"))
+        if pa.types.is_floating(col.type):
+            extra[f"__nan_{i}"] = pc.fill_null(pc.is_nan(col), False)
+            keys.append((f"__nan_{i}", "ascending"))
+        keys.append((name, "ascending"))
+    keyed = table
+    for k, v in extra.items():
+        keyed = keyed.append_column(k, v)
+    order = pc.sort_indices(keyed, sort_keys=keys)
+    return table.take(order)
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """A task's answer when its splits need Spark's CSV reader (it wrote nothing)."""
+
+    task_id: str
+    reason: str
+
+
+def csv_task(
+    scan: CsvScan,
+    settings: WriteSettings,
+    splits: Sequence[CsvSplit],
+    *,
+    task_id: str,
+    local_sort: bool = False,
+) -> TaskResult | Fallback:
+    """One load task: parse ``splits`` and write them into the segment.
+
+    With ``local_sort`` the task's rows are sorted on ``settings.sort_columns`` first, as
+    ``sortWithinPartitions`` would.
+    """
+    from carbonstore.store.fs import resolve_fs
+
+    in_fs = pafs.LocalFileSystem()
+    try:
+        batches: Iterable[pa.RecordBatch] = read_splits(scan, splits, in_fs)
+        if local_sort and settings.sort_columns:
+            rows = pa.Table.from_batches(list(batches), schema=arrow_schema(scan.columns))
+            batches = sort_like_spark(rows, settings.sort_columns).to_batches(
+                max_chunksize=1 << 16
+            )
+        return write_task(
+            batches, settings, task_id=task_id, fs=resolve_fs(settings.store_location).fs
+        )
+    except NeedsSparkParser as err:
+        return Fallback(task_id, str(err))

@@ -1,0 +1,201 @@
+"""CSV parsed with pyarrow in load tasks: splits, value forms, fallback, Spark's sort order.
+
+The expected values are what Spark's CSV reader gives for the same text (the table
+schema, PERMISSIVE, UTC); tests/spark/test_csv_tasks.py checks them against Spark itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from carbonstore.segments.csvparse import (
+    CsvScan,
+    CsvSplit,
+    NeedsSparkParser,
+    pack_splits,
+    read_splits,
+    sort_like_spark,
+)
+from carbonstore.segments.writer import ColumnSpec, arrow_schema
+from carbonstore.store.schema import parse_schema_string
+
+FS = pafs.LocalFileSystem()
+
+
+def _scan(ddl: str, *, header: bool = False, **kw: str) -> CsvScan:
+    cols = tuple(ColumnSpec.from_column(c) for c in parse_schema_string(ddl))
+    return CsvScan(
+        file_columns=tuple(c.name for c in cols), columns=cols, header=header, **kw
+    )
+
+
+def _read(scan: CsvScan, path: Path, splits: list[CsvSplit] | None = None) -> pa.Table:
+    parts = splits or [CsvSplit(str(path), 0, -1)]
+    return pa.Table.from_batches(list(read_splits(scan, parts, FS)), arrow_schema(scan.columns))
+
+
+line_text = st.text(alphabet="abcxyz0189 ;é東", min_size=1, max_size=30).filter(
+    lambda s: s.strip() != ""
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(line_text, min_size=1, max_size=40),
+    crlf=st.booleans(),
+    max_bytes=st.integers(1, 400),
+    header=st.booleans(),
+)
+def test_splits_hold_every_line_once(
+    tmp_path: Path, lines: list[str], crlf: bool, max_bytes: int, header: bool
+) -> None:
+    nl = "\r\n" if crlf else "\n"
+    path = tmp_path / "in.csv"
+    path.write_bytes(((("s" + nl) if header else "") + nl.join(lines) + nl).encode())
+    scan = _scan("s string", header=header)
+    tasks = pack_splits([(str(path), path.stat().st_size)], max_bytes=max_bytes, open_cost=0)
+    splits = [s for t in tasks for s in t]
+    assert sum((s.end if s.end >= 0 else path.stat().st_size) - s.start for s in splits) == (
+        path.stat().st_size
+    )
+    got = [v for s in splits for v in _read(scan, path, [s]).column("s").to_pylist()]
+    assert sorted(got) == sorted(lines)
+
+
+def test_tasks_are_packed_like_spark() -> None:
+    files = [("a", 300), ("b", 10), ("c", 10), ("d", 250)]
+    tasks = pack_splits(files, max_bytes=100, open_cost=20)
+    # a and d are cut at 100 bytes; pieces go largest first; a task takes pieces while their
+    # bytes plus 20 per opened piece stay within 100
+    assert [[(s.path, s.start, s.end) for s in t] for t in tasks] == [
+        [("a", 0, 100)], [("a", 100, 200)], [("a", 200, -1)], [("d", 0, 100)],
+        [("d", 100, 200)], [("d", 200, -1), ("b", 0, -1)], [("c", 0, -1)],
+    ]
+
+
+FALLBACK = object()
+
+CASES = [
+    # type, text, Spark's value (FALLBACK: the task leaves it to Spark's reader)
+    ("double", "1.5", 1.5),
+    ("double", "-0.0", -0.0),
+    ("double", "1e5", 1e5),
+    ("double", "NaN", math.nan),
+    ("double", "+NaN", math.nan),
+    ("double", "Inf", math.inf),
+    ("double", "-Inf", -math.inf),
+    ("double", "Infinity", math.inf),
+    ("double", "nan", FALLBACK),  # a bad record to Spark
+    ("double", "inf", FALLBACK),
+    ("double", "1e400", FALLBACK),  # infinite to Spark, text not a Spark spelling
+    ("double", "1.5d", FALLBACK),  # Spark reads 1.5
+    ("double", " 1.5", FALLBACK),
+    ("float", "NaN", math.nan),
+    ("float", "1e40", FALLBACK),
+    ("long", "9223372036854775807", 9223372036854775807),
+    ("long", "9223372036854775808", FALLBACK),
+    ("int", "007", 7),
+    ("int", "-0", 0),
+    ("int", "+5", FALLBACK),  # Spark reads 5
+    ("byte", "128", FALLBACK),
+    ("boolean", "TRUE", True),
+    ("boolean", "false", False),
+    ("boolean", "1", FALLBACK),
+    ("boolean", "tRuE", FALLBACK),  # Spark reads True
+    ("decimal(10,2)", "1.5", Decimal("1.50")),
+    ("decimal(10,2)", "1e2", Decimal("100.00")),
+    ("decimal(10,2)", "1.234", FALLBACK),  # Spark rounds to 1.23
+    ("date", "2024-01-01", dt.date(2024, 1, 1)),
+    ("date", "2024-02-30", FALLBACK),
+    ("date", "2024-1-1", FALLBACK),  # Spark reads 2024-01-01
+    ("timestamp", "2024-01-01 10:00:00", dt.datetime(2024, 1, 1, 10, tzinfo=dt.UTC)),
+    ("timestamp", "2024-01-01T10:00:00.123456",
+     dt.datetime(2024, 1, 1, 10, 0, 0, 123456, tzinfo=dt.UTC)),
+    ("timestamp", "2024-01-01", dt.datetime(2024, 1, 1, tzinfo=dt.UTC)),
+    ("timestamp", "2024-01-01 10:00", dt.datetime(2024, 1, 1, 10, tzinfo=dt.UTC)),
+    ("timestamp", "2024-01-01T10:00:00+01:00", FALLBACK),
+    ("timestamp", "2024-01-01 24:00:00", FALLBACK),
+    ("string", " two  spaces ", " two  spaces "),
+    ("string", "Zoë 東京", "Zoë 東京"),
+    ("string", "", None),
+    ("string", "C:\\temp", FALLBACK),  # the escape character
+    ("string", '"quoted"', FALLBACK),  # the quote character
+    ("int", "", None),
+]
+
+
+@pytest.mark.parametrize(("type_", "text", "want"), CASES)
+def test_value_forms(tmp_path: Path, type_: str, text: str, want: object) -> None:
+    path = tmp_path / "v.csv"
+    path.write_text(f"1,{text}\n2,{text}\n", encoding="utf-8")
+    scan = _scan(f"k int, v {type_}")
+    if want is FALLBACK:
+        with pytest.raises(NeedsSparkParser):
+            _read(scan, path)
+        return
+    got = _read(scan, path).column("v").to_pylist()
+    if isinstance(want, float) and math.isnan(want):
+        assert all(isinstance(v, float) and math.isnan(v) for v in got)
+    else:
+        assert got == [want, want]
+        if isinstance(want, float):
+            assert [math.copysign(1, v) for v in got] == [math.copysign(1, want)] * 2
+
+
+def test_null_value_and_extra_and_missing_columns(tmp_path: Path) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text("name,junk,id\n\\N,x,1\n,y,2\nann,z,3\n")
+    cols = tuple(
+        ColumnSpec.from_column(c)
+        for c in parse_schema_string("id int not null, name string, extra double")
+    )
+    scan = CsvScan(file_columns=("name", "__extra_1", "id"), columns=cols, header=True,
+                   escape="", null_value="\\N")
+    got = _read(scan, path)
+    assert got.schema.names == ["id", "name", "extra"]
+    assert got.to_pylist() == [
+        {"id": 1, "name": None, "extra": None},
+        {"id": 2, "name": None, "extra": None},
+        {"id": 3, "name": "ann", "extra": None},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("1,a\n2\n", "fewer fields"),
+        ("1,a\n2,b,c\n", "more fields"),
+        ("\ufeff1,a\n", "byte-order mark"),
+    ],
+)
+def test_shapes_only_spark_decides(tmp_path: Path, content: str, why: str) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(NeedsSparkParser):
+        _read(_scan("k int, s string"), path)
+
+
+def test_invalid_utf8_is_left_to_spark(tmp_path: Path) -> None:
+    path = tmp_path / "in.csv"
+    path.write_bytes(b"1,ok\n2,\xff\xfe\n")
+    with pytest.raises(NeedsSparkParser):
+        _read(_scan("k int, s string"), path)
+
+
+def test_sort_like_spark_puts_nulls_first_and_nan_last() -> None:
+    t = pa.table({
+        "x": pa.array([2.0, None, math.nan, -1.0, math.inf], pa.float64()),
+        "s": pa.array(["b", "a", None, "é", "a"]),
+    })
+    got = sort_like_spark(t, ["x"]).column("x").to_pylist()
+    assert got[0] is None and got[1:4] == [-1.0, 2.0, math.inf] and math.isnan(got[4])
+    assert sort_like_spark(t, ["s", "x"]).column("s").to_pylist() == [None, "a", "a", "b", "é"]
