@@ -13,15 +13,10 @@ Cluster: ``spark-submit <path of carbonstore/spark/load_job.py> db.sales --input
 from __future__ import annotations
 
 import contextlib
-import csv
-import glob
-import io
-import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Literal
 
-import pyarrow.fs as pafs
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the usual pyspark alias
@@ -31,7 +26,14 @@ from carbonstore.dictionary import PREBUILT_OPTION, parse_prebuilt_option, prepa
 from carbonstore.errors import BadRecordError, CarbonStoreError, SchemaError, UserError
 from carbonstore.segments.badrecords import BAD_COLUMN, RAW_COLUMN
 from carbonstore.segments.commit import abort_segment, begin_segment
-from carbonstore.segments.load import FORMATS, LoadOptions, parse_load_options
+from carbonstore.segments.load import FORMATS, LoadOptions, parse_load_options, write_settings
+from carbonstore.spark.csv_load import (
+    CsvPlan,
+    file_fields,
+    header_columns,
+    plan_csv_tasks,
+    run_csv_tasks,
+)
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import FAILURE, LoadEntry
 
@@ -44,62 +46,6 @@ def _spark_type(type_name: str) -> object:
     return _parse_datatype_string(type_name)
 
 
-_COMPRESSED = (".gz", ".bz2", ".zst", ".deflate", ".lz4", ".snappy", ".xz", ".zip")
-
-
-def _first_file(path: str) -> tuple[pafs.FileSystem, str] | None:
-    """The file whose first line Spark takes as the header (first in name order)."""
-    if "://" in path:
-        fs, p = pafs.FileSystem.from_uri(path)
-    else:
-        fs, p = pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(path))
-        if glob.has_magic(p):
-            hits = sorted(glob.glob(p))
-            return (fs, hits[0]) if hits and os.path.isfile(hits[0]) else None
-    info = fs.get_file_info(p)
-    if info.type == pafs.FileType.File:
-        return fs, p
-    if info.type != pafs.FileType.Directory:
-        return None
-    files = sorted(
-        i.path for i in fs.get_file_info(pafs.FileSelector(p, recursive=False))
-        if i.type == pafs.FileType.File and not i.base_name.startswith(("_", "."))
-    )
-    return (fs, files[0]) if files else None
-
-
-def _header_columns(paths: list[str], reader_opts: dict[str, str]) -> list[str] | None:
-    """The CSV header read directly (no Spark job), or None when Spark must do it."""
-    if reader_opts.get("multiLine") == "true" or not paths:
-        return None
-    try:
-        found = _first_file(paths[0])
-        if found is None or found[1].lower().endswith(_COMPRESSED):
-            return None
-        fs, path = found
-        with fs.open_input_file(path) as f:
-            head = f.read(1 << 20)
-        text = head.decode(reader_opts.get("encoding", "utf-8"), errors="replace")
-        if text.startswith("\ufeff"):
-            text = text[1:]
-        comment = reader_opts.get("comment")
-        escape = reader_opts.get("escape", "\\")
-        rows = csv.reader(
-            io.StringIO(text),
-            delimiter=reader_opts.get("sep", ","),
-            quotechar=reader_opts.get("quote", '"') or None,
-            escapechar=escape if escape and escape != reader_opts.get("quote", '"') else None,
-            doublequote=True,
-        )
-        for row in rows:
-            if not row or (comment and row[0].startswith(comment)):
-                continue
-            return [c.strip() for c in row]
-    except (OSError, ValueError, csv.Error, LookupError, TypeError):
-        return None
-    return None
-
-
 def _csv_source(
     spark: SparkSession, table: Table, paths: list[str], opts: LoadOptions
 ) -> DataFrame:
@@ -108,19 +54,19 @@ def _csv_source(
     reader_opts.setdefault("header", "true")
     cols = {c.name: c for c in table.schema.columns}
     if opts.header:
-        file_cols = _header_columns(paths, reader_opts)
+        file_cols = header_columns(paths, reader_opts)
         if file_cols is None:  # compressed, multi-line or remote glob: let Spark read it
             file_cols = spark.read.options(**reader_opts).csv(paths).columns
     else:
         file_cols = list(cols)
+    names = file_fields(table, file_cols)
+    present = {n for n in names if n in cols}
     fields: list[StructField] = []
-    present: set[str] = set()
-    for i, name in enumerate(file_cols):
-        c = cols.get(name.strip().lower())
-        if c is None or c.name in present:
-            fields.append(StructField(f"__extra_{i}", StringType()))
+    for name in names:
+        c = cols.get(name)
+        if c is None:
+            fields.append(StructField(name, StringType()))
             continue
-        present.add(c.name)
         t = "string" if c.type.name == "binary" else str(c.type)
         fields.append(StructField(c.name, _spark_type(t)))  # type: ignore[arg-type]
     fields.append(StructField(RAW_COLUMN, StringType()))
@@ -135,8 +81,6 @@ def _csv_source(
     plain = len(present) == len(fields) - 1  # every file column is a table column
     for c in table.schema.columns:
         if c.name not in present:
-            if not c.nullable:
-                raise SchemaError(f"the input has no column {c.name!r}, which is NOT NULL")
             select.append(F.lit(None).cast(str(c.type)).alias(c.name))
             plain = False
         elif c.type.name == "binary":
@@ -271,32 +215,36 @@ def load(
     options = dict(options or {})
     prebuilt = parse_prebuilt_option(options.pop(PREBUILT_OPTION, None))
     opts = parse_load_options(table, options)
+    read: Callable[[], DataFrame]
+    csv_plan: CsvPlan | None = None
     if isinstance(df_or_path, DataFrame):
         df = prepare_source(df_or_path, table)
+        read = lambda: df  # noqa: E731
     else:
         if spark is None:
             from carbonstore.spark.session import get_spark
 
             spark = get_spark()
         fmt = (format or _guess_format(df_or_path)).lower()
-        df = read_source(spark, table, df_or_path, fmt, opts)
-    dict_cols = [c for c in table.schema.dictionary_columns if c not in prebuilt]
-    source = df.persist() if dict_cols else df  # the distinct pass and the write read it once
-    df = _sorted(source, opts)
+        plist = [df_or_path] if isinstance(df_or_path, str) else list(df_or_path)
+        if fmt == "csv":
+            csv_plan = plan_csv_tasks(spark, table, plist, opts)
+        session = spark
+        read = lambda: read_source(session, table, plist, fmt, opts)  # noqa: E731
+        if csv_plan is None:
+            df = read()  # user mistakes in the input show before a segment exists
+            read = lambda: df  # noqa: E731
     entry, lock = begin_segment(table, overwrite=mode == "overwrite")
     seg = entry.load_name
-    write_opts = {
-        **{k: str(v) for k, v in table.store.conf.values.items()},
-        **opts.to_options(),
-        "store": table.store.location,
-        "segment": seg,
-    }
     try:
-        if table.schema.dictionary_columns:
-            distinct = {c: source.select(c).distinct().toArrow().column(0) for c in dict_cols}
-            prepare_dictionaries(table, distinct, seg, prebuilt=prebuilt)
-        with _arrow_batches(df.sparkSession):
-            df.write.format("carbonstore").mode(mode).options(**write_opts).save(str(table.name))
+        done = False
+        if csv_plan is not None and spark is not None:
+            done = run_csv_tasks(
+                spark, table, csv_plan, write_settings(table, seg, opts),
+                local_sort=opts.sort_scope == "local_sort", overwrite=mode == "overwrite",
+            )
+        if not done:
+            _write_through_spark(table, read(), seg, opts, prebuilt, mode)
     except Exception as err:
         after = table.status.read().find(seg)
         reason = str((after.extra if after else {}).get("failureReason") or "")
@@ -313,9 +261,36 @@ def load(
     finally:
         if lock is not None:
             lock.release()
+    return table.status.read().get(seg)
+
+
+def _write_through_spark(
+    table: Table,
+    df: DataFrame,
+    seg: str,
+    opts: LoadOptions,
+    prebuilt: Mapping[str, str],
+    mode: LoadMode,
+) -> None:
+    """Build the dictionaries, sort, and write ``df`` through the data source's writer."""
+    dict_cols = [c for c in table.schema.dictionary_columns if c not in prebuilt]
+    source = df.persist() if dict_cols else df  # the distinct pass and the write read it once
+    write_opts = {
+        **{k: str(v) for k, v in table.store.conf.values.items()},
+        **opts.to_options(),
+        "store": table.store.location,
+        "segment": seg,
+    }
+    try:
+        if table.schema.dictionary_columns:
+            distinct = {c: source.select(c).distinct().toArrow().column(0) for c in dict_cols}
+            prepare_dictionaries(table, distinct, seg, prebuilt=prebuilt)
+        out = _sorted(source, opts)
+        with _arrow_batches(out.sparkSession):
+            out.write.format("carbonstore").mode(mode).options(**write_opts).save(str(table.name))
+    finally:
         if dict_cols:
             source.unpersist()
-    return table.status.read().get(seg)
 
 
 _BATCH_KEY = "spark.sql.execution.arrow.maxRecordsPerBatch"

@@ -41,6 +41,7 @@ DEFAULTS: dict[str, str] = {
     "carbon.bad.records.action": "FAIL",
     "carbon.badrecords.location": "",
     "carbon.statistics.enabled": "true",
+    "carbon.load.csv.parser": "auto",
 }
 
 # Table property -> the conf key it overrides.

@@ -238,16 +238,16 @@ def test_failure_inside_a_task_leaves_nothing(spark, store: Store) -> None:  # t
     ],
 )
 def test_csv_header_read_without_spark(tmp_path: Path, content, opts, want) -> None:  # type: ignore[no-untyped-def]
-    from carbonstore.spark.load_job import _header_columns
+    from carbonstore.spark.csv_load import header_columns
 
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "_SUCCESS").write_text("")
     (folder / "b.csv").write_text("other,header\n")
     (folder / "a.csv").write_text(content, encoding="utf-8")
-    assert _header_columns([str(folder)], opts) == want
-    assert _header_columns([str(folder / "*.csv")], opts) == want
-    assert _header_columns([str(folder / "a.csv")], {**opts, "multiLine": "true"}) is None
+    assert header_columns([str(folder)], opts) == want
+    assert header_columns([str(folder / "*.csv")], opts) == want
+    assert header_columns([str(folder / "a.csv")], {**opts, "multiLine": "true"}) is None
 
 
 def test_json_input_with_a_bad_row(spark, store: Store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,300 @@
+"""CSV loads whose tasks parse the files with pyarrow (see carbonstore/segments/csvparse.py).
+
+The driver lists the input files, cuts them into splits and packs those into tasks the way
+Spark packs a file scan (``spark.sql.files.maxPartitionBytes``, ``openCostInBytes``), then
+runs one Python task per pack on the executors: parse, (sort,) write, index. Nothing passes
+through the JVM but the small commit messages.
+
+It is taken when the load is one this parser reads exactly as Spark's CSV reader would
+(:func:`plan_csv_tasks` says None otherwise): local files (a path every executor sees,
+as for Spark's own reader), uncompressed, UTF-8; the options ``header``, ``delimiter``,
+``quotechar``, ``escapechar`` and ``nullvalue`` only (single characters); no dictionary
+or binary columns; NO_SORT or LOCAL_SORT; a UTC session time zone when the table has
+timestamps; and ``carbon.load.csv.parser`` left at ``auto``. When a task meets a value only
+Spark decides (a quote, a bad record, ...), every task's files are dropped and the load
+reads the input through Spark's CSV reader into the same segment.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import glob
+import io
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+from pyspark.sql import SparkSession
+
+from carbonstore.errors import SchemaError
+from carbonstore.segments.commit import commit_segment
+from carbonstore.segments.csvparse import CsvScan, CsvSplit, Fallback, csv_task, pack_splits
+from carbonstore.segments.load import LoadOptions
+from carbonstore.segments.writer import ColumnSpec, TaskResult, WriteSettings
+from carbonstore.store.table import Table
+
+__all__ = ["CsvPlan", "file_fields", "header_columns", "plan_csv_tasks", "run_csv_tasks"]
+
+log = logging.getLogger(__name__)
+
+COMPRESSED = (".gz", ".bz2", ".zst", ".deflate", ".lz4", ".snappy", ".xz", ".zip")
+PARSER_KEY = "carbon.load.csv.parser"
+_READER_OPTIONS = frozenset({"header", "sep", "quote", "escape", "nullValue", "multiLine",
+                             "encoding"})
+_TYPES = frozenset({"boolean", "byte", "short", "int", "long", "float", "double", "string",
+                    "date", "timestamp", "decimal"})
+_UTC = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "+00:00", "UCT", "Etc/UCT"})
+
+
+def _first_file(path: str) -> tuple[pafs.FileSystem, str] | None:
+    """The file whose first line Spark takes as the header (first in name order)."""
+    if "://" in path:
+        fs, p = pafs.FileSystem.from_uri(path)
+    else:
+        fs, p = pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(path))
+        if glob.has_magic(p):
+            hits = sorted(glob.glob(p))
+            return (fs, hits[0]) if hits and os.path.isfile(hits[0]) else None
+    info = fs.get_file_info(p)
+    if info.type == pafs.FileType.File:
+        return fs, p
+    if info.type != pafs.FileType.Directory:
+        return None
+    files = sorted(
+        i.path for i in fs.get_file_info(pafs.FileSelector(p, recursive=False))
+        if i.type == pafs.FileType.File and not i.base_name.startswith(("_", "."))
+    )
+    return (fs, files[0]) if files else None
+
+
+def header_columns(paths: list[str], reader_opts: dict[str, str]) -> list[str] | None:
+    """The CSV header read directly (no Spark job), or None when Spark must do it."""
+    if reader_opts.get("multiLine") == "true" or not paths:
+        return None
+    try:
+        found = _first_file(paths[0])
+        if found is None or found[1].lower().endswith(COMPRESSED):
+            return None
+        fs, path = found
+        with fs.open_input_file(path) as f:
+            head = f.read(1 << 20)
+        text = head.decode(reader_opts.get("encoding", "utf-8"), errors="replace")
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        comment = reader_opts.get("comment")
+        escape = reader_opts.get("escape", "\\")
+        rows = csv.reader(
+            io.StringIO(text),
+            delimiter=reader_opts.get("sep", ","),
+            quotechar=reader_opts.get("quote", '"') or None,
+            escapechar=escape if escape and escape != reader_opts.get("quote", '"') else None,
+            doublequote=True,
+        )
+        for row in rows:
+            if not row or (comment and row[0].startswith(comment)):
+                continue
+            return [c.strip() for c in row]
+    except (OSError, ValueError, csv.Error, LookupError, TypeError):
+        return None
+    return None
+
+
+def file_fields(table: Table, file_cols: Sequence[str]) -> list[str]:
+    """Each file field's table column, matched by name (any case); ``__extra_<i>`` if none.
+
+    Raises:
+        SchemaError: a NOT NULL column of the table is not in the file.
+    """
+    cols = {c.name: c for c in table.schema.columns}
+    out: list[str] = []
+    present: set[str] = set()
+    for i, name in enumerate(file_cols):
+        c = cols.get(name.strip().lower())
+        if c is None or c.name in present:
+            out.append(f"__extra_{i}")
+            continue
+        present.add(c.name)
+        out.append(c.name)
+    for c in table.schema.columns:
+        if c.name not in present and not c.nullable:
+            raise SchemaError(f"the input has no column {c.name!r}, which is NOT NULL")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CsvPlan:
+    """What the tasks of a CSV load read."""
+
+    scan: CsvScan
+    tasks: tuple[tuple[CsvSplit, ...], ...]
+    input_bytes: int
+
+
+def _local_files(paths: Sequence[str]) -> list[tuple[str, int]] | None:
+    """(path, size) of every input file as Spark would list them; None: not plain local."""
+    out: list[tuple[str, int]] = []
+    for raw in paths:
+        path = raw[len("file://"):] if raw.startswith("file://") else raw
+        if "://" in path or path.startswith("file:"):
+            return None
+        path = os.path.abspath(os.path.expanduser(path))
+        hits = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
+        if not hits:
+            return None
+        for hit in hits:
+            if os.path.isdir(hit):
+                with os.scandir(hit) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+                for e in entries:
+                    if e.name.startswith(("_", ".")):
+                        continue
+                    if not e.is_file():
+                        return None  # nested folders: Spark's own listing decides
+                    out.append((e.path, e.stat().st_size))
+            elif os.path.isfile(hit):
+                out.append((hit, os.path.getsize(hit)))
+            else:
+                return None
+    if not out or any(p.lower().endswith(COMPRESSED) for p, _ in out):
+        return None
+    return out
+
+
+def _bytes_conf(spark: SparkSession, key: str, default: int) -> int:
+    """A Spark size setting (``128MB``, ``4194304``, ``64k``) in bytes."""
+    text = str(spark.conf.get(key, str(default))).strip().lower()
+    units = {"b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+             "g": 1 << 30, "gb": 1 << 30}
+    for suffix in sorted(units, key=len, reverse=True):
+        if text.endswith(suffix) and text[: -len(suffix)].strip().isdigit():
+            return int(text[: -len(suffix)]) * units[suffix]
+    return int(text) if text.isdigit() else default
+
+
+def plan_csv_tasks(
+    spark: SparkSession, table: Table, paths: Sequence[str], opts: LoadOptions
+) -> CsvPlan | None:
+    """The tasks of a CSV load parsed by pyarrow, or None when Spark's reader must read it.
+
+    Raises:
+        SchemaError: a NOT NULL column is missing from the header.
+    """
+    if table.conf.get(PARSER_KEY).strip().lower() != "auto":
+        return None
+    reader_opts = dict(opts.csv)
+    if set(reader_opts) - _READER_OPTIONS or reader_opts.get("multiLine", "false") != "false":
+        return None
+    if reader_opts.get("encoding", "utf-8").lower().replace("-", "") != "utf8":
+        return None
+    delimiter = reader_opts.get("sep", ",")
+    quote = reader_opts.get("quote", '"')
+    escape = reader_opts.get("escape", "\\")
+    if len(delimiter) != 1 or len(quote) > 1 or len(escape) > 1 or delimiter in "\r\n":
+        return None
+    schema = table.schema
+    if schema.dictionary_columns or any(c.type.name not in _TYPES for c in schema.columns):
+        return None
+    if opts.sort_scope == "global_sort":
+        return None
+    if any(c.type.name == "timestamp" for c in schema.columns):
+        if str(spark.conf.get("spark.sql.session.timeZone")) not in _UTC:
+            return None
+    files = _local_files(paths)
+    if files is None:
+        return None
+    if opts.header:
+        file_cols = header_columns([f for f, _ in files[:1]], {**reader_opts, "sep": delimiter})
+        if file_cols is None:
+            return None
+    else:
+        file_cols = list(schema.column_names)
+    fields = file_fields(table, file_cols)
+    total = sum(size for _, size in files)
+    open_cost = _bytes_conf(spark, "spark.sql.files.openCostInBytes", 4 << 20)
+    max_part = _bytes_conf(spark, "spark.sql.files.maxPartitionBytes", 128 << 20)
+    per_core = (total + open_cost * len(files)) // max(1, spark.sparkContext.defaultParallelism)
+    max_split = min(max_part, max(open_cost, per_core))
+    tasks = pack_splits(files, max_bytes=max_split, open_cost=open_cost)
+    if not tasks:
+        return None
+    scan = CsvScan(
+        file_columns=tuple(fields),
+        columns=tuple(ColumnSpec.from_column(c) for c in schema.columns),
+        header=opts.header,
+        delimiter=delimiter,
+        quote=quote,
+        escape=escape,
+        null_value=reader_opts.get("nullValue", ""),
+    )
+    return CsvPlan(scan, tuple(tuple(t) for t in tasks), total)
+
+
+def _task(
+    scan: CsvScan, settings: WriteSettings, local_sort: bool,
+    packs: Iterator[tuple[CsvSplit, ...]],
+) -> Iterator[TaskResult | Fallback]:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    task_id = f"{ctx.partitionId():05d}-{ctx.attemptNumber()}" if ctx else "00000-0"
+    splits = [s for pack in packs for s in pack]
+    yield csv_task(scan, settings, splits, task_id=task_id, local_sort=local_sort)
+
+
+def run_csv_tasks(
+    spark: SparkSession,
+    table: Table,
+    plan: CsvPlan,
+    settings: WriteSettings,
+    *,
+    local_sort: bool,
+    overwrite: bool,
+) -> bool:
+    """Run the plan's tasks and commit the segment; False: a task needs Spark's reader.
+
+    On False nothing of the tasks is left: the segment folder and its bad-record folder are
+    empty again, the tablestatus entry still ``In Progress``.
+    """
+    sc = spark.sparkContext
+    sc.setJobDescription(
+        f"load {table.name} segment {settings.segment_id}: parse CSV and write "
+        f"({len(plan.tasks)} tasks)"
+    )
+    try:
+        rdd = sc.parallelize(list(plan.tasks), len(plan.tasks))
+        results = rdd.mapPartitions(
+            functools.partial(_task, plan.scan, settings, local_sort)
+        ).collect()
+    finally:
+        sc.setJobDescription(None)  # type: ignore[arg-type]
+    fallbacks = [r for r in results if isinstance(r, Fallback)]
+    if fallbacks:
+        log.info("load of %s reads through Spark's CSV reader: %s", table.name,
+                 fallbacks[0].reason)
+        _discard(table, settings)
+        return False
+    log.info("load of %s segment %s: CSV parsed by %d tasks", table.name, settings.segment_id,
+             len(results))
+    commit_segment(
+        table,
+        settings.segment_id,
+        [r for r in results if isinstance(r, TaskResult)],
+        overwrite=overwrite,
+        action=settings.action,
+        bad_record_dir=settings.bad_record_dir,
+    )
+    return True
+
+
+def _discard(table: Table, settings: WriteSettings) -> None:
+    """Remove what the tasks wrote (the segment is still in progress and locked by us)."""
+    sfs = table.store.sfs
+    sfs.fs.delete_dir_contents(settings.segment_dir, missing_dir_ok=True)
+    if settings.bad_record_dir:
+        from carbonstore.store.fs import resolve_fs
+
+        bfs = resolve_fs(settings.bad_record_dir)
+        bfs.fs.delete_dir_contents(bfs.base, missing_dir_ok=True)

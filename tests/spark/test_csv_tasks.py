@@ -1,0 +1,147 @@
+"""CSV loads parsed by pyarrow in the load tasks, checked against Spark's own CSV reader."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("pyspark")
+
+from carbonstore.segments.badrecords import RAW_COLUMN  # noqa: E402
+from carbonstore.segments.load import parse_load_options  # noqa: E402
+from carbonstore.spark.load_job import load, read_source  # noqa: E402
+from carbonstore.store import Store  # noqa: E402
+from carbonstore.store.tablestatus import PARTIAL_SUCCESS, SUCCESS  # noqa: E402
+from tests.segments.test_csvparse import CASES, FALLBACK  # noqa: E402
+from tests.spark.test_load import read_segment, segment_files  # noqa: E402
+
+LOGGER = "carbonstore.spark.csv_load"
+
+
+def _spark_store(store: Store) -> Store:
+    """The same store read through Spark's CSV reader only."""
+    return Store(store.location,
+                 conf=store.conf.with_overrides({"carbon.load.csv.parser": "spark"}))
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) ==
+                                                     math.copysign(1, b))
+    return a == b
+
+
+def test_value_forms_are_read_as_spark_reads_them(spark, store: Store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    by_type: dict[str, list[tuple[str, object]]] = defaultdict(list)
+    for type_, text, want in CASES:
+        by_type[type_].append((text, want))
+    checked = 0
+    for n, (type_, cases) in enumerate(by_type.items()):
+        table = store.create_table(f"db.forms{n}", f"k int, v {type_}")
+        path = tmp_path / f"forms{n}.csv"
+        path.write_text("".join(f"{i},{text}\n" for i, (text, _) in enumerate(cases)),
+                        encoding="utf-8")
+        opts = parse_load_options(table, {"header": "false"})
+        got = read_source(spark, table, [str(path)], "csv", opts).toArrow().to_pylist()
+        spark_reads = {r["k"]: (r["v"], r.get(RAW_COLUMN)) for r in got}
+        for i, (text, want) in enumerate(cases):
+            if want is FALLBACK:
+                continue
+            value, raw = spark_reads[i]
+            assert raw is None, f"{type_} {text!r}: Spark takes it for a bad record"
+            assert _same(value, want), f"{type_} {text!r}: Spark reads {value!r}, tasks {want!r}"
+            checked += 1
+    assert checked >= 25
+
+
+ROWS = [
+    "id,qty,price,flag,day,ts,amount,name",
+    "3,-7,NaN,true,2024-02-29,2024-02-29 23:59:59.999999,12.5,Zoë 東京",
+    "1,,-0.0,FALSE,1970-01-01,1970-01-01,0,",
+    "2,2147483647,Infinity,,2038-01-19,2038-01-19T03:14:07,-99999.99, two  spaces ",
+    "5,-2147483648,-Inf,True,0001-01-01,2024-01-01 10:00,,x",
+    "4,0,1e300,false,9999-12-31,,1e2,semi;colon",
+]
+SCHEMA = ("id long not null, qty int, price double, flag boolean, day date, ts timestamp, "
+          "amount decimal(7,2), name string")
+
+
+def _write_inputs(folder: Path, copies: int) -> None:
+    folder.mkdir()
+    for f in range(copies):
+        body = [ROWS[0]] + [
+            f"{int(line.split(',', 1)[0]) + 10 * f},{line.split(',', 1)[1]}" for line in ROWS[1:]
+        ]
+        (folder / f"part-{f}.csv").write_text("\n".join(body) + "\n", encoding="utf-8")
+
+
+def _rows(table) -> list[tuple[str, ...]]:  # type: ignore[no-untyped-def]
+    seg = table.status.read().readable[-1].load_name
+    return sorted(tuple(repr(v) for v in r.values())
+                  for r in read_segment(table, seg).to_pylist())
+
+
+def test_load_parses_csv_in_tasks_as_spark_would(spark, store: Store, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    _write_inputs(tmp_path / "in", copies=3)
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    fast = store.create_table("db.fast", SCHEMA, properties={"sort_columns": "price",
+                                                             "sort_scope": "local_sort"})
+    entry = load(fast, str(tmp_path / "in"), spark=spark)
+    assert "CSV parsed by" in caplog.text and "Spark's CSV reader" not in caplog.text
+    assert (entry.status, entry.row_count, entry.bad_record_count) == (SUCCESS, 15, 0)
+
+    slow = _spark_store(store).create_table("db.slow", SCHEMA, properties={
+        "sort_columns": "price", "sort_scope": "local_sort"})
+    caplog.clear()
+    load(slow, str(tmp_path / "in"), spark=spark)
+    assert "CSV parsed by" not in caplog.text
+    assert _rows(fast) == _rows(slow)
+
+    files = segment_files(fast, entry.load_name)
+    assert len(files["carbonindex"]) >= 1 and len(files["carbonindexmerge"]) == 1
+    for f in files["parquet"]:  # LOCAL_SORT as Spark sorts: nulls first, NaN last
+        prices = pq.read_table(f).column("price").to_pylist()
+        nan = [p for p in prices if p is not None and math.isnan(p)]
+        numbers = [p for p in prices if p is not None and not math.isnan(p)]
+        assert prices == [p for p in prices if p is None] + sorted(numbers) + nan
+
+
+def test_a_bad_record_sends_the_load_to_spark_with_nothing_left_behind(spark, store: Store, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for f in range(2):
+        lines = [f"{i},{i * 0.5}" for i in range(f * 500, f * 500 + 500)]
+        if f == 1:
+            lines[10] = "510,not a number"
+        (folder / f"p{f}.csv").write_text("id,v\n" + "\n".join(lines) + "\n")
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    table = store.create_table("db.fb", "id int not null, v double")
+    entry = load(table, str(folder), spark=spark, options={"bad_records_action": "force"})
+    assert "Spark's CSV reader" in caplog.text and "CSV parsed by" not in caplog.text
+    assert (entry.status, entry.row_count, entry.bad_record_count) == (PARTIAL_SUCCESS, 1000, 1)
+    rows = read_segment(table, entry.load_name).to_pylist()  # every file of the folder
+    assert sorted(r["id"] for r in rows) == list(range(1000))
+    assert [r["v"] for r in rows if r["id"] == 510] == [None]
+
+
+def test_not_null_violations_are_redirected_by_tasks(spark, store: Store, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "in.csv"
+    path.write_text("id,name\n1,a\n,b\n3,c\n")
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    got = {}
+    for name, st in (("fast", store), ("slow", _spark_store(store))):
+        table = st.create_table(f"db.{name}", "id int not null, name string")
+        entry = load(table, str(path), spark=spark, options={
+            "bad_records_action": "redirect", "bad_record_path": str(tmp_path / "bad")})
+        folder = tmp_path / "bad" / "db" / name / entry.load_name
+        redirected = [ln for f in folder.iterdir() for ln in f.read_text().splitlines()]
+        got[name] = (entry.status, entry.row_count, entry.bad_record_count, redirected,
+                     _rows(table))
+    assert "CSV parsed by" in caplog.text
+    assert got["fast"] == got["slow"]
+    assert got["fast"][:3] == (PARTIAL_SUCCESS, 2, 1)
