@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import random
-import sys
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -91,4 +90,4 @@ def run() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    run()
