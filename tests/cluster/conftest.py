@@ -103,16 +103,22 @@ def spark_submit(
     timeout: float = 600,
     cwd: Path | None = None,
     conf: dict[str, str] | None = None,
+    job: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``spark-submit [--conf k=v ...] <carbonstore job file> args...`` in ``cwd``."""
-    import carbonstore.spark.submit as job
+    """Run ``spark-submit [--conf k=v ...] <job file> args...`` in ``cwd``.
 
+    ``job`` defaults to the generic job file ``carbonstore/spark/submit.py``.
+    """
+    if job is None:
+        import carbonstore.spark.submit as submit
+
+        job = Path(submit.__file__)
     confs = {"spark.ui.enabled": "false", "spark.pyspark.python": sys.executable, **(conf or {})}
     cmd = [
         str(spark_home() / "bin" / "spark-submit"), "--master", master,
         *(a for k, v in confs.items() for a in ("--conf", f"{k}={v}")),
         "--executor-memory", "768m",
-        str(Path(job.__file__)), *args,
+        str(job), *args,
     ]
     return subprocess.run(
         cmd, env=cluster_env(), capture_output=True, text=True, timeout=timeout, check=False,
