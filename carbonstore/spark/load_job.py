@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Literal
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 - the usual pyspark alias
@@ -227,12 +228,16 @@ def load(
             spark = get_spark()
         fmt = (format or _guess_format(df_or_path)).lower()
         plist = [df_or_path] if isinstance(df_or_path, str) else list(df_or_path)
+        _check_local_inputs(plist)
         if fmt == "csv":
             csv_plan = plan_csv_tasks(spark, table, plist, opts)
         session = spark
         read = lambda: read_source(session, table, plist, fmt, opts)  # noqa: E731
         if csv_plan is None:
-            df = read()  # user mistakes in the input show before a segment exists
+            try:
+                df = read()  # user mistakes in the input show before a segment exists
+            except AnalysisException as err:
+                raise UserError(f"cannot read the {fmt} input: {_first_line(err)}") from None
             read = lambda: df  # noqa: E731
     entry, lock = begin_segment(table, overwrite=mode == "overwrite")
     seg = entry.load_name
@@ -262,6 +267,24 @@ def load(
         if lock is not None:
             lock.release()
     return table.status.read().get(seg)
+
+
+def _check_local_inputs(paths: Sequence[str]) -> None:
+    """Refuse a local input path that does not exist, or a glob that matches nothing."""
+    import glob
+    import os
+
+    if not paths:
+        raise UserError("no input given")
+    for raw in paths:
+        path = raw[len("file://"):] if raw.startswith("file://") else raw
+        if "://" in path or path.startswith("file:"):
+            continue  # remote: the reader says
+        local = os.path.expanduser(path)
+        found = glob.glob(local) if glob.has_magic(local) else os.path.exists(local)
+        if not found:
+            raise UserError(f"input {raw} does not exist" + (
+                " (the pattern matches no file)" if glob.has_magic(local) else ""))
 
 
 def _write_through_spark(

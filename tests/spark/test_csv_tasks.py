@@ -145,3 +145,13 @@ def test_not_null_violations_are_redirected_by_tasks(spark, store: Store, tmp_pa
     assert "CSV parsed by" in caplog.text
     assert got["fast"] == got["slow"]
     assert got["fast"][:3] == (PARTIAL_SUCCESS, 2, 1)
+
+
+@pytest.mark.parametrize("name", ["missing.csv", "none-*.csv"])
+def test_missing_input_is_refused_before_a_segment(spark, store: Store, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+    from carbonstore.errors import UserError
+
+    table = store.create_table("db.miss", "id int")
+    with pytest.raises(UserError, match="does not exist"):
+        load(table, str(tmp_path / name), spark=spark)
+    assert len(table.status.read().entries) == 0
