@@ -40,18 +40,20 @@ def _load(args: argparse.Namespace) -> int:
     parse_load_options(
         table, {k: v for k, v in options.items() if k.lower() != PREBUILT_OPTION.lower()}
     )
+    from carbonstore.progress import progress
     from carbonstore.spark.load_job import load
     from carbonstore.spark.session import get_spark
 
     spark = get_spark(master=args.master)
-    entry = load(
-        table,
-        args.input,
-        spark=spark,
-        format=args.format,
-        options=options,
-        mode="overwrite" if args.overwrite else "append",
-    )
+    with progress(None, f"loading into {table.name}", json=getattr(args, "json", False)):
+        entry = load(
+            table,
+            args.input,
+            spark=spark,
+            format=args.format,
+            options=options,
+            mode="overwrite" if args.overwrite else "append",
+        )
     out = {
         "table": str(table.name),
         "segment": entry.load_name,

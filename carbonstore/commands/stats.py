@@ -64,14 +64,17 @@ def _analyze(args: argparse.Namespace) -> int:
     table = open_store(args).table(args.table)
     columns = split_ids(args.columns, "--columns") if args.columns is not None else None
     segments = split_ids(args.segments) if args.segments is not None else None
+    from carbonstore.progress import progress
+
     if args.engine == "spark":
         from carbonstore.spark.analyze_job import analyze
         from carbonstore.spark.session import get_spark
 
-        done = analyze(table, spark=get_spark(master=args.master), segments=segments,
-                       columns=columns, missing_only=args.missing)
+        spark = get_spark(master=args.master)
+        with progress(None, f"analyzing {table.name}", json=args.json):
+            done = analyze(table, spark=spark, segments=segments, columns=columns,
+                           missing_only=args.missing)
     else:
-        from carbonstore.progress import progress
         from carbonstore.segments.sketches import analyze_local
 
         with progress(None, f"analyzing {table.name}", json=args.json):

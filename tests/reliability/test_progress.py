@@ -50,3 +50,35 @@ def test_index_rebuild_draws_progress_only_on_a_terminal(store: Store, json: boo
     code, err = _stderr_on_a_terminal(args)
     assert code == 0, err.decode(errors="replace")
     assert (b"rebuilding indexes of db.t" in err) is not json
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        (["compact", "db.t", "--type", "major", "--engine", "local"], b"compacting db.t"),
+        (["analyze", "db.t", "--engine", "local"], b"analyzing db.t"),
+    ],
+)
+def test_compaction_and_analyze_draw_progress_on_a_terminal(
+    store: Store, command: list[str], shown: bytes
+) -> None:
+    table = store.create_table("db.t", SCHEMA)
+    for i in range(2):
+        load(table, rows(i * 50, 50), tasks=1)
+    code, err = _stderr_on_a_terminal(["--store", store.location, *command])
+    assert code == 0, err.decode(errors="replace")
+    assert shown in err
+    code, err = _stderr_on_a_terminal(["--store", store.location, *command, "--json"])
+    assert code == 0 and shown not in err
+
+
+@pytest.mark.slow
+def test_a_load_draws_progress_on_a_terminal(store: Store, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store.create_table("db.t", "id long not null, city string")
+    csv = tmp_path / "in.csv"
+    csv.write_text("id,city\n" + "".join(f"{i},c{i % 7}\n" for i in range(500)))
+    code, err = _stderr_on_a_terminal(
+        ["--store", store.location, "load", "db.t", "--input", str(csv), "--master", "local[1]"]
+    )
+    assert code == 0, err.decode(errors="replace")[-3000:]
+    assert b"loading into db.t" in err
