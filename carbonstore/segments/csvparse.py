@@ -10,8 +10,10 @@ the session time zone UTC) gives. A task takes a split only when every value in 
 form both parsers read the same way; anything else raises :class:`NeedsSparkParser` and the
 load reads the input through Spark instead (bad records are then found there too):
 
-- no quote character, no escape character and no byte-order mark in the split (the two
-  parsers' quoting and escaping rules differ);
+- no escape character and no byte-order mark in the split, and the quote character only
+  around whole fields (``"a,b"`` right after a delimiter or line start, right before a
+  delimiter or line end, not empty, no quote or line break inside): the two parsers'
+  rules for escapes, doubled quotes and stray quotes differ;
 - every row has the header's number of fields; text is valid UTF-8;
 - integers, decimals, booleans (``true``/``false`` in lower, title or upper case) and
   dates (``yyyy-MM-dd``) as pyarrow parses them: pyarrow is the stricter of the two
@@ -33,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -173,18 +176,47 @@ def _split_bytes(fs: pafs.FileSystem, split: CsvSplit) -> bytes:
         return f.read(min(stop, size) - begin)
 
 
-def _check_bytes(scan: CsvScan, data: bytes, split: CsvSplit) -> bytes:
+def _check_bytes(scan: CsvScan, data: bytes, split: CsvSplit) -> tuple[bytes, bool]:
+    """The split's data rows, and whether they hold quoted fields (all of the simple kind)."""
     if split.start == 0 and data.startswith(_BOM):
         raise NeedsSparkParser(f"{split.path} starts with a byte-order mark")
-    for ch, what in ((scan.quote, "quote"), (scan.escape, "escape")):
-        if ch and ch.encode() in data:
-            raise NeedsSparkParser(f"{split.path} holds the {what} character {ch!r}")
+    if scan.escape and scan.escape.encode() in data:
+        raise NeedsSparkParser(f"{split.path} holds the escape character {scan.escape!r}")
     if split.start == 0 and scan.header:
         first = data.find(b"\n")
         if first <= 0 or data[:first].strip(b"\r") == b"":
             raise NeedsSparkParser(f"{split.path} does not start with its header line")
         data = data[first + 1:]
-    return data
+    quoted = bool(scan.quote) and scan.quote.encode() in data
+    if quoted and not _simple_quoting(data, scan.quote, scan.delimiter):
+        raise NeedsSparkParser(f"{split.path} quotes a field in a way only Spark decides")
+    return data, quoted
+
+
+def _simple_quoting(data: bytes, quote: str, delimiter: str) -> bool:
+    """Every quote character opens or closes a whole field: ``"..."`` right after a
+    delimiter or line start, closed right before a delimiter or line end, with at least
+    one character, no quote and no line break inside. Such fields read the same in both
+    parsers; doubled quotes, quoted empty strings and quotes inside fields do not."""
+    q, d = quote.encode(), delimiter.encode()
+    if len(q) != 1 or len(d) != 1:
+        return False
+    buf = np.frombuffer(data, dtype=np.uint8)
+    pos = np.flatnonzero(buf == q[0])
+    if len(pos) % 2:
+        return False
+    opens, closes = pos[0::2], pos[1::2]
+    if np.any(closes - opens < 2):
+        return False
+    n = len(buf)
+    before = buf[opens[opens > 0] - 1]
+    if not np.all((before == d[0]) | (before == 0x0A)):
+        return False
+    after = buf[closes[closes < n - 1] + 1]
+    if not np.all((after == d[0]) | (after == 0x0A) | (after == 0x0D)):
+        return False
+    breaks = np.flatnonzero((buf == 0x0A) | (buf == 0x0D))
+    return bool(np.array_equal(np.searchsorted(breaks, opens), np.searchsorted(breaks, closes)))
 
 
 def _to_floats(text: pa.Array, t: pa.DataType, name: str) -> pa.Array:
@@ -221,7 +253,9 @@ def _conform(batch: pa.RecordBatch, scan: CsvScan, schema: pa.Schema) -> pa.Reco
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _parse(scan: CsvScan, data: bytes, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def _parse(
+    scan: CsvScan, data: bytes, schema: pa.Schema, *, quoted: bool
+) -> Iterator[pa.RecordBatch]:
     types = scan._parse_types()
     reader = pacsv.open_csv(
         pa.BufferReader(data),
@@ -230,7 +264,8 @@ def _parse(scan: CsvScan, data: bytes, schema: pa.Schema) -> Iterator[pa.RecordB
             block_size=scan.batch_bytes,
         ),
         parse_options=pacsv.ParseOptions(
-            delimiter=scan.delimiter, quote_char=False, escape_char=False,
+            delimiter=scan.delimiter, quote_char=scan.quote if quoted else False,
+            escape_char=False,
             double_quote=False, newlines_in_values=False, ignore_empty_lines=True,
         ),
         convert_options=pacsv.ConvertOptions(
@@ -254,11 +289,11 @@ def read_splits(
     """
     schema = arrow_schema(scan.columns)
     for split in splits:
-        data = _check_bytes(scan, _split_bytes(fs, split), split)
+        data, quoted = _check_bytes(scan, _split_bytes(fs, split), split)
         if not data:
             continue
         try:
-            yield from _parse(scan, data, schema)
+            yield from _parse(scan, data, schema, quoted=quoted)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
             raise NeedsSparkParser(f"{split.path}: {str(err).splitlines()[0]}") from None
 

@@ -11,7 +11,7 @@ as for Spark's own reader), uncompressed, UTF-8; the options ``header``, ``delim
 ``quotechar``, ``escapechar`` and ``nullvalue`` only (single characters); no dictionary
 or binary columns; NO_SORT or LOCAL_SORT; a UTC session time zone when the table has
 timestamps; and ``carbon.load.csv.parser`` left at ``auto``. When a task meets a value only
-Spark decides (a quote, a bad record, ...), every task's files are dropped and the load
+Spark decides (a doubled or stray quote, a bad record, ...), every task's files are dropped and the load
 reads the input through Spark's CSV reader into the same segment.
 """
 
@@ -193,6 +193,8 @@ def plan_csv_tasks(
     quote = reader_opts.get("quote", '"')
     escape = reader_opts.get("escape", "\\")
     if len(delimiter) != 1 or len(quote) > 1 or len(escape) > 1 or delimiter in "\r\n":
+        return None
+    if not delimiter.isascii() or delimiter in (quote, escape):
         return None
     schema = table.schema
     if schema.dictionary_columns or any(c.type.name not in _TYPES for c in schema.columns):

@@ -128,7 +128,15 @@ CASES = [
     ("string", "Zoë 東京", "Zoë 東京"),
     ("string", "", None),
     ("string", "C:\\temp", FALLBACK),  # the escape character
-    ("string", '"quoted"', FALLBACK),  # the quote character
+    ("string", '"quoted"', "quoted"),
+    ("string", '"a,b"', "a,b"),
+    ("string", '" x "', " x "),
+    ("int", '"5"', 5),
+    ("string", '""', FALLBACK),  # a quoted empty string
+    ("string", '"a""b"', FALLBACK),  # a doubled quote
+    ("string", 'a"b', FALLBACK),  # a quote inside a field
+    ("string", ' "a"', FALLBACK),  # a quote after a space
+    ("string", '"a" ', FALLBACK),
     ("int", "", None),
 ]
 
@@ -175,6 +183,8 @@ def test_null_value_and_extra_and_missing_columns(tmp_path: Path) -> None:
         ("1,a\n2\n", "fewer fields"),
         ("1,a\n2,b,c\n", "more fields"),
         ("\ufeff1,a\n", "byte-order mark"),
+        ('1,"a\nb"\n', "a line break inside quotes"),
+        ('1,"a\n', "an unclosed quote"),
     ],
 )
 def test_shapes_only_spark_decides(tmp_path: Path, content: str, why: str) -> None:
@@ -199,3 +209,23 @@ def test_sort_like_spark_puts_nulls_first_and_nan_last() -> None:
     got = sort_like_spark(t, ["x"]).column("x").to_pylist()
     assert got[0] is None and got[1:4] == [-1.0, 2.0, math.inf] and math.isnan(got[4])
     assert sort_like_spark(t, ["s", "x"]).column("s").to_pylist() == [None, "a", "a", "b", "é"]
+
+
+field_text = st.text(alphabet="ab ,;é東\t", min_size=1, max_size=8)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.tuples(field_text, st.booleans(), field_text, st.booleans()),
+                     min_size=1, max_size=20))
+def test_fields_wrapped_in_quotes_read_as_their_text(
+    tmp_path: Path, rows: list[tuple[str, bool, str, bool]]
+) -> None:
+    """A field that holds the delimiter must be quoted; any other field may be."""
+    def cell(text: str, quote: bool) -> str:
+        return f'"{text}"' if quote or "," in text else text
+
+    path = tmp_path / "q.csv"
+    path.write_text("".join(f"{cell(a, qa)},{cell(b, qb)}\n" for a, qa, b, qb in rows),
+                    encoding="utf-8")
+    got = _read(_scan("a string, b string"), path).to_pylist()
+    assert got == [{"a": a, "b": b} for a, _, b, _ in rows]
