@@ -110,3 +110,25 @@ def test_query_and_sql(capsys: pytest.CaptureFixture[str], spark: object, store:
     assert json.loads(out)[:2] == [{"cat": "cat_0", "n": 10}, {"cat": "cat_1", "n": 10}]
     code, _, err = _run(capsys, store, "sql", "SELECT nope FROM db.sales")
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_query_shows_timestamps_in_the_session_zone_whatever_the_process_zone(
+    capsys: pytest.CaptureFixture[str], spark: object, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datetime as dt
+    import time
+
+    t = store.create_table("db.events", "id long not null, at timestamp")
+    at = dt.datetime(2024, 3, 1, tzinfo=dt.UTC)
+    add_segments(t, [pa.table({"id": pa.array([1], pa.int64()),
+                               "at": pa.array([at], pa.timestamp("us", tz="UTC"))})])
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        code, out, _ = _run(capsys, store, "query", "db.events", "--csv")
+        jcode, jout, _ = _run(capsys, store, "sql", "SELECT at FROM db.events", "--json")
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert code == 0 and list(csv.reader(io.StringIO(out)))[1] == ["1", "2024-03-01 00:00:00+00:00"]
+    assert jcode == 0 and json.loads(jout) == [{"at": "2024-03-01T00:00:00+00:00"}]

@@ -237,12 +237,16 @@ def run_sql(spark: Any, statement: str) -> Any:
 
 
 def collect_rows(df: Any, limit: int | None = None) -> list[dict[str, Any]]:
-    """Rows of ``df`` (at most ``limit``) as dicts; analysis errors become user errors."""
+    """Rows of ``df`` (at most ``limit``) as dicts; analysis errors become user errors.
+
+    The rows come through Arrow, so a timestamp is an aware datetime in the session time
+    zone (UTC unless configured), not a naive one in the time zone of this process.
+    """
     from pyspark.errors import AnalysisException
 
     _quiet_sql_errors()
     try:
-        rows = (df.limit(limit) if limit is not None else df).collect()
+        rows = (df.limit(limit) if limit is not None else df).toArrow()
     except AnalysisException as err:
         raise _user_error(err) from err
-    return [r.asDict() for r in rows]
+    return list(rows.to_pylist())
