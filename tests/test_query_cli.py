@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,18 @@ def test_query_shows_timestamps_in_the_session_zone_whatever_the_process_zone(
         time.tzset()
     assert code == 0 and list(csv.reader(io.StringIO(out)))[1] == ["1", "2024-03-01 00:00:00+00:00"]
     assert jcode == 0 and json.loads(jout) == [{"at": "2024-03-01T00:00:00+00:00"}]
+
+
+def test_a_limit_ends_the_scan_without_a_traceback(store: Store, tmp_path: Path) -> None:
+    t = store.create_table("db.big", "id long not null, s string")
+    ids = np.arange(0, 200_000)
+    add_segments(t, [pa.table({"id": ids, "s": [f"row {i}" for i in ids]})], row_group_size=5000)
+    env = {**os.environ, "SPARK_MASTER": "local[1]", "PYTHONPATH": str(ROOT)}
+    res = subprocess.run(
+        [sys.executable, "-m", "carbonstore.cli", "--store", store.location, "query", "db.big",
+         "--limit", "3", "--csv"],
+        capture_output=True, text=True, env=env, timeout=300, check=False,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert len(res.stdout.splitlines()) == 4
+    assert "Traceback" not in res.stderr, res.stderr[-3000:]

@@ -58,6 +58,8 @@ def get_spark(
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
         .config("spark.driver.extraJavaOptions", "-Dderby.system.home=/tmp")
         .config(_TIME_ZONE, "UTC")
+        # PySpark's daemon without a traceback when a LIMIT closes a worker's socket.
+        .config("spark.python.daemon.module", "carbonstore.spark.daemon")
     )
     for key, value in _REQUIRED.items():
         builder = builder.config(key, value)
