@@ -19,7 +19,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     ip.add_argument("path")
     ip.add_argument("--probe", action="append", metavar="COLUMN=VALUE",
-                    help="check a value against the bloom filters (repeatable)")
+                    help="check a value against a column's bloom filters (repeatable, one "
+                    "value per column)")
     add_json(ip)
     ip.set_defaults(func=_inspect)
     from carbonstore.commands.rebuild import add_rebuild
@@ -40,7 +41,7 @@ def _inspect(args: argparse.Namespace) -> int:
     sfs = resolve_fs(args.path)
     if not sfs.exists(sfs.base):
         raise UserError(f"index inspect: {args.path} does not exist")
-    probe = parse_key_values(args.probe, "--probe") or None
+    probe = _parse_probes(args.probe)
     result = inspect_path(sfs.fs, sfs.base, probe)
     if args.json:
         print_json(result)
@@ -59,6 +60,26 @@ def _inspect(args: argparse.Namespace) -> int:
                 print(f"    {c['path']:<20} min={c['min']!r} max={c['max']!r} "
                       f"nulls={c['null_count']} nans={c['nan_count']} pages={pages} bloom={btxt}")
     return 0
+
+
+def _parse_probes(items: list[str] | None) -> dict[str, str] | None:
+    """``--probe COLUMN=VALUE`` options; a column probed twice is refused, not overwritten.
+
+    The report has one ``might_contain`` per column and row group, so a second value for
+    the same column has nowhere to go: probe it in another run.
+    """
+    seen: dict[str, str] = {}
+    for item in items or []:
+        one = parse_key_values([item], "--probe")
+        (column, value), = one.items()
+        if column in seen:
+            raise UserError(
+                f"--probe names column {column} twice ({column}={seen[column]} and "
+                f"{column}={value}); give one value per column and run the command again "
+                "for the other"
+            )
+        seen[column] = value
+    return seen or None
 
 
 def _add_segment(args: argparse.Namespace) -> int:

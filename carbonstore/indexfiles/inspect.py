@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import pyarrow.fs as pafs
 
-from carbonstore.errors import CorruptIndexError
+from carbonstore.errors import CorruptIndexError, UserError
 from carbonstore.indexfiles.arrays import ColumnArrays, IndexArrays, load_arrays
 from carbonstore.indexfiles.bloom import might_contain
 from carbonstore.indexfiles.coltypes import physical_name
 from carbonstore.indexfiles.footer import read_file_index
-from carbonstore.indexfiles.indexfile import MAGIC_MERGE, MAGIC_TASK, load_index
+from carbonstore.indexfiles.indexfile import MAGIC_MERGE, MAGIC_TASK, TRAILER_MAGIC, load_index
 from carbonstore.indexfiles.literals import display_value, hash_literal
 from carbonstore.indexfiles.packing import pack
 
@@ -20,26 +21,93 @@ __all__ = ["index_arrays_for", "inspect_path"]
 _BOUNDARY = {0: "UNORDERED", 1: "ASCENDING", 2: "DESCENDING"}
 
 
-def _sniff(fs: pafs.FileSystem, path: str) -> bytes:
+_PARQUET_MAGICS = (b"PAR1", b"PARE")
+_NAMES = (".parquet", ".carbonindex", ".carbonindexmerge")
+_WHAT = "a .parquet, .carbonindex or .carbonindexmerge file"
+
+
+def _sniff(fs: pafs.FileSystem, path: str) -> tuple[bytes, bytes]:
+    """The first 8 and last 4 bytes of ``path`` (fewer for a tiny file)."""
     try:
         with fs.open_input_file(path) as f:
-            return f.read_at(min(8, f.size()), 0)
+            size = f.size()
+            return f.read_at(min(8, size), 0), f.read_at(min(4, size), max(0, size - 4))
     except OSError as err:
         raise CorruptIndexError(f"{path}: cannot open: {err}") from err
 
 
+def _check_input(fs: pafs.FileSystem, path: str) -> tuple[bytes, bytes]:
+    """Refuse, as a user mistake, a path that is no file or a file of another kind.
+
+    A file is taken for a Parquet or index file (and its damage reported as corruption)
+    when it starts or ends with one of their magic bytes, or when its name says so.
+    """
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.Directory:
+        raise UserError(f"{path} is a folder; give {_WHAT} (e.g. one of its segment files)")
+    if info.type == pafs.FileType.NotFound:
+        raise UserError(f"{path} does not exist")
+    head, tail = _sniff(fs, path)
+    known = (
+        head in (MAGIC_TASK, MAGIC_MERGE)
+        or head[:4] in _PARQUET_MAGICS
+        or tail in (*_PARQUET_MAGICS, TRAILER_MAGIC)
+    )
+    if not known and not path.lower().endswith(_NAMES):
+        raise UserError(
+            f"{path} is not {_WHAT}: it has neither Parquet nor carbonindex magic bytes"
+        )
+    return head, tail
+
+
 def index_arrays_for(fs: pafs.FileSystem, path: str) -> IndexArrays:
-    """Arrays for a Parquet file (indexed on the fly) or an index file (by its magic)."""
-    head = _sniff(fs, path)
-    if head in (MAGIC_TASK, MAGIC_MERGE):
+    """Arrays for a Parquet file (indexed on the fly) or an index file (by its magic).
+
+    Raises:
+        UserError: ``path`` is a folder, or a file that is neither Parquet nor an index file.
+        CorruptIndexError: the Parquet or index file is damaged.
+    """
+    head, tail = _check_input(fs, path)
+    by_name = path.lower().endswith((".carbonindex", ".carbonindexmerge"))
+    if head in (MAGIC_TASK, MAGIC_MERGE) or (
+        head[:4] not in _PARQUET_MAGICS and (tail == TRAILER_MAGIC or by_name)
+    ):
         return load_index(fs, path)
     fi = read_file_index(fs, path)
     header, blooms = pack([fi])
     return load_arrays(header, lambda off, ln: blooms[off : off + ln])
 
 
+def _probe_hashes(arrs: IndexArrays, path: str, probe: dict[str, Any]) -> dict[str, int]:
+    """The bloom hash of each probe value, checked against its column's type.
+
+    Raises:
+        UserError: a probe names no column of the file, or its value does not fit the column.
+    """
+    by_name = {ca.name: ca for ca in arrs.columns}
+    out: dict[str, int] = {}
+    for name, value in probe.items():
+        ca = by_name.get(name)
+        if ca is None:
+            raise UserError(
+                f"--probe {name}={value}: {path} has no column {name!r}; "
+                f"its columns are {', '.join(by_name) or '(none)'}"
+            )
+        d = ca.desc
+        try:
+            out[name] = hash_literal(d, value)
+        except (ValueError, ArithmeticError, TypeError, struct.error) as err:
+            kind = physical_name(d.physical_type)
+            if d.logical_type:
+                kind += f" {d.logical_type}"
+            raise UserError(
+                f"--probe {name}={value}: the value does not fit column {name} ({kind}): {err}"
+            ) from err
+    return out
+
+
 def _column(
-    arrs: IndexArrays, ca: ColumnArrays, rg: int, probe: dict[str, Any] | None
+    arrs: IndexArrays, ca: ColumnArrays, rg: int, probe: dict[str, int] | None
 ) -> dict[str, Any]:
     d = ca.desc
     out: dict[str, Any] = {
@@ -82,12 +150,7 @@ def _column(
         bloom: dict[str, Any] = {"num_bytes": int(ca.bloom_length[rg])}
         if probe is not None and ca.name in probe:
             bitset = arrs.bloom_bitset(rg, ca.name)
-            try:
-                h = hash_literal(d, probe[ca.name])
-            except (ValueError, ArithmeticError) as err:
-                raise CorruptIndexError(
-                    f"probe value {probe[ca.name]!r} does not fit column {ca.name}: {err}"
-                ) from err
+            h = probe[ca.name]
             bloom["might_contain"] = bool(bitset is not None and might_contain(bitset, h))
         out["bloom"] = bloom
     return out
@@ -105,10 +168,13 @@ def inspect_path(
             type); each listed column's bloom reports ``might_contain``.
 
     Raises:
-        CorruptIndexError: the file is corrupt (or a probe value does not fit its column).
+        UserError: ``path`` is a folder or neither a Parquet nor an index file, or a probe
+            names no column of the file or has a value that does not fit the column's type.
+        CorruptIndexError: the Parquet or index file is damaged.
         UnsupportedParquetError: the Parquet file is encrypted.
     """
     arrs = index_arrays_for(fs, path)
+    hashes = _probe_hashes(arrs, path, probe) if probe else None
     files: list[dict[str, Any]] = []
     for df in arrs.files:
         first = df.first_row_group or 0
@@ -118,7 +184,7 @@ def inspect_path(
                 {
                     "index": int(arrs.rg_index[rg]),
                     "num_rows": int(arrs.rg_num_rows[rg]),
-                    "columns": [_column(arrs, ca, rg, probe) for ca in arrs.columns],
+                    "columns": [_column(arrs, ca, rg, hashes) for ca in arrs.columns],
                 }
             )
         files.append(

@@ -13,7 +13,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
-from carbonstore.errors import CorruptIndexError
+from carbonstore.errors import UserError
 from carbonstore.indexfiles._gen.carbonindex.ttypes import ValueKind
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.indexfile import build_task_index
@@ -134,5 +134,5 @@ def test_inspect_index_file_matches_parquet(written: str, tmp_path: Path) -> Non
 
 
 def test_inspect_bad_probe(written: str) -> None:
-    with pytest.raises(CorruptIndexError, match="probe value"):
+    with pytest.raises(UserError, match="does not fit column d"):
         inspect_path(pafs.LocalFileSystem(), written, {"d": "not-a-number"})

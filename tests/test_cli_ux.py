@@ -1,0 +1,138 @@
+"""User-facing behaviour of the CLI, run in-process with ``carbonstore.cli.main``.
+
+A user mistake is one line on stderr and exit 2; damage to a real file keeps its own error
+and exit 1.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+
+from carbonstore.cli import main
+from carbonstore.indexfiles.indexfile import build_task_index
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_user_error(code: int, out: str, err: str, *fragments: str) -> None:
+    assert code == 2, err
+    assert out == ""
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("carbonstore: error: "), lines[0]
+    assert "CorruptIndexError" not in lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+# ---- index inspect --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def parquet_file(tmp_path: Path) -> Path:
+    t = pa.table(
+        {
+            "id": pa.array(range(20), pa.int64()),
+            "s": pa.array([f"s{i}" for i in range(20)], pa.string()),
+        }
+    )
+    path = tmp_path / "data" / "w.parquet"
+    path.parent.mkdir()
+    pq.write_table(t, path, row_group_size=10, write_page_index=True,
+                   bloom_filter_options={"id": True, "s": True})
+    return path
+
+
+def test_inspect_folder_is_a_user_error(parquet_file: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "index", "inspect", str(parquet_file.parent))
+    assert_user_error(code, out, err, str(parquet_file.parent), "is a folder")
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [("rows.csv", b"id,s\n1,a\n2,b\n"), ("notes.txt", b"x" * 100_000), ("empty", b"")],
+)
+def test_inspect_file_of_another_kind_is_a_user_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: bytes
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    code, out, err = run(capsys, "index", "inspect", str(path))
+    assert_user_error(code, out, err, str(path), "is not a .parquet, .carbonindex or "
+                      ".carbonindexmerge file")
+
+
+def test_inspect_damaged_files_stay_corruption(parquet_file: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    data = parquet_file.read_bytes()
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(data[: len(data) // 2])
+    idx = tmp_path / "0-x.carbonindex"
+    build_task_index(pafs.LocalFileSystem(), str(parquet_file.parent), ["w.parquet"], str(idx))
+    raw = idx.read_bytes()
+    damaged_idx = tmp_path / "1-x.carbonindex"
+    damaged_idx.write_bytes(raw[: len(raw) - 10])
+    named_parquet = tmp_path / "csv.parquet"
+    named_parquet.write_bytes(b"id,s\n1,a\n" * 10)
+    for path in (truncated, damaged_idx, named_parquet):
+        code, out, err = run(capsys, "index", "inspect", str(path))
+        assert code == 1, err
+        assert out == "" and "Traceback" not in err and len(err.splitlines()) == 1
+        assert err.startswith("carbonstore: CorruptIndexError: "), err
+        assert str(path) in err
+    # the intact index file still inspects
+    code, out, err = run(capsys, "index", "inspect", str(idx), "--json")
+    assert code == 0 and err == ""
+    assert orjson.loads(out)["files"][0]["num_rows"] == 20
+
+
+@pytest.mark.parametrize(
+    ("probe", "fragments"),
+    [
+        ("id=abc", ("--probe id=abc", "does not fit column id", "INT64")),
+        ("id=99999999999999999999999", ("does not fit column id",)),
+        ("nope=1", ("has no column 'nope'", "its columns are id, s")),
+    ],
+)
+def test_inspect_bad_probe_is_a_user_error(
+    parquet_file: Path, capsys: pytest.CaptureFixture[str], probe: str,
+    fragments: tuple[str, ...],
+) -> None:
+    code, out, err = run(capsys, "index", "inspect", str(parquet_file), "--probe", probe)
+    assert_user_error(code, out, err, *fragments)
+
+
+def test_inspect_probe_same_column_twice_is_refused(
+    parquet_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "index", "inspect", str(parquet_file),
+                         "--probe", "id=3", "--probe", "s=s4", "--probe", "id=15")
+    assert_user_error(code, out, err, "column id twice", "id=3", "id=15")
+
+
+def test_inspect_probes_several_columns(parquet_file: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "index", "inspect", str(parquet_file),
+                         "--probe", "id=3", "--probe", "s=s15", "--json")
+    assert (code, err) == (0, "")
+    got = {
+        (rg["index"], c["path"]): c["bloom"]["might_contain"]
+        for rg in orjson.loads(out)["files"][0]["row_groups"]
+        for c in rg["columns"]
+    }
+    # bloom filters have no false negatives: the row group holding the value says True
+    assert got[(0, "id")] is True and got[(1, "s")] is True
+    # a 20-row bloom at the default false-positive rate rejects the other row group's value
+    assert got[(1, "id")] is False and got[(0, "s")] is False
