@@ -84,7 +84,9 @@ def test_table_lifecycle(tmp_path: Path) -> None:
 
     # --store after the command works too; -m carbonstore.cli is the same program
     r = run("describe", "sales.orders", "--store", st, "--json", module=True)
-    assert r.code == 0 and r.json() == info
+    assert r.code == 0 and r.json() == {k: v for k, v in info.items()
+                                         if k not in ("created", "differences")}
+    assert (info["created"], info["differences"]) == (True, [])
 
     r = run("--store", st, "describe", "SALES.ORDERS")
     assert r.code == 0
@@ -106,7 +108,12 @@ def test_if_not_exists(tmp_path: Path) -> None:
     assert run("--store", st, "create", "t", "--schema", "a int").code == 0
     r = run("--store", st, "create", "t", "--schema", "b int", "--if-not-exists", "--json")
     assert r.code == 0
-    assert [c["name"] for c in r.json()["columns"]] == ["a"]  # type: ignore[index]
+    info = r.json()
+    assert isinstance(info, dict)
+    assert [c["name"] for c in info["columns"]] == ["a"]
+    assert info["created"] is False
+    assert info["differences"] == ["columns: existing 'a int', given 'b int'"]
+    assert "already exists with a different definition" in r.err
 
 
 def test_show_segments(tmp_path: Path) -> None:

@@ -136,3 +136,66 @@ def test_inspect_probes_several_columns(parquet_file: Path,
     assert got[(0, "id")] is True and got[(1, "s")] is True
     # a 20-row bloom at the default false-positive rate rejects the other row group's value
     assert got[(1, "id")] is False and got[(0, "s")] is False
+
+
+# ---- create --if-not-exists -----------------------------------------------------------------
+
+
+def test_create_if_not_exists_says_the_table_exists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    st = str(tmp_path / "store")
+    schema = "id long not null, name string"
+    code, out, err = run(capsys, "--store", st, "create", "db.t", "--schema", schema,
+                         "--sort-columns", "id", "--json")
+    assert (code, err) == (0, "")
+    first = orjson.loads(out)
+    assert first["created"] is True and first["differences"] == []
+
+    # the same definition (names and lists in another case and spacing): exists, no warning
+    code, out, err = run(capsys, "--store", st, "create", "DB.T", "--schema",
+                         "ID long not null, Name string", "--sort-columns", " ID ",
+                         "--if-not-exists")
+    assert (code, err) == (0, "")
+    assert out.strip() == f"table db.t already exists at {first['location']}; not created"
+    assert "created table" not in out
+
+    code, out, err = run(capsys, "--store", st, "create", "db.t", "--schema", schema,
+                         "--sort-columns", "id", "--if-not-exists", "--json")
+    assert (code, err) == (0, "")
+    again = orjson.loads(out)
+    assert again["created"] is False and again["differences"] == []
+    assert again["columns"] == first["columns"]  # same column ids: nothing was rewritten
+
+
+def test_create_if_not_exists_warns_when_the_definition_differs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    st = str(tmp_path / "store")
+    assert run(capsys, "--store", st, "create", "db.t", "--schema", "a int",
+               "--sort-columns", "a")[0] == 0
+    schema_file = tmp_path / "store" / "db" / "t" / "Metadata" / "schema"
+    before = schema_file.read_bytes()
+
+    code, out, err = run(capsys, "--store", st, "create", "db.t", "--schema",
+                         "b long not null", "--bloom", "b", "--if-not-exists")
+    assert code == 0
+    assert out.strip().startswith("table db.t already exists at ")
+    assert "created table" not in out
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("carbonstore: warning: "), err
+    assert "table db.t already exists with a different definition" in lines[0]
+    assert "columns: existing 'a int', given 'b long not null'" in lines[0]
+    assert "property sort_columns: existing 'a', not given" in lines[0]
+    assert "property bloom_columns: not set, given 'b'" in lines[0]
+    assert schema_file.read_bytes() == before
+
+    code, out, err = run(capsys, "--store", st, "create", "db.t", "--schema", "a int",
+                         "--sort-columns", "a", "--property", "page_rows=500",
+                         "--if-not-exists", "--json")
+    assert code == 0 and "property page_rows: not set, given '500'" in err
+    info = orjson.loads(out)
+    assert info["created"] is False
+    assert info["differences"] == ["property page_rows: not set, given '500'"]
+    assert [c["name"] for c in info["columns"]] == ["a"]
+    assert schema_file.read_bytes() == before

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 from carbonstore.commands._common import (
@@ -12,6 +14,9 @@ from carbonstore.commands._common import (
     print_json,
     print_table,
 )
+from carbonstore.errors import TableExistsError
+from carbonstore.store.schema import Column, normalise_properties, parse_schema_string
+from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
 
@@ -24,7 +29,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--dictionary", help="comma-separated global dictionary columns")
     p.add_argument("--bloom", help="comma-separated bloom filter columns")
     p.add_argument("--property", action="append", metavar="KEY=VALUE", help="table property")
-    p.add_argument("--if-not-exists", action="store_true")
+    p.add_argument("--if-not-exists", action="store_true",
+                   help="exit 0 when the table exists (left unchanged; a warning says if "
+                   "its schema or properties differ)")
     add_json(p)
     p.set_defaults(func=_create)
 
@@ -59,14 +66,59 @@ def _create(args: argparse.Namespace) -> int:
         if value is not None:
             props[key] = value
     store = open_store(args)
-    table = store.create_table(
-        args.table, args.schema, properties=props, if_not_exists=args.if_not_exists
-    )
+    created = True
+    differences: list[str] = []
+    try:
+        # Without if_not_exists the store says whether *this* call created the table.
+        table = store.create_table(args.table, args.schema, properties=props)
+    except TableExistsError:
+        if not args.if_not_exists:
+            raise
+        created = False
+        table = store.table(args.table)
+        differences = _differences(table, parse_schema_string(args.schema),
+                                   normalise_properties(props))
+    if not created and differences:
+        print(
+            f"carbonstore: warning: table {table.name} already exists with a different "
+            f"definition; it was left unchanged: {'; '.join(differences)}",
+            file=sys.stderr,
+        )
     if args.json:
-        print_json(table.describe())
-    else:
+        print_json(table.describe() | {"created": created, "differences": differences})
+    elif created:
         print(f"created table {table.name} at {table.paths.root}")
+    else:
+        print(f"table {table.name} already exists at {table.paths.root}; not created")
     return 0
+
+
+def _column_text(columns: Sequence[Column]) -> str:
+    return ", ".join(f"{c.name} {c.type}" + ("" if c.nullable else " not null") for c in columns)
+
+
+def _same_value(a: str, b: str) -> bool:
+    def norm(v: str) -> list[str]:
+        return [p.strip().lower() for p in v.split(",")]
+
+    return norm(a) == norm(b)
+
+
+def _differences(table: Table, columns: Sequence[Column], props: dict[str, str]) -> list[str]:
+    """How the given schema and properties differ from the existing table's (empty: same)."""
+    out: list[str] = []
+    have = table.schema.columns
+    if _column_text(have) != _column_text(columns):
+        out.append(f"columns: existing '{_column_text(have)}', given '{_column_text(columns)}'")
+    stored = table.schema.properties
+    for key in sorted(set(stored) | set(props)):
+        old, new = stored.get(key), props.get(key)
+        if old is not None and new is not None and _same_value(old, new):
+            continue
+        show_old = "not set" if old is None else f"existing {old!r}"
+        show_new = "not given" if new is None else f"given {new!r}"
+        out.append(f"property {key}: {show_old}, {show_new}")
+    return out
 
 
 def _describe(args: argparse.Namespace) -> int:
