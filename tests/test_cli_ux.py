@@ -199,3 +199,44 @@ def test_create_if_not_exists_warns_when_the_definition_differs(
     assert info["differences"] == ["property page_rows: not set, given '500'"]
     assert [c["name"] for c in info["columns"]] == ["a"]
     assert schema_file.read_bytes() == before
+
+
+# ---- compact --type custom ------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_segments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """A store whose table default.t has segments 0 and 1 (adopted Parquet files)."""
+    st = str(tmp_path / "store")
+    folder = tmp_path / "parquet"
+    folder.mkdir()
+    pq.write_table(pa.table({"id": pa.array(range(5), pa.int64())}), folder / "a.parquet")
+    assert run(capsys, "--store", st, "create", "t", "--schema", "id long")[0] == 0
+    for _ in range(2):
+        assert run(capsys, "--store", st, "add-segment", "t", "--path", str(folder))[0] == 0
+    return st
+
+
+def _segments(capsys: pytest.CaptureFixture[str], st: str) -> list[tuple[str, str]]:
+    code, out, _ = run(capsys, "--store", st, "show-segments", "t", "--json")
+    assert code == 0
+    return [(r["id"], r["status"]) for r in orjson.loads(out)]
+
+
+def test_custom_compaction_of_one_segment_is_refused(
+    two_segments: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    st = two_segments
+    for ids in ("0", "1,"):
+        code, out, err = run(capsys, "--store", st, "compact", "t", "--type", "custom",
+                             "--segments", ids, "--engine", "local")
+        assert_user_error(code, out, err, "at least two segments", "got only")
+    assert _segments(capsys, st) == [("0", "Success"), ("1", "Success")]
+    assert sorted(p.name for p in (Path(st) / "default" / "t" / "Fact" / "Part0").iterdir()) == [
+        "Segment_0", "Segment_1"
+    ]
+    # two segments still merge
+    code, out, err = run(capsys, "--store", st, "compact", "t", "--type", "custom",
+                         "--segments", "0,1", "--engine", "local", "--json")
+    assert (code, err) == (0, "")
+    assert [m["output"] for m in orjson.loads(out)["merged"]] == ["0.1"]

@@ -221,16 +221,24 @@ def plan_major(
 
 
 def plan_custom(snapshot: TableStatusSnapshot, segment_ids: Sequence[str] | None) -> MergeGroup:
-    """Exactly the given segments; every one must exist, be Success and not yet compacted.
+    """Exactly the given segments, at least two; every one must exist, be readable
+    (Success or Partial Success) and not yet compacted.
 
     Raises:
-        CompactionError: no ids, or an id that is missing, compacted or not loaded successfully.
+        CompactionError: no ids, a single id, an id given twice, or an id that is missing,
+            compacted or not readable.
     """
     ids = [s.strip() for s in (segment_ids or []) if s.strip()]
     if not ids:
         raise CompactionError("Segment ids should not be empty: pass --segments 1,2,3")
     if len(set(ids)) != len(ids):
         raise CompactionError(f"segment ids {','.join(ids)} name a segment twice")
+    if len(ids) < 2:
+        # As minor and major: merging one segment would only rewrite it under a new id.
+        raise CompactionError(
+            f"custom compaction merges at least two segments, got only {ids[0]}: "
+            "pass two or more ids, e.g. --segments 1,2"
+        )
     for sid in ids:
         e = snapshot.find(sid)
         if e is None:
