@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections import defaultdict
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 
@@ -134,8 +137,8 @@ def test_not_null_violations_are_redirected_by_tasks(spark, store: Store, tmp_pa
     path.write_text("id,name\n1,a\n,b\n3,c\n")
     caplog.set_level(logging.INFO, logger=LOGGER)
     got = {}
-    for name, st in (("fast", store), ("slow", _spark_store(store))):
-        table = st.create_table(f"db.{name}", "id int not null, name string")
+    for name, target in (("fast", store), ("slow", _spark_store(store))):
+        table = target.create_table(f"db.{name}", "id int not null, name string")
         entry = load(table, str(path), spark=spark, options={
             "bad_records_action": "redirect", "bad_record_path": str(tmp_path / "bad")})
         folder = tmp_path / "bad" / "db" / name / entry.load_name
@@ -155,3 +158,80 @@ def test_missing_input_is_refused_before_a_segment(spark, store: Store, tmp_path
     with pytest.raises(UserError, match="does not exist"):
         load(table, str(tmp_path / name), spark=spark)
     assert len(table.status.read().entries) == 0
+
+
+# Texts per column type that both parsers read alike ...
+CLEAN = {
+    "qty": ["0", "-7", "2147483647", "", "007"],
+    "price": ["1.5", "NaN", "-Inf", "", "-0.0", "1e-3", "Infinity"],
+    "flag": ["true", "FALSE", "True", ""],
+    "day": ["2024-02-29", "1970-01-01", ""],
+    "ts": ["2024-01-01 10:00:00", "2024-01-01T10:00:00.5", "2024-01-01", ""],
+    "amount": ["12.5", "1e2", "-0.01", "", "99999.99"],
+    "name": ["Zoë", '"a,b"', "", "x y", '"q"', "東京"],
+}
+# ... and forms only Spark decides, or bad ones.
+AWKWARD = {
+    "qty": ["+5", "x", "1.0"],
+    "price": ["nan", "1e400", "abc"],
+    "flag": ["1", "yes"],
+    "day": ["2024-1-1", "2024-02-30"],
+    "ts": ["x", "2024-01-01T10:00:00+02:00"],
+    "amount": ["1.234"],
+    "name": ["a\\b", '""'],
+}
+
+
+class _Messages(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+_TABLES = itertools.count()
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_whole_loads_agree_with_spark(spark, store: Store, tmp_path_factory, data) -> None:  # type: ignore[no-untyped-def]
+    """Random files of clean and awkward values: a load with task parsing (or its fallback)
+    ends exactly as a load through Spark's reader - status, counts and rows."""
+    folder = tmp_path_factory.mktemp("whole")
+    n_files = data.draw(st.integers(1, 3))
+    clean = data.draw(st.booleans())
+    pool = CLEAN if clean else {c: CLEAN[c] + AWKWARD[c] for c in CLEAN}
+    names = ["id", *data.draw(st.permutations(list(CLEAN)))]
+    next_id = 0
+    for f in range(n_files):
+        n = data.draw(st.integers(1, 40))
+        lines = [",".join(names)]
+        for _ in range(n):
+            cells = [str(next_id)] + [data.draw(st.sampled_from(pool[c])) for c in names[1:]]
+            lines.append(",".join(cells))
+            next_id += 1
+        (folder / f"p{f}.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    split = data.draw(st.sampled_from(["200", "128MB"]))
+    spark.conf.set("spark.sql.files.maxPartitionBytes", split)
+    spark.conf.set("spark.sql.files.openCostInBytes", "0")
+    seen = _Messages()
+    logging.getLogger(LOGGER).addHandler(seen)
+    logging.getLogger(LOGGER).setLevel(logging.INFO)
+    try:
+        got = []
+        k = next(_TABLES)
+        for name, st_ in (("t", store), ("s", _spark_store(store))):
+            table = st_.create_table(f"db.w{name}{k}", SCHEMA)
+            entry = load(table, str(folder), spark=spark,
+                         options={"bad_records_action": "force"})
+            got.append((entry.status, entry.row_count, entry.bad_record_count, _rows(table)))
+    finally:
+        logging.getLogger(LOGGER).removeHandler(seen)
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+        spark.conf.unset("spark.sql.files.openCostInBytes")
+    assert got[0] == got[1]
+    if clean:  # the task parser read it, and nothing fell back
+        assert any("CSV parsed by" in m for m in seen.messages), seen.messages
