@@ -6,6 +6,7 @@ and exit 1.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -16,6 +17,8 @@ import pytest
 
 from carbonstore.cli import main
 from carbonstore.indexfiles.indexfile import build_task_index
+from carbonstore.store import Store
+from carbonstore.store.tablestatus import FAILURE, PARTIAL_SUCCESS
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -240,3 +243,43 @@ def test_custom_compaction_of_one_segment_is_refused(
                          "--segments", "0,1", "--engine", "local", "--json")
     assert (code, err) == (0, "")
     assert [m["output"] for m in orjson.loads(out)["merged"]] == ["0.1"]
+
+
+def _rewrite_entry(st: str, load_name: str, **changes: object) -> None:
+    """Change one tablestatus entry in place (a state a load or a crash can leave)."""
+    table = Store(st).table("t")
+    table.status.update(
+        lambda snap: [replace(e, **changes) if e.load_name == load_name else e
+                      for e in snap.entries]
+    )
+
+
+def test_custom_compaction_status_message_matches_what_is_accepted(
+    two_segments: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    st = two_segments
+    table = Store(st).table("t")
+    failed = table.status.allocate()
+    table.status.set_status(failed.load_name, FAILURE)
+    code, out, err = run(capsys, "--store", st, "compact", "t", "--type", "custom",
+                         "--segments", f"0,{failed.load_name}", "--engine", "local")
+    assert_user_error(code, out, err, f"segment {failed.load_name} has status 'Failure'",
+                      "only Success or Partial Success segments can be compacted")
+
+    # an invisible Success segment is refused for what it is, not for its status
+    _rewrite_entry(st, "1", visibility=False)
+    code, out, err = run(capsys, "--store", st, "compact", "t", "--type", "custom",
+                         "--segments", "0,1", "--engine", "local")
+    assert_user_error(code, out, err, "segment 1 is invisible")
+    assert "has status" not in err
+
+    # what the message promises: a Partial Success segment is compacted
+    _rewrite_entry(st, "1", visibility=True, status=PARTIAL_SUCCESS)
+    code, out, err = run(capsys, "--store", st, "compact", "t", "--type", "custom",
+                         "--segments", "0,1", "--engine", "local", "--json")
+    assert (code, err) == (0, "")
+    merged = orjson.loads(out)["merged"]
+    assert [(m["output"], m["sources"], m["rows"]) for m in merged] == [("0.1", ["0", "1"], 10)]
+    assert dict(_segments(capsys, st)) == {
+        "0": "Compacted", "1": "Compacted", failed.load_name: "Failure", "0.1": "Success"
+    }

@@ -250,9 +250,15 @@ def plan_custom(snapshot: TableStatusSnapshot, segment_ids: Sequence[str] | None
                 f"segment {sid} is already compacted into {e.merged_load_name}; "
                 f"compact {e.merged_load_name} instead"
             )
+        if e.status not in READABLE_STATUSES:
+            raise CompactionError(
+                f"segment {sid} has status {e.status!r}; only Success or Partial Success "
+                "segments can be compacted"
+            )
         if not e.readable:
             raise CompactionError(
-                f"segment {sid} has status {e.status!r}; only Success segments can be compacted"
+                f"segment {sid} is invisible (tablestatus visibility false); only visible "
+                "segments can be compacted"
             )
     names = tuple(sorted(ids, key=segment_sort_key))
     return MergeGroup(compaction_type="custom", sources=names, output=next_compacted_name(names[0]))
