@@ -55,6 +55,7 @@ __all__ = [
     "Fallback",
     "NeedsSparkParser",
     "csv_task",
+    "distinct_task",
     "pack_splits",
     "read_splits",
     "sort_like_spark",
@@ -353,3 +354,26 @@ def csv_task(
         )
     except NeedsSparkParser as err:
         return Fallback(task_id, str(err))
+
+
+def distinct_task(
+    scan: CsvScan, splits: Sequence[CsvSplit], columns: Sequence[str], *, task_id: str
+) -> dict[str, pa.Array] | Fallback:
+    """The distinct values of ``columns`` in ``splits`` (a load's dictionary pass).
+
+    Every column is parsed, so a split that needs Spark's reader says so here, before any
+    dictionary value is committed.
+    """
+    seen: dict[str, list[pa.Array]] = {c: [] for c in columns}
+    try:
+        for batch in read_splits(scan, splits, pafs.LocalFileSystem()):
+            for c in columns:
+                seen[c].append(pc.unique(batch.column(c)))
+    except NeedsSparkParser as err:
+        return Fallback(task_id, str(err))
+    schema = arrow_schema(scan.columns)
+    return {
+        c: pc.unique(pa.chunked_array(parts, type=schema.field(c).type))
+        if parts else pa.array([], schema.field(c).type)
+        for c, parts in seen.items()
+    }

@@ -8,8 +8,8 @@ through the JVM but the small commit messages.
 It is taken when the load is one this parser reads exactly as Spark's CSV reader would
 (:func:`plan_csv_tasks` says None otherwise): local files (a path every executor sees,
 as for Spark's own reader), uncompressed, UTF-8; the options ``header``, ``delimiter``,
-``quotechar``, ``escapechar`` and ``nullvalue`` only (single characters); no dictionary
-or binary columns; NO_SORT or LOCAL_SORT; a UTC session time zone when the table has
+``quotechar``, ``escapechar`` and ``nullvalue`` only (single characters); no binary
+columns; NO_SORT or LOCAL_SORT; a UTC session time zone when the table has
 timestamps; and ``carbon.load.csv.parser`` left at ``auto``. When a task meets a value only
 Spark decides (a doubled or stray quote, a bad record, ...), every task's files are dropped and the load
 reads the input through Spark's CSV reader into the same segment.
@@ -23,15 +23,23 @@ import glob
 import io
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
 from carbonstore.errors import SchemaError
 from carbonstore.segments.commit import commit_segment
-from carbonstore.segments.csvparse import CsvScan, CsvSplit, Fallback, csv_task, pack_splits
+from carbonstore.segments.csvparse import (
+    CsvScan,
+    CsvSplit,
+    Fallback,
+    csv_task,
+    distinct_task,
+    pack_splits,
+)
 from carbonstore.segments.load import LoadOptions
 from carbonstore.segments.writer import ColumnSpec, TaskResult, WriteSettings
 from carbonstore.store.table import Table
@@ -197,7 +205,7 @@ def plan_csv_tasks(
     if not delimiter.isascii() or delimiter in (quote, escape):
         return None
     schema = table.schema
-    if schema.dictionary_columns or any(c.type.name not in _TYPES for c in schema.columns):
+    if any(c.type.name not in _TYPES for c in schema.columns):
         return None
     if opts.sort_scope == "global_sort":
         return None
@@ -234,16 +242,34 @@ def plan_csv_tasks(
     return CsvPlan(scan, tuple(tuple(t) for t in tasks), total)
 
 
+def _task_id() -> str:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return f"{ctx.partitionId():05d}-{ctx.attemptNumber()}" if ctx else "00000-0"
+
+
 def _task(
     scan: CsvScan, settings: WriteSettings, local_sort: bool,
     packs: Iterator[tuple[CsvSplit, ...]],
 ) -> Iterator[TaskResult | Fallback]:
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    task_id = f"{ctx.partitionId():05d}-{ctx.attemptNumber()}" if ctx else "00000-0"
     splits = [s for pack in packs for s in pack]
-    yield csv_task(scan, settings, splits, task_id=task_id, local_sort=local_sort)
+    yield csv_task(scan, settings, splits, task_id=_task_id(), local_sort=local_sort)
+
+
+def _distinct(
+    scan: CsvScan, columns: tuple[str, ...], packs: Iterator[tuple[CsvSplit, ...]]
+) -> Iterator[dict[str, pa.Array] | Fallback]:
+    splits = [s for pack in packs for s in pack]
+    yield distinct_task(scan, splits, columns, task_id=_task_id())
+
+
+def _fallback(table: Table, results: Sequence[object]) -> bool:
+    fallbacks = [r for r in results if isinstance(r, Fallback)]
+    if fallbacks:
+        log.info("load of %s reads through Spark's CSV reader: %s", table.name,
+                 fallbacks[0].reason)
+    return bool(fallbacks)
 
 
 def run_csv_tasks(
@@ -254,28 +280,43 @@ def run_csv_tasks(
     *,
     local_sort: bool,
     overwrite: bool,
+    prebuilt: Mapping[str, str] | None = None,
 ) -> bool:
     """Run the plan's tasks and commit the segment; False: a task needs Spark's reader.
 
+    A table with global dictionaries first runs a pass of tasks that collect the distinct
+    values of its dictionary columns (not those given by ``prebuilt`` files), which the
+    driver adds to the dictionaries before the write tasks encode with them.
+
     On False nothing of the tasks is left: the segment folder and its bad-record folder are
-    empty again, the tablestatus entry still ``In Progress``.
+    empty again, the tablestatus entry still ``In Progress``, no dictionary value added.
     """
     sc = spark.sparkContext
-    sc.setJobDescription(
-        f"load {table.name} segment {settings.segment_id}: parse CSV and write "
-        f"({len(plan.tasks)} tasks)"
-    )
+    rdd = sc.parallelize(list(plan.tasks), len(plan.tasks))
+    what = f"load {table.name} segment {settings.segment_id}"
     try:
-        rdd = sc.parallelize(list(plan.tasks), len(plan.tasks))
+        if table.schema.dictionary_columns:
+            from carbonstore.dictionary import prepare_dictionaries
+
+            cols = tuple(c for c in table.schema.dictionary_columns if c not in (prebuilt or {}))
+            distinct: dict[str, pa.Array] = {}
+            if cols:
+                sc.setJobDescription(f"{what}: distinct values of {', '.join(cols)}")
+                found = rdd.mapPartitions(functools.partial(_distinct, plan.scan, cols)).collect()
+                if _fallback(table, found):
+                    return False
+                distinct = {
+                    c: pa.concat_arrays([f[c] for f in found if isinstance(f, dict)])
+                    for c in cols
+                }
+            prepare_dictionaries(table, distinct, settings.segment_id, prebuilt=prebuilt)
+        sc.setJobDescription(f"{what}: parse CSV and write ({len(plan.tasks)} tasks)")
         results = rdd.mapPartitions(
             functools.partial(_task, plan.scan, settings, local_sort)
         ).collect()
     finally:
         sc.setJobDescription(None)  # type: ignore[arg-type]
-    fallbacks = [r for r in results if isinstance(r, Fallback)]
-    if fallbacks:
-        log.info("load of %s reads through Spark's CSV reader: %s", table.name,
-                 fallbacks[0].reason)
+    if _fallback(table, results):
         _discard(table, settings)
         return False
     log.info("load of %s segment %s: CSV parsed by %d tasks", table.name, settings.segment_id,

@@ -8,6 +8,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -235,3 +236,24 @@ def test_whole_loads_agree_with_spark(spark, store: Store, tmp_path_factory, dat
     assert got[0] == got[1]
     if clean:  # the task parser read it, and nothing fell back
         assert any("CSV parsed by" in m for m in seen.messages), seen.messages
+
+
+def test_dictionary_columns_load_through_tasks_as_through_spark(spark, store: Store, tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    from carbonstore.dictionary.column import dictionary_column, load_dictionary
+
+    _write_inputs(tmp_path / "in", copies=2)
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    props = {"dictionary_include": "name"}
+    got = {}
+    for label, target in (("fast", store), ("slow", _spark_store(store))):
+        caplog.clear()
+        table = target.create_table(f"db.d{label}", SCHEMA, properties=props)
+        entry = load(table, str(tmp_path / "in"), spark=spark)
+        assert ("CSV parsed by" in caplog.text) is (label == "fast")
+        values = load_dictionary(table, dictionary_column(table, "name")).values
+        got[label] = (entry.status, entry.row_count,
+                      sorted(v for v in values.to_pylist() if v is not None))
+        raw = read_segment(table, entry.load_name)
+        assert pa.types.is_integer(raw.schema.field("name").type)  # stored as surrogates
+    assert got["fast"] == got["slow"]
+    assert got["fast"][1] == 10 and "Zoë 東京" in got["fast"][2]
