@@ -7,8 +7,9 @@ NaNs, trues/falses, low/high, lengths) come from pyarrow.compute kernels; distin
 from DataSketches HLL.
 
 The HLL sketch takes one value per Python call, so few values may reach it: keys are
-hashed with numpy exactly as DataSketches hashes them, and once the sketch is in HLL mode
-only the keys that raise one of its registers are handed over (see
+hashed exactly as DataSketches hashes them, by compiled kernels
+(:mod:`carbonstore.segments.hll_native`) or, without numba, by numpy, and once the sketch is
+in HLL mode only the keys that raise one of its registers are handed over (see
 ``_Column._update_sketch``). A probe of each batch decides whether reducing it with
 ``pyarrow.compute.unique`` first pays for itself. Values are handed
 over as Python ints (integral, date, timestamp and decimal columns: their 64-bit integer
@@ -20,8 +21,11 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import logging
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -62,11 +66,15 @@ __all__ = [
     "compute_segment_statistics",
     "hll_slots",
     "key_slots",
+    "key_slots_numpy",
+    "raise_registers",
     "spark_type_of_arrow",
     "store_accumulated",
     "store_task_statistics",
     "table_column_specs",
 ]
+
+log = logging.getLogger(__name__)
 
 _WARMUP_KEYS = 4096  # keys handed over between checks of the sketch's mode
 _WARMUP_PREFIX = 65536  # keys of a long batch that warm a new sketch up to HLL mode
@@ -252,14 +260,62 @@ def _slots_ranks(h1: np.ndarray, h2: np.ndarray, lg_k: int) -> tuple[np.ndarray,
     return slot, rank
 
 
+def _native() -> ModuleType | None:
+    """The compiled kernels (:mod:`carbonstore.segments.hll_native`), or None without numba
+    or when ``CARBONSTORE_NATIVE_HLL=0``; the numpy functions here then compute the same."""
+    global _native_module
+    if _native_module is _UNSET:
+        module: ModuleType | None = None
+        if os.environ.get("CARBONSTORE_NATIVE_HLL", "1") != "0":
+            try:
+                from carbonstore.segments import hll_native as module
+            except ImportError:
+                module = None
+            except (RuntimeError, OSError) as err:  # numba found no folder to cache code in
+                log.warning("column statistics are hashed with numpy: %s", err)
+                module = None
+        _native_module = module
+    return _native_module  # type: ignore[return-value]
+
+
+_UNSET = object()
+_native_module: object = _UNSET
+
+
+def _string_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, bytes, the bytes' whole 8-byte words) of a string/large_string array."""
+    off_type = np.int64 if pa.types.is_large_string(keys.type) else np.int32
+    offsets = np.frombuffer(keys.buffers()[1], dtype=off_type)[
+        keys.offset: keys.offset + len(keys) + 1]
+    buf = keys.buffers()[2]
+    data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(8, np.uint8)
+    if data.ctypes.data % 8:  # Arrow allocates aligned; a foreign buffer may not be
+        data = data.copy()
+    return offsets, data, data[: len(data) // 8 * 8].view(np.uint64)
+
+
+def _is_strings(keys: pa.Array) -> bool:
+    return pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)
+
+
 def key_slots(keys: pa.Array, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(slot, rank) of each sketch key (int64, float64 or string; no nulls).
+    """(slot, rank) of each sketch key (int64, float64 or string; no nulls)."""
+    native = _native()
+    if native is None:
+        return key_slots_numpy(keys, lg_k)
+    if _is_strings(keys):
+        return native.slots_ranks_strings(*_string_buffers(keys), lg_k)  # type: ignore[no-any-return]
+    return native.slots_ranks_words(_hash_words(keys.to_numpy()), lg_k)  # type: ignore[no-any-return]
+
+
+def key_slots_numpy(keys: pa.Array, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`key_slots` with numpy.
 
     Hashed in chunks of ``_HASH_CHUNK`` keys: the temporaries of some forty numpy steps
     then stay small (cache-resident, reused by the allocator) instead of fresh
     page-faulting megabytes per step, which is several times faster.
     """
-    strings = pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)
+    strings = _is_strings(keys)
     slots, ranks = [], []
     for lo in range(0, len(keys), _HASH_CHUNK):
         part = keys.slice(lo, _HASH_CHUNK)
@@ -273,6 +329,29 @@ def key_slots(keys: pa.Array, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
     if len(slots) == 1:
         return slots[0], ranks[0]
     return np.concatenate(slots), np.concatenate(ranks)
+
+
+def raise_registers(keys: pa.Array, registers: np.ndarray) -> np.ndarray:
+    """Raise the HLL ``registers`` in place by each key's rank; a mask of the keys that
+    raised their register when they came (a key left out changes no sketch)."""
+    native = _native()
+    if native is not None:
+        if _is_strings(keys):
+            return native.raise_registers_strings(  # type: ignore[no-any-return]
+                *_string_buffers(keys), registers)
+        return native.raise_registers_words(  # type: ignore[no-any-return]
+            _hash_words(keys.to_numpy()), registers)
+    lg_k = int(len(registers)).bit_length() - 1
+    slot, rank = key_slots_numpy(keys, lg_k)
+    # Keys are compared with the registers as they were before their chunk, so every key
+    # that raises a register on the way is kept, in order (and a few that do not).
+    keep = np.empty(len(keys), dtype=bool)
+    step = max(_WARMUP_KEYS, len(registers))
+    for lo in range(0, len(keys), step):
+        s, r = slot[lo: lo + step], rank[lo: lo + step]
+        keep[lo: lo + step] = r > registers[s]
+        np.maximum.at(registers, s, r)
+    return keep
 
 
 def spark_type_of_arrow(t: pa.DataType) -> str:
@@ -447,6 +526,8 @@ class _Column:
         distinct key reaches the sketch, so ``unique`` pays unless nearly all are
         distinct; in HLL mode hashing every key is cheaper than ``unique`` unless few are.
         """
+        if self.hll_mode and _native() is not None:
+            return keys  # the compiled register pass costs less than any table of values
         probe = keys.slice(0, _PROBE_KEYS)
         share = pc.count_distinct(probe).as_py() / len(probe)
         limit = _SPARSE_SHARE if self.hll_mode else _DENSE_SHARE
@@ -454,24 +535,18 @@ class _Column:
 
     def _add_keys(self, sketch: hll_sketch, keys: pa.Array, registers: np.ndarray) -> None:
         keys = self._distinct(keys)
-        slot, rank = key_slots(keys, self.lg_k)
         n, start = len(keys), 0
         while not self.hll_mode and start < n:
-            stop = min(n, start + _WARMUP_KEYS)
-            self._feed(keys.slice(start, stop - start))
-            np.maximum.at(registers, slot[start:stop], rank[start:stop])
+            chunk = keys.slice(start, _WARMUP_KEYS)
+            self._feed(chunk)
+            np.maximum.at(registers, *key_slots(chunk, self.lg_k))
             self.hll_mode = "Current Mode   : HLL" in sketch.to_string()
-            start = stop
-        # Keys are compared with the registers as they were before their chunk, so every
-        # key that raises a register on the way is handed over, in order: the sketch sees
-        # the same register changes as with every key, and its HIP estimate is the same.
-        step = max(_WARMUP_KEYS, len(registers))
-        for lo in range(start, n, step):
-            hi = min(n, lo + step)
-            s, r = slot[lo:hi], rank[lo:hi]
-            keep = r > registers[s]
-            np.maximum.at(registers, s, r)
-            self._feed(keys.slice(lo, hi - lo).filter(pa.array(keep)))
+            start += len(chunk)
+        if start < n:
+            # The sketch sees the same register changes, in the same order, as with every
+            # key, so its HIP estimate is the same too.
+            rest = keys.slice(start)
+            self._feed(rest.filter(pa.array(raise_registers(rest, registers))))
 
     def _feed(self, keys: pa.Array) -> None:
         if self.sketch is None or len(keys) == 0:

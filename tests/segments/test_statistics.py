@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import CorruptMetadataError, UserError
+from carbonstore.segments import hll_native, sketches
 from carbonstore.segments.sketches import StatsAccumulator
 from carbonstore.segments.statistics import (
     DEFAULT_LG_K,
@@ -206,9 +207,13 @@ def _keys(kind: str, n: int, ndv: int) -> pa.Array:
 @pytest.mark.parametrize("kind", ["long", "double", "string"])
 @pytest.mark.parametrize("ndv", [3, 2000, 60_000])
 @pytest.mark.parametrize("batch_rows", [16384, 150_000])
-def test_sketch_matches_plain_value_by_value_updates(kind: str, ndv: int, batch_rows: int) -> None:
-    """Dedup per batch and the numpy-hashed pre-filter give the sketch a plain loop gives
-    (small batches, and batches long enough to warm the sketch up on a prefix)."""
+@pytest.mark.parametrize("native", [True, False], ids=["compiled", "numpy"])
+def test_sketch_matches_plain_value_by_value_updates(
+    kind: str, ndv: int, batch_rows: int, native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dedup per batch and the hashed pre-filter (compiled or numpy) give the sketch a plain
+    loop gives (small batches, and batches long enough to warm the sketch up on a prefix)."""
+    monkeypatch.setattr(sketches, "_native_module", hll_native if native else None)
     keys = _keys(kind, 200_000, ndv)
     acc = StatsAccumulator(pa.schema([("c", keys.type)]))
     for batch in pa.table({"c": keys}).to_batches(max_chunksize=batch_rows):

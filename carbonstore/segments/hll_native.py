@@ -1,0 +1,232 @@
+"""Compiled HLL kernels: MurmurHash3_x64_128 as DataSketches hashes a value, the slot and
+rank of each key, and the register update of an HLL sketch, as loops over a batch's keys.
+
+numba compiles them on first use in a process and caches the machine code on disk, so later
+processes load it instead. Importing this module imports numba: import it only where
+statistics are computed (:mod:`carbonstore.segments.sketches` does, and falls back to its numpy
+implementation of the same hash when numba is missing). The tests hold both to DataSketches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+from numba.cpython.unsafe.numbers import leading_zeros as _ctlz
+
+__all__ = ["raise_registers_strings", "raise_registers_words", "slots_ranks_strings",
+           "slots_ranks_words"]
+
+_U = np.uint64
+_C1 = _U(0x87C37B91114253D5)
+_C2 = _U(0x4CF5AD432745937F)
+_F1 = _U(0xFF51AFD7ED558CCD)
+_F2 = _U(0xC4CEB9FE1A85EC53)
+_M1 = _U(0x52DCE729)
+_M2 = _U(0x38495AB5)
+_SEED = _U(9001)
+_EMPTY = _U(0xFFFFFFFFFFFFFFFF)  # "" is hashed as the int64 -1 (see sketches.py)
+_3, _5, _8, _27, _31, _33 = _U(3), _U(5), _U(8), _U(27), _U(31), _U(33)
+_1, _63, _64 = _U(1), _U(63), _U(64)
+_ONES = _U(0xFFFFFFFFFFFFFFFF)
+_OPTS: dict[str, Any] = {"cache": True, "nogil": True, "boundscheck": False,
+                         "error_model": "numpy"}
+_INLINE: dict[str, Any] = {**_OPTS, "inline": "always"}
+leading_zeros: Any = _ctlz  # an LLVM intrinsic (ctlz), callable in compiled code only
+
+
+@njit(**_INLINE)
+def _rotl(x: Any, r: Any) -> Any:
+    return (x << r) | (x >> (_64 - r))
+
+
+@njit(**_INLINE)
+def _fmix(k: Any) -> Any:
+    k ^= k >> _33
+    k *= _F1
+    k ^= k >> _33
+    k *= _F2
+    k ^= k >> _33
+    return k
+
+
+@njit(**_INLINE)
+def _mask(n: Any) -> Any:
+    """The low ``n`` (0..8) bytes of a word set (two shifts: one by 64 is undefined)."""
+    shift = _U(64 - 8 * n)
+    half = shift >> _1
+    return (_ONES >> half) >> (shift - half)
+
+
+@njit(**_INLINE)
+def _word(words: Any, p: Any) -> Any:
+    """The 8 bytes at ``p`` as a little-endian word: two aligned loads and no branch
+    (``words`` are the buffer's whole words; the one after ``p``'s must exist)."""
+    q = p >> 3
+    r = _U(p & 7) << _3
+    return (words[q] >> r) | ((words[q + 1] << _1) << (_63 - r))
+
+
+@njit(**_INLINE)
+def _bytes(data: Any, p: Any, n: Any) -> Any:
+    """The ``n`` (0..8) bytes at ``p`` as a little-endian word (the buffer's last bytes)."""
+    k = _U(0)
+    for i in range(n):
+        k |= _U(data[p + i]) << _U(8 * i)
+    return k
+
+
+@njit(**_INLINE)
+def _finish(h1: Any, h2: Any, length: Any) -> tuple[Any, Any]:
+    h1 ^= length
+    h2 ^= length
+    h1 += h2
+    h2 += h1
+    h1 = _fmix(h1)
+    h2 = _fmix(h2)
+    h1 += h2
+    h2 += h1
+    return h1, h2
+
+
+@njit(**_INLINE)
+def _murmur_word(w: Any) -> tuple[Any, Any]:
+    k1 = w * _C1
+    k1 = _rotl(k1, _31)
+    k1 *= _C2
+    return _finish(_SEED ^ k1, _SEED, _8)
+
+
+@njit(**_INLINE)
+def _block(h1: Any, h2: Any, k1: Any, k2: Any) -> tuple[Any, Any]:
+    """One 16-byte block of MurmurHash3_x64_128."""
+    k1 *= _C1
+    k1 = _rotl(k1, _31)
+    k1 *= _C2
+    h1 ^= k1
+    h1 = _rotl(h1, _27)
+    h1 += h2
+    h1 = h1 * _5 + _M1
+    k2 *= _C2
+    k2 = _rotl(k2, _33)
+    k2 *= _C1
+    h2 ^= k2
+    h2 = _rotl(h2, _31)
+    h2 += h1
+    h2 = h2 * _5 + _M2
+    return h1, h2
+
+
+@njit(**_INLINE)
+def _tail(h1: Any, h2: Any, k1: Any, k2: Any, length: Any) -> tuple[Any, Any]:
+    """The last bytes (as two words, zero past the end) and the finalization. A tail of no
+    bytes gives zero words, which change nothing, so no branch is needed."""
+    k2 *= _C2
+    k2 = _rotl(k2, _33)
+    k2 *= _C1
+    h2 ^= k2
+    k1 *= _C1
+    k1 = _rotl(k1, _31)
+    k1 *= _C2
+    h1 ^= k1
+    return _finish(h1, h2, _U(length))
+
+
+@njit(**_INLINE)
+def _murmur_bytes(data: Any, start: Any, length: Any) -> tuple[Any, Any]:
+    """The hash of ``length`` bytes at ``start``, one byte at a time."""
+    h1 = _SEED
+    h2 = _SEED
+    p = start
+    for _ in range(length >> 4):
+        h1, h2 = _block(h1, h2, _bytes(data, p, 8), _bytes(data, p + 8, 8))
+        p += 16
+    rest = length & 15
+    low = min(rest, 8)
+    return _tail(h1, h2, _bytes(data, p, low), _bytes(data, p + 8, rest - low), length)
+
+
+@njit(**_INLINE)
+def _slot_rank(h1: Any, h2: Any, mask: Any) -> tuple[Any, Any]:
+    """Slot: low bits of h1; rank: leading zeros of h2 plus one, at most 63."""
+    return np.intp(h1 & mask), np.uint8(min(leading_zeros(h2), 62) + 1)
+
+
+@njit(**_INLINE)
+def _lg(n: Any) -> Any:
+    """log2 of a power of two."""
+    return 63 - leading_zeros(np.uint64(n))
+
+
+@njit(**_INLINE)
+def _raise(slots: Any, ranks: Any, registers: Any) -> Any:
+    keep = np.zeros(len(slots), np.bool_)
+    for i in range(len(slots)):
+        if ranks[i] > registers[slots[i]]:
+            registers[slots[i]] = ranks[i]
+            keep[i] = True
+    return keep
+
+
+@njit(**_OPTS)
+def slots_ranks_words(words: Any, lg_k: int) -> tuple[Any, Any]:
+    n = len(words)
+    slots = np.empty(n, np.intp)
+    ranks = np.empty(n, np.uint8)
+    mask = _U((1 << lg_k) - 1)
+    for i in range(n):
+        h1, h2 = _murmur_word(words[i])
+        slots[i], ranks[i] = _slot_rank(h1, h2, mask)
+    return slots, ranks
+
+
+@njit(**_OPTS)
+def raise_registers_words(words: Any, registers: Any) -> Any:
+    """Raise each key's register to its rank, in order; True where a key raised one.
+
+    Hashing first, then the registers, lets the hashing loop run on SIMD lanes.
+    """
+    slots, ranks = slots_ranks_words(words, _lg(len(registers)))
+    return _raise(slots, ranks, registers)
+
+
+@njit(**_INLINE)
+def _hash_string(offsets: Any, data: Any, words: Any, i: Any) -> tuple[Any, Any]:
+    start = offsets[i]
+    length = offsets[i + 1] - start
+    if length == 0:
+        return _murmur_word(_EMPTY)
+    if ((start + length) >> 3) + 2 >= len(words):  # near the buffer's end
+        return _murmur_bytes(data, start, length)
+    h1 = _SEED
+    h2 = _SEED
+    p = start
+    for _ in range(length >> 4):
+        h1, h2 = _block(h1, h2, _word(words, p), _word(words, p + 8))
+        p += 16
+    rest = length & 15
+    low = min(rest, 8)
+    return _tail(h1, h2, _word(words, p) & _mask(low), _word(words, p + 8) & _mask(rest - low),
+                 length)
+
+
+@njit(**_OPTS)
+def slots_ranks_strings(offsets: Any, data: Any, words: Any, lg_k: int) -> tuple[Any, Any]:
+    """(slot, rank) of each string: ``offsets`` into the UTF-8 ``data``, whose whole 8-byte
+    words are ``words``."""
+    n = len(offsets) - 1
+    slots = np.empty(n, np.intp)
+    ranks = np.empty(n, np.uint8)
+    mask = _U((1 << lg_k) - 1)
+    for i in range(n):
+        h1, h2 = _hash_string(offsets, data, words, i)
+        slots[i], ranks[i] = _slot_rank(h1, h2, mask)
+    return slots, ranks
+
+
+@njit(**_OPTS)
+def raise_registers_strings(offsets: Any, data: Any, words: Any, registers: Any) -> Any:
+    """Raise each string's register to its rank, in order; True where a string raised one."""
+    slots, ranks = slots_ranks_strings(offsets, data, words, _lg(len(registers)))
+    return _raise(slots, ranks, registers)

@@ -1,0 +1,98 @@
+"""The compiled HLL kernels hash every key as the numpy implementation (and DataSketches) do."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from datasketches import hll_sketch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from carbonstore.segments import hll_native, sketches
+from carbonstore.segments.statistics import DEFAULT_LG_K, SKETCH_TYPE
+
+
+def _native_slots(keys: pa.Array, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
+    if pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
+        return hll_native.slots_ranks_strings(*sketches._string_buffers(keys), lg_k)
+    return hll_native.slots_ranks_words(sketches._hash_words(keys.to_numpy()), lg_k)
+
+
+def _assert_same_slots(keys: pa.Array, lg_k: int = DEFAULT_LG_K) -> None:
+    got_slot, got_rank = _native_slots(keys, lg_k)
+    want_slot, want_rank = sketches.key_slots_numpy(keys, lg_k)
+    np.testing.assert_array_equal(got_slot, want_slot)
+    np.testing.assert_array_equal(got_rank, want_rank)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=70), min_size=1, max_size=60), st.integers(0, 59),
+       st.booleans())
+def test_strings_hash_like_numpy(values: list[str], start: int, large: bool) -> None:
+    """Every length around the 8- and 16-byte blocks, multi-byte UTF-8, slices, and the
+    strings at the very end of the buffer (no whole word after them)."""
+    arr = pa.array(values, type=pa.large_string() if large else pa.string())
+    _assert_same_slots(arr.slice(min(start, len(values) - 1)))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=200),
+       st.integers(4, 21))
+def test_longs_hash_like_numpy(values: list[int], lg_k: int) -> None:
+    _assert_same_slots(pa.array(values, type=pa.int64()), lg_k)
+
+
+def test_doubles_hash_like_numpy() -> None:
+    d = np.array([0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 1e-310, 1.5, -2.25e300])
+    _assert_same_slots(pa.array(np.concatenate([d, np.random.default_rng(1).normal(size=5000)])))
+
+
+def test_unaligned_string_buffer_is_hashed_like_numpy() -> None:
+    values = ["", "a", "abcdefgh", "abcdefghi", "é" * 9, "x" * 33]
+    good = pa.array(values)
+    raw = np.frombuffer(good.buffers()[2], dtype=np.uint8)
+    shifted = np.zeros(len(raw) + 1, dtype=np.uint8)[1:]  # an odd address
+    shifted[:] = raw
+    odd = pa.StringArray.from_buffers(len(values), good.buffers()[1], pa.py_buffer(shifted))
+    assert np.frombuffer(odd.buffers()[2], dtype=np.uint8).ctypes.data % 8 != 0
+    _assert_same_slots(odd)
+
+
+@pytest.mark.parametrize("keys", [
+    pa.array(np.random.default_rng(2).integers(0, 50_000, 200_000)),
+    pa.array(np.char.add("k", np.random.default_rng(3).integers(0, 50_000, 200_000).astype(str))),
+])
+def test_registers_raised_like_numpy_and_only_by_raising_keys(keys: pa.Array) -> None:
+    native_regs = np.zeros(1 << DEFAULT_LG_K, dtype=np.uint8)
+    numpy_regs = native_regs.copy()
+    keep = sketches.raise_registers(keys, native_regs)
+    assert sketches._native() is hll_native
+    slot, rank = sketches.key_slots_numpy(keys, DEFAULT_LG_K)
+    np.maximum.at(numpy_regs, slot, rank)
+    np.testing.assert_array_equal(native_regs, numpy_regs)
+    # Each kept key raised its register when it came; the others found it as high already.
+    replay = np.zeros_like(numpy_regs)
+    for s, r, k in zip(slot.tolist(), rank.tolist(), keep.tolist(), strict=True):
+        assert k == (r > replay[s])
+        replay[s] = max(replay[s], r)
+
+
+def test_kept_keys_give_the_sketch_every_key_gives() -> None:
+    keys = pa.array(np.char.add("v", np.random.default_rng(4).integers(0, 10**6, 300_000)
+                                .astype(str)))
+    plain = hll_sketch(DEFAULT_LG_K, SKETCH_TYPE)
+    for v in keys.to_pylist():
+        plain.update(v)
+    fed = hll_sketch(DEFAULT_LG_K, SKETCH_TYPE)
+    warm = keys.slice(0, 50_000)  # past list and set modes into HLL mode
+    for v in warm.to_pylist():
+        fed.update(v)
+    registers = np.zeros(1 << DEFAULT_LG_K, dtype=np.uint8)
+    np.maximum.at(registers, *sketches.key_slots(warm, DEFAULT_LG_K))
+    rest = keys.slice(50_000)
+    kept = rest.filter(pa.array(sketches.raise_registers(rest, registers)))
+    assert len(kept) < len(rest) // 10
+    for v in kept.to_pylist():
+        fed.update(v)
+    assert fed.get_estimate() == plain.get_estimate()
