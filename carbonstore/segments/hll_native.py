@@ -1,5 +1,6 @@
 """Compiled HLL kernels: MurmurHash3_x64_128 as DataSketches hashes a value, the slot and
-rank of each key, and the register update of an HLL sketch, as loops over a batch's keys.
+rank of each key, and DataSketches' HLL_8 update (registers, HIP estimator, KxQ sums), as
+loops over a batch's keys.
 
 numba compiles them on first use in a process and caches the machine code on disk, so later
 processes load it instead. Importing this module imports numba: import it only where
@@ -15,8 +16,7 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import leading_zeros as _ctlz
 
-__all__ = ["raise_registers_strings", "raise_registers_words", "slots_ranks_strings",
-           "slots_ranks_words"]
+__all__ = ["slots_ranks_strings", "slots_ranks_words", "update_strings", "update_words"]
 
 _U = np.uint64
 _C1 = _U(0x87C37B91114253D5)
@@ -30,6 +30,7 @@ _EMPTY = _U(0xFFFFFFFFFFFFFFFF)  # "" is hashed as the int64 -1 (see sketches.py
 _3, _5, _8, _27, _31, _33 = _U(3), _U(5), _U(8), _U(27), _U(31), _U(33)
 _1, _63, _64 = _U(1), _U(63), _U(64)
 _ONES = _U(0xFFFFFFFFFFFFFFFF)
+_INV_POW2 = np.ldexp(1.0, -np.arange(64))  # 2**-i, exact
 _OPTS: dict[str, Any] = {"cache": True, "nogil": True, "boundscheck": False,
                          "error_model": "numpy"}
 _INLINE: dict[str, Any] = {**_OPTS, "inline": "always"}
@@ -160,13 +161,31 @@ def _lg(n: Any) -> Any:
 
 
 @njit(**_INLINE)
-def _raise(slots: Any, ranks: Any, registers: Any) -> Any:
-    keep = np.zeros(len(slots), np.bool_)
+def _update(slots: Any, ranks: Any, registers: Any, state: Any) -> int:
+    """DataSketches' HLL_8 coupon update for each (slot, rank), in order: a rank above its
+    register raises it and moves the HIP estimator and the KxQ sums exactly as the sketch
+    does (same floating-point steps, same order). ``state`` is [hipAccum, kxq0, kxq1];
+    returns how many registers rose."""
+    k = float(len(registers))
+    hip, kxq0, kxq1 = state[0], state[1], state[2]
+    raised = 0
     for i in range(len(slots)):
-        if ranks[i] > registers[slots[i]]:
-            registers[slots[i]] = ranks[i]
-            keep[i] = True
-    return keep
+        new = ranks[i]
+        old = registers[slots[i]]
+        if new > old:
+            registers[slots[i]] = new
+            hip += k / (kxq0 + kxq1)
+            if old < 32:
+                kxq0 -= _INV_POW2[old]
+            else:
+                kxq1 -= _INV_POW2[old]
+            if new < 32:
+                kxq0 += _INV_POW2[new]
+            else:
+                kxq1 += _INV_POW2[new]
+            raised += 1
+    state[0], state[1], state[2] = hip, kxq0, kxq1
+    return raised
 
 
 @njit(**_OPTS)
@@ -182,13 +201,13 @@ def slots_ranks_words(words: Any, lg_k: int) -> tuple[Any, Any]:
 
 
 @njit(**_OPTS)
-def raise_registers_words(words: Any, registers: Any) -> Any:
-    """Raise each key's register to its rank, in order; True where a key raised one.
+def update_words(words: Any, registers: Any, state: Any) -> int:
+    """HLL_8 update by each uint64 key, in order (see ``_update``).
 
     Hashing first, then the registers, lets the hashing loop run on SIMD lanes.
     """
     slots, ranks = slots_ranks_words(words, _lg(len(registers)))
-    return _raise(slots, ranks, registers)
+    return _update(slots, ranks, registers, state)
 
 
 @njit(**_INLINE)
@@ -226,7 +245,7 @@ def slots_ranks_strings(offsets: Any, data: Any, words: Any, lg_k: int) -> tuple
 
 
 @njit(**_OPTS)
-def raise_registers_strings(offsets: Any, data: Any, words: Any, registers: Any) -> Any:
-    """Raise each string's register to its rank, in order; True where a string raised one."""
+def update_strings(offsets: Any, data: Any, words: Any, registers: Any, state: Any) -> int:
+    """HLL_8 update by each string, in order (see ``_update``)."""
     slots, ranks = slots_ranks_strings(offsets, data, words, _lg(len(registers)))
-    return _raise(slots, ranks, registers)
+    return _update(slots, ranks, registers, state)

@@ -23,6 +23,7 @@ import base64
 import datetime as dt
 import logging
 import os
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -32,7 +33,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from datasketches import hll_sketch, hll_union
+from datasketches import hll_sketch, hll_union, tgt_hll_type
 
 from carbonstore.errors import CorruptMetadataError, SegmentNotFoundError, UserError
 from carbonstore.segments.statistics import (
@@ -66,6 +67,7 @@ __all__ = [
     "compute_segment_statistics",
     "hll_slots",
     "key_slots",
+    "hll_update",
     "key_slots_numpy",
     "raise_registers",
     "spark_type_of_arrow",
@@ -75,6 +77,17 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+# A sketch warms up as HLL_8, whose updatable image is a 40-byte preamble and one byte per
+# register, so its state can be taken over in HLL mode and given back (``current_sketch``).
+_WORK_TYPE = tgt_hll_type.HLL_8
+_HLL8_PREAMBLE = 40
+
+
+def _hll8_header(lg_k: int) -> bytes:
+    """preInts 10, serVer 1, family 7 (HLL), lgK, lgArr 0, flags 0, curMin 0, mode HLL/HLL_8."""
+    return bytes([10, 1, 7, lg_k, 0, 0, 0, 2 | (2 << 2)])
+
 
 _WARMUP_KEYS = 4096  # keys handed over between checks of the sketch's mode
 _WARMUP_PREFIX = 65536  # keys of a long batch that warm a new sketch up to HLL mode
@@ -331,16 +344,21 @@ def key_slots_numpy(keys: pa.Array, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(slots), np.concatenate(ranks)
 
 
-def raise_registers(keys: pa.Array, registers: np.ndarray) -> np.ndarray:
-    """Raise the HLL ``registers`` in place by each key's rank; a mask of the keys that
-    raised their register when they came (a key left out changes no sketch)."""
+def hll_update(keys: pa.Array, registers: np.ndarray, state: np.ndarray) -> int:
+    """DataSketches' HLL_8 update by each key, in order, with the compiled kernels:
+    ``registers`` and ``state`` ([hipAccum, kxq0, kxq1]) change in place; returns how many
+    registers rose."""
     native = _native()
-    if native is not None:
-        if _is_strings(keys):
-            return native.raise_registers_strings(  # type: ignore[no-any-return]
-                *_string_buffers(keys), registers)
-        return native.raise_registers_words(  # type: ignore[no-any-return]
-            _hash_words(keys.to_numpy()), registers)
+    if native is None:
+        raise RuntimeError("hll_update needs the compiled kernels")
+    if _is_strings(keys):
+        return int(native.update_strings(*_string_buffers(keys), registers, state))
+    return int(native.update_words(_hash_words(keys.to_numpy()), registers, state))
+
+
+def raise_registers(keys: pa.Array, registers: np.ndarray) -> np.ndarray:
+    """Raise the HLL ``registers`` in place by each key's rank (numpy); a mask of the keys
+    that raise their register (a key left out changes no sketch)."""
     lg_k = int(len(registers)).bit_length() - 1
     slot, rank = key_slots_numpy(keys, lg_k)
     # Keys are compared with the registers as they were before their chunk, so every key
@@ -413,15 +431,19 @@ class _Column:
     high: Any = None
     max_len: int | None = 0
     sum_len: int | None = 0
+    # The distinct-count sketch: an HLL_8 sketch warming up (list/set modes), or once merged
+    # or read back (``plain``) any sketch, fed value by value.
     sketch: hll_sketch | None = None
-    registers: np.ndarray | None = None  # mirror of the sketch's HLL registers
+    plain: bool = False
     hll_mode: bool = False
+    # In HLL mode: the registers. With the compiled kernels they and ``hip`` ([hipAccum,
+    # kxq0, kxq1]) are the sketch (``sketch`` is left behind); with numpy they mirror it.
+    registers: np.ndarray | None = None
+    hip: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ("boolean", "binary"):
-            self.sketch = hll_sketch(self.lg_k, SKETCH_TYPE)
-        if self.sketch is not None:
-            self.registers = np.zeros(1 << self.lg_k, dtype=np.uint8)
+            self.sketch = hll_sketch(self.lg_k, _WORK_TYPE)
 
     # ---- update ---------------------------------------------------------------------------
     def update(self, arr: pa.Array) -> None:
@@ -491,18 +513,16 @@ class _Column:
         self._update_sketch(pc.filter(arr, pc.invert(pc.fill_null(is_null, True))).cast(pa.int64()))
 
     def _update_sketch(self, keys: pa.Array) -> None:
-        """Hand the batch's keys to the sketch, as few of them as give the same sketch.
+        """Add the batch's keys to the sketch with as few Python calls as give the same sketch.
 
-        The keys are hashed with numpy exactly as DataSketches hashes them. While the
-        sketch is in its list/set modes every distinct key counts, so keys are first reduced
-        to the distinct ones (``pyarrow.compute.unique``) unless a probe finds them nearly
-        all distinct. Once it is in HLL mode its state is the maximum rank per slot, and a
-        key whose rank does not exceed its slot's register changes nothing (not even the HIP
-        estimator, which moves only when a register changes), so only keys that raise a
-        register are handed over; ``registers`` mirrors the sketch's registers exactly. That
-        filter drops repeated keys more cheaply than ``unique`` (a hash table of the values)
-        unless the keys repeat a lot, so in HLL mode only a batch with few distinct keys is
-        reduced first (see ``_distinct``); a long batch warms the sketch up on a prefix.
+        While the sketch is in its list/set modes every distinct key counts, so keys are
+        first reduced to the distinct ones (``pyarrow.compute.unique``) unless a probe finds
+        them nearly all distinct, and handed over one by one. Once it is in HLL mode
+        (``_enter_hll_mode``) its state is its registers, HIP estimator and KxQ sums: the
+        compiled kernels then update those for every key, as DataSketches would, and no key
+        is handed over. Without them, a key whose rank does not exceed its slot's register
+        changes nothing (not even the HIP estimator), so only keys that raise a register
+        are handed over. A long first batch warms the sketch up on a prefix.
         """
         if self.sketch is None:
             return
@@ -510,14 +530,13 @@ class _Column:
             keys = keys.drop_null()
         if len(keys) == 0:
             return
-        registers = self.registers
-        if registers is None:  # merged or deserialized: no mirror, hand over every key
+        if self.plain:
             self._feed(self._distinct(keys))
             return
         if not self.hll_mode and len(keys) > _WARMUP_PREFIX:
-            self._add_keys(self.sketch, keys.slice(0, _WARMUP_PREFIX), registers)
+            self._add_keys(keys.slice(0, _WARMUP_PREFIX))
             keys = keys.slice(_WARMUP_PREFIX)
-        self._add_keys(self.sketch, keys, registers)
+        self._add_keys(keys)
 
     def _distinct(self, keys: pa.Array) -> pa.Array:
         """``keys`` reduced to its distinct values when that pays for itself.
@@ -526,27 +545,55 @@ class _Column:
         distinct key reaches the sketch, so ``unique`` pays unless nearly all are
         distinct; in HLL mode hashing every key is cheaper than ``unique`` unless few are.
         """
-        if self.hll_mode and _native() is not None:
+        if self.hip is not None:
             return keys  # the compiled register pass costs less than any table of values
         probe = keys.slice(0, _PROBE_KEYS)
         share = pc.count_distinct(probe).as_py() / len(probe)
         limit = _SPARSE_SHARE if self.hll_mode else _DENSE_SHARE
         return pc.unique(keys) if share <= limit else keys
 
-    def _add_keys(self, sketch: hll_sketch, keys: pa.Array, registers: np.ndarray) -> None:
+    def _add_keys(self, keys: pa.Array) -> None:
         keys = self._distinct(keys)
         n, start = len(keys), 0
         while not self.hll_mode and start < n:
             chunk = keys.slice(start, _WARMUP_KEYS)
             self._feed(chunk)
-            np.maximum.at(registers, *key_slots(chunk, self.lg_k))
-            self.hll_mode = "Current Mode   : HLL" in sketch.to_string()
             start += len(chunk)
-        if start < n:
-            # The sketch sees the same register changes, in the same order, as with every
-            # key, so its HIP estimate is the same too.
-            rest = keys.slice(start)
-            self._feed(rest.filter(pa.array(raise_registers(rest, registers))))
+            if "Current Mode   : HLL" in self.sketch.to_string():  # type: ignore[union-attr]
+                self._enter_hll_mode()
+        if start >= n:
+            return
+        rest = keys.slice(start)
+        if self.hip is not None:
+            hll_update(rest, self.registers, self.hip)  # type: ignore[arg-type]
+        else:
+            self._feed(rest.filter(pa.array(raise_registers(rest, self.registers))))  # type: ignore[arg-type]
+
+    def _enter_hll_mode(self) -> None:
+        """Take the registers (and, for the compiled kernels, the estimator state) from the
+        sketch just promoted to HLL mode."""
+        self.hll_mode = True
+        image = bytes(self.sketch.serialize_updatable())  # type: ignore[union-attr]
+        k = 1 << self.lg_k
+        if image[:8] != _hll8_header(self.lg_k) or len(image) != _HLL8_PREAMBLE + k:
+            raise CorruptMetadataError(f"unexpected HLL_8 sketch layout: {image[:8].hex()}")
+        self.registers = np.frombuffer(image, np.uint8, count=k, offset=_HLL8_PREAMBLE).copy()
+        if _native() is not None:
+            self.hip = np.array(struct.unpack_from("<3d", image, 8))
+
+    def current_sketch(self) -> hll_sketch | None:
+        """The sketch of every key so far, as stored (``SKETCH_TYPE``)."""
+        if self.sketch is None:
+            return None
+        sketch = self.sketch
+        if self.hip is not None and self.registers is not None:
+            zeros = int(np.count_nonzero(self.registers == 0))  # HLL_8's numAtCurMin
+            sketch = hll_sketch.deserialize(
+                _hll8_header(self.lg_k) + struct.pack("<3d2i", *self.hip.tolist(), zeros, 0)
+                + self.registers.tobytes())
+        union = hll_union(self.lg_k)  # one sketch into an empty union keeps its estimator
+        union.update(sketch)
+        return union.get_result(SKETCH_TYPE)
 
     def _feed(self, keys: pa.Array) -> None:
         if self.sketch is None or len(keys) == 0:
@@ -578,13 +625,17 @@ class _Column:
         else:
             self.max_len = max(self.max_len, other.max_len)
             self.sum_len += other.sum_len
-        if self.sketch is not None and other.sketch is not None:
+        mine, theirs = self.current_sketch(), other.current_sketch()
+        if mine is not None and theirs is not None:
             union = hll_union(self.lg_k)
-            union.update(self.sketch)
-            union.update(other.sketch)
+            union.update(mine)
+            union.update(theirs)
             self.sketch = union.get_result(SKETCH_TYPE)
-        self.registers = None  # the mirror is not merged: later updates take the plain path
-        self.hll_mode = False
+        self._plain()
+
+    def _plain(self) -> None:
+        """Later updates feed ``sketch`` value by value (after a merge or a read)."""
+        self.plain, self.hll_mode, self.registers, self.hip = True, False, None, None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -593,8 +644,8 @@ class _Column:
             "low": encode_value(self.kind, self.low, "low_value"),
             "high": encode_value(self.kind, self.high, "high_value"),
             "maxLen": self.max_len, "sumLen": self.sum_len,
-            "sketch": None if self.sketch is None
-            else base64.b64encode(self.sketch.serialize_compact()).decode(),
+            "sketch": None if (sketch := self.current_sketch()) is None
+            else base64.b64encode(sketch.serialize_compact()).decode(),
         }
 
     @classmethod
@@ -607,7 +658,7 @@ class _Column:
         col.max_len, col.sum_len = obj["maxLen"], obj["sumLen"]
         if obj["sketch"] is not None:
             col.sketch = hll_sketch.deserialize(base64.b64decode(obj["sketch"]))
-        col.registers = None
+        col._plain()
         return col
 
     def finish(self, scope: StatisticsScope, last_analyzed: int) -> ColumnStatistics:
@@ -629,8 +680,8 @@ class _Column:
             values.update(low_value=self.low, high_value=self.high)
         if kind == "double":
             values["num_nans"] = self.nans
-        if self.sketch is not None:
-            values["num_dvs"] = dv_count(self.sketch.get_estimate(), non_null)
+        if (sketch := self.current_sketch()) is not None:
+            values["num_dvs"] = dv_count(sketch.get_estimate(), non_null)
         return _CLASSES[kind](**values)
 
 
@@ -781,8 +832,8 @@ class StatsAccumulator:
             raise UserError("an accumulator finishes into one segment's statistics")
         when = now_ms() if last_analyzed is None else last_analyzed
         sketches = {
-            n: bytes(c.sketch.serialize_compact())
-            for n, c in self._cols.items() if c.sketch is not None
+            n: bytes(sketch.serialize_compact())
+            for n, c in self._cols.items() if (sketch := c.current_sketch()) is not None
         }
         return SegmentStatistics(
             table=scope.table,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pyarrow as pa
 import pytest
-from datasketches import hll_sketch
+from datasketches import hll_sketch, tgt_hll_type
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,21 +63,40 @@ def test_unaligned_string_buffer_is_hashed_like_numpy() -> None:
 
 @pytest.mark.parametrize("keys", [
     pa.array(np.random.default_rng(2).integers(0, 50_000, 200_000)),
+    pa.array(np.random.default_rng(2).normal(size=200_000)),
     pa.array(np.char.add("k", np.random.default_rng(3).integers(0, 50_000, 200_000).astype(str))),
 ])
-def test_registers_raised_like_numpy_and_only_by_raising_keys(keys: pa.Array) -> None:
-    native_regs = np.zeros(1 << DEFAULT_LG_K, dtype=np.uint8)
-    numpy_regs = native_regs.copy()
-    keep = sketches.raise_registers(keys, native_regs)
-    assert sketches._native() is hll_native
+def test_compiled_update_is_datasketches_hll8_byte_for_byte(keys: pa.Array) -> None:
+    """Registers, HIP estimator and KxQ sums after the compiled update are the bytes a
+    DataSketches HLL_8 sketch fed every key holds."""
+    plain = hll_sketch(DEFAULT_LG_K, tgt_hll_type.HLL_8)
+    values = keys.to_pylist()
+    for v in values[:30_000]:  # past list and set modes into HLL mode
+        plain.update(v)
+    image = bytes(plain.serialize_updatable())
+    registers = np.frombuffer(image, np.uint8, offset=40).copy()
+    state = np.array(struct.unpack_from("<3d", image, 8))
+    rest = keys.slice(30_000)
+    raised = sketches.hll_update(rest, registers, state)
+    for v in values[30_000:]:
+        plain.update(v)
+    want = bytes(plain.serialize_updatable())
+    assert 0 < raised < len(rest)
+    assert registers.tobytes() == want[40:]
+    assert struct.pack("<3d", *state.tolist()) == want[8:32]
+
+
+def test_numpy_filter_keeps_every_key_that_raises_a_register() -> None:
+    keys = pa.array(np.random.default_rng(2).integers(0, 50_000, 200_000))
+    registers = np.zeros(1 << DEFAULT_LG_K, dtype=np.uint8)
+    keep = sketches.raise_registers(keys, registers)
     slot, rank = sketches.key_slots_numpy(keys, DEFAULT_LG_K)
-    np.maximum.at(numpy_regs, slot, rank)
-    np.testing.assert_array_equal(native_regs, numpy_regs)
-    # Each kept key raised its register when it came; the others found it as high already.
-    replay = np.zeros_like(numpy_regs)
+    replay = np.zeros_like(registers)
     for s, r, k in zip(slot.tolist(), rank.tolist(), keep.tolist(), strict=True):
-        assert k == (r > replay[s])
-        replay[s] = max(replay[s], r)
+        if r > replay[s]:
+            assert k
+            replay[s] = r
+    np.testing.assert_array_equal(registers, replay)
 
 
 def test_kept_keys_give_the_sketch_every_key_gives() -> None:
