@@ -30,6 +30,9 @@ _EMPTY = _U(0xFFFFFFFFFFFFFFFF)  # "" is hashed as the int64 -1 (see sketches.py
 _3, _5, _8, _27, _31, _33 = _U(3), _U(5), _U(8), _U(27), _U(31), _U(33)
 _1, _63, _64 = _U(1), _U(63), _U(64)
 _ONES = _U(0xFFFFFFFFFFFFFFFF)
+_ABS = _U(0x7FFFFFFFFFFFFFFF)
+_INF = _U(0x7FF0000000000000)
+_NAN = _U(0x7FF8000000000000)  # Java's Double.NaN, as DataSketches hashes NaN
 _INV_POW2 = np.ldexp(1.0, -np.arange(64))  # 2**-i, exact
 _OPTS: dict[str, Any] = {"cache": True, "nogil": True, "boundscheck": False,
                          "error_model": "numpy"}
@@ -188,25 +191,42 @@ def _update(slots: Any, ranks: Any, registers: Any, state: Any) -> int:
     return raised
 
 
+@njit(**_INLINE)
+def _canonical(w: Any) -> Any:
+    """A double's bits as hashed: -0.0 as 0.0, every NaN as the canonical quiet NaN."""
+    a = w & _ABS
+    if a == 0:
+        return _U(0)
+    if a > _INF:
+        return _NAN
+    return w
+
+
 @njit(**_OPTS)
-def slots_ranks_words(words: Any, lg_k: int) -> tuple[Any, Any]:
+def slots_ranks_words(words: Any, lg_k: int, doubles: bool) -> tuple[Any, Any]:
+    """(slot, rank) of each key: uint64 words, int64 values or (``doubles``) float64 bits."""
     n = len(words)
     slots = np.empty(n, np.intp)
     ranks = np.empty(n, np.uint8)
     mask = _U((1 << lg_k) - 1)
-    for i in range(n):
-        h1, h2 = _murmur_word(words[i])
-        slots[i], ranks[i] = _slot_rank(h1, h2, mask)
+    if doubles:
+        for i in range(n):
+            h1, h2 = _murmur_word(_canonical(words[i]))
+            slots[i], ranks[i] = _slot_rank(h1, h2, mask)
+    else:
+        for i in range(n):
+            h1, h2 = _murmur_word(words[i])
+            slots[i], ranks[i] = _slot_rank(h1, h2, mask)
     return slots, ranks
 
 
 @njit(**_OPTS)
-def update_words(words: Any, registers: Any, state: Any) -> int:
+def update_words(words: Any, registers: Any, state: Any, doubles: bool) -> int:
     """HLL_8 update by each uint64 key, in order (see ``_update``).
 
     Hashing first, then the registers, lets the hashing loop run on SIMD lanes.
     """
-    slots, ranks = slots_ranks_words(words, _lg(len(registers)))
+    slots, ranks = slots_ranks_words(words, _lg(len(registers)), doubles)
     return _update(slots, ranks, registers, state)
 
 

@@ -307,6 +307,13 @@ def _string_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return offsets, data, data[: len(data) // 8 * 8].view(np.uint64)
 
 
+def _words(keys: pa.Array) -> tuple[np.ndarray, bool]:
+    """The 8-byte keys as uint64 (no copy), and whether they are doubles (which the
+    kernels make canonical as ``_hash_words`` does)."""
+    values = keys.to_numpy()
+    return values.view(np.uint64), values.dtype == np.float64
+
+
 def _is_strings(keys: pa.Array) -> bool:
     return pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)
 
@@ -318,7 +325,8 @@ def key_slots(keys: pa.Array, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
         return key_slots_numpy(keys, lg_k)
     if _is_strings(keys):
         return native.slots_ranks_strings(*_string_buffers(keys), lg_k)  # type: ignore[no-any-return]
-    return native.slots_ranks_words(_hash_words(keys.to_numpy()), lg_k)  # type: ignore[no-any-return]
+    words, doubles = _words(keys)
+    return native.slots_ranks_words(words, lg_k, doubles)  # type: ignore[no-any-return]
 
 
 def key_slots_numpy(keys: pa.Array, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -353,7 +361,8 @@ def hll_update(keys: pa.Array, registers: np.ndarray, state: np.ndarray) -> int:
         raise RuntimeError("hll_update needs the compiled kernels")
     if _is_strings(keys):
         return int(native.update_strings(*_string_buffers(keys), registers, state))
-    return int(native.update_words(_hash_words(keys.to_numpy()), registers, state))
+    words, doubles = _words(keys)
+    return int(native.update_words(words, registers, state, doubles))
 
 
 def raise_registers(keys: pa.Array, registers: np.ndarray) -> np.ndarray:

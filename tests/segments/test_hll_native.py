@@ -18,7 +18,8 @@ from carbonstore.segments.statistics import DEFAULT_LG_K, SKETCH_TYPE
 def _native_slots(keys: pa.Array, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
     if pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
         return hll_native.slots_ranks_strings(*sketches._string_buffers(keys), lg_k)
-    return hll_native.slots_ranks_words(sketches._hash_words(keys.to_numpy()), lg_k)
+    words, doubles = sketches._words(keys)
+    return hll_native.slots_ranks_words(words, lg_k, doubles)
 
 
 def _assert_same_slots(keys: pa.Array, lg_k: int = DEFAULT_LG_K) -> None:
