@@ -34,14 +34,15 @@ from carbonstore.store import Store, load_conf
 from carbonstore.store.table import Table
 
 __all__ = [
-    "CarbonPartition", "CarbonReader", "arrow_read_schema", "collect_rows", "read_row_groups",
-    "run_sql", "to_spark",
+    "CarbonPartition", "CarbonReader", "arrow_read_schema", "collect_rows", "local_frame",
+    "read_row_groups", "run_sql", "to_spark",
 ]
 
 SEGMENTS_OPTION = "segments"
 WHERE_OPTION = "where"
 PARTITION_BYTES = 128 << 20
 PARTITION_ROW_GROUPS = 8
+LOCAL_ROWS_KEY = "carbon.read.local.rows"
 
 
 def arrow_read_schema(table: Table) -> pa.Schema:
@@ -194,10 +195,21 @@ def to_spark(
 ) -> Any:
     """A DataFrame over ``table`` (its readable segments, or ``segments``), filtered by ``where``.
 
-    The filter is pushed to the pruner and evaluated by Spark as well.
+    The filter is pushed to the pruner and evaluated by Spark as well. When the plan of the
+    filter keeps at most ``carbon.read.local.rows`` rows (0: never), those rows are read
+    here, on the driver, and Spark gets them as a local DataFrame: a lookup then costs no
+    Python task, only a JVM one. Such a DataFrame holds the rows the table had when
+    ``to_spark`` ran; the data source reads the table when the query runs.
     """
     from carbonstore.spark.session import register_data_source
 
+    if where:
+        expr = bind_where(table, where)  # a bad filter fails here with one clear line
+        limit = table.conf.get_int(LOCAL_ROWS_KEY)
+        if limit > 0:
+            plan = prune(table, expr, segments=segments)
+            if plan.rows <= limit:
+                return local_frame(spark, table, plan).where(where)
     register_data_source(spark)
     reader = spark.read.format("carbonstore").option("store", table.store.location)
     for k, v in table.store.conf.values.items():
@@ -208,9 +220,19 @@ def to_spark(
         reader = reader.option(SEGMENTS_OPTION, ids)
     df = reader.load(str(table.name))
     if where:
-        bind_where(table, where)  # a bad filter fails here with one clear line
         df = df.where(where)
     return df
+
+
+def local_frame(spark: Any, table: Table, plan: TablePlan) -> Any:
+    """The rows of ``plan`` (whole pages of its surviving row ranges), read in this process,
+    as a DataFrame with the table's exact schema."""
+    from carbonstore.spark.datasource import schema_ddl
+
+    slices = [sl for part in plan_partitions(plan) for sl in part.slices]
+    rows = pa.Table.from_batches(list(read_row_groups(table, slices)),
+                                 schema=arrow_read_schema(table))
+    return spark.createDataFrame(rows, schema=schema_ddl(table))
 
 
 def _user_error(err: Exception) -> UserError:

@@ -37,6 +37,7 @@ DEFAULTS: dict[str, str] = {
     "carbon.driver.index.cache.size.mb": "512",
     "carbon.index.snapshot.max.lag": "8",
     "carbon.read.partition.size.mb": "128",
+    "carbon.read.local.rows": "100000",
     "carbon.dictionary.chunk.size": "10000",
     "carbon.bad.records.action": "FAIL",
     "carbon.badrecords.location": "",

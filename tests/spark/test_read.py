@@ -132,3 +132,39 @@ def test_dictionary_columns_are_decoded(spark: object, store: Store) -> None:
     assert got.column("city").to_pylist() == data.column("city").to_pylist()
     df = to_spark(t, spark, where="city = 'c3' AND id < 50")
     assert sorted(r.id for r in df.collect()) == [i for i in range(50) if i % 5 == 3 and i % 7]
+
+
+def _plan_text(df: object) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("where", [
+    "i32 BETWEEN 650 AND 655", "d > 390.0", "isnan(d) AND i32 < 400", "s = 's1100'",
+    "ts >= '2024-01-01 00:19:00' AND b IS NULL", "i32 < 0",
+])
+def test_small_plans_are_read_on_the_driver_with_the_same_rows(
+    spark: object, typed: object, where: str
+) -> None:
+    """A filter whose plan keeps few rows gives a local DataFrame (no Python scan); its
+    schema and rows are those of the data source read."""
+    local = to_spark(typed, spark, where=where)
+    through_source = Store(typed.store.location, conf=typed.store.conf.with_overrides(  # type: ignore[attr-defined]
+        {"carbon.read.local.rows": "0"})).table("db.typed")
+    remote = to_spark(through_source, spark, where=where)
+    assert "(Python)" not in _plan_text(local)
+    assert "(Python)" in _plan_text(remote)
+    assert local.schema == remote.schema
+    want = remote.orderBy("i32").collect()
+    assert repr(local.orderBy("i32").collect()) == repr(want)
+    assert len(want) <= prune(typed, where).rows <= 100_000
+
+
+def test_plans_above_the_local_limit_go_through_the_data_source(
+    spark: object, typed: object
+) -> None:
+    small = Store(typed.store.location, conf=typed.store.conf.with_overrides(  # type: ignore[attr-defined]
+        {"carbon.read.local.rows": "20"})).table("db.typed")
+    assert "(Python)" not in _plan_text(to_spark(small, spark, where="i32 = 7"))  # 1 page
+    df = to_spark(small, spark, where="i32 < 50")  # 3 pages of 20 rows
+    assert "(Python)" in _plan_text(df)
+    assert df.count() == 50
