@@ -95,30 +95,25 @@ def _finish(h1: Any, h2: Any, length: Any) -> tuple[Any, Any]:
 
 
 @njit(**_INLINE)
+def _mix1(k: Any) -> Any:
+    return _rotl(k * _C1, _31) * _C2
+
+
+@njit(**_INLINE)
+def _mix2(k: Any) -> Any:
+    return _rotl(k * _C2, _33) * _C1
+
+
+@njit(**_INLINE)
 def _murmur_word(w: Any) -> tuple[Any, Any]:
-    k1 = w * _C1
-    k1 = _rotl(k1, _31)
-    k1 *= _C2
-    return _finish(_SEED ^ k1, _SEED, _8)
+    return _finish(_SEED ^ _mix1(w), _SEED, _8)
 
 
 @njit(**_INLINE)
 def _block(h1: Any, h2: Any, k1: Any, k2: Any) -> tuple[Any, Any]:
     """One 16-byte block of MurmurHash3_x64_128."""
-    k1 *= _C1
-    k1 = _rotl(k1, _31)
-    k1 *= _C2
-    h1 ^= k1
-    h1 = _rotl(h1, _27)
-    h1 += h2
-    h1 = h1 * _5 + _M1
-    k2 *= _C2
-    k2 = _rotl(k2, _33)
-    k2 *= _C1
-    h2 ^= k2
-    h2 = _rotl(h2, _31)
-    h2 += h1
-    h2 = h2 * _5 + _M2
+    h1 = (_rotl(h1 ^ _mix1(k1), _27) + h2) * _5 + _M1
+    h2 = (_rotl(h2 ^ _mix2(k2), _31) + h1) * _5 + _M2
     return h1, h2
 
 
@@ -126,15 +121,7 @@ def _block(h1: Any, h2: Any, k1: Any, k2: Any) -> tuple[Any, Any]:
 def _tail(h1: Any, h2: Any, k1: Any, k2: Any, length: Any) -> tuple[Any, Any]:
     """The last bytes (as two words, zero past the end) and the finalization. A tail of no
     bytes gives zero words, which change nothing, so no branch is needed."""
-    k2 *= _C2
-    k2 = _rotl(k2, _33)
-    k2 *= _C1
-    h2 ^= k2
-    k1 *= _C1
-    k1 = _rotl(k1, _31)
-    k1 *= _C2
-    h1 ^= k1
-    return _finish(h1, h2, _U(length))
+    return _finish(h1 ^ _mix1(k1), h2 ^ _mix2(k2), _U(length))
 
 
 @njit(**_INLINE)
