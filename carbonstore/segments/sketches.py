@@ -573,7 +573,9 @@ class _Column:
         if start >= n:
             return
         rest = keys.slice(start)
-        if self.hip is not None:
+        if self.plain:
+            self._feed(rest)
+        elif self.hip is not None:
             hll_update(rest, self.registers, self.hip)  # type: ignore[arg-type]
         else:
             self._feed(rest.filter(pa.array(raise_registers(rest, self.registers))))  # type: ignore[arg-type]
@@ -585,7 +587,11 @@ class _Column:
         image = bytes(self.sketch.serialize_updatable())  # type: ignore[union-attr]
         k = 1 << self.lg_k
         if image[:8] != _hll8_header(self.lg_k) or len(image) != _HLL8_PREAMBLE + k:
-            raise CorruptMetadataError(f"unexpected HLL_8 sketch layout: {image[:8].hex()}")
+            # Another DataSketches layout: keep feeding the sketch itself (slower, same result).
+            log.warning("unexpected HLL_8 sketch layout %s; statistics take the slow path",
+                        image[:8].hex())
+            self.plain = True
+            return
         self.registers = np.frombuffer(image, np.uint8, count=k, offset=_HLL8_PREAMBLE).copy()
         if _native() is not None:
             self.hip = np.array(struct.unpack_from("<3d", image, 8))
