@@ -44,13 +44,16 @@ from carbonstore.indexfiles.expr import (
     BoundRef,
     Eq,
     Expr,
+    GtEq,
     In,
+    LtEq,
     Or,
     bind,
     parse_where,
     references,
 )
 from carbonstore.store.paths import check_segment_id
+from carbonstore.store.schema import Column, parse_type
 from carbonstore.store.table import Table
 
 __all__ = ["FilePlan", "LevelSummary", "RowGroupPlan", "TablePlan", "bind_where", "prune"]
@@ -200,26 +203,54 @@ def _is_bound(expr: Expr) -> bool:
 
 
 def dictionary_safe(expr: Expr, table: Table) -> Expr:
-    """Make a bound filter safe for tables with dictionary columns.
+    """Make a bound filter prune correctly on tables with dictionary columns.
 
-    Their data files hold surrogates, not values, so a leaf on a dictionary column cannot be
-    compared with the index statistics; it becomes AlwaysTrue (a bound expression has no
-    NOT, so widening a leaf only keeps more). Translating values to surrogate intervals
-    (carbonstore.dictionary.filters) would let such leaves prune too.
+    Their data files hold INT32 surrogates, not values. An ``=`` or ``IN`` leaf on such a
+    column becomes the same leaf on the surrogates of its values
+    (carbonstore.dictionary.filters), which then prunes by min/max, pages and bloom like any
+    int column; a value the dictionary does not hold matches no row (AlwaysFalse). Every
+    other leaf on a dictionary column becomes AlwaysTrue (a bound expression has no NOT, so
+    widening a leaf only keeps more). Call it after reading the tablestatus the plan uses:
+    a load adds its values to the dictionary before its segment commits, so the dictionary
+    read then holds every value of every segment planned.
     """
     dict_cols = set(table.schema.dictionary_columns)
     if not dict_cols:
         return expr
+    from carbonstore.dictionary import filters as dict_filters
+    from carbonstore.dictionary.column import load_dictionary
+
+    def surrogates(ref: BoundRef) -> BoundRef:
+        c = ref.column
+        return BoundRef(Column(name=c.name, type=parse_type("int"), nullable=c.nullable,
+                               column_id=c.column_id))
+
+    def leaf(e: Expr, ref: BoundRef) -> Expr:
+        if isinstance(e, Eq):
+            s = dict_filters.eq(load_dictionary(table, ref.name), e.literal)
+            return AlwaysFalse() if s is None else Eq(surrogates(ref), int(s))
+        if isinstance(e, In):
+            found = dict_filters.in_(load_dictionary(table, ref.name), e.literals)
+            if not len(found):
+                return AlwaysFalse()
+            if len(found) > _IN_SURROGATES:  # as an interval: min/max prunes, bloom does not
+                return And(GtEq(surrogates(ref), int(found[0])),
+                           LtEq(surrogates(ref), int(found[-1])))
+            return In(surrogates(ref), tuple(int(x) for x in found))
+        return AlwaysTrue()
 
     def walk(e: Expr) -> Expr:
         if isinstance(e, (And, Or)):
             return type(e)(walk(e.left), walk(e.right))
         term = getattr(e, "term", None)
         if isinstance(term, BoundRef) and term.name in dict_cols:
-            return AlwaysTrue()
+            return leaf(e, term)
         return e
 
     return walk(expr)
+
+
+_IN_SURROGATES = 64  # an IN on a dictionary column lists at most this many surrogates
 
 
 def _choose(table: Table, segments: str | Sequence[str] | None) -> tuple[list[Any], bool]:
@@ -254,8 +285,9 @@ def prune(
         ExpressionError: the filter does not parse or does not bind to the schema.
     """
     t0 = time.perf_counter() if started is None else started
-    expr = dictionary_safe(bind_where(table, where), table)
+    expr = bind_where(table, where)
     entries, all_readable = _choose(table, segments)
+    expr = dictionary_safe(expr, table)  # after the tablestatus read (see there)
     view = table_index(table, entries, all_readable=all_readable)
     n = view.size
     b = view.bounds
