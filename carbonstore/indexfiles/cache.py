@@ -6,7 +6,8 @@ Three layers keep driver-side planning cheap:
    max of its maximums and the summed null / NaN counts, computed once when a segment index
    is loaded. Whole segments drop with one vectorised comparison over all segments.
 2. :class:`DriverIndexCache` - loaded segment indexes in an LRU bounded by
-   ``carbon.driver.index.cache.size.mb`` (bytes estimated from the arrays), keyed by
+   ``carbon.driver.index.cache.size.mb`` (bytes estimated from the arrays; the tables'
+   decoded snapshots count in the same budget), keyed by
    (table folder, segment id, merge file name). The readable set always comes from a fresh
    tablestatus snapshot, so a new load, a compaction or a delete is seen at once; a
    rewritten segment has a new merge file name and so a new key.
@@ -230,7 +231,8 @@ class DriverIndexCache:
         self.used = 0
         self._items: OrderedDict[tuple[str, str, str], SegmentIndex] = OrderedDict()
         self._views: OrderedDict[tuple[Any, ...], TableIndex] = OrderedDict()
-        self._snapshots: dict[str, Snapshot | None] = {}
+        # Table folder -> (its index snapshot, the bytes counted for it in ``used``).
+        self._snapshots: OrderedDict[str, tuple[Snapshot, int]] = OrderedDict()
         self._status: dict[str, TableStatusSnapshot] = {}
         self.lock = threading.RLock()
 
@@ -251,9 +253,43 @@ class DriverIndexCache:
                 self.used -= old.nbytes
             self._items[key] = item
             self.used += item.nbytes
-            while self.used > self.capacity and len(self._items) > 1:
+            self._evict(keep_items=1)
+
+    def get_snapshot(self, root: str, name: str) -> Snapshot | None:
+        """The cached snapshot ``name`` of the table at ``root``; its bytes are counted again
+        (flat arrays decoded since grow it), which may evict other entries."""
+        with self.lock:
+            got = self._snapshots.get(root)
+            if got is None or got[0].name != name:
+                return None
+            self.put_snapshot(root, got[0])
+            return got[0]
+
+    def put_snapshot(self, root: str, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` as the table's, counted in the same budget as segment indexes:
+        beyond it, segment indexes go first (least recently used), then other tables'
+        snapshots; the table's own snapshot stays."""
+        with self.lock:
+            old = self._snapshots.pop(root, None)
+            if old is not None:
+                self.used -= old[1]
+            size = snapshot.nbytes
+            self._snapshots[root] = (snapshot, size)
+            self.used += size
+            self._evict(keep_items=0)
+
+    def _evict(self, *, keep_items: int) -> None:
+        """Drop least recently used entries while over capacity: segment indexes (all but the
+        newest ``keep_items``), then the snapshots of tables other than the newest one."""
+        while self.used > self.capacity:
+            if len(self._items) > keep_items:
                 _, dropped = self._items.popitem(last=False)
                 self.used -= dropped.nbytes
+            elif len(self._snapshots) > 1:
+                _, (_, size) = self._snapshots.popitem(last=False)
+                self.used -= size
+            else:
+                break
 
     def clear(self) -> None:
         with self.lock:
@@ -298,8 +334,8 @@ def _read_snapshot(table: Table) -> Snapshot | None:
     if not names:
         return None
     name = names[-1]
-    cached = _CACHE._snapshots.get(table.paths.root)
-    if cached is not None and cached.name == name:
+    cached = _CACHE.get_snapshot(table.paths.root, name)
+    if cached is not None:
         return cached
     COUNTERS["snapshot_reads"] += 1
     path = f"{table.paths.index_snapshot_dir}/{name}"
@@ -310,7 +346,7 @@ def _read_snapshot(table: Table) -> Snapshot | None:
         # A broken (or older) snapshot only costs speed: plan from the merge indexes instead.
         COUNTERS["snapshot_errors"] += 1
         return None
-    _CACHE._snapshots[table.paths.root] = snap
+    _CACHE.put_snapshot(table.paths.root, snap)
     return snap
 
 

@@ -289,6 +289,13 @@ class Snapshot:
         self._any_bloom: dict[str, _NP] = {}
         self._check()
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes held now: the decoded file and the flat arrays decoded from it so far
+        (object arrays of big integers counted at 32 bytes a value)."""
+        flat = sum(a.nbytes if a.dtype != object else 32 * len(a) for a in self._flat.values())
+        return int(self.table.nbytes) + flat + sum(o.nbytes for o in self._offsets.values())
+
     # -- structure ------------------------------------------------------------------------
     def _list(self, column: str) -> tuple[pa.Array, _NP]:
         if column not in self._offsets:

@@ -74,6 +74,35 @@ def test_lru_is_bounded_by_the_configured_size(store: Store) -> None:
     assert len(c) < 12
 
 
+def test_snapshots_count_in_the_cache_budget(store: Store) -> None:
+    """A table's decoded snapshot is counted (and recounted as arrays are decoded); over
+    budget, segment indexes go first, then other tables' snapshots, never the current one."""
+    clear_cache()
+    conf = store.conf.with_overrides({"carbon.driver.index.cache.size.mb": "1"})
+    small = Store(store.location, conf=conf)
+    tables = []
+    for name in ("db.a", "db.b"):
+        t = small.create_table(name, "id long, x double, s string")
+        add_segments(t, [_data(k * 3000, 3000) for k in range(8)], row_group_size=50, page_rows=10)
+        assert refresh_index_snapshot(t) is not None
+        tables.append(t)
+    c = driver_cache()
+    a, b = tables
+    prune(a, "id >= 0")  # every segment planned from a's snapshot
+    snap_a = c.get_snapshot(a.paths.root, cache._snapshot_names(a)[-1])
+    assert snap_a is not None
+    counted = c._snapshots[a.paths.root][1]
+    assert counted == snap_a.nbytes > snap_a.table.nbytes  # flat arrays decoded by the plan
+    assert c.used >= counted
+    # a second table's snapshot of the same size pushes the first one out: both do not fit
+    assert 2 * counted > c.capacity == 1 << 20
+    prune(b, "id >= 0")
+    assert list(c._snapshots) == [b.paths.root]
+    assert len(c) == 0 or c.used <= c.capacity
+    assert c.used == sum(size for _, size in c._snapshots.values()) + sum(
+        item.nbytes for item in c._items.values())
+
+
 def _fresh_process_plan(store: Store, where: str) -> dict:
     code = textwrap.dedent(f"""
         import json, sys
