@@ -10,7 +10,9 @@ removed for good move to ``tablestatus.history``.
 from __future__ import annotations
 
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -65,6 +67,16 @@ _TRANSITIONS: dict[str, frozenset[str]] = {
 
 
 _LOAD_NAME_RE = re.compile(r"[0-9]+(\.[0-9]+)?")
+_KNOWN_KEYS = frozenset({
+    "loadName", "loadStatus", "loadStartTime", "timestamp", "dataSize", "indexSize",
+    "rowCount", "badRecordCount", "mergedLoadName", "modificationOrDeletionTimestamp",
+    "visibility", "majorCompacted", "fileFormat", "segmentFile",
+})
+# tablestatus path -> (xxh64 of its bytes, the entries decoded from them): a re-read of an
+# unchanged file (every plan reads it) skips decoding. Entries are immutable.
+_DECODED: OrderedDict[str, tuple[str, tuple[LoadEntry, ...]]] = OrderedDict()
+_DECODED_LIMIT = 64
+_decoded_lock = threading.Lock()
 
 
 def now_ms() -> int:
@@ -126,11 +138,6 @@ class LoadEntry:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> LoadEntry:
-        known = {
-            "loadName", "loadStatus", "loadStartTime", "timestamp", "dataSize", "indexSize",
-            "rowCount", "badRecordCount", "mergedLoadName", "modificationOrDeletionTimestamp",
-            "visibility", "majorCompacted", "fileFormat", "segmentFile",
-        }
         load_name = obj["loadName"]
         if isinstance(load_name, int) and not isinstance(load_name, bool):
             load_name = str(load_name)
@@ -154,7 +161,7 @@ class LoadEntry:
             major_compacted=str(obj.get("majorCompacted", "false")).lower() == "true",
             file_format=obj.get("fileFormat") or "parquet",
             segment_file=obj.get("segmentFile"),
-            extra={k: v for k, v in obj.items() if k not in known},
+            extra={k: v for k, v in obj.items() if k not in _KNOWN_KEYS},
         )
 
 
@@ -239,8 +246,18 @@ class TableStatus:
                 )
             return TableStatusSnapshot((), "empty")
         data = sfs.read_bytes(path)
+        digest = xxhash.xxh64_hexdigest(data)
+        with _decoded_lock:
+            hit = _DECODED.get(path)
+        if hit is not None and hit[0] == digest:
+            return TableStatusSnapshot(hit[1], digest)
         entries = _decode(data, path, self.paths.tablestatus_backup)
-        return TableStatusSnapshot(entries, xxhash.xxh64_hexdigest(data))
+        with _decoded_lock:
+            _DECODED[path] = (digest, entries)
+            _DECODED.move_to_end(path)
+            while len(_DECODED) > _DECODED_LIMIT:
+                _DECODED.popitem(last=False)
+        return TableStatusSnapshot(entries, digest)
 
     def read_history(self) -> list[LoadEntry]:
         sfs = self.paths.sfs

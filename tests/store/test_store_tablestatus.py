@@ -165,6 +165,25 @@ def test_versions_change_with_every_write(table: Table) -> None:
     assert len(versions) == 4
 
 
+def test_an_unchanged_file_is_decoded_once_and_a_changed_one_again(table: Table) -> None:
+    table.status.allocate()
+    first = table.status.read()
+    assert table.status.read().entries is first.entries  # same bytes: no second decode
+    # another process rewrites the file (same length, other content): decoded again
+    raw = _raw(table)
+    changed = raw.replace(b'"rowCount": 0', b'"rowCount": 7')
+    assert changed != raw and len(changed) == len(raw)
+    with open(table.paths.tablestatus, "wb") as f:
+        f.write(changed)
+    again = table.status.read()
+    assert again.version != first.version and again.entries[0].row_count == 7
+    # and a damaged one is reported, not served from memory
+    with open(table.paths.tablestatus, "wb") as f:
+        f.write(raw[: len(raw) // 2])
+    with pytest.raises(CorruptMetadataError):
+        table.status.read()
+
+
 def test_history_receives_removed_entries(table: Table) -> None:
     for _ in range(4):
         table.status.allocate(status=SUCCESS)
