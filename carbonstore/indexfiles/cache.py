@@ -44,7 +44,6 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.fs as pafs
-import xxhash
 
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.arrays import BloomSource, IndexArrays, load_arrays
@@ -61,7 +60,13 @@ from carbonstore.indexfiles.snapshot import (
     index_rows,
 )
 from carbonstore.store.table import Table
-from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms, segment_sort_key
+from carbonstore.store.tablestatus import (
+    LoadEntry,
+    TableStatusSnapshot,
+    forget_decoded,
+    now_ms,
+    segment_sort_key,
+)
 
 __all__ = [
     "COUNTERS",
@@ -233,7 +238,6 @@ class DriverIndexCache:
         self._views: OrderedDict[tuple[Any, ...], TableIndex] = OrderedDict()
         # Table folder -> (its index snapshot, the bytes counted for it in ``used``).
         self._snapshots: OrderedDict[str, tuple[Snapshot, int]] = OrderedDict()
-        self._status: dict[str, TableStatusSnapshot] = {}
         self.lock = threading.RLock()
 
     def __len__(self) -> int:
@@ -296,9 +300,9 @@ class DriverIndexCache:
             self._items.clear()
             self._views.clear()
             self._snapshots.clear()
-            self._status.clear()
             self.used = 0
         _BLOOMS.clear()
+        forget_decoded()
 
 
 _CACHE = DriverIndexCache()
@@ -551,18 +555,8 @@ class TableIndex:
 
 
 def read_status(table: Table) -> TableStatusSnapshot:
-    """A fresh tablestatus snapshot; an unchanged file (same xxh64) is not parsed again."""
-    paths = table.paths
-    try:
-        data = paths.sfs.read_bytes(paths.tablestatus)
-    except OSError:
-        return table.status.read()  # missing: let TableStatus say what that means
-    cached = _CACHE._status.get(paths.root)
-    if cached is not None and cached.version == xxhash.xxh64_hexdigest(data):
-        return cached
-    snap = table.status.read()
-    _CACHE._status[paths.root] = snap
-    return snap
+    """A fresh tablestatus snapshot (an unchanged file is not decoded again: TableStatus.read)."""
+    return table.status.read()
 
 
 def readable_segments(snapshot: TableStatusSnapshot) -> list[LoadEntry]:

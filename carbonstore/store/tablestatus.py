@@ -79,6 +79,12 @@ _DECODED_LIMIT = 64
 _decoded_lock = threading.Lock()
 
 
+def forget_decoded() -> None:
+    """Drop the decoded tablestatus files this process keeps (as if it were a fresh one)."""
+    with _decoded_lock:
+        _DECODED.clear()
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
