@@ -44,7 +44,9 @@ from carbonstore.segments.load import LoadOptions
 from carbonstore.segments.writer import ColumnSpec, TaskResult, WriteSettings
 from carbonstore.store.table import Table
 
-__all__ = ["CsvPlan", "file_fields", "header_columns", "plan_csv_tasks", "run_csv_tasks"]
+__all__ = [
+    "CsvPlan", "file_fields", "header_columns", "local_path", "plan_csv_tasks", "run_csv_tasks",
+]
 
 log = logging.getLogger(__name__)
 
@@ -141,14 +143,22 @@ class CsvPlan:
     input_bytes: int
 
 
+def local_path(raw: str) -> str | None:
+    """An input path on this machine's filesystem (``file://`` and ``~`` resolved), or None
+    for a remote URI."""
+    path = raw[len("file://"):] if raw.startswith("file://") else raw
+    if "://" in path or path.startswith("file:"):
+        return None
+    return os.path.abspath(os.path.expanduser(path))
+
+
 def _local_files(paths: Sequence[str]) -> list[tuple[str, int]] | None:
     """(path, size) of every input file as Spark would list them; None: not plain local."""
     out: list[tuple[str, int]] = []
     for raw in paths:
-        path = raw[len("file://"):] if raw.startswith("file://") else raw
-        if "://" in path or path.startswith("file:"):
+        path = local_path(raw)
+        if path is None:
             return None
-        path = os.path.abspath(os.path.expanduser(path))
         hits = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
         if not hits:
             return None

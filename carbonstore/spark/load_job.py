@@ -32,6 +32,7 @@ from carbonstore.spark.csv_load import (
     CsvPlan,
     file_fields,
     header_columns,
+    local_path,
     plan_csv_tasks,
     run_csv_tasks,
 )
@@ -277,10 +278,9 @@ def _check_local_inputs(paths: Sequence[str]) -> None:
     if not paths:
         raise UserError("no input given")
     for raw in paths:
-        path = raw[len("file://"):] if raw.startswith("file://") else raw
-        if "://" in path or path.startswith("file:"):
+        local = local_path(raw)
+        if local is None:
             continue  # remote: the reader says
-        local = os.path.expanduser(path)
         found = glob.glob(local) if glob.has_magic(local) else os.path.exists(local)
         if not found:
             raise UserError(f"input {raw} does not exist" + (
