@@ -23,6 +23,7 @@ pruning: pages of dropped segments are never loaded.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -180,8 +181,11 @@ class TablePlan:
         return "\n".join(lines)
 
 
-def bind_where(table: Table, where: str | Expr | None) -> Expr:
+def bind_where(table: Table, where: str | Expr | None, *, time_zone: dt.tzinfo = dt.UTC) -> Expr:
     """Parse (if a string) and bind a filter to the table schema; None is AlwaysTrue.
+
+    ``time_zone``: the zone timestamps without an offset are read in (Spark's session zone
+    when the filter is also given to Spark).
 
     Raises:
         ExpressionError: bad syntax, unknown column or an incomparable literal.
@@ -189,8 +193,8 @@ def bind_where(table: Table, where: str | Expr | None) -> Expr:
     if where is None or (isinstance(where, str) and not where.strip()):
         return AlwaysTrue()
     if isinstance(where, str):
-        return bind(parse_where(where), table.schema)
-    return where if _is_bound(where) else bind(where, table.schema)
+        return bind(parse_where(where), table.schema, time_zone=time_zone)
+    return where if _is_bound(where) else bind(where, table.schema, time_zone=time_zone)
 
 
 def _is_bound(expr: Expr) -> bool:

@@ -272,11 +272,21 @@ def _num(v: Any, floating: bool) -> Any:
 
 def _naive_cmp(op: type[Comparison], value: Any, lit: Any, dtype: DataType) -> bool | None:
     """Spark semantics on Python values: None for NULL."""
-    if value is None or lit is None:
+    if lit is None:
+        return None
+    if (dtype.is_integral and op not in (Eq, NotEq) and isinstance(lit, (int, Decimal))
+            and not isinstance(lit, bool) and Decimal(lit).is_finite() and not -(2**63) <= lit <= 2**63 - 1):
+        # Spark 4 folds an integral column against an integer beyond the long range to TRUE
+        lit_above = lit > 0
+        return lit_above == (op in (Lt, LtEq))
+    if value is None:
         return None
     if dtype.is_numeric:
         x = float(value) if dtype.is_floating else Fraction(value)
-        y = _num(lit, dtype.is_floating)
+        if not dtype.is_floating and isinstance(lit, float):
+            x = float(x)  # Spark compares an integral or decimal column with a double as doubles
+            lit = 0.0 if lit == 0 else lit
+        y = _num(lit, dtype.is_floating or isinstance(x, float))
         x_nan = isinstance(x, float) and math.isnan(x)
         y_nan = isinstance(y, float) and math.isnan(y)
         if x_nan or y_nan:  # NaN = NaN and NaN is greater than everything
@@ -287,8 +297,8 @@ def _naive_cmp(op: type[Comparison], value: Any, lit: Any, dtype: DataType) -> b
                     Gt: key_x > key_y, GtEq: key_x > key_y}[op]
     elif dtype.name == "date":
         x = Fraction((value - dt.date(1970, 1, 1)).days)
-        if isinstance(lit, str):
-            lit = dt.datetime.fromisoformat(lit) if len(lit) > 10 else dt.date.fromisoformat(lit)
+        if isinstance(lit, str):  # Spark casts the string to a date: a time of day is cut off
+            lit = dt.date.fromisoformat(lit[:10])
         if isinstance(lit, dt.datetime):
             y = Fraction(_micros(lit), 86_400_000_000)
         else:
@@ -339,7 +349,12 @@ def _naive(expr: Expr, row: dict[str, Any]) -> bool | None:
         v = value.encode() if isinstance(value, str) else value
         return bool(v.startswith(p))
     if isinstance(expr, (In, NotIn)):
-        hits = [_naive_cmp(Eq, value, lit, dtype) for lit in expr.literals]
+        literals = list(expr.literals)
+        if (dtype.is_integral or dtype.name == "decimal") and any(isinstance(v, float) for v in literals):
+            # Spark compares the column and every item in their common type, double
+            literals = [float(v) if isinstance(v, (int, Decimal)) and not isinstance(v, bool) else v
+                        for v in literals]
+        hits = [_naive_cmp(Eq, value, lit, dtype) for lit in literals]
         res = True if True in hits else (None if None in hits else False)
         if isinstance(expr, NotIn):
             return None if res is None else not res
