@@ -56,7 +56,7 @@ from carbonstore.indexfiles.expr import (
 
 __all__ = [
     "LEVEL_BLOOM", "LEVEL_COUNTS", "LEVEL_MINMAX", "ROWS_CANNOT_MATCH", "ROWS_MIGHT_MATCH",
-    "BloomProbe", "StatsEvaluator", "UnitStats", "evaluate_rows", "prefix_successor",
+    "BloomProbe", "StatsEvaluator", "UnitStats", "evaluate_rows", "prefix_successor", "rows_may_match",
 ]
 
 ROWS_MIGHT_MATCH = True
@@ -553,3 +553,94 @@ def _rows3(expr: Expr, table: pa.Table) -> tuple[Mask, Mask]:
             hit = ~hit
         return valid & hit, valid & ~hit
     raise ExpressionError(f"cannot evaluate {expr} on rows")
+
+
+# ---- driver-side row filter -------------------------------------------------------------------
+
+_FAST_TYPES = frozenset({"byte", "short", "int", "long", "float", "double", "date", "timestamp",
+                         "boolean", "string", "binary"})
+
+
+def rows_may_match(expr: Expr, table: pa.Table) -> Mask:
+    """A superset of the rows of ``table`` for which the bound ``expr`` is TRUE.
+
+    Vectorised (numpy and pyarrow kernels, no per-row Python) with the semantics of
+    :func:`evaluate_rows`; a leaf it has no fast kernel for (decimals, prefixes) keeps every
+    row, so the mask may hold rows that do not match but never drops one that does. The
+    reader narrows driver-side reads with it; Spark still applies the filter.
+    """
+    may_true, _may_false = _may3(expr, table, {})
+    return may_true
+
+
+def _may3(expr: Expr, table: pa.Table, cache: dict[str, tuple[_NP, Mask]]) -> tuple[Mask, Mask]:
+    """(may be TRUE, may be FALSE) masks: supersets of the exact ones of :func:`_rows3`."""
+    n = table.num_rows
+    if isinstance(expr, AlwaysTrue):
+        return np.ones(n, bool), np.zeros(n, bool)
+    if isinstance(expr, AlwaysFalse):
+        return np.zeros(n, bool), np.ones(n, bool)
+    if isinstance(expr, And):
+        (lt, lf), (rt, rf) = _may3(expr.left, table, cache), _may3(expr.right, table, cache)
+        return lt & rt, lf | rf
+    if isinstance(expr, Or):
+        (lt, lf), (rt, rf) = _may3(expr.left, table, cache), _may3(expr.right, table, cache)
+        return lt | rt, lf & rf
+    if isinstance(expr, Not):
+        t, f = _may3(expr.child, table, cache)
+        return f, t
+    ref = expr.term  # type: ignore[attr-defined]
+    if not isinstance(ref, BoundRef):
+        raise ExpressionError(f"bind the expression before evaluating it: {expr}")
+    if ref.type.name not in _FAST_TYPES or isinstance(expr, (StartsWith, NotStartsWith)):
+        return np.ones(n, bool), np.ones(n, bool)
+    if ref.name not in cache:
+        cache[ref.name] = _fast_comparable(table.column(ref.name), ref)
+    vals, valid = cache[ref.name]
+    if isinstance(expr, IsNull):
+        return ~valid, valid
+    if isinstance(expr, IsNotNull):
+        return valid, ~valid
+    floating = ref.type.is_floating
+    if isinstance(expr, (IsNaN, NotNaN)):
+        nan = valid & np.isnan(vals) if floating else np.zeros(n, bool)
+        return (nan, ~nan) if isinstance(expr, IsNaN) else (~nan, nan)
+    if isinstance(expr, Comparison):
+        hit = _fast_compare(vals, type(expr), expr.literal, floating)
+        return valid & hit, valid & ~hit
+    if isinstance(expr, (In, NotIn)):
+        hit = np.zeros(n, bool)
+        if isinstance(vals, pa.Array):
+            hit = np.asarray(pc.is_in(vals, value_set=pa.array(list(expr.literals), vals.type))
+                             .to_numpy(zero_copy_only=False), dtype=bool)
+        else:
+            for v in expr.literals:
+                hit |= _fast_compare(vals, Eq, v, floating)
+        if isinstance(expr, NotIn):
+            hit = ~hit
+        return valid & hit, valid & ~hit
+    return np.ones(n, bool), np.ones(n, bool)
+
+
+def _fast_comparable(column: pa.ChunkedArray | pa.Array, ref: BoundRef) -> tuple[Any, Mask]:
+    """Like :func:`_comparable`, but strings and binaries stay a pyarrow binary array
+    (compared by pyarrow's byte-wise kernels, as Spark compares UTF-8 strings)."""
+    if ref.type.name not in ("string", "binary"):
+        return _comparable(column, ref)
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    big = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    return arr.cast(pa.large_binary() if big else pa.binary()), valid
+
+
+_PC_OPS: dict[type[Comparison], Callable[[Any, Any], Any]] = {
+    Eq: pc.equal, NotEq: pc.not_equal, Lt: pc.less, LtEq: pc.less_equal,
+    Gt: pc.greater, GtEq: pc.greater_equal,
+}
+
+
+def _fast_compare(vals: Any, op: type[Comparison], v: Any, floating: bool) -> Mask:
+    if isinstance(vals, pa.Array):  # binary: nulls come out False, masked by valid anyway
+        res = pc.fill_null(_PC_OPS[op](vals, pa.scalar(v, vals.type)), False)
+        return np.asarray(res.to_numpy(zero_copy_only=False), dtype=bool)
+    return _row_compare(vals, op, v, floating)

@@ -18,6 +18,8 @@ inclusive (it keeps whole pages), so Spark still evaluates the filters on the ro
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +29,8 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from carbonstore.errors import CorruptIndexError, UserError
-from carbonstore.indexfiles.expr import AlwaysTrue, Expr
+from carbonstore.indexfiles.evaluator import rows_may_match
+from carbonstore.indexfiles.expr import AlwaysTrue, Expr, session_zone
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store import Store, load_conf
@@ -204,12 +207,14 @@ def to_spark(
     from carbonstore.spark.session import register_data_source
 
     if where:
-        expr = bind_where(table, where)  # a bad filter fails here with one clear line
+        # Literals are read as Spark reads them: timestamps in the session time zone.
+        zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone")))
+        expr = bind_where(table, where, time_zone=zone or dt.UTC)  # a bad filter fails here
         limit = table.conf.get_int(LOCAL_ROWS_KEY)
-        if limit > 0:
+        if limit > 0 and zone is not None:
             plan = prune(table, expr, segments=segments)
             if plan.rows <= limit:
-                return local_frame(spark, table, plan).where(where)
+                return local_frame(spark, table, plan, expr).where(where)
     register_data_source(spark)
     reader = spark.read.format("carbonstore").option("store", table.store.location)
     for k, v in table.store.conf.values.items():
@@ -224,15 +229,30 @@ def to_spark(
     return df
 
 
-def local_frame(spark: Any, table: Table, plan: TablePlan) -> Any:
+def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = None) -> Any:
     """The rows of ``plan`` (whole pages of its surviving row ranges), read in this process,
-    as a DataFrame with the table's exact schema."""
+    as a one-partition DataFrame with the table's exact schema.
+
+    With the bound filter ``expr``, rows it cannot match are left out here already
+    (:func:`rows_may_match` keeps a superset of the matches); the caller still applies the
+    filter in Spark. One partition: an aggregate over it (``count()``) runs as one stage.
+    """
     from carbonstore.spark.datasource import schema_ddl
 
     slices = [sl for part in plan_partitions(plan) for sl in part.slices]
     rows = pa.Table.from_batches(list(read_row_groups(table, slices)),
                                  schema=arrow_read_schema(table))
-    return spark.createDataFrame(rows, schema=schema_ddl(table))
+    if expr is not None and rows.num_rows:
+        rows = rows.filter(pa.array(rows_may_match(expr, rows), pa.bool_()))
+    return spark.createDataFrame(rows, schema=_struct_type(schema_ddl(table))).coalesce(1)
+
+
+@functools.lru_cache(maxsize=64)
+def _struct_type(ddl: str) -> Any:
+    """The Spark schema of a DDL string (parsed by the JVM once per schema, not per lookup)."""
+    from pyspark.sql.types import DataType
+
+    return DataType.fromDDL(ddl)
 
 
 def _user_error(err: Exception) -> UserError:

@@ -168,3 +168,38 @@ def test_plans_above_the_local_limit_go_through_the_data_source(
     df = to_spark(small, spark, where="i32 < 50")  # 3 pages of 20 rows
     assert "(Python)" in _plan_text(df)
     assert df.count() == 50
+
+
+def test_driver_reads_keep_only_rows_the_filter_may_match(spark: object, typed: object) -> None:
+    """The plan keeps whole pages; the local DataFrame holds only the rows that may match."""
+    from carbonstore.indexfiles.tableplan import bind_where
+    from carbonstore.spark.reader import local_frame
+
+    # d > 390.0 holds for NaN too (NaN is above every number): 17 numbers and 109 NaNs
+    for where, want in [("s = 's1100'", 1), ("i32 IN (3, 650, 1199)", 3), ("d > 390.0 AND i32 < 1190", 126)]:
+        plan = prune(typed, where)
+        assert plan.rows > want
+        df = local_frame(spark, typed, plan, bind_where(typed, where))
+        assert df.count() == want, where
+        assert df.rdd.getNumPartitions() == 1
+
+
+@pytest.mark.parametrize("zone", ["America/Los_Angeles", "+05:30"])
+def test_timestamp_literals_are_read_in_the_session_time_zone(
+    spark: object, typed: object, zone: str
+) -> None:
+    """``ts < TIMESTAMP '2024-01-01 00:10:00'`` means 00:10 in the session zone: the driver
+    path (bound here) and the data source (Spark's own filters) give Spark's rows."""
+    through_source = Store(typed.store.location, conf=typed.store.conf.with_overrides(  # type: ignore[attr-defined]
+        {"carbon.read.local.rows": "0"})).table("db.typed")
+    spark.conf.set("spark.sql.session.timeZone", zone)  # type: ignore[attr-defined]
+    try:
+        for where in ["ts < TIMESTAMP '2023-12-31 16:10:00'", "ts >= '2024-01-01 05:40:00'",
+                      "ts < DATE '2024-01-01'", "dt <= TIMESTAMP '2024-01-03 00:00:00'"]:
+            local = sorted(r.i32 for r in to_spark(typed, spark, where=where).collect())
+            remote = sorted(r.i32 for r in to_spark(through_source, spark, where=where).collect())
+            assert local == remote, where
+        hit = to_spark(typed, spark, where="ts < TIMESTAMP '2023-12-31 16:10:00'").count()
+        assert hit == (600 if zone == "America/Los_Angeles" else 0)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")  # type: ignore[attr-defined]
