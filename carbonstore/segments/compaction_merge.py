@@ -100,7 +100,8 @@ def segment_data_files(table: Table, load_name: str) -> list[str]:
 def sort_keys(table: Table) -> list[tuple[str, str, str]]:
     """pyarrow sort keys for the table's SORT_COLUMNS (empty when it has none).
 
-    Nulls first, as Spark's ascending sort (and so a load) orders them.
+    Nulls first, as Spark's ascending sort (and so a load) orders them; the merge sort
+    adds a key per float column that puts NaN after every number, as Spark does.
     """
     return [(c, "ascending", "at_start") for c in table.schema.sort_columns]
 
@@ -219,11 +220,14 @@ def key_ranges(fs: Any, files: Sequence[str], column: str, n: int) -> list[KeyRa
     """Cut ``column``'s values into at most ``n`` ranges of about equal row counts.
 
     Boundaries are sampled values, deduplicated, so every value (and every group of equal
-    values) lands in exactly one range; nulls go to the first range.
+    values) lands in exactly one range; nulls go to the first range and NaN to the last (as
+    Spark orders them: NaN after every number; see :func:`_range_filter`).
     """
     if n <= 1:
         return [(0, None, None, True)]
     sample = pc.drop_null(_sample_column(fs, files, column))
+    if pa.types.is_floating(sample.type):
+        sample = sample.filter(pc.invert(pc.is_nan(sample)))
     if len(sample) == 0:
         return [(0, None, None, True)]
     ordered = sample.take(pc.sort_indices(sample))
@@ -236,11 +240,16 @@ def key_ranges(fs: Any, files: Sequence[str], column: str, n: int) -> list[KeyRa
     return [(i, edges[i], edges[i + 1], i == 0) for i in range(len(edges) - 1)]
 
 
-def _range_filter(column: str, lo: Any, hi: Any, nulls: bool) -> ds.Expression | None:
+def _range_filter(
+    column: str, lo: Any, hi: Any, nulls: bool, *, floating: bool = False
+) -> ds.Expression | None:
+    """The rows of one key range; NaN (of a ``floating`` column) belongs to the last one."""
     field = ds.field(column)
     expr: ds.Expression | None = None
     if lo is not None:
         expr = field >= lo
+        if floating and hi is None:
+            expr = expr | pc.is_nan(field)
     if hi is not None:
         expr = (field < hi) if expr is None else (expr & (field < hi))
     if nulls and expr is not None:
@@ -262,9 +271,11 @@ def merge_unit(
     if keys:
         idx, lo, hi, nulls = unit  # type: ignore[misc]
         dataset = ds.dataset(list(files), format="parquet", filesystem=fs)
+        floating = pa.types.is_floating(dataset.schema.field(keys[0][0]).type)
         # Large scan batches: few chunks make the sort's take much cheaper.
         data = dataset.to_table(
-            filter=_range_filter(keys[0][0], lo, hi, nulls), batch_size=_SCAN_BATCH_ROWS
+            filter=_range_filter(keys[0][0], lo, hi, nulls, floating=floating),
+            batch_size=_SCAN_BATCH_ROWS,
         )
         data = _sort(data, keys, rank_columns, settings)
     else:
@@ -299,7 +310,16 @@ def _sort(
             data = data.append_column(hidden_name, pa.array(ranks))
             hidden.append(hidden_name)
             by_key.append((hidden_name, order, nulls))
-    order_idx = pc.sort_indices(data, sort_keys=by_key)
+    sort_by: list[tuple[str, str, str]] = []
+    for name, order, nulls in by_key:
+        if pa.types.is_floating(data.schema.field(name).type):
+            # pyarrow puts NaN next to the nulls; Spark puts it after every number.
+            nan_name = f"__nan_{name}"
+            data = data.append_column(nan_name, pc.fill_null(pc.is_nan(data[name]), False))
+            hidden.append(nan_name)
+            sort_by.append((nan_name, order, nulls))
+        sort_by.append((name, order, nulls))
+    order_idx = pc.sort_indices(data, sort_keys=sort_by)
     # Sources loaded in key order (time series, increasing ids) arrive sorted: skip the
     # take, the costliest step of the sort.
     if not np.array_equal(order_idx.to_numpy(), np.arange(len(order_idx))):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,10 +19,12 @@ from carbonstore.store import Store
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7])
-@pytest.mark.parametrize("kind", ["int", "str", "few"])
+@pytest.mark.parametrize("kind", ["int", "str", "few", "nan"])
 def test_key_ranges_cover_every_row_once(tmp_path: Path, n: int, kind: str) -> None:
     values: list[object]
-    if kind == "int":
+    if kind == "nan":  # NaN belongs to the last range
+        values = [None if i % 11 == 0 else math.nan if i % 10 == 0 else (i * 7919) % 1000 / 3 for i in range(3000)]
+    elif kind == "int":
         values = [None if i % 11 == 0 else (i * 7919) % 1000 for i in range(3000)]
     elif kind == "str":
         values = [None if i % 13 == 0 else f"v{(i * 31) % 500:04d}" for i in range(3000)]
@@ -38,7 +41,7 @@ def test_key_ranges_cover_every_row_once(tmp_path: Path, n: int, kind: str) -> N
     dataset = ds.dataset(files, format="parquet")
     seen = 0
     for _idx, lo, hi, nulls in ranges:
-        expr = _range_filter("k", lo, hi, nulls)
+        expr = _range_filter("k", lo, hi, nulls, floating=kind == "nan")
         seen += dataset.to_table(filter=expr).num_rows if expr is not None else dataset.count_rows()
     assert seen == len(values)
 
@@ -119,3 +122,26 @@ def test_sorted_sources_in_any_order_give_sorted_output(store: Store, overlap: b
     stored = pa.concat_tables(pq.read_table(p) for p in files)["id"].to_pylist()
     assert stored == list(range(n * segs))
     assert read_segments(table).equals(before)
+
+
+def test_a_float_sort_column_orders_nan_last_in_every_unit_count(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spark's order (nulls, numbers, NaN) in the output, whether one unit or several merge;
+    no NaN row is lost between the key ranges."""
+    table = store.create_table("t", SCHEMA, properties={"sort_columns": "score"})
+    for i in range(3):
+        data = rows(i * 1000, 1000)
+        score = [None if j % 13 == 0 else math.nan if j % 10 == 0 else -0.0 if j % 17 == 0 else j / 7
+                 for j in range(i * 1000, i * 1000 + 1000)]
+        add_segment(table, data.set_column(2, "score", pa.array(score, pa.float64())))
+    size = sum(e.data_size for e in table.status.read().readable)
+    monkeypatch.setattr(compaction_merge, "UNIT_BYTES", size // 3)
+    compact(table, "custom", segment_ids=["0", "1", "2"])
+    flat = [x for p in segment_data_files(table, "0.1") for x in pq.read_table(p)["score"].to_pylist()]
+    assert len(flat) == 3000
+    nulls = [x for x in flat if x is None]
+    nans = [x for x in flat if x is not None and math.isnan(x)]
+    numbers = [x for x in flat if x is not None and not math.isnan(x)]
+    assert flat == nulls + numbers + nans
+    assert numbers == sorted(numbers) and len(nans) == 3000 // 10 - 3000 // 130 - 1
