@@ -372,10 +372,10 @@ def run_size(n: int, rows: int, peers: set[str], repeat: int, spark: bool) -> li
     return results
 
 
-def _spark_e2e(meta: dict[str, Any], repeat: int = 9) -> list[dict[str, Any]]:
+def _spark_e2e(meta: dict[str, Any], repeat: int = 11) -> list[dict[str, Any]]:
     """``count()`` and ``collect()`` of the filtered table, ours vs ``spark.read.parquet``.
 
-    Three warm-up runs per variant (JIT, Python workers, file listing caches), then the
+    Five warm-up runs per variant (JIT, Python workers, file listing caches), then the
     variants take turns ``repeat`` times, so a slow spell of the machine hits both sides.
     """
     from carbonstore.spark.reader import to_spark
@@ -391,7 +391,7 @@ def _spark_e2e(meta: dict[str, Any], repeat: int = 9) -> list[dict[str, Any]]:
                 "plain": lambda q=sql, a=action: getattr(s.read.parquet(*meta["files"]).where(q), a)(),
             }
             times: dict[str, list[float]] = {k: [] for k in variants}
-            for _ in range(3):
+            for _ in range(5):
                 for fn in variants.values():
                     fn()
             for _ in range(repeat):

@@ -56,7 +56,8 @@ from carbonstore.indexfiles.expr import (
 
 __all__ = [
     "LEVEL_BLOOM", "LEVEL_COUNTS", "LEVEL_MINMAX", "ROWS_CANNOT_MATCH", "ROWS_MIGHT_MATCH",
-    "BloomProbe", "StatsEvaluator", "UnitStats", "evaluate_rows", "prefix_successor", "rows_may_match",
+    "BloomProbe", "StatsEvaluator", "UnitStats", "evaluate_rows", "narrows", "prefix_successor",
+    "rows_may_match",
 ]
 
 ROWS_MIGHT_MATCH = True
@@ -571,6 +572,19 @@ def rows_may_match(expr: Expr, table: pa.Table) -> Mask:
     """
     may_true, _may_false = _may3(expr, table, {})
     return may_true
+
+
+def narrows(expr: Expr) -> bool:
+    """Whether :func:`rows_may_match` can drop rows for ``expr`` (some leaf has a kernel)."""
+    if isinstance(expr, (And, Or)):
+        return narrows(expr.left) or narrows(expr.right)
+    if isinstance(expr, Not):
+        return narrows(expr.child)
+    if isinstance(expr, AlwaysFalse):
+        return True
+    ref = getattr(expr, "term", None)
+    return (isinstance(ref, BoundRef) and ref.type.name in _FAST_TYPES
+            and not isinstance(expr, (StartsWith, NotStartsWith)))
 
 
 def _may3(expr: Expr, table: pa.Table, cache: dict[str, tuple[_NP, Mask]]) -> tuple[Mask, Mask]:

@@ -24,13 +24,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from carbonstore.errors import CorruptIndexError, UserError
-from carbonstore.indexfiles.evaluator import rows_may_match
-from carbonstore.indexfiles.expr import AlwaysTrue, Expr, session_zone
+from carbonstore.indexfiles.evaluator import narrows, rows_may_match
+from carbonstore.indexfiles.expr import AlwaysTrue, Expr, references, session_zone
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store import Store, load_conf
@@ -94,18 +95,23 @@ def plan_partitions(plan: TablePlan, *, max_bytes: int = PARTITION_BYTES) -> lis
 
 
 def read_row_groups(
-    table: Table, slices: Sequence[_Slice], *, batch_rows: int = 65536
+    table: Table, slices: Sequence[_Slice], *, batch_rows: int = 65536, expr: Expr | None = None
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the given row groups cut to their row ranges, decoded and conformed.
 
+    With the bound filter ``expr``, each row group's filter columns are read first and only
+    the rows it may match (:func:`rows_may_match`, a superset of the matches) are read and
+    kept: fewer rows cross into the JVM; Spark still applies the filter.
     Executor-side and pure: testable with a plain Table handle.
     """
     schema = arrow_read_schema(table)
     decode = _decoder(table)
     fs = table.store.sfs.fs
+    if expr is not None and not narrows(expr):
+        expr = None
     for sl in slices:
         try:
-            yield from _read_slice(fs, sl, batch_rows, decode, schema)
+            yield from _read_slice(fs, sl, batch_rows, decode, schema, expr)
         except (OSError, pa.ArrowException) as err:
             raise CorruptIndexError(
                 f"{sl.path}: data file is missing or damaged ({err}); restore it from a backup, "
@@ -115,11 +121,17 @@ def read_row_groups(
 
 
 def _read_slice(
-    fs: Any, sl: _Slice, batch_rows: int, decode: Any, schema: pa.Schema
+    fs: Any, sl: _Slice, batch_rows: int, decode: Any, schema: pa.Schema, expr: Expr | None = None
 ) -> Iterator[pa.RecordBatch]:
     with fs.open_input_file(sl.path) as fh:
         pf = pq.ParquetFile(fh)
+        refs = sorted(references(expr)) if expr is not None else []
+        if not refs or not set(refs) <= set(pf.schema_arrow.names):
+            refs = []
         for rg, ranges in sl.row_groups:
+            if refs:
+                yield from _read_matching(pf, rg, ranges, refs, expr, batch_rows, decode, schema)  # type: ignore[arg-type]
+                continue
             pos = 0
             for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg], use_threads=False):
                 n = batch.num_rows
@@ -131,6 +143,31 @@ def _read_slice(
                 for piece in pieces:
                     if piece.num_rows:
                         yield _conform(decode(piece), schema)
+
+
+def _read_matching(
+    pf: pq.ParquetFile, rg: int, ranges: Sequence[tuple[int, int]] | None, refs: list[str],
+    expr: Expr, batch_rows: int, decode: Any, schema: pa.Schema,
+) -> Iterator[pa.RecordBatch]:
+    """One row group, filter columns first: only the rows ``expr`` may match are read on."""
+    keys = pf.read_row_group(rg, columns=refs, use_threads=False)
+    keys = pa.Table.from_batches([decode(b) for b in keys.to_batches()], schema=None) if keys.num_rows else keys
+    mask = rows_may_match(expr, keys)
+    if ranges is not None:
+        within = np.zeros(len(mask), dtype=bool)
+        for a, b in ranges:
+            within[a:b] = True
+        mask &= within
+    if not mask.any():
+        return
+    pos = 0
+    for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg], use_threads=False):
+        part = mask[pos : pos + batch.num_rows]
+        pos += batch.num_rows
+        if part.all():
+            yield _conform(decode(batch), schema)
+        elif part.any():
+            yield _conform(decode(batch.filter(pa.array(part))), schema)
 
 
 def _decoder(table: Table) -> Any:
@@ -190,7 +227,7 @@ class CarbonReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, CarbonPartition) or not partition.slices:
             return iter(())
-        return read_row_groups(self._table(), partition.slices)
+        return read_row_groups(self._table(), partition.slices, expr=self.expr)
 
 
 def to_spark(
@@ -240,10 +277,8 @@ def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = N
     from carbonstore.spark.datasource import schema_ddl
 
     slices = [sl for part in plan_partitions(plan) for sl in part.slices]
-    rows = pa.Table.from_batches(list(read_row_groups(table, slices)),
+    rows = pa.Table.from_batches(list(read_row_groups(table, slices, expr=expr)),
                                  schema=arrow_read_schema(table))
-    if expr is not None and rows.num_rows:
-        rows = rows.filter(pa.array(rows_may_match(expr, rows), pa.bool_()))
     return spark.createDataFrame(rows, schema=_struct_type(schema_ddl(table))).coalesce(1)
 
 
