@@ -129,8 +129,8 @@ def _read_slice(
         if not refs or not set(refs) <= set(pf.schema_arrow.names):
             refs = []
         for rg, ranges in sl.row_groups:
-            if refs:
-                yield from _read_matching(pf, rg, ranges, refs, expr, batch_rows, decode, schema)  # type: ignore[arg-type]
+            if refs and expr is not None:
+                yield from _read_matching(pf, rg, ranges, refs, expr, batch_rows, decode, schema)
                 continue
             pos = 0
             for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg], use_threads=False):
@@ -151,7 +151,8 @@ def _read_matching(
 ) -> Iterator[pa.RecordBatch]:
     """One row group, filter columns first: only the rows ``expr`` may match are read on."""
     keys = pf.read_row_group(rg, columns=refs, use_threads=False)
-    keys = pa.Table.from_batches([decode(b) for b in keys.to_batches()], schema=None) if keys.num_rows else keys
+    if keys.num_rows:  # dictionary columns: the filter compares values, not surrogates
+        keys = pa.Table.from_batches([decode(b) for b in keys.to_batches()])
     mask = rows_may_match(expr, keys)
     if ranges is not None:
         within = np.zeros(len(mask), dtype=bool)

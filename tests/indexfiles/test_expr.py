@@ -229,3 +229,19 @@ def test_spark_filters() -> None:
         "(((((i >= 2 AND (i <> 3 OR i IS NULL)) AND s IN (b'a', b'b')) AND s STARTSWITH b'ab') "
         "AND dt IS NULL) AND ts = 0)"
     )
+
+
+def test_session_time_zones_resolve_like_spark_ids() -> None:
+    import datetime as dt
+
+    from carbonstore.indexfiles.expr import session_zone
+
+    hour = dt.timedelta(hours=1)
+    assert session_zone("UTC") is dt.UTC and session_zone(None) is dt.UTC
+    assert session_zone("+08:00").utcoffset(None) == 8 * hour  # type: ignore[union-attr]
+    assert session_zone("GMT-3").utcoffset(None) == -3 * hour  # type: ignore[union-attr]
+    assert session_zone("-0530").utcoffset(None) == -5.5 * hour  # type: ignore[union-attr]
+    paris = session_zone("Europe/Paris")
+    assert paris is not None and dt.datetime(2024, 7, 1, tzinfo=paris).utcoffset() == 2 * hour
+    assert session_zone("Etc/GMT+3") is not None
+    assert session_zone("Bogus/Zone") is None and session_zone("+19:00") is None
