@@ -57,7 +57,7 @@ from carbonstore.indexfiles.expr import (
 __all__ = [
     "LEVEL_BLOOM", "LEVEL_COUNTS", "LEVEL_MINMAX", "ROWS_CANNOT_MATCH", "ROWS_MIGHT_MATCH",
     "BloomProbe", "StatsEvaluator", "UnitStats", "evaluate_rows", "narrows", "prefix_successor",
-    "rows_may_match",
+    "rows_exact", "rows_may_match",
 ]
 
 ROWS_MIGHT_MATCH = True
@@ -582,6 +582,22 @@ def narrows(expr: Expr) -> bool:
         return narrows(expr.child)
     if isinstance(expr, AlwaysFalse):
         return True
+    return _fast_leaf(expr)
+
+
+def rows_exact(expr: Expr) -> bool:
+    """Whether :func:`rows_may_match` is exactly the rows ``expr`` is TRUE for (every leaf
+    has a kernel): then a reader that applied it need not filter again."""
+    if isinstance(expr, (And, Or)):
+        return rows_exact(expr.left) and rows_exact(expr.right)
+    if isinstance(expr, Not):
+        return rows_exact(expr.child)
+    if isinstance(expr, (AlwaysTrue, AlwaysFalse)):
+        return True
+    return _fast_leaf(expr)
+
+
+def _fast_leaf(expr: Expr) -> bool:
     ref = getattr(expr, "term", None)
     return (isinstance(ref, BoundRef) and ref.type.name in _FAST_TYPES
             and not isinstance(expr, (StartsWith, NotStartsWith)))

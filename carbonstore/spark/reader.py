@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from carbonstore.errors import CorruptIndexError, UserError
-from carbonstore.indexfiles.evaluator import narrows, rows_may_match
+from carbonstore.indexfiles.evaluator import narrows, rows_exact, rows_may_match
 from carbonstore.indexfiles.expr import AlwaysTrue, Expr, references, session_zone
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.writer import arrow_type
@@ -252,7 +252,10 @@ def to_spark(
         if limit > 0 and zone is not None:
             plan = prune(table, expr, segments=segments)
             if plan.rows <= limit:
-                return local_frame(spark, table, plan, expr).where(where)
+                frame = local_frame(spark, table, plan, expr)
+                # The driver filter matches Spark's WHERE exactly for such filters
+                # (tests/spark/test_spark_semantics.py); others are filtered again.
+                return frame if rows_exact(expr) else frame.where(where)
     register_data_source(spark)
     reader = spark.read.format("carbonstore").option("store", table.store.location)
     for k, v in table.store.conf.values.items():

@@ -5,7 +5,8 @@ are written as Parquet the way the store writes them; random WHERE strings are e
 Spark over that file and by carbonstore (``parse_where`` + ``bind``). The row oracle
 ``evaluate_rows`` (whose matches the pruning soundness tests prove lie inside every plan) must
 keep exactly the rows Spark keeps, and ``rows_may_match`` (the driver-side row filter of
-``to_spark``) at least those. Also run with session time zones other than UTC: timestamp and
+``to_spark``) at least those, and exactly those where ``rows_exact`` says so (``to_spark``
+then does not filter again). Also run with session time zones other than UTC: timestamp and
 date literals are read in the session zone.
 """
 
@@ -27,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles.evaluator import evaluate_rows, rows_may_match
+from carbonstore.indexfiles.evaluator import evaluate_rows, rows_exact, rows_may_match
 from carbonstore.indexfiles.expr import (
     And,
     Comparison,
@@ -193,6 +194,8 @@ def _check(spark: Any, data: dict[str, list[Any]], wheres: list[str], tag: str, 
             f"{[{n: data[n][r] for n in data} for r in extra[:3].tolist()]} Spark drops")
         may = rows_may_match(bound, arrow)
         assert not (want & ~may).any(), f"{where!r}: the driver row filter drops a row Spark keeps"
+        if rows_exact(bound):  # to_spark then leaves the WHERE out of the local DataFrame
+            assert (may == want).all(), f"{where!r}: the driver row filter keeps rows Spark drops"
 
 
 _SETTINGS = settings(max_examples=int(os.environ.get("CARBONSTORE_SPARK_EXAMPLES", "80")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
