@@ -238,6 +238,7 @@ class DriverIndexCache:
         self._views: OrderedDict[tuple[Any, ...], TableIndex] = OrderedDict()
         # Table folder -> (its index snapshot, the bytes counted for it in ``used``).
         self._snapshots: OrderedDict[str, tuple[Snapshot, int]] = OrderedDict()
+        self.evictions = 0  # entries dropped over budget, ever
         self.lock = threading.RLock()
 
     def __len__(self) -> int:
@@ -284,7 +285,13 @@ class DriverIndexCache:
 
     def _evict(self, *, keep_items: int) -> None:
         """Drop least recently used entries while over capacity: segment indexes (all but the
-        newest ``keep_items``), then the snapshots of tables other than the newest one."""
+        newest ``keep_items``), then the snapshots of tables other than the newest one.
+
+        The cached table views go too when anything does: a view holds the arrays it
+        planned with (segment indexes, a snapshot), which must not outlive the budget; and
+        a view built or planned while entries were dropped is not kept (``evictions``).
+        """
+        dropped_any = False
         while self.used > self.capacity:
             if len(self._items) > keep_items:
                 _, dropped = self._items.popitem(last=False)
@@ -294,6 +301,10 @@ class DriverIndexCache:
                 self.used -= size
             else:
                 break
+            dropped_any = True
+            self.evictions += 1
+        if dropped_any:
+            self._views.clear()
 
     def clear(self) -> None:
         with self.lock:
@@ -450,6 +461,7 @@ class TableIndex:
             merged = SegmentBounds.concat(parts)
             self.bounds = merged if np.array_equal(take, np.arange(len(take))) else merged.take(take)
         self._bloom_dirs: dict[tuple[int, str], dict[str, Any] | None] = {}
+        self.evictions_seen = _CACHE.evictions
         self._units: OrderedDict[tuple[int, ...], tuple[list[Any], list[npt.NDArray[np.intp]]]] = OrderedDict()
 
     @property
@@ -519,6 +531,8 @@ class TableIndex:
             pieces.append((arrays, np.full(arrays.num_row_groups, i, dtype=np.intp)))
         flush()
         got = merge_runs(pieces)
+        if _CACHE.evictions != self.evictions_seen:
+            return got  # the budget is short: keep nothing the LRU does not count
         if len(self._units) >= 4:
             self._units.popitem(last=False)
         self._units[key] = got
@@ -578,14 +592,16 @@ def table_index(table: Table, entries: Sequence[LoadEntry], *, all_readable: boo
         if view is not None:
             _CACHE._views.move_to_end(key)
             return view
+    before = _CACHE.evictions
     snapshot = _read_snapshot(table) if entries else None
     view = TableIndex(table, entries, snapshot)
     if all_readable and view.uncovered > _lag_limit(table):
         _refresh_best_effort(table, view)
     with _CACHE.lock:
-        _CACHE._views[key] = view
-        while len(_CACHE._views) > 16:
-            _CACHE._views.popitem(last=False)
+        if _CACHE.evictions == before:  # built within the budget: worth keeping
+            _CACHE._views[key] = view
+            while len(_CACHE._views) > 16:
+                _CACHE._views.popitem(last=False)
     return view
 
 

@@ -72,6 +72,13 @@ def test_lru_is_bounded_by_the_configured_size(store: Store) -> None:
     assert c.capacity == 1 << 20
     assert 0 < c.used <= c.capacity
     assert len(c) < 12
+    # no cached table view keeps segment indexes the LRU let go of
+    assert not c._views
+    prune(t, "id >= 0")
+    assert not c._views
+    roomy = Store(store.location, conf=store.conf).table("db.t")
+    prune(roomy, "id >= 0")  # within the default budget the view is kept for the next plan
+    assert len(c._views) == 1
 
 
 def test_snapshots_count_in_the_cache_budget(store: Store) -> None:
