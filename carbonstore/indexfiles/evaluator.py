@@ -454,7 +454,7 @@ class StatsEvaluator:
 # ---- the row-level oracle ----------------------------------------------------------------
 
 
-def _comparable(column: pa.ChunkedArray | pa.Array, ref: BoundRef) -> tuple[_NP, Mask]:
+def _comparable(column: pa.ChunkedArray | pa.Array, ref: BoundRef) -> tuple[Any, Mask]:
     """Column values in the comparable representation, and the validity mask."""
     arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
@@ -463,9 +463,10 @@ def _comparable(column: pa.ChunkedArray | pa.Array, ref: BoundRef) -> tuple[_NP,
         vals = np.asarray(pc.fill_null(arr.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False))
         return vals, valid
     if t.name in ("string", "binary"):
-        out = np.empty(len(arr), dtype=object)
-        out[:] = [b"" if v is None else (v.encode() if isinstance(v, str) else bytes(v)) for v in arr.to_pylist()]
-        return out, valid
+        # a pyarrow binary array: compared by pyarrow's byte-wise kernels, as Spark compares
+        # UTF-8 strings
+        big = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+        return arr.cast(pa.large_binary() if big else pa.binary()), valid
     if t.name == "decimal":
         out = np.empty(len(arr), dtype=object)
         exact = decimal.Context(prec=100)  # the default 28 digits would round decimal(38)
@@ -483,8 +484,17 @@ def _comparable(column: pa.ChunkedArray | pa.Array, ref: BoundRef) -> tuple[_NP,
     return np.asarray(pc.fill_null(ints.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)), valid
 
 
-def _row_compare(vals: _NP, op: type[Comparison], v: Any, floating: bool) -> Mask:
+_PC_OPS: dict[type[Comparison], Callable[[Any, Any], Any]] = {
+    Eq: pc.equal, NotEq: pc.not_equal, Lt: pc.less, LtEq: pc.less_equal,
+    Gt: pc.greater, GtEq: pc.greater_equal,
+}
+
+
+def _row_compare(vals: Any, op: type[Comparison], v: Any, floating: bool) -> Mask:
     """Spark comparison of non-null values with a non-null literal (NaN greatest, NaN = NaN)."""
+    if isinstance(vals, pa.Array):  # binary: nulls come out False, masked by valid anyway
+        res = pc.fill_null(_PC_OPS[op](vals, pa.scalar(v, vals.type)), False)
+        return np.asarray(res.to_numpy(zero_copy_only=False), dtype=bool)
     if floating:
         nan = np.isnan(vals)
         if _is_nan(v):
@@ -504,56 +514,12 @@ def _row_compare(vals: _NP, op: type[Comparison], v: Any, floating: bool) -> Mas
 def evaluate_rows(expr: Expr, table: pa.Table) -> Mask:
     """The rows of ``table`` for which the bound ``expr`` is TRUE (not FALSE, not NULL).
 
-    Brute force with SQL three-valued logic; columns are looked up by name. For tests.
+    SQL three-valued logic over every row; columns are looked up by name. Tests use it as
+    the truth the pruner must cover; tests/spark/test_spark_semantics.py checks it against
+    Spark.
     """
-    true, _false = _rows3(expr, table)
+    true, _false = _rows3(expr, table, {}, exact=True)
     return true
-
-
-def _rows3(expr: Expr, table: pa.Table) -> tuple[Mask, Mask]:
-    """(is TRUE, is FALSE) masks; NULL is neither."""
-    n = table.num_rows
-    if isinstance(expr, AlwaysTrue):
-        return np.ones(n, bool), np.zeros(n, bool)
-    if isinstance(expr, AlwaysFalse):
-        return np.zeros(n, bool), np.ones(n, bool)
-    if isinstance(expr, And):
-        (lt, lf), (rt, rf) = _rows3(expr.left, table), _rows3(expr.right, table)
-        return lt & rt, lf | rf
-    if isinstance(expr, Or):
-        (lt, lf), (rt, rf) = _rows3(expr.left, table), _rows3(expr.right, table)
-        return lt | rt, lf & rf
-    if isinstance(expr, Not):
-        t, f = _rows3(expr.child, table)
-        return f, t
-    ref = expr.term  # type: ignore[attr-defined]
-    if not isinstance(ref, BoundRef):
-        raise ExpressionError(f"bind the expression before evaluating it: {expr}")
-    vals, valid = _comparable(table.column(ref.name), ref)
-    floating = ref.type.is_floating
-    if isinstance(expr, IsNull):
-        return ~valid, valid
-    if isinstance(expr, IsNotNull):
-        return valid, ~valid
-    if isinstance(expr, (IsNaN, NotNaN)):
-        nan = valid & np.isnan(vals) if floating else np.zeros(n, bool)
-        return (nan, ~nan) if isinstance(expr, IsNaN) else (~nan, nan)
-    if isinstance(expr, Comparison):
-        hit = _row_compare(vals, type(expr), expr.literal, floating)
-        return valid & hit, valid & ~hit
-    if isinstance(expr, (In, NotIn)):
-        hit = np.zeros(n, bool)
-        for v in expr.literals:
-            hit |= _row_compare(vals, Eq, v, floating)
-        if isinstance(expr, NotIn):
-            hit = ~hit
-        return valid & hit, valid & ~hit
-    if isinstance(expr, (StartsWith, NotStartsWith)):
-        hit = np.fromiter((bytes(a).startswith(expr.prefix) for a in vals), dtype=bool, count=n)
-        if isinstance(expr, NotStartsWith):
-            hit = ~hit
-        return valid & hit, valid & ~hit
-    raise ExpressionError(f"cannot evaluate {expr} on rows")
 
 
 # ---- driver-side row filter -------------------------------------------------------------------
@@ -565,12 +531,12 @@ _FAST_TYPES = frozenset({"byte", "short", "int", "long", "float", "double", "dat
 def rows_may_match(expr: Expr, table: pa.Table) -> Mask:
     """A superset of the rows of ``table`` for which the bound ``expr`` is TRUE.
 
-    Vectorised (numpy and pyarrow kernels, no per-row Python) with the semantics of
-    :func:`evaluate_rows`; a leaf it has no fast kernel for (decimals, prefixes) keeps every
-    row, so the mask may hold rows that do not match but never drops one that does. The
-    reader narrows driver-side reads with it; Spark still applies the filter.
+    :func:`evaluate_rows` with vectorised kernels only (numpy and pyarrow, no per-row
+    Python): a leaf without one (decimals, prefixes) keeps every row, so the mask may hold
+    rows that do not match but never drops one that does. The reader narrows its reads with
+    it; Spark still applies the filter unless :func:`rows_exact`.
     """
-    may_true, _may_false = _may3(expr, table, {})
+    may_true, _may_false = _rows3(expr, table, {}, exact=False)
     return may_true
 
 
@@ -603,74 +569,54 @@ def _fast_leaf(expr: Expr) -> bool:
             and not isinstance(expr, (StartsWith, NotStartsWith)))
 
 
-def _may3(expr: Expr, table: pa.Table, cache: dict[str, tuple[_NP, Mask]]) -> tuple[Mask, Mask]:
-    """(may be TRUE, may be FALSE) masks: supersets of the exact ones of :func:`_rows3`."""
+def _rows3(
+    expr: Expr, table: pa.Table, cache: dict[str, tuple[Any, Mask]], *, exact: bool
+) -> tuple[Mask, Mask]:
+    """(is TRUE, is FALSE) masks; NULL is neither. Not ``exact``: a leaf without a vectorised
+    kernel is (every row, every row), so both masks are supersets of the exact ones."""
     n = table.num_rows
     if isinstance(expr, AlwaysTrue):
         return np.ones(n, bool), np.zeros(n, bool)
     if isinstance(expr, AlwaysFalse):
         return np.zeros(n, bool), np.ones(n, bool)
-    if isinstance(expr, And):
-        (lt, lf), (rt, rf) = _may3(expr.left, table, cache), _may3(expr.right, table, cache)
-        return lt & rt, lf | rf
-    if isinstance(expr, Or):
-        (lt, lf), (rt, rf) = _may3(expr.left, table, cache), _may3(expr.right, table, cache)
-        return lt | rt, lf & rf
+    if isinstance(expr, (And, Or)):
+        lt, lf = _rows3(expr.left, table, cache, exact=exact)
+        rt, rf = _rows3(expr.right, table, cache, exact=exact)
+        return (lt & rt, lf | rf) if isinstance(expr, And) else (lt | rt, lf & rf)
     if isinstance(expr, Not):
-        t, f = _may3(expr.child, table, cache)
+        t, f = _rows3(expr.child, table, cache, exact=exact)
         return f, t
     ref = expr.term  # type: ignore[attr-defined]
     if not isinstance(ref, BoundRef):
         raise ExpressionError(f"bind the expression before evaluating it: {expr}")
-    if ref.type.name not in _FAST_TYPES or isinstance(expr, (StartsWith, NotStartsWith)):
+    if not exact and not _fast_leaf(expr):
         return np.ones(n, bool), np.ones(n, bool)
     if ref.name not in cache:
-        cache[ref.name] = _fast_comparable(table.column(ref.name), ref)
+        cache[ref.name] = _comparable(table.column(ref.name), ref)
     vals, valid = cache[ref.name]
+    floating = ref.type.is_floating
     if isinstance(expr, IsNull):
         return ~valid, valid
     if isinstance(expr, IsNotNull):
         return valid, ~valid
-    floating = ref.type.is_floating
     if isinstance(expr, (IsNaN, NotNaN)):
         nan = valid & np.isnan(vals) if floating else np.zeros(n, bool)
         return (nan, ~nan) if isinstance(expr, IsNaN) else (~nan, nan)
     if isinstance(expr, Comparison):
-        hit = _fast_compare(vals, type(expr), expr.literal, floating)
-        return valid & hit, valid & ~hit
-    if isinstance(expr, (In, NotIn)):
-        hit = np.zeros(n, bool)
+        hit = _row_compare(vals, type(expr), expr.literal, floating)
+    elif isinstance(expr, (In, NotIn)):
         if isinstance(vals, pa.Array):
             hit = np.asarray(pc.is_in(vals, value_set=pa.array(list(expr.literals), vals.type))
                              .to_numpy(zero_copy_only=False), dtype=bool)
         else:
+            hit = np.zeros(n, bool)
             for v in expr.literals:
-                hit |= _fast_compare(vals, Eq, v, floating)
-        if isinstance(expr, NotIn):
-            hit = ~hit
-        return valid & hit, valid & ~hit
-    return np.ones(n, bool), np.ones(n, bool)
-
-
-def _fast_comparable(column: pa.ChunkedArray | pa.Array, ref: BoundRef) -> tuple[Any, Mask]:
-    """Like :func:`_comparable`, but strings and binaries stay a pyarrow binary array
-    (compared by pyarrow's byte-wise kernels, as Spark compares UTF-8 strings)."""
-    if ref.type.name not in ("string", "binary"):
-        return _comparable(column, ref)
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    big = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
-    return arr.cast(pa.large_binary() if big else pa.binary()), valid
-
-
-_PC_OPS: dict[type[Comparison], Callable[[Any, Any], Any]] = {
-    Eq: pc.equal, NotEq: pc.not_equal, Lt: pc.less, LtEq: pc.less_equal,
-    Gt: pc.greater, GtEq: pc.greater_equal,
-}
-
-
-def _fast_compare(vals: Any, op: type[Comparison], v: Any, floating: bool) -> Mask:
-    if isinstance(vals, pa.Array):  # binary: nulls come out False, masked by valid anyway
-        res = pc.fill_null(_PC_OPS[op](vals, pa.scalar(v, vals.type)), False)
-        return np.asarray(res.to_numpy(zero_copy_only=False), dtype=bool)
-    return _row_compare(vals, op, v, floating)
+                hit |= _row_compare(vals, Eq, v, floating)
+        hit = ~hit if isinstance(expr, NotIn) else hit
+    elif isinstance(expr, (StartsWith, NotStartsWith)):
+        hit = np.fromiter((v is not None and v.startswith(expr.prefix) for v in vals.to_pylist()),
+                          dtype=bool, count=n)
+        hit = ~hit if isinstance(expr, NotStartsWith) else hit
+    else:
+        raise ExpressionError(f"cannot evaluate {expr} on rows")
+    return valid & hit, valid & ~hit
