@@ -159,16 +159,21 @@ def _read_matching(
         for a, b in ranges:
             within[a:b] = True
         mask &= within
-    if not mask.any():
+    hits = np.flatnonzero(mask)
+    if not len(hits):
         return
     pos = 0
-    for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[rg], use_threads=False):
+    # a few hits early in the row group: decode only up to the batch holding the last one
+    size = batch_rows if len(hits) > 64 else min(batch_rows, 8192)
+    for batch in pf.iter_batches(batch_size=size, row_groups=[rg], use_threads=False):
         part = mask[pos : pos + batch.num_rows]
         pos += batch.num_rows
         if part.all():
             yield _conform(decode(batch), schema)
         elif part.any():
             yield _conform(decode(batch.filter(pa.array(part))), schema)
+        if pos > hits[-1]:
+            break
 
 
 def _decoder(table: Table) -> Any:
