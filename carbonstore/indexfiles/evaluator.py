@@ -541,9 +541,12 @@ def rows_may_match(expr: Expr, table: pa.Table) -> Mask:
 
 
 def narrows(expr: Expr) -> bool:
-    """Whether :func:`rows_may_match` can drop rows for ``expr`` (some leaf has a kernel)."""
-    if isinstance(expr, (And, Or)):
+    """Whether :func:`rows_may_match` can drop rows for ``expr`` (a leaf with a kernel in a
+    conjunction, or on both sides of a disjunction)."""
+    if isinstance(expr, And):
         return narrows(expr.left) or narrows(expr.right)
+    if isinstance(expr, Or):
+        return narrows(expr.left) and narrows(expr.right)
     if isinstance(expr, Not):
         return narrows(expr.child)
     if isinstance(expr, AlwaysFalse):

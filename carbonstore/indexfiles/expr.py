@@ -451,7 +451,7 @@ def _bind_in(expr: In | NotIn, ref: BoundRef, zone: dt.tzinfo) -> Expr:
         # Spark compares the column and every item in the common type, double.
         literals = [v if v is None or isinstance(v, (bool, str)) else _as_double(v) for v in literals]
     values: list[Any] = []
-    ranges: list[Expr] = []  # items that match a range of values (a double's preimage)
+    ranges: list[Any] = []  # items that match a range of values (a double's preimage)
     has_null = False
     for lit in literals:
         if lit is None:
