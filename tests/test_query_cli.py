@@ -65,6 +65,7 @@ def test_prune_json_contract(capsys: pytest.CaptureFixture[str], store: Store, t
     (["query", "db.sales", "--select", "id,zzz"], "unknown column(s) zzz"),
     (["query", "db.sales", "--where", "cat > "], "cannot parse filter"),
     (["sql", "SELECT * FROM db.nothing"], "does not exist"),
+    (["prune", "db.sales", "--time-zone", "Mars/Olympus"], "is not a time zone"),
 ])
 def test_user_mistakes_exit_2_with_one_line(
     capsys: pytest.CaptureFixture[str], store: Store, table: object, argv: list[str], message: str
@@ -148,3 +149,23 @@ def test_a_limit_ends_the_scan_without_a_traceback(store: Store, tmp_path: Path)
     assert res.returncode == 0, res.stderr[-3000:]
     assert len(res.stdout.splitlines()) == 4
     assert "Traceback" not in res.stderr, res.stderr[-3000:]
+
+
+def test_prune_reads_timestamps_in_the_given_time_zone(
+    capsys: pytest.CaptureFixture[str], store: Store
+) -> None:
+    import datetime as dt
+
+    t = store.create_table("db.ev", "id long not null, ts timestamp")
+    start = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    add_segments(t, [pa.table({"id": [h], "ts": [start + dt.timedelta(hours=h)]}) for h in range(24)])
+    where = "ts < TIMESTAMP '2024-01-01 02:00:00'"
+
+    def kept(*extra: str) -> int:
+        code, out, _ = _run(capsys, store, "prune", "db.ev", "--where", where, "--json", *extra)
+        assert code == 0
+        return int(json.loads(out)["levels"]["segments"]["kept"])
+
+    assert kept() == 2  # 00:00 and 01:00 UTC
+    assert kept("--time-zone", "+05:00") == 0  # 02:00 at +05:00 is 21:00 UTC the day before
+    assert kept("--time-zone", "America/New_York") == 7  # 07:00 UTC

@@ -22,6 +22,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--where", help='filter, e.g. "id = 42 AND d >= DATE \'2024-01-01\'"')
     p.add_argument("--segments", help="only these segment ids, e.g. 1,3")
     p.add_argument("--explain", action="store_true", help="say why each dropped unit was dropped")
+    p.add_argument("--time-zone", default="UTC",
+                   help="zone timestamps without an offset are read in, as Spark's "
+                        "spark.sql.session.timeZone (default UTC), e.g. Europe/Paris or +08:00")
     add_json(p)
     p.set_defaults(func=_prune)
 
@@ -47,12 +50,17 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def _prune(args: argparse.Namespace) -> int:
+    from carbonstore.indexfiles.expr import session_zone
     from carbonstore.indexfiles.tableplan import prune
 
     started = time.perf_counter()
+    zone = session_zone(args.time_zone)
+    if zone is None:
+        raise UserError(f"--time-zone {args.time_zone!r} is not a time zone; use a region such as "
+                        "Europe/Paris, UTC, or an offset such as +08:00")
     table = open_store(args).table(args.table)
     plan = prune(table, args.where, segments=split_ids(args.segments), explain=args.explain,
-                 started=started)
+                 started=started, time_zone=zone)
     if args.json:
         out = plan.to_json()
         if args.explain:

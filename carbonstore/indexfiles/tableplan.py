@@ -275,6 +275,7 @@ def prune(
     segments: str | Sequence[str] | None = None,
     explain: bool = False,
     started: float | None = None,
+    time_zone: dt.tzinfo = dt.UTC,
 ) -> TablePlan:
     """Plan a scan of ``table`` for ``where`` from the indexes alone.
 
@@ -284,12 +285,14 @@ def prune(
         segments: only these segment ids (``"1,3"`` or a list); unreadable ones give nothing.
         explain: also record why each dropped unit was dropped (costs a second pass).
         started: ``time.perf_counter()`` when the table was opened (default: now).
+        time_zone: the zone a ``where`` string's timestamps without an offset are read in
+            (Spark reads them in ``spark.sql.session.timeZone``).
 
     Raises:
         ExpressionError: the filter does not parse or does not bind to the schema.
     """
     t0 = time.perf_counter() if started is None else started
-    expr = bind_where(table, where)
+    expr = bind_where(table, where, time_zone=time_zone)
     entries, all_readable = _choose(table, segments)
     expr = dictionary_safe(expr, table)  # after the tablestatus read (see there)
     view = table_index(table, entries, all_readable=all_readable)
