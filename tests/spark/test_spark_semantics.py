@@ -166,7 +166,8 @@ def _spark_truth(spark: Any, path: str, wheres: list[str]) -> dict[str, np.ndarr
     return truth
 
 
-def _check(spark: Any, data: dict[str, list[Any]], wheres: list[str], tag: str, zone: str = "UTC") -> None:
+def _check(spark: Any, data: dict[str, list[Any]], wheres: list[str], tag: str, zone: str = "UTC") -> int:
+    """Compare every clause both sides accept; returns how many that was."""
     schema = _schema(list(data))
     tz = session_zone(zone)
     assert tz is not None
@@ -178,6 +179,7 @@ def _check(spark: Any, data: dict[str, list[Any]], wheres: list[str], tag: str, 
         truth = _spark_truth(spark, path, wheres)
     finally:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
+    compared = 0
     for where, want in truth.items():
         try:
             bound = bind(parse_where(where), schema, time_zone=tz)
@@ -196,6 +198,8 @@ def _check(spark: Any, data: dict[str, list[Any]], wheres: list[str], tag: str, 
         assert not (want & ~may).any(), f"{where!r}: the driver row filter drops a row Spark keeps"
         if rows_exact(bound):  # to_spark then leaves the WHERE out of the local DataFrame
             assert (may == want).all(), f"{where!r}: the driver row filter keeps rows Spark drops"
+        compared += 1
+    return compared
 
 
 _SETTINGS = settings(max_examples=int(os.environ.get("CARBONSTORE_SPARK_EXAMPLES", "80")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -250,4 +254,4 @@ _EDGE_WHERES = [
 def test_edge_literals_agree_with_spark(spark: Any, zone: str) -> None:
     """Literals at type edges: doubles against longs and floats, strings with a time of day
     against dates, dates against timestamps (in the session time zone), out-of-range ints."""
-    _check(spark, _EDGE, _EDGE_WHERES, f"edge-{zone.replace('/', '-')}", zone)
+    assert _check(spark, _EDGE, _EDGE_WHERES, f"edge-{zone.replace('/', '-')}", zone) == len(_EDGE_WHERES)
