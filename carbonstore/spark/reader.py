@@ -149,7 +149,8 @@ def _read_matching(
     pf: pq.ParquetFile, rg: int, ranges: Sequence[tuple[int, int]] | None, refs: list[str],
     expr: Expr, batch_rows: int, decode: Any, schema: pa.Schema,
 ) -> Iterator[pa.RecordBatch]:
-    """One row group, filter columns first: only the rows ``expr`` may match are read on."""
+    """One row group, filter columns first: only the rows ``expr`` may match are read on,
+    from the other columns (the filter columns already read are joined back, not reread)."""
     keys = pf.read_row_group(rg, columns=refs, use_threads=False)
     if keys.num_rows:  # dictionary columns: the filter compares values, not surrogates
         keys = pa.Table.from_batches([decode(b) for b in keys.to_batches()])
@@ -162,16 +163,23 @@ def _read_matching(
     hits = np.flatnonzero(mask)
     if not len(hits):
         return
-    pos = 0
     # a few hits early in the row group: decode only up to the batch holding the last one
     size = batch_rows if len(hits) > 64 else min(batch_rows, 8192)
-    for batch in pf.iter_batches(batch_size=size, row_groups=[rg], use_threads=False):
-        part = mask[pos : pos + batch.num_rows]
-        pos += batch.num_rows
-        if part.all():
-            yield _conform(decode(batch), schema)
-        elif part.any():
-            yield _conform(decode(batch.filter(pa.array(part))), schema)
+    others = [n for n in pf.schema_arrow.names if n not in set(refs)]
+    source = (pf.iter_batches(batch_size=size, row_groups=[rg], columns=others, use_threads=False)
+              if others else keys.to_batches(max_chunksize=size))
+    pos = 0
+    for batch in source:
+        n = batch.num_rows
+        part = mask[pos : pos + n]
+        if part.any():
+            if others:
+                rest, known = decode(batch), keys.slice(pos, n)
+                batch = pa.RecordBatch.from_arrays(
+                    [*rest.columns, *(known.column(r).combine_chunks() for r in refs)],
+                    names=[*rest.schema.names, *refs])
+            yield _conform(batch if part.all() else batch.filter(pa.array(part)), schema)
+        pos += n
         if pos > hits[-1]:
             break
 

@@ -113,6 +113,7 @@ def test_read_row_groups_cuts_row_ranges(store: Store) -> None:
     ("id = 1234 or id between 3950 and 4010", [1234, *range(3950, 4011)]),
     ("v > 2000.0 and id < 4010", [1271, *range(4001, 4010)]),  # NaN is above every number
     ("(id < 1250 or v = CAST('NaN' AS DOUBLE)) and id >= 1200", [*range(1200, 1250), 1271]),
+    ("id between 3990 and 4003 and v >= 0 and d >= 0", list(range(3990, 4004))),  # every column
 ])
 def test_read_row_groups_with_the_filter_keeps_the_rows_it_may_match(
     store: Store, where: str, want: list[int]
