@@ -78,7 +78,6 @@ __all__ = [
     "TableIndex",
     "bloom_directory",
     "clear_cache",
-    "read_status",
     "readable_segments",
     "driver_cache",
     "refresh_index_snapshot",
@@ -566,11 +565,6 @@ class TableIndex:
             return arrays.bloom_bitset(rg, name)
 
         return d, read
-
-
-def read_status(table: Table) -> TableStatusSnapshot:
-    """A fresh tablestatus snapshot (an unchanged file is not decoded again: TableStatus.read)."""
-    return table.status.read()
 
 
 def readable_segments(snapshot: TableStatusSnapshot) -> list[LoadEntry]:

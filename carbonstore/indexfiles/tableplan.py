@@ -36,7 +36,7 @@ import numpy.typing as npt
 from carbonstore.errors import SegmentNotFoundError
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles import planner as planner_mod
-from carbonstore.indexfiles.cache import read_status, readable_segments, table_index
+from carbonstore.indexfiles.cache import readable_segments, table_index
 from carbonstore.indexfiles.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
 from carbonstore.indexfiles.expr import (
     AlwaysFalse,
@@ -258,7 +258,8 @@ _IN_SURROGATES = 64  # an IN on a dictionary column lists at most this many surr
 
 
 def _choose(table: Table, segments: str | Sequence[str] | None) -> tuple[list[Any], bool]:
-    entries = readable_segments(read_status(table))
+    # a fresh read; unchanged bytes are not decoded again (TableStatus.read)
+    entries = readable_segments(table.status.read())
     if segments is None or (isinstance(segments, str) and segments.strip() in ("", "*")):
         return entries, True
     parts = segments.split(",") if isinstance(segments, str) else list(segments)

@@ -251,8 +251,9 @@ def to_spark(
 
     The filter is pushed to the pruner and evaluated by Spark as well. When the plan of the
     filter keeps at most ``carbon.read.local.rows`` rows (0: never), those rows are read
-    here, on the driver, and Spark gets them as a local DataFrame: a lookup then costs no
-    Python task, only a JVM one. Such a DataFrame holds the rows the table had when
+    here, on the driver, and Spark gets them as a local DataFrame (filtered again by Spark
+    unless the driver's row filter is exact, ``rows_exact``): a lookup then costs no Python
+    task, only a JVM one. Such a DataFrame holds the rows the table had when
     ``to_spark`` ran; the data source reads the table when the query runs.
     """
     from carbonstore.spark.session import register_data_source
@@ -288,8 +289,8 @@ def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = N
     as a one-partition DataFrame with the table's exact schema.
 
     With the bound filter ``expr``, rows it cannot match are left out here already
-    (:func:`rows_may_match` keeps a superset of the matches); the caller still applies the
-    filter in Spark. One partition: an aggregate over it (``count()``) runs as one stage.
+    (:func:`rows_may_match` keeps a superset of the matches); the caller applies the filter
+    in Spark too unless ``rows_exact(expr)``. One partition: an aggregate over it (``count()``) runs as one stage.
     """
     from carbonstore.spark.datasource import schema_ddl
 
