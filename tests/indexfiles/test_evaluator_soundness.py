@@ -67,7 +67,8 @@ def _mix(small: st.SearchStrategy[Any], wide: st.SearchStrategy[Any]) -> st.Sear
     return st.one_of(small, small, small, wide)
 
 
-_TYPES: dict[str, tuple[DataType, pa.DataType, st.SearchStrategy[Any]]] = {
+_Types = dict[str, tuple[DataType, pa.DataType, st.SearchStrategy[Any]]]
+_TYPES: _Types = {
     "byte": (DataType("byte"), pa.int8(), _mix(_SMALL_INT, st.integers(-(2**7), 2**7 - 1))),
     "short": (DataType("short"), pa.int16(), _mix(_SMALL_INT, st.integers(-(2**15), 2**15 - 1))),
     "int": (DataType("int"), pa.int32(), _mix(_SMALL_INT, st.integers(-(2**31), 2**31 - 1))),
@@ -104,12 +105,12 @@ def _schema(names: list[str]) -> TableSchema:
 
 
 @st.composite
-def _literal(draw: st.DrawFn, name: str, values: list[Any]) -> Any:
+def _literal(draw: st.DrawFn, name: str, values: list[Any], types: _Types | None = None) -> Any:
     """A literal near the data: a value, a value nudged by half a step, or an odd type."""
     non_null = [v for v in values if v is not None]
-    dtype = _TYPES[name][0]
+    dtype, _, values_of = (types or _TYPES)[name]
     from_data: bool = bool(non_null) and draw(st.booleans())
-    base = draw(st.sampled_from(non_null)) if from_data else draw(_TYPES[name][2])
+    base = draw(st.sampled_from(non_null)) if from_data else draw(values_of)
     if base is None or not draw(st.booleans()):
         return base
     if dtype.is_integral or dtype.name == "decimal":
@@ -136,16 +137,21 @@ def _literal(draw: st.DrawFn, name: str, values: list[Any]) -> Any:
 
 
 @st.composite
-def _predicate(draw: st.DrawFn, table: dict[str, list[Any]], depth: int = 0) -> Expr:
+def _predicate(
+    draw: st.DrawFn, table: dict[str, list[Any]], depth: int = 0, types: _Types | None = None
+) -> Expr:
+    """A random predicate over ``table``'s columns, literals near its values; ``types``:
+    the column types and value strategies by name (default ``_TYPES``)."""
+    types = types or _TYPES
     if depth < 2 and draw(st.integers(0, 4)) == 0:
         kind = draw(st.sampled_from(["and", "or", "not"]))
-        left = draw(_predicate(table, depth + 1))
+        left = draw(_predicate(table, depth + 1, types))
         if kind == "not":
             return Not(left)
-        right = draw(_predicate(table, depth + 1))
+        right = draw(_predicate(table, depth + 1, types))
         return And(left, right) if kind == "and" else Or(left, right)
     name = draw(st.sampled_from(sorted(table)))
-    dtype = _TYPES[name][0]
+    dtype = types[name][0]
     ops: list[str] = ["cmp", "cmp", "cmp", "in", "notin", "null", "notnull"]
     if dtype.is_floating:
         ops.append("nan")
@@ -161,17 +167,17 @@ def _predicate(draw: st.DrawFn, table: dict[str, list[Any]], depth: int = 0) -> 
     if op == "prefix":
         non_null = [v for v in table[name] if v]
         from_data: bool = bool(non_null) and draw(st.booleans())
-        base = draw(st.sampled_from(non_null)) if from_data else draw(_TYPES[name][2])
+        base = draw(st.sampled_from(non_null)) if from_data else draw(types[name][2])
         cut = draw(st.integers(0, len(base)))
         prefix = base[:cut]
         if isinstance(prefix, bytes) and dtype.name == "string":
             prefix = prefix.decode("utf-8", "ignore")
         return StartsWith(name, prefix)
     if op in ("in", "notin"):
-        lits = tuple(draw(st.lists(_literal(name, table[name]), min_size=1, max_size=4)))
+        lits = tuple(draw(st.lists(_literal(name, table[name], types), min_size=1, max_size=4)))
         return In(name, lits) if op == "in" else NotIn(name, lits)
     cls = draw(st.sampled_from([Eq, NotEq, Lt, LtEq, Gt, GtEq]))
-    return cls(name, draw(_literal(name, table[name])))
+    return cls(name, draw(_literal(name, table[name], types)))
 
 
 @st.composite

@@ -117,12 +117,8 @@ def _case(draw: st.DrawFn) -> tuple[dict[str, list[Any]], list[str]]:
     names = draw(st.lists(st.sampled_from(sorted(_TYPES)), min_size=1, max_size=3, unique=True))
     n = draw(st.integers(1, 40))
     table = {name: draw(st.lists(st.none() | _TYPES[name][1], min_size=n, max_size=n)) for name in names}
-    saved = sound._TYPES
-    sound._TYPES = {**saved, **{k: (v[0], arrow_type(v[0]), v[1]) for k, v in _TYPES.items()}}
-    try:
-        exprs = draw(st.lists(sound._predicate(table), min_size=1, max_size=20))
-    finally:
-        sound._TYPES = saved
+    types = {k: (v[0], arrow_type(v[0]), v[1]) for k, v in _TYPES.items()}
+    exprs = draw(st.lists(sound._predicate(table, types=types), min_size=1, max_size=20))
     return table, [to_sql(e) for e in exprs if "\x00" not in to_sql(e)]
 
 
