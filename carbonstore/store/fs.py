@@ -1,9 +1,20 @@
-"""Filesystem access through pyarrow.fs, with an atomic replace for metadata files.
+"""Filesystem access through pyarrow.fs: the one place that writes durably.
 
-Local stores use the operating system directly for ``write_atomic`` (temp file, fsync,
-rename, fsync of the folder) because pyarrow.fs exposes no fsync. Other filesystems get
-write-to-temp then move, which is atomic where the filesystem's rename is (HDFS) and a
-copy elsewhere (object stores); docs/layout.md says so.
+Two durable writes:
+
+- ``put_if_absent(path, data)`` creates ``path`` only if nothing exists there and says
+  whether this call created it. It is the commit primitive (tablestatus versions,
+  committed dictionary ranges): two writers racing for one name, exactly one wins, and
+  the file is whole when it appears. Local stores write a temp file, fsync it and
+  ``os.link`` it to the final name (link fails if the name exists, on local disks and NFS
+  alike), then fsync the folder. Other filesystems need a conditional put
+  (``If-None-Match: *``), which pyarrow.fs lacks: ``StoreFS.conditional`` plugs one in
+  (see ``ConditionalPut``); without it a commit on such a store is refused, never
+  attempted unsafely.
+- ``write_atomic(path, data)`` replaces ``path`` so readers see the old or the new file,
+  never half; for files that may be rewritten (hints, derived files). Local: temp file,
+  fsync, rename, fsync of the folder (pyarrow.fs exposes no fsync). Other filesystems:
+  write-to-temp then move, which is atomic where rename is (HDFS).
 """
 
 from __future__ import annotations
@@ -11,10 +22,44 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass
+from typing import Protocol
 
 import pyarrow.fs as pafs
 
-__all__ = ["StoreFS", "resolve_fs"]
+from carbonstore.errors import CarbonStoreError
+
+__all__ = ["ConditionalPut", "StoreFS", "UnsupportedStoreError", "resolve_fs"]
+
+
+class UnsupportedStoreError(CarbonStoreError):
+    """The store's filesystem cannot do what a commit needs (a put-if-absent write)."""
+
+
+class ConditionalPut(Protocol):
+    """A put-if-absent write for a filesystem that pyarrow.fs cannot do it on."""
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        """Create ``path`` with ``data``; False (and nothing written) when it exists."""
+        ...
+
+
+def _write_fsynced(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    dfd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +69,7 @@ class StoreFS:
     fs: pafs.FileSystem
     base: str
     local: bool
+    conditional: ConditionalPut | None = None
 
     def join(self, *parts: str) -> str:
         return "/".join([self.base.rstrip("/"), *parts])
@@ -54,23 +100,41 @@ class StoreFS:
         parent = path.rsplit("/", 1)[0]
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
         if self.local:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _write_fsynced(tmp, data)
             os.replace(tmp, path)
-            dfd = os.open(parent, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            _fsync_dir(parent)
         else:
             self.write_bytes(tmp, data)
             self.fs.move(tmp, path)
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        """Create ``path`` holding ``data`` unless it exists; True when this call created it.
+
+        The parent folder must exist: a commit into a folder that was removed (a dropped
+        table) fails with FileNotFoundError instead of bringing the folder back.
+
+        Raises:
+            UnsupportedStoreError: the filesystem has no put-if-absent write.
+            FileNotFoundError: the parent folder does not exist.
+        """
+        if self.conditional is not None:
+            return self.conditional.put_if_absent(path, data)
+        if not self.local:
+            raise UnsupportedStoreError(
+                f"{type(self.fs).__name__} has no put-if-absent write, which commits need; "
+                "use a local or NFS store, or an object store with conditional writes"
+            )
+        parent = path.rsplit("/", 1)[0]
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        _write_fsynced(tmp, data)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+        _fsync_dir(parent)
+        return True
 
     def list_dir(self, path: str) -> list[pafs.FileInfo]:
         if not self.exists(path):
