@@ -262,7 +262,7 @@ def test_truncated_deleted_empty(tables: dict[str, Table], name: str, kind: str)
     path = KINDS[kind](t)
     data = path.read_bytes()
     planned = kind == "merge"  # a task index is only an input of the merge index
-    for cut in _cuts(len(data), 25, seed=1):
+    for cut in _cuts(len(data), 15, seed=1):
         _damage_index(t, path, data[:cut], planned=planned)
     _damage_index(t, path, None, planned=planned)
     _damage_index(t, path, b"", planned=planned)
@@ -275,7 +275,7 @@ def test_random_bit_flips(tables: dict[str, Table], name: str, kind: str) -> Non
     t = tables[name]
     path = KINDS[kind](t)
     data = path.read_bytes()
-    for pos, bit in _flips(len(data), 40, seed=2):
+    for pos, bit in _flips(len(data), 25, seed=2):
         _damage_index(t, path, _flip(data, pos, bit), planned=kind == "merge")
 
 
@@ -351,11 +351,11 @@ def test_resigned_index_of_other_data_is_caught_by_its_row_counts(tables: dict[s
 def test_snapshot_truncated_deleted_empty_flipped(tables: dict[str, Table]) -> None:
     t = tables["t"]
     size = len(_snapshot(t).read_bytes())
-    for cut in _cuts(size, 25, seed=4):
+    for cut in _cuts(size, 15, seed=4):
         _damage_snapshot(t, lambda b, cut=cut: b[:cut])  # type: ignore[misc]
     _damage_snapshot(t, lambda b: None)
     _damage_snapshot(t, lambda b: b"")
-    for pos, bit in _flips(size, 40, seed=5):
+    for pos, bit in _flips(size, 25, seed=5):
         _damage_snapshot(t, lambda b, pos=pos, bit=bit: _flip(b, pos, bit))  # type: ignore[misc]
 
 
