@@ -450,9 +450,10 @@ class TableIndex:
         snap_rows: list[int] = []
         order: list[int] = []  # >= 0: index into pieces, < 0: -1 - index into snap_rows
         self.disagrees = False  # a snapshot row that does not match its entry was ignored
+        snap_rows_count = [] if snapshot is None else snapshot.bounds.num_rows.tolist()
         for i, e in enumerate(self.entries):
             row = None if snapshot is None else snapshot.rows.get((e.load_name, e.segment_file or ""))
-            if row is not None and e.row_count and int(snapshot.bounds.num_rows[row]) != e.row_count:  # type: ignore[union-attr]
+            if row is not None and e.row_count and snap_rows_count[row] != e.row_count:
                 # Not this segment's index (a snapshot is verified whole, not against the
                 # tablestatus): plan the segment from its merge index, and write a new one.
                 row = None

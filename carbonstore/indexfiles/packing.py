@@ -37,7 +37,7 @@ __all__ = [
 #: Format 2: header and bloom checksums (indexfile.py); format 1 files are refused.
 FORMAT_VERSION = 2
 F_HAS_MIN, F_HAS_MAX, F_MIN_EXACT, F_MAX_EXACT, F_NULL_PAGE = 1, 2, 4, 8, 16
-WRITER = "carbonstore indexfiles 1"
+WRITER = "carbonstore indexfiles 2"
 
 
 def _bigint_bytes(v: int) -> bytes:
