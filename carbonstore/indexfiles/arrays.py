@@ -39,6 +39,8 @@ with ``.``), arrays of length ``R``:
 * ``bloom_offset`` int64 (-1 = no bloom), ``bloom_length`` int32; fetch the bitset with
   ``IndexArrays.bloom_bitset(rg, name)`` (read lazily from the index file) and test it with
   ``bloom.might_contain(bitset, bloom.hash_value(literal, desc physical type name))``.
+  In the file each bitset is followed by ``BLOOM_CHECKSUM_SIZE`` bytes of checksum, which
+  the bloom source verifies (so ``offset + length + BLOOM_CHECKSUM_SIZE`` lies in the region).
 
 Pages (``ColumnArrays.pages`` -> :class:`PageArrays`), arrays of length ``P`` in row-group
 order; pages of row group ``i`` are ``rg_start[i]:rg_start[i+1]`` (``rg_start`` has R+1
@@ -66,9 +68,11 @@ from carbonstore.indexfiles._gen.carbonindex.ttypes import (
     ValueKind,
 )
 
-__all__ = ["BloomSource", "ColumnArrays", "IndexArrays", "PageArrays", "load_arrays"]
+__all__ = ["BLOOM_CHECKSUM_SIZE", "BloomSource", "ColumnArrays", "IndexArrays", "PageArrays", "load_arrays"]
 
 BloomSource = Callable[[int, int], bytes]
+#: Bytes of the u64 xxh64 that follows every bloom bitset in an index file's bloom region.
+BLOOM_CHECKSUM_SIZE = 8
 _NP = npt.NDArray[Any]
 
 
@@ -223,7 +227,7 @@ class IndexArrays:
         if off < 0 or self._bloom_source is None:
             return None
         ln = int(col.bloom_length[rg])
-        if ln <= 0 or off + ln > self.bloom_region_length:
+        if ln <= 0 or off + ln + BLOOM_CHECKSUM_SIZE > self.bloom_region_length:
             raise CorruptIndexError(
                 f"bloom of column {name} row group {rg} lies outside the bloom region"
             )

@@ -49,7 +49,7 @@ from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.arrays import BloomSource, IndexArrays, load_arrays
 from carbonstore.indexfiles.bounds import ColumnBounds, SegmentBounds, segment_bounds
 from carbonstore.indexfiles.concat import merge_runs
-from carbonstore.indexfiles.indexfile import load_indexes, read_index
+from carbonstore.indexfiles.indexfile import REBUILD_HINT, load_indexes, read_bitset, read_index
 from carbonstore.indexfiles.snapshot import (
     DESC_FIELDS,
     SNAPSHOT_VERSION,
@@ -91,7 +91,6 @@ COUNTERS: Counter[str] = Counter()
 SNAPSHOT_SUFFIX = ".carbonsnap"
 SNAPSHOT_LOCK = "index_snapshot.lock"
 # ---- one segment's index --------------------------------------------------------------------
-_REBUILD = "; rebuild the segment's index with 'carbonstore index rebuild TABLE --segments ID'"
 
 
 class _BloomCache:
@@ -135,14 +134,7 @@ def _bloom_source(fs: pafs.FileSystem, path: str, base: int) -> Any:
 
     def _read_bloom(off: int, ln: int) -> bytes:
         COUNTERS["bloom_reads"] += 1
-        try:
-            with fs.open_input_file(path) as f:
-                data = f.read_at(ln, base + off)
-        except OSError as err:
-            raise CorruptIndexError(f"{path}: cannot read bloom bitset: {err}{_REBUILD}") from err
-        if len(data) != ln:
-            raise CorruptIndexError(f"{path}: bloom bitset truncated{_REBUILD}")
-        return bytes(data)
+        return read_bitset(fs, path, base + off, ln)  # verified against its checksum
 
     return read
 
@@ -201,6 +193,26 @@ def _merge_index_names(table: Table, load_name: str, segment_file: str | None) -
     return [f"{seg_dir}/{n}" for n in picked]
 
 
+def _check_accounts_for(arrays: IndexArrays, entry: LoadEntry, paths: Sequence[str]) -> None:
+    """The index must describe exactly the segment's rows: its files' row counts, its row
+    groups' row counts and the tablestatus entry agree (a checksum proves a file whole, not
+    that it is this segment's - e.g. another segment's index copied over it)."""
+    owner = arrays.header.segment_id or ""
+    if owner and owner != entry.load_name:
+        raise CorruptIndexError(
+            f"{' '.join(paths)}: holds the index of segment {owner}, not of segment "
+            f"{entry.load_name} (a file of another segment was put in its place)"
+        )
+    file_rows = sum(int(f.num_rows or 0) for f in arrays.files)
+    rg_rows = int(arrays.rg_num_rows.sum()) if arrays.num_row_groups else 0
+    if file_rows != rg_rows or (entry.row_count and file_rows != entry.row_count):
+        raise CorruptIndexError(
+            f"{' '.join(paths)}: the index describes {file_rows} rows in its files and {rg_rows} "
+            f"in its row groups, but tablestatus records {entry.row_count} for segment "
+            f"{entry.load_name} (an index of other data)"
+        )
+
+
 def _load_segment(table: Table, entry: LoadEntry) -> SegmentIndex:
     fs = table.store.sfs.fs
     paths = _merge_index_names(table, entry.load_name, entry.segment_file)
@@ -213,10 +225,14 @@ def _load_segment(table: Table, entry: LoadEntry) -> SegmentIndex:
         else:  # a segment without a merge index: its task indexes merged in memory
             arrays = load_indexes(fs, paths)
             base, hlen = -1, 64 * 1024 * len(paths)
+        _check_accounts_for(arrays, entry, paths)
     except CorruptIndexError as err:
+        msg = str(err).removesuffix(REBUILD_HINT)
+        if not any(p.rsplit("/", 1)[-1] in msg for p in paths):
+            msg = f"{' '.join(paths)}: {msg}"
         raise CorruptIndexError(
-            f"{err}; the index of segment {entry.load_name} of {table.name} is lost or damaged: "
-            f"rebuild it from the data files with "
+            f"{msg}; the index of segment {entry.load_name} of {table.name} is lost or damaged "
+            f"(nothing was planned from it): rebuild it from the data files with "
             f"'carbonstore index rebuild {table.name} --segments {entry.load_name}'"
         ) from err
     return SegmentIndex(
@@ -343,25 +359,27 @@ def _snapshot_blooms(table: Table) -> Any:
     return source
 
 
-def _read_snapshot(table: Table) -> Snapshot | None:
+def _read_snapshot(table: Table) -> tuple[Snapshot | None, bool]:
+    """The table's newest snapshot, and whether a snapshot file was there but refused."""
     names = _snapshot_names(table)
     if not names:
-        return None
+        return None, False
     name = names[-1]
     cached = _CACHE.get_snapshot(table.paths.root, name)
     if cached is not None:
-        return cached
+        return cached, False
     COUNTERS["snapshot_reads"] += 1
     path = f"{table.paths.index_snapshot_dir}/{name}"
     try:
         data = table.store.sfs.read_bytes(path)
         snap = decode_snapshot(name, data, bloom_source=_snapshot_blooms(table), counters=COUNTERS)
-    except (OSError, pa.ArrowException, KeyError, ValueError, TypeError):
-        # A broken (or older) snapshot only costs speed: plan from the merge indexes instead.
+    except (OSError, pa.ArrowException, KeyError, ValueError, TypeError, CorruptIndexError):
+        # A damaged (or older) snapshot only costs speed: plan from the merge indexes
+        # instead, and write a new one.
         COUNTERS["snapshot_errors"] += 1
-        return None
+        return None, True
     _CACHE.put_snapshot(table.paths.root, snap)
-    return snap
+    return snap, False
 
 
 def _write_snapshot(table: Table, view: TableIndex) -> str:
@@ -431,8 +449,15 @@ class TableIndex:
         pieces: list[SegmentBounds] = []
         snap_rows: list[int] = []
         order: list[int] = []  # >= 0: index into pieces, < 0: -1 - index into snap_rows
+        self.disagrees = False  # a snapshot row that does not match its entry was ignored
+        snap_rows_count = [] if snapshot is None else snapshot.bounds.num_rows.tolist()
         for i, e in enumerate(self.entries):
             row = None if snapshot is None else snapshot.rows.get((e.load_name, e.segment_file or ""))
+            if row is not None and e.row_count and snap_rows_count[row] != e.row_count:
+                # Not this segment's index (a snapshot is verified whole, not against the
+                # tablestatus): plan the segment from its merge index, and write a new one.
+                row = None
+                self.disagrees = True
             if row is not None:
                 self._snap_row[i] = row
                 order.append(-1 - len(snap_rows))
@@ -587,9 +612,9 @@ def table_index(table: Table, entries: Sequence[LoadEntry], *, all_readable: boo
             _CACHE._views.move_to_end(key)
             return view
     before = _CACHE.evictions
-    snapshot = _read_snapshot(table) if entries else None
+    snapshot, refused = _read_snapshot(table) if entries else (None, False)
     view = TableIndex(table, entries, snapshot)
-    if all_readable and view.uncovered > _lag_limit(table):
+    if all_readable and (view.uncovered > _lag_limit(table) or refused or view.disagrees):
         _refresh_best_effort(table, view)
     with _CACHE.lock:
         if _CACHE.evictions == before:  # built within the budget: worth keeping
@@ -626,5 +651,5 @@ def refresh_index_snapshot(table: Table) -> str | None:
         entries = readable_segments(table.status.read())
         if not entries:
             return None
-        view = TableIndex(table, entries, _read_snapshot(table))
+        view = TableIndex(table, entries, _read_snapshot(table)[0])
         return _write_snapshot(table, view)

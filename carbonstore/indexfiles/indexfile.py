@@ -1,44 +1,56 @@
-"""The .carbonindex / .carbonindexmerge files: layout, atomic writing, reading, merging.
+"""The .carbonindex / .carbonindexmerge files: layout, checksums, durable writing, reading, merging.
 
-Layout (all integers little-endian)::
+Layout, format 2 (all integers little-endian)::
 
     magic (8 bytes: b"CARBIDX\\x00" task index, b"CARBMRG\\x00" merge index)
-    u32 format version | u32 reserved (0) | u64 header length H
+    u32 format version (2) | u32 reserved (0) | u64 header length H
+    u64 xxh64 of the bloom region | u64 xxh64 of bytes [0, 32) and the header
     header: IndexHeader, Thrift compact protocol (H bytes)
-    bloom region: concatenated SBBF bitsets (header.bloom_region_length bytes)
+    bloom region: per bitset, the SBBF bytes then u64 xxh64 of them
     trailer: u64 H | b"CIDX"
 
-Loading for min/max pruning reads the first 24 + H bytes only.
+Every read verifies before it decodes: loading for min/max pruning reads the first 40 + H
+bytes and checks the header checksum, then the size and the trailer; a bloom bitset is read
+on demand together with its own checksum; reading the whole bloom region (merging) checks
+the region checksum. Any mismatch, a truncated, empty or foreign file, or a file of the
+other kind (a task index where a merge index is named, or the reverse) is a
+:class:`CorruptIndexError` naming the file: the index is derived data, rebuilt from the
+Parquet files with ``carbonstore index rebuild``. Format 1 files (no checksums) are refused
+the same way (they need that rebuild once).
 """
 
 from __future__ import annotations
 
 import struct
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import pyarrow.fs as pafs
+import xxhash
 
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles import tio
 from carbonstore.indexfiles._gen.carbonindex.ttypes import IndexHeader
-from carbonstore.indexfiles.arrays import IndexArrays, load_arrays
+from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE, IndexArrays, load_arrays
 from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.packing import FORMAT_VERSION, pack, unpack
 from carbonstore.store.faults import crash_point
+from carbonstore.store.fs import StoreFS
 
 __all__ = [
     "MAGIC_MERGE",
     "MAGIC_TASK",
+    "REBUILD_HINT",
     "IndexFileKind",
     "LoadedIndex",
-    "atomic_write",
     "build_task_index",
+    "check_bitset",
+    "expected_kind",
     "load_index",
     "load_indexes",
     "merge_indexes",
+    "read_bitset",
     "read_index",
     "write_index",
 ]
@@ -46,10 +58,14 @@ __all__ = [
 MAGIC_TASK = b"CARBIDX\x00"
 MAGIC_MERGE = b"CARBMRG\x00"
 TRAILER_MAGIC = b"CIDX"
-_PREFIX = struct.Struct("<8sIIQ")
+_PREFIX = struct.Struct("<8sIIQQQ")
+_SUMMED = 32  # prefix bytes covered by the header checksum (all but the checksum itself)
 _TRAILER = struct.Struct("<Q4s")
+_BLOOM_SUM = struct.Struct("<Q")
 IndexFileKind = Literal["task", "merge"]
 _MAX_HEADER = 1 << 31
+#: Ends every CorruptIndexError message about an index file.
+REBUILD_HINT = "; the index is derived data: rebuild it with 'carbonstore index rebuild TABLE'"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -61,63 +77,77 @@ class LoadedIndex:
     header: IndexHeader
     bloom_region_offset: int
     bloom_region: bytes | None = None
+    bloom_checksum: int = 0
 
 
-def atomic_write(fs: pafs.FileSystem, path: str, data: bytes) -> None:
-    """Write ``data`` to a temporary sibling, then rename it over ``path``.
+def _xxh64(*parts: bytes) -> int:
+    h = xxhash.xxh64()
+    for p in parts:
+        h.update(p)
+    return int(h.intdigest())
 
-    On local and HDFS filesystems the rename is atomic, so readers see the old file or
-    the whole new one; object stores (S3) have no atomic rename - there the write of a
-    new, uniquely named file is what keeps readers safe.
+
+def expected_kind(path: str) -> IndexFileKind | None:
+    """The kind a file's name promises (None when the name says neither)."""
+    if path.endswith(".carbonindexmerge"):
+        return "merge"
+    if path.endswith(".carbonindex"):
+        return "task"
+    return None
+
+
+def check_bitset(raw: bytes, length: int, path: str) -> bytes:
+    """The bitset of ``raw`` (``length`` bytes followed by their u64 xxh64) once verified.
+
+    Raises:
+        CorruptIndexError: short read or checksum mismatch.
     """
-    parent, _, name = path.rpartition("/")
-    tmp = (
-        f"{parent}/.{name}.{uuid.uuid4().hex}.tmp" if parent else f".{name}.{uuid.uuid4().hex}.tmp"
-    )
-    try:
-        with fs.open_output_stream(tmp) as out:
-            out.write(data)
-        crash_point("index.before_rename")
-        fs.move(tmp, path)
-    except BaseException:
-        try:
-            fs.delete_file(tmp)
-        except OSError:
-            pass
-        raise
+    if length <= 0 or len(raw) != length + BLOOM_CHECKSUM_SIZE:
+        raise CorruptIndexError(f"{path}: bloom bitset truncated{REBUILD_HINT}")
+    bitset = bytes(raw[:length])
+    if _BLOOM_SUM.unpack_from(raw, length)[0] != xxhash.xxh64_intdigest(bitset):
+        raise CorruptIndexError(f"{path}: bloom bitset fails its checksum (damaged file){REBUILD_HINT}")
+    return bitset
 
 
 def encode_index(header: IndexHeader, blooms: bytes, kind: IndexFileKind) -> bytes:
-    """Serialise a header and its bloom region into the file layout."""
+    """Serialise a header and its bloom region (as :func:`packing.pack` builds it)."""
     header.bloom_region_length = len(blooms)
+    header.format_version = FORMAT_VERSION
     hb = tio.encode(header)
     magic = MAGIC_TASK if kind == "task" else MAGIC_MERGE
-    return b"".join(
-        [
-            _PREFIX.pack(magic, FORMAT_VERSION, 0, len(hb)),
-            hb,
-            blooms,
-            _TRAILER.pack(len(hb), TRAILER_MAGIC),
-        ]
-    )
+    first = _PREFIX.pack(magic, FORMAT_VERSION, 0, len(hb), xxhash.xxh64_intdigest(blooms), 0)
+    first = first[:_SUMMED] + struct.pack("<Q", _xxh64(first[:_SUMMED], hb))
+    return b"".join([first, hb, blooms, _TRAILER.pack(len(hb), TRAILER_MAGIC)])
+
+
+def _pa(fs: pafs.FileSystem | StoreFS) -> pafs.FileSystem:
+    return fs.fs if isinstance(fs, StoreFS) else fs
+
+
+def _store_fs(fs: pafs.FileSystem | StoreFS) -> StoreFS:
+    if isinstance(fs, StoreFS):
+        return fs
+    return StoreFS(fs, "", isinstance(fs, pafs.LocalFileSystem))
 
 
 def write_index(
-    fs: pafs.FileSystem,
+    fs: pafs.FileSystem | StoreFS,
     path: str,
     header: IndexHeader,
     blooms: bytes,
     *,
     kind: IndexFileKind = "task",
 ) -> int:
-    """Atomically write an index file; returns its size in bytes."""
+    """Write an index file durably and atomically (``StoreFS.write_atomic``); returns its size."""
     data = encode_index(header, blooms, kind)
-    atomic_write(fs, path, data)
+    crash_point("index.before_rename")
+    _store_fs(fs).write_atomic(path, data)
     return len(data)
 
 
 def build_task_index(
-    fs: pafs.FileSystem,
+    fs: pafs.FileSystem | StoreFS,
     segment_dir: str,
     data_files: Sequence[str],
     output_path: str,
@@ -141,52 +171,73 @@ def build_task_index(
         The size of the written index file in bytes.
     """
     files = [
-        read_file_index(fs, f"{segment_dir.rstrip('/')}/{rel}", rel_path=rel) for rel in data_files
+        read_file_index(_pa(fs), f"{segment_dir.rstrip('/')}/{rel}", rel_path=rel) for rel in data_files
     ]
     header, blooms = pack(files, segment_id=segment_id, task_id=task_id, column_ids=column_ids)
     return write_index(fs, output_path, header, blooms, kind="task")
 
 
 def decode_index_bytes(data: bytes, name: str) -> LoadedIndex:
-    """Decode a whole index file held in memory (header and bloom region)."""
-    loaded = _decode_prefix(data, len(data), name)
+    """Decode (after verifying) a whole index file held in memory, bloom region included."""
+    loaded = _decode_head(data, len(data), name)
     _check_trailer(loaded, data[-_TRAILER.size :])
     start = loaded.bloom_region_offset
-    loaded.bloom_region = data[start : start + (loaded.header.bloom_region_length or 0)]
+    region = data[start : start + (loaded.header.bloom_region_length or 0)]
+    _check_region(loaded, region)
+    loaded.bloom_region = region
     return loaded
 
 
-def _decode_prefix(data: bytes, size: int, name: str) -> LoadedIndex:
+def _decode_head(data: bytes, size: int, name: str) -> LoadedIndex:
+    """Check the prefix and the header checksum of ``data`` (the file's first bytes), then
+    decode the header and check it against the file size. Nothing is decoded unverified."""
+    if size == 0:
+        raise CorruptIndexError(f"{name}: index file is empty (0 bytes){REBUILD_HINT}")
+    if len(data) < 8 or data[:8] not in (MAGIC_TASK, MAGIC_MERGE):
+        raise CorruptIndexError(f"{name}: not a carbonindex file (bad magic){REBUILD_HINT}")
+    kind: IndexFileKind = "task" if data[:8] == MAGIC_TASK else "merge"
+    want = expected_kind(name)
+    if want is not None and want != kind:
+        raise CorruptIndexError(
+            f"{name}: holds a {kind} index where a {want} index belongs (a file of the other "
+            f"kind was put in its place){REBUILD_HINT}"
+        )
+    if len(data) >= 16:
+        version = struct.unpack_from("<I", data, 8)[0]
+        if version == 1:
+            raise CorruptIndexError(
+                f"{name}: index format 1 has no checksums, so it cannot be trusted; rewrite it "
+                "in format 2 with 'carbonstore index rebuild TABLE'"
+            )
+        if version != FORMAT_VERSION:
+            raise CorruptIndexError(
+                f"{name}: unknown carbonindex format version {version} (damaged, or written by "
+                f"a newer carbonstore){REBUILD_HINT}"
+            )
     if size < _PREFIX.size + _TRAILER.size or len(data) < _PREFIX.size:
-        raise CorruptIndexError(f"{name}: too small to be a carbonindex file ({size} bytes)")
-    magic, version, _reserved, hlen = _PREFIX.unpack_from(data, 0)
-    if magic not in (MAGIC_TASK, MAGIC_MERGE):
-        raise CorruptIndexError(f"{name}: not a carbonindex file (bad magic)")
-    if version != FORMAT_VERSION:
+        raise CorruptIndexError(f"{name}: truncated: {size} bytes is too small for an index file{REBUILD_HINT}")
+    _magic, _version, _reserved, hlen, region_sum, header_sum = _PREFIX.unpack_from(data, 0)
+    if hlen > min(size, _MAX_HEADER) - _PREFIX.size - _TRAILER.size or len(data) < _PREFIX.size + hlen:
         raise CorruptIndexError(
-            f"{name}: carbonindex format version {version} is not supported (expected {FORMAT_VERSION}); rebuild the index"
+            f"{name}: header length {hlen} does not fit the {size}-byte file (truncated or "
+            f"damaged){REBUILD_HINT}"
         )
-    if (
-        hlen > min(size, _MAX_HEADER) - _PREFIX.size - _TRAILER.size
-        or len(data) < _PREFIX.size + hlen
-    ):
-        raise CorruptIndexError(
-            f"{name}: header length {hlen} does not fit the {size}-byte file (truncated?)"
-        )
+    hb = data[_PREFIX.size : _PREFIX.size + hlen]
+    if _xxh64(data[:_SUMMED], hb) != header_sum:
+        raise CorruptIndexError(f"{name}: index header fails its checksum (damaged file){REBUILD_HINT}")
     try:
-        header = tio.decode(IndexHeader(), data[_PREFIX.size : _PREFIX.size + hlen])
+        header = tio.decode(IndexHeader(), hb)
     except tio.DECODE_ERRORS as err:
-        raise CorruptIndexError(f"{name}: cannot decode the index header: {err}") from err
+        raise CorruptIndexError(f"{name}: cannot decode the index header: {err}{REBUILD_HINT}") from err
     blen = header.bloom_region_length or 0
     if blen < 0 or _PREFIX.size + hlen + blen + _TRAILER.size != size:
         raise CorruptIndexError(
-            f"{name}: file size {size} does not match its header (truncated or appended to)"
+            f"{name}: file size {size} does not match its header (truncated or appended "
+            f"to){REBUILD_HINT}"
         )
     return LoadedIndex(
-        path=name,
-        kind="task" if magic == MAGIC_TASK else "merge",
-        header=header,
-        bloom_region_offset=_PREFIX.size + hlen,
+        path=name, kind=kind, header=header, bloom_region_offset=_PREFIX.size + hlen,
+        bloom_checksum=region_sum,
     )
 
 
@@ -194,15 +245,26 @@ def _check_trailer(loaded: LoadedIndex, tail: bytes) -> None:
     hlen, magic = _TRAILER.unpack(tail)
     if magic != TRAILER_MAGIC or hlen != loaded.bloom_region_offset - _PREFIX.size:
         raise CorruptIndexError(
-            f"{loaded.path}: index trailer is missing or wrong (truncated file?)"
+            f"{loaded.path}: index trailer is missing or wrong (truncated or damaged file){REBUILD_HINT}"
         )
 
 
+def _check_region(loaded: LoadedIndex, region: bytes) -> None:
+    if len(region) != (loaded.header.bloom_region_length or 0):
+        raise CorruptIndexError(f"{loaded.path}: bloom region truncated{REBUILD_HINT}")
+    if xxhash.xxh64_intdigest(region) != loaded.bloom_checksum:
+        raise CorruptIndexError(f"{loaded.path}: bloom region fails its checksum (damaged file){REBUILD_HINT}")
+
+
 def read_index(fs: pafs.FileSystem, path: str, *, with_blooms: bool = False) -> LoadedIndex:
-    """Read an index file's header (and its bloom region when asked).
+    """Read and verify an index file's header (and its bloom region when asked).
+
+    The file's name says its kind (``.carbonindexmerge`` / ``.carbonindex``); a file of
+    the other kind under that name is refused.
 
     Raises:
-        CorruptIndexError: the file is not an index, truncated or undecodable.
+        CorruptIndexError: the file is missing, not an index, of the other kind, truncated,
+            fails a checksum or does not decode.
     """
     try:
         with fs.open_input_file(path) as f:
@@ -212,29 +274,34 @@ def read_index(fs: pafs.FileSystem, path: str, *, with_blooms: bool = False) -> 
                 hlen = _PREFIX.unpack_from(head, 0)[3]
                 if _PREFIX.size + hlen > len(head) and _PREFIX.size + hlen <= size:
                     head = f.read_at(_PREFIX.size + hlen, 0)
-            loaded = _decode_prefix(head, size, path)
+            loaded = _decode_head(head, size, path)
             _check_trailer(loaded, f.read_at(_TRAILER.size, size - _TRAILER.size))
             if with_blooms:
-                loaded.bloom_region = f.read_at(
-                    loaded.header.bloom_region_length or 0, loaded.bloom_region_offset
-                )
+                region = f.read_at(loaded.header.bloom_region_length or 0, loaded.bloom_region_offset)
+                _check_region(loaded, region)
+                loaded.bloom_region = region
             return loaded
     except CorruptIndexError:
         raise
+    except FileNotFoundError as err:
+        raise CorruptIndexError(f"{path}: index file is missing{REBUILD_HINT}") from err
     except (OSError, ValueError, struct.error) as err:
-        raise CorruptIndexError(f"{path}: cannot read index file: {err}") from err
+        raise CorruptIndexError(f"{path}: cannot read index file: {err}{REBUILD_HINT}") from err
+
+
+def read_bitset(fs: pafs.FileSystem, path: str, position: int, length: int) -> bytes:
+    """One bloom bitset at ``position`` of the file, verified against its checksum."""
+    try:
+        with fs.open_input_file(path) as f:
+            raw = f.read_at(length + BLOOM_CHECKSUM_SIZE, position)
+    except OSError as err:
+        raise CorruptIndexError(f"{path}: cannot read bloom bitset: {err}{REBUILD_HINT}") from err
+    return check_bitset(raw, length, path)
 
 
 def _bloom_reader(fs: pafs.FileSystem, path: str, base: int) -> object:
     def read(off: int, ln: int) -> bytes:
-        try:
-            with fs.open_input_file(path) as f:
-                data = f.read_at(ln, base + off)
-        except OSError as err:
-            raise CorruptIndexError(f"{path}: cannot read bloom bitset: {err}") from err
-        if len(data) != ln:
-            raise CorruptIndexError(f"{path}: bloom bitset truncated")
-        return data
+        return read_bitset(fs, path, base + off, ln)
 
     return read
 
@@ -255,10 +322,10 @@ def _merged(loaded: Sequence[LoadedIndex], segment_id: str) -> tuple[IndexHeader
 
 
 def merge_indexes(
-    fs: pafs.FileSystem, task_index_paths: Sequence[str], output_path: str, *, segment_id: str = ""
+    fs: pafs.FileSystem | StoreFS, task_index_paths: Sequence[str], output_path: str, *, segment_id: str = ""
 ) -> int:
     """Merge task indexes into one ``.carbonindexmerge`` (written atomically); returns its size."""
-    loaded = [read_index(fs, p, with_blooms=True) for p in task_index_paths]
+    loaded = [read_index(_pa(fs), p, with_blooms=True) for p in task_index_paths]
     header, blooms = _merged(
         loaded, segment_id or (loaded[0].header.segment_id if loaded else "") or ""
     )

@@ -7,6 +7,7 @@ Pruning never unpacks: it loads the packed buffers straight into numpy (arrays.p
 from __future__ import annotations
 
 import numpy as np
+import xxhash
 
 from carbonstore.indexfiles._gen.carbonindex.ttypes import (
     BloomRefs,
@@ -33,9 +34,10 @@ __all__ = [
     "unpack",
 ]
 
-FORMAT_VERSION = 1
+#: Format 2: header and bloom checksums (indexfile.py); format 1 files are refused.
+FORMAT_VERSION = 2
 F_HAS_MIN, F_HAS_MAX, F_MIN_EXACT, F_MAX_EXACT, F_NULL_PAGE = 1, 2, 4, 8, 16
-WRITER = "carbonstore indexfiles 1"
+WRITER = "carbonstore indexfiles 2"
 
 
 def _bigint_bytes(v: int) -> bytes:
@@ -127,7 +129,11 @@ def pack(
     task_id: str = "",
     column_ids: dict[str, str] | None = None,
 ) -> tuple[IndexHeader, bytes]:
-    """Build the index header and the bloom region for ``files``."""
+    """Build the index header and the bloom region for ``files``.
+
+    The bloom region holds each bitset followed by the u64 little-endian xxh64 of it
+    (``arrays.BLOOM_CHECKSUM_SIZE``); ``BloomRefs`` address the bitset bytes.
+    """
     columns = _merge_columns(files, column_ids)
     rg_file: list[int] = []
     rg_idx: list[int] = []
@@ -201,7 +207,8 @@ def pack(
                 b_off.append(bloom_pos)
                 b_len.append(len(c.bloom))
                 bloom_parts.append(c.bloom)
-                bloom_pos += len(c.bloom)
+                bloom_parts.append(xxhash.xxh64_intdigest(c.bloom).to_bytes(8, "little"))
+                bloom_pos += len(c.bloom) + 8
             else:
                 b_off.append(-1)
                 b_len.append(0)

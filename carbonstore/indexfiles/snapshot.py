@@ -1,7 +1,18 @@
 """The table-level index snapshot format: every covered segment's index, column-oriented.
 
-One Arrow IPC file (written and read by cache.py) with one row per covered segment, in
-segment order:
+File layout (format 4; all integers little-endian)::
+
+    magic b"CARBSNAP" | u32 format version (4) | u32 reserved (0) | u64 payload length N
+    u64 xxh64 of bytes [0, 24) and the payload
+    payload: one Arrow IPC file (N bytes)
+
+The checksum is verified before the payload is opened; a snapshot that fails it, is
+truncated, empty, of another format or not a snapshot at all is refused
+(:class:`CorruptIndexError`), and cache.py then plans from the merge indexes and writes a
+new snapshot - the snapshot is a cache of derived data, never a source of truth.
+
+The payload (written and read by cache.py) has one row per covered segment, in segment
+order:
 
 * ``bounds.*`` - the segment bounds (bounds.py), for whole-segment pruning;
 * ``segment``, ``merge`` (merge index file name), ``bloom_base`` / ``bloom_len`` (where the
@@ -25,6 +36,7 @@ pass. Bloom bitsets stay in the merge indexes and are read lazily for = / IN can
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,17 +45,21 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 import pyarrow as pa
+import xxhash
 
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, DataFile, ValueKind
-from carbonstore.indexfiles.arrays import BloomSource
+from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE, BloomSource
 from carbonstore.indexfiles.bounds import ColumnBounds, SegmentBounds
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, RG_ARRAYS, Lazy
 
-__all__ = ["DESC_FIELDS", "SNAPSHOT_VERSION", "Snapshot", "SnapshotArrays", "decode_snapshot", "encode_snapshot",
-           "index_rows"]
+__all__ = ["DESC_FIELDS", "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "Snapshot", "SnapshotArrays", "decode_snapshot", "encode_snapshot",
+           "frame_snapshot", "index_rows", "snapshot_payload"]
 
-SNAPSHOT_VERSION = "3"
+SNAPSHOT_VERSION = "4"
+SNAPSHOT_MAGIC = b"CARBSNAP"
+_SNAP_PREFIX = struct.Struct("<8sIIQQ")
+_SNAP_SUMMED = 24  # prefix bytes covered by the checksum (all but the checksum itself)
 _NP = npt.NDArray[Any]
 DESC_FIELDS = ("column_id", "name", "physical_type", "logical_type", "spark_type", "type_length",
                 "precision", "scale", "kind", "nested", "unit")
@@ -218,7 +234,42 @@ def encode_snapshot(pieces: Sequence[pa.Table], bounds: SegmentBounds, slots: di
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, t.schema) as w:
         w.write_table(t)
-    return bytes(sink.getvalue().to_pybytes())
+    return frame_snapshot(sink.getvalue().to_pybytes())
+
+
+def frame_snapshot(payload: bytes) -> bytes:
+    """The snapshot file of an Arrow IPC ``payload``: prefix, checksum, payload."""
+    first = _SNAP_PREFIX.pack(SNAPSHOT_MAGIC, int(SNAPSHOT_VERSION), 0, len(payload), 0)[:_SNAP_SUMMED]
+    h = xxhash.xxh64(first)
+    h.update(payload)
+    return b"".join([first, struct.pack("<Q", h.intdigest()), payload])
+
+
+def snapshot_payload(name: str, data: bytes) -> memoryview:
+    """The verified Arrow IPC payload of snapshot file bytes ``data``.
+
+    Raises:
+        CorruptIndexError: empty, truncated, not a snapshot, another format version, or the
+            checksum does not match.
+    """
+    what = f"index snapshot {name}"
+    if not data:
+        raise CorruptIndexError(f"{what}: empty file")
+    if len(data) < _SNAP_PREFIX.size or data[:8] != SNAPSHOT_MAGIC:
+        raise CorruptIndexError(f"{what}: not an index snapshot (bad magic or truncated)")
+    _magic, version, _reserved, length, checksum = _SNAP_PREFIX.unpack_from(data, 0)
+    if str(version) != SNAPSHOT_VERSION:
+        raise CorruptIndexError(f"{what}: snapshot format {version}, expected {SNAPSHOT_VERSION}")
+    if _SNAP_PREFIX.size + length != len(data):
+        raise CorruptIndexError(
+            f"{what}: {len(data)} bytes where the header says {_SNAP_PREFIX.size + length} (truncated)"
+        )
+    view = memoryview(data)
+    h = xxhash.xxh64(view[:_SNAP_SUMMED])
+    h.update(view[_SNAP_PREFIX.size :])
+    if h.intdigest() != checksum:
+        raise CorruptIndexError(f"{what}: fails its checksum (damaged file)")
+    return view[_SNAP_PREFIX.size :]
 
 
 # ---- reading ----------------------------------------------------------------------------------
@@ -430,8 +481,9 @@ class Snapshot:
 
 def decode_snapshot(name: str, data: bytes, *, bloom_source: Callable[[str, str, int], BloomSource],
                     counters: Counter[str]) -> Snapshot:
-    """Open a snapshot file's bytes (ValueError / ArrowInvalid / KeyError when it is not one)."""
-    t = pa.ipc.open_file(pa.py_buffer(data)).read_all()
+    """Open a snapshot file's bytes once verified (CorruptIndexError when they fail;
+    ValueError / ArrowInvalid / KeyError when the verified payload is still not one)."""
+    t = pa.ipc.open_file(pa.py_buffer(snapshot_payload(name, data))).read_all()
     return Snapshot(name, t, bloom_source=bloom_source, counters=counters)
 
 
@@ -551,7 +603,7 @@ class SnapshotArrays(Lazy):
         if source is None:
             return None
         ln = int(col.bloom_length[rg])
-        if ln <= 0 or off + ln > int(self.snapshot.bloom_len[row]):
+        if ln <= 0 or off + ln + BLOOM_CHECKSUM_SIZE > int(self.snapshot.bloom_len[row]):
             raise CorruptIndexError(
                 f"index snapshot {self.snapshot.name}: bloom of column {name} of segment "
                 f"{self.snapshot.segments[row]} lies outside its bloom region"

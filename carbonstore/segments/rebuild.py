@@ -170,13 +170,13 @@ def rebuild_segment(
         for task, group in sorted(by_task.items()):
             header, blooms = pack(group, segment_id=sid, task_id=task, column_ids=column_ids)
             name = f"{task}-{uuid.uuid4().hex[:16]}.carbonindex"
-            task_bytes += write_index(sfs.fs, f"{seg_dir}/{name}", header, blooms)
+            task_bytes += write_index(sfs, f"{seg_dir}/{name}", header, blooms)
             written.append(name)
         merge_name = f"{sid}_{now_ms()}.carbonindexmerge"
         while merge_name in before:  # same millisecond as the old one
             merge_name = f"{sid}_{now_ms() + 1}.carbonindexmerge"
         merge_size = merge_indexes(
-            sfs.fs, [f"{seg_dir}/{n}" for n in written], f"{seg_dir}/{merge_name}", segment_id=sid
+            sfs, [f"{seg_dir}/{n}" for n in written], f"{seg_dir}/{merge_name}", segment_id=sid
         )
         index_size = task_bytes + merge_size
         _commit(table, sid, merge_name, index_size)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,13 @@ from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, ValueKind
 from carbonstore.indexfiles._gen.parquet.ttypes import Type
 from carbonstore.indexfiles.bloom import build_bloom, hash_value, might_contain
-from carbonstore.indexfiles.footer import ChunkIndex, FileIndex, PageIndex, RowGroupIndex
+from carbonstore.indexfiles.footer import (
+    ChunkIndex,
+    FileIndex,
+    PageIndex,
+    RowGroupIndex,
+    read_file_index,
+)
 from carbonstore.indexfiles.indexfile import (
     build_task_index,
     decode_index_bytes,
@@ -187,3 +194,91 @@ def test_truncated_index_file(segment: tuple[pafs.FileSystem, str, list[str]]) -
     Path(path).write_bytes(data[:-5])
     with pytest.raises(CorruptIndexError, match="t.carbonindex"):
         read_index(fs, path)
+
+
+# ---- format 2: checksums ------------------------------------------------------------------
+def _small_index(segment: tuple[pafs.FileSystem, str, list[str]]) -> bytes:
+    fs, seg, names = segment
+    path = f"{seg}/small.carbonindex"
+    build_task_index(fs, seg, names[:1], path, segment_id="0", task_id="0")
+    return Path(path).read_bytes()
+
+
+def test_every_single_bit_flip_is_refused(segment: tuple[pafs.FileSystem, str, list[str]]) -> None:
+    """Exhaustive: whatever byte and bit flips, a full decode refuses the file."""
+    data = _small_index(segment)
+    decode_index_bytes(data, "ok.carbonindex")
+    for pos in range(len(data)):
+        for bit in range(8):
+            flipped = bytearray(data)
+            flipped[pos] ^= 1 << bit
+            with pytest.raises(CorruptIndexError, match="x.carbonindex"):
+                decode_index_bytes(bytes(flipped), "x.carbonindex")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_truncated_or_spliced_files_are_refused(data: st.DataObject) -> None:
+    """Cut anywhere, or a run of random bytes written over the file: always refused."""
+    raw = _CACHED["raw"] if "raw" in _CACHED else _CACHED.setdefault("raw", _cached_small())
+    cut = data.draw(st.integers(0, len(raw) - 1))
+    with pytest.raises(CorruptIndexError, match="x.carbonindex"):
+        decode_index_bytes(raw[:cut], "x.carbonindex")
+    start = data.draw(st.integers(0, len(raw) - 1))
+    junk = data.draw(st.binary(min_size=1, max_size=16))
+    spliced = raw[:start] + junk + raw[start + len(junk):]
+    if spliced != raw:
+        with pytest.raises(CorruptIndexError, match="x.carbonindex"):
+            decode_index_bytes(spliced, "x.carbonindex")
+
+
+_CACHED: dict[str, bytes] = {}
+
+
+def _cached_small() -> bytes:
+    """A small task index with a bloom region, built in memory."""
+    t = pa.table({"k": np.arange(300), "s": [f"v{j}" for j in range(300)]})
+    with tempfile.TemporaryDirectory() as folder:
+        pq.write_table(t, f"{folder}/p.parquet", row_group_size=100, write_page_index=True,
+                       bloom_filter_options={"s": {"ndv": 100, "fpp": 0.05}})
+        fi = read_file_index(pafs.LocalFileSystem(), f"{folder}/p.parquet", rel_path="p.parquet")
+    header, blooms = pack([fi], segment_id="0")
+    assert blooms
+    return encode_index(header, blooms, "task")
+
+
+def test_bloom_bitsets_are_verified_when_read(segment: tuple[pafs.FileSystem, str, list[str]]) -> None:
+    fs, seg, names = segment
+    path = f"{seg}/b.carbonindex"
+    build_task_index(fs, seg, names, path)
+    arrs = load_index(fs, path)
+    s = arrs.column("s")
+    off = int(s.bloom_offset[3])
+    data = bytearray(Path(path).read_bytes())
+    data[read_index(fs, path).bloom_region_offset + off + 5] ^= 0x10
+    Path(path).write_bytes(bytes(data))
+    arrs = load_index(fs, path)  # the header is intact: loading for min/max works
+    assert arrs.bloom_bitset(2, "s") is not None
+    with pytest.raises(CorruptIndexError, match=r"b\.carbonindex: bloom bitset fails its checksum"):
+        arrs.bloom_bitset(3, "s")
+    with pytest.raises(CorruptIndexError, match=r"b\.carbonindex: bloom region fails its checksum"):
+        read_index(fs, path, with_blooms=True)
+
+
+@pytest.mark.parametrize(("name", "kind"), [("m.carbonindexmerge", "task"), ("t.carbonindex", "merge")])
+def test_a_file_of_the_other_kind_is_refused(
+    segment: tuple[pafs.FileSystem, str, list[str]], name: str, kind: str
+) -> None:
+    fs, seg, names = segment
+    header, blooms = pack([read_file_index(fs, f"{seg}/{names[0]}", rel_path=names[0])])
+    path = f"{seg}/{name}"
+    Path(path).write_bytes(encode_index(header, blooms, kind))  # type: ignore[arg-type]
+    with pytest.raises(CorruptIndexError, match=rf"holds a {kind} index"):
+        read_index(fs, path)
+
+
+def test_empty_file_is_refused(segment: tuple[pafs.FileSystem, str, list[str]]) -> None:
+    fs, seg, _ = segment
+    Path(f"{seg}/e.carbonindexmerge").write_bytes(b"")
+    with pytest.raises(CorruptIndexError, match=r"e\.carbonindexmerge: index file is empty"):
+        read_index(fs, f"{seg}/e.carbonindexmerge")

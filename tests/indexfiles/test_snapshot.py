@@ -19,7 +19,12 @@ from carbonstore.indexfiles import cache
 from carbonstore.indexfiles.cache import COUNTERS, clear_cache, refresh_index_snapshot
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, ConcatArrays
 from carbonstore.indexfiles.evaluator import evaluate_rows
-from carbonstore.indexfiles.snapshot import SNAPSHOT_VERSION, SnapshotArrays
+from carbonstore.indexfiles.snapshot import (
+    SNAPSHOT_VERSION,
+    SnapshotArrays,
+    frame_snapshot,
+    snapshot_payload,
+)
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.manage import delete_segments
 from carbonstore.store import Store
@@ -100,7 +105,7 @@ def test_snapshot_arrays_equal_the_merge_index_arrays(store: Store) -> None:
         add_segments(t, [_all_types(k * 300, 300 - 40 * k, k)], row_group_size=70, page_rows=9,
                      bloom_columns=["s", "id"], with_column_ids=k != 3)
     refresh_index_snapshot(t)
-    snap = cache._read_snapshot(t)
+    snap, _ = cache._read_snapshot(t)
     assert snap is not None and snap.size == 6
     merged = _segments(t)
     for rows in ([0], [5], [0, 1, 2], [4, 5], [0, 2, 5], [5, 4, 0], [3], [0, 1, 2, 4, 5]):
@@ -198,12 +203,14 @@ def test_a_fresh_process_decodes_a_constant_number_of_arrays(store: Store, where
 
 
 def _rewrite(path: Path, change: Any) -> None:
-    t = pa.ipc.open_file(pa.py_buffer(path.read_bytes())).read_all()
+    """Change a snapshot's payload and sign it again (a valid checksum over bad content:
+    these cases test the structure checks behind the checksum)."""
+    t = pa.ipc.open_file(pa.py_buffer(snapshot_payload(path.name, path.read_bytes()))).read_all()
     t = change(t)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, t.schema) as w:
         w.write_table(t)
-    path.write_bytes(sink.getvalue().to_pybytes())
+    path.write_bytes(frame_snapshot(sink.getvalue().to_pybytes()))
 
 
 def test_a_snapshot_of_another_version_is_ignored_and_rewritten(store: Store) -> None:
@@ -225,7 +232,8 @@ def test_a_snapshot_of_another_version_is_ignored_and_rewritten(store: Store) ->
     assert COUNTERS["snapshot_writes"] == 1
     newest = cache._snapshot_names(t)[-1]
     assert newest != name
-    meta = pa.ipc.open_file(Path(t.paths.index_snapshot_dir, newest).read_bytes()).schema.metadata
+    meta = pa.ipc.open_file(
+        snapshot_payload(newest, Path(t.paths.index_snapshot_dir, newest).read_bytes())).schema.metadata
     assert meta[b"carbonstore.snapshot.version"] == SNAPSHOT_VERSION.encode()
     res = _fresh_process_plan(store, "id = 150")
     assert res["segments"] == ["1"] and res["counters"].get("merge_index_reads", 0) == 0

@@ -79,9 +79,10 @@ struct PageStats {
   8: optional binary has_pages       /* u8[n row groups]: 1 when the OffsetIndex was read */
 }
 
+/* In the bloom region each bitset is followed by the u64 xxh64 of its bytes (format 2). */
 struct BloomRefs {
   1: optional binary offset          /* i64[n]: offset in the bloom region, -1 none */
-  2: optional binary length          /* i32[n]: bitset bytes */
+  2: optional binary length          /* i32[n]: bitset bytes (the 8 checksum bytes not counted) */
 }
 
 struct ColumnIndexData {
