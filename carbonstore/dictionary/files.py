@@ -373,7 +373,13 @@ def read_state(files: ColumnFiles, column_type: str, *, known: DictState | None 
         if damage is not None:
             raise damage
         if checkpoint is None:
-            if files.sfs.exists(files.dict_path) and files.sfs.size(files.dict_path) > 0:
+            # Bytes in .dict with no record yet are a writer's uncommitted append (format
+            # 2 writers create the log folder first); without the folder they were format-1
+            # commits whose .dictmeta is gone.
+            if (
+                not files.sfs.exists(files.log_dir)
+                and files.sfs.exists(files.dict_path) and files.sfs.size(files.dict_path) > 0
+            ):
                 raise DictionaryError(
                     f"{files.meta_path} is missing but {files.dict_path} holds "
                     f"{files.sfs.size(files.dict_path)} bytes: the committed state is lost"

@@ -128,8 +128,6 @@ def _append(files: ColumnFiles, committed_end: int, data: bytes) -> int:
         created = not os.path.exists(files.dict_path)
         fd = os.open(files.dict_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            if os.fstat(fd).st_size < committed_end:
-                os.ftruncate(fd, committed_end)  # a cut file: keep later offsets where they belong
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -143,8 +141,9 @@ def _append(files: ColumnFiles, committed_end: int, data: bytes) -> int:
                 os.fsync(dfd)
             finally:
                 os.close(dfd)
-        # A concurrent write between ours would make this offset wrong; the range then
-        # fails its CRC32 and is read from the record.
+        # A concurrent write between ours, or a file cut below the committed end, makes
+        # this offset wrong: the range then fails its CRC32 and is read from the record
+        # (and rewritten there by the next lock holder).
         return max(committed_end, end - len(data))
     # Object stores cannot append: rewrite the committed prefix plus the new chunks.
     head = b""
