@@ -115,8 +115,12 @@ class ColumnDictionary:
             stored = read_sort_index(self.files, self.size)
         except DictionaryError:
             return None
-        if stored is None or not orders(self.values, stored[0]):
+        if stored is None:
             return None
+        sv = self.values.take(pa.array(stored[0] - FIRST_SURROGATE))
+        if not ascending(sv):
+            return None
+        self._sorted_values = sv  # checked in value order: sorted_values() reuses it
         return stored
 
     def has_valid_sort_index(self) -> bool:
@@ -313,11 +317,11 @@ class ColumnDictionary:
         return table.take(surrogates)
 
 
-def orders(values: pa.Array, order: np.ndarray) -> bool:
-    """True when surrogates ``order`` list ``values`` strictly ascending (distinct values)."""
-    if len(values) < 2:
+def ascending(sv: pa.Array) -> bool:
+    """True when ``sv`` is strictly ascending (dictionary values are distinct), so a sort
+    index that orders the values this way is the only right one."""
+    if len(sv) < 2:
         return True
-    sv = values.take(pa.array(order - FIRST_SURROGATE))
     return bool(pc.all(pc.less(sv.slice(0, len(sv) - 1), sv.slice(1))).as_py())
 
 
