@@ -52,7 +52,8 @@ class ColumnDictionary:
     """The committed dictionary of one column at one point in time."""
 
     __slots__ = (
-        "_lock", "_lookup", "_sort", "_sorted_values", "column", "files", "meta", "unusable", "values",
+        "_lock", "_lookup", "_sort", "_sort_file_ok", "_sorted_values", "column", "files", "meta",
+        "unusable", "values",
     )
 
     def __init__(
@@ -73,6 +74,7 @@ class ColumnDictionary:
         self._lock = threading.Lock()
         #: Versions whose .dict bytes failed their check (read from the commit records).
         self.unusable: tuple[int, ...] = ()
+        self._sort_file_ok = False  # this size's .sortindex was read and passed its checks
 
     # ---- pickling (snapshots travel to executors): drop caches -------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -121,17 +123,19 @@ class ColumnDictionary:
         if not ascending(sv):
             return None
         self._sorted_values = sv  # checked in value order: sorted_values() reuses it
+        self._sort_file_ok = True
         return stored
 
     def has_valid_sort_index(self) -> bool:
         """True when the ``.sortindex`` file of this size exists and is right."""
-        return self.size == 0 or self._stored_sort_index() is not None
+        return self.size == 0 or self._sort_file_ok or self._stored_sort_index() is not None
 
     def write_sort_index(self) -> None:
         """Write this size's ``.sortindex`` (derived data: replaced when wrong)."""
         if self.size:
             order, ranks = self.sort_index()
             write_sort_index(self.files, self.size, order, ranks)
+            self._sort_file_ok = True
 
     def sorted_values(self) -> pa.Array:
         """The values in value order (rank ``r`` at index ``r``)."""

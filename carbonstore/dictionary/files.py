@@ -316,8 +316,8 @@ class DictState:
 
     meta: DictMeta
     records: int
-    #: The checkpoint on disk is missing, damaged, stale or format 1 (a writer rewrites it).
-    stale_checkpoint: bool = False
+    #: Versions the format-2 checkpoint on disk covers (0: none, damaged or format 1).
+    checkpoint: int = 0
 
     @property
     def version(self) -> int:
@@ -358,7 +358,7 @@ def read_state(files: ColumnFiles, column_type: str, *, known: DictState | None 
             return known
         meta = replace(known.meta, entries=tuple(entries))
         check_entries(meta.entries, files.log_dir, contiguous=False)
-        return DictState(meta=meta, records=len(entries), stale_checkpoint=True)
+        return DictState(meta=meta, records=len(entries), checkpoint=known.checkpoint)
     checkpoint, damage = _read_checkpoint(files, column_type)
     versions = files.list_versions()
     n = len(versions)
@@ -390,7 +390,7 @@ def read_state(files: ColumnFiles, column_type: str, *, known: DictState | None 
                 f"{files.log_dir} is missing but {files.meta_path} names "
                 f"{len(checkpoint.entries)} committed version(s)"
             )
-        return DictState(meta=checkpoint, records=0, stale_checkpoint=bool(checkpoint.entries))
+        return DictState(meta=checkpoint, records=0)
     if checkpoint is not None and checkpoint.format == LEGACY_FORMAT and len(checkpoint.entries) >= n:
         # A format-1 dictionary being upgraded: records 1..n copy its first entries.
         for v in versions:
@@ -399,7 +399,7 @@ def read_state(files: ColumnFiles, column_type: str, *, known: DictState | None 
                 raise DictionaryError(f"{files.record_path(v)} contradicts {files.meta_path}")
         with_crc = [read_record(files, column_type, v)[0] for v in versions]
         meta = replace(checkpoint, entries=(*with_crc, *checkpoint.entries[n:]))
-        return DictState(meta=meta, records=n, stale_checkpoint=True)
+        return DictState(meta=meta, records=n)
     if checkpoint is not None and len(checkpoint.entries) > n:
         raise DictionaryError(
             f"{files.meta_path} names {len(checkpoint.entries)} committed versions but "
@@ -411,7 +411,7 @@ def read_state(files: ColumnFiles, column_type: str, *, known: DictState | None 
     entries = [*base, *(read_record(files, column_type, v)[0] for v in versions[len(base):])]
     meta = DictMeta(column_id=files.column_id, column_type=column_type, entries=tuple(entries))
     check_entries(meta.entries, files.log_dir, contiguous=False)
-    return DictState(meta=meta, records=n, stale_checkpoint=len(base) != n)
+    return DictState(meta=meta, records=n, checkpoint=len(base))
 
 
 # ---- chunks -------------------------------------------------------------------------------

@@ -73,6 +73,9 @@ __all__ = [
 COURTESY_LOCK = True
 #: Commit attempts before a writer gives up (each lost race means another writer committed).
 MAX_ATTEMPTS = 500
+#: The .dictmeta checkpoint is rewritten once it is this many versions behind (readers read
+#: the records past it; fewer fsyncs per commit).
+CHECKPOINT_EVERY = 8
 
 
 def lock_name(column: Column) -> str:
@@ -198,12 +201,20 @@ def _write_checkpoint(files: ColumnFiles, meta: DictMeta) -> None:
     ).to_bytes())
 
 
+def _checkpoint_due(state: DictState) -> bool:
+    """A checkpoint is missing, damaged, or ``CHECKPOINT_EVERY`` versions behind."""
+    return state.records == state.version > 0 and (
+        state.checkpoint == 0 or state.version - state.checkpoint >= CHECKPOINT_EVERY
+    )
+
+
 def _settle(d: ColumnDictionary, state: DictState) -> None:
     """Rewrite derived files that are missing or wrong: the sort index, the checkpoint."""
     if not d.has_valid_sort_index():
         d.write_sort_index()
-    if state.stale_checkpoint and state.records == state.version and state.version:
+    if _checkpoint_due(state):
         _write_checkpoint(d.files, state.meta)
+        remember(d.files, replace(state, checkpoint=state.version), d)
 
 
 def add_values(
@@ -228,16 +239,21 @@ def add_values(
     col = column if isinstance(column, Column) else dictionary_column(table, column)
     files = column_files(table, col)
     current, state = load_column(col, files)
-    candidates = _distinct(current.canonical(values))
-    if len(_missing(current, candidates)) == 0 and state.records == state.version:
+    pending = _missing(current, _distinct(current.canonical(values)))
+    if len(pending) == 0 and state.records == state.version:
         _settle(current, state)
         return current  # committed values never change: nothing to commit
+    seen = current.size  # ``pending`` holds no value of the first ``seen``
     chunk_size = _chunk_size(table)
     files.sfs.makedirs(files.log_dir)
     lock = _courtesy_lock(table, col)
     try:
+        known: DictState | None = None
         for attempt in range(MAX_ATTEMPTS):
-            state = read_state(files, str(col.type))
+            # A full read first (damage, an upgrade to do); after a lost race only the
+            # versions committed since.
+            state = read_state(files, str(col.type), known=known)
+            known = state
             if state.records < state.version:  # format 1: copy it into records first
                 _upgrade(files, col, state)
                 continue
@@ -246,7 +262,10 @@ def add_values(
                 repair(files, state.meta.committed_end)
                 _heal(files, str(col.type), list(current.unusable))
                 current.unusable = ()
-            new = _missing(current, candidates)
+            new = pending
+            if current.size > seen and len(pending):  # only versions committed meanwhile
+                since = current.values.slice(seen)
+                new = pending.filter(pc.invert(pc.is_in(pending, value_set=since)))
             if len(new) == 0:
                 remember(files, state, current)
                 _settle(current, state)
@@ -254,7 +273,7 @@ def add_values(
             result = _commit(files, col, state, current, new, chunk_size, str(segment_id))
             if result is not None:
                 return result
-            time.sleep(random.uniform(0.001, 0.004) * min(attempt + 1, 10))
+            time.sleep(random.uniform(0.0, 0.01) * min(attempt + 1, 8))
     finally:
         if lock is not None:
             lock.release()
@@ -269,6 +288,9 @@ def _commit(
     new: pa.Array, chunk_size: int, segment_id: str,
 ) -> ColumnDictionary | None:
     """One attempt at version ``state.version + 1``; None when another writer won it."""
+    version = state.version + 1
+    if files.sfs.exists(files.record_path(version)):
+        return None  # lost already: spare the append and its fsync
     new = new.take(pc.sort_indices(new))
     encoding = encoding_of(col.type)
     frames = [encode_chunk(new.slice(i, chunk_size), encoding) for i in range(0, len(new), chunk_size)]
@@ -284,15 +306,17 @@ def _commit(
         time_ms=now_ms(),
         crc32=crc32(data),
     )
-    version = state.version + 1
     record = encode_record(files.column_id, str(col.type), version, entry, data)
     if not files.sfs.put_if_absent(files.record_path(version), record):
         return None
     meta = state.meta.with_entry(entry)
     result = ColumnDictionary(col, files, meta, pa.concat_arrays([current.values, new]))
     result.write_sort_index()
-    _write_checkpoint(files, meta)
-    remember(files, DictState(meta=meta, records=version), result)
+    done = DictState(meta=meta, records=version, checkpoint=state.checkpoint)
+    if _checkpoint_due(done):
+        _write_checkpoint(files, meta)
+        done = replace(done, checkpoint=version)
+    remember(files, done, result)
     return result
 
 

@@ -103,9 +103,9 @@ DIE_AFTER_COMMIT = textwrap.dedent(
     from carbonstore.dictionary import writer
 
     def die(*args, **kwargs):
-        os._exit(17)  # the record is committed; checkpoint (and what follows) never written
+        os._exit(17)  # the record is committed; sort index and checkpoint never written
 
-    writer._write_checkpoint = die
+    writer.ColumnDictionary.write_sort_index = die
     table = Store(sys.argv[1], conf=load_conf(None)).table("t")
     writer.add_values(table, "city", ["c", "d"], segment_id="9")
     """
@@ -121,9 +121,11 @@ def test_writer_killed_after_its_commit_record(table: Table) -> None:
     d = load_dictionary(table, "city")  # committed: the record is the truth, not the checkpoint
     assert d.values.to_pylist() == ["a", "b", "c", "d"]
     state = read_state(d.files, "string")
-    assert state.stale_checkpoint and state.version == 2
-    add_values(table, "city", ["a"], segment_id="1")  # nothing new: the checkpoint is rewritten
-    assert not read_state(d.files, "string").stale_checkpoint
+    assert state.version == 2 and state.checkpoint == 1  # version 2 read from its record
+    assert not os.path.exists(d.files.sortindex_path(4))
+    assert d.surrogate_of("c") == 4  # the sort index is computed
+    add_values(table, "city", ["a"], segment_id="1")  # nothing new: the sort index is written
+    assert os.path.exists(d.files.sortindex_path(4))
 
 
 def test_killed_put_if_absent_leaves_a_temp_file_that_is_ignored(table: Table) -> None:
