@@ -360,11 +360,6 @@ def _read_snapshot(table: Table) -> Snapshot | None:
         # A broken (or older) snapshot only costs speed: plan from the merge indexes instead.
         COUNTERS["snapshot_errors"] += 1
         return None
-    if snap.bounds.size and any(c not in snap.bounds.columns for c in table.schema.dictionary_columns):
-        # Written before dictionary columns had (surrogate) bounds, which the planner needs
-        # to tell a missing dictionary from an empty one: plan from the merge indexes.
-        COUNTERS["snapshot_errors"] += 1
-        return None
     _CACHE.put_snapshot(table.paths.root, snap)
     return snap
 
