@@ -9,7 +9,12 @@ time and their ratio (plain / dictionary, target >= 0.7), data size, and a group
 the segment's Parquet files through Spark (on surrogates + a decode of the small result,
 vs on the strings).
 
-Run: ``python bench/dictionary_bench.py [--distinct 100000] [--spark --rows 300000]``.
+Part 3 (``--commits N``): N commits of 200 new values each, one after the other (p50 / p99
+latency), then 4 processes committing N / 4 each at the same time without the OS lock (the
+put-if-absent protocol alone) and with it: wall time, lost races retried.
+
+Run: ``python bench/dictionary_bench.py [--distinct 100000] [--spark --rows 300000]
+[--commits 400]``.
 Numbers are from one run on the local filesystem.
 """
 
@@ -63,6 +68,54 @@ def pure(store: Store, distinct: int) -> None:
     print(f"  encode 1M rows (100 values)      {t_enc_small * 1e3:8.1f} ms")
     print(f"  decode 1M rows                   {t_dec * 1e3:8.1f} ms  ({1 / t_dec:.1f} M rows/s)")
     print(f"  eq / range / startswith          {t_eq * 1e3:.2f} / {t_range * 1e3:.2f} / {t_prefix * 1e3:.2f} ms")
+
+
+_COMMITTER = """
+import sys, time
+from carbonstore.store import Store, load_conf
+from carbonstore.dictionary import add_values, writer
+location, me, n, lock, start = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+writer.COURTESY_LOCK = lock == "lock"
+table = Store(location, conf=load_conf(None)).table("c")
+commit = writer._commit
+lost = 0
+def counting(*args):
+    global lost
+    out = commit(*args)
+    lost += out is None
+    return out
+writer._commit = counting
+while time.time() < start:
+    time.sleep(0.001)
+for i in range(n):
+    add_values(table, "s", [f"p{me}-{i}-{j}" for j in range(200)], segment_id=f"{me}.{i}")
+print(lost)
+"""
+
+
+def commits(store: Store, n: int) -> None:
+    import subprocess
+    import sys
+
+    table = store.create_table("c", "s string", properties={"dictionary_include": "s"})
+    lat = []
+    for i in range(n):
+        _, t = _timed(add_values, table, "s", [f"v{i}-{j}" for j in range(200)], segment_id=str(i))
+        lat.append(t)
+    p50, p99 = np.percentile(lat, [50, 99]) * 1e3
+    print(f"{n} commits of 200 new values, one writer: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    for mode in ("nolock", "lock"):
+        start = time.time() + 3
+        procs = [subprocess.Popen([sys.executable, "-c", _COMMITTER, store.location, str(k),
+                                   str(n // 4), mode, str(start)], stdout=subprocess.PIPE, text=True)
+                 for k in range(4)]
+        lost = sum(int(p.communicate()[0].strip()) for p in procs)
+        wall = time.time() - start
+        clear_cache()
+        d = load_dictionary(table, "s")
+        assert d.size == len(set(d.values.to_pylist()))
+        print(f"4 processes x {n // 4} commits, {'with' if mode == 'lock' else 'without'} the lock: "
+              f"{wall:.2f} s ({wall / n * 1e3:.1f} ms per commit), {lost} lost races retried")
 
 
 def _csv(path: Path, rows: int) -> None:
@@ -120,10 +173,13 @@ def main() -> None:
     ap.add_argument("--distinct", type=int, default=100_000)
     ap.add_argument("--spark", action="store_true")
     ap.add_argument("--rows", type=int, default=300_000)
+    ap.add_argument("--commits", type=int, default=0)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(f"{tmp}/store", conf=load_conf(None))
         pure(store, args.distinct)
+        if args.commits:
+            commits(store, args.commits)
         if args.spark:
             spark_part(store, args.rows, Path(tmp))
 

@@ -9,7 +9,12 @@ from typing import Any
 
 from carbonstore.commands._common import add_json, open_store, print_json, print_table
 from carbonstore.dictionary.codec import parse_text_values
-from carbonstore.dictionary.column import dictionary_column, load_dictionary
+from carbonstore.dictionary.column import (
+    check_covers,
+    dictionary_column,
+    load_dictionary,
+    max_surrogate,
+)
 from carbonstore.errors import UserError
 
 
@@ -40,6 +45,11 @@ def _dictionary(args: argparse.Namespace) -> int:
     table = open_store(args).table(args.table)
     col = dictionary_column(table, args.column)
     d = load_dictionary(table, col)
+    # The segments' surrogates must all be in it: no dictionary file is not "0 values".
+    from carbonstore.indexfiles.cache import readable_segments, table_index
+
+    view = table_index(table, readable_segments(table.status.read()))
+    check_covers(d, max_surrogate(view.bounds, col.name), what=f"the segments of {table.name}")
     info: dict[str, Any] = {
         "table": str(table.name),
         "column": col.name,

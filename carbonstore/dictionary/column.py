@@ -19,9 +19,11 @@ from carbonstore.dictionary.codec import arrow_type, parse_text_values, sort_key
 from carbonstore.dictionary.files import (
     ColumnFiles,
     DictMeta,
+    DictState,
     read_chunks,
-    read_meta,
     read_sort_index,
+    read_state,
+    write_sort_index,
 )
 from carbonstore.errors import DictionaryError, SchemaError, UserError
 from carbonstore.store.schema import Column
@@ -30,7 +32,9 @@ __all__ = [
     "NULL_SURROGATE",
     "ColumnDictionary",
     "MissingDictionaryValueError",
+    "check_covers",
     "column_files",
+    "max_surrogate",
     "dictionary_column",
     "load_dictionary",
 ]
@@ -47,7 +51,10 @@ class MissingDictionaryValueError(UserError):
 class ColumnDictionary:
     """The committed dictionary of one column at one point in time."""
 
-    __slots__ = ("_lock", "_lookup", "_sort", "_sorted_values", "column", "files", "meta", "values")
+    __slots__ = (
+        "_lock", "_lookup", "_sort", "_sort_file_ok", "_sorted_values", "column", "files", "meta",
+        "unusable", "values",
+    )
 
     def __init__(
         self, column: Column, files: ColumnFiles, meta: DictMeta, values: pa.Array,
@@ -65,6 +72,9 @@ class ColumnDictionary:
         self._sorted_values: pa.Array | None = None
         self._lookup: dict[Any, int] | None = None
         self._lock = threading.Lock()
+        #: Versions whose .dict bytes failed their check (read from the commit records).
+        self.unusable: tuple[int, ...] = ()
+        self._sort_file_ok = False  # this size's .sortindex was read and passed its checks
 
     # ---- pickling (snapshots travel to executors): drop caches -------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -92,12 +102,40 @@ class ColumnDictionary:
 
     # ---- sort index --------------------------------------------------------------------------
     def sort_index(self) -> tuple[np.ndarray, np.ndarray]:
-        """(surrogates in value order, rank of surrogate ``s`` at index ``s - 2``)."""
+        """(surrogates in value order, rank of surrogate ``s`` at index ``s - 2``).
+
+        The ``.sortindex`` file is derived data: one that is missing, fails its checks or
+        does not order the values is not used; the order is computed from the values.
+        """
         with self._lock:
             if self._sort is None:
-                stored = read_sort_index(self.files, self.size)
-                self._sort = stored if stored is not None else compute_sort_index(self.values)
+                self._sort = self._stored_sort_index() or compute_sort_index(self.values)
             return self._sort
+
+    def _stored_sort_index(self) -> tuple[np.ndarray, np.ndarray] | None:
+        try:
+            stored = read_sort_index(self.files, self.size)
+        except DictionaryError:
+            return None
+        if stored is None:
+            return None
+        sv = self.values.take(pa.array(stored[0] - FIRST_SURROGATE))
+        if not ascending(sv):
+            return None
+        self._sorted_values = sv  # checked in value order: sorted_values() reuses it
+        self._sort_file_ok = True
+        return stored
+
+    def has_valid_sort_index(self) -> bool:
+        """True when the ``.sortindex`` file of this size exists and is right."""
+        return self.size == 0 or self._sort_file_ok or self._stored_sort_index() is not None
+
+    def write_sort_index(self) -> None:
+        """Write this size's ``.sortindex`` (derived data: replaced when wrong)."""
+        if self.size:
+            order, ranks = self.sort_index()
+            write_sort_index(self.files, self.size, order, ranks)
+            self._sort_file_ok = True
 
     def sorted_values(self) -> pa.Array:
         """The values in value order (rank ``r`` at index ``r``)."""
@@ -275,11 +313,20 @@ class ColumnDictionary:
         if mm["min"] < NULL_SURROGATE or mm["max"] > self.max_surrogate:
             raise DictionaryError(
                 f"surrogates {mm['min']}..{mm['max']} of column {self.column.name!r} are outside "
-                f"its dictionary (1..{self.max_surrogate}) committed in {self.files.meta_path}"
+                f"its dictionary (1..{self.max_surrogate}) committed in {self.files.directory}/"
+                f"{self.column.column_id}.*"
                 f"{RESTORE_HINT}"
             )
         table = pa.concat_arrays([pa.nulls(FIRST_SURROGATE, self.arrow_type), self.values])
         return table.take(surrogates)
+
+
+def ascending(sv: pa.Array) -> bool:
+    """True when ``sv`` is strictly ascending (dictionary values are distinct), so a sort
+    index that orders the values this way is the only right one."""
+    if len(sv) < 2:
+        return True
+    return bool(pc.all(pc.less(sv.slice(0, len(sv) - 1), sv.slice(1))).as_py())
 
 
 def compute_sort_index(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -294,15 +341,15 @@ def compute_sort_index(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 # ---- reader with cache -----------------------------------------------------------------------
 
 _CACHE_LIMIT = 64
-_cache: OrderedDict[str, tuple[tuple[int, int], ColumnDictionary]] = OrderedDict()
+_cache: OrderedDict[str, tuple[DictState, ColumnDictionary]] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
 #: Recovery advice appended to errors about damaged dictionary files.
 RESTORE_HINT = (
-    "; the dictionary files are damaged: restore this column's .dict and .dictmeta (in "
-    "Metadata/dictionary/) from a backup - they cannot be rebuilt from the data files, "
-    "which hold surrogates only"
+    "; the dictionary is damaged: restore this column's dictionary files (<column id>.dict, "
+    ".dictmeta and the .dictlog folder in Metadata/dictionary/) from a backup - they cannot "
+    "be rebuilt from the data files, which hold surrogates only"
 )
 
 
@@ -326,56 +373,105 @@ def _empty(column: Column, files: ColumnFiles) -> ColumnDictionary:
     return ColumnDictionary(column, files, meta, pa.array([], arrow_type(column.type)))
 
 
-def _build(column: Column, files: ColumnFiles, base: ColumnDictionary | None) -> ColumnDictionary:
-    meta = read_meta(files, str(column.type))
+def build_dictionary(
+    column: Column, files: ColumnFiles, state: DictState, base: ColumnDictionary | None
+) -> tuple[ColumnDictionary, list[int]]:
+    """The dictionary of ``state``; reads only the versions ``base`` lacks when it can.
+
+    Returns it and the versions whose ``.dict`` bytes failed their check (read from the
+    commit records instead; a writer rewrites them).
+    """
+    meta = state.meta
     target = arrow_type(column.type)
-    if (
-        base is not None
-        and len(base.meta.entries) <= len(meta.entries)
-        and meta.entries[: len(base.meta.entries)] == base.meta.entries
-    ):
-        # The log only grows: read just the byte range committed since ``base``.
-        new = read_chunks(files, meta.entries[len(base.meta.entries):], target)
+    old = base.meta.entries if base is not None else ()
+    if base is not None and len(old) <= len(meta.entries) and meta.entries[: len(old)] == old:
+        # The log only grows: read just the versions committed since ``base``.
+        new, bad = read_chunks(files, meta.entries[len(old):], target, first_version=len(old) + 1,
+                               column_type=str(column.type))
         values = pa.concat_arrays([base.values, *new]) if new else base.values
         sort = base._sort if not new else None
-        return ColumnDictionary(column, files, meta, values, sort)
-    chunks = read_chunks(files, meta.entries, target)
+        out = ColumnDictionary(column, files, meta, values, sort)
+        out.unusable = (*base.unusable, *bad)
+        return out, bad
+    chunks, bad = read_chunks(files, meta.entries, target, column_type=str(column.type))
     values = pa.concat_arrays(chunks) if chunks else pa.array([], target)
-    return ColumnDictionary(column, files, meta, values)
+    legacy = any(e.crc32 is None for e in meta.entries)  # no checksum: check the values
+    if legacy and len(values) and pc.count_distinct(values).as_py() != len(values):
+        raise DictionaryError(f"{files.dict_path}: the committed values are not distinct")
+    out = ColumnDictionary(column, files, meta, values)
+    out.unusable = tuple(bad)
+    return out, bad
 
 
 def load_dictionary(table: Any, column: str | Column) -> ColumnDictionary:
-    """The committed dictionary of ``column``, cached until its .dictmeta changes."""
+    """The committed dictionary of ``column``, cached until a new version is committed.
+
+    A column without any dictionary file gives an empty dictionary; whether that is right
+    depends on the data (``check_covers``).
+
+    Raises:
+        DictionaryError: the dictionary files are damaged or contradict each other.
+    """
     col = column if isinstance(column, Column) else dictionary_column(table, column)
     files = column_files(table, col)
-    return _load(col, files)
+    return load_column(col, files)[0]
 
 
-def _load(col: Column, files: ColumnFiles) -> ColumnDictionary:
-    stamp = files.meta_stamp()
-    if stamp is None:
-        return _empty(col, files)
+def load_column(col: Column, files: ColumnFiles) -> tuple[ColumnDictionary, DictState]:
     key = files.meta_path
     with _cache_lock:
         hit = _cache.get(key)
-    if hit is not None and hit[0] == stamp:
-        return hit[1]
     try:
-        built = _build(col, files, hit[1] if hit is not None else None)
+        state = read_state(files, str(col.type), known=hit[0] if hit is not None else None)
+        if hit is not None and state is hit[0]:
+            return hit[1], state
+        if not state.meta.entries:
+            return _empty(col, files), state
+        built, _ = build_dictionary(col, files, state, hit[1] if hit is not None else None)
     except DictionaryError as err:
         raise DictionaryError(f"{err}{RESTORE_HINT}") from err
-    _remember(files, stamp, built)
-    return built
+    remember(files, state, built)
+    return built, state
 
 
-def _remember(files: ColumnFiles, stamp: tuple[int, int] | None, d: ColumnDictionary) -> None:
-    if stamp is None:
+def remember(files: ColumnFiles, state: DictState, d: ColumnDictionary) -> None:
+    if not state.meta.entries:
         return
     with _cache_lock:
-        _cache[files.meta_path] = (stamp, d)
+        _cache[files.meta_path] = (state, d)
         _cache.move_to_end(files.meta_path)
         while len(_cache) > _CACHE_LIMIT:
             _cache.popitem(last=False)
+
+
+def max_surrogate(bounds: Any, name: str) -> int | None:
+    """The largest surrogate of column ``name`` in segment bounds (None: unknown or none)."""
+    cb = None if bounds is None else bounds.columns.get(name)
+    if cb is None or cb.kind != "INT64" or not np.asarray(cb.hi_ok).any():
+        return None
+    return int(np.asarray(cb.hi)[np.asarray(cb.hi_ok)].max())
+
+
+def check_covers(d: ColumnDictionary, max_surrogate: int | None, *, what: str) -> None:
+    """Refuse a dictionary that lacks surrogates the data holds (``max_surrogate``).
+
+    A dictionary column whose segments hold surrogates and whose dictionary is missing
+    (deleted files, a schema whose column id changed) or shorter is damage, never an
+    empty or smaller dictionary: answering from it would drop rows.
+
+    Raises:
+        DictionaryError: ``max_surrogate`` is beyond the dictionary.
+    """
+    if max_surrogate is None or max_surrogate <= d.max_surrogate:
+        return
+    have = (
+        f"commits only surrogates 1..{d.max_surrogate}" if d.size
+        else "has no committed value (no dictionary file)"
+    )
+    raise DictionaryError(
+        f"{what} hold surrogates up to {max_surrogate} of column {d.column.name!r}, but its "
+        f"dictionary {d.files.directory}/{d.column.column_id}.* {have}{RESTORE_HINT}"
+    )
 
 
 def clear_cache() -> None:

@@ -20,7 +20,7 @@ from carbonstore.indexfiles.arrays import IndexArrays
 from carbonstore.indexfiles.evaluator import UnitStats
 from carbonstore.indexfiles.expr import BoundRef
 from carbonstore.indexfiles.planner import _usable, find_column
-from carbonstore.store.schema import TableSchema
+from carbonstore.store.schema import Column, TableSchema, parse_type
 
 __all__ = ["ColumnBounds", "SegmentBounds", "segment_bounds"]
 
@@ -166,7 +166,10 @@ def segment_bounds(arrays: IndexArrays, schema: TableSchema) -> SegmentBounds:
     """The bounds of one segment (all its row groups) for every prunable schema column."""
     rows = arrays.rg_num_rows
     cols: dict[str, ColumnBounds] = {}
+    dict_cols = set(schema.dictionary_columns)
     for c in schema.columns:
+        if c.name in dict_cols:  # the files hold INT32 surrogates (docs/dictionary.md)
+            c = Column(name=c.name, type=parse_type("int"), nullable=c.nullable, column_id=c.column_id)
         ref = BoundRef(c)
         col = find_column(arrays, ref)
         kind = None if col is None else _usable(col, ref)

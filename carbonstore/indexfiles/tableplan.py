@@ -206,7 +206,7 @@ def _is_bound(expr: Expr) -> bool:
     return isinstance(getattr(expr, "term", None), BoundRef)
 
 
-def dictionary_safe(expr: Expr, table: Table) -> Expr:
+def dictionary_safe(expr: Expr, table: Table, *, bounds: Any = None) -> Expr:
     """Make a bound filter prune correctly on tables with dictionary columns.
 
     Their data files hold INT32 surrogates, not values. An ``=`` or ``IN`` leaf on such a
@@ -216,13 +216,20 @@ def dictionary_safe(expr: Expr, table: Table) -> Expr:
     other leaf on a dictionary column becomes AlwaysTrue (a bound expression has no NOT, so
     widening a leaf only keeps more). Call it after reading the tablestatus the plan uses:
     a load adds its values to the dictionary before its segment commits, so the dictionary
-    read then holds every value of every segment planned.
+    read then holds every value of every segment planned. ``bounds`` (the planned segments'
+    SegmentBounds) lets each dictionary used be checked to hold every surrogate the
+    segments hold (DictionaryError otherwise: a missing dictionary is not an empty one).
     """
     dict_cols = set(table.schema.dictionary_columns)
     if not dict_cols:
         return expr
     from carbonstore.dictionary import filters as dict_filters
-    from carbonstore.dictionary.column import load_dictionary
+    from carbonstore.dictionary.column import check_covers, load_dictionary, max_surrogate
+
+    def dictionary(ref: BoundRef) -> Any:
+        d = load_dictionary(table, ref.name)
+        check_covers(d, max_surrogate(bounds, ref.name), what="the planned segments")
+        return d
 
     def surrogates(ref: BoundRef) -> BoundRef:
         c = ref.column
@@ -231,10 +238,10 @@ def dictionary_safe(expr: Expr, table: Table) -> Expr:
 
     def leaf(e: Expr, ref: BoundRef) -> Expr:
         if isinstance(e, Eq):
-            s = dict_filters.eq(load_dictionary(table, ref.name), e.literal)
+            s = dict_filters.eq(dictionary(ref), e.literal)
             return AlwaysFalse() if s is None else Eq(surrogates(ref), int(s))
         if isinstance(e, In):
-            found = dict_filters.in_(load_dictionary(table, ref.name), e.literals)
+            found = dict_filters.in_(dictionary(ref), e.literals)
             if not len(found):
                 return AlwaysFalse()
             if len(found) > _IN_SURROGATES:  # as an interval: min/max prunes, bloom does not
@@ -295,8 +302,8 @@ def prune(
     t0 = time.perf_counter() if started is None else started
     expr = bind_where(table, where, time_zone=time_zone)
     entries, all_readable = _choose(table, segments)
-    expr = dictionary_safe(expr, table)  # after the tablestatus read (see there)
     view = table_index(table, entries, all_readable=all_readable)
+    expr = dictionary_safe(expr, table, bounds=view.bounds)  # after the tablestatus read
     n = view.size
     b = view.bounds
     if n:

@@ -5,11 +5,19 @@ drop table own them like any other segment, and the source folder may be removed
 afterwards); their schema must match the table's exactly (same column names, Arrow types
 that store as the table types, no NOT NULL column with nulls). One ``.carbonindex`` covers
 all adopted files and the segment gets its ``.carbonindexmerge`` like a load.
+
+A table with global-dictionary columns stores INT32 surrogates in those columns, so the
+files cannot be copied as they are: their values are added to the dictionaries first (as a
+load does) and the rows are rewritten, encoded, by the load's task writer into new files of
+the segment (rows in the given order). A source inside the store is refused: adopting the
+store's own files would duplicate their rows.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
+from collections.abc import Iterator
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -20,7 +28,7 @@ from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.indexfile import build_task_index, merge_indexes
 from carbonstore.segments.commit import begin_segment
 from carbonstore.segments.writer import arrow_type
-from carbonstore.store.fs import resolve_fs
+from carbonstore.store.fs import StoreFS, resolve_fs
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import FAILURE, SUCCESS, LoadEntry, now_ms
 
@@ -76,10 +84,71 @@ def _parquet_files(fs: pafs.FileSystem, folder: str) -> list[pafs.FileInfo]:
     return sorted(files, key=lambda i: i.path)
 
 
+def _batches(
+    src: StoreFS, files: list[pafs.FileInfo], columns: list[str] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``files`` with the table's (lower-case) column names."""
+    for f in files:
+        with src.fs.open_input_file(f.path) as fh:
+            pf = pq.ParquetFile(fh)
+            by_lower = {n.lower(): n for n in pf.schema_arrow.names}
+            wanted = None if columns is None else [by_lower[c] for c in columns]
+            for batch in pf.iter_batches(columns=wanted):
+                yield batch.rename_columns([n.lower() for n in batch.schema.names])
+
+
+def _encode_into(
+    table: Table, segment_id: str, src: StoreFS, files: list[pafs.FileInfo]
+) -> tuple[list[str], str]:
+    """Add the files' dictionary values, then write their rows encoded into the segment.
+
+    Returns the data file names and the task index path, like the copy path.
+    """
+    from carbonstore.dictionary import distinct_values, prepare_dictionaries
+    from carbonstore.segments.load import parse_load_options, write_settings
+    from carbonstore.segments.writer import write_task
+
+    dict_cols = list(table.schema.dictionary_columns)
+    prepare_dictionaries(table, distinct_values(_batches(src, files, dict_cols), dict_cols),
+                         segment_id)
+    settings = write_settings(table, segment_id, parse_load_options(table, {"sort_scope": "no_sort"}))
+    result = write_task(_batches(src, files), settings, task_id="added", fs=table.store.sfs.fs)
+    if result.index_file is None or result.bad_records:
+        raise UserError(f"add-segment: the rows of {src.base} could not be written as a segment")
+    return list(result.files), f"{settings.segment_dir}/{result.index_file}"
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _refuse_store_paths(table: Table, src: StoreFS, files: list[pafs.FileInfo], path: str) -> None:
+    """Refuse a source inside the store (or holding it): adopting it would duplicate rows.
+
+    Local paths are compared after resolving symlinks, the source folder's and every file's.
+    """
+    store = table.store.sfs
+    if src.local and store.local:
+        root = os.path.realpath(store.base)
+        chosen = [os.path.realpath(src.base), *(os.path.realpath(f.path) for f in files)]
+    elif type(src.fs) is type(store.fs):
+        root = store.base.rstrip("/") or "/"
+        chosen = [src.base.rstrip("/") or "/", *(f.path for f in files)]
+    else:
+        return
+    if any(_inside(p, root) for p in chosen) or _inside(root, chosen[0]):
+        raise UserError(
+            f"add-segment: {path} is inside the store {store.base} (or holds it); adopting "
+            "the store's own files would duplicate their rows - give a folder outside the store"
+        )
+
+
 def add_segment(table: Table, path: str) -> LoadEntry:
     """Copy the Parquet files under ``path`` into a new segment, index and commit it."""
     src = resolve_fs(path)
+    _refuse_store_paths(table, src, [], path)
     files = _parquet_files(src.fs, src.base)
+    _refuse_store_paths(table, src, files, path)  # symlinks under the folder
     # Validate everything before the segment exists: footers (our own reader, which also
     # refuses encrypted and corrupt files), schema, nullability.
     for f in files:
@@ -107,16 +176,19 @@ def add_segment(table: Table, path: str) -> LoadEntry:
     seg_dir = table.paths.segment_dir(entry.load_name)
     try:
         sfs.makedirs(seg_dir)
-        names = []
-        for i, f in enumerate(files):
-            name = f"part-added{i:05d}-{uuid.uuid4().hex[:12]}.parquet"
-            pafs.copy_files(f.path, f"{seg_dir}/{name}", source_filesystem=src.fs,
-                            destination_filesystem=sfs.fs)
-            names.append(name)
-        column_ids = {c.name: c.column_id for c in table.schema.columns}
-        task_index = f"{seg_dir}/added-{uuid.uuid4().hex[:12]}.carbonindex"
-        build_task_index(sfs.fs, seg_dir, names, task_index, segment_id=entry.load_name,
-                         task_id="added", column_ids=column_ids)
+        if table.schema.dictionary_columns:
+            names, task_index = _encode_into(table, entry.load_name, src, files)
+        else:
+            names = []
+            for i, f in enumerate(files):
+                name = f"part-added{i:05d}-{uuid.uuid4().hex[:12]}.parquet"
+                pafs.copy_files(f.path, f"{seg_dir}/{name}", source_filesystem=src.fs,
+                                destination_filesystem=sfs.fs)
+                names.append(name)
+            column_ids = {c.name: c.column_id for c in table.schema.columns}
+            task_index = f"{seg_dir}/added-{uuid.uuid4().hex[:12]}.carbonindex"
+            build_task_index(sfs.fs, seg_dir, names, task_index, segment_id=entry.load_name,
+                             task_id="added", column_ids=column_ids)
         merge_name = f"{entry.load_name}_{now_ms()}.carbonindexmerge"
         index_size = merge_indexes(sfs.fs, [task_index], f"{seg_dir}/{merge_name}",
                                    segment_id=entry.load_name)

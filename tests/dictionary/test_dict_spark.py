@@ -65,3 +65,33 @@ def test_prebuilt_dictionary_option(spark, store: Store, tmp_path: Path) -> None
     assert [(r["id"], r["city"]) for r in _rows(table)] == [(1, "Oslo"), (2, None)]
     with pytest.raises(UserError, match="column:path"):
         load(table, df, options={"dictionary_files": "city"})
+
+
+def test_sql_on_a_table_whose_dictionary_is_gone(  # type: ignore[no-untyped-def]
+    spark, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 22 item 2: sql answered 0 rows with exit 0 once the dictionary files were deleted.
+    import shutil
+
+    from carbonstore.cli import main
+    from carbonstore.dictionary import clear_cache
+    from tests.reliability.workload import SCHEMA, rows
+    from tests.reliability.workload import load as local_load
+
+    # Two tables with the same rows: Spark's Python workers cache dictionaries they read
+    # (rightly: committed values never change), so the damaged one is never read before.
+    intact = store.create_table("g", SCHEMA, properties={"dictionary_include": "city"})
+    damaged = store.create_table("h", SCHEMA, properties={"dictionary_include": "city"})
+    for table in (intact, damaged):
+        local_load(table, rows(0, 100), tasks=1)
+    statement = "select count(*) as n from {} where city = 'oslo'"
+    assert main(["--store", store.location, "sql", statement.format("g"), "--json"]) == 0
+    assert '"n": 20' in capsys.readouterr().out
+    shutil.rmtree(damaged.paths.dictionary_dir)
+    clear_cache()
+    rc = main(["--store", store.location, "sql", statement.format("h"), "--json"])
+    captured = capsys.readouterr()
+    assert rc != 0, captured.out  # never 0 rows with exit 0
+    # One line; it names the dictionary once data source errors lead with our message
+    # (issue 22 item 9), not the worker's traceback.
+    assert len(captured.err.strip().splitlines()) == 1

@@ -96,7 +96,10 @@ def test_damaged_file_fails_clearly_or_answers_the_same(table: Table, kind: str,
 
 # Documented fallbacks (docs/reliability.md): a task .carbonindex is only an input of the
 # segment's merge index, which is what planning reads; an empty tablestatus... is not one.
-FALLBACKS = {("carbonindex", d) for d in DAMAGES}
+# The same for a dictionary's .dict and .dictmeta: each version's commit record keeps its
+# chunks and the entry's checksum, so damaged ones are read from the records
+# (tests/reliability/test_dictionary_damage.py damages the records too).
+FALLBACKS = {(kind, d) for kind in ("carbonindex", "dict", "dictmeta") for d in DAMAGES}
 
 
 def test_corrupt_tablestatus_names_the_backup(table: Table) -> None:

@@ -100,3 +100,72 @@ def test_cli_add_segment_and_inspect_probe(tmp_path: Path) -> None:
         assert col["bloom"]["might_contain"] is expected
     res = _cli("index", "inspect", str(tmp_path / "missing.parquet"))
     assert res.returncode == 2 and "does not exist" in res.stderr and "Traceback" not in res.stderr
+
+
+# ---- a dictionary column: adopted values are encoded (issue 22, item 3) ---------------------
+
+def test_add_segment_encodes_dictionary_columns(store: Store, tmp_path: Path) -> None:
+    from carbonstore.dictionary import load_dictionary
+    from carbonstore.segments.compaction import compact
+    from tests.reliability.workload import load, rows, scan
+
+    table = store.create_table("t", "id long not null, x double, city string",
+                               properties={"dictionary_include": "city"})
+    load(table, rows(0, 20), tasks=1)  # oslo, lima, ... as surrogates
+    path = tmp_path / "in" / "a.parquet"
+    path.parent.mkdir()
+    pq.write_table(pa.table({
+        "id": pa.array(range(100, 150), pa.int64()),
+        "x": pa.array([1.5] * 50, pa.float64()),
+        "city": pa.array([f"x{i}" if i % 5 else "oslo" for i in range(50)] + [], pa.string()),
+    }), path)
+    entry = add_segment(table, str(path.parent))
+    assert entry.row_count == 50
+    d = load_dictionary(table, "city")
+    assert d.surrogate_of("x1") is not None and d.surrogate_of("x49") is not None
+    # the adopted copy holds surrogates like every other segment
+    seg = Path(table.paths.segment_dir(entry.load_name))
+    for f in seg.glob("*.parquet"):
+        assert pq.read_schema(f).field("city").type == pa.int32()
+    got = scan(table, "city = 'x1'")
+    assert [r for r in got.to_pylist() if r["city"] == "x1"] == [{"id": 101, "x": 1.5, "city": "x1"}]
+    oslo = sorted(r["id"] for r in scan(table, "city = 'oslo'").to_pylist() if r["city"] == "oslo")
+    assert oslo == [*range(0, 20, 5), *range(100, 150, 5)]
+    compact(table, "major")
+    every = sorted((r["id"], r["city"]) for r in scan(table).to_pylist())
+    assert len(every) == 70
+    assert (149, "x49") in every and (100, "oslo") in every and (5, "oslo") in every
+
+
+# ---- a path inside the store is refused (issue 22, item 6) ----------------------------------
+
+@pytest.mark.parametrize("where", ["store", "table", "segment", "fact", "symlink", "file"])
+def test_add_segment_refuses_paths_inside_the_store(store: Store, tmp_path: Path, where: str) -> None:
+    table = store.create_table("t", "id long not null, name string")
+    _write(tmp_path / "in" / "a.parquet", [1, 2], ["x", "y"])
+    first = add_segment(table, str(tmp_path / "in"))
+    seg = Path(table.paths.segment_dir(first.load_name))
+    target = {
+        "store": Path(store.location),
+        "table": Path(table.paths.segment_dir(first.load_name)).parents[3],
+        "segment": seg,
+        "fact": seg.parent,
+        "symlink": tmp_path / "link",
+        "file": next(seg.glob("*.parquet")),
+    }[where]
+    if where == "symlink":
+        target.symlink_to(seg.parents[1], target_is_directory=True)
+    with pytest.raises(UserError, match="inside the store"):
+        add_segment(table, str(target))
+    assert [e.load_name for e in table.status.read().readable] == [first.load_name]
+
+
+def test_cli_add_segment_inside_the_store_is_one_line(tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    assert _cli("--store", store, "create", "t", "--schema", "k string").returncode == 0
+    pq.write_table(pa.table({"k": ["a", "b"]}), tmp_path / "k.parquet")
+    res = _cli("--store", store, "add-segment", "t", "--path", str(tmp_path / "k.parquet"))
+    assert res.returncode == 0, res.stderr
+    res = _cli("--store", store, "add-segment", "t", "--path", store)
+    assert res.returncode == 2 and "inside the store" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
