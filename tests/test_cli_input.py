@@ -313,3 +313,88 @@ def test_probe_keeps_a_trailing_space(capsys: pytest.CaptureFixture[str], corpus
         blooms = [c["bloom"] for f in orjson.loads(out)["files"] for rg in f["row_groups"]
                   for c in rg["columns"] if c["path"] == "String"]
         assert [b["might_contain"] for b in blooms] == [expected]
+
+
+# ---- 9: Ctrl-C during a load, and loads that need Spark ---------------------------------------
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_load_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    location = str(tmp_path / "store")
+    Store(location).create_table("t", "id long, name string")
+    csv = tmp_path / "big.csv"
+    with csv.open("w", encoding="utf-8") as f:
+        f.write("id,name\n")
+        f.writelines(f"{i},name{i % 1000}\n" for i in range(3_000_000))
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=root, PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable)
+    env.pop("CARBON_CONF", None)
+    # Its own session, as a terminal's foreground job: Ctrl-C reaches the whole group.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "carbonstore.cli", "--store", location, "load", "t", "--input",
+         str(csv)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        start_new_session=True)
+    assert proc.stderr is not None
+    seen = b""
+    deadline = time.monotonic() + 120
+    os.set_blocking(proc.stderr.fileno(), False)
+    while b"[Stage" not in seen and proc.poll() is None and time.monotonic() < deadline:
+        seen += proc.stderr.read() or b""
+        time.sleep(0.05)
+    assert proc.poll() is None, "the load ended before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    os.set_blocking(proc.stderr.fileno(), True)
+    rest = proc.stderr.read()
+    proc.wait(timeout=120)
+    after = rest.decode("utf-8", "replace")
+    assert proc.returncode == 130, after
+    assert "Traceback" not in after and "py4j" not in after, after
+    ours = [line for line in after.splitlines() if line.startswith("carbonstore")]
+    assert ours == ["carbonstore: interrupted"], after
+
+
+def test_a_folder_of_parquet_files_loads_without_format(
+    capsys: pytest.CaptureFixture[str], spark: object, tmp_path: Path
+) -> None:
+    location = str(tmp_path / "store")
+    Store(location).create_table("t", "id long, name string")
+    folder = tmp_path / "export"
+    folder.mkdir()
+    for k in range(2):  # as Spark writes them: part files, a _SUCCESS marker, .crc files
+        pq.write_table(pa.table({"id": pa.array([k * 2, k * 2 + 1], pa.int64()),
+                                 "name": ["a", "b"]}), folder / f"part-0000{k}.snappy.parquet")
+    (folder / "_SUCCESS").write_bytes(b"")
+    code, out, err = run(capsys, "--store", location, "load", "t", "--input", str(folder),
+                         "--json")
+    assert code == 0, err
+    assert orjson.loads(out)["rows"] == 4
+    code, out, err = run(capsys, "--store", location, "load", "t", "--input", str(folder),
+                         "--format", "csv")
+    assert_one_line_error(code, out, err, "is a parquet file, not csv", "--format parquet")
+
+
+def test_csv_options_of_one_space(
+    capsys: pytest.CaptureFixture[str], spark: object, tmp_path: Path
+) -> None:
+    location = str(tmp_path / "store")
+    Store(location).create_table("t", "id long, name string")
+    spaced = tmp_path / "spaced.csv"
+    spaced.write_text("id name\n1 a\n2 b\n", encoding="utf-8")
+    code, _, err = run(capsys, "--store", location, "load", "t", "--input", str(spaced),
+                       "--option", "delimiter= ")
+    assert code == 0, err
+    blank = tmp_path / "blank.csv"
+    blank.write_text("id,name\n3, \n4,c\n", encoding="utf-8")
+    code, _, err = run(capsys, "--store", location, "load", "t", "--input", str(blank),
+                       "--option", "nullvalue= ")
+    assert code == 0, err
+    code, out, err = run(capsys, "--store", location, "query", "t", "--json")
+    assert code == 0, err
+    rows = sorted((r["id"], r["name"]) for r in orjson.loads(out))
+    assert rows == [(1, "a"), (2, "b"), (3, None), (4, "c")]

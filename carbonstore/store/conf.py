@@ -312,7 +312,9 @@ def _parse_properties(path: Path) -> dict[str, str]:
             f"conf file {path} is not UTF-8 text: byte 0x{data[err.start]:02x} on line {line}"
         ) from None
     out: dict[str, str] = {}
-    for n, raw in enumerate(text.splitlines(), start=1):
+    # Lines end at \n, \r or \r\n only (as in Java properties files): str.splitlines would
+    # also split a value at U+0085, U+2028, form feeds, ...
+    for n, raw in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
         line = raw.strip()
         if not line or line.startswith(("#", "!")):
             continue
