@@ -398,3 +398,20 @@ def test_csv_options_of_one_space(
     assert code == 0, err
     rows = sorted((r["id"], r["name"]) for r in orjson.loads(out))
     assert rows == [(1, "a"), (2, "b"), (3, None), (4, "c")]
+
+
+def test_no_terminal_codes_on_a_pipe(
+    capsys: pytest.CaptureFixture[str], st: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # sqlglot underlines the offending token with terminal codes; the sql command said them
+    for statement in ("SELECT * FROM (", "SELECT order_id FROM t WHERE order_id = ", "SELECT 'x"):
+        code, out, err = run(capsys, "--store", st, "sql", statement)
+        line = assert_one_line_error(code, out, err, "cannot parse SQL")
+        assert not re.search(r"<Token|<class|SENTINEL", line), line
+    # progress draws only on a terminal, even when the environment forces colours
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    code, out, err = run(capsys, "--store", st, "index", "rebuild", "t")
+    assert code == 0 and "\x1b" not in out + err
+    code, out, err = run(capsys, "--store", st, "compact", "t", "--type", "major",
+                         "--engine", "local")
+    assert code == 0 and "\x1b" not in out + err

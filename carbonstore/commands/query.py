@@ -132,7 +132,9 @@ def rewrite_table_names(statement: str, store: Store) -> tuple[str, dict[str, An
     try:
         trees = sqlglot.parse(statement, read="spark")
     except (ParseError, TokenError) as err:
-        raise UserError(f"cannot parse SQL: {' '.join(str(err).split())}") from err
+        from carbonstore.indexfiles.expr import sql_error_message
+
+        raise UserError(f"cannot parse SQL: {sql_error_message(err)}") from err
     if len(trees) != 1 or trees[0] is None:
         raise UserError("give exactly one SQL statement")
     tree = trees[0]

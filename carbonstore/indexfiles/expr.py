@@ -38,7 +38,7 @@ __all__ = [
     "In", "IsNaN", "IsNotNull", "IsNull", "Lt", "LtEq", "Not", "NotEq", "NotIn", "NotNaN",
     "MAX_DEPTH", "MAX_NESTING", "NotStartsWith", "Or", "StartsWith", "Term", "and_", "bind",
     "col", "flatten", "nodes", "not_", "or_", "parse_where", "push_not", "references",
-    "session_zone",
+    "session_zone", "sql_error_message",
 ]
 
 # Limits that keep every walk over an expression (binding, the evaluators, the planner,
@@ -949,6 +949,12 @@ _SQL_WORDS = {
 }
 
 
+def sql_error_message(err: Any) -> str:
+    """sqlglot's ParseError in the user's words (no class names, no tokens, no terminal
+    codes), for any message about SQL text the user wrote."""
+    return _syntax_error(err)
+
+
 def _syntax_error(err: Any) -> str:
     """sqlglot's ParseError in the user's words (no class names, no terminal codes)."""
     first = (getattr(err, "errors", None) or [{}])[0]
@@ -967,10 +973,14 @@ def _syntax_error(err: Any) -> str:
         return f"{word!r} is missing what comes before it{where}"
     if desc.startswith("Invalid expression / Unexpected token"):
         return f"unexpected {near!r}{where}" if near else f"unexpected end of the filter{where}"
+    if desc.startswith("Error tokenizing"):
+        return "a quoted string, quoted name or comment is not closed"
     if desc.startswith("Expecting )"):
         return f"a '(' is not closed (expected ')'{where})"
     text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", desc).split())
     text = re.sub(r"<class '[\w.]*\.(\w+)'>", lambda g: repr(_SQL_WORDS.get(g[1], g[1])), text)
+    text = re.sub(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: [^>]*>",
+                  lambda g: "the end" if g[1] == "SENTINEL" else repr(g[2]), text)
     return f"{text}{where}"
 
 

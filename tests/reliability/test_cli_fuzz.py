@@ -50,7 +50,7 @@ COUNTS = {"cases": 0, "tracebacks": 0, "subprocess": 0}
 CI = settings(max_examples=120, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.function_scoped_fixture,
                                      HealthCheck.too_slow, HealthCheck.data_too_large])
-SLOW = settings(CI, max_examples=2000, derandomize=False)
+SLOW = settings(CI, max_examples=5000, derandomize=False)
 
 
 # ---- the stores ------------------------------------------------------------------------------
