@@ -29,6 +29,13 @@ __all__ = ["build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
+        # "--opt=--" gives the value "--": Python before 3.12 drops it as the end-of-options
+        # marker and hands the command an empty list instead of a string.
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            arg_strings = ["--", "--"]
+        return super()._get_values(action, arg_strings)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         # A usage mistake is a user mistake: one line and exit status 2, like UserError.
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")

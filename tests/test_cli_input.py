@@ -415,3 +415,26 @@ def test_no_terminal_codes_on_a_pipe(
     code, out, err = run(capsys, "--store", st, "compact", "t", "--type", "major",
                          "--engine", "local")
     assert code == 0 and "\x1b" not in out + err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["add-segment", "t", "--path=--"],
+        ["compact", "t", "--type", "custom", "--segments=--", "--engine", "local"],
+        ["index", "inspect", "{store}", "--probe=--"],
+        ["query", "t", "--limit=--"],
+        ["prune", "t", "--where=--"],
+    ],
+)
+def test_an_option_whose_value_is_two_dashes(
+    capsys: pytest.CaptureFixture[str], st: str, argv: list[str]
+) -> None:
+    # Python < 3.12's argparse turned "--opt=--" into an empty list (found by the fuzz suite)
+    argv = [a.replace("{store}", st) for a in argv]
+    try:
+        code = main(["--store", st, *argv])
+    except SystemExit as exit_:
+        code = int(str(exit_.code))
+    out, err = capsys.readouterr()
+    assert_one_line_error(code, out, err)

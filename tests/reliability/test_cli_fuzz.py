@@ -129,7 +129,7 @@ def check(result: Outcome, argv: list[str], *, names: tuple[str, ...] = ()) -> N
     assert len(lines) == 1, (argv, result.err)
     assert lines[0].startswith("carbonstore"), (argv, lines)
     assert "\x1b" not in lines[0]
-    usage = lines[0].startswith("carbonstore ") and "(see 'carbonstore" in lines[0]
+    usage = "(see 'carbonstore" in lines[0]
     if names and not usage:  # argparse names what it refuses in its own words
         assert any(n in lines[0] for n in names), (argv, lines[0], names)
 
