@@ -185,9 +185,9 @@ def _where() -> st.SearchStrategy[tuple[str, Callable[[int], bool]]]:
 
     return st.recursive(
         _where_leaf(),
-        lambda inner: st.builds(combine, st.lists(inner, min_size=1, max_size=60),
+        lambda inner: st.builds(combine, st.lists(inner, min_size=1, max_size=40),
                                 st.sampled_from(["AND", "OR"]), st.booleans()),
-        max_leaves=400,
+        max_leaves=200,
     )
 
 
@@ -331,9 +331,13 @@ def test_write_commands_in_process(stores: dict[str, str], data: st.DataObject) 
 
 
 @given(where=_where())
-@CI
+@settings(CI, max_examples=50)
 def test_prune_keeps_every_matching_row(stores: dict[str, str],
                                         where: tuple[str, Callable[[int], bool]]) -> None:
+    _prune_case(stores, where)
+
+
+def _prune_case(stores: dict[str, str], where: tuple[str, Callable[[int], bool]]) -> None:
     import orjson
 
     text, truth = where
@@ -420,7 +424,7 @@ def test_every_table_property(stores: dict[str, str], data: st.DataObject) -> No
 
 
 @given(data=st.data())
-@settings(CI, max_examples=8)
+@settings(CI, max_examples=6)
 def test_sample_as_bounded_processes(stores: dict[str, str], data: st.DataObject) -> None:
     command = data.draw(st.sampled_from(sorted(set(READ_COMMANDS) - SPARK_FREE)))
     args = data.draw(READ_COMMANDS[command])
@@ -451,6 +455,14 @@ def test_the_reported_command_lines_as_processes(stores: dict[str, str], argv: l
 
 
 # ---- the long run ----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@given(where=_where())
+@settings(SLOW, max_examples=1000)
+def test_long_run_prune_answers(stores: dict[str, str],
+                                where: tuple[str, Callable[[int], bool]]) -> None:
+    _prune_case(stores, where)
 
 
 @pytest.mark.slow
