@@ -289,14 +289,24 @@ def _show(raw: str) -> str:
     return repr(raw if len(raw) <= 60 else raw[:57] + "...")
 
 
+# (key, value) pairs already found valid: a table's conf is built on every use, and its
+# values are the same few each time. Bounded: cleared when it grows large.
+_VALID: set[tuple[str, str]] = set()
+
+
 def _check(values: Mapping[str, str], origin: str) -> None:
     """Refuse unknown keys and values outside their key's type and range."""
     for key, raw in values.items():
+        if isinstance(raw, str) and (key, raw) in _VALID:
+            continue
         if key not in DEFAULTS:
             raise ConfigError(
                 f"unknown configuration key {key!r} in {origin}; see conf/carbon.properties"
             )
         check_value(KEY_TYPES.get(key, Text()), f"configuration key {key}", raw, origin=origin)
+        if len(_VALID) > 10_000:
+            _VALID.clear()
+        _VALID.add((key, raw))
 
 
 def _parse_properties(path: Path) -> dict[str, str]:
@@ -307,9 +317,9 @@ def _parse_properties(path: Path) -> dict[str, str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
+        number = data[: err.start].count(b"\n") + 1
         raise ConfigError(
-            f"conf file {path} is not UTF-8 text: byte 0x{data[err.start]:02x} on line {line}"
+            f"conf file {path} is not UTF-8 text: byte 0x{data[err.start]:02x} on line {number}"
         ) from None
     out: dict[str, str] = {}
     # Lines end at \n, \r or \r\n only (as in Java properties files): str.splitlines would
