@@ -171,7 +171,7 @@ def _where_leaf() -> st.SearchStrategy[tuple[str, Callable[[int], bool]]]:
     )
 
 
-def _where() -> st.SearchStrategy[tuple[str, Callable[[int], bool]]]:
+def _where(max_leaves: int = 200) -> st.SearchStrategy[tuple[str, Callable[[int], bool]]]:
     def combine(parts: list[tuple[str, Callable[[int], bool]]], op: str,
                 negate: bool) -> tuple[str, Callable[[int], bool]]:
         text = f" {op} ".join(f"({p[0]})" for p in parts)
@@ -187,7 +187,7 @@ def _where() -> st.SearchStrategy[tuple[str, Callable[[int], bool]]]:
         _where_leaf(),
         lambda inner: st.builds(combine, st.lists(inner, min_size=1, max_size=40),
                                 st.sampled_from(["AND", "OR"]), st.booleans()),
-        max_leaves=200,
+        max_leaves=max_leaves,
     )
 
 
@@ -418,6 +418,36 @@ def test_every_table_property(stores: dict[str, str], data: st.DataObject) -> No
     if result.code == 0:  # an accepted property gives a conf within every key's range
         Store(stores["scratch"]).table(name).conf.get(  # noqa: B018 - builds and checks
             "carbon.page.rows")
+
+
+# ---- commands that run Spark: a small sample, answers checked --------------------------------
+
+
+@pytest.mark.spark
+@given(where=_where(max_leaves=6), limit=st.one_of(st.none(), st.integers(0, 40),
+                                                   st.sampled_from([2147483647, 0])),
+       columns=st.sampled_from([None, "order_id", "name,order_id"]))
+@settings(CI, max_examples=3)
+def test_query_sample_through_spark(
+    stores: dict[str, str], spark: object, where: tuple[str, Callable[[int], bool]],
+    limit: int | None, columns: str | None,
+) -> None:
+    import orjson
+
+    text, truth = where
+    argv = ["--store", stores["read"], "query", "t", "--where", text, "--json"]
+    argv += [] if limit is None else ["--limit", str(limit)]
+    argv += [] if columns is None else ["--select", columns]
+    result = run_inprocess(argv)
+    check(result, argv)
+    if result.code != 0:
+        assert "nests too deeply" in result.err, (text, result.err)
+        return
+    rows = orjson.loads(result.out)
+    expected = [i for i in range(ROWS) if truth(i)]
+    assert len(rows) == min(len(expected), limit if limit is not None else ROWS), text
+    if "order_id" in (columns or "order_id"):
+        assert {r["order_id"] for r in rows} <= set(expected), text
 
 
 # ---- real processes: a sample, with bounded memory and time ------------------------------------
