@@ -68,12 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_BREAKS = re.compile(r"\s*(?:\r\n|\r|\n|\u2028|\u2029|\x85)\s*")
 
 
 def one_line(message: str) -> str:
-    """``message`` without terminal control sequences, its lines joined by spaces."""
-    return " ".join(_CONTROL.sub("", message).split())
+    """``message`` without terminal control sequences, its lines joined by a space (spaces
+    inside a line are kept: a quoted value is shown as given)."""
+    return _BREAKS.sub(" ", _CONTROL.sub("", message)).strip()
 
 
 def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
