@@ -385,6 +385,21 @@ def _in_range(key: str, conf: object) -> None:
 def test_every_conf_key_from_a_file_and_options(
     stores: dict[str, str], tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
 ) -> None:
+    _conf_case(stores, tmp_path_factory, data)
+
+
+@pytest.mark.slow
+@given(data=st.data())
+@settings(SLOW, max_examples=2000)
+def test_long_run_conf_keys(
+    stores: dict[str, str], tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    _conf_case(stores, tmp_path_factory, data)
+
+
+def _conf_case(
+    stores: dict[str, str], tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
     key = data.draw(st.sampled_from(sorted(DEFAULTS)))
     raw = data.draw(st.one_of(st.sampled_from(_boundary(KEY_TYPES.get(key))), CONF_VALUES))
     raw = raw.replace("\n", " ").replace("\r", " ")
@@ -402,7 +417,16 @@ def test_every_conf_key_from_a_file_and_options(
         _in_range(key, conf)
     if key != "carbon.storelocation":  # the CLI reads every key of the file
         argv = ["--store", stores["read"], "--conf", str(conf_file), "show-segments", "t"]
-        check(run_inprocess(argv), argv, names=(key, "not UTF-8"))
+        result = run_inprocess(argv)
+        check(result, argv, names=(key, "not UTF-8"))
+        if result.code == 0 and key not in ("carbon.lock.path",):
+            # an accepted value drives real work: writing (compaction) and cleaning stay
+            # bounded and either succeed or refuse in one line
+            _refill(stores)
+            for command in (["compact", "t", "--type", "major", "--engine", "local"],
+                            ["clean-files", "t", "--dry-run"]):
+                argv = ["--store", stores["scratch"], "--conf", str(conf_file), *command]
+                check(run_inprocess(argv), argv)
 
 
 @given(data=st.data())
