@@ -2,16 +2,26 @@
 
 Each module of ``carbonstore.commands`` exposes ``register(subparsers, parents)``; this
 file only wires them together, resolves ``--store`` / ``--conf`` and turns our errors into
-one clear line (exit 2 for a user mistake, 1 for anything else we raise on purpose).
+one clear line (exit 2 for a user mistake, 1 for anything else we raise on purpose, 130
+after Ctrl-C).
+
+The one-line promise is kept here for every command: arguments that are not UTF-8 text
+are refused before any command runs, an error message is printed on one line without
+terminal control codes, and library log records that would print tracebacks while the
+process is interrupted (py4j) are dropped.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import os
 import pkgutil
+import re
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from carbonstore.errors import CarbonStoreError, UserError
 
@@ -19,9 +29,16 @@ __all__ = ["build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
+        # "--opt=--" gives the value "--": Python before 3.12 drops it as the end-of-options
+        # marker and hands the command an empty list instead of a string.
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            arg_strings = ["--", "--"]
+        return super()._get_values(action, arg_strings)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         # A usage mistake is a user mistake: one line and exit status 2, like UserError.
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,28 +68,121 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_BREAKS = re.compile(r"\s*(?:\r\n|\r|\n|\u2028|\u2029|\x85)\s*")
+
+
+def one_line(message: str) -> str:
+    """``message`` without terminal control sequences, its lines joined by a space (spaces
+    inside a line are kept: a quoted value is shown as given)."""
+    return _BREAKS.sub(" ", _CONTROL.sub("", message)).strip()
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from _parsers(child)
+
+
+def _argument_name(parser: argparse.ArgumentParser, dest: str) -> str:
+    for p in _parsers(parser):
+        for action in p._actions:
+            if action.dest == dest:
+                return action.option_strings[-1] if action.option_strings else (
+                    action.metavar if isinstance(action.metavar, str) else dest)
+    return dest
+
+
+def _not_utf8(value: str) -> int | None:
+    """The first byte that is not UTF-8 in an argument (Python keeps such bytes of the
+    command line as lone surrogates), or None."""
+    for ch in value:
+        if "\udc80" <= ch <= "\udcff":
+            return ord(ch) - 0xDC00
+        if "\ud800" <= ch <= "\udfff":
+            return ord(ch)
+    return None
+
+
+def _check_text(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse an argument that is not UTF-8 text, naming it (every store path, filter,
+    value and name is UTF-8 text)."""
+    for dest, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and (byte := _not_utf8(item)) is not None:
+                raise UserError(
+                    f"argument {_argument_name(parser, dest)} is not valid UTF-8 text "
+                    f"(byte 0x{byte:02x}); give it in UTF-8"
+                )
+
+
+class _DropPy4J(logging.Filter):
+    """py4j reports an interrupted call with ``logging.exception`` on the root logger: a
+    traceback for what is only Ctrl-C. Those records are dropped; others pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "py4j" not in record.pathname.replace("\\", "/").split("/")
+
+
+def _route_logging() -> None:
+    """Give the root logger a handler (as ``logging.lastResort`` would print: the message
+    alone, WARNING and above, on stderr) that drops py4j's records."""
+    root = logging.getLogger()
+    if root.handlers:  # configured by the embedding program: leave it alone
+        return
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.addFilter(_DropPy4J())
+    root.addHandler(handler)
+
+
+def _report(message: str) -> None:
+    print(one_line(message), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.store = getattr(args, "store", None)
     args.conf = getattr(args, "conf", None)
+    _route_logging()
     try:
+        _check_text(parser, args)
         return int(args.func(args) or 0)
     except UserError as err:
-        print(f"carbonstore: error: {err}", file=sys.stderr)
+        _report(f"carbonstore: error: {err}")
         return 2
     except CarbonStoreError as err:
-        print(f"carbonstore: {type(err).__name__}: {err}", file=sys.stderr)
+        _report(f"carbonstore: {type(err).__name__}: {err}")
         return 1
     except BrokenPipeError:
+        # The reader went away (``| head``): stop quietly, and keep Python's final flush of
+        # stdout from reporting the broken pipe again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
         return 0
     except OSError as err:
         # The store folder is missing, unwritable, a file, ... : say so without a traceback.
-        print(f"carbonstore: error: {err}", file=sys.stderr)
+        _report(f"carbonstore: error: {err}")
         return 1
     except KeyboardInterrupt:
-        print("carbonstore: interrupted", file=sys.stderr)
+        _interrupted()
         return 130
+
+
+def _interrupted() -> None:
+    """Ctrl-C: one line, and a second Ctrl-C while the process winds down adds nothing."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass
+    _report("carbonstore: interrupted")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
 """Progress of long driver-side steps (merge index, compaction commit, analyze, rebuild).
 
 ``progress(total, description)`` is a context manager that yields ``advance(n=1)``. It
-draws a rich progress bar on stderr only when stderr is a terminal and the command was not
-asked for ``--json``; otherwise ``advance`` does nothing, so scripts, pipes and tests see no
-extra output. Spark shows its own stage progress for executor work; this covers the steps
+draws a rich progress bar on stderr only when stderr is a terminal (not ``TERM=dumb``) and
+the command was not asked for ``--json``; otherwise ``advance`` does nothing, so scripts,
+pipes and tests see plain output without terminal control codes. Spark shows its own stage progress for executor work; this covers the steps
 that run in the driver process.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,8 +31,10 @@ def progress_enabled(*, json: bool | None = None) -> bool:
     """
     if json is None:
         json = "--json" in sys.argv[1:]
+    if json or os.environ.get("TERM") == "dumb":
+        return False
     try:
-        return not json and sys.stderr.isatty()
+        return sys.stderr.isatty()
     except (AttributeError, ValueError):  # replaced or closed stderr
         return False
 
@@ -66,7 +69,9 @@ def progress(
     columns = [SpinnerColumn(), TextColumn("{task.description}")]
     if total is not None:
         columns += [BarColumn(), MofNCompleteColumn()]
-    bar = Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    # The console draws on the terminal we checked, whatever FORCE_COLOR / TTY_COMPATIBLE say.
+    console = Console(stderr=True, force_terminal=True)
+    bar = Progress(*columns, TimeElapsedColumn(), console=console, transient=True)
     with bar:
         task = bar.add_task(description, total=total)
 

@@ -162,6 +162,7 @@ def test_conf_file_env_and_store_precedence(tmp_path: Path) -> None:
     r = run("tables", "--json", env={"CARBON_CONF": str(conf)})
     assert r.json() == ["default.a"]
     # --store beats the conf file's carbon.storelocation
+    (tmp_path / "other").mkdir()  # an existing, empty store (a missing one is an error)
     r = run("--store", str(tmp_path / "other"), "--conf", str(conf), "tables", "--json")
     assert r.json() == []
     # with neither, the default ./carbon.store is relative to the working directory

@@ -12,7 +12,10 @@ import orjson
 from carbonstore.errors import UserError
 from carbonstore.store import Store, load_conf
 
-__all__ = ["add_json", "open_store", "parse_key_values", "print_json", "print_table", "split_ids"]
+__all__ = [
+    "add_json", "open_store", "parse_key_values", "print_json", "print_table", "row_limit",
+    "split_ids",
+]
 
 
 def open_store(args: argparse.Namespace) -> Store:
@@ -48,13 +51,28 @@ def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
 
 
 def parse_key_values(items: Sequence[str] | None, what: str = "--property") -> dict[str, str]:
+    """``KEY=VALUE`` options: the key is trimmed, the value is taken verbatim (a CSV
+    delimiter or null value of one space, a probed string with a trailing space)."""
     out: dict[str, str] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UserError(f"{what} expects KEY=VALUE, got {item!r}")
-        out[key.strip()] = value.strip()
+        out[key.strip()] = value
     return out
+
+
+ROW_LIMIT_MAX = 2**31 - 1  # Spark's limit is an int
+
+
+def row_limit(text: str) -> int:
+    """argparse type of ``--limit``: an integer from 0 to 2147483647 (Spark's largest)."""
+    value = text.strip()
+    if not value.isascii() or not value.isdigit() or len(value) > 10 or int(value) > ROW_LIMIT_MAX:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer from 0 to {ROW_LIMIT_MAX}, got {text!r}"
+        )
+    return int(value)
 
 
 def split_ids(text: str | None, what: str = "--segments") -> list[str] | None:

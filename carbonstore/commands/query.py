@@ -8,7 +8,14 @@ import sys
 import time
 from typing import Any
 
-from carbonstore.commands._common import add_json, open_store, print_json, print_table, split_ids
+from carbonstore.commands._common import (
+    add_json,
+    open_store,
+    print_json,
+    print_table,
+    row_limit,
+    split_ids,
+)
 from carbonstore.errors import TableNotFoundError, UserError
 from carbonstore.store.table import Store
 
@@ -33,7 +40,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--select", help="comma-separated columns (default: all)")
     p.add_argument("--where", help="filter (pushed to the pruner, evaluated by Spark)")
     p.add_argument("--segments", help="only these segment ids, e.g. 1,3")
-    p.add_argument("--limit", type=int, help="at most N rows")
+    p.add_argument("--limit", type=row_limit, help="at most N rows (0 to 2147483647)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print rows as JSON")
     fmt.add_argument("--csv", action="store_true", help="print rows as CSV")
@@ -42,7 +49,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sql", parents=parents,
                        help='run Spark SQL where tables of the store are usable as db.table')
     p.add_argument("statement", help='e.g. "SELECT cat, count(*) FROM db.sales GROUP BY cat"')
-    p.add_argument("--limit", type=int, help="at most N rows")
+    p.add_argument("--limit", type=row_limit, help="at most N rows (0 to 2147483647)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print rows as JSON")
     fmt.add_argument("--csv", action="store_true", help="print rows as CSV")
@@ -125,7 +132,9 @@ def rewrite_table_names(statement: str, store: Store) -> tuple[str, dict[str, An
     try:
         trees = sqlglot.parse(statement, read="spark")
     except (ParseError, TokenError) as err:
-        raise UserError(f"cannot parse SQL: {' '.join(str(err).split())}") from err
+        from carbonstore.indexfiles.expr import sql_error_message
+
+        raise UserError(f"cannot parse SQL: {sql_error_message(err)}") from err
     if len(trees) != 1 or trees[0] is None:
         raise UserError("give exactly one SQL statement")
     tree = trees[0]

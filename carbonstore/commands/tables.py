@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+import pyarrow.fs as pafs
 
 from carbonstore.commands._common import (
     add_json,
@@ -14,7 +17,7 @@ from carbonstore.commands._common import (
     print_json,
     print_table,
 )
-from carbonstore.errors import TableExistsError
+from carbonstore.errors import TableExistsError, UserError
 from carbonstore.store.schema import Column, normalise_properties, parse_schema_string
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
@@ -146,7 +149,16 @@ def _drop(args: argparse.Namespace) -> int:
 
 
 def _tables(args: argparse.Namespace) -> int:
-    names = [str(n) for n in open_store(args).tables()]
+    store = open_store(args)
+    kind = store.sfs.fs.get_file_info(store.sfs.base).type
+    if kind == pafs.FileType.NotFound:
+        raise UserError(
+            f"store {store.location} does not exist; check --store (or carbon.storelocation), "
+            "or create a table there with 'carbonstore create'"
+        )
+    if kind != pafs.FileType.Directory:
+        raise UserError(f"store {store.location} is not a folder")
+    names = [str(n) for n in store.tables()]
     if args.json:
         print_json(names)
     else:
@@ -172,6 +184,18 @@ def segment_row(e: LoadEntry) -> dict[str, Any]:
     }
 
 
+def local_time(epoch_ms: int | None) -> str | None:
+    """Epoch milliseconds as local ``yyyy-MM-dd HH:mm:ss.SSS``: the form ``delete-segments
+    --before`` reads (local time, like CarbonData's SHOW SEGMENTS)."""
+    if not epoch_ms:
+        return None
+    try:
+        when = dt.datetime.fromtimestamp(epoch_ms / 1000)
+    except (OverflowError, OSError, ValueError):  # a time no calendar holds: show the number
+        return str(epoch_ms)
+    return when.strftime("%Y-%m-%d %H:%M:%S.") + f"{when.microsecond // 1000:03d}"
+
+
 def _show_segments(args: argparse.Namespace) -> int:
     table = open_store(args).table(args.table)
     entries = list(table.status.read().entries)
@@ -179,8 +203,10 @@ def _show_segments(args: argparse.Namespace) -> int:
         entries = table.status.read_history() + entries
     rows = [segment_row(e) for e in entries]
     if args.json:
-        print_json(rows)
+        print_json(rows)  # epoch ms, as the tablestatus holds them
         return 0
+    for row in rows:
+        row["loadStartTime"] = local_time(row["loadStartTime"])
     print_table(rows, ["id", "status", "loadStartTime", "timeTakenMs", "rows", "dataSize",
                        "indexSize", "mergedTo", "format"])
     return 0

@@ -52,6 +52,8 @@ from carbonstore.indexfiles.expr import (
     NotStartsWith,
     Or,
     StartsWith,
+    flatten,
+    nodes,
 )
 
 __all__ = [
@@ -216,11 +218,20 @@ class StatsEvaluator:
     def visit_alwaysfalse(self, expr: AlwaysFalse) -> Mask:
         return np.full(self.size, ROWS_CANNOT_MATCH)
 
+    # A chain of one connective is evaluated in a loop: recursion only where they alternate.
     def visit_and(self, expr: And) -> Mask:
-        return self.evaluate(expr.left) & self.evaluate(expr.right)
+        first, *rest = flatten(expr)
+        out = self.evaluate(first)
+        for e in rest:
+            out = out & self.evaluate(e)
+        return out
 
     def visit_or(self, expr: Or) -> Mask:
-        return self.evaluate(expr.left) | self.evaluate(expr.right)
+        first, *rest = flatten(expr)
+        out = self.evaluate(first)
+        for e in rest:
+            out = out | self.evaluate(e)
+        return out
 
     def visit_not(self, expr: Not) -> Mask:
         raise ExpressionError("bind the expression first: NOT must be pushed down to the leaves")
@@ -544,9 +555,9 @@ def narrows(expr: Expr) -> bool:
     """Whether :func:`rows_may_match` can drop rows for ``expr`` (a leaf with a kernel in a
     conjunction, or on both sides of a disjunction)."""
     if isinstance(expr, And):
-        return narrows(expr.left) or narrows(expr.right)
+        return any(narrows(e) for e in flatten(expr))
     if isinstance(expr, Or):
-        return narrows(expr.left) and narrows(expr.right)
+        return all(narrows(e) for e in flatten(expr))
     if isinstance(expr, Not):
         return narrows(expr.child)
     if isinstance(expr, AlwaysFalse):
@@ -557,13 +568,9 @@ def narrows(expr: Expr) -> bool:
 def rows_exact(expr: Expr) -> bool:
     """Whether :func:`rows_may_match` is exactly the rows ``expr`` is TRUE for (every leaf
     has a kernel): then a reader that applied it need not filter again."""
-    if isinstance(expr, (And, Or)):
-        return rows_exact(expr.left) and rows_exact(expr.right)
-    if isinstance(expr, Not):
-        return rows_exact(expr.child)
-    if isinstance(expr, (AlwaysTrue, AlwaysFalse)):
-        return True
-    return _fast_leaf(expr)
+    return all(
+        isinstance(e, (And, Or, Not, AlwaysTrue, AlwaysFalse)) or _fast_leaf(e) for e in nodes(expr)
+    )
 
 
 def _fast_leaf(expr: Expr) -> bool:
@@ -583,9 +590,12 @@ def _rows3(
     if isinstance(expr, AlwaysFalse):
         return np.zeros(n, bool), np.ones(n, bool)
     if isinstance(expr, (And, Or)):
-        lt, lf = _rows3(expr.left, table, cache, exact=exact)
-        rt, rf = _rows3(expr.right, table, cache, exact=exact)
-        return (lt & rt, lf | rf) if isinstance(expr, And) else (lt | rt, lf & rf)
+        first, *rest = flatten(expr)
+        t, f = _rows3(first, table, cache, exact=exact)
+        for e in rest:
+            rt, rf = _rows3(e, table, cache, exact=exact)
+            t, f = (t & rt, f | rf) if isinstance(expr, And) else (t | rt, f & rf)
+        return t, f
     if isinstance(expr, Not):
         t, f = _rows3(expr.child, table, cache, exact=exact)
         return f, t

@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -35,9 +36,17 @@ from carbonstore.store.schema import Column, DataType, TableSchema
 __all__ = [
     "AlwaysFalse", "AlwaysTrue", "And", "BoundRef", "Comparison", "Eq", "Expr", "Gt", "GtEq",
     "In", "IsNaN", "IsNotNull", "IsNull", "Lt", "LtEq", "Not", "NotEq", "NotIn", "NotNaN",
-    "NotStartsWith", "Or", "StartsWith", "Term", "and_", "bind", "col", "not_", "or_",
-    "parse_where", "push_not", "references", "session_zone",
+    "MAX_DEPTH", "MAX_NESTING", "NotStartsWith", "Or", "StartsWith", "Term", "and_", "bind",
+    "col", "flatten", "nodes", "not_", "or_", "parse_where", "push_not", "references",
+    "session_zone", "sql_error_message",
 ]
+
+# Limits that keep every walk over an expression (binding, the evaluators, the planner,
+# which recurse per level) far from Python's recursion limit. A chain of one connective
+# (an OR of 500 terms, an AND of 10,000) is no nesting: it is kept balanced, so its depth
+# grows with the logarithm of its length.
+MAX_NESTING = 32  # parentheses, NOT and unary signs nested in a SQL filter
+MAX_DEPTH = 128  # levels of a bound expression tree
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +107,7 @@ class And(Expr):
     right: Expr
 
     def __str__(self) -> str:
-        return f"({self.left} AND {self.right})"
+        return _text(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +116,7 @@ class Or(Expr):
     right: Expr
 
     def __str__(self) -> str:
-        return f"({self.left} OR {self.right})"
+        return _text(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +124,7 @@ class Not(Expr):
     child: Expr
 
     def __str__(self) -> str:
-        return f"(NOT {self.child})"
+        return _text(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,23 +283,112 @@ class col:  # noqa: N801 - reads like a function at call sites: col("x") > 3
 
 
 def and_(*exprs: Expr) -> Expr:
-    """Conjunction of any number of expressions (``AlwaysTrue`` for none)."""
-    out: Expr = AlwaysTrue()
-    for e in exprs:
-        out = e if isinstance(out, AlwaysTrue) else And(out, e)
-    return out
+    """Conjunction of any number of expressions (``AlwaysTrue`` for none), kept balanced."""
+    items = list(exprs)
+    while len(items) > 1 and isinstance(items[0], AlwaysTrue):
+        items.pop(0)
+    return _balanced(And, items) if items else AlwaysTrue()
 
 
 def or_(*exprs: Expr) -> Expr:
-    """Disjunction of any number of expressions (``AlwaysFalse`` for none)."""
-    out: Expr = AlwaysFalse()
-    for e in exprs:
-        out = e if isinstance(out, AlwaysFalse) else Or(out, e)
-    return out
+    """Disjunction of any number of expressions (``AlwaysFalse`` for none), kept balanced."""
+    items = list(exprs)
+    while len(items) > 1 and isinstance(items[0], AlwaysFalse):
+        items.pop(0)
+    return _balanced(Or, items) if items else AlwaysFalse()
 
 
 def not_(expr: Expr) -> Expr:
     return Not(expr)
+
+
+# ---- walking without recursion -----------------------------------------------------------
+
+
+def nodes(expr: Expr) -> Iterator[Expr]:
+    """Every node of ``expr``, parents before children, left before right (no recursion)."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        yield e
+        if isinstance(e, (And, Or)):
+            stack.append(e.right)
+            stack.append(e.left)
+        elif isinstance(e, Not):
+            stack.append(e.child)
+
+
+def flatten(expr: Expr) -> list[Expr]:
+    """The operands, left to right, of the chain of ``expr``'s connective that ``expr`` heads
+    (``a AND (b AND c)`` gives ``[a, b, c]``); ``[expr]`` for anything but And / Or."""
+    if not isinstance(expr, (And, Or)):
+        return [expr]
+    kind = type(expr)
+    out: list[Expr] = []
+    stack: list[Expr] = [expr]
+    while stack:
+        e = stack.pop()
+        if type(e) is kind:
+            stack.append(e.right)  # type: ignore[attr-defined]
+            stack.append(e.left)  # type: ignore[attr-defined]
+        else:
+            out.append(e)
+    return out
+
+
+def _text(expr: Expr) -> str:
+    """``str`` of a tree of any depth: ``(a AND b)``, ``(a OR b)``, ``(NOT a)``, built with
+    an explicit stack instead of recursion."""
+    out: list[str] = []
+    stack: list[Expr | str] = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, str):
+            out.append(e)
+        elif isinstance(e, (And, Or)):
+            stack += [")", e.right, " AND " if isinstance(e, And) else " OR ", e.left, "("]
+        elif isinstance(e, Not):
+            stack += [")", e.child, "(NOT "]
+        else:
+            out.append(str(e))
+    return "".join(out)
+
+
+def _balanced(kind: type[And] | type[Or], items: list[Expr]) -> Expr:
+    """``items`` joined by ``kind`` as a balanced tree (depth log2 of their number)."""
+    while len(items) > 1:
+        items = [kind(items[i], items[i + 1]) if i + 1 < len(items) else items[i]
+                 for i in range(0, len(items), 2)]
+    return items[0]
+
+
+def _rebalance(expr: Expr) -> Expr:
+    """``expr`` with every And / Or chain balanced; recursion only where connectives alternate."""
+    if isinstance(expr, (And, Or)):
+        return _balanced(type(expr), [_rebalance(e) for e in flatten(expr)])
+    if isinstance(expr, Not):
+        return Not(_rebalance(expr.child))
+    return expr
+
+
+def _depth(expr: Expr) -> int:
+    deepest = 0
+    stack = [(expr, 1)]
+    while stack:
+        e, d = stack.pop()
+        deepest = max(deepest, d)
+        if isinstance(e, (And, Or)):
+            stack += [(e.left, d + 1), (e.right, d + 1)]
+        elif isinstance(e, Not):
+            stack.append((e.child, d + 1))
+    return deepest
+
+
+def _too_deep(what: str) -> ExpressionError:
+    return ExpressionError(
+        f"{what} nests too deeply: at most {MAX_NESTING} levels of parentheses / NOT are "
+        "supported (a long AND / OR chain or an IN list needs no nesting)"
+    )
 
 
 # ---- NOT push-down -----------------------------------------------------------------------
@@ -334,14 +432,12 @@ def push_not(expr: Expr, *, negate: bool = False) -> Expr:
 
 def references(expr: Expr) -> set[str]:
     """Names of the columns an expression refers to."""
-    if isinstance(expr, (And, Or)):
-        return references(expr.left) | references(expr.right)
-    if isinstance(expr, Not):
-        return references(expr.child)
-    term = getattr(expr, "term", None)
-    if term is None:
-        return set()
-    return {term.name if isinstance(term, BoundRef) else str(term).lower()}
+    out: set[str] = set()
+    for e in nodes(expr):
+        term = getattr(e, "term", None)
+        if term is not None:
+            out.add(term.name if isinstance(term, BoundRef) else str(term).lower())
+    return out
 
 
 # ---- binding and literal coercion ---------------------------------------------------------
@@ -377,7 +473,15 @@ def bind(
             column's type (the message names both).
     """
     by_name = {c.name if case_sensitive else c.name.lower(): c for c in schema.columns}
-    return _simplify(_bind(push_not(expr), schema, by_name, case_sensitive, time_zone))
+    try:
+        bound = _simplify(
+            _bind(push_not(_rebalance(expr)), schema, by_name, case_sensitive, time_zone)
+        )
+    except RecursionError:
+        raise _too_deep("the filter") from None
+    if _depth(bound) > MAX_DEPTH:
+        raise _too_deep("the filter")
+    return bound
 
 
 def session_zone(name: str | None) -> dt.tzinfo | None:
@@ -469,17 +573,15 @@ def _bind_in(expr: In | NotIn, ref: BoundRef, zone: dt.tzinfo) -> Expr:
         out: Expr = AlwaysFalse()
         if values:
             out = Eq(ref, values[0]) if len(values) == 1 else In(ref, tuple(values))
-        for lit in ranges:
-            out = Or(out, _bind_comparison(Eq, ref, lit, zone))
-        return _simplify(out)
+        return _simplify(_balanced(Or, [out, *(_bind_comparison(Eq, ref, lit, zone) for lit in ranges)]))
     if has_null:  # x NOT IN (..., NULL) is never true
         return AlwaysFalse()
     out = IsNotNull(ref)
     if values:
         out = NotEq(ref, values[0]) if len(values) == 1 else NotIn(ref, tuple(values))
-    for lit in ranges:
-        out = And(out, _bind_comparison(NotEq, ref, lit, zone))
-    return _simplify(out)
+    return _simplify(
+        _balanced(And, [out, *(_bind_comparison(NotEq, ref, lit, zone) for lit in ranges)])
+    )
 
 
 def _as_double(v: Any) -> Any:
@@ -670,7 +772,10 @@ def _coerce_float(literal: Any, ref: BoundRef) -> float:
 
 def _coerce_bytes(literal: Any, ref: BoundRef) -> bytes:
     if isinstance(literal, str):
-        return literal.encode("utf-8")
+        try:
+            return literal.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _refuse(ref, literal, "the text is not valid UTF-8") from None
     if isinstance(literal, (bytes, bytearray, memoryview)) and ref.type.name == "binary":
         return bytes(literal)
     raise _refuse(ref, literal, "quote the value as a string")
@@ -761,18 +866,130 @@ def parse_where(sql: str) -> Expr:
         ExpressionError: a syntax error (with sqlglot's message) or an unsupported construct
             such as a column compared with a column.
     """
-    import sqlglot
     from sqlglot import exp
+    from sqlglot.dialects.dialect import Dialect
     from sqlglot.errors import ParseError, TokenError
 
     if not sql or not sql.strip():
         raise ExpressionError("empty filter; write a condition such as \"x > 3\"")
+    bad = _not_utf8(sql)
+    if bad is not None:
+        raise ExpressionError(f"filter {_shown(sql)} is not valid UTF-8 text ({bad})")
+    spark = Dialect.get_or_raise("spark")
     try:
-        tree = sqlglot.parse_one(sql, read="spark")
-    except (ParseError, TokenError) as err:
-        message = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(err)).split())
-        raise ExpressionError(f"cannot parse filter {sql!r}: {message}") from err
-    return _SqlConverter(sql, exp).convert(tree)
+        tokens = spark.tokenize(sql)
+    except TokenError:
+        raise ExpressionError(f"cannot parse filter {_shown(sql)}: {_unclosed(sql)}") from None
+    if _nesting(tokens) > MAX_NESTING:
+        raise _too_deep(f"filter {_shown(sql)}")
+    try:
+        trees = spark.parser().parse(tokens, sql)
+        if len(trees) != 1 or trees[0] is None:
+            raise ExpressionError(f"cannot parse filter {_shown(sql)}: give one condition, without ';'")
+        return _SqlConverter(sql, exp).convert(trees[0])
+    except ParseError as err:
+        raise ExpressionError(f"cannot parse filter {_shown(sql)}: {_syntax_error(err)}") from None
+    except RecursionError:
+        raise _too_deep(f"filter {_shown(sql)}") from None
+
+
+def _shown(text: str, limit: int = 120) -> str:
+    """``text`` quoted for a one-line message, shortened in the middle when long."""
+    if len(text) > limit:
+        text = f"{text[: limit // 2]} ... {text[-limit // 2:]}"
+    return repr(text)
+
+
+def _not_utf8(text: str) -> str | None:
+    """Where ``text`` holds a byte that is not UTF-8 (a lone surrogate, as Python decodes
+    such bytes of command-line arguments), or None."""
+    for i, ch in enumerate(text):
+        if "\ud800" <= ch <= "\udfff":
+            code = ord(ch)
+            byte = f"byte 0x{code - 0xDC00:02x}" if code >= 0xDC80 else f"character U+{code:04X}"
+            return f"{byte} at position {i}"
+    return None
+
+
+def _nesting(tokens: list[Any]) -> int:
+    """How deep parentheses, NOT and unary signs nest (each costs the parser a level)."""
+    from sqlglot.tokens import TokenType
+
+    def kinds(*names: str) -> set[Any]:  # names differ between sqlglot versions (TILDA/TILDE)
+        return {getattr(TokenType, n) for n in names if hasattr(TokenType, n)}
+
+    prefix = kinds("NOT", "DASH", "PLUS", "TILDA", "TILDE")
+    opens = kinds("L_PAREN", "L_BRACKET")
+    closes = kinds("R_PAREN", "R_BRACKET")
+    depth = deepest = 0
+    run: list[int] = []  # prefix operators still open at each parenthesis level
+    unary = 0
+    for tok in tokens:
+        if tok.token_type in opens:
+            run.append(unary)
+            depth += 1
+            unary = 0
+        elif tok.token_type in closes:
+            depth = max(0, depth - 1)
+            unary = run.pop() if run else 0
+        elif tok.token_type in prefix:
+            unary += 1
+        else:
+            continue
+        deepest = max(deepest, depth + unary + sum(run))
+    return deepest
+
+
+# sqlglot node names -> what the user typed
+_SQL_WORDS = {
+    "EQ": "=", "NEQ": "<>", "GT": ">", "GTE": ">=", "LT": "<", "LTE": "<=", "NullSafeEQ": "<=>",
+    "And": "AND", "Or": "OR", "Not": "NOT", "Like": "LIKE", "ILike": "ILIKE", "In": "IN",
+    "Between": "BETWEEN", "Is": "IS", "Add": "+", "Sub": "-", "Mul": "*", "Div": "/",
+    "Mod": "%", "Neg": "-", "Cast": "CAST", "TryCast": "TRY_CAST",
+}
+
+
+def sql_error_message(err: Any) -> str:
+    """sqlglot's ParseError in the user's words (no class names, no tokens, no terminal
+    codes), for any message about SQL text the user wrote."""
+    return _syntax_error(err)
+
+
+def _syntax_error(err: Any) -> str:
+    """sqlglot's ParseError in the user's words (no class names, no terminal codes)."""
+    first = (getattr(err, "errors", None) or [{}])[0]
+    desc = str(first.get("description") or err)
+    col = first.get("col")
+    near = re.sub(r"\x1b\[[0-9;]*m", "", str(first.get("highlight") or "")).strip()
+    where = f" at column {col}" if col else ""
+    m = re.match(r"Required keyword: '(\w+)' missing for <class '[\w.]*\.(\w+)'>", desc)
+    if m:
+        key, node = m.groups()
+        word = _SQL_WORDS.get(node, node.upper())
+        if node in ("Not", "Neg", "Cast", "TryCast") or key != "this":
+            side = {"low": "a lower bound", "high": "an upper bound after AND"}.get(key)
+            return (f"{word!r} needs {side}{where}" if side
+                    else f"{word!r} is missing what follows it{where}")
+        return f"{word!r} is missing what comes before it{where}"
+    if desc.startswith("Invalid expression / Unexpected token"):
+        return f"unexpected {near!r}{where}" if near else f"unexpected end of the filter{where}"
+    if desc.startswith("Error tokenizing"):
+        return "a quoted string, quoted name or comment is not closed"
+    if desc.startswith("Expecting )"):
+        return f"a '(' is not closed (expected ')'{where})"
+    text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", desc).split())
+    text = re.sub(r"<class '[\w.]*\.(\w+)'>", lambda g: repr(_SQL_WORDS.get(g[1], g[1])), text)
+    text = re.sub(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: [^>]*>",
+                  lambda g: "the end" if g[1] == "SENTINEL" else repr(g[2]), text)
+    return f"{text}{where}"
+
+
+def _unclosed(sql: str) -> str:
+    for opener, what in (("'", "a string"), ('"', "a string"), ("`", "a quoted name"),
+                         ("/*", "a comment")):
+        if opener in sql:
+            return f"{what} opened with {opener} is not closed"
+    return "it cannot be split into words"
 
 
 _UNSET = object()
@@ -790,16 +1007,39 @@ class _SqlConverter:
         }
 
     def fail(self, node: Any, why: str) -> ExpressionError:
-        return ExpressionError(f"cannot use {node.sql(dialect='spark')!r} in filter {self.sql!r}: {why}")
+        text = node.sql(dialect="spark")
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        return ExpressionError(f"cannot use {shown!r} in filter {_shown(self.sql)}: {why}")
+
+    def chain(self, node: Any) -> list[Any]:
+        """Operands of a chain of one connective, parentheses around its links dropped
+        (sqlglot nests a long chain one level per term: walked here without recursion)."""
+        exp = self.exp
+        kind = type(node)
+        out: list[Any] = []
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            while isinstance(n, exp.Paren) and isinstance(n.this, kind):
+                n = n.this
+            if type(n) is kind:
+                stack += [n.expression, n.this]
+            else:
+                out.append(n)
+        return out
 
     def convert(self, node: Any) -> Expr:
         exp = self.exp
-        if isinstance(node, exp.Paren):
-            return self.convert(node.this)
-        if isinstance(node, exp.And):
-            return And(self.convert(node.this), self.convert(node.expression))
-        if isinstance(node, exp.Or):
-            return Or(self.convert(node.this), self.convert(node.expression))
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, (exp.And, exp.Or)):
+            kind = And if isinstance(node, exp.And) else Or
+            return _balanced(kind, [self.convert(n) for n in self.chain(node)])
+        if isinstance(node, exp.Alias):  # "a IS" reads as "a AS IS"
+            raise ExpressionError(
+                f"cannot parse filter {_shown(self.sql)}: unexpected {node.alias!r} after "
+                f"{node.this.sql(dialect='spark')!r}"
+            )
         if isinstance(node, exp.Not):
             return Not(self.convert(node.this))
         if isinstance(node, exp.Boolean):

@@ -31,13 +31,12 @@ from carbonstore.indexfiles.evaluator import (
     UnitStats,
 )
 from carbonstore.indexfiles.expr import (
-    And,
     BoundRef,
     Eq,
     Expr,
     In,
     Not,
-    Or,
+    nodes,
     references,
 )
 
@@ -303,11 +302,8 @@ def _levels(
 
 
 def _check_bound(expr: Expr) -> None:
-    if isinstance(expr, Not):
+    if any(isinstance(e, Not) for e in nodes(expr)):
         raise ExpressionError("prune() needs a bound expression: call expr.bind first")
-    if isinstance(expr, (And, Or)):
-        _check_bound(expr.left)
-        _check_bound(expr.right)
 
 
 def prune(
@@ -423,9 +419,8 @@ def _page_ranges(
 
 
 def _first_ref(expr: Expr, name: str) -> BoundRef | None:
-    if isinstance(expr, (And, Or)):
-        return _first_ref(expr.left, name) or _first_ref(expr.right, name)
-    term = getattr(expr, "term", None)
-    if isinstance(term, BoundRef) and term.name == name:
-        return term
+    for e in nodes(expr):
+        term = getattr(e, "term", None)
+        if isinstance(term, BoundRef) and term.name == name:
+            return term
     return None

@@ -50,6 +50,7 @@ from carbonstore.indexfiles.expr import (
     LtEq,
     Or,
     bind,
+    nodes,
     parse_where,
     references,
 )
@@ -199,11 +200,11 @@ def bind_where(table: Table, where: str | Expr | None, *, time_zone: dt.tzinfo =
 
 def _is_bound(expr: Expr) -> bool:
     """True for an expression that :func:`bind` produced (its terms are BoundRefs)."""
-    if isinstance(expr, (And, Or)):
-        return _is_bound(expr.left) and _is_bound(expr.right)
-    if isinstance(expr, (AlwaysTrue, AlwaysFalse)):
-        return True
-    return isinstance(getattr(expr, "term", None), BoundRef)
+    return all(
+        isinstance(e, (And, Or, AlwaysTrue, AlwaysFalse))
+        or isinstance(getattr(e, "term", None), BoundRef)
+        for e in nodes(expr)
+    )
 
 
 def dictionary_safe(expr: Expr, table: Table, *, bounds: Any = None) -> Expr:

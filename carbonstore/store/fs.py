@@ -24,9 +24,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
-from carbonstore.errors import CarbonStoreError
+from carbonstore.errors import CarbonStoreError, UserError
 
 __all__ = ["ConditionalPut", "StoreFS", "UnsupportedStoreError", "resolve_fs"]
 
@@ -162,7 +163,13 @@ class StoreFS:
 def resolve_fs(location: str) -> StoreFS:
     """Turn a local path or URI into a ``StoreFS``; local paths are made absolute."""
     if "://" in location:
-        fs, path = pafs.FileSystem.from_uri(location)
+        try:
+            fs, path = pafs.FileSystem.from_uri(location)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+            raise UserError(
+                f"location {location!r} is not usable: {' '.join(str(err).split())}; give a "
+                "local path or a URI such as file:///data/store or s3://bucket/prefix"
+            ) from None
         local = isinstance(fs, pafs.LocalFileSystem)
         return StoreFS(fs, path.rstrip("/") or "/", local)
     path = os.path.abspath(os.path.expanduser(location))

@@ -14,10 +14,12 @@ from typing import Any, Literal
 import orjson
 
 from carbonstore.errors import CorruptMetadataError, SchemaError
+from carbonstore.store.conf import Bool, Float, Int, IntList, KeyType, check_value
 
 __all__ = [
     "Column",
     "DataType",
+    "PROPERTY_TYPES",
     "SORT_SCOPES",
     "TABLE_PROPERTIES",
     "TableSchema",
@@ -46,6 +48,21 @@ _SIMPLE_TYPES: dict[str, str] = {
 _DECIMAL_RE = re.compile(r"^decimal\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$")
 
 SORT_SCOPES = ("no_sort", "local_sort", "global_sort")
+
+# Numeric and boolean table properties: type and range, checked whenever a schema is built
+# (create, and every read of a stored schema). Each range lies within the range of the conf
+# key the property overrides (conf.TABLE_PROPERTY_KEYS).
+PROPERTY_TYPES: dict[str, KeyType] = {
+    "bloom_fpp": Float(0, 1, low_open=True, high_open=True),
+    "blocklet_size_in_mb": Int(1, 4_096),
+    "page_rows": Int(1, 2**31 - 1),
+    "table_blocksize": Int(1, 1 << 20),
+    "compaction_level_threshold": IntList(1, 100, 2, 2),
+    "major_compaction_size": Int(1, 1 << 20),
+    "auto_load_merge": Bool(strict=True),
+    "compaction_preserve_segments": Int(0, 1_000_000),
+    "allowed_compaction_days": Int(0, 36_500),
+}
 
 # Table property -> description. Keys are case-insensitive and stored lower case.
 TABLE_PROPERTIES: dict[str, str] = {
@@ -292,20 +309,10 @@ class TableSchema:
         for col in self.sort_columns:
             if self.column(col).type.name == "binary":
                 raise SchemaError(f"cannot sort on binary column {col!r}")
-        _check_number(self.properties, "bloom_fpp", float, low=0.0, high=1.0, open_=True)
-        for key in ("blocklet_size_in_mb", "page_rows", "table_blocksize", "major_compaction_size"):
-            _check_number(self.properties, key, int, low=1)
-        for key in ("compaction_preserve_segments", "allowed_compaction_days"):
-            _check_number(self.properties, key, int, low=0)
-        if "compaction_level_threshold" in self.properties:
-            parts = self.properties["compaction_level_threshold"].split(",")
-            if len(parts) != 2 or not all(
-                re.fullmatch(r"\s*[0-9]+\s*", p) and int(p) >= 1 for p in parts
-            ):
-                raise SchemaError("compaction_level_threshold must look like 4,3")
-        if "auto_load_merge" in self.properties:
-            if self.properties["auto_load_merge"].lower() not in ("true", "false"):
-                raise SchemaError("auto_load_merge must be true or false")
+        for key, key_type in PROPERTY_TYPES.items():
+            if key in self.properties:
+                check_value(key_type, f"table property {key}", self.properties[key],
+                            error=SchemaError)
 
     # ---- (de)serialisation ---------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -352,19 +359,3 @@ def normalise_properties(props: dict[str, str]) -> dict[str, str]:
             )
         out[k] = str(value).strip()
     return out
-
-
-def _check_number(
-    props: dict[str, str], key: str, kind: type, *, low: float, high: float | None = None,
-    open_: bool = False,
-) -> None:
-    if key not in props:
-        return
-    try:
-        value = kind(props[key])
-    except ValueError:
-        raise SchemaError(f"table property {key} must be a number, got {props[key]!r}") from None
-    ok = (value > low if open_ else value >= low) and (high is None or (value < high if open_ else value <= high))
-    if not ok:
-        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise SchemaError(f"table property {key} must be {bound}, got {props[key]}")

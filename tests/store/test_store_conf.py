@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from carbonstore.errors import ConfigError
+from carbonstore.errors import ConfigError, SchemaError
 from carbonstore.store import CarbonConf, Store, load_conf
-from carbonstore.store.conf import DEFAULTS, TABLE_PROPERTY_KEYS
-from carbonstore.store.schema import TABLE_PROPERTIES
+from carbonstore.store.conf import DEFAULTS, KEY_TYPES, TABLE_PROPERTY_KEYS, check_value
+from carbonstore.store.schema import PROPERTY_TYPES, TABLE_PROPERTIES
 
 REPO_CONF = Path(__file__).resolve().parents[2] / "conf" / "carbon.properties"
 
@@ -51,6 +51,7 @@ def test_every_table_property_with_a_conf_key_maps_to_a_known_key() -> None:
     for prop, key in TABLE_PROPERTY_KEYS.items():
         assert prop in TABLE_PROPERTIES
         assert key in DEFAULTS
+        assert prop in PROPERTY_TYPES, f"table property {prop} has no type and range"
 
 
 def test_file_beats_defaults(tmp_path: Path) -> None:
@@ -135,19 +136,106 @@ def test_unknown_keys_are_refused_everywhere() -> None:
         load_conf(None, **{"nope": "1"})
 
 
-def test_typed_getters_refuse_bad_values() -> None:
-    conf = load_conf().with_overrides({
-        "carbon.page.rows": "many", "carbon.bloom.fpp": "low",
-        "carbon.enable.auto.load.merge": "perhaps", "carbon.compaction.level.threshold": "4;3",
-    })
-    with pytest.raises(ConfigError, match="carbon.page.rows must be an integer"):
-        conf.get_int("carbon.page.rows")
-    with pytest.raises(ConfigError, match="must be a number"):
-        conf.get_float("carbon.bloom.fpp")
-    with pytest.raises(ConfigError, match="true or false"):
-        conf.get_bool("carbon.enable.auto.load.merge")
-    with pytest.raises(ConfigError, match="4,3"):
-        conf.get_int_list("carbon.compaction.level.threshold")
+def test_bad_values_are_refused_when_the_conf_is_built() -> None:
+    # Checked where the value enters (here: options), not later by the getter that uses it.
+    for key, raw, message in [
+        ("carbon.page.rows", "many", "carbon.page.rows must be a number"),
+        ("carbon.bloom.fpp", "low", "carbon.bloom.fpp must be a number"),
+        ("carbon.enable.auto.load.merge", "perhaps", "true or false"),
+        ("carbon.compaction.level.threshold", "4;3", "4,3"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            load_conf().with_overrides({key: raw})
+
+
+# Values that made commands run away or act at once: a page of 0 rows never ends (a 30-row
+# compaction grew to 18 GB), a negative retention deleted Compacted segments immediately.
+RANGE_CASES = [
+    ("carbon.page.rows", "0", "at least 1"),
+    ("carbon.page.rows", "-1", "at least 1"),
+    ("carbon.page.rows", "99999999999999999999", "at most 2147483647"),
+    ("carbon.segment.retention.minutes", "-100", "at least 1"),
+    ("carbon.trash.retention.days", "-1", "at least 0"),
+    ("carbon.blocklet.size.in.mb", "0", "greater than 0"),
+    ("carbon.blocklet.size.in.mb", "1e300", "at most 4096"),
+    ("carbon.table.block.size.in.mb", "-0.5", "greater than 0"),
+    ("carbon.bloom.fpp", "1", "less than 1"),
+    ("carbon.bloom.fpp", "nan", "must be a number"),
+    ("carbon.bloom.fpp", "inf", "must be a number"),
+    ("carbon.lock.retries", "0", "at least 1"),
+    ("carbon.lock.retry.timeout.sec", "-1", "at least 0"),
+    ("carbon.major.compaction.size", "0", "at least 1"),
+    ("carbon.dictionary.chunk.size", "0", "at least 1"),
+    ("carbon.read.partition.size.mb", "0", "at least 1"),
+    ("carbon.driver.index.cache.size.mb", "0", "at least 1"),
+    ("carbon.read.local.rows", "-1", "at least 0"),
+    ("carbon.index.snapshot.max.lag", "-1", "at least 0"),
+    ("carbon.compaction.level.threshold", "4,3,2,1,1,1,1,1,1,1,1", "0 to 10"),
+    ("carbon.compaction.level.threshold", "4,-3", "at least 0"),
+    ("carbon.bad.records.action", "DROP", "one of FAIL, FORCE, REDIRECT, IGNORE"),
+    ("carbon.load.csv.parser", "fast", "one of auto, spark"),
+    ("carbon.statistics.enabled", "maybe", "true or false"),
+    ("carbon.storelocation", "", "non-empty"),
+    ("carbon.page.rows", "\u0661", "must be a number"),  # an Arabic-Indic digit one
+    ("carbon.page.rows", "1_000", "must be a number"),
+]
+
+
+@pytest.mark.parametrize(("key", "raw", "allowed"), RANGE_CASES)
+def test_out_of_range_values_are_refused_from_every_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, raw: str, allowed: str
+) -> None:
+    f = _write(tmp_path / "c.properties", f"{key}={raw}\n")
+    expected = f"configuration key {key} must be"
+    for make in (
+        lambda: load_conf(f),  # --conf FILE
+        lambda: load_conf().with_overrides({key: raw}),  # command options, Spark options
+        lambda: CarbonConf({**DEFAULTS, key: raw}),  # any conf built directly
+    ):
+        with pytest.raises(ConfigError) as info:
+            make()
+        message = str(info.value)
+        assert expected in message and allowed in message and "\n" not in message
+        if raw.strip():
+            assert repr(raw)[1:-1] in message
+    monkeypatch.setenv("CARBON_CONF", str(f))
+    with pytest.raises(ConfigError, match=str(f).replace("\\", "\\\\")):
+        load_conf()
+
+
+@pytest.mark.parametrize("key", sorted(KEY_TYPES))
+def test_every_declared_default_is_in_range(key: str) -> None:
+    assert key in DEFAULTS
+    check_value(KEY_TYPES[key], key, DEFAULTS[key])
+
+
+def test_a_key_without_a_declared_type_is_free_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(DEFAULTS, "carbon.some.new.key", "5")
+    conf = load_conf().with_overrides({"carbon.some.new.key": "  anything at all "})
+    assert conf.get("carbon.some.new.key") == "  anything at all "
+    assert load_conf().get_int("carbon.some.new.key") == 5
+    with pytest.raises(ConfigError, match="carbon.some.new.key must be a number"):
+        conf.get_int("carbon.some.new.key")
+
+
+def test_table_properties_are_checked_against_their_ranges(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "store"))
+    for prop, raw, allowed in [
+        ("page_rows", "3000000000", "at most 2147483647"),
+        ("blocklet_size_in_mb", "5000", "at most 4096"),
+        ("compaction_level_threshold", "4,101", "at most 100"),
+        ("allowed_compaction_days", "99999999", "at most 36500"),
+    ]:
+        with pytest.raises(SchemaError, match=f"table property {prop} must be .*{allowed}"):
+            store.create_table("t", "id long", properties={prop: raw})
+    assert not store.exists("t")
+
+
+def test_non_utf8_conf_file_is_one_clear_error(tmp_path: Path) -> None:
+    f = tmp_path / "c.properties"
+    f.write_bytes(b"# ok\ncarbon.page.rows=\xff\n")
+    with pytest.raises(ConfigError, match="is not UTF-8 text: byte 0xff on line 2"):
+        load_conf(f)
 
 
 @pytest.mark.parametrize(
