@@ -204,7 +204,7 @@ def _commit(table: Table, sid: str, merge_name: str, index_size: int) -> None:
             for e in snap.entries
         ]
 
-    table.status.update(apply)
+    table.status.update(apply, operation="REBUILD INDEX")
 
 
 def rebuild_indexes(

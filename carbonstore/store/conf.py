@@ -43,6 +43,9 @@ DEFAULTS: dict[str, str] = {
     "carbon.badrecords.location": "",
     "carbon.statistics.enabled": "true",
     "carbon.load.csv.parser": "auto",
+    # versioned tablestatus: commit retries, lease of running loads and compactions
+    "carbon.tablestatus.commit.retries": "60",
+    "carbon.segment.lease.seconds": "120",
 }
 
 # Table property -> the conf key it overrides.

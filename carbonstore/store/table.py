@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +20,15 @@ from carbonstore.store.schema import (
 )
 from carbonstore.store.tablestatus import TableStatus, now_ms
 
-__all__ = ["Store", "Table"]
+__all__ = ["Store", "Table", "legacy_table_id"]
+
+_SEGMENT_DIR_RE = re.compile(r"^Segment_(\d+)(?:\.\d+)?$")
+
+
+def legacy_table_id(schema: TableSchema) -> str:
+    """A stable id for a table whose schema predates table ids."""
+    key = f"carbonstore:{schema.database}.{schema.table}:{schema.created_ms}"
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, key))
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +53,14 @@ class Table:
         return LockManager(self.paths, self.store.conf)
 
     @property
+    def table_id(self) -> str:
+        """The table's uuid (tables created before ids existed get one derived from the
+        schema, the same in every process)."""
+        return self.schema.table_id or legacy_table_id(self.schema)
+
+    @property
     def status(self) -> TableStatus:
-        return TableStatus(self.paths, self.locks)
+        return TableStatus(self.paths, self.locks, self.table_id)
 
     def describe(self) -> dict[str, Any]:
         snap = self.status.read()
@@ -110,22 +126,64 @@ class Store:
             columns=tuple(columns),
             properties=normalise_properties(properties or {}),
             created_ms=now_ms(),
+            table_id=str(uuid.uuid4()),
         )
         self.sfs.makedirs(paths.metadata)
         locks = LockManager(paths, self.conf)
-        with locks.hold("meta.lock"):
+        with locks.hold("meta.lock"):  # a courtesy: two creates of one name do not interleave
             if self.sfs.exists(paths.schema):
-                if if_not_exists:
-                    return self.table(paths.name)
-                raise TableExistsError(f"table {paths.name} already exists")
+                if self._live(paths.name):
+                    if if_not_exists:
+                        return self.table(paths.name)
+                    raise TableExistsError(f"table {paths.name} already exists")
+            floor = self._trash_leftovers(paths)
+            table = Table(self, paths.name, table_schema)
             self.sfs.makedirs(paths.fact_dir)
-            self.sfs.write_atomic(paths.schema, table_schema.to_bytes())
-        return Table(self, paths.name, table_schema)
+            table.status.create(id_floor=floor)
+            if not self.sfs.put_if_absent(paths.schema, table_schema.to_bytes()):
+                raise TableExistsError(f"table {paths.name} already exists")
+        return table
+
+    def _live(self, name: TableName) -> bool:
+        """The schema exists and the table was not dropped (a drop that did not finish)."""
+        try:
+            self.table(name).status.read()
+        except TableNotFoundError:
+            return False
+        return True
+
+    def _trash_leftovers(self, paths: TablePaths) -> int:
+        """Move whatever is in a new table's folder to ``<store>/.Trash/``; never adopt it.
+
+        Returns the smallest segment id the new table may use, so a writer of the old table
+        that still runs never shares a segment folder with the new one.
+        """
+        names = [i.base_name for i in self.sfs.list_dir(paths.root) if i.base_name != "LockFiles"]
+        if not names or (names == ["Metadata"] and not self.sfs.list_dir(paths.metadata)):
+            return 0
+        floor = 0
+        for info in self.sfs.list_dir(paths.fact_dir):
+            m = _SEGMENT_DIR_RE.match(info.base_name)
+            if m is not None:
+                floor = max(floor, int(m.group(1)) + 1)
+        target = self.sfs.join(".Trash", f"{paths.name}.{now_ms()}")
+        self.sfs.makedirs(self.sfs.join(".Trash"))
+        self.sfs.move(paths.root, target)
+        self.sfs.makedirs(paths.metadata)
+        return floor
 
     def drop_table(self, name: str) -> None:
-        """Remove the table and all its files."""
+        """Commit the table's DROP version, then remove its folder.
+
+        A load or compaction still running fails its commit (the table is gone), and a
+        later create of the same name starts from an empty folder.
+        """
         table = self.table(name)
         with table.locks.hold("meta.lock"):
+            try:
+                table.status.drop()
+            except TableNotFoundError:  # an earlier drop committed but did not finish
+                pass
             self.sfs.delete_dir(table.paths.root)
 
     def tables(self) -> list[TableName]:
