@@ -228,6 +228,7 @@ def _clean(
     sfs = table.paths.sfs
     items: list[CleanItem] = []
     snap = table.status.read()
+    crash_point("clean.after_read")
     removable, skipped = _removable_entries(
         table, snap, now=now, force=force, stale_inprogress=stale_inprogress
     )

@@ -146,19 +146,27 @@ def commit_segment(
     crash_point("load.after_data")
     sfs = table.store.sfs
     seg_dir = table.paths.segment_dir(segment_id)
-    sfs.makedirs(seg_dir)
-    task_indexes = [r.index_file for r in done if r.index_file]
-    keep = {f for r in done for f in r.files} | set(task_indexes)
-    _remove_orphans(table, segment_id, keep)
-    ts = now_ms()
-    merge_name = f"{segment_id}_{ts}.carbonindexmerge"
-    with progress(len(task_indexes), f"merging {len(task_indexes)} task indexes of segment "
-                  f"{segment_id}") as step:
-        merge_size = merge_indexes(
-            sfs.fs, [f"{seg_dir}/{n}" for n in task_indexes], f"{seg_dir}/{merge_name}",
-            segment_id=segment_id,
-        )
-        step(len(task_indexes))
+    try:
+        sfs.makedirs(seg_dir)
+        task_indexes = [r.index_file for r in done if r.index_file]
+        keep = {f for r in done for f in r.files} | set(task_indexes)
+        _remove_orphans(table, segment_id, keep)
+        ts = now_ms()
+        merge_name = f"{segment_id}_{ts}.carbonindexmerge"
+        with progress(len(task_indexes), f"merging {len(task_indexes)} task indexes of segment "
+                      f"{segment_id}") as step:
+            merge_size = merge_indexes(
+                sfs.fs, [f"{seg_dir}/{n}" for n in task_indexes], f"{seg_dir}/{merge_name}",
+                segment_id=segment_id,
+            )
+            step(len(task_indexes))
+    except (CarbonStoreError, OSError) as err:
+        # Files gone under us: clean files marked the load dead and removed them.
+        mine = table.status.read().find(segment_id)
+        if mine is None or mine.status not in _RUNNING:
+            abort_segment(table, segment_id, reason="marked dead before its commit")
+            raise CommitConflictError(dead_segment_message(table, segment_id, mine)) from err
+        raise
     crash_point("load.merge_index_written")
     _store_statistics(table, segment_id, done)
     status = PARTIAL_SUCCESS if bad else SUCCESS

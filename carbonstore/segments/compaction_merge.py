@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from carbonstore.errors import CarbonStoreError, CompactionError
 from carbonstore.segments.writer import ColumnSpec, TaskResult, WriteSettings, write_task
+from carbonstore.store.entries import check_relative_path
 from carbonstore.store.fs import resolve_fs
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, now_ms
@@ -92,7 +93,7 @@ def segment_data_files(table: Table, load_name: str) -> list[str]:
         files: list[str] = []
         for name in indexes:
             header = read_index(sfs.fs, f"{seg_dir}/{name}").header
-            files.extend(f"{seg_dir}/{f.path}" for f in header.files or [])
+            files.extend(f"{seg_dir}/{check_relative_path(f.path)}" for f in header.files or [])
         return files
     return [f"{seg_dir}/{n}" for n in names if n.endswith(".parquet")]
 

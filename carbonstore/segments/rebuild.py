@@ -34,6 +34,7 @@ from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.indexfile import merge_indexes, read_index, write_index
 from carbonstore.indexfiles.packing import pack
 from carbonstore.segments.writer import _NanTracker
+from carbonstore.store.entries import check_plain_file_name
 from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms, segment_sort_key
@@ -89,7 +90,7 @@ def _data_files(table: Table, entry: LoadEntry) -> list[str]:
     names = sorted(i.base_name for i in sfs.list_dir(seg_dir) if i.is_file)
     if entry.segment_file and entry.segment_file in names:
         try:
-            header = read_index(sfs.fs, f"{seg_dir}/{entry.segment_file}").header
+            header = read_index(sfs.fs, f"{seg_dir}/{check_plain_file_name(entry.segment_file)}").header
             listed = [f.path for f in header.files or []]
             if listed and all(n in names for n in listed):
                 return listed

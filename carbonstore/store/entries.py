@@ -29,6 +29,7 @@ __all__ = [
     "SUCCESS",
     "LoadEntry",
     "check_plain_file_name",
+    "check_relative_path",
     "decode_entries",
     "next_compacted_name",
     "now_ms",
@@ -85,6 +86,21 @@ def check_plain_file_name(name: str, what: str = "segmentFile") -> str:
     ):
         raise ValueError(f"{what} {name!r} is not a plain file name")
     return name
+
+
+def check_relative_path(path: str, what: str = "data file path") -> str:
+    """``path`` relative to a segment folder, never leaving it (no ``..``, not absolute).
+
+    Raises:
+        ValueError: a path built from it would leave the folder.
+    """
+    parts = path.split("/") if isinstance(path, str) else [""]
+    if (
+        not isinstance(path, str) or path.startswith("/") or "\\" in path or "\x00" in path
+        or any(p in ("", ".", "..") for p in parts) or ":" in parts[0]
+    ):
+        raise ValueError(f"{what} {path!r} leaves its segment folder")
+    return path
 
 
 def _int(obj: dict[str, Any], key: str, *, required: bool = False) -> int | None:
