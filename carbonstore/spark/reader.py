@@ -35,7 +35,7 @@ from carbonstore.indexfiles.expr import AlwaysTrue, Expr, references, session_zo
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store import Store, load_conf
-from carbonstore.store.table import Table
+from carbonstore.store.table import Table, as_of_option
 
 __all__ = [
     "CarbonPartition", "CarbonReader", "arrow_read_schema", "collect_rows", "local_frame",
@@ -218,7 +218,8 @@ class CarbonReader(DataSourceReader):
     def _table(self) -> Table:
         conf = load_conf().with_overrides(_split(self.options))
         name = self.options.get("path") or ""
-        return Store(self.options.get("store") or None, conf=conf).table(name)
+        table = Store(self.options.get("store") or None, conf=conf).table(name)
+        return table.as_of(as_of_option(self.options))  # versionAsOf / timestampAsOf
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - pyspark API
         from carbonstore.indexfiles.expr import And

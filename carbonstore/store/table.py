@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
-from carbonstore.errors import InvalidNameError, TableExistsError, TableNotFoundError
+from carbonstore.errors import (
+    InvalidNameError,
+    TableExistsError,
+    TableNotFoundError,
+    UserError,
+    VersionNotFoundError,
+)
 from carbonstore.store.conf import CarbonConf, load_conf
 from carbonstore.store.fs import StoreFS, resolve_fs
 from carbonstore.store.locks import LockManager
@@ -18,9 +25,30 @@ from carbonstore.store.schema import (
     normalise_properties,
     parse_schema_string,
 )
-from carbonstore.store.tablestatus import TableStatus, now_ms
+from carbonstore.store.tablestatus import (
+    MARKED_FOR_DELETE,
+    LoadEntry,
+    TableStatus,
+    TableStatusSnapshot,
+    VersionInfo,
+    now_ms,
+)
 
-__all__ = ["Store", "Table", "legacy_table_id"]
+__all__ = ["Store", "Table", "as_of_option", "legacy_table_id"]
+
+_TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d")
+_AS_OF_OPTIONS = ("versionasof", "timestampasof")
+
+
+def as_of_option(options: dict[str, str]) -> str | None:
+    """The ``versionAsOf`` / ``timestampAsOf`` option of a data source read, if any."""
+    for key, value in options.items():
+        text = str(value).strip()
+        if key.lower() in _AS_OF_OPTIONS and text:
+            # timestampAsOf in epoch ms: not a version number
+            return f"@{text}" if key.lower() == "timestampasof" and text.isdigit() else text
+    return None
+
 
 _SEGMENT_DIR_RE = re.compile(r"^Segment_(\d+)(?:\.\d+)?$")
 
@@ -38,6 +66,7 @@ class Table:
     store: Store
     name: TableName
     schema: TableSchema
+    pinned_version: int | None = None
 
     @property
     def paths(self) -> TablePaths:
@@ -60,7 +89,91 @@ class Table:
 
     @property
     def status(self) -> TableStatus:
-        return TableStatus(self.paths, self.locks, self.table_id)
+        return TableStatus(self.paths, self.locks, self.table_id, self.pinned_version,
+                           legacy_schema=not self.schema.table_id)
+
+    # ---- time travel ---------------------------------------------------------------------
+    def history(self) -> list[VersionInfo]:
+        """Every tablestatus version, oldest first (version, time, operation, segments, rows)."""
+        return self.status.log()
+
+    def as_of(self, when: int | str | None) -> Table:
+        """This table as it was at a version (int or digits), a local time
+        (``yyyy-MM-dd HH:mm:ss``) or ``@<epoch ms>``: read-only, every read pinned there.
+
+        Raises:
+            VersionNotFoundError: no such version, or files it needs were cleaned.
+            UserError: ``when`` is neither a version nor a time.
+        """
+        if when is None or (isinstance(when, str) and not when.strip()):
+            return self
+        version = self._resolve_version(when)
+        snap = self.status.read(version)
+        self._check_files(snap, f"version {version}")
+        return replace(self, pinned_version=version)
+
+    def _resolve_version(self, when: int | str) -> int:
+        if isinstance(when, int) and not isinstance(when, bool):
+            return when
+        text = str(when).strip()
+        if text.isdigit():
+            return int(text)
+        if text.startswith("@") and text[1:].isdigit():  # epoch milliseconds
+            return self.status.version_as_of(int(text[1:]))
+        for fmt in _TIME_FORMATS:
+            try:
+                ms = int(datetime.strptime(text, fmt).timestamp() * 1000)
+            except ValueError:
+                continue
+            return self.status.version_as_of(ms)
+        raise UserError(
+            f"invalid version or time {when!r}: give a version number (see 'carbonstore "
+            "history') or a local time yyyy-MM-dd HH:mm:ss"
+        )
+
+    def _check_files(self, snap: TableStatusSnapshot, what: str) -> None:
+        sfs = self.store.sfs
+        for e in snap.readable:
+            seg = self.paths.segment_dir(e.load_name)
+            if not sfs.exists(f"{seg}/{e.segment_file}" if e.segment_file else seg):
+                raise VersionNotFoundError(
+                    f"{what} of {self.name} cannot be read: the files of its segment "
+                    f"{e.load_name} were removed by clean files (after "
+                    "carbon.segment.retention.minutes)"
+                )
+
+    def restore(self, version: int) -> TableStatusSnapshot:
+        """Commit a new version whose readable segments are exactly ``version``'s.
+
+        Segments readable now but not then become Marked for Delete; segments readable
+        then get back their entry of then. Running loads are left alone.
+
+        Raises:
+            VersionNotFoundError: no such version, or its files were cleaned.
+        """
+        old = self.status.read(version)
+        self._check_files(old, f"version {version}")
+        wanted = {e.load_name: e for e in old.readable}
+
+        def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+            ts = now_ms()
+            out = []
+            for e in snap.entries:
+                if e.load_name in wanted:
+                    e = wanted[e.load_name]
+                elif e.readable:
+                    e = e.with_status(MARKED_FOR_DELETE, modification_or_deletion_timestamp=ts)
+                out.append(e)
+            have = {e.load_name for e in out}
+            gone = sorted(set(wanted) - have)
+            if gone:
+                raise VersionNotFoundError(
+                    f"version {version} of {self.name} cannot be restored: segment(s) "
+                    f"{', '.join(gone)} were removed by clean files"
+                )
+            return out
+
+        return self.status.update(apply, operation=f"RESTORE {version}")
 
     def describe(self) -> dict[str, Any]:
         snap = self.status.read()

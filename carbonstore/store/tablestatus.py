@@ -45,6 +45,7 @@ from carbonstore.errors import (
     CorruptMetadataError,
     SegmentNotFoundError,
     TableNotFoundError,
+    UserError,
     VersionNotFoundError,
 )
 from carbonstore.store.entries import (
@@ -292,6 +293,8 @@ class TableStatus:
     paths: TablePaths
     locks: LockManager
     table_id: str
+    pinned: int | None = None  # a table opened as of a version reads only that version
+    legacy_schema: bool = False  # its schema predates table ids: it may have no log yet
 
     # ---- paths -----------------------------------------------------------------------------
     @property
@@ -426,7 +429,10 @@ class TableStatus:
     def _legacy(self) -> TableStatusSnapshot:
         """A table of the single-file format, read as version 0 (upgraded on first write)."""
         sfs = self.paths.sfs
-        if not sfs.exists(self.paths.schema):
+        # Only a table whose schema (still) has no id: never a table created since.
+        if not self.legacy_schema or not sfs.exists(self.paths.schema) or (
+            b'"tableId"' in sfs.read_bytes(self.paths.schema)
+        ):
             raise self._gone()
         path = self.paths.tablestatus
         entries: tuple[LoadEntry, ...] = ()
@@ -450,6 +456,8 @@ class TableStatus:
             VersionNotFoundError: ``version`` does not exist.
             CorruptMetadataError: a version file on the way is damaged.
         """
+        if version is None:
+            version = self.pinned
         latest = self._latest()
         if latest is None:
             if version not in (None, 0):
@@ -521,7 +529,10 @@ class TableStatus:
         if not sfs.is_dir(folder):
             if not sfs.is_dir(self.log_dir):
                 raise FileNotFoundError(self.log_dir)
-            sfs.makedirs(folder)
+            try:  # never recursive: a dropped table's log must not come back
+                sfs.fs.create_dir(folder, recursive=False)
+            except FileExistsError:
+                pass
         sfs.write_atomic(self._lease_path(segment_id), data)
 
     def read_lease(self, segment_id: str) -> dict[str, Any] | None:
@@ -590,6 +601,7 @@ class TableStatus:
                 ``carbon.tablestatus.commit.retries`` attempts.
             TableNotFoundError: the table was dropped.
         """
+        self._writable()
         retries = self._retries()
         for attempt in range(retries):
             base = self.read()
@@ -622,8 +634,16 @@ class TableStatus:
             "other writers; retry, or raise carbon.tablestatus.commit.retries"
         )
 
+    def _writable(self) -> None:
+        if self.pinned is not None:
+            raise UserError(
+                f"table {self.paths.name} is open as of version {self.pinned}: it is read-only "
+                "(restore that version with 'carbonstore restore' to change it)"
+            )
+
     def drop(self) -> None:
         """Commit the DROP version: from now on every read and commit says the table is gone."""
+        self._writable()
         for _ in range(self._retries()):
             base = self.read()
             if base.legacy:
