@@ -365,7 +365,8 @@ class TableStatus:
 
     def _write_hint(self, version: int) -> None:
         try:
-            self.paths.sfs.write_atomic(self._hint_path, orjson.dumps({"version": version}))
+            self.paths.sfs.write_atomic(self._hint_path, orjson.dumps({"version": version}),
+                                        durable=False)
         except OSError:  # a hint is never needed for correctness
             pass
 
@@ -533,7 +534,7 @@ class TableStatus:
                 sfs.fs.create_dir(folder, recursive=False)
             except FileExistsError:
                 pass
-        sfs.write_atomic(self._lease_path(segment_id), data)
+        sfs.write_atomic(self._lease_path(segment_id), data, durable=False)
 
     def read_lease(self, segment_id: str) -> dict[str, Any] | None:
         try:
