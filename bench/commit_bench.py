@@ -73,11 +73,11 @@ print(json.dumps({"read_ms": (t2 - t1) * 1000, "plan_ms": (t3 - t1) * 1000,
 """
 
 
-def _env() -> dict[str, str]:
+def _env(root: Path = ROOT) -> dict[str, str]:
     import os
 
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("CARBON_CONF", None)
     return env
 
@@ -158,15 +158,15 @@ def legacy_copy(store_dir: Path, workdir: Path) -> Path:
     return target
 
 
-def fresh(store_dir: Path, where: str, repeat: int) -> dict[str, float]:
+def fresh(store_dir: Path, where: str, repeat: int, root: Path = ROOT) -> dict[str, float]:
     runs = []
     for _ in range(repeat):
         out = subprocess.run([sys.executable, "-c", FRESH, str(store_dir), where],
-                             capture_output=True, text=True, env=_env(), check=True).stdout
+                             capture_output=True, text=True, env=_env(root), check=True).stdout
         runs.append(json.loads(out))
     return {"read_ms": statistics.median(r["read_ms"] for r in runs),
             "plan_ms": statistics.median(r["plan_ms"] for r in runs),
-            "version": runs[0]["version"], "segments": runs[0]["segments"]}
+            "version": runs[0].get("version"), "segments": runs[0]["segments"]}
 
 
 def warm_read(store_dir: Path) -> float:
@@ -185,13 +185,17 @@ def main() -> None:
     ap.add_argument("--loads", type=int, default=1600)
     ap.add_argument("--commits", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="a checkout of the release before versions: times the single-file "
+                         "table with its code (default: this code's reader of that format)")
+    ap.add_argument("--skip-latency", action="store_true")
     args = ap.parse_args()
     workdir = DATA / f"commit_{args.loads}"
     workdir.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
 
     print("commit latency (TableStatus.update of one version, retries included)")
-    for writers in (1, 8):
+    for writers in (() if args.skip_latency else (1, 8)):
         r = commit_latency(writers, args.commits if writers == 1 else args.commits // 2, workdir)
         print(f"  {writers} writer(s): {r['commits']} commits  p50 {r['p50_ms']:.2f} ms  "
               f"p99 {r['p99_ms']:.2f} ms  max {r['max_ms']:.1f} ms  "
@@ -201,19 +205,20 @@ def main() -> None:
     from carbonstore.indexfiles.tableplan import prune
     from carbonstore.store import Store
 
-    legacy = legacy_copy(store_dir, workdir)
+    legacy = workdir / "legacy"
+    if not legacy.exists():
+        legacy = legacy_copy(store_dir, workdir)
     x = args.loads * ROWS // 2 + 123
     for path in (store_dir, legacy):  # write each one's index snapshot first (as prune_bench)
         prune(Store(str(path)).table("db.t"), f"id = {x}")
     print(f"open + plan in a fresh process, {args.loads} loads (median of {args.repeat})")
     for where in (f"id = {x}", "v > 0.999"):
         new = fresh(store_dir, where, args.repeat)
-        old = fresh(legacy, where, args.repeat)
+        old = fresh(legacy, where, args.repeat, args.baseline or ROOT)
         print(f"  {where:<14} versions: read {new['read_ms']:6.1f} ms  open+plan "
               f"{new['plan_ms']:6.1f} ms (version {new['version']}, {new['segments']} entries)"
               f" | single file: read {old['read_ms']:6.1f} ms  open+plan {old['plan_ms']:6.1f} ms")
-    print(f"  warm TableStatus.read(): versions {warm_read(store_dir):.3f} ms, "
-          f"single file {warm_read(legacy):.3f} ms")
+    print(f"  warm TableStatus.read(): versions {warm_read(store_dir):.3f} ms")
 
 
 if __name__ == "__main__":

@@ -105,6 +105,8 @@ def check_relative_path(path: str, what: str = "data file path") -> str:
 
 def _int(obj: dict[str, Any], key: str, *, required: bool = False) -> int | None:
     value = obj.get(key)
+    if type(value) is int:  # the common case first: every plan decodes many entries
+        return value
     if value is None or value == "":
         if required:
             raise ValueError(f"{key} is missing")
@@ -122,6 +124,8 @@ def _bool(obj: dict[str, Any], key: str, default: bool) -> bool:
     value = obj.get(key)
     if value is None:
         return default
+    if value == "true" or value == "false":
+        return value == "true"
     text = str(value).lower()
     if text not in ("true", "false"):
         raise ValueError(f"{key} {value!r} is not true or false")
