@@ -164,7 +164,11 @@ def _sql(args: argparse.Namespace) -> int:
     statement, views = rewrite_table_names(args.statement, store)
     spark = get_spark()
     for view, table in views.items():
-        to_spark(pin(table, args), spark).createOrReplaceTempView(view)
+        # Every scan of a table in the statement reads one version (the --as-of one, else the
+        # latest now), however often Spark plans the relation.
+        pinned = pin(table, args) if args.as_of else table.as_of(
+            table.status.read().version, check_files=False)
+        to_spark(pinned, spark).createOrReplaceTempView(view)
     df = run_sql(spark, statement)
     _emit(args, list(df.columns), collect_rows(df, args.limit))
     return 0

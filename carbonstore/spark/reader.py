@@ -219,7 +219,8 @@ class CarbonReader(DataSourceReader):
         conf = load_conf().with_overrides(_split(self.options))
         name = self.options.get("path") or ""
         table = Store(self.options.get("store") or None, conf=conf).table(name)
-        return table.as_of(as_of_option(self.options))  # versionAsOf / timestampAsOf
+        # versionAsOf / timestampAsOf (checked for cleaned files once, when the plan is made)
+        return table.as_of(as_of_option(self.options), check_files=False)
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - pyspark API
         from carbonstore.indexfiles.expr import And
@@ -279,6 +280,8 @@ def to_spark(
     if segments is not None:
         ids = segments if isinstance(segments, str) else ",".join(segments)
         reader = reader.option(SEGMENTS_OPTION, ids)
+    if table.pinned_version is not None:  # a table opened as of a version reads only it
+        reader = reader.option("versionAsOf", str(table.pinned_version))
     df = reader.load(str(table.name))
     if where:
         df = df.where(where)
