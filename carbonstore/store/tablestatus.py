@@ -33,10 +33,12 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import filelock
 import orjson
 
 from carbonstore.errors import (
@@ -93,6 +95,7 @@ __all__ = [
 CHECKPOINT_INTERVAL = 50
 FORMAT_VERSION = 1
 _HINT = "_latest.json"
+_COURTESY_WAIT = 0.5  # seconds a commit waits for the courtesy lock before going ahead
 _DIGITS = 20
 
 # (log folder, version) -> decoded state; states are immutable, so sharing them is safe.
@@ -603,6 +606,37 @@ class TableStatus:
             TableNotFoundError: the table was dropped.
         """
         self._writable()
+        with self._courtesy():
+            return self._commit(fn, operation, remove)
+
+    @contextmanager
+    def _courtesy(self) -> Iterator[None]:
+        """Writers of one local store take turns (``tablestatus.lock``, waited for briefly).
+
+        Only spares them a storm of lost races: a commit goes ahead without it after
+        ``_COURTESY_WAIT`` seconds (a holder may be stuck or slow), and correctness never
+        rests on it (put-if-absent decides).
+        """
+        if not self.paths.sfs.local or self.locks.conf.get("carbon.lock.path"):
+            yield
+            return
+        try:
+            lock = self.locks.lock("tablestatus.lock")
+            lock.acquire(timeout=_COURTESY_WAIT)
+        except (filelock.Timeout, OSError):
+            yield
+            return
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def _commit(
+        self,
+        fn: Callable[[TableStatusSnapshot], list[LoadEntry]],
+        operation: str,
+        remove: Callable[[LoadEntry], bool] | None,
+    ) -> TableStatusSnapshot:
         retries = self._retries()
         for attempt in range(retries):
             base = self.read()
