@@ -338,18 +338,28 @@ class TableStatus:
             pass
         except (orjson.JSONDecodeError, OSError):  # a damaged hint is only a slower start
             start = None
+        hint_version = start
         with _cache_lock:
             known = _NEWEST.get(self.log_dir)
-        if start is None or (known is not None and known > start):
+        if start is None or (known is not None and known >= start):
+            # Seen by this process, so it exists (versions are never deleted) - unless the
+            # whole log went with a drop, which a missing hint makes worth a look.
             start = known
-        if start is None or not sfs.exists(self._version_path(start)):
+            if start is not None and hint_version is None and not sfs.exists(
+                self._version_path(start)
+            ):
+                start = None
+        elif not sfs.exists(self._version_path(start)):
+            start = -start - 1  # the hint names a version that is not there (see below)
+        if start is None or start < 0:
+            hinted = None if start is None else -start - 1
             if not sfs.is_dir(self.log_dir):
                 return None
             listed = self._listed_versions()
-            if start is not None and (not listed or listed[-1] < start):
-                # The hint (or this process) saw version `start` exist; versions are never
-                # deleted, so the newest commit's file was lost: never answer from older ones.
-                raise _corrupt(self._version_path(start), FileNotFoundError("it is missing"))
+            if hinted is not None and (not listed or listed[-1] < hinted):
+                # The hint is written after its version exists and versions are never
+                # deleted: the newest commit's file was lost. Never answer from older ones.
+                raise _corrupt(self._version_path(hinted), FileNotFoundError("it is missing"))
             if not listed:
                 raise CorruptMetadataError(
                     f"tablestatus log {self.log_dir} holds no version; the table's creation "
@@ -570,6 +580,7 @@ class TableStatus:
         if not won:
             raise CommitConflictError(f"version {version} of {self.paths.name} exists")
         self._remember(version, state)
+        self._write_hint(version)
         return TableStatusSnapshot(state.entries, version, state.floor, self.table_id,
                                    state.timestamp)
 
