@@ -33,16 +33,15 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import filelock
 import orjson
 
 from carbonstore.errors import (
-    CarbonStoreError,
     CommitConflictError,
     CorruptMetadataError,
     SegmentNotFoundError,
@@ -62,7 +61,6 @@ from carbonstore.store.entries import (
     RUNNING_STATUSES,
     SUCCESS,
     LoadEntry,
-    decode_entries,
     next_compacted_name,
     now_ms,
     segment_sort_key,
@@ -70,6 +68,20 @@ from carbonstore.store.entries import (
 from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TablePaths
+from carbonstore.store.versions import (
+    CHECKPOINT_INTERVAL,
+    State,
+    TableStatusSnapshot,
+    VersionInfo,
+    VersionRecord,
+    apply_record,
+    corrupt_version,
+    decode_legacy,
+    decode_record,
+    encode_version,
+    floor_of,
+    next_version,
+)
 
 __all__ = [
     "ALL_STATUSES",
@@ -92,14 +104,12 @@ __all__ = [
     "segment_sort_key",
 ]
 
-CHECKPOINT_INTERVAL = 50
-FORMAT_VERSION = 1
 _HINT = "_latest.json"
 _COURTESY_WAIT = 0.5  # seconds a commit waits for the courtesy lock before going ahead
 _DIGITS = 20
 
 # (log folder, version) -> decoded state; states are immutable, so sharing them is safe.
-_STATES: OrderedDict[tuple[str, int], _State] = OrderedDict()
+_STATES: OrderedDict[tuple[str, int], State] = OrderedDict()
 _STATES_LIMIT = 64
 # log folder -> the newest version this process has seen (a lower bound of the latest).
 _NEWEST: dict[str, int] = {}
@@ -111,182 +121,6 @@ def forget_decoded() -> None:
     with _cache_lock:
         _STATES.clear()
         _NEWEST.clear()
-
-
-@dataclass(frozen=True, slots=True)
-class _State:
-    entries: tuple[LoadEntry, ...]
-    floor: int
-    timestamp: int
-    dropped: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VersionInfo:
-    """One version of the history (``carbonstore history``)."""
-
-    version: int
-    parent: int | None
-    operation: str
-    timestamp: int
-    writer: str
-    added: tuple[str, ...] = ()
-    removed: tuple[str, ...] = ()
-    rows: int = 0
-    checkpoint: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "parent": self.parent,
-            "operation": self.operation,
-            "timestamp": self.timestamp,
-            "writer": self.writer,
-            "segmentsAdded": list(self.added),
-            "segmentsRemoved": list(self.removed),
-            "rows": self.rows,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class TableStatusSnapshot:
-    """One version of tablestatus: the entries as of ``version``.
-
-    ``id_floor`` is the smallest id a new segment may take (ids are never reused, also
-    after clean files removed the entries); ``timestamp`` is when the version was written.
-    """
-
-    entries: tuple[LoadEntry, ...]
-    version: int = 0
-    id_floor: int = 0
-    table_id: str = ""
-    timestamp: int = 0
-    legacy: bool = field(default=False, compare=False)
-
-    def get(self, load_name: str) -> LoadEntry:
-        for e in self.entries:
-            if e.load_name == load_name:
-                return e
-        raise SegmentNotFoundError(f"segment {load_name} does not exist")
-
-    def find(self, load_name: str) -> LoadEntry | None:
-        for e in self.entries:
-            if e.load_name == load_name:
-                return e
-        return None
-
-    @property
-    def readable(self) -> list[LoadEntry]:
-        return [e for e in self.entries if e.readable]
-
-    def next_segment_id(self) -> str:
-        ids = [segment_sort_key(e.load_name)[0] + 1 for e in self.entries]
-        return str(max([self.id_floor, *ids]))
-
-
-def _floor_of(entries: Iterable[LoadEntry], floor: int) -> int:
-    return max([floor, *(segment_sort_key(e.load_name)[0] + 1 for e in entries)])
-
-
-def _corrupt(path: str, err: Exception) -> CorruptMetadataError:
-    return CorruptMetadataError(
-        f"tablestatus version file {path} is corrupt ({err}); it is part of the table's "
-        "version chain and cannot be skipped: restore it from a backup of the table"
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Record:
-    """A decoded version file."""
-
-    version: int
-    parent: int | None
-    operation: str
-    timestamp: int
-    writer: str
-    floor: int
-    dropped: bool
-    entries: tuple[LoadEntry, ...] | None  # a checkpoint
-    upserts: tuple[LoadEntry, ...]
-    removes: tuple[str, ...]
-    added: tuple[str, ...]
-    removed: tuple[str, ...]
-    rows: int
-
-    def info(self) -> VersionInfo:
-        return VersionInfo(
-            version=self.version, parent=self.parent, operation=self.operation,
-            timestamp=self.timestamp, writer=self.writer, added=self.added,
-            removed=self.removed, rows=self.rows, checkpoint=self.entries is not None,
-        )
-
-
-def _decode_record(data: bytes, path: str, *, version: int, table_id: str) -> _Record:
-    try:
-        obj = orjson.loads(data)
-        if not isinstance(obj, dict):
-            raise ValueError("expected a JSON object")
-        if obj.get("formatVersion") != FORMAT_VERSION:
-            raise ValueError(f"unknown formatVersion {obj.get('formatVersion')!r}")
-        if obj.get("version") != version:
-            raise ValueError(f"it says version {obj.get('version')!r}")
-        if obj.get("tableId") != table_id:
-            raise ValueError(f"it belongs to table id {obj.get('tableId')!r}, not {table_id}")
-        parent = obj.get("parent")
-        if parent != (version - 1 if version > 0 else None):
-            raise ValueError(f"parent {parent!r} is not version {version - 1}")
-        entries = None
-        if obj.get("checkpoint"):
-            entries = decode_entries(obj["entries"])
-        upserts = decode_entries(obj.get("upserts") or [])
-        removes = tuple(str(n) for n in obj.get("removes") or [])
-        for key in ("timestamp", "segmentIdFloor", "readableRows"):
-            if not isinstance(obj.get(key, 0), int) or isinstance(obj.get(key), bool):
-                raise ValueError(f"{key} {obj.get(key)!r} is not a number")
-        return _Record(
-            version=version,
-            parent=parent,
-            operation=str(obj.get("operation", "")),
-            timestamp=int(obj.get("timestamp", 0)),
-            writer=str(obj.get("writer", "")),
-            floor=int(obj.get("segmentIdFloor", 0)),
-            dropped=bool(obj.get("dropped", False)),
-            entries=entries,
-            upserts=upserts,
-            removes=removes,
-            added=tuple(str(n) for n in obj.get("readableAdded") or []),
-            removed=tuple(str(n) for n in obj.get("readableRemoved") or []),
-            rows=int(obj.get("readableRows", 0)),
-        )
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-        raise _corrupt(path, err) from err
-
-
-def _apply(base: dict[str, LoadEntry], rec: _Record, path: str) -> None:
-    for name in rec.removes:
-        if base.pop(name, None) is None:
-            raise _corrupt(path, ValueError(f"it removes segment {name}, which does not exist"))
-    for e in rec.upserts:
-        base[e.load_name] = e
-
-
-def _decode_legacy(data: bytes, path: str, backup: str) -> tuple[LoadEntry, ...]:
-    try:
-        raw = orjson.loads(data)
-        if not isinstance(raw, list):
-            raise ValueError("expected a JSON array of load entries")
-        return decode_entries(raw)
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-        raise CorruptMetadataError(
-            f"tablestatus file {path} is corrupt or truncated ({err}); the previous version "
-            f"is kept at {backup}: check it and copy it over {path} to recover"
-        ) from err
-
-
-def _writer() -> str:
-    from carbonstore.store.leases import writer_identity
-
-    return writer_identity()
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,7 +193,7 @@ class TableStatus:
             if hinted is not None and (not listed or listed[-1] < hinted):
                 # The hint is written after its version exists and versions are never
                 # deleted: the newest commit's file was lost. Never answer from older ones.
-                raise _corrupt(self._version_path(hinted), FileNotFoundError("it is missing"))
+                raise corrupt_version(self._version_path(hinted), FileNotFoundError("it is missing"))
             if not listed:
                 raise CorruptMetadataError(
                     f"tablestatus log {self.log_dir} holds no version; the table's creation "
@@ -383,7 +217,7 @@ class TableStatus:
         except OSError:  # a hint is never needed for correctness
             pass
 
-    def _read_record(self, version: int) -> _Record:
+    def _read_record(self, version: int) -> VersionRecord:
         path = self._version_path(version)
         try:
             data = self.paths.sfs.read_bytes(path)
@@ -393,9 +227,9 @@ class TableStatus:
             raise VersionNotFoundError(
                 f"table {self.paths.name} has no tablestatus version {version}"
             ) from err
-        return _decode_record(data, path, version=version, table_id=self.table_id)
+        return decode_record(data, path, version=version, table_id=self.table_id)
 
-    def _state(self, version: int) -> _State:
+    def _state(self, version: int) -> State:
         key = (self.log_dir, version)
         with _cache_lock:
             hit = _STATES.get(key)
@@ -413,10 +247,10 @@ class TableStatus:
         if base is None:
             rec = self._read_record(checkpoint)
             if rec.entries is None:
-                raise _corrupt(self._version_path(checkpoint),
+                raise corrupt_version(self._version_path(checkpoint),
                                ValueError("a checkpoint version holds no entries"))
             entries = {e.load_name: e for e in rec.entries}
-            state = _State(tuple(entries.values()), rec.floor, rec.timestamp, rec.dropped)
+            state = State(tuple(entries.values()), rec.floor, rec.timestamp, rec.dropped)
             base_version = checkpoint
         else:
             entries = {e.load_name: e for e in base.entries}
@@ -426,12 +260,12 @@ class TableStatus:
             if rec.entries is not None:
                 entries = {e.load_name: e for e in rec.entries}
             else:
-                _apply(entries, rec, self._version_path(v))
-            state = _State(tuple(entries.values()), rec.floor, rec.timestamp, rec.dropped)
+                apply_record(entries, rec, self._version_path(v))
+            state = State(tuple(entries.values()), rec.floor, rec.timestamp, rec.dropped)
         self._remember(version, state)
         return state
 
-    def _remember(self, version: int, state: _State) -> None:
+    def _remember(self, version: int, state: State) -> None:
         with _cache_lock:
             _STATES[(self.log_dir, version)] = state
             _STATES.move_to_end((self.log_dir, version))
@@ -451,7 +285,7 @@ class TableStatus:
         path = self.paths.tablestatus
         entries: tuple[LoadEntry, ...] = ()
         if sfs.exists(path):
-            entries = _decode_legacy(sfs.read_bytes(path), path, self.paths.tablestatus_backup)
+            entries = decode_legacy(sfs.read_bytes(path), path, self.paths.tablestatus_backup)
         elif sfs.exists(self.paths.tablestatus_backup):
             raise CorruptMetadataError(
                 f"tablestatus file {path} is missing but its previous version "
@@ -459,7 +293,7 @@ class TableStatus:
                 f"{path} to recover"
             )
         history = self.read_history()
-        floor = _floor_of([*entries, *history], 0)
+        floor = floor_of([*entries, *history], 0)
         return TableStatusSnapshot(entries, 0, floor, self.table_id, 0, legacy=True)
 
     def read(self, version: int | None = None) -> TableStatusSnapshot:
@@ -499,7 +333,7 @@ class TableStatus:
         path = self.paths.tablestatus_history
         if not sfs.exists(path):
             return []
-        return list(_decode_legacy(sfs.read_bytes(path), path, path))
+        return list(decode_legacy(sfs.read_bytes(path), path, path))
 
     def log(self) -> list[VersionInfo]:
         """Every version, oldest first (lists the log folder: for history, not for plans)."""
@@ -567,12 +401,12 @@ class TableStatus:
         """Write version 0 (no entries) of a new table; its segment ids start at ``id_floor``."""
         self.paths.sfs.makedirs(self.log_dir)
         ts = now_ms()
-        return self._put(0, _encode(
+        return self._put(0, encode_version(
             version=0, table_id=self.table_id, operation="CREATE", floor=id_floor,
             checkpoint=(), upserts=(), removes=(), base=(), timestamp=ts,
-        ), _State((), id_floor, ts))
+        ), State((), id_floor, ts))
 
-    def _put(self, version: int, data: bytes, state: _State) -> TableStatusSnapshot:
+    def _put(self, version: int, data: bytes, state: State) -> TableStatusSnapshot:
         try:
             won = self.paths.sfs.put_if_absent(self._version_path(version), data)
         except FileNotFoundError as err:
@@ -587,7 +421,7 @@ class TableStatus:
     def _upgrade(self, legacy: TableStatusSnapshot) -> None:
         """Write a legacy table's entries as version 0 of its log (whoever wins, once)."""
         self.paths.sfs.makedirs(self.log_dir)
-        data = _encode(
+        data = encode_version(
             version=0, table_id=self.table_id, operation="UPGRADE", floor=legacy.id_floor,
             checkpoint=legacy.entries, upserts=(), removes=(), base=(), timestamp=now_ms(),
         )
@@ -657,7 +491,7 @@ class TableStatus:
             wanted = fn(base)
             removed = [e for e in wanted if remove is not None and remove(e)]
             kept = [e for e in wanted if not (remove is not None and remove(e))]
-            state, data = _next_version(base, kept, operation)
+            state, data = next_version(base, kept, operation)
             if data is None:
                 return base
             crash_point("tablestatus.before_write")
@@ -695,8 +529,8 @@ class TableStatus:
             if base.legacy:
                 self._upgrade(base)
                 continue
-            state = _State(base.entries, base.id_floor, now_ms(), dropped=True)
-            data = _encode(
+            state = State(base.entries, base.id_floor, now_ms(), dropped=True)
+            data = encode_version(
                 version=base.version + 1, table_id=self.table_id, operation="DROP",
                 floor=base.id_floor, checkpoint=None, upserts=(), removes=(),
                 base=base.entries, timestamp=state.timestamp, dropped=True, new=base.entries,
@@ -770,73 +604,4 @@ class _LazyTimes:
         return self.status._read_record(self.versions[i]).timestamp  # noqa: SLF001
 
 
-def _next_version(
-    base: TableStatusSnapshot, wanted: list[LoadEntry], operation: str
-) -> tuple[_State, bytes | None]:
-    """The state after ``base`` -> ``wanted`` and the bytes of its version (None: no change)."""
-    old = {e.load_name: e for e in base.entries}
-    new_names = [e.load_name for e in wanted]
-    if len(set(new_names)) != len(new_names):
-        raise CarbonStoreError(f"a tablestatus change names a segment twice: {new_names}")
-    by_name = {e.load_name: e for e in wanted}
-    removes = tuple(n for n in old if n not in by_name)
-    upserts = tuple(e for e in wanted if old.get(e.load_name) != e)
-    if not removes and not upserts:
-        return _State(base.entries, base.id_floor, base.timestamp), None
-    entries = dict(old)
-    for n in removes:
-        del entries[n]
-    for e in upserts:
-        entries[e.load_name] = e
-    final = tuple(entries.values())
-    floor = _floor_of(final, base.id_floor)
-    version = base.version + 1
-    checkpoint = final if version % CHECKPOINT_INTERVAL == 0 else None
-    ts = now_ms()
-    data = _encode(
-        version=version, table_id=base.table_id, operation=operation, floor=floor,
-        checkpoint=checkpoint, upserts=upserts, removes=removes, base=base.entries,
-        timestamp=ts, new=final,
-    )
-    return _State(final, floor, ts), data
 
-
-def _encode(
-    *,
-    version: int,
-    table_id: str,
-    operation: str,
-    floor: int,
-    checkpoint: tuple[LoadEntry, ...] | None,
-    upserts: tuple[LoadEntry, ...],
-    removes: tuple[str, ...],
-    base: tuple[LoadEntry, ...],
-    timestamp: int,
-    dropped: bool = False,
-    new: tuple[LoadEntry, ...] | None = None,
-) -> bytes:
-    final = checkpoint if new is None else new
-    before = {e.load_name for e in base if e.readable}
-    after = {e.load_name for e in final or () if e.readable}
-    obj: dict[str, Any] = {
-        "formatVersion": FORMAT_VERSION,
-        "tableId": table_id,
-        "version": version,
-        "parent": version - 1 if version > 0 else None,
-        "operation": operation,
-        "timestamp": timestamp,
-        "writer": _writer(),
-        "segmentIdFloor": floor,
-        "checkpoint": checkpoint is not None,
-        "readableAdded": sorted(after - before, key=segment_sort_key),
-        "readableRemoved": sorted(before - after, key=segment_sort_key),
-        "readableRows": sum(e.row_count for e in final or () if e.readable),
-    }
-    if dropped:
-        obj["dropped"] = True
-    if checkpoint is not None:
-        obj["entries"] = [e.to_json() for e in checkpoint]
-    else:
-        obj["upserts"] = [e.to_json() for e in upserts]
-        obj["removes"] = list(removes)
-    return orjson.dumps(obj)
