@@ -11,7 +11,8 @@ needs one checkpoint and at most ``CHECKPOINT_INTERVAL - 1`` small files.
 Commits are optimistic: read the latest version ``N``, compute the new entries from it,
 put ``N+1``; a writer that loses the race re-reads and runs its change again on the
 fresh snapshot (where it may find a conflict and raise), a bounded number of times with
-jittered backoff. No lock is taken.
+jittered backoff. No lock decides anything (a courtesy lock only makes local writers take
+turns).
 
 The latest version: ``_latest.json`` in the log folder is a hint, rewritten after
 commits; readers start from it (or from the newest version this process knows) and
