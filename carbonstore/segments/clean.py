@@ -57,7 +57,7 @@ CLEAN_FILES_LOCK = "clean_files.lock"
 _SEGMENT_DIR_RE = re.compile(r"^Segment_(\d+(?:\.\d+)?)$")
 _DAY_MS = 24 * 3600 * 1000
 
-ItemKind = Literal["segment", "orphan", "trash", "stats", "sortindex"]
+ItemKind = Literal["segment", "orphan", "trash", "stats", "sortindex", "index"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -272,6 +272,7 @@ def _clean(
     orphans, orphan_skips = _orphans(table, dry_run=dry_run, now=now, force=force)
     items.extend(orphans)
     skipped.extend(orphan_skips)
+    items.extend(_stale_merge_indexes(table, dry_run=dry_run, now=now, force=force))
     items.extend(_expire_trash(table, dry_run=dry_run, now=now))
     items.extend(_obsolete_sortindexes(table, dry_run=dry_run, now=now, force=force))
     return CleanReport(
@@ -359,6 +360,34 @@ def _obsolete_sortindexes(
                                reason="dictionary sort index superseded by a newer one"))
         if not dry_run:
             table.paths.sfs.delete_file(path)
+    return items
+
+
+def _stale_merge_indexes(
+    table: Table, *, dry_run: bool, now: int, force: bool
+) -> list[CleanItem]:
+    """Merge indexes of readable segments that the current version no longer names (an
+    index rebuild replaced them), older than the retention time: readers of earlier
+    versions read them until then."""
+    sfs = table.paths.sfs
+    retention_ms = table.conf.get_int("carbon.segment.retention.minutes") * 60_000
+    items: list[CleanItem] = []
+    for e in table.status.read().readable:
+        if not e.segment_file:
+            continue
+        for info in sfs.list_dir(table.paths.segment_dir(e.load_name)):
+            if not info.is_file or not info.base_name.endswith(".carbonindexmerge"):
+                continue
+            if info.base_name == e.segment_file:
+                continue
+            mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
+            if not force and now - mtime < retention_ms:
+                continue
+            items.append(CleanItem(kind="index", segment_id=e.load_name, path=info.path,
+                                   size=int(info.size or 0),
+                                   reason="merge index replaced by an index rebuild"))
+            if not dry_run:
+                _delete(table, info.path)
     return items
 
 
