@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "BadRecordError",
     "CarbonStoreError",
+    "CommitConflictError",
     "CompactionError",
     "ConfigError",
     "CorruptIndexError",
@@ -23,6 +24,7 @@ __all__ = [
     "TableNotFoundError",
     "UnsupportedParquetError",
     "UserError",
+    "VersionNotFoundError",
 ]
 
 
@@ -68,6 +70,14 @@ class BadRecordError(UserError):
 
 class CompactionError(UserError):
     """A compaction request cannot be carried out (bad ids, lock held, ...)."""
+
+
+class CommitConflictError(UserError):
+    """A tablestatus commit lost to a conflicting change, or kept losing the race to commit."""
+
+
+class VersionNotFoundError(UserError):
+    """A tablestatus version (time travel, restore) does not exist or its files are gone."""
 
 
 class DictionaryError(CarbonStoreError):

@@ -245,13 +245,14 @@ def test_corrupt_metadata_is_one_line_and_exit_1(tmp_path: Path) -> None:
     table = Store(st).create_table("t", "id long")
     table.status.allocate()
     table.status.allocate()
-    with open(table.paths.tablestatus, "r+b") as f:
+    latest = f"{table.status.log_dir}/{2:020d}.json"  # a version file, no longer one file
+    with open(latest, "r+b") as f:
         f.truncate(10)
     r = run("--store", st, "show-segments", "t", "--json")
     assert r.code == 1
     assert "Traceback" not in r.err and len(r.err.splitlines()) == 1
     assert "CorruptMetadataError" in r.err
-    assert table.paths.tablestatus in r.err and table.paths.tablestatus_backup in r.err
+    assert latest in r.err
     assert r.out == ""
 
 

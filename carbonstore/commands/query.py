@@ -16,6 +16,7 @@ from carbonstore.commands._common import (
     row_limit,
     split_ids,
 )
+from carbonstore.commands.history import add_as_of, pin
 from carbonstore.errors import TableNotFoundError, UserError
 from carbonstore.store.table import Store
 
@@ -33,6 +34,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="zone timestamps without an offset are read in, as Spark's "
                         "spark.sql.session.timeZone (default UTC), e.g. Europe/Paris or +08:00")
     add_json(p)
+    add_as_of(p)
     p.set_defaults(func=_prune)
 
     p = sub.add_parser("query", parents=parents, help="read a table through Spark (pruned by --where)")
@@ -44,6 +46,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print rows as JSON")
     fmt.add_argument("--csv", action="store_true", help="print rows as CSV")
+    add_as_of(p)
     p.set_defaults(func=_query)
 
     p = sub.add_parser("sql", parents=parents,
@@ -53,6 +56,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print rows as JSON")
     fmt.add_argument("--csv", action="store_true", help="print rows as CSV")
+    add_as_of(p)
     p.set_defaults(func=_sql)
 
 
@@ -65,7 +69,7 @@ def _prune(args: argparse.Namespace) -> int:
     if zone is None:
         raise UserError(f"--time-zone {args.time_zone!r} is not a time zone; use a region such as "
                         "Europe/Paris, UTC, or an offset such as +08:00")
-    table = open_store(args).table(args.table)
+    table = pin(open_store(args).table(args.table), args)
     plan = prune(table, args.where, segments=split_ids(args.segments), explain=args.explain,
                  started=started, time_zone=zone)
     if args.json:
@@ -94,7 +98,7 @@ def _query(args: argparse.Namespace) -> int:
     from carbonstore.spark.reader import collect_rows, to_spark
     from carbonstore.spark.session import get_spark
 
-    table = open_store(args).table(args.table)
+    table = pin(open_store(args).table(args.table), args)
     if args.select:
         names = [c.strip().lower() for c in args.select.split(",") if c.strip()]
         unknown = [c for c in names if c not in table.schema.column_names]
@@ -169,7 +173,11 @@ def _sql(args: argparse.Namespace) -> int:
     statement, views = rewrite_table_names(args.statement, store)
     spark = get_spark()
     for view, table in views.items():
-        to_spark(table, spark).createOrReplaceTempView(view)
+        # Every scan of a table in the statement reads one version (the --as-of one, else the
+        # latest now), however often Spark plans the relation.
+        pinned = pin(table, args) if args.as_of else table.as_of(
+            table.status.read().version, check_files=False)
+        to_spark(pinned, spark).createOrReplaceTempView(view)
     df = run_sql(spark, statement)
     _emit(args, list(df.columns), collect_rows(df, args.limit))
     return 0

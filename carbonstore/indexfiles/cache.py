@@ -59,6 +59,7 @@ from carbonstore.indexfiles.snapshot import (
     encode_snapshot,
     index_rows,
 )
+from carbonstore.store.entries import check_plain_file_name
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
     LoadEntry,
@@ -181,7 +182,7 @@ def _merge_index_names(table: Table, load_name: str, segment_file: str | None) -
     sfs = table.store.sfs
     seg_dir = table.paths.segment_dir(load_name)
     if segment_file:
-        return [f"{seg_dir}/{segment_file}"]
+        return [f"{seg_dir}/{check_plain_file_name(segment_file)}"]  # never leaves the folder
     names = sorted(i.base_name for i in sfs.list_dir(seg_dir) if i.is_file)
     merged = [n for n in names if n.endswith(".carbonindexmerge")]
     picked = merged[-1:] or [n for n in names if n.endswith(".carbonindex")]

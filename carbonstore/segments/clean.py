@@ -7,17 +7,23 @@ Under ``clean_files.lock`` this removes:
   ``carbon.clean.files.force.allowed`` is true), so queries that started before the
   change finish first;
 * ``Failure`` segments (no reader ever reads them);
-* with ``stale_inprogress``: ``In Progress`` segments whose segment lock can be taken, i.e.
-  whose load process is dead (a load takes its segment lock in the same tablestatus update
-  that adds its entry, so a live load always holds it);
-* folders under ``Fact/Part0`` that no entry names (a killed compaction's output, a
-  segment whose entry was lost): moved to ``<table>/.Trash/<epoch ms>/`` first, because
-  they may hold the only copy of data a user wants back; trash older than
-  ``carbon.trash.retention.days`` is deleted.
+* with ``stale_inprogress``: ``In Progress`` segments whose lease expired (or whose writer
+  is known dead on this machine; ``carbonstore.store.leases``). They are first committed
+  as ``Failure`` in a new tablestatus version, so a load that was merely slow fails its
+  own commit instead of being deleted under a ``Success`` entry;
+* folders under ``Fact/Part0`` that no entry names and that nothing wrote to for longer
+  than the lease time (a killed compaction's output, a segment whose entry was lost):
+  moved to ``<table>/.Trash/<epoch ms>/`` first, because they may hold the only copy of
+  data a user wants back; trash older than ``carbon.trash.retention.days`` is deleted.
 
-Removed entries move to ``tablestatus.history`` in one atomic tablestatus write; the
-segments' statistics files go with them. A dry run reports the same items and byte counts
-without touching anything.
+The order is what makes it safe: (1) commit dead loads as ``Failure``; (2) commit a
+version without the removed entries (each still in the status it was chosen for: a
+commit racing with clean files wins or loses as a whole); (3) only then delete their
+files. A crash after (2) leaves folders no entry names, which a later run moves to the
+trash. Removed entries are appended to ``tablestatus.history``; the segments' statistics
+files go with them. A dry run reports the same items and byte counts without touching
+anything. No lock is needed for correctness; ``clean_files.lock`` only keeps two runs
+from doing the same work.
 """
 
 from __future__ import annotations
@@ -27,18 +33,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import filelock
-
 from carbonstore.errors import LockTimeoutError, UserError
 from carbonstore.store.faults import crash_point
+from carbonstore.store.leases import entry_is_dead
 from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
     COMPACTED,
     FAILURE,
-    IN_PROGRESS,
     MARKED_FOR_DELETE,
-    OVERWRITE_IN_PROGRESS,
+    RUNNING_STATUSES,
     LoadEntry,
     TableStatusSnapshot,
     now_ms,
@@ -53,7 +57,7 @@ CLEAN_FILES_LOCK = "clean_files.lock"
 _SEGMENT_DIR_RE = re.compile(r"^Segment_(\d+(?:\.\d+)?)$")
 _DAY_MS = 24 * 3600 * 1000
 
-ItemKind = Literal["segment", "orphan", "trash", "stats", "sortindex"]
+ItemKind = Literal["segment", "orphan", "trash", "stats", "sortindex", "index"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,12 +125,16 @@ def _removable_entries(
                 skipped.append(f"segment {e.load_name}: {e.status} within the retention time")
         elif e.status == FAILURE:
             out.append((e, FAILURE))
-        elif e.status in (IN_PROGRESS, OVERWRITE_IN_PROGRESS) and stale_inprogress:
-            if table.locks.segment_lock_free(e.load_name):
-                out.append((e, f"stale {e.status} (its load is not running)"))
+        elif e.status in RUNNING_STATUSES and stale_inprogress:
+            if entry_is_dead(table.status, e, now=now, lease_ms=_lease_ms(table)):
+                out.append((e, f"stale {e.status} (its lease expired: the load is not running)"))
             else:
                 skipped.append(f"segment {e.load_name}: {e.status}, its load is running")
     return out, skipped
+
+
+def _lease_ms(table: Table) -> int:
+    return int(table.store.conf.get_float("carbon.segment.lease.seconds") * 1000)
 
 
 def _stats_files(table: Table, segment_id: str) -> list[tuple[str, int]]:
@@ -144,10 +152,13 @@ def _stats_files(table: Table, segment_id: str) -> list[tuple[str, int]]:
 
 def _delete(table: Table, path: str) -> None:
     sfs = table.paths.sfs
-    if sfs.is_dir(path):
-        sfs.delete_dir(path)
-    else:
-        sfs.delete_file(path)
+    try:
+        if sfs.is_dir(path):
+            sfs.delete_dir(path)
+        else:
+            sfs.delete_file(path)
+    except FileNotFoundError:  # the load's own abort removed it first
+        pass
 
 
 def clean_files(
@@ -190,15 +201,60 @@ def clean_files(
         lock.release()
 
 
+def _mark_dead(table: Table, dead: list[LoadEntry], now: int) -> set[str]:
+    """Commit the dead running entries as Failure; the ids this version marked."""
+    wanted = {e.load_name for e in dead}
+    marked: set[str] = set()
+
+    def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+        marked.clear()
+        out = []
+        for e in snap.entries:
+            if e.load_name in wanted and e.status in RUNNING_STATUSES:
+                e = e.with_status(FAILURE, timestamp=now_ms(), extra={
+                    **e.extra, "failureReason": "its lease expired: marked dead by clean files"
+                })
+                marked.add(e.load_name)
+            out.append(e)
+        return out
+
+    table.status.update(apply, operation="CLEAN FILES (mark dead)")
+    return marked
+
+
 def _clean(
     table: Table, *, dry_run: bool, force: bool, stale_inprogress: bool, now: int
 ) -> CleanReport:
     sfs = table.paths.sfs
     items: list[CleanItem] = []
     snap = table.status.read()
+    crash_point("clean.after_read")
     removable, skipped = _removable_entries(
         table, snap, now=now, force=force, stale_inprogress=stale_inprogress
     )
+    if not dry_run:
+        dead = [e for e, _ in removable if e.status in RUNNING_STATUSES]
+        if dead:
+            marked = _mark_dead(table, dead, now)
+            crash_point("clean.after_mark_dead")
+            # A load that committed first keeps its segment: drop it from this run.
+            removable = [(e.with_status(FAILURE), r) if e.load_name in marked else (e, r)
+                         for e, r in removable
+                         if e.status not in RUNNING_STATUSES or e.load_name in marked]
+        if removable:
+            chosen = {e.load_name: e.status for e, _ in removable}
+            gone: set[str] = set()
+
+            def apply(s: TableStatusSnapshot) -> list[LoadEntry]:
+                # Only entries still in the (terminal) status they were chosen for.
+                gone.clear()
+                gone.update(e.load_name for e in s.entries if chosen.get(e.load_name) == e.status)
+                return list(s.entries)
+
+            crash_point("clean.before_commit")
+            table.status.update(apply, operation="CLEAN FILES",
+                                remove=lambda e: e.load_name in gone)
+            removable = [(e, r) for e, r in removable if e.load_name in gone]
     removed_ids = [e.load_name for e, _ in removable]
     for e, reason in removable:
         seg_dir = table.paths.segment_dir(e.load_name)
@@ -211,17 +267,12 @@ def _clean(
         for item in items:
             _delete(table, item.path)
             crash_point("clean.mid_delete")
-        crash_point("clean.before_commit")
-        if removed_ids:
-            gone = {e.load_name: e.status for e, _ in removable}
-            # Only entries still in the status we removed them for (terminal states).
-            table.status.update(
-                lambda s: list(s.entries),
-                remove=lambda e: gone.get(e.load_name) == e.status,
-            )
-    orphans, orphan_skips = _orphans(table, dry_run=dry_run, now=now)
+        for sid in removed_ids:
+            table.status.delete_lease(sid)
+    orphans, orphan_skips = _orphans(table, dry_run=dry_run, now=now, force=force)
     items.extend(orphans)
     skipped.extend(orphan_skips)
+    items.extend(_stale_merge_indexes(table, dry_run=dry_run, now=now, force=force))
     items.extend(_expire_trash(table, dry_run=dry_run, now=now))
     items.extend(_obsolete_sortindexes(table, dry_run=dry_run, now=now, force=force))
     return CleanReport(
@@ -233,39 +284,56 @@ def _clean(
     )
 
 
-def _orphans(table: Table, *, dry_run: bool, now: int) -> tuple[list[CleanItem], list[str]]:
-    """Segment folders no entry names: moved to ``.Trash/<now>/`` under their segment lock."""
+def _orphans(
+    table: Table, *, dry_run: bool, now: int, force: bool
+) -> tuple[list[CleanItem], list[str]]:
+    """Segment folders no entry names, untouched for the lease time: moved to ``.Trash/``.
+
+    A folder is created only after the version with its entry is committed, so a folder
+    without an entry is either left by a crash or one whose entry was just removed; the
+    age check spares a writer that was marked dead but still runs (its commit fails and
+    it removes its own files). ``force`` skips the age check (the move is undoable).
+    """
     sfs = table.paths.sfs
     items: list[CleanItem] = []
     skipped: list[str] = []
     named = {e.load_name for e in table.status.read().entries}
+    lease_ms = _lease_ms(table)
     for info in sfs.list_dir(table.paths.fact_dir):
         m = _SEGMENT_DIR_RE.match(info.base_name)
         if info.is_file or m is None or m.group(1) in named:
             continue
         sid = m.group(1)
-        lock = table.locks.segment(sid)
-        try:
-            lock.acquire(timeout=0)
-        except filelock.Timeout:
-            skipped.append(f"folder {info.base_name}: being written (segment lock held)")
+        changed = _newest_mtime_ms(table, info.path, now)
+        if now - changed < lease_ms and not force:
+            skipped.append(f"folder {info.base_name}: written within the lease time")
             continue
-        try:
-            # Re-read under the segment lock: a compaction may have committed it meanwhile.
-            if table.status.read().find(sid) is not None:
-                continue
-            item = CleanItem(kind="orphan", segment_id=sid, path=info.path,
-                             size=sfs.tree_size(info.path),
-                             reason="no tablestatus entry names it: moved to .Trash")
-            items.append(item)
-            if not dry_run:
-                target = f"{table.paths.trash_dir}/{now}"
-                sfs.makedirs(target)
-                sfs.move(info.path, f"{target}/{info.base_name}")
-                crash_point("clean.after_move")
-        finally:
-            lock.release()
+        # Re-read: a compaction or load may have committed it meanwhile.
+        if table.status.read().find(sid) is not None:
+            continue
+        item = CleanItem(kind="orphan", segment_id=sid, path=info.path,
+                         size=sfs.tree_size(info.path),
+                         reason="no tablestatus entry names it: moved to .Trash")
+        items.append(item)
+        if not dry_run:
+            target = f"{table.paths.trash_dir}/{now}"
+            sfs.makedirs(target)
+            sfs.move(info.path, f"{target}/{info.base_name}")
+            crash_point("clean.after_move")
     return items, skipped
+
+
+def _newest_mtime_ms(table: Table, folder: str, default: int) -> int:
+    import pyarrow.fs as pafs
+
+    fs = table.paths.sfs.fs
+    try:
+        infos = [fs.get_file_info(folder),
+                 *fs.get_file_info(pafs.FileSelector(folder, recursive=True))]
+    except FileNotFoundError:
+        return default
+    times = [int(i.mtime.timestamp() * 1000) for i in infos if i.mtime is not None]
+    return max(times) if times else default
 
 
 def _obsolete_sortindexes(
@@ -292,6 +360,34 @@ def _obsolete_sortindexes(
                                reason="dictionary sort index superseded by a newer one"))
         if not dry_run:
             table.paths.sfs.delete_file(path)
+    return items
+
+
+def _stale_merge_indexes(
+    table: Table, *, dry_run: bool, now: int, force: bool
+) -> list[CleanItem]:
+    """Merge indexes of readable segments that the current version no longer names (an
+    index rebuild replaced them), older than the retention time: readers of earlier
+    versions read them until then."""
+    sfs = table.paths.sfs
+    retention_ms = table.conf.get_int("carbon.segment.retention.minutes") * 60_000
+    items: list[CleanItem] = []
+    for e in table.status.read().readable:
+        if not e.segment_file:
+            continue
+        for info in sfs.list_dir(table.paths.segment_dir(e.load_name)):
+            if not info.is_file or not info.base_name.endswith(".carbonindexmerge"):
+                continue
+            if info.base_name == e.segment_file:
+                continue
+            mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
+            if not force and now - mtime < retention_ms:
+                continue
+            items.append(CleanItem(kind="index", segment_id=e.load_name, path=info.path,
+                                   size=int(info.size or 0),
+                                   reason="merge index replaced by an index rebuild"))
+            if not dry_run:
+                _delete(table, info.path)
     return items
 
 

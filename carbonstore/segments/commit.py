@@ -1,11 +1,13 @@
 """The driver side of a load's commit protocol (DESIGN.md section 4, steps 1 and 5).
 
-``begin_segment`` allocates the segment id and its ``In Progress`` entry and takes the
-segment lock in the same tablestatus update, so no clean-files run can mistake the new
-entry for a dead load. ``commit_segment`` writes the segment's ``.carbonindexmerge`` and
-flips the entry to ``Success`` / ``Partial Success`` in one atomic tablestatus write
-(which, for an overwrite, also marks every older readable segment ``Marked for Delete``).
-``abort_segment`` marks the entry ``Failure`` and removes the segment folder.
+``begin_segment`` commits a tablestatus version with the new ``In Progress`` entry (its id
+allocated in that version) carrying a lease, and starts renewing the lease from this
+process (``carbonstore.store.leases``). ``commit_segment`` writes the segment's
+``.carbonindexmerge`` and commits a version that flips the entry to ``Success`` /
+``Partial Success`` (for an overwrite, the same version marks every older readable
+segment ``Marked for Delete``); when clean files marked the entry dead meanwhile, the
+commit fails with a clear error and the load's files are removed. ``abort_segment``
+marks the entry ``Failure`` and removes the segment folder.
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import filelock
-
-from carbonstore.errors import BadRecordError, CarbonStoreError
+from carbonstore.errors import (
+    BadRecordError,
+    CarbonStoreError,
+    CommitConflictError,
+    TableNotFoundError,
+)
 from carbonstore.indexfiles.indexfile import merge_indexes
 from carbonstore.progress import progress
 from carbonstore.segments.writer import TaskResult
 from carbonstore.store.faults import crash_point
-from carbonstore.store.locks import acquire
+from carbonstore.store.leases import LeaseKeeper, lease_fields
 from carbonstore.store.tablestatus import (
     FAILURE,
     IN_PROGRESS,
@@ -44,38 +49,49 @@ log = logging.getLogger(__name__)
 _RUNNING = (IN_PROGRESS, OVERWRITE_IN_PROGRESS)
 
 
+def lease_seconds(table: Table) -> float:
+    return max(1.0, table.store.conf.get_float("carbon.segment.lease.seconds"))
+
+
 def begin_segment(
     table: Table, *, overwrite: bool = False, hold_lock: bool = True
-) -> tuple[LoadEntry, filelock.BaseFileLock | None]:
-    """Allocate the next segment (``In Progress``) and take its segment lock.
+) -> tuple[LoadEntry, LeaseKeeper | None]:
+    """Commit the next segment's ``In Progress`` entry and keep its lease renewed.
 
     Returns:
-        The new entry and the held segment lock (None when ``hold_lock`` is false); the
-        caller releases the lock when the load has committed or failed.
+        The new entry and the lease keeper (None when ``hold_lock`` is false: the caller's
+        process ends before the load does, so only the entry's first lease counts); the
+        caller calls ``release()`` on it when the load has committed or failed.
     """
     holder: list[LoadEntry] = []
-    locks: list[filelock.BaseFileLock] = []
     status = OVERWRITE_IN_PROGRESS if overwrite else IN_PROGRESS
+    seconds = lease_seconds(table)
+    lease = lease_fields(seconds)
+    if not hold_lock:  # no process of ours stays to renew it: do not claim to be its writer
+        lease = {"leaseExpiryMs": lease["leaseExpiryMs"]}
 
     def add(snap: TableStatusSnapshot) -> list[LoadEntry]:
-        seg = snap.next_segment_id()
-        if hold_lock and not locks:
-            lock = table.locks.segment(seg)
-            acquire(lock, f"Segment_{seg}.lock", table.store.conf)
-            locks.append(lock)
-        entry = LoadEntry(load_name=seg, status=status, load_start_time=now_ms())
+        holder.clear()
+        entry = LoadEntry(load_name=snap.next_segment_id(), status=status,
+                          load_start_time=now_ms(), extra=dict(lease))
         holder.append(entry)
         return [*snap.entries, entry]
 
-    try:
-        table.status.update(add)
-    except BaseException:
-        for lock in locks:
-            lock.release()
-        raise
-    table.store.sfs.makedirs(table.paths.segment_dir(holder[0].load_name))
+    table.status.update(add, operation="OVERWRITE BEGIN" if overwrite else "LOAD BEGIN")
+    entry = holder[0]
+    keeper = LeaseKeeper(table.status, entry.load_name, seconds) if hold_lock else None
+    table.store.sfs.makedirs(table.paths.segment_dir(entry.load_name))
     crash_point("load.after_inprogress")
-    return holder[0], (locks[0] if locks else None)
+    return entry, keeper
+
+
+def dead_segment_message(table: Table, segment_id: str, entry: LoadEntry | None) -> str:
+    state = "was removed" if entry is None else f"is {entry.status}"
+    return (
+        f"segment {segment_id} of {table.name} {state}: its lease expired and clean files "
+        "marked the load dead, so it cannot commit; nothing of it is visible and its files "
+        "are removed - run the load again"
+    )
 
 
 def _remove_orphans(table: Table, segment_id: str, keep: set[str]) -> None:
@@ -110,7 +126,8 @@ def commit_segment(
 
     Raises:
         BadRecordError: FAIL with bad records, or every row was bad (the entry is Failure).
-        CarbonStoreError: the entry is no longer running (e.g. it was marked Failure).
+        CommitConflictError: clean files marked the entry dead meanwhile (its files are removed).
+        TableNotFoundError: the table was dropped meanwhile.
     """
     done = [r for r in results if r is not None]
     rows = sum(r.rows for r in done)
@@ -129,19 +146,27 @@ def commit_segment(
     crash_point("load.after_data")
     sfs = table.store.sfs
     seg_dir = table.paths.segment_dir(segment_id)
-    sfs.makedirs(seg_dir)
-    task_indexes = [r.index_file for r in done if r.index_file]
-    keep = {f for r in done for f in r.files} | set(task_indexes)
-    _remove_orphans(table, segment_id, keep)
-    ts = now_ms()
-    merge_name = f"{segment_id}_{ts}.carbonindexmerge"
-    with progress(len(task_indexes), f"merging {len(task_indexes)} task indexes of segment "
-                  f"{segment_id}") as step:
-        merge_size = merge_indexes(
-            sfs.fs, [f"{seg_dir}/{n}" for n in task_indexes], f"{seg_dir}/{merge_name}",
-            segment_id=segment_id,
-        )
-        step(len(task_indexes))
+    try:
+        sfs.makedirs(seg_dir)
+        task_indexes = [r.index_file for r in done if r.index_file]
+        keep = {f for r in done for f in r.files} | set(task_indexes)
+        _remove_orphans(table, segment_id, keep)
+        ts = now_ms()
+        merge_name = f"{segment_id}_{ts}.carbonindexmerge"
+        with progress(len(task_indexes), f"merging {len(task_indexes)} task indexes of segment "
+                      f"{segment_id}") as step:
+            merge_size = merge_indexes(
+                sfs.fs, [f"{seg_dir}/{n}" for n in task_indexes], f"{seg_dir}/{merge_name}",
+                segment_id=segment_id,
+            )
+            step(len(task_indexes))
+    except (CarbonStoreError, OSError) as err:
+        # Files gone under us: clean files marked the load dead and removed them.
+        mine = table.status.read().find(segment_id)
+        if mine is None or mine.status not in _RUNNING:
+            abort_segment(table, segment_id, reason="marked dead before its commit")
+            raise CommitConflictError(dead_segment_message(table, segment_id, mine)) from err
+        raise
     crash_point("load.merge_index_written")
     _store_statistics(table, segment_id, done)
     status = PARTIAL_SUCCESS if bad else SUCCESS
@@ -149,14 +174,13 @@ def commit_segment(
     holder: list[LoadEntry] = []
 
     def flip(snap: TableStatusSnapshot) -> list[LoadEntry]:
+        holder.clear()
         out: list[LoadEntry] = []
+        mine = snap.find(segment_id)
+        if mine is None or mine.status not in _RUNNING:
+            raise CommitConflictError(dead_segment_message(table, segment_id, mine))
         for e in snap.entries:
             if e.load_name == segment_id:
-                if e.status not in _RUNNING:
-                    raise CarbonStoreError(
-                        f"segment {segment_id} of {table.name} is {e.status}, not in progress; "
-                        "the load cannot commit"
-                    )
                 e = e.with_status(
                     status,
                     timestamp=ts,
@@ -165,20 +189,30 @@ def commit_segment(
                     data_size=sum(r.data_bytes for r in done),
                     index_size=sum(r.index_bytes for r in done) + merge_size,
                     segment_file=merge_name,
-                    extra={**e.extra, **extra},
+                    extra={**_without_lease(e.extra), **extra},
                 )
                 holder.append(e)
             elif overwrite and e.readable:
                 e = e.with_status(MARKED_FOR_DELETE, modification_or_deletion_timestamp=ts)
             out.append(e)
-        if not holder:
-            raise CarbonStoreError(f"segment {segment_id} of {table.name} has no tablestatus entry")
         return out
 
     crash_point("load.before_commit")
-    table.status.update(flip)
+    try:
+        table.status.update(flip, operation="OVERWRITE" if overwrite else "LOAD")
+    except CommitConflictError:
+        abort_segment(table, segment_id, reason="the commit failed")
+        raise
     auto_compact_hook(table)
     return holder[0]
+
+
+_LEASE_KEYS = ("leaseExpiryMs", "writer", "writerHost", "writerPid")
+
+
+def _without_lease(extra: dict[str, object]) -> dict[str, object]:
+    """A finished entry keeps its writer (``host:pid``) but not its lease."""
+    return {k: v for k, v in extra.items() if k not in _LEASE_KEYS or k == "writer"}
 
 
 def _store_statistics(table: Table, segment_id: str, results: Sequence[TaskResult]) -> None:
@@ -203,20 +237,27 @@ def abort_segment(
     holder: list[LoadEntry] = []
 
     def fail(snap: TableStatusSnapshot) -> list[LoadEntry]:
+        holder.clear()
         out: list[LoadEntry] = []
         for e in snap.entries:
             if e.load_name == segment_id and e.status in _RUNNING:
                 extra = {**e.extra, "failureReason": reason[:2000]} if reason else dict(e.extra)
                 if bad_records:
                     extra["failureCause"] = "badRecords"
-                e = e.with_status(FAILURE, timestamp=now_ms(), extra=extra)
+                e = e.with_status(FAILURE, timestamp=now_ms(), extra=_without_lease(extra))
             if e.load_name == segment_id:
                 holder.append(e)
             out.append(e)
         return out
 
-    table.status.update(fail)
-    table.store.sfs.delete_dir(table.paths.segment_dir(segment_id))
+    try:
+        table.status.update(fail, operation="LOAD ABORT")
+    except TableNotFoundError:
+        return None  # dropped: the folder went with the table (or belongs to a new one)
+    # Only a Failure (or removed) entry's folder: never one a commit made readable.
+    if not holder or not holder[0].readable:
+        table.store.sfs.delete_dir(table.paths.segment_dir(segment_id))
+    table.status.delete_lease(segment_id)
     return holder[0] if holder else None
 
 

@@ -4,27 +4,36 @@ Planning is pure: it looks at one tablestatus snapshot and the resolved conf and
 source segments and the output segment id. The merge reads the sources' Parquet files,
 sorts again on SORT_COLUMNS and writes one new segment through the load writer (Parquet,
 one ``.carbonindex`` per task, one ``.carbonindexmerge``). The commit is ONE atomic
-tablestatus write that flips the sources to ``Compacted`` (``mergedLoadName`` = output) and
-adds the output as ``Success``; it aborts when any source changed status meanwhile.
+tablestatus version that flips the sources to ``Compacted`` (``mergedLoadName`` = output)
+and the output to ``Success``; it aborts when any source changed status meanwhile.
 
-Crash safety: until the commit, the output folder is named by no entry, so readers never
-see it and clean files (or the next compaction of the same sources) removes it. The
-sources stay readable until the commit and their files stay on disk until clean files
-removes them after the retention time, so running queries finish. Loads may commit while a
-compaction runs: the commit touches only the source entries and adds one entry.
+The output has an ``In Progress`` entry with a lease from before its folder exists (a
+version of its own, ``COMPACTION BEGIN``), renewed while the merge runs, so clean files
+never takes a running merge's folder for an orphan and treats a killed one as dead once
+its lease expired. Readers never read an In Progress entry. The sources stay readable
+until the commit and their files stay on disk until clean files removes them after the
+retention time, so running queries finish. Loads may commit while a compaction runs:
+appends never conflict with a compaction (its change is re-applied to the fresh version);
+a compaction conflicts only when one of its sources changed, or when its own entry was
+marked dead.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import filelock
-
-from carbonstore.errors import CarbonStoreError, CompactionError, LockTimeoutError
+from carbonstore.errors import (
+    CarbonStoreError,
+    CommitConflictError,
+    CompactionError,
+    LockTimeoutError,
+    TableNotFoundError,
+)
 from carbonstore.segments.compaction_merge import (
     SegmentOutput,
     finish_segment,
@@ -37,10 +46,13 @@ from carbonstore.segments.compaction_merge import (
 )
 from carbonstore.store.conf import CarbonConf
 from carbonstore.store.faults import crash_point
+from carbonstore.store.leases import LeaseKeeper, entry_is_dead, lease_fields
 from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
     COMPACTED,
+    FAILURE,
+    IN_PROGRESS,
     READABLE_STATUSES,
     SUCCESS,
     LoadEntry,
@@ -292,8 +304,9 @@ def commit_compaction(
     *,
     expected: dict[str, str],
     start_ms: int,
+    attempt: str | None = None,
 ) -> LoadEntry:
-    """One atomic tablestatus write: sources -> Compacted, output -> Success.
+    """One tablestatus version: sources -> Compacted, output -> Success.
 
     Args:
         table: the table.
@@ -309,25 +322,19 @@ def commit_compaction(
     holder: list[LoadEntry] = []
 
     def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+        holder.clear()
         by_name = {e.load_name: e for e in snap.entries}
-        for sid in group.sources:
-            e = by_name.get(sid)
-            if e is None or e.status != expected[sid] or not e.visibility:
-                now_status = "gone" if e is None else e.status
-                raise CompactionError(
-                    f"segment {sid} changed from {expected[sid]} to {now_status} while it was "
-                    f"being compacted into {group.output}; the compaction was aborted"
-                )
-        if group.output in by_name:
-            raise CompactionError(f"segment {group.output} already exists; compaction aborted")
+        _check_sources(snap, group, expected)
+        mine = by_name.get(group.output)
+        if mine is None or mine.status != IN_PROGRESS or (
+            mine.extra.get("compactionAttempt") != attempt
+        ):
+            state = "was removed" if mine is None else f"is {mine.status}"
+            raise CommitConflictError(
+                f"compaction output {group.output} of {table.name} {state}: its lease expired "
+                "and clean files marked it dead; the compaction was aborted and nothing changed"
+            )
         ts = now_ms()
-        out: list[LoadEntry] = []
-        for e in snap.entries:
-            if e.load_name in expected:
-                e = e.with_status(
-                    COMPACTED, merged_load_name=group.output, modification_or_deletion_timestamp=ts
-                )
-            out.append(e)
         sources = [by_name[s] for s in group.sources]
         entry = LoadEntry(
             load_name=group.output,
@@ -340,14 +347,109 @@ def commit_compaction(
             bad_record_count=sum(s.bad_record_count for s in sources),
             major_compacted=group.major,
             segment_file=output.segment_file,
-            extra=dict(output.extra),
+            extra={**dict(output.extra), "writer": mine.extra.get("writer"),
+                   "compactionAttempt": attempt},
         )
+        out: list[LoadEntry] = []
+        for e in snap.entries:
+            if e.load_name in expected:
+                e = e.with_status(
+                    COMPACTED, merged_load_name=group.output, modification_or_deletion_timestamp=ts
+                )
+            elif e.load_name == group.output:
+                e = entry
+            out.append(e)
         holder.append(entry)
-        return [*out, entry]
+        return out
 
     crash_point("compaction.before_commit")
-    table.status.update(apply)
+    table.status.update(apply, operation="COMPACTION")
     return holder[0]
+
+
+def _check_sources(snap: TableStatusSnapshot, group: MergeGroup, expected: dict[str, str]) -> None:
+    for sid in group.sources:
+        e = snap.find(sid)
+        if e is None or e.status != expected[sid] or not e.visibility:
+            now_status = "gone" if e is None else e.status
+            raise CompactionError(
+                f"segment {sid} changed from {expected[sid]} to {now_status} while it was "
+                f"being compacted into {group.output}; the compaction was aborted"
+            )
+
+
+def begin_compaction(
+    table: Table, group: MergeGroup, expected: dict[str, str], start_ms: int
+) -> tuple[LeaseKeeper, str]:
+    """Commit the output's In Progress entry (with a lease) and start renewing the lease.
+
+    An entry of the output's name left by a dead compaction (killed, lease expired) is
+    committed as Failure and its folder removed first, so the merge can run again at once.
+
+    Returns:
+        The lease keeper and this attempt's token (``compactionAttempt`` of the entry):
+        only the attempt that began the entry may commit or abort it.
+    """
+    seconds = max(1.0, table.store.conf.get_float("carbon.segment.lease.seconds"))
+    attempt = uuid.uuid4().hex
+    lease = {**lease_fields(seconds), "compactionAttempt": attempt}
+    taken = table.status.read().find(group.output)
+    if taken is not None and taken.running and entry_is_dead(
+        table.status, taken, now=now_ms(), lease_ms=int(seconds * 1000)
+    ):
+        _fail_attempt(table, group.output, taken.extra.get("compactionAttempt"),
+                      "its compaction died; a new one took its place")
+        taken = table.status.read().find(group.output)
+    if taken is not None and taken.status == FAILURE:
+        table.paths.sfs.delete_dir(table.paths.segment_dir(group.output))
+
+    def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+        _check_sources(snap, group, expected)
+        now_taken = snap.find(group.output)
+        if now_taken is not None and not (
+            now_taken.status == FAILURE and taken is not None
+            and now_taken.extra.get("compactionAttempt") == taken.extra.get("compactionAttempt")
+        ):
+            raise CompactionError(
+                f"segment {group.output} already exists ({now_taken.status}); a compaction "
+                "into it is running - retry when it has finished"
+            )
+        entry = LoadEntry(load_name=group.output, status=IN_PROGRESS, load_start_time=start_ms,
+                          major_compacted=group.major, extra=dict(lease))
+        return [*(e for e in snap.entries if e.load_name != group.output), entry]
+
+    table.status.update(apply, operation="COMPACTION BEGIN")
+    return LeaseKeeper(table.status, group.output, seconds), attempt
+
+
+def _fail_attempt(table: Table, output: str, attempt: object, reason: str) -> LoadEntry | None:
+    """Commit ``output`` as Failure when it is still this attempt's running entry."""
+    def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+        return [
+            e.with_status(FAILURE, timestamp=now_ms(),
+                          extra={**e.extra, "failureReason": reason[:2000]})
+            if e.load_name == output and e.running
+            and e.extra.get("compactionAttempt") == attempt else e
+            for e in snap.entries
+        ]
+
+    return table.status.update(apply, operation="COMPACTION ABORT").find(output)
+
+
+def abort_compaction(table: Table, output: str, attempt: str, reason: str) -> None:
+    """Mark this attempt's output Failure, remove its folder, then its entry."""
+    try:
+        e = _fail_attempt(table, output, attempt, reason)
+    except TableNotFoundError:
+        return
+    if e is None or e.extra.get("compactionAttempt") != attempt or e.status != FAILURE:
+        return  # no longer ours (another attempt took the name over): touch nothing
+    table.paths.sfs.delete_dir(table.paths.segment_dir(output))
+    table.status.update(
+        lambda s: list(s.entries), operation="COMPACTION ABORT",
+        remove=lambda x: x.load_name == output and x.status == FAILURE
+        and x.extra.get("compactionAttempt") == attempt,
+    )
 
 
 # ---- orchestration --------------------------------------------------------------------------
@@ -360,20 +462,9 @@ def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment
     bad = [e.load_name for e in sources if e.status not in READABLE_STATUSES]
     if bad:
         raise CompactionError(f"segments {','.join(bad)} are no longer Success; nothing compacted")
-    sfs = table.paths.sfs
-    out_dir = table.paths.segment_dir(group.output)
-    seg_lock = table.locks.segment(group.output)
-    try:
-        seg_lock.acquire(timeout=0)
-    except filelock.Timeout as err:
-        raise CompactionError(
-            f"segment {group.output} is being written by another process; retry later"
-        ) from err
+    keeper, attempt = begin_compaction(table, group, expected, start)
     committed = False
     try:
-        # A folder no entry names is the leftover of a killed compaction: start afresh.
-        if snap.find(group.output) is None:
-            sfs.delete_dir(out_dir)
         output = merger(table, sources, group.output)
         crash_point("compaction.after_output")
         expected_rows = sum(e.row_count for e in sources)
@@ -382,12 +473,15 @@ def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment
                 f"compaction into {group.output} wrote {output.row_count} rows but the sources "
                 f"hold {expected_rows}; the compaction was aborted and nothing changed"
             )
-        entry = commit_compaction(table, group, output, expected=expected, start_ms=start)
+        entry = commit_compaction(table, group, output, expected=expected, start_ms=start,
+                                  attempt=attempt)
         committed = True
-    finally:
+    except BaseException as err:
         if not committed:
-            sfs.delete_dir(out_dir)
-        seg_lock.release()
+            abort_compaction(table, group.output, attempt, str(err) or type(err).__name__)
+        raise
+    finally:
+        keeper.release()
     try:
         write_output_statistics(table, sources, group.output, output)
     except Exception as err:  # noqa: BLE001 - committed already; analyze recomputes statistics

@@ -1,7 +1,7 @@
 """Segment management: delete by id or by load start time, choose segments for reads.
 
 Deleting only flips entries to ``Marked for Delete`` (with
-``modificationOrDeletionTimestamp``) in one atomic tablestatus write: readers stop seeing
+``modificationOrDeletionTimestamp``) in one new tablestatus version: readers stop seeing
 the segments at once, and clean files removes their files after the retention time so
 queries already running finish.
 """
@@ -94,6 +94,7 @@ def delete_segments(table: Table, ids: str | Sequence[str]) -> list[LoadEntry]:
     holder: list[LoadEntry] = []
 
     def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+        holder.clear()
         for sid in wanted:
             _check_deletable(snap.find(sid), sid)
         ts = now_ms()
@@ -105,7 +106,7 @@ def delete_segments(table: Table, ids: str | Sequence[str]) -> list[LoadEntry]:
             out.append(e)
         return out
 
-    table.status.update(apply)
+    table.status.update(apply, operation="DELETE SEGMENTS")
     return holder
 
 
@@ -119,6 +120,7 @@ def delete_segments_before(table: Table, before: str | datetime | int) -> list[L
     holder: list[LoadEntry] = []
 
     def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+        holder.clear()
         ts = now_ms()
         out = []
         for e in snap.entries:
@@ -128,7 +130,7 @@ def delete_segments_before(table: Table, before: str | datetime | int) -> list[L
             out.append(e)
         return out
 
-    table.status.update(apply)
+    table.status.update(apply, operation="DELETE SEGMENTS")
     return holder
 
 

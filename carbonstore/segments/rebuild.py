@@ -13,8 +13,10 @@ Protocol, per segment (under its segment lock, so two rebuilds never race):
    ``.parquet`` files of the folder (a commit removes unnamed files before it succeeds);
    their row count must equal the entry's;
 2. one new ``.carbonindex`` per load task, then a new ``<id>_<ts>.carbonindexmerge``;
-3. one atomic tablestatus update sets the entry's ``segmentFile`` / ``indexSize``;
-4. the old index files are deleted.
+3. one new tablestatus version sets the entry's ``segmentFile`` / ``indexSize``;
+4. the old index files are deleted, except a readable old merge index: a query that
+   planned on an earlier version reads it, so clean files removes it after
+   ``carbon.segment.retention.minutes``.
 
 A crash before step 3 leaves unnamed index files next to the old ones, which the next
 rebuild deletes; the entry still names the old merge index.
@@ -34,6 +36,7 @@ from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.indexfile import merge_indexes, read_index, write_index
 from carbonstore.indexfiles.packing import pack
 from carbonstore.segments.writer import _NanTracker
+from carbonstore.store.entries import check_plain_file_name
 from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms, segment_sort_key
@@ -41,7 +44,6 @@ from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms
 __all__ = ["RebuildResult", "rebuild_indexes", "rebuild_segment"]
 
 _PART_RE = re.compile(r"^part-(.+)-[0-9a-f]+\.parquet$")
-_INDEX_SUFFIXES = (".carbonindex", ".carbonindexmerge")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,13 +91,23 @@ def _data_files(table: Table, entry: LoadEntry) -> list[str]:
     names = sorted(i.base_name for i in sfs.list_dir(seg_dir) if i.is_file)
     if entry.segment_file and entry.segment_file in names:
         try:
-            header = read_index(sfs.fs, f"{seg_dir}/{entry.segment_file}").header
+            header = read_index(sfs.fs, f"{seg_dir}/{check_plain_file_name(entry.segment_file)}").header
             listed = [f.path for f in header.files or []]
             if listed and all(n in names for n in listed):
                 return listed
         except CorruptIndexError:
             pass  # the usual reason to rebuild: fall back to the folder
     return [n for n in names if n.endswith(".parquet")]
+
+
+def _readable_index(table: Table, seg_dir: str, entry: LoadEntry) -> bool:
+    if not entry.segment_file:
+        return False
+    try:
+        read_index(table.store.sfs.fs, f"{seg_dir}/{check_plain_file_name(entry.segment_file)}")
+    except (CorruptIndexError, OSError):
+        return False
+    return True
 
 
 def _task_of(name: str) -> str:
@@ -181,7 +193,13 @@ def rebuild_segment(
         index_size = task_bytes + merge_size
         _commit(table, sid, merge_name, index_size)
         keep = {*written, merge_name}
-        removed = tuple(sorted(n for n in before if n.endswith(_INDEX_SUFFIXES) and n not in keep))
+        # A readable old merge index stays for readers of earlier versions (clean files
+        # removes it after the retention time); a damaged one is of use to nobody.
+        kept_old = {entry.segment_file} if _readable_index(table, seg_dir, entry) else set()
+        removed = tuple(sorted(
+            n for n in before
+            if n.endswith((".carbonindex", ".carbonindexmerge")) and n not in keep | kept_old
+        ))
         for name in removed:
             sfs.delete_file(f"{seg_dir}/{name}")
     finally:
@@ -204,7 +222,7 @@ def _commit(table: Table, sid: str, merge_name: str, index_size: int) -> None:
             for e in snap.entries
         ]
 
-    table.status.update(apply)
+    table.status.update(apply, operation="REBUILD INDEX")
 
 
 def rebuild_indexes(

@@ -677,7 +677,7 @@ def _fingerprint(table: Table, snapshot: TableStatusSnapshot) -> tuple[str, list
         for i in table.paths.sfs.list_dir(table.paths.stats_dir)
         if i.is_file
     }
-    have, missing, parts = [], [], [snapshot.version]
+    have, missing, parts = [], [], [f"{snapshot.table_id}:{snapshot.version}"]
     for e in snapshot.readable:
         name = f"segment_{e.load_name}.stats"
         if name in files:
@@ -720,7 +720,7 @@ def get_table_statistics(
         else:
             stats.append(s)
     result = merge_segments(
-        stats, table=str(table.name), snapshot_version=snap.version, missing=missing
+        stats, table=str(table.name), snapshot_version=str(snap.version), missing=missing
     )
     if use_cache:
         try:

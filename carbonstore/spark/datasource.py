@@ -40,7 +40,7 @@ __all__ = ["CarbonCommitMessage", "CarbonDataSource", "CarbonWriter", "schema_dd
 # Options that are not load options.
 STORE_OPTION = "store"
 SEGMENT_OPTION = "segment"
-_INTERNAL = frozenset({"path", STORE_OPTION, SEGMENT_OPTION})
+_INTERNAL = frozenset({"path", STORE_OPTION, SEGMENT_OPTION, "versionasof", "timestampasof"})
 
 
 def schema_ddl(table: Table) -> str:

@@ -35,7 +35,7 @@ from carbonstore.indexfiles.expr import AlwaysTrue, Expr, references, session_zo
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store import Store, load_conf
-from carbonstore.store.table import Table
+from carbonstore.store.table import Table, as_of_option
 
 __all__ = [
     "CarbonPartition", "CarbonReader", "arrow_read_schema", "collect_rows", "local_frame",
@@ -218,7 +218,9 @@ class CarbonReader(DataSourceReader):
     def _table(self) -> Table:
         conf = load_conf().with_overrides(_split(self.options))
         name = self.options.get("path") or ""
-        return Store(self.options.get("store") or None, conf=conf).table(name)
+        table = Store(self.options.get("store") or None, conf=conf).table(name)
+        # versionAsOf / timestampAsOf (checked for cleaned files once, when the plan is made)
+        return table.as_of(as_of_option(self.options), check_files=False)
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - pyspark API
         from carbonstore.indexfiles.expr import And
@@ -278,6 +280,8 @@ def to_spark(
     if segments is not None:
         ids = segments if isinstance(segments, str) else ",".join(segments)
         reader = reader.option(SEGMENTS_OPTION, ids)
+    if table.pinned_version is not None:  # a table opened as of a version reads only it
+        reader = reader.option("versionAsOf", str(table.pinned_version))
     df = reader.load(str(table.name))
     if where:
         df = df.where(where)

@@ -4,7 +4,7 @@ from carbonstore.store.conf import CarbonConf, load_conf
 from carbonstore.store.paths import TableName, TablePaths, parse_table_name
 from carbonstore.store.schema import Column, DataType, TableSchema, parse_schema_string
 from carbonstore.store.table import Store, Table
-from carbonstore.store.tablestatus import LoadEntry, TableStatus, TableStatusSnapshot
+from carbonstore.store.tablestatus import LoadEntry, TableStatus, TableStatusSnapshot, VersionInfo
 
 __all__ = [
     "CarbonConf",
@@ -18,6 +18,7 @@ __all__ = [
     "TableSchema",
     "TableStatus",
     "TableStatusSnapshot",
+    "VersionInfo",
     "load_conf",
     "parse_schema_string",
     "parse_table_name",

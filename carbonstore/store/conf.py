@@ -68,6 +68,9 @@ DEFAULTS: dict[str, str] = {
     "carbon.badrecords.location": "",
     "carbon.statistics.enabled": "true",
     "carbon.load.csv.parser": "auto",
+    # versioned tablestatus: commit retries, lease of running loads and compactions
+    "carbon.tablestatus.commit.retries": "60",
+    "carbon.segment.lease.seconds": "120",
 }
 
 # Table property -> the conf key it overrides.
@@ -265,6 +268,8 @@ KEY_TYPES: dict[str, KeyType] = {
     "carbon.bad.records.action": Choice(("FAIL", "FORCE", "REDIRECT", "IGNORE")),
     "carbon.badrecords.location": Text(),
     "carbon.statistics.enabled": Bool(),
+    "carbon.tablestatus.commit.retries": Int(1, 10_000),
+    "carbon.segment.lease.seconds": Float(1, 86_400),
     "carbon.load.csv.parser": Choice(("auto", "spark")),
 }
 

@@ -96,14 +96,22 @@ class StoreFS:
         with self.fs.open_output_stream(path) as f:
             f.write(data)
 
-    def write_atomic(self, path: str, data: bytes) -> None:
-        """Replace ``path`` with ``data`` so readers see the old or the new file, never half."""
+    def write_atomic(self, path: str, data: bytes, *, durable: bool = True) -> None:
+        """Replace ``path`` with ``data`` so readers see the old or the new file, never half.
+
+        ``durable=False`` skips the fsyncs (a hint that may be lost in a power cut, never torn).
+        """
         parent = path.rsplit("/", 1)[0]
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
         if self.local:
-            _write_fsynced(tmp, data)
+            if durable:
+                _write_fsynced(tmp, data)
+            else:
+                with open(tmp, "xb") as f:
+                    f.write(data)
             os.replace(tmp, path)
-            _fsync_dir(parent)
+            if durable:
+                _fsync_dir(parent)
         else:
             self.write_bytes(tmp, data)
             self.fs.move(tmp, path)

@@ -79,6 +79,11 @@ class TablePaths:
         return f"{self.metadata}/tablestatus"
 
     @property
+    def tablestatus_log(self) -> str:
+        """Folder of the tablestatus version logs, one sub-folder per table id."""
+        return f"{self.metadata}/tablestatus_log"
+
+    @property
     def tablestatus_backup(self) -> str:
         return f"{self.metadata}/tablestatus.backup"
 

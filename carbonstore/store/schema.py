@@ -213,6 +213,12 @@ def _csv_list(value: str) -> list[str]:
     return [v.strip().lower() for v in value.split(",") if v.strip()]
 
 
+def _table_id(value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9a-f-]{0,64}", value):
+        raise ValueError(f"invalid tableId {value!r}")
+    return value
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TableSchema:
     """Columns plus validated table properties (lower-case keys, string values)."""
@@ -223,6 +229,7 @@ class TableSchema:
     properties: dict[str, str] = field(default_factory=dict)
     created_ms: int = 0
     schema_version: int = 1
+    table_id: str = ""  # a uuid; empty for tables created before ids existed
 
     def __post_init__(self) -> None:
         self.validate()
@@ -321,6 +328,7 @@ class TableSchema:
             "table": self.table,
             "schemaVersion": self.schema_version,
             "createdMs": self.created_ms,
+            **({"tableId": self.table_id} if self.table_id else {}),
             "columns": [c.to_json() for c in self.columns],
             "properties": dict(sorted(self.properties.items())),
         }
@@ -335,6 +343,7 @@ class TableSchema:
             table=obj["table"],
             schema_version=int(obj.get("schemaVersion", 1)),
             created_ms=int(obj.get("createdMs", 0)),
+            table_id=_table_id(obj.get("tableId", "")),
             columns=tuple(Column.from_json(c) for c in obj["columns"]),
             properties=dict(obj.get("properties", {})),
         )

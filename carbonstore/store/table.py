@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+import uuid
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
-from carbonstore.errors import InvalidNameError, TableExistsError, TableNotFoundError
+from carbonstore.errors import (
+    InvalidNameError,
+    TableExistsError,
+    TableNotFoundError,
+    UserError,
+    VersionNotFoundError,
+)
 from carbonstore.store.conf import CarbonConf, load_conf
 from carbonstore.store.fs import StoreFS, resolve_fs
 from carbonstore.store.locks import LockManager
@@ -16,9 +25,38 @@ from carbonstore.store.schema import (
     normalise_properties,
     parse_schema_string,
 )
-from carbonstore.store.tablestatus import TableStatus, now_ms
+from carbonstore.store.tablestatus import (
+    MARKED_FOR_DELETE,
+    LoadEntry,
+    TableStatus,
+    TableStatusSnapshot,
+    VersionInfo,
+    now_ms,
+)
 
-__all__ = ["Store", "Table"]
+__all__ = ["Store", "Table", "as_of_option", "legacy_table_id"]
+
+_TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d")
+_AS_OF_OPTIONS = ("versionasof", "timestampasof")
+
+
+def as_of_option(options: dict[str, str]) -> str | None:
+    """The ``versionAsOf`` / ``timestampAsOf`` option of a data source read, if any."""
+    for key, value in options.items():
+        text = str(value).strip()
+        if key.lower() in _AS_OF_OPTIONS and text:
+            # timestampAsOf in epoch ms: not a version number
+            return f"@{text}" if key.lower() == "timestampasof" and text.isdigit() else text
+    return None
+
+
+_SEGMENT_DIR_RE = re.compile(r"^Segment_(\d+)(?:\.\d+)?$")
+
+
+def legacy_table_id(schema: TableSchema) -> str:
+    """A stable id for a table whose schema predates table ids."""
+    key = f"carbonstore:{schema.database}.{schema.table}:{schema.created_ms}"
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, key))
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +66,7 @@ class Table:
     store: Store
     name: TableName
     schema: TableSchema
+    pinned_version: int | None = None
 
     @property
     def paths(self) -> TablePaths:
@@ -43,8 +82,102 @@ class Table:
         return LockManager(self.paths, self.store.conf)
 
     @property
+    def table_id(self) -> str:
+        """The table's uuid (tables created before ids existed get one derived from the
+        schema, the same in every process)."""
+        return self.schema.table_id or legacy_table_id(self.schema)
+
+    @property
     def status(self) -> TableStatus:
-        return TableStatus(self.paths, self.locks)
+        return TableStatus(self.paths, self.locks, self.table_id, self.pinned_version,
+                           legacy_schema=not self.schema.table_id)
+
+    # ---- time travel ---------------------------------------------------------------------
+    def history(self) -> list[VersionInfo]:
+        """Every tablestatus version, oldest first (version, time, operation, segments, rows)."""
+        return self.status.log()
+
+    def as_of(self, when: int | str | None, *, check_files: bool = True) -> Table:
+        """This table as it was at a version (int or digits), a local time
+        (``yyyy-MM-dd HH:mm:ss``) or ``@<epoch ms>``: read-only, every read pinned there.
+
+        ``check_files`` (default) refuses a version whose files clean files removed, with one
+        existence check per segment; readers that re-open the table per partition skip it.
+
+        Raises:
+            VersionNotFoundError: no such version, or files it needs were cleaned.
+            UserError: ``when`` is neither a version nor a time.
+        """
+        if when is None or (isinstance(when, str) and not when.strip()):
+            return self
+        version = self._resolve_version(when)
+        snap = self.status.read(version)
+        if check_files:
+            self._check_files(snap, f"version {version}")
+        return replace(self, pinned_version=version)
+
+    def _resolve_version(self, when: int | str) -> int:
+        if isinstance(when, int) and not isinstance(when, bool):
+            return when
+        text = str(when).strip()
+        if text.isdigit():
+            return int(text)
+        if text.startswith("@") and text[1:].isdigit():  # epoch milliseconds
+            return self.status.version_as_of(int(text[1:]))
+        for fmt in _TIME_FORMATS:
+            try:
+                ms = int(datetime.strptime(text, fmt).timestamp() * 1000)
+            except ValueError:
+                continue
+            return self.status.version_as_of(ms)
+        raise UserError(
+            f"invalid version or time {when!r}: give a version number (see 'carbonstore "
+            "history') or a local time yyyy-MM-dd HH:mm:ss"
+        )
+
+    def _check_files(self, snap: TableStatusSnapshot, what: str) -> None:
+        sfs = self.store.sfs
+        for e in snap.readable:
+            seg = self.paths.segment_dir(e.load_name)
+            if not sfs.exists(f"{seg}/{e.segment_file}" if e.segment_file else seg):
+                raise VersionNotFoundError(
+                    f"{what} of {self.name} cannot be read: the files of its segment "
+                    f"{e.load_name} were removed by clean files (after "
+                    "carbon.segment.retention.minutes)"
+                )
+
+    def restore(self, version: int) -> TableStatusSnapshot:
+        """Commit a new version whose readable segments are exactly ``version``'s.
+
+        Segments readable now but not then become Marked for Delete; segments readable
+        then get back their entry of then. Running loads are left alone.
+
+        Raises:
+            VersionNotFoundError: no such version, or its files were cleaned.
+        """
+        old = self.status.read(version)
+        self._check_files(old, f"version {version}")
+        wanted = {e.load_name: e for e in old.readable}
+
+        def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+            ts = now_ms()
+            out = []
+            for e in snap.entries:
+                if e.load_name in wanted:
+                    e = wanted[e.load_name]
+                elif e.readable:
+                    e = e.with_status(MARKED_FOR_DELETE, modification_or_deletion_timestamp=ts)
+                out.append(e)
+            have = {e.load_name for e in out}
+            gone = sorted(set(wanted) - have)
+            if gone:
+                raise VersionNotFoundError(
+                    f"version {version} of {self.name} cannot be restored: segment(s) "
+                    f"{', '.join(gone)} were removed by clean files"
+                )
+            return out
+
+        return self.status.update(apply, operation=f"RESTORE {version}")
 
     def describe(self) -> dict[str, Any]:
         snap = self.status.read()
@@ -110,22 +243,64 @@ class Store:
             columns=tuple(columns),
             properties=normalise_properties(properties or {}),
             created_ms=now_ms(),
+            table_id=str(uuid.uuid4()),
         )
         self.sfs.makedirs(paths.metadata)
         locks = LockManager(paths, self.conf)
-        with locks.hold("meta.lock"):
+        with locks.hold("meta.lock"):  # a courtesy: two creates of one name do not interleave
             if self.sfs.exists(paths.schema):
-                if if_not_exists:
-                    return self.table(paths.name)
-                raise TableExistsError(f"table {paths.name} already exists")
+                if self._live(paths.name):
+                    if if_not_exists:
+                        return self.table(paths.name)
+                    raise TableExistsError(f"table {paths.name} already exists")
+            floor = self._trash_leftovers(paths)
+            table = Table(self, paths.name, table_schema)
             self.sfs.makedirs(paths.fact_dir)
-            self.sfs.write_atomic(paths.schema, table_schema.to_bytes())
-        return Table(self, paths.name, table_schema)
+            table.status.create(id_floor=floor)
+            if not self.sfs.put_if_absent(paths.schema, table_schema.to_bytes()):
+                raise TableExistsError(f"table {paths.name} already exists")
+        return table
+
+    def _live(self, name: TableName) -> bool:
+        """The schema exists and the table was not dropped (a drop that did not finish)."""
+        try:
+            self.table(name).status.read()
+        except TableNotFoundError:
+            return False
+        return True
+
+    def _trash_leftovers(self, paths: TablePaths) -> int:
+        """Move whatever is in a new table's folder to ``<store>/.Trash/``; never adopt it.
+
+        Returns the smallest segment id the new table may use, so a writer of the old table
+        that still runs never shares a segment folder with the new one.
+        """
+        names = [i.base_name for i in self.sfs.list_dir(paths.root) if i.base_name != "LockFiles"]
+        if not names or (names == ["Metadata"] and not self.sfs.list_dir(paths.metadata)):
+            return 0
+        floor = 0
+        for info in self.sfs.list_dir(paths.fact_dir):
+            m = _SEGMENT_DIR_RE.match(info.base_name)
+            if m is not None:
+                floor = max(floor, int(m.group(1)) + 1)
+        target = self.sfs.join(".Trash", f"{paths.name}.{now_ms()}")
+        self.sfs.makedirs(self.sfs.join(".Trash"))
+        self.sfs.move(paths.root, target)
+        self.sfs.makedirs(paths.metadata)
+        return floor
 
     def drop_table(self, name: str) -> None:
-        """Remove the table and all its files."""
+        """Commit the table's DROP version, then remove its folder.
+
+        A load or compaction still running fails its commit (the table is gone), and a
+        later create of the same name starts from an empty folder.
+        """
         table = self.table(name)
         with table.locks.hold("meta.lock"):
+            try:
+                table.status.drop()
+            except TableNotFoundError:  # an earlier drop committed but did not finish
+                pass
             self.sfs.delete_dir(table.paths.root)
 
     def tables(self) -> list[TableName]:

@@ -1,31 +1,92 @@
-"""The tablestatus log (DESIGN.md section 3): typed entries, snapshots, atomic updates.
+"""The versioned tablestatus (DESIGN.md section 3; the format: docs/tablestatus.md).
 
-``Metadata/tablestatus`` is a JSON array of load entries with CarbonData's keys. Every
-change is a read-modify-write under ``LockFiles/tablestatus.lock``: the current file is
-kept as ``tablestatus.backup``, the new one is written to a temp file, fsynced and renamed
-over the old one, so a reader sees either version, never half of one. Entries that are
-removed for good move to ``tablestatus.history``.
+Every change to a table's segments writes version ``N+1`` of its tablestatus once, with
+the store's put-if-absent write (``StoreFS.put_if_absent``), as
+``Metadata/tablestatus_log/<tableId>/<N as 20 digits>.json``. A version is never
+rewritten. It holds the version, its parent, the operation, time and writer, and the
+entries it changes (CarbonData's keys) plus the load names it removes; every
+``CHECKPOINT_INTERVAL``-th version holds all entries instead (a checkpoint), so a reader
+needs one checkpoint and at most ``CHECKPOINT_INTERVAL - 1`` small files.
+
+Commits are optimistic: read the latest version ``N``, compute the new entries from it,
+put ``N+1``; a writer that loses the race re-reads and runs its change again on the
+fresh snapshot (where it may find a conflict and raise), a bounded number of times with
+jittered backoff. No lock decides anything (a courtesy lock only makes local writers take
+turns).
+
+The latest version: ``_latest.json`` in the log folder is a hint, rewritten after
+commits; readers start from it (or from the newest version this process knows) and
+probe forward until a version does not exist, so a stale hint costs a probe, never a
+wrong answer. Versions are gapless: ``N+1`` is only ever written by a writer that read
+``N``. Decoded states are cached per process by version, so a warm ``read()`` is a hint
+read and one existence probe.
+
+The log folder is named by the table's id (a uuid in its schema), so a writer that
+opened a table which was dropped and created again can never commit into the new table:
+its folder is gone and the put fails. A table written by the earlier single-file format
+(``Metadata/tablestatus``) reads as version 0 and is upgraded by its first write.
 """
 
 from __future__ import annotations
 
-import re
+import bisect
+import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+import filelock
 import orjson
-import xxhash
 
-from carbonstore.errors import CorruptMetadataError, SegmentNotFoundError
+from carbonstore.errors import (
+    CommitConflictError,
+    CorruptMetadataError,
+    SegmentNotFoundError,
+    TableNotFoundError,
+    UserError,
+    VersionNotFoundError,
+)
+from carbonstore.store.entries import (
+    ALL_STATUSES,
+    COMPACTED,
+    FAILURE,
+    IN_PROGRESS,
+    MARKED_FOR_DELETE,
+    OVERWRITE_IN_PROGRESS,
+    PARTIAL_SUCCESS,
+    READABLE_STATUSES,
+    RUNNING_STATUSES,
+    SUCCESS,
+    LoadEntry,
+    next_compacted_name,
+    now_ms,
+    segment_sort_key,
+)
 from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TablePaths
+from carbonstore.store.versions import (
+    CHECKPOINT_INTERVAL,
+    State,
+    TableStatusSnapshot,
+    VersionInfo,
+    VersionRecord,
+    apply_record,
+    corrupt_version,
+    decode_legacy,
+    decode_record,
+    encode_version,
+    floor_of,
+    next_version,
+)
 
 __all__ = [
+    "ALL_STATUSES",
+    "CHECKPOINT_INTERVAL",
     "COMPACTED",
     "FAILURE",
     "IN_PROGRESS",
@@ -33,286 +94,465 @@ __all__ = [
     "OVERWRITE_IN_PROGRESS",
     "PARTIAL_SUCCESS",
     "READABLE_STATUSES",
+    "RUNNING_STATUSES",
     "SUCCESS",
     "LoadEntry",
     "TableStatus",
     "TableStatusSnapshot",
+    "VersionInfo",
     "next_compacted_name",
     "now_ms",
+    "segment_sort_key",
 ]
 
-SUCCESS = "Success"
-PARTIAL_SUCCESS = "Partial Success"
-FAILURE = "Failure"
-IN_PROGRESS = "In Progress"
-MARKED_FOR_DELETE = "Marked for Delete"
-COMPACTED = "Compacted"
-OVERWRITE_IN_PROGRESS = "Overwrite In Progress"
-ALL_STATUSES = (
-    SUCCESS, PARTIAL_SUCCESS, FAILURE, IN_PROGRESS, MARKED_FOR_DELETE, COMPACTED,
-    OVERWRITE_IN_PROGRESS,
-)
-READABLE_STATUSES = frozenset({SUCCESS, PARTIAL_SUCCESS})
+_HINT = "_latest.json"
+_COURTESY_WAIT = 0.5  # seconds a commit waits for the courtesy lock before going ahead
+_DIGITS = 20
 
-# Allowed status transitions; anything else is a bug in the caller.
-_TRANSITIONS: dict[str, frozenset[str]] = {
-    IN_PROGRESS: frozenset({SUCCESS, PARTIAL_SUCCESS, FAILURE, MARKED_FOR_DELETE}),
-    OVERWRITE_IN_PROGRESS: frozenset({SUCCESS, PARTIAL_SUCCESS, FAILURE, MARKED_FOR_DELETE}),
-    SUCCESS: frozenset({COMPACTED, MARKED_FOR_DELETE}),
-    PARTIAL_SUCCESS: frozenset({COMPACTED, MARKED_FOR_DELETE}),
-    COMPACTED: frozenset(),
-    MARKED_FOR_DELETE: frozenset(),
-    FAILURE: frozenset({MARKED_FOR_DELETE}),
-}
-
-
-_LOAD_NAME_RE = re.compile(r"[0-9]+(\.[0-9]+)?")
-_KNOWN_KEYS = frozenset({
-    "loadName", "loadStatus", "loadStartTime", "timestamp", "dataSize", "indexSize",
-    "rowCount", "badRecordCount", "mergedLoadName", "modificationOrDeletionTimestamp",
-    "visibility", "majorCompacted", "fileFormat", "segmentFile",
-})
-# tablestatus path -> (xxh64 of its bytes, the entries decoded from them): a re-read of an
-# unchanged file (every plan reads it) skips decoding. Entries are immutable.
-_DECODED: OrderedDict[str, tuple[str, tuple[LoadEntry, ...]]] = OrderedDict()
-_DECODED_LIMIT = 64
-_decoded_lock = threading.Lock()
+# (log folder, version) -> decoded state; states are immutable, so sharing them is safe.
+_STATES: OrderedDict[tuple[str, int], State] = OrderedDict()
+_STATES_LIMIT = 64
+# log folder -> the newest version this process has seen (a lower bound of the latest).
+_NEWEST: dict[str, int] = {}
+_cache_lock = threading.Lock()
 
 
 def forget_decoded() -> None:
-    """Drop the decoded tablestatus files this process keeps (as if it were a fresh one)."""
-    with _decoded_lock:
-        _DECODED.clear()
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoadEntry:
-    """One segment's entry in tablestatus (CarbonData's keys on disk)."""
-
-    load_name: str
-    status: str
-    load_start_time: int
-    timestamp: int | None = None
-    data_size: int = 0
-    index_size: int = 0
-    row_count: int = 0
-    bad_record_count: int = 0
-    merged_load_name: str | None = None
-    modification_or_deletion_timestamp: int | None = None
-    visibility: bool = True
-    major_compacted: bool = False
-    file_format: str = "parquet"
-    segment_file: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def readable(self) -> bool:
-        return self.visibility and self.status in READABLE_STATUSES
-
-    @property
-    def time_taken_ms(self) -> int | None:
-        return None if self.timestamp is None else self.timestamp - self.load_start_time
-
-    def with_status(self, status: str, **changes: Any) -> LoadEntry:
-        if status not in _TRANSITIONS.get(self.status, frozenset()) and status != self.status:
-            raise ValueError(f"segment {self.load_name}: {self.status} -> {status} is not allowed")
-        return replace(self, status=status, **changes)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "loadName": self.load_name,
-            "loadStatus": self.status,
-            "loadStartTime": self.load_start_time,
-            "timestamp": self.timestamp,
-            "dataSize": self.data_size,
-            "indexSize": self.index_size,
-            "rowCount": self.row_count,
-            "badRecordCount": self.bad_record_count,
-            "mergedLoadName": self.merged_load_name,
-            "modificationOrDeletionTimestamp": self.modification_or_deletion_timestamp,
-            "visibility": "true" if self.visibility else "false",
-            "majorCompacted": "true" if self.major_compacted else "false",
-            "fileFormat": self.file_format,
-            "segmentFile": self.segment_file,
-        }
-        out.update(self.extra)
-        return out
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> LoadEntry:
-        load_name = obj["loadName"]
-        if isinstance(load_name, int) and not isinstance(load_name, bool):
-            load_name = str(load_name)
-        if not isinstance(load_name, str) or not _LOAD_NAME_RE.fullmatch(load_name):
-            raise ValueError(f"invalid loadName {load_name!r}")
-        status = obj["loadStatus"]
-        if status not in ALL_STATUSES:
-            raise ValueError(f"unknown loadStatus {status!r}")
-        return cls(
-            load_name=load_name,
-            status=status,
-            load_start_time=int(obj["loadStartTime"]),
-            timestamp=None if obj.get("timestamp") is None else int(obj["timestamp"]),
-            data_size=int(obj.get("dataSize") or 0),
-            index_size=int(obj.get("indexSize") or 0),
-            row_count=int(obj.get("rowCount") or 0),
-            bad_record_count=int(obj.get("badRecordCount") or 0),
-            merged_load_name=obj.get("mergedLoadName"),
-            modification_or_deletion_timestamp=obj.get("modificationOrDeletionTimestamp"),
-            visibility=str(obj.get("visibility", "true")).lower() == "true",
-            major_compacted=str(obj.get("majorCompacted", "false")).lower() == "true",
-            file_format=obj.get("fileFormat") or "parquet",
-            segment_file=obj.get("segmentFile"),
-            extra={k: v for k, v in obj.items() if k not in _KNOWN_KEYS},
-        )
-
-
-def segment_sort_key(load_name: str) -> tuple[int, int]:
-    major, _, minor = load_name.partition(".")
-    return int(major), int(minor or 0)
-
-
-def next_compacted_name(first_source: str) -> str:
-    """``N`` -> ``N.1``; ``N.k`` -> ``N.(k+1)``."""
-    major, _, minor = first_source.partition(".")
-    return f"{major}.{int(minor or 0) + 1}"
-
-
-@dataclass(frozen=True, slots=True)
-class TableStatusSnapshot:
-    """One consistent read of tablestatus. ``version`` changes with every write.
-
-    ``id_floor`` is the smallest id a new segment may take because of entries already moved
-    to tablestatus.history; ``TableStatus.update`` fills it in so an id is never reused.
-    """
-
-    entries: tuple[LoadEntry, ...]
-    version: str
-    id_floor: int = 0
-
-    def get(self, load_name: str) -> LoadEntry:
-        for e in self.entries:
-            if e.load_name == load_name:
-                return e
-        raise SegmentNotFoundError(f"segment {load_name} does not exist")
-
-    def find(self, load_name: str) -> LoadEntry | None:
-        for e in self.entries:
-            if e.load_name == load_name:
-                return e
-        return None
-
-    @property
-    def readable(self) -> list[LoadEntry]:
-        return [e for e in self.entries if e.readable]
-
-    def next_segment_id(self) -> str:
-        ids = [segment_sort_key(e.load_name)[0] + 1 for e in self.entries]
-        return str(max([self.id_floor, *ids]))
-
-
-def _decode(data: bytes, path: str, backup: str) -> tuple[LoadEntry, ...]:
-    try:
-        raw = orjson.loads(data)
-        if not isinstance(raw, list):
-            raise ValueError("expected a JSON array of load entries")
-        return tuple(LoadEntry.from_json(o) for o in raw)
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-        raise CorruptMetadataError(
-            f"tablestatus file {path} is corrupt or truncated ({err}); the previous version "
-            f"is kept at {backup}: check it and copy it over {path} to recover"
-        ) from err
-
-
-def _encode(entries: Iterable[LoadEntry]) -> bytes:
-    return orjson.dumps([e.to_json() for e in entries], option=orjson.OPT_INDENT_2)
+    """Drop the decoded versions this process keeps (as if it were a fresh one)."""
+    with _cache_lock:
+        _STATES.clear()
+        _NEWEST.clear()
 
 
 @dataclass(frozen=True, slots=True)
 class TableStatus:
-    """Reads and updates one table's tablestatus."""
+    """Reads and commits one table's tablestatus versions."""
 
     paths: TablePaths
     locks: LockManager
+    table_id: str
+    pinned: int | None = None  # a table opened as of a version reads only that version
+    legacy_schema: bool = False  # its schema predates table ids: it may have no log yet
 
-    def read(self) -> TableStatusSnapshot:
-        """A consistent snapshot (the file is only ever replaced whole)."""
+    # ---- paths -----------------------------------------------------------------------------
+    @property
+    def log_dir(self) -> str:
+        return f"{self.paths.tablestatus_log}/{self.table_id}"
+
+    def _version_path(self, version: int) -> str:
+        return f"{self.log_dir}/{version:0{_DIGITS}d}.json"
+
+    @property
+    def _hint_path(self) -> str:
+        return f"{self.log_dir}/{_HINT}"
+
+    # ---- reading ---------------------------------------------------------------------------
+    def _gone(self) -> TableNotFoundError:
+        return TableNotFoundError(
+            f"table {self.paths.name} was dropped (its tablestatus log "
+            f"{self.paths.relative(self.log_dir)} is gone); open it again if it was re-created"
+        )
+
+    def _listed_versions(self) -> list[int]:
+        out = []
+        for info in self.paths.sfs.list_dir(self.log_dir):
+            stem = info.base_name.removesuffix(".json")
+            if info.is_file and len(stem) == _DIGITS and stem.isdigit():
+                out.append(int(stem))
+        return sorted(out)
+
+    def _latest(self) -> int | None:
+        """The latest version; None when the log does not exist (a legacy table)."""
         sfs = self.paths.sfs
-        path = self.paths.tablestatus
-        if not sfs.exists(path):
-            backup = self.paths.tablestatus_backup
-            if sfs.exists(backup):  # only ever written next to a tablestatus: it was lost
+        start: int | None = None
+        try:
+            hint = orjson.loads(sfs.read_bytes(self._hint_path))
+            if isinstance(hint, dict) and isinstance(hint.get("version"), int):
+                start = hint["version"]
+        except FileNotFoundError:
+            pass
+        except (orjson.JSONDecodeError, OSError):  # a damaged hint is only a slower start
+            start = None
+        hint_version = start
+        with _cache_lock:
+            known = _NEWEST.get(self.log_dir)
+        if start is None or (known is not None and known >= start):
+            # Seen by this process, so it exists (versions are never deleted) - unless the
+            # whole log went with a drop, which a missing hint makes worth a look.
+            start = known
+            if start is not None and hint_version is None and not sfs.exists(
+                self._version_path(start)
+            ):
+                start = None
+        elif not sfs.exists(self._version_path(start)):
+            start = -start - 1  # the hint names a version that is not there (see below)
+        if start is None or start < 0:
+            hinted = None if start is None else -start - 1
+            if not sfs.is_dir(self.log_dir):
+                return None
+            listed = self._listed_versions()
+            if hinted is not None and (not listed or listed[-1] < hinted):
+                # The hint is written after its version exists and versions are never
+                # deleted: the newest commit's file was lost. Never answer from older ones.
+                raise corrupt_version(self._version_path(hinted), FileNotFoundError("it is missing"))
+            if not listed:
                 raise CorruptMetadataError(
-                    f"tablestatus file {path} is missing but its previous version {backup} "
-                    f"exists; check the backup and copy it over {path} to recover"
+                    f"tablestatus log {self.log_dir} holds no version; the table's creation "
+                    "did not finish - drop the table and create it again"
                 )
-            return TableStatusSnapshot((), "empty")
-        data = sfs.read_bytes(path)
-        digest = xxhash.xxh64_hexdigest(data)
-        with _decoded_lock:
-            hit = _DECODED.get(path)
-        if hit is not None and hit[0] == digest:
-            return TableStatusSnapshot(hit[1], digest)
-        entries = _decode(data, path, self.paths.tablestatus_backup)
-        with _decoded_lock:
-            _DECODED[path] = (digest, entries)
-            _DECODED.move_to_end(path)
-            while len(_DECODED) > _DECODED_LIMIT:
-                _DECODED.popitem(last=False)
-        return TableStatusSnapshot(entries, digest)
+            start = listed[-1]
+        n = start
+        while sfs.exists(self._version_path(n + 1)):
+            n += 1
+        if n - start >= 8:  # keep later fresh readers from probing as far
+            self._write_hint(n)
+        with _cache_lock:
+            if _NEWEST.get(self.log_dir, -1) < n:
+                _NEWEST[self.log_dir] = n
+        return n
+
+    def _write_hint(self, version: int) -> None:
+        try:
+            self.paths.sfs.write_atomic(self._hint_path, orjson.dumps({"version": version}),
+                                        durable=False)
+        except OSError:  # a hint is never needed for correctness
+            pass
+
+    def _read_record(self, version: int) -> VersionRecord:
+        path = self._version_path(version)
+        try:
+            data = self.paths.sfs.read_bytes(path)
+        except FileNotFoundError as err:
+            if not self.paths.sfs.is_dir(self.log_dir):
+                raise self._gone() from err
+            raise VersionNotFoundError(
+                f"table {self.paths.name} has no tablestatus version {version}"
+            ) from err
+        return decode_record(data, path, version=version, table_id=self.table_id)
+
+    def _state(self, version: int) -> State:
+        key = (self.log_dir, version)
+        with _cache_lock:
+            hit = _STATES.get(key)
+            if hit is not None:
+                _STATES.move_to_end(key)
+                return hit
+            checkpoint = version - version % CHECKPOINT_INTERVAL
+            base_version, base = checkpoint - 1, None
+            for v in range(version - 1, checkpoint - 1, -1):
+                base = _STATES.get((self.log_dir, v))
+                if base is not None:
+                    base_version = v
+                    break
+        entries: dict[str, LoadEntry]
+        if base is None:
+            rec = self._read_record(checkpoint)
+            if rec.entries is None:
+                raise corrupt_version(self._version_path(checkpoint),
+                               ValueError("a checkpoint version holds no entries"))
+            entries = {e.load_name: e for e in rec.entries}
+            state = State(tuple(entries.values()), rec.floor, rec.timestamp, rec.dropped)
+            base_version = checkpoint
+        else:
+            entries = {e.load_name: e for e in base.entries}
+            state = base
+        for v in range(base_version + 1, version + 1):
+            rec = self._read_record(v)
+            if rec.entries is not None:
+                entries = {e.load_name: e for e in rec.entries}
+            else:
+                apply_record(entries, rec, self._version_path(v))
+            state = State(tuple(entries.values()), rec.floor, rec.timestamp, rec.dropped)
+        self._remember(version, state)
+        return state
+
+    def _remember(self, version: int, state: State) -> None:
+        with _cache_lock:
+            _STATES[(self.log_dir, version)] = state
+            _STATES.move_to_end((self.log_dir, version))
+            while len(_STATES) > _STATES_LIMIT:
+                _STATES.popitem(last=False)
+            if _NEWEST.get(self.log_dir, -1) < version:
+                _NEWEST[self.log_dir] = version
+
+    def _legacy(self) -> TableStatusSnapshot:
+        """A table of the single-file format, read as version 0 (upgraded on first write)."""
+        sfs = self.paths.sfs
+        # Only a table whose schema (still) has no id: never a table created since.
+        if not self.legacy_schema or not sfs.exists(self.paths.schema) or (
+            b'"tableId"' in sfs.read_bytes(self.paths.schema)
+        ):
+            raise self._gone()
+        path = self.paths.tablestatus
+        entries: tuple[LoadEntry, ...] = ()
+        if sfs.exists(path):
+            entries = decode_legacy(sfs.read_bytes(path), path, self.paths.tablestatus_backup)
+        elif sfs.exists(self.paths.tablestatus_backup):
+            raise CorruptMetadataError(
+                f"tablestatus file {path} is missing but its previous version "
+                f"{self.paths.tablestatus_backup} exists; check the backup and copy it over "
+                f"{path} to recover"
+            )
+        history = self.read_history()
+        floor = floor_of([*entries, *history], 0)
+        return TableStatusSnapshot(entries, 0, floor, self.table_id, 0, legacy=True)
+
+    def read(self, version: int | None = None) -> TableStatusSnapshot:
+        """The latest version (or ``version``): one immutable snapshot.
+
+        Raises:
+            TableNotFoundError: the table was dropped.
+            VersionNotFoundError: ``version`` does not exist.
+            CorruptMetadataError: a version file on the way is damaged.
+        """
+        if version is None:
+            version = self.pinned
+        latest = self._latest()
+        if latest is None:
+            if version not in (None, 0):
+                raise VersionNotFoundError(
+                    f"table {self.paths.name} has no tablestatus version {version}; "
+                    "it has only version 0"
+                )
+            return self._legacy()
+        if version is not None:
+            if not 0 <= version <= latest:
+                raise VersionNotFoundError(
+                    f"table {self.paths.name} has no tablestatus version {version}; "
+                    f"its versions are 0 to {latest} ('carbonstore history' lists them)"
+                )
+            latest = version
+        state = self._state(latest)
+        if state.dropped:
+            raise self._gone()
+        return TableStatusSnapshot(state.entries, latest, state.floor, self.table_id,
+                                   state.timestamp)
 
     def read_history(self) -> list[LoadEntry]:
+        """Entries removed for good by clean files (``tablestatus.history``)."""
         sfs = self.paths.sfs
         path = self.paths.tablestatus_history
         if not sfs.exists(path):
             return []
-        return list(_decode(sfs.read_bytes(path), path, path))
+        return list(decode_legacy(sfs.read_bytes(path), path, path))
+
+    def log(self) -> list[VersionInfo]:
+        """Every version, oldest first (lists the log folder: for history, not for plans)."""
+        if self._latest() is None:
+            snap = self._legacy()
+            return [VersionInfo(
+                version=0, parent=None, operation="LEGACY", timestamp=0, writer="",
+                added=tuple(e.load_name for e in snap.readable),
+                rows=sum(e.row_count for e in snap.readable),
+            )]
+        return [self._read_record(v).info() for v in self._listed_versions()]
+
+    def version_as_of(self, timestamp_ms: int) -> int:
+        """The newest version written at or before ``timestamp_ms``.
+
+        Raises:
+            VersionNotFoundError: the table has no version that old.
+        """
+        versions = self._listed_versions()
+        if not versions:
+            return 0
+        times = _LazyTimes(self, versions)
+        i = bisect.bisect_right(times, timestamp_ms)
+        if i == 0:
+            raise VersionNotFoundError(
+                f"table {self.paths.name} has no version as of {timestamp_ms} ms; its first "
+                f"version was written at {times[0]} ms"
+            )
+        return versions[i - 1]
+
+    # ---- leases (heartbeat files; see carbonstore.store.leases) ----------------------------
+    def _lease_path(self, segment_id: str) -> str:
+        from carbonstore.store.paths import check_segment_id
+
+        return f"{self.log_dir}/leases/{check_segment_id(segment_id)}.json"
+
+    def write_lease(self, segment_id: str, data: bytes) -> None:
+        """Rewrite a heartbeat; FileNotFoundError when the table's log is gone (dropped)."""
+        sfs = self.paths.sfs
+        folder = f"{self.log_dir}/leases"
+        if not sfs.is_dir(folder):
+            if not sfs.is_dir(self.log_dir):
+                raise FileNotFoundError(self.log_dir)
+            try:  # never recursive: a dropped table's log must not come back
+                sfs.fs.create_dir(folder, recursive=False)
+            except FileExistsError:
+                pass
+        sfs.write_atomic(self._lease_path(segment_id), data, durable=False)
+
+    def read_lease(self, segment_id: str) -> dict[str, Any] | None:
+        try:
+            obj = orjson.loads(self.paths.sfs.read_bytes(self._lease_path(segment_id)))
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return None  # no heartbeat (yet), or one torn by a crash: the entry's lease counts
+        return obj if isinstance(obj, dict) else None
+
+    def delete_lease(self, segment_id: str) -> None:
+        try:
+            self.paths.sfs.delete_file(self._lease_path(segment_id))
+        except OSError:
+            pass
+
+    # ---- writing ---------------------------------------------------------------------------
+    def create(self, *, id_floor: int = 0) -> TableStatusSnapshot:
+        """Write version 0 (no entries) of a new table; its segment ids start at ``id_floor``."""
+        self.paths.sfs.makedirs(self.log_dir)
+        ts = now_ms()
+        return self._put(0, encode_version(
+            version=0, table_id=self.table_id, operation="CREATE", floor=id_floor,
+            checkpoint=(), upserts=(), removes=(), base=(), timestamp=ts,
+        ), State((), id_floor, ts))
+
+    def _put(self, version: int, data: bytes, state: State) -> TableStatusSnapshot:
+        try:
+            won = self.paths.sfs.put_if_absent(self._version_path(version), data)
+        except FileNotFoundError as err:
+            raise self._gone() from err
+        if not won:
+            raise CommitConflictError(f"version {version} of {self.paths.name} exists")
+        self._remember(version, state)
+        self._write_hint(version)
+        return TableStatusSnapshot(state.entries, version, state.floor, self.table_id,
+                                   state.timestamp)
+
+    def _upgrade(self, legacy: TableStatusSnapshot) -> None:
+        """Write a legacy table's entries as version 0 of its log (whoever wins, once)."""
+        self.paths.sfs.makedirs(self.log_dir)
+        data = encode_version(
+            version=0, table_id=self.table_id, operation="UPGRADE", floor=legacy.id_floor,
+            checkpoint=legacy.entries, upserts=(), removes=(), base=(), timestamp=now_ms(),
+        )
+        self.paths.sfs.put_if_absent(self._version_path(0), data)
+
+    def _retries(self) -> int:
+        return max(1, self.locks.conf.get_int("carbon.tablestatus.commit.retries"))
 
     def update(
         self,
         fn: Callable[[TableStatusSnapshot], list[LoadEntry]],
         *,
+        operation: str = "UPDATE",
         remove: Callable[[LoadEntry], bool] | None = None,
     ) -> TableStatusSnapshot:
-        """Apply ``fn`` to the current entries under the lock and write the result.
+        """Commit a new version made by ``fn`` from the latest one (optimistically).
 
-        ``fn`` returns the new list of entries. Entries for which ``remove`` is true are
-        dropped from the new list and appended to tablestatus.history.
+        ``fn`` returns the new list of entries; it runs again on the fresh snapshot after
+        a lost race, so it must derive everything from its argument and raise on a
+        conflict. Entries for which ``remove`` is true are left out of the new version
+        and appended to ``tablestatus.history``. When nothing changes, nothing is written
+        and the snapshot ``fn`` saw is returned.
+
+        Raises:
+            CommitConflictError: still losing the race after
+                ``carbon.tablestatus.commit.retries`` attempts.
+            TableNotFoundError: the table was dropped.
         """
-        with self.locks.hold("tablestatus.lock"):
-            current = self.read()
-            history = self.read_history()
-            if history:
-                floor = max(segment_sort_key(e.load_name)[0] for e in history) + 1
-                current = replace(current, id_floor=floor)
-            new_entries = fn(current)
-            removed: list[LoadEntry] = []
-            if remove is not None:
-                removed = [e for e in new_entries if remove(e)]
-                new_entries = [e for e in new_entries if not remove(e)]
-            self._write(current, new_entries, removed)
-            return self.read()
+        self._writable()
+        with self._courtesy():
+            return self._commit(fn, operation, remove)
 
-    def _write(
-        self, current: TableStatusSnapshot, entries: list[LoadEntry], removed: list[LoadEntry]
-    ) -> None:
-        sfs = self.paths.sfs
-        sfs.makedirs(self.paths.metadata)
-        if removed:
-            # A crash after the history write but before the tablestatus write leaves the
-            # entries in both; the retry must not record them twice.
-            history = self.read_history()
-            known = {e.load_name for e in history}
-            history += [e for e in removed if e.load_name not in known]
-            sfs.write_atomic(self.paths.tablestatus_history, _encode(history))
-        if current.version != "empty":
-            sfs.write_atomic(self.paths.tablestatus_backup, sfs.read_bytes(self.paths.tablestatus))
-        crash_point("tablestatus.before_write")
-        sfs.write_atomic(self.paths.tablestatus, _encode(entries))
+    @contextmanager
+    def _courtesy(self) -> Iterator[None]:
+        """Writers of one local store take turns (``tablestatus.lock``, waited for briefly).
+
+        Only spares them a storm of lost races: a commit goes ahead without it after
+        ``_COURTESY_WAIT`` seconds (a holder may be stuck or slow), and correctness never
+        rests on it (put-if-absent decides).
+        """
+        if not self.paths.sfs.local or self.locks.conf.get("carbon.lock.path"):
+            yield
+            return
+        try:
+            lock = self.locks.lock("tablestatus.lock")
+            lock.acquire(timeout=_COURTESY_WAIT)
+        except (filelock.Timeout, OSError):
+            yield
+            return
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def _commit(
+        self,
+        fn: Callable[[TableStatusSnapshot], list[LoadEntry]],
+        operation: str,
+        remove: Callable[[LoadEntry], bool] | None,
+    ) -> TableStatusSnapshot:
+        retries = self._retries()
+        for attempt in range(retries):
+            base = self.read()
+            if base.legacy:
+                self._upgrade(base)
+                continue
+            wanted = fn(base)
+            removed = [e for e in wanted if remove is not None and remove(e)]
+            kept = [e for e in wanted if not (remove is not None and remove(e))]
+            state, data = next_version(base, kept, operation)
+            if data is None:
+                return base
+            crash_point("tablestatus.before_write")
+            try:
+                won = self.paths.sfs.put_if_absent(self._version_path(base.version + 1), data)
+            except FileNotFoundError as err:
+                raise self._gone() from err
+            if won:
+                crash_point("tablestatus.after_write")
+                version = base.version + 1
+                self._remember(version, state)
+                self._write_hint(version)
+                if removed:
+                    self._append_history(removed)
+                return TableStatusSnapshot(state.entries, version, state.floor, self.table_id,
+                                           state.timestamp)
+            time.sleep(min(1.0, 0.002 * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.5))
+        raise CommitConflictError(
+            f"could not commit to {self.paths.name}: {retries} attempts lost the race to "
+            "other writers; retry, or raise carbon.tablestatus.commit.retries"
+        )
+
+    def _writable(self) -> None:
+        if self.pinned is not None:
+            raise UserError(
+                f"table {self.paths.name} is open as of version {self.pinned}: it is read-only "
+                "(restore that version with 'carbonstore restore' to change it)"
+            )
+
+    def drop(self) -> None:
+        """Commit the DROP version: from now on every read and commit says the table is gone."""
+        self._writable()
+        for _ in range(self._retries()):
+            base = self.read()
+            if base.legacy:
+                self._upgrade(base)
+                continue
+            state = State(base.entries, base.id_floor, now_ms(), dropped=True)
+            data = encode_version(
+                version=base.version + 1, table_id=self.table_id, operation="DROP",
+                floor=base.id_floor, checkpoint=None, upserts=(), removes=(),
+                base=base.entries, timestamp=state.timestamp, dropped=True, new=base.entries,
+            )
+            try:
+                if self.paths.sfs.put_if_absent(self._version_path(base.version + 1), data):
+                    self._remember(base.version + 1, state)
+                    return
+            except FileNotFoundError as err:
+                raise self._gone() from err
+            time.sleep(random.uniform(0.001, 0.02))
+        raise CommitConflictError(f"could not commit the drop of {self.paths.name}; retry")
+
+    def _append_history(self, removed: list[LoadEntry]) -> None:
+        history = self.read_history()
+        known = {e.load_name for e in history}
+        history += [e for e in removed if e.load_name not in known]
+        self.paths.sfs.write_atomic(
+            self.paths.tablestatus_history,
+            orjson.dumps([e.to_json() for e in history], option=orjson.OPT_INDENT_2),
+        )
 
     # ---- common transitions --------------------------------------------------------------
     def allocate(self, *, status: str = IN_PROGRESS, **fields: Any) -> LoadEntry:
@@ -320,6 +560,7 @@ class TableStatus:
         holder: list[LoadEntry] = []
 
         def add(snap: TableStatusSnapshot) -> list[LoadEntry]:
+            holder.clear()
             entry = LoadEntry(
                 load_name=snap.next_segment_id(), status=status, load_start_time=now_ms(),
                 **fields,
@@ -327,7 +568,7 @@ class TableStatus:
             holder.append(entry)
             return [*snap.entries, entry]
 
-        self.update(add)
+        self.update(add, operation="ALLOCATE")
         return holder[0]
 
     def set_status(self, load_name: str, status: str, **changes: Any) -> LoadEntry:
@@ -335,6 +576,7 @@ class TableStatus:
         holder: list[LoadEntry] = []
 
         def change(snap: TableStatusSnapshot) -> list[LoadEntry]:
+            holder.clear()
             out = []
             for e in snap.entries:
                 if e.load_name == load_name:
@@ -345,5 +587,22 @@ class TableStatus:
                 raise SegmentNotFoundError(f"segment {load_name} does not exist")
             return out
 
-        self.update(change)
+        self.update(change, operation="SET STATUS")
         return holder[0]
+
+
+class _LazyTimes:
+    """``versions[i]``'s timestamp, read on demand (bisect touches O(log n) of them)."""
+
+    def __init__(self, status: TableStatus, versions: list[int]) -> None:
+        self.status = status
+        self.versions = versions
+
+    def __len__(self) -> int:
+        return len(self.versions)
+
+    def __getitem__(self, i: int) -> int:
+        return self.status._read_record(self.versions[i]).timestamp  # noqa: SLF001
+
+
+

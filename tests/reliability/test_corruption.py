@@ -9,6 +9,7 @@ answer fails the test.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 
@@ -19,6 +20,7 @@ from carbonstore.errors import CarbonStoreError, CorruptMetadataError
 from carbonstore.indexfiles.cache import clear_cache
 from carbonstore.store import Store
 from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import forget_decoded
 from tests.reliability.workload import SCHEMA, load, rows, scan
 
 Damage = Callable[[bytes], bytes | None]
@@ -32,7 +34,7 @@ DAMAGES: dict[str, Damage] = {
 
 # file kind -> (how to find it, words the error must contain besides the file name)
 RECOVERY = {
-    "tablestatus": r"tablestatus\.backup|copy it over",
+    "tablestatus": r"restore it from a backup",
     "carbonindexmerge": r"carbonstore index rebuild",
     "carbonindex": r"carbonstore index rebuild",
     "dict": r"restore",
@@ -52,6 +54,7 @@ def table(store: Store) -> Table:
 def _answer(table: Table) -> tuple[list[int], list[tuple[int, str]]]:
     clear_cache()
     clear_dictionary_cache()
+    forget_decoded()
     full = scan(table)
     part = scan(table, "id >= 500")
     pairs = sorted(zip(full.column("id").to_pylist(), full.column("city").to_pylist(), strict=True))
@@ -60,8 +63,9 @@ def _answer(table: Table) -> tuple[list[int], list[tuple[int, str]]]:
 
 def _victim(table: Table, kind: str) -> str:
     sfs = table.store.sfs
-    if kind == "tablestatus":
-        return table.paths.tablestatus
+    if kind == "tablestatus":  # the latest version (the one that committed the last load)
+        log = table.status.log_dir
+        return f"{log}/{max(n for n in os.listdir(log) if n[0].isdigit())}"
     if kind in ("dict", "dictmeta"):
         folder = table.paths.dictionary_dir
     else:
@@ -102,7 +106,10 @@ def test_damaged_file_fails_clearly_or_answers_the_same(table: Table, kind: str,
 FALLBACKS = {(kind, d) for kind in ("carbonindex", "dict", "dictmeta") for d in DAMAGES}
 
 
-def test_corrupt_tablestatus_names_the_backup(table: Table) -> None:
-    table.store.sfs.write_bytes(table.paths.tablestatus, b'[{"loadName": "0", "loadSt')
-    with pytest.raises(CorruptMetadataError, match=r"tablestatus.*truncated.*tablestatus\.backup"):
+def test_corrupt_tablestatus_version_is_named(table: Table) -> None:
+    # Changed behaviour: the tablestatus is a chain of version files, no single file + backup.
+    path = _victim(table, "tablestatus")
+    table.store.sfs.write_bytes(path, b'{"formatVersion": 1, "version": 4, "upse')
+    forget_decoded()
+    with pytest.raises(CorruptMetadataError, match=re.escape(path.rsplit("/", 1)[1])):
         Store(table.store.location).table("db.t").status.read()

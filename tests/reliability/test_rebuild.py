@@ -86,6 +86,17 @@ def test_rebuild_every_segment_keeps_plans_and_replaces_files(table: Table) -> N
     results = rebuild_indexes(table)
     assert [r.segment for r in results] == ["0", "1"]
     assert [r.rows for r in results] == [120, 90]
+    # Changed behaviour: the old merge index stays for queries planned on an earlier
+    # version; clean files removes it after the retention time.
+    for path in old.values():
+        assert table.store.sfs.exists(path)
+    assert _answers(table) == before
+    from carbonstore.segments.clean import clean_files
+    from carbonstore.store.tablestatus import now_ms
+
+    assert clean_files(table, dry_run=False).items == ()  # within the retention time
+    report = clean_files(table, dry_run=False, now=now_ms() + 2 * 3_600_000)
+    assert sorted(i.path for i in report.items if i.kind == "index") == sorted(old.values())
     for sid, path in old.items():
         assert not table.store.sfs.exists(path)
         names = [i.base_name for i in table.store.sfs.list_dir(table.paths.segment_dir(sid))]

@@ -10,6 +10,16 @@ per operation, so a test can SIGKILL it anywhere::
     python workload.py STORE compact TABLE [IDS] [--wait N]
     python workload.py STORE clean TABLE [--force]
     python workload.py STORE query TABLE SECONDS [ROWS_PER_LOAD]
+
+and loops that run for a bounded time with no delay of their own (the concurrency suites of
+the versioned tablestatus), each printing one line per operation::
+
+    python workload.py STORE loadloop TABLE FIRST SECONDS ROWS   # "ok SEG FIRST" / "fail FIRST"
+    python workload.py STORE cleanloop TABLE SECONDS [--retention-minutes M]
+    python workload.py STORE compactloop TABLE SECONDS
+    python workload.py STORE deleteloop TABLE SECONDS            # "deleted SEG"
+
+``--lease S`` sets carbon.segment.lease.seconds for any of them.
 """
 
 from __future__ import annotations
@@ -102,6 +112,13 @@ def main(argv: list[str]) -> int:
     }
     if "--slow" in rest:  # a row group per batch: the data file exists from the first batch
         overrides["carbon.blocklet.size.in.mb"] = "0.0001"
+    if "--lease" in rest:
+        overrides["carbon.segment.lease.seconds"] = rest.pop(rest.index("--lease") + 1)
+        rest.remove("--lease")
+    if "--retention-minutes" in rest:
+        value = rest.pop(rest.index("--retention-minutes") + 1)
+        rest.remove("--retention-minutes")
+        overrides["carbon.segment.retention.minutes"] = value
     conf = load_conf(None).with_overrides(overrides)
     table = Store(store_dir, conf=conf).table(name)
     if op == "load":
@@ -139,9 +156,59 @@ def main(argv: list[str]) -> int:
                 raise SystemExit(f"scan {scans}: partial load seen ({len(ids)} rows)")
             scans += 1
         print(scans)
+    elif op in ("loadloop", "cleanloop", "compactloop", "deleteloop"):
+        _loop(table, op, rest)
     else:
         raise SystemExit(f"unknown operation {op}")
     return 0
+
+
+def _loop(table: Table, op: str, rest: list[str]) -> None:
+    """Repeat one operation until the time is up (see the module docstring)."""
+    import random
+
+    from carbonstore.errors import CarbonStoreError
+
+    if op == "loadloop":
+        first, seconds, count = int(rest[0]), float(rest[1]), int(rest[2])
+    else:
+        first, seconds, count = 0, float(rest[0]), 0
+    deadline = time.monotonic() + seconds
+    k = 0
+    while time.monotonic() < deadline:
+        try:
+            if op == "loadloop":
+                start = first + k * 1000
+                k += 1
+                try:
+                    seg = load(table, rows(start, count), tasks=1)
+                except CarbonStoreError as err:
+                    print(f"fail {start} {type(err).__name__}", flush=True)
+                    continue
+                print(f"ok {seg} {start}", flush=True)
+            elif op == "cleanloop":
+                from carbonstore.segments.clean import clean_files
+
+                clean_files(table, dry_run=False, stale_inprogress=True)
+            elif op == "compactloop":
+                from carbonstore.segments.compaction import compact
+
+                snap = table.status.read()
+                ids = [e.load_name for e in snap.readable]
+                if len(ids) >= 2:
+                    pick = random.sample(ids, 2)
+                    compact(table, "custom", segment_ids=pick)
+            elif op == "deleteloop":
+                from carbonstore.segments.manage import delete_segments
+
+                ids = [e.load_name for e in table.status.read().readable if "." not in e.load_name]
+                if ids:
+                    victim = random.choice(ids)
+                    delete_segments(table, [victim])
+                    print(f"deleted {victim}", flush=True)
+                time.sleep(0.5)
+        except CarbonStoreError as err:  # a conflict or a held courtesy lock: try again
+            print(f"conflict {type(err).__name__}", flush=True)
 
 
 if __name__ == "__main__":

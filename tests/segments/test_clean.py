@@ -67,10 +67,15 @@ def test_orphan_folder_goes_to_trash_and_dry_run_size_equals_freed(table: Table)
     table.status.update(lambda s: [e for e in s.entries if e.load_name != "1"])
     seg1 = table.paths.segment_dir("1")
     size = table.store.sfs.tree_size(seg1)
-    dry = clean_files(table, dry_run=True)
+    # Changed behaviour: an orphan folder waits for the lease time (a writer marked dead
+    # may still be running); before that it is only reported as kept.
+    fresh = clean_files(table, dry_run=True)
+    assert fresh.items == () and any("Segment_1" in s for s in fresh.skipped)
+    later = now_ms() + 3 * 60_000  # past carbon.segment.lease.seconds (120)
+    dry = clean_files(table, dry_run=True, now=later)
     assert [(i.kind, i.segment_id) for i in dry.items] == [("orphan", "1")]
     assert dry.bytes == size > 0
-    real = clean_files(table, dry_run=False)
+    real = clean_files(table, dry_run=False, now=later)
     assert real.bytes == dry.bytes
     assert not table.store.sfs.exists(seg1)
     trash = table.store.sfs.list_dir(table.paths.trash_dir)
@@ -102,14 +107,18 @@ def test_failure_segments_removed(table: Table) -> None:
     assert statuses(table) == {"0": SUCCESS}
 
 
-def _hold_segment_lock(store_path: str, ready, stop) -> None:  # type: ignore[no-untyped-def]
+def _running_load(store_path: str, ready, stop) -> None:  # type: ignore[no-untyped-def]
+    from carbonstore.segments.commit import begin_segment
+
     table = Store(store_path).table("t")
-    with table.locks.segment("1"):
-        ready.set()
-        stop.wait(30)
+    begin_segment(table)  # its lease is renewed by this process until it ends
+    ready.set()
+    stop.wait(30)
 
 
 def test_stale_in_progress_only_when_its_load_is_dead(table: Table) -> None:
+    # Changed behaviour: liveness is the entry's lease (renewed by the load), no longer a
+    # segment lock; entries without a lease (earlier writers) expire a lease after they began.
     add_segment(table, rows(0, 10))
     old = now_ms() - 2 * HOUR
     table.status.update(lambda s: [*s.entries, *[
@@ -118,19 +127,22 @@ def test_stale_in_progress_only_when_its_load_is_dead(table: Table) -> None:
     ]])
     ctx = mp.get_context("spawn")
     ready, stop = ctx.Event(), ctx.Event()
-    proc = ctx.Process(target=_hold_segment_lock, args=(table.store.location, ready, stop))
+    proc = ctx.Process(target=_running_load, args=(table.store.location, ready, stop))
     proc.start()
     try:
-        assert ready.wait(30)
+        assert ready.wait(60)
         assert clean_files(table, dry_run=False).removed_entries == ()  # needs the flag
         report = clean_files(table, dry_run=False, stale_inprogress=True)
-        assert report.removed_entries == ("2",)  # 1's load (the other process) is alive
-        assert statuses(table) == {"0": SUCCESS, "1": IN_PROGRESS}
+        assert report.removed_entries == ("1", "2")  # 3's load (the other process) is alive
+        assert statuses(table) == {"0": SUCCESS, "3": IN_PROGRESS}
+        # The dead ones were committed Failure before their files went.
+        ops = [v.operation for v in table.status.log()]
+        assert ops[-2:] == ["CLEAN FILES (mark dead)", "CLEAN FILES"]
     finally:
-        stop.set()
+        proc.kill()  # dies without a word: its lease is no longer renewed
         proc.join(30)
     report = clean_files(table, dry_run=False, stale_inprogress=True)
-    assert report.removed_entries == ("1",)
+    assert report.removed_entries == ("3",)  # same machine, process gone: dead at once
 
 
 def test_stats_files_of_removed_segments_go(table: Table) -> None:

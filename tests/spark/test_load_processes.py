@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from carbonstore.store import Store
-from carbonstore.store.tablestatus import IN_PROGRESS, SUCCESS
+from carbonstore.store.leases import entry_is_dead
+from carbonstore.store.tablestatus import IN_PROGRESS, SUCCESS, now_ms
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +71,8 @@ def test_sigkill_mid_write_leaves_in_progress_entry(store: Store, tmp_path: Path
         time.sleep(1.0)  # some row groups later: well inside the write
         entry = table.status.read().get("0")
         assert entry.status == IN_PROGRESS
-        assert not table.locks.segment_lock_free("0")  # the live load holds it
+        # Changed behaviour: liveness is the entry's lease, no longer the segment lock.
+        assert not entry_is_dead(table.status, entry, now=now_ms(), lease_ms=120_000)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
@@ -78,7 +80,8 @@ def test_sigkill_mid_write_leaves_in_progress_entry(store: Store, tmp_path: Path
     snap = table.status.read()
     assert [e.status for e in snap.entries] == [IN_PROGRESS]
     assert snap.readable == []  # readers ignore it
-    assert table.locks.segment_lock_free("0")  # dead load: clean files may remove it
+    dead = snap.entries[0]  # its process is gone: clean files may remove it at once
+    assert entry_is_dead(table.status, dead, now=now_ms(), lease_ms=120_000)
     assert not any(n.base_name.endswith(".carbonindexmerge") for n in store.sfs.list_dir(seg_dir))
 
 

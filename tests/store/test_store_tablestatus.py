@@ -1,8 +1,9 @@
-"""tablestatus: entries, transitions, atomic writes, backup, history, corruption."""
+"""tablestatus: entries, transitions, versions written once, history, corruption."""
 
 from __future__ import annotations
 
 import os
+import shutil
 
 import orjson
 import pytest
@@ -19,6 +20,7 @@ from carbonstore.store.tablestatus import (
     PARTIAL_SUCCESS,
     SUCCESS,
     TableStatusSnapshot,
+    forget_decoded,
     next_compacted_name,
     segment_sort_key,
 )
@@ -48,9 +50,19 @@ def table(store: Store) -> Table:
     return store.create_table("t", "id long")
 
 
+def _versions(table: Table) -> list[str]:
+    return sorted(n for n in os.listdir(table.status.log_dir) if n[0].isdigit())
+
+
 def _raw(table: Table) -> bytes:
-    with open(table.paths.tablestatus, "rb") as f:
+    """The latest version file's bytes."""
+    with open(f"{table.status.log_dir}/{_versions(table)[-1]}", "rb") as f:
         return f.read()
+
+
+def _on_disk(table: Table) -> list[dict[str, object]]:
+    """The entries the latest version file changes (CarbonData's keys)."""
+    return orjson.loads(_raw(table))["upserts"]
 
 
 @pytest.mark.parametrize(("old", "new"), sorted(ALLOWED))
@@ -60,7 +72,7 @@ def test_allowed_transitions_on_disk(table: Table, old: str, new: str) -> None:
     assert (changed.status, changed.row_count) == (new, 5)
     on_disk = table.status.read().get(entry.load_name)
     assert on_disk == changed
-    assert orjson.loads(_raw(table))[0]["loadStatus"] == new
+    assert _on_disk(table)[0]["loadStatus"] == new
 
 
 @pytest.mark.parametrize(("old", "new"), sorted(set(PAIRS) - ALLOWED))
@@ -68,10 +80,10 @@ def test_refused_transitions(table: Table, old: str, new: str) -> None:
     entry = table.status.allocate(status=old)
     with pytest.raises(ValueError, match=f"{old} -> {new} is not allowed"):
         entry.with_status(new)
-    before = _raw(table)
+    before = _versions(table)
     with pytest.raises(ValueError, match="is not allowed"):
         table.status.set_status(entry.load_name, new)
-    assert _raw(table) == before  # a refused change writes nothing
+    assert _versions(table) == before  # a refused change writes nothing
     assert table.status.read().get(entry.load_name).status == old
 
 
@@ -132,7 +144,7 @@ def test_segment_ids_and_compacted_names(table: Table) -> None:
     assert sorted(["10", "2", "2.1", "1", "2.10", "2.2"], key=segment_sort_key) == [
         "1", "2", "2.1", "2.2", "2.10", "10"
     ]
-    assert TableStatusSnapshot((), "empty").next_segment_id() == "0"
+    assert TableStatusSnapshot(()).next_segment_id() == "0"
 
 
 def test_readable_uses_only_success_and_partial_success(table: Table) -> None:
@@ -142,19 +154,20 @@ def test_readable_uses_only_success_and_partial_success(table: Table) -> None:
     assert sorted(e.status for e in snap.readable) == [PARTIAL_SUCCESS, SUCCESS]
 
 
-def test_backup_keeps_the_previous_version(table: Table) -> None:
-    p = table.paths
-    assert table.status.read().version == "empty"
+def test_every_write_is_a_new_version_and_old_ones_never_change(table: Table) -> None:
+    # Changed behaviour: the single rewritten file with its backup became a version chain.
+    assert table.status.read().version == 0
     table.status.allocate()
     v1 = _raw(table)
-    assert not os.path.exists(p.tablestatus_backup)  # nothing to back up on the first write
     table.status.set_status("0", SUCCESS)
-    v2 = _raw(table)
-    assert open(p.tablestatus_backup, "rb").read() == v1
     table.status.allocate()
-    assert open(p.tablestatus_backup, "rb").read() == v2
-    # no temp files are left behind by the atomic replace
-    assert sorted(os.listdir(p.metadata)) == ["schema", "tablestatus", "tablestatus.backup"]
+    names = _versions(table)
+    assert len(names) == 4  # version 0 is the table's creation
+    with open(f"{table.status.log_dir}/{names[1]}", "rb") as f:
+        assert f.read() == v1
+    files = sorted(os.listdir(table.status.log_dir))
+    assert not [n for n in files if n.endswith(".tmp")]
+    assert not os.path.exists(table.paths.tablestatus)  # no single mutable file any more
 
 
 def test_versions_change_with_every_write(table: Table) -> None:
@@ -162,25 +175,21 @@ def test_versions_change_with_every_write(table: Table) -> None:
     for _ in range(3):
         table.status.allocate()
         versions.add(table.status.read().version)
-    assert len(versions) == 4
+    assert versions == {0, 1, 2, 3}
 
 
-def test_an_unchanged_file_is_decoded_once_and_a_changed_one_again(table: Table) -> None:
+def test_a_version_is_decoded_once_and_a_fresh_process_reads_damage(table: Table) -> None:
+    from carbonstore.store.tablestatus import forget_decoded
+
     table.status.allocate()
     first = table.status.read()
-    assert table.status.read().entries is first.entries  # same bytes: no second decode
-    # another process rewrites the file (same length, other content): decoded again
+    assert table.status.read().entries is first.entries  # same version: no second decode
+    path = f"{table.status.log_dir}/{_versions(table)[-1]}"
     raw = _raw(table)
-    changed = raw.replace(b'"rowCount": 0', b'"rowCount": 7')
-    assert changed != raw and len(changed) == len(raw)
-    with open(table.paths.tablestatus, "wb") as f:
-        f.write(changed)
-    again = table.status.read()
-    assert again.version != first.version and again.entries[0].row_count == 7
-    # and a damaged one is reported, not served from memory
-    with open(table.paths.tablestatus, "wb") as f:
+    with open(path, "wb") as f:
         f.write(raw[: len(raw) // 2])
-    with pytest.raises(CorruptMetadataError):
+    forget_decoded()  # a fresh process
+    with pytest.raises(CorruptMetadataError, match=_versions(table)[-1]):
         table.status.read()
 
 
@@ -220,22 +229,30 @@ def test_history_is_not_duplicated_when_a_removal_is_retried(table: Table) -> No
 
 def test_failed_update_writes_nothing(table: Table) -> None:
     table.status.allocate()
-    before = _raw(table)
+    before = _versions(table)
 
     def boom(snap: TableStatusSnapshot) -> list[LoadEntry]:
         raise SegmentNotFoundError("nope")
 
     with pytest.raises(SegmentNotFoundError):
         table.status.update(boom)
-    assert _raw(table) == before
-    assert not os.path.exists(table.paths.tablestatus_backup)
+    assert _versions(table) == before
 
 
 def _good(table: Table) -> bytes:
-    table.status.allocate()
-    table.status.set_status("0", SUCCESS, row_count=3)
-    table.status.allocate()
-    return _raw(table)
+    """A table of the earlier single-file format (a tablestatus file, no version log)."""
+    entries = [
+        LoadEntry(load_name="0", status=SUCCESS, load_start_time=1, row_count=3),
+        LoadEntry(load_name="1", status=IN_PROGRESS, load_start_time=2),
+    ]
+    shutil.rmtree(table.paths.tablestatus_log)
+    data = orjson.dumps([e.to_json() for e in entries], option=orjson.OPT_INDENT_2)
+    with open(table.paths.tablestatus, "wb") as f:
+        f.write(data)
+    with open(table.paths.tablestatus_backup, "wb") as f:
+        f.write(orjson.dumps([entries[0].to_json()], option=orjson.OPT_INDENT_2))
+    forget_decoded()
+    return data
 
 
 CORRUPTIONS = {
@@ -253,7 +270,8 @@ CORRUPTIONS = {
 
 
 @pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
-def test_corrupt_tablestatus_names_file_and_backup(table: Table, kind: str) -> None:
+def test_corrupt_tablestatus_names_file_and_backup(legacy: Table, kind: str) -> None:
+    table = legacy
     good = _good(table)
     bad = CORRUPTIONS[kind](good)
     assert bad != good
@@ -268,14 +286,26 @@ def test_corrupt_tablestatus_names_file_and_backup(table: Table, kind: str) -> N
     backup = open(p.tablestatus_backup, "rb").read()
     with pytest.raises(CorruptMetadataError):
         table.status.allocate()
-    assert _raw(table) == bad
+    assert open(p.tablestatus, "rb").read() == bad
     assert open(p.tablestatus_backup, "rb").read() == backup
+    assert not os.path.exists(table.paths.tablestatus_log)  # not upgraded from damage
     # describe (and so the CLI) reports it rather than showing a wrong table
     with pytest.raises(CorruptMetadataError):
         table.describe()
     # the documented recovery: copy the backup over the file
     os.replace(p.tablestatus_backup, p.tablestatus)
     assert [e.load_name for e in table.status.read().entries] == ["0"]
+
+
+@pytest.fixture
+def legacy(store: Store) -> Table:
+    """A table whose schema predates table ids (its log folder name is derived)."""
+    table = store.create_table("old", "id long")
+    schema = orjson.loads(open(table.paths.schema, "rb").read())
+    del schema["tableId"]
+    with open(table.paths.schema, "wb") as f:
+        f.write(orjson.dumps(schema))
+    return store.table("old")
 
 
 def test_corrupt_history_is_reported(table: Table) -> None:

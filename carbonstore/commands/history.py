@@ -1,0 +1,71 @@
+"""history / restore: the table's tablestatus versions (time travel), and ``--as-of``."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from typing import Any
+
+from carbonstore.commands._common import add_json, open_store, print_json, print_table
+from carbonstore.store.table import Table
+
+__all__ = ["add_as_of", "pin", "register"]
+
+
+def add_as_of(p: argparse.ArgumentParser) -> None:
+    """``--as-of VERSION|'yyyy-MM-dd HH:mm:ss'`` for a read command."""
+    p.add_argument("--as-of", dest="as_of", metavar="VERSION|'yyyy-MM-dd HH:mm:ss'",
+                   help="read the table as of a version ('carbonstore history') or local time")
+
+
+def pin(table: Table, args: argparse.Namespace) -> Table:
+    """The table as of ``--as-of`` (itself when not given)."""
+    return table.as_of(getattr(args, "as_of", None))
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("history", parents=parents,
+                       help="list the table's versions: time, operation, segments, rows")
+    p.add_argument("table")
+    add_json(p)
+    p.set_defaults(func=_history)
+
+    p = sub.add_parser("restore", parents=parents,
+                       help="commit a new version whose readable segments are those of an old one")
+    p.add_argument("table")
+    p.add_argument("--to-version", dest="to_version", type=int, required=True, metavar="N",
+                   help="the version to restore (see 'carbonstore history')")
+    add_json(p)
+    p.set_defaults(func=_restore)
+
+
+def _time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if ms else ""
+
+
+def _history(args: argparse.Namespace) -> int:
+    table = open_store(args).table(args.table)
+    rows = [v.to_json() for v in table.history()]
+    if args.json:
+        print_json(rows)
+        return 0
+    shown = [
+        {**r, "time": _time(r["timestamp"]), "added": ",".join(r["segmentsAdded"]),
+         "removed": ",".join(r["segmentsRemoved"])}
+        for r in rows
+    ]
+    print_table(shown, ["version", "time", "operation", "added", "removed", "rows", "writer"])
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    table = open_store(args).table(args.table)
+    snap = table.restore(args.to_version)
+    readable = [e.load_name for e in snap.readable]
+    if args.json:
+        print_json({"version": snap.version, "restored": args.to_version, "segments": readable,
+                    "rows": sum(e.row_count for e in snap.readable)})
+    else:
+        print(f"restored version {args.to_version} of {table.name} as version {snap.version}: "
+              f"{len(readable)} readable segment(s), {sum(e.row_count for e in snap.readable)} rows")
+    return 0

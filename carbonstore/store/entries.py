@@ -1,0 +1,263 @@
+"""tablestatus entries: CarbonData's keys and status strings, checked when decoded.
+
+An entry decoded from disk is checked before anything builds a path from it: ``loadName``
+and ``mergedLoadName`` look like ``3`` or ``3.1``, ``segmentFile`` is a plain file name
+(no folder part, never ``..``), the status is one CarbonData knows and every size, count
+and timestamp is an integer (CarbonData writes some of them as digit strings, which are
+accepted). Anything else raises ``ValueError``; the reader turns it into a
+``CorruptMetadataError`` naming the file.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+__all__ = [
+    "ALL_STATUSES",
+    "COMPACTED",
+    "FAILURE",
+    "IN_PROGRESS",
+    "MARKED_FOR_DELETE",
+    "OVERWRITE_IN_PROGRESS",
+    "PARTIAL_SUCCESS",
+    "READABLE_STATUSES",
+    "RUNNING_STATUSES",
+    "SUCCESS",
+    "LoadEntry",
+    "check_plain_file_name",
+    "check_relative_path",
+    "decode_entries",
+    "next_compacted_name",
+    "now_ms",
+    "segment_sort_key",
+]
+
+SUCCESS = "Success"
+PARTIAL_SUCCESS = "Partial Success"
+FAILURE = "Failure"
+IN_PROGRESS = "In Progress"
+MARKED_FOR_DELETE = "Marked for Delete"
+COMPACTED = "Compacted"
+OVERWRITE_IN_PROGRESS = "Overwrite In Progress"
+ALL_STATUSES = (
+    SUCCESS, PARTIAL_SUCCESS, FAILURE, IN_PROGRESS, MARKED_FOR_DELETE, COMPACTED,
+    OVERWRITE_IN_PROGRESS,
+)
+READABLE_STATUSES = frozenset({SUCCESS, PARTIAL_SUCCESS})
+RUNNING_STATUSES = frozenset({IN_PROGRESS, OVERWRITE_IN_PROGRESS})
+
+# Allowed status transitions; anything else is a bug in the caller.
+_TRANSITIONS: dict[str, frozenset[str]] = {
+    IN_PROGRESS: frozenset({SUCCESS, PARTIAL_SUCCESS, FAILURE, MARKED_FOR_DELETE}),
+    OVERWRITE_IN_PROGRESS: frozenset({SUCCESS, PARTIAL_SUCCESS, FAILURE, MARKED_FOR_DELETE}),
+    SUCCESS: frozenset({COMPACTED, MARKED_FOR_DELETE}),
+    PARTIAL_SUCCESS: frozenset({COMPACTED, MARKED_FOR_DELETE}),
+    COMPACTED: frozenset(),
+    MARKED_FOR_DELETE: frozenset(),
+    FAILURE: frozenset({MARKED_FOR_DELETE}),
+}
+
+_LOAD_NAME_RE = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
+_INT_RE = re.compile(r"-?[0-9]{1,19}", re.ASCII)
+_KNOWN_KEYS = frozenset({
+    "loadName", "loadStatus", "loadStartTime", "timestamp", "dataSize", "indexSize",
+    "rowCount", "badRecordCount", "mergedLoadName", "modificationOrDeletionTimestamp",
+    "visibility", "majorCompacted", "fileFormat", "segmentFile",
+})
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def check_plain_file_name(name: str, what: str = "segmentFile") -> str:
+    """``name`` must be one file name: no folder part, not ``.``/``..``, no NUL.
+
+    Raises:
+        ValueError: anything a path could be built from that leaves its folder.
+    """
+    if (
+        not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name
+        or "\x00" in name or ":" in name
+    ):
+        raise ValueError(f"{what} {name!r} is not a plain file name")
+    return name
+
+
+def check_relative_path(path: str, what: str = "data file path") -> str:
+    """``path`` relative to a segment folder, never leaving it (no ``..``, not absolute).
+
+    Raises:
+        ValueError: a path built from it would leave the folder.
+    """
+    parts = path.split("/") if isinstance(path, str) else [""]
+    if (
+        not isinstance(path, str) or path.startswith("/") or "\\" in path or "\x00" in path
+        or any(p in ("", ".", "..") for p in parts) or ":" in parts[0]
+    ):
+        raise ValueError(f"{what} {path!r} leaves its segment folder")
+    return path
+
+
+def _int(obj: dict[str, Any], key: str, *, required: bool = False) -> int | None:
+    value = obj.get(key)
+    if type(value) is int:  # the common case first: every plan decodes many entries
+        return value
+    if value is None or value == "":
+        if required:
+            raise ValueError(f"{key} is missing")
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"{key} {value!r} is not a number")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _INT_RE.fullmatch(value.strip()):
+        return int(value)
+    raise ValueError(f"{key} {value!r} is not a number")
+
+
+def _bool(obj: dict[str, Any], key: str, default: bool) -> bool:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if value == "true" or value == "false":
+        return value == "true"
+    text = str(value).lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"{key} {value!r} is not true or false")
+    return text == "true"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadEntry:
+    """One segment's entry in tablestatus (CarbonData's keys on disk)."""
+
+    load_name: str
+    status: str
+    load_start_time: int
+    timestamp: int | None = None
+    data_size: int = 0
+    index_size: int = 0
+    row_count: int = 0
+    bad_record_count: int = 0
+    merged_load_name: str | None = None
+    modification_or_deletion_timestamp: int | None = None
+    visibility: bool = True
+    major_compacted: bool = False
+    file_format: str = "parquet"
+    segment_file: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def readable(self) -> bool:
+        return self.visibility and self.status in READABLE_STATUSES
+
+    @property
+    def running(self) -> bool:
+        return self.status in RUNNING_STATUSES
+
+    @property
+    def time_taken_ms(self) -> int | None:
+        return None if self.timestamp is None else self.timestamp - self.load_start_time
+
+    def with_status(self, status: str, **changes: Any) -> LoadEntry:
+        if status not in _TRANSITIONS.get(self.status, frozenset()) and status != self.status:
+            raise ValueError(f"segment {self.load_name}: {self.status} -> {status} is not allowed")
+        return replace(self, status=status, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "loadName": self.load_name,
+            "loadStatus": self.status,
+            "loadStartTime": self.load_start_time,
+            "timestamp": self.timestamp,
+            "dataSize": self.data_size,
+            "indexSize": self.index_size,
+            "rowCount": self.row_count,
+            "badRecordCount": self.bad_record_count,
+            "mergedLoadName": self.merged_load_name,
+            "modificationOrDeletionTimestamp": self.modification_or_deletion_timestamp,
+            "visibility": "true" if self.visibility else "false",
+            "majorCompacted": "true" if self.major_compacted else "false",
+            "fileFormat": self.file_format,
+            "segmentFile": self.segment_file,
+        }
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> LoadEntry:
+        """Decode and check one entry (see the module docstring).
+
+        Raises:
+            ValueError: the entry is malformed.
+        """
+        if not isinstance(obj, dict):
+            raise ValueError("a load entry must be a JSON object")
+        load_name = obj.get("loadName")
+        if isinstance(load_name, int) and not isinstance(load_name, bool):
+            load_name = str(load_name)
+        if not isinstance(load_name, str) or not _LOAD_NAME_RE.fullmatch(load_name):
+            raise ValueError(f"invalid loadName {load_name!r}")
+        status = obj.get("loadStatus")
+        if status not in ALL_STATUSES:
+            raise ValueError(f"unknown loadStatus {status!r}")
+        merged = obj.get("mergedLoadName")
+        if merged is not None and (
+            not isinstance(merged, str) or not _LOAD_NAME_RE.fullmatch(merged)
+        ):
+            raise ValueError(f"invalid mergedLoadName {merged!r}")
+        segment_file = obj.get("segmentFile")
+        if segment_file is not None:
+            check_plain_file_name(segment_file)
+        file_format = obj.get("fileFormat") or "parquet"
+        if not isinstance(file_format, str):
+            raise ValueError(f"invalid fileFormat {file_format!r}")
+        start = _int(obj, "loadStartTime", required=True) or 0
+        return cls(
+            load_name=load_name,
+            status=status,
+            load_start_time=start,
+            timestamp=_int(obj, "timestamp"),
+            data_size=_int(obj, "dataSize") or 0,
+            index_size=_int(obj, "indexSize") or 0,
+            row_count=_int(obj, "rowCount") or 0,
+            bad_record_count=_int(obj, "badRecordCount") or 0,
+            merged_load_name=merged,
+            modification_or_deletion_timestamp=_int(obj, "modificationOrDeletionTimestamp"),
+            visibility=_bool(obj, "visibility", True),
+            major_compacted=_bool(obj, "majorCompacted", False),
+            file_format=file_format,
+            segment_file=segment_file,
+            extra={k: v for k, v in obj.items() if k not in _KNOWN_KEYS},
+        )
+
+
+def decode_entries(raw: Iterable[Any]) -> tuple[LoadEntry, ...]:
+    """Decode a list of entries; a loadName twice is damage.
+
+    Raises:
+        ValueError: an entry is malformed or a loadName appears twice.
+    """
+    out = tuple(LoadEntry.from_json(o) for o in raw)
+    seen: set[str] = set()
+    for e in out:
+        if e.load_name in seen:
+            raise ValueError(f"loadName {e.load_name} appears twice")
+        seen.add(e.load_name)
+    return out
+
+
+def segment_sort_key(load_name: str) -> tuple[int, int]:
+    major, _, minor = load_name.partition(".")
+    return int(major), int(minor or 0)
+
+
+def next_compacted_name(first_source: str) -> str:
+    """``N`` -> ``N.1``; ``N.k`` -> ``N.(k+1)``."""
+    major, _, minor = first_source.partition(".")
+    return f"{major}.{int(minor or 0) + 1}"

@@ -1,0 +1,141 @@
+"""Leases of running loads and compactions: liveness without locks (DESIGN.md section 3).
+
+An ``In Progress`` entry records when its lease expires (``leaseExpiryMs``) and who holds
+it (``writer``, ``writerHost``, ``writerPid``). While the load or compaction runs, a
+background thread of its driver rewrites a heartbeat file
+``Metadata/tablestatus_log/<tableId>/leases/<segment>.json`` with a later expiry every
+quarter of ``carbon.segment.lease.seconds`` (no tablestatus version per renewal). Clean
+files may treat the entry as dead only when
+
+* the lease expired: neither the entry nor the heartbeat names a time after now, or
+* its writer ran on this very machine (same host name, boot id and pid namespace) and
+  that process no longer exists: a killed load is recognised at once.
+
+Being judged dead is never unsafe: clean files commits the entry as ``Failure`` before it
+deletes a file, and the load's own commit then fails with a clear error (a version chain
+has one order, so either the load's ``Success`` or clean's ``Failure`` comes first). A
+lease only decides how soon a dead load is cleaned and that a live one is not disturbed.
+Clocks of the machines writing one table must agree to well within the lease time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from carbonstore.store.entries import LoadEntry, now_ms
+
+if TYPE_CHECKING:
+    from carbonstore.store.tablestatus import TableStatus
+
+__all__ = ["LeaseKeeper", "entry_is_dead", "lease_fields", "writer_identity"]
+
+log = logging.getLogger(__name__)
+
+
+@cache
+def _host_id() -> str:
+    """Host name, boot id and pid namespace: two processes with the same value share pids."""
+    parts = [socket.gethostname()]
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            parts.append(f.read().strip())
+        parts.append(os.readlink("/proc/self/ns/pid"))
+    except OSError:  # not Linux: never conclude from a pid
+        parts.append(f"unknown-{os.getpid()}-{id(parts)}")
+    return "/".join(parts)
+
+
+def writer_identity() -> str:
+    """``host:pid`` of this process, recorded in every version it writes."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def lease_fields(seconds: float) -> dict[str, Any]:
+    """The ``extra`` keys of a new running entry: its lease and its holder."""
+    return {
+        "leaseExpiryMs": now_ms() + int(seconds * 1000),
+        "writer": writer_identity(),
+        "writerHost": _host_id(),
+        "writerPid": os.getpid(),
+    }
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def entry_is_dead(status: TableStatus, entry: LoadEntry, *, now: int, lease_ms: int) -> bool:
+    """True when ``entry`` (In Progress) belongs to a load that is no longer running."""
+    heartbeat = status.read_lease(entry.load_name)
+    info = {**entry.extra, **(heartbeat or {})}
+    expiry = max(
+        _int(entry.extra.get("leaseExpiryMs")) or entry.load_start_time + lease_ms,
+        _int((heartbeat or {}).get("leaseExpiryMs")) or 0,
+    )
+    if now > expiry:
+        return True
+    pid = _int(info.get("writerPid"))
+    return info.get("writerHost") == _host_id() and pid is not None and not _pid_alive(pid)
+
+
+@dataclass(eq=False)
+class LeaseKeeper:
+    """Keeps one running entry's lease fresh from a daemon thread until ``release()``.
+
+    Also releases a courtesy lock handed to it, so callers that release "the segment lock"
+    of ``begin_segment`` stop the renewal the same way.
+    """
+
+    status: TableStatus
+    segment_id: str
+    seconds: float
+    courtesy: Any = None
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"lease-{self.segment_id}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        interval = max(0.05, self.seconds / 4)
+        while not self._stop.wait(interval):
+            try:
+                self.renew()
+            except FileNotFoundError:  # the table was dropped: nothing left to keep alive
+                return
+            except OSError:  # a full disk or a hiccup: the next renewal tries again
+                log.warning("lease of segment %s not renewed", self.segment_id, exc_info=True)
+
+    def renew(self) -> None:
+        data = {**lease_fields(self.seconds), "segment": self.segment_id}
+        self.status.write_lease(self.segment_id, orjson.dumps(data))
+
+    def release(self) -> None:
+        """Stop renewing and remove the heartbeat (idempotent)."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+        self.status.delete_lease(self.segment_id)
+        if self.courtesy is not None:
+            self.courtesy.release()
+            self.courtesy = None

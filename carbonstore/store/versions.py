@@ -1,0 +1,288 @@
+"""The on-disk format of tablestatus versions (docs/tablestatus.md): records, deltas, checkpoints.
+
+One version file is a JSON object: ``formatVersion``, ``tableId``, ``version``, ``parent``,
+``operation``, ``timestamp``, ``writer``, ``segmentIdFloor``, ``checkpoint`` and either all
+``entries`` (a checkpoint, every ``CHECKPOINT_INTERVAL``-th version) or the ``upserts`` and
+``removes`` it makes, plus ``readableAdded`` / ``readableRemoved`` / ``readableRows`` for the
+history. Decoding checks that a file is the version its name says, of the table it belongs
+to, with the right parent; every entry is checked (``carbonstore.store.entries``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from carbonstore.errors import CarbonStoreError, CorruptMetadataError, SegmentNotFoundError
+from carbonstore.store.entries import LoadEntry, decode_entries, now_ms, segment_sort_key
+
+__all__ = [
+    "CHECKPOINT_INTERVAL",
+    "FORMAT_VERSION",
+    "State",
+    "TableStatusSnapshot",
+    "VersionInfo",
+    "VersionRecord",
+    "apply_record",
+    "corrupt_version",
+    "decode_legacy",
+    "decode_record",
+    "encode_version",
+    "floor_of",
+    "next_version",
+    "writer_id",
+]
+
+CHECKPOINT_INTERVAL = 50
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    entries: tuple[LoadEntry, ...]
+    floor: int
+    timestamp: int
+    dropped: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VersionInfo:
+    """One version of the history (``carbonstore history``)."""
+
+    version: int
+    parent: int | None
+    operation: str
+    timestamp: int
+    writer: str
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    rows: int = 0
+    checkpoint: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "parent": self.parent,
+            "operation": self.operation,
+            "timestamp": self.timestamp,
+            "writer": self.writer,
+            "segmentsAdded": list(self.added),
+            "segmentsRemoved": list(self.removed),
+            "rows": self.rows,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TableStatusSnapshot:
+    """One version of tablestatus: the entries as of ``version``.
+
+    ``id_floor`` is the smallest id a new segment may take (ids are never reused, also
+    after clean files removed the entries); ``timestamp`` is when the version was written.
+    """
+
+    entries: tuple[LoadEntry, ...]
+    version: int = 0
+    id_floor: int = 0
+    table_id: str = ""
+    timestamp: int = 0
+    legacy: bool = field(default=False, compare=False)
+
+    def get(self, load_name: str) -> LoadEntry:
+        for e in self.entries:
+            if e.load_name == load_name:
+                return e
+        raise SegmentNotFoundError(f"segment {load_name} does not exist")
+
+    def find(self, load_name: str) -> LoadEntry | None:
+        for e in self.entries:
+            if e.load_name == load_name:
+                return e
+        return None
+
+    @property
+    def readable(self) -> list[LoadEntry]:
+        return [e for e in self.entries if e.readable]
+
+    def next_segment_id(self) -> str:
+        ids = [segment_sort_key(e.load_name)[0] + 1 for e in self.entries]
+        return str(max([self.id_floor, *ids]))
+
+
+def floor_of(entries: Iterable[LoadEntry], floor: int) -> int:
+    return max([floor, *(segment_sort_key(e.load_name)[0] + 1 for e in entries)])
+
+
+def corrupt_version(path: str, err: Exception) -> CorruptMetadataError:
+    return CorruptMetadataError(
+        f"tablestatus version file {path} is corrupt ({err}); it is part of the table's "
+        "version chain and cannot be skipped: restore it from a backup of the table"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRecord:
+    """A decoded version file."""
+
+    version: int
+    parent: int | None
+    operation: str
+    timestamp: int
+    writer: str
+    floor: int
+    dropped: bool
+    entries: tuple[LoadEntry, ...] | None  # a checkpoint
+    upserts: tuple[LoadEntry, ...]
+    removes: tuple[str, ...]
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    rows: int
+
+    def info(self) -> VersionInfo:
+        return VersionInfo(
+            version=self.version, parent=self.parent, operation=self.operation,
+            timestamp=self.timestamp, writer=self.writer, added=self.added,
+            removed=self.removed, rows=self.rows, checkpoint=self.entries is not None,
+        )
+
+
+def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> VersionRecord:
+    try:
+        obj = orjson.loads(data)
+        if not isinstance(obj, dict):
+            raise ValueError("expected a JSON object")
+        if obj.get("formatVersion") != FORMAT_VERSION:
+            raise ValueError(f"unknown formatVersion {obj.get('formatVersion')!r}")
+        if obj.get("version") != version:
+            raise ValueError(f"it says version {obj.get('version')!r}")
+        if obj.get("tableId") != table_id:
+            raise ValueError(f"it belongs to table id {obj.get('tableId')!r}, not {table_id}")
+        parent = obj.get("parent")
+        if parent != (version - 1 if version > 0 else None):
+            raise ValueError(f"parent {parent!r} is not version {version - 1}")
+        entries = None
+        if obj.get("checkpoint"):
+            entries = decode_entries(obj["entries"])
+        upserts = decode_entries(obj.get("upserts") or [])
+        removes = tuple(str(n) for n in obj.get("removes") or [])
+        for key in ("timestamp", "segmentIdFloor", "readableRows"):
+            if not isinstance(obj.get(key, 0), int) or isinstance(obj.get(key), bool):
+                raise ValueError(f"{key} {obj.get(key)!r} is not a number")
+        return VersionRecord(
+            version=version,
+            parent=parent,
+            operation=str(obj.get("operation", "")),
+            timestamp=int(obj.get("timestamp", 0)),
+            writer=str(obj.get("writer", "")),
+            floor=int(obj.get("segmentIdFloor", 0)),
+            dropped=bool(obj.get("dropped", False)),
+            entries=entries,
+            upserts=upserts,
+            removes=removes,
+            added=tuple(str(n) for n in obj.get("readableAdded") or []),
+            removed=tuple(str(n) for n in obj.get("readableRemoved") or []),
+            rows=int(obj.get("readableRows", 0)),
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise corrupt_version(path, err) from err
+
+
+def apply_record(base: dict[str, LoadEntry], rec: VersionRecord, path: str) -> None:
+    for name in rec.removes:
+        if base.pop(name, None) is None:
+            raise corrupt_version(path, ValueError(f"it removes segment {name}, which does not exist"))
+    for e in rec.upserts:
+        base[e.load_name] = e
+
+
+def decode_legacy(data: bytes, path: str, backup: str) -> tuple[LoadEntry, ...]:
+    try:
+        raw = orjson.loads(data)
+        if not isinstance(raw, list):
+            raise ValueError("expected a JSON array of load entries")
+        return decode_entries(raw)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise CorruptMetadataError(
+            f"tablestatus file {path} is corrupt or truncated ({err}); the previous version "
+            f"is kept at {backup}: check it and copy it over {path} to recover"
+        ) from err
+
+
+def writer_id() -> str:
+    from carbonstore.store.leases import writer_identity
+
+    return writer_identity()
+
+
+def next_version(
+    base: TableStatusSnapshot, wanted: list[LoadEntry], operation: str
+) -> tuple[State, bytes | None]:
+    """The state after ``base`` -> ``wanted`` and the bytes of its version (None: no change)."""
+    old = {e.load_name: e for e in base.entries}
+    new_names = [e.load_name for e in wanted]
+    if len(set(new_names)) != len(new_names):
+        raise CarbonStoreError(f"a tablestatus change names a segment twice: {new_names}")
+    by_name = {e.load_name: e for e in wanted}
+    removes = tuple(n for n in old if n not in by_name)
+    upserts = tuple(e for e in wanted if old.get(e.load_name) != e)
+    if not removes and not upserts:
+        return State(base.entries, base.id_floor, base.timestamp), None
+    entries = dict(old)
+    for n in removes:
+        del entries[n]
+    for e in upserts:
+        entries[e.load_name] = e
+    final = tuple(entries.values())
+    floor = floor_of(final, base.id_floor)
+    version = base.version + 1
+    checkpoint = final if version % CHECKPOINT_INTERVAL == 0 else None
+    ts = now_ms()
+    data = encode_version(
+        version=version, table_id=base.table_id, operation=operation, floor=floor,
+        checkpoint=checkpoint, upserts=upserts, removes=removes, base=base.entries,
+        timestamp=ts, new=final,
+    )
+    return State(final, floor, ts), data
+
+
+def encode_version(
+    *,
+    version: int,
+    table_id: str,
+    operation: str,
+    floor: int,
+    checkpoint: tuple[LoadEntry, ...] | None,
+    upserts: tuple[LoadEntry, ...],
+    removes: tuple[str, ...],
+    base: tuple[LoadEntry, ...],
+    timestamp: int,
+    dropped: bool = False,
+    new: tuple[LoadEntry, ...] | None = None,
+) -> bytes:
+    final = checkpoint if new is None else new
+    before = {e.load_name for e in base if e.readable}
+    after = {e.load_name for e in final or () if e.readable}
+    obj: dict[str, Any] = {
+        "formatVersion": FORMAT_VERSION,
+        "tableId": table_id,
+        "version": version,
+        "parent": version - 1 if version > 0 else None,
+        "operation": operation,
+        "timestamp": timestamp,
+        "writer": writer_id(),
+        "segmentIdFloor": floor,
+        "checkpoint": checkpoint is not None,
+        "readableAdded": sorted(after - before, key=segment_sort_key),
+        "readableRemoved": sorted(before - after, key=segment_sort_key),
+        "readableRows": sum(e.row_count for e in final or () if e.readable),
+    }
+    if dropped:
+        obj["dropped"] = True
+    if checkpoint is not None:
+        obj["entries"] = [e.to_json() for e in checkpoint]
+    else:
+        obj["upserts"] = [e.to_json() for e in upserts]
+        obj["removes"] = list(removes)
+    return orjson.dumps(obj)
