@@ -89,7 +89,7 @@ def test_rewrite_table_names(store: Store, table: object) -> None:
         "WITH x AS (SELECT * FROM db.sales s WHERE s.id > 1) SELECT count(*) FROM x JOIN sales2 ON 1=1",
         store,
     )
-    assert set(views) == {"db_sales"} and "FROM db_sales AS s" in sql and "FROM x" in sql
+    assert set(views) == {"db_sales__0"} and "FROM db_sales__0 AS s" in sql and "FROM x" in sql
     with pytest.raises(TableNotFoundError):
         rewrite_table_names("SELECT 1 FROM other.t", store)
 

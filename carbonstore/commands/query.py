@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from carbonstore.commands._common import add_json, open_store, print_json, print_table, split_ids
-from carbonstore.errors import TableNotFoundError, UserError
+from carbonstore.errors import UserError
 from carbonstore.store.table import Store
 
 __all__ = ["register", "rewrite_table_names"]
@@ -103,64 +103,40 @@ def _query(args: argparse.Namespace) -> int:
     from carbonstore.indexfiles.tableplan import bind_where
 
     bind_where(table, args.where)  # a bad filter is a user error before Spark starts
-    spark = get_spark()
+    spark = get_spark(conf=table.store.conf)
     df = to_spark(table, spark, where=args.where, segments=split_ids(args.segments)).select(*names)
     _emit(args, names, collect_rows(df, args.limit))
     return 0
 
 
 def rewrite_table_names(statement: str, store: Store) -> tuple[str, dict[str, Any]]:
-    """Point ``db.table`` references of the store at temp views named ``db_table``.
+    """Point each ``db.table`` reference of the store at its own temp view ``db_table__N``.
 
     Returns the rewritten SQL (Spark dialect) and view name -> Table. Names that are not
-    tables of the store (CTEs, other views) are left alone.
+    tables of the store (CTEs, other views) are left alone. See
+    :func:`carbonstore.spark.statements.plan_statement`, which also finds each reference's
+    own conjuncts.
 
     Raises:
         UserError: the statement does not parse, or names ``db.table`` that does not exist.
     """
-    import sqlglot
-    from sqlglot import exp
-    from sqlglot.errors import ParseError, TokenError
+    from carbonstore.spark.statements import plan_statement
 
-    try:
-        trees = sqlglot.parse(statement, read="spark")
-    except (ParseError, TokenError) as err:
-        raise UserError(f"cannot parse SQL: {' '.join(str(err).split())}") from err
-    if len(trees) != 1 or trees[0] is None:
-        raise UserError("give exactly one SQL statement")
-    tree = trees[0]
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    views: dict[str, Any] = {}
-    for node in list(tree.find_all(exp.Table)):
-        name, db = node.name, node.db
-        if not name or node.catalog or (not db and name.lower() in ctes):
-            continue
-        qualified = f"{db}.{name}" if db else name
-        try:
-            table = store.table(qualified)
-        except TableNotFoundError:
-            if db:
-                raise
-            continue
-        view = f"{table.name.database}_{table.name.table}"
-        views[view] = table
-        alias = node.args.get("alias")
-        new = exp.to_table(view)
-        if alias is not None:
-            new.set("alias", alias)
-        node.replace(new)
-    return tree.sql(dialect="spark"), views
+    planned = plan_statement(statement, store)
+    return planned.sql, {o.view: o.table for o in planned.occurrences}
 
 
 def _sql(args: argparse.Namespace) -> int:
-    from carbonstore.spark.reader import collect_rows, run_sql, to_spark
+    from carbonstore.spark.reader import collect_rows, run_sql, scan_frame
     from carbonstore.spark.session import get_spark
+    from carbonstore.spark.statements import plan_statement
 
     store = open_store(args)
-    statement, views = rewrite_table_names(args.statement, store)
-    spark = get_spark()
-    for view, table in views.items():
-        to_spark(table, spark).createOrReplaceTempView(view)
-    df = run_sql(spark, statement)
+    planned = plan_statement(args.statement, store)
+    spark = get_spark(conf=store.conf)
+    for occ in planned.occurrences:
+        # each occurrence its own DataFrame, pruned by its own conjuncts only
+        scan_frame(occ.table, spark, occ.where).createOrReplaceTempView(occ.view)
+    df = run_sql(spark, planned.sql)
     _emit(args, list(df.columns), collect_rows(df, args.limit))
     return 0
