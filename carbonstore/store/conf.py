@@ -38,6 +38,7 @@ DEFAULTS: dict[str, str] = {
     "carbon.index.snapshot.max.lag": "8",
     "carbon.read.partition.size.mb": "128",
     "carbon.read.local.rows": "100000",
+    "carbon.spark.log.level": "FATAL",
     "carbon.dictionary.chunk.size": "10000",
     "carbon.bad.records.action": "FAIL",
     "carbon.badrecords.location": "",
