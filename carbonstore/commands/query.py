@@ -127,16 +127,14 @@ def rewrite_table_names(statement: str, store: Store) -> tuple[str, dict[str, An
 
 
 def _sql(args: argparse.Namespace) -> int:
-    from carbonstore.spark.reader import collect_rows, run_sql, scan_frame
+    from carbonstore.spark.reader import collect_rows
     from carbonstore.spark.session import get_spark
+    from carbonstore.spark.sql import run_statement
     from carbonstore.spark.statements import plan_statement
 
     store = open_store(args)
-    planned = plan_statement(args.statement, store)
+    plan_statement(args.statement, store)  # a bad statement is a user error before Spark starts
     spark = get_spark(conf=store.conf)
-    for occ in planned.occurrences:
-        # each occurrence its own DataFrame, pruned by its own conjuncts only
-        scan_frame(occ.table, spark, occ.where).createOrReplaceTempView(occ.view)
-    df = run_sql(spark, planned.sql)
+    df = run_statement(spark, store, args.statement)
     _emit(args, list(df.columns), collect_rows(df, args.limit))
     return 0
