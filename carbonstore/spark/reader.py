@@ -39,6 +39,7 @@ from carbonstore.indexfiles.evaluator import narrows, rows_exact, rows_may_match
 from carbonstore.indexfiles.expr import AlwaysTrue, Expr, references, session_zone
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.writer import arrow_type
+from carbonstore.spark.datasource import one_line_errors
 from carbonstore.store import Store, load_conf
 from carbonstore.store.table import Table
 
@@ -229,6 +230,7 @@ class CarbonReader(DataSourceReader):
         name = self.options.get("path") or ""
         return Store(self.options.get("store") or None, conf=conf).table(name)
 
+    @one_line_errors
     def partitions(self) -> Sequence[InputPartition]:
         table = self._table()
         plan = prune(table, self.expr, segments=self.options.get(SEGMENTS_OPTION))
