@@ -66,6 +66,9 @@ def test_prune_json_contract(capsys: pytest.CaptureFixture[str], store: Store, t
     (["query", "db.sales", "--where", "cat > "], "cannot parse filter"),
     (["sql", "SELECT * FROM db.nothing"], "does not exist"),
     (["prune", "db.sales", "--time-zone", "Mars/Olympus"], "is not a time zone"),
+    (["query", "db.sales", "--limit", "99999999999999999999999"], "--limit must be between 0 and 2147483647"),
+    (["query", "db.sales", "--limit", "-1"], "--limit must be between"),
+    (["sql", "SELECT * FROM db.sales", "--limit", "2147483648"], "--limit must be between"),
 ])
 def test_user_mistakes_exit_2_with_one_line(
     capsys: pytest.CaptureFixture[str], store: Store, table: object, argv: list[str], message: str
@@ -149,6 +152,24 @@ def test_a_limit_ends_the_scan_without_a_traceback(store: Store, tmp_path: Path)
     assert res.returncode == 0, res.stderr[-3000:]
     assert len(res.stdout.splitlines()) == 4
     assert "Traceback" not in res.stderr, res.stderr[-3000:]
+    # Spark's own logging is quiet: no start-up warnings, no stage bars on a pipe (the JVM's
+    # own notice about its incubator modules is printed before any Spark code runs)
+    lines = [ln for ln in res.stderr.splitlines() if "incubator modules" not in ln]
+    assert lines == [], res.stderr[-3000:]
+
+
+def test_json_keeps_nan_and_null_apart(
+    capsys: pytest.CaptureFixture[str], spark: object, store: Store
+) -> None:
+    t = store.create_table("db.f", "id long not null, v double")
+    add_segments(t, [pa.table({"id": [0, 1, 2, 3, 4],
+                               "v": [float("nan"), None, float("inf"), -float("inf"), 1.5]})])
+    code, out, _ = _run(capsys, store, "query", "db.f", "--json")
+    assert code == 0
+    got = {r["id"]: r["v"] for r in json.loads(out)}
+    assert got == {0: "NaN", 1: None, 2: "Infinity", 3: "-Infinity", 4: 1.5}
+    code, out, _ = _run(capsys, store, "sql", "SELECT id, v FROM db.f ORDER BY id", "--csv")
+    assert out.splitlines()[1:] == ["0,NaN", "1,", "2,Infinity", "3,-Infinity", "4,1.5"]
 
 
 def test_prune_reads_timestamps_in_the_given_time_zone(

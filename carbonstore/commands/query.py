@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import sys
 import time
 from typing import Any
@@ -71,7 +72,21 @@ def _prune(args: argparse.Namespace) -> int:
     return 0
 
 
+_SPECIAL_FLOATS = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+MAX_LIMIT = 2**31 - 1  # Spark's LIMIT is a 32-bit int
+
+
+def _special(value: Any) -> Any:
+    """NaN and infinities as Spark spells them (strings): JSON has no NaN, and null
+    must stay null (docs/query.md, output formats)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _SPECIAL_FLOATS[repr(value)]
+    return value
+
+
 def _emit(args: argparse.Namespace, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    if any(isinstance(v, float) and not math.isfinite(v) for r in rows for v in r.values()):
+        rows = [{k: _special(v) for k, v in r.items()} for r in rows]
     if args.json:
         print_json(rows)
     elif args.csv:
@@ -81,6 +96,11 @@ def _emit(args: argparse.Namespace, columns: list[str], rows: list[dict[str, Any
             w.writerow(["" if r[c] is None else r[c] for c in columns])
     else:
         print_table(rows, columns)
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and not 0 <= limit <= MAX_LIMIT:
+        raise UserError(f"--limit must be between 0 and {MAX_LIMIT}, got {limit}")
 
 
 def _query(args: argparse.Namespace) -> int:
@@ -98,8 +118,7 @@ def _query(args: argparse.Namespace) -> int:
             )
     else:
         names = list(table.schema.column_names)
-    if args.limit is not None and args.limit < 0:
-        raise UserError("--limit must be 0 or more")
+    _check_limit(args.limit)
     from carbonstore.indexfiles.tableplan import bind_where
 
     bind_where(table, args.where)  # a bad filter is a user error before Spark starts
@@ -132,6 +151,7 @@ def _sql(args: argparse.Namespace) -> int:
     from carbonstore.spark.sql import run_statement
     from carbonstore.spark.statements import plan_statement
 
+    _check_limit(args.limit)
     store = open_store(args)
     plan_statement(args.statement, store)  # a bad statement is a user error before Spark starts
     spark = get_spark(conf=store.conf)

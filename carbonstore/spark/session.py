@@ -46,12 +46,17 @@ def _log4j_file(level: str) -> str:
     once per level into the temp folder: the JVM reads it at start-up, before any
     setLogLevel, so even start-up warnings follow it)."""
     path = Path(tempfile.gettempdir()) / f"carbonstore-log4j2-{level.lower()}.properties"
+    # Spark prints 'Setting default log level to "WARN"' at start-up unless the root level
+    # is WARN: quieter levels keep the root at WARN and filter on the appender instead.
+    quiet = _LEVELS.index(level) < _LEVELS.index("WARN")
     text = (
-        f"rootLogger.level = {level.lower()}\n"
+        f"rootLogger.level = {'warn' if quiet else level.lower()}\n"
         "rootLogger.appenderRef.stderr.ref = console\n"
         "appender.console.type = Console\n"
         "appender.console.name = console\n"
         "appender.console.target = SYSTEM_ERR\n"
+        "appender.console.filter.threshold.type = ThresholdFilter\n"
+        f"appender.console.filter.threshold.level = {level.lower()}\n"
         "appender.console.layout.type = PatternLayout\n"
         "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex\n"
     )
