@@ -190,3 +190,38 @@ def test_prune_reads_timestamps_in_the_given_time_zone(
     assert kept() == 2  # 00:00 and 01:00 UTC
     assert kept("--time-zone", "+05:00") == 0  # 02:00 at +05:00 is 21:00 UTC the day before
     assert kept("--time-zone", "America/New_York") == 7  # 07:00 UTC
+
+
+def test_carbondata_sql_verbs_run_the_cli_code(capsys: pytest.CaptureFixture[str], store: Store) -> None:
+    """No Spark: the verbs are answered by the same code as the CLI commands."""
+    code, out, err = _run(capsys, store, "sql", "CREATE TABLE db.v (id long NOT NULL, c string) "
+                          "STORED AS carbondata TBLPROPERTIES ('sort_columns'='id')", "--json")
+    assert code == 0, err
+    assert json.loads(out) == [{"table": "db.v", "created": True}]
+    assert list(store.table("db.v").schema.column_names) == ["id", "c"]
+    add_segments(store.table("db.v"), [pa.table({"id": [1, 2], "c": ["a", "b"]})] * 3)
+    code, out, _ = _run(capsys, store, "sql", "show segments for table db.v", "--json")
+    assert [r["id"] for r in json.loads(out)] == ["0", "1", "2"]
+    code, out, _ = _run(capsys, store, "sql", "DELETE FROM TABLE db.v WHERE SEGMENT.ID IN (1)", "--json")
+    assert code == 0 and json.loads(out) == [{"id": "1", "status": "Marked for Delete"}]
+    code, out, _ = _run(capsys, store, "sql", "SHOW SEGMENTS FOR TABLE db.v", "--json")
+    assert {r["id"]: r["status"] for r in json.loads(out)}["1"] == "Marked for Delete"
+    code, out, _ = _run(capsys, store, "sql", "CLEAN FILES FOR TABLE db.v OPTIONS('dryrun'='true')", "--json")
+    assert code == 0
+    code, out, _ = _run(capsys, store, "sql", "DROP TABLE db.v")
+    assert code == 0 and not store.exists("db.v")
+
+
+@pytest.mark.parametrize(("statement", "message"), [
+    ("DROP TABLE some_temp_view", "no such table"),
+    ("INSERT INTO db.sales VALUES (1, 'a', 1.0)", "this INSERT statement is not one of them"),
+    ("CREATE TABLE db.x (a int) USING parquet", "this CREATE statement is not one of them"),
+    ("ALTER TABLE db.sales COMPACT 'SIDEWAYS'", "use 'MINOR', 'MAJOR' or 'CUSTOM'"),
+    ("DELETE FROM TABLE db.sales WHERE SEGMENT.ID IN ()", "Segment ids should not be empty"),
+])
+def test_statements_we_cannot_honour_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], store: Store, table: object, statement: str, message: str
+) -> None:
+    code, out, err = _run(capsys, store, "sql", statement)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err, err

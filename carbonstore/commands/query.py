@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import re
 import sys
 import time
 from typing import Any
 
 from carbonstore.commands._common import add_json, open_store, print_json, print_table, split_ids
-from carbonstore.errors import UserError
+from carbonstore.errors import TableNotFoundError, UserError
 from carbonstore.store.table import Store
 
 __all__ = ["register", "rewrite_table_names"]
@@ -153,8 +154,118 @@ def _sql(args: argparse.Namespace) -> int:
 
     _check_limit(args.limit)
     store = open_store(args)
+    verb = match_verb(args.statement)
+    if verb is not None:
+        columns, rows = run_verb(store, *verb)
+        _emit(args, columns, rows[: args.limit] if args.limit is not None else rows)
+        return 0
     plan_statement(args.statement, store)  # a bad statement is a user error before Spark starts
     spark = get_spark(conf=store.conf)
     df = run_statement(spark, store, args.statement)
     _emit(args, list(df.columns), collect_rows(df, args.limit))
     return 0
+
+
+# ---- CarbonData SQL verbs --------------------------------------------------------------------
+# Each maps to the code of the CLI command of the same meaning (docs/query.md, "SQL verbs").
+
+_NAME = r"(?P<name>`?[A-Za-z_][\w]*`?(?:\.`?[A-Za-z_][\w]*`?)?)"
+_VERBS: list[tuple[str, re.Pattern[str]]] = [
+    ("show_segments", re.compile(rf"SHOW\s+SEGMENTS\s+(?:FOR|ON)\s+TABLE\s+{_NAME}"
+                                 r"(?:\s+LIMIT\s+(?P<limit>\d+))?", re.I | re.S)),
+    ("compact", re.compile(rf"ALTER\s+TABLE\s+{_NAME}\s+COMPACT\s+'(?P<kind>\w+)'"
+                           r"(?:\s+WHERE\s+SEGMENT\.ID\s+IN\s*\((?P<ids>[^)]*)\))?", re.I | re.S)),
+    ("clean", re.compile(rf"CLEAN\s+FILES\s+FOR\s+TABLE\s+{_NAME}"
+                         r"(?:\s+OPTIONS\s*\((?P<options>.*)\))?", re.I | re.S)),
+    ("delete_ids", re.compile(rf"DELETE\s+FROM\s+TABLE\s+{_NAME}\s+WHERE\s+SEGMENT\.ID\s+IN\s*"
+                              r"\((?P<ids>[^)]*)\)", re.I | re.S)),
+    ("delete_before", re.compile(rf"DELETE\s+FROM\s+TABLE\s+{_NAME}\s+WHERE\s+SEGMENT\."
+                                 r"STARTTIME\s+BEFORE\s+'(?P<before>[^']*)'", re.I | re.S)),
+    ("create", re.compile(rf"CREATE\s+TABLE\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?{_NAME}\s*"
+                          r"\((?P<schema>.*)\)\s*STORED\s+(?:AS|BY)\s+'?(?:carbondata|carbonstore)'?"
+                          r"(?:\s+TBLPROPERTIES\s*\((?P<props>.*)\))?", re.I | re.S)),
+    ("drop", re.compile(rf"DROP\s+TABLE\s+(?P<ie>IF\s+EXISTS\s+)?{_NAME}", re.I | re.S)),
+]
+_PAIR = re.compile(r"'([^']*)'\s*=\s*'([^']*)'")
+
+
+def match_verb(statement: str) -> tuple[str, dict[str, str | None]] | None:
+    """(verb, its parts) when ``statement`` is one of the CarbonData SQL verbs, else None."""
+    text = statement.strip().rstrip(";").strip()
+    for verb, pattern in _VERBS:
+        m = pattern.fullmatch(text)
+        if m:
+            parts = m.groupdict()
+            parts["name"] = (parts.get("name") or "").replace("`", "")
+            return verb, parts
+    return None
+
+
+def _ids(text: str | None) -> list[str]:
+    ids = [x.strip().strip("'\"") for x in (text or "").split(",") if x.strip()]
+    if not ids:
+        raise UserError("SEGMENT.ID IN (...): Segment ids should not be empty")
+    return ids
+
+
+def run_verb(store: Store, verb: str, parts: dict[str, str | None]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Run one CarbonData SQL verb with the CLI's code; (columns, rows) to print."""
+    from carbonstore.commands.tables import segment_row
+
+    name = str(parts["name"])
+    if verb == "show_segments":
+        entries = list(store.table(name).status.read().entries)
+        if parts.get("limit"):
+            entries = entries[-int(str(parts["limit"])):]
+        cols = ["id", "status", "loadStartTime", "timeTakenMs", "rows", "dataSize", "indexSize",
+                "mergedTo", "format"]
+        return cols, [segment_row(e) for e in entries]
+    if verb == "compact":
+        from carbonstore.segments.compaction import compact
+        from carbonstore.spark.compact_job import spark_merger
+
+        kind = str(parts["kind"]).lower()
+        if kind not in ("minor", "major", "custom"):
+            raise UserError(f"COMPACT '{parts['kind']}': use 'MINOR', 'MAJOR' or 'CUSTOM'")
+        ids = _ids(parts.get("ids")) if kind == "custom" else None
+        result = compact(store.table(name), kind, segment_ids=ids,  # type: ignore[arg-type]
+                         merger=spark_merger())
+        rows = [m.to_json() | {"sources": ",".join(m.sources)} for m in result.merged]
+        return ["output", "sources", "rows", "dataSize", "indexSize", "seconds"], rows
+    if verb == "clean":
+        from carbonstore.segments.clean import clean_files
+
+        opts = {k.lower(): v.lower() for k, v in _PAIR.findall(parts.get("options") or "")}
+        table = store.table(name)
+        report = clean_files(table, dry_run=opts.get("dryrun", opts.get("dry_run")) == "true",
+                             force=opts.get("force") == "true",
+                             stale_inprogress=opts.get("stale_inprogress") == "true")
+        rows = [i.to_json() | {"path": table.paths.relative(i.path)} for i in report.items]
+        return ["kind", "segment", "bytes", "path", "reason"], rows
+    if verb in ("delete_ids", "delete_before"):
+        from carbonstore.segments.manage import delete_segments, delete_segments_before
+
+        table = store.table(name)
+        marked = (delete_segments(table, _ids(parts.get("ids"))) if verb == "delete_ids"
+                  else delete_segments_before(table, str(parts["before"])))
+        return ["id", "status"], [{"id": e.load_name, "status": e.status} for e in marked]
+    if verb == "create":
+        from carbonstore.errors import TableExistsError
+
+        props = {k.lower(): v for k, v in _PAIR.findall(parts.get("props") or "")}
+        try:
+            table = store.create_table(name, str(parts["schema"]), properties=props)
+        except TableExistsError:
+            if not parts.get("ine"):
+                raise
+            return ["table", "created"], [{"table": str(store.table(name).name), "created": False}]
+        return ["table", "created"], [{"table": str(table.name), "created": True}]
+    if verb == "drop":
+        if not store.exists(name):
+            if parts.get("ie"):
+                return ["table", "dropped"], [{"table": name, "dropped": False}]
+            raise TableNotFoundError(f"DROP TABLE {name}: no such table in store {store.location}")
+        dropped = str(store.table(name).name)
+        store.drop_table(name)
+        return ["table", "dropped"], [{"table": dropped, "dropped": True}]
+    raise UserError(f"unknown SQL verb {verb}")  # pragma: no cover - _VERBS lists them all

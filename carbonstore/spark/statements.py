@@ -120,6 +120,13 @@ def plan_statement(statement: str, store: Store) -> PlannedStatement:
         UserError: the statement does not parse, or names ``db.table`` that does not exist.
     """
     tree = parse_statement(statement)
+    if not isinstance(tree, exp.Query):
+        first = statement.split()[0].upper() if statement.split() else ""
+        raise UserError(
+            f"carbonstore sql runs queries (SELECT, WITH ..., UNION, VALUES) and the CarbonData "
+            f"verbs (SHOW SEGMENTS FOR TABLE, ALTER TABLE t COMPACT, CLEAN FILES FOR TABLE, "
+            f"DELETE FROM TABLE t WHERE SEGMENT.ID IN (...), CREATE TABLE ... STORED AS "
+            f"carbondata, DROP TABLE); this {first} statement is not one of them")
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     tables: dict[int, Table] = {}
     for node in tree.find_all(exp.Table):
