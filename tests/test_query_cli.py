@@ -225,3 +225,22 @@ def test_statements_we_cannot_honour_are_one_line_errors(
     code, out, err = _run(capsys, store, "sql", statement)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_count_star_is_answered_from_the_index_without_spark(
+    capsys: pytest.CaptureFixture[str], store: Store, table: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import carbonstore.spark.session as session
+
+    def no_spark(**_: object) -> None:
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(session, "get_spark", no_spark)
+    code, out, err = _run(capsys, store, "sql", "SELECT count(*) AS n, COUNT(1) FROM db.sales", "--json")
+    assert code == 0, err
+    assert json.loads(out) == [{"n": 300, "count(1)": 300}]
+    from carbonstore.segments.manage import delete_segments
+
+    delete_segments(store.table("db.sales"), ["1"])
+    code, out, _ = _run(capsys, store, "sql", "select count(*) from db.sales", "--csv")
+    assert out.splitlines() == ["count(1)", "200"]

@@ -150,7 +150,7 @@ def _sql(args: argparse.Namespace) -> int:
     from carbonstore.spark.reader import collect_rows
     from carbonstore.spark.session import get_spark
     from carbonstore.spark.sql import run_statement
-    from carbonstore.spark.statements import plan_statement
+    from carbonstore.spark.statements import count_only, plan_statement
 
     _check_limit(args.limit)
     store = open_store(args)
@@ -158,6 +158,14 @@ def _sql(args: argparse.Namespace) -> int:
     if verb is not None:
         columns, rows = run_verb(store, *verb)
         _emit(args, columns, rows[: args.limit] if args.limit is not None else rows)
+        return 0
+    counted = count_only(args.statement)
+    if counted is not None and store.exists(counted[0]):
+        # the row count of the readable segments, from the index: no Spark, no data read
+        from carbonstore.indexfiles.tableplan import prune
+
+        n = prune(store.table(counted[0])).levels["rows"].total
+        _emit(args, counted[1], [dict.fromkeys(counted[1], n)] if args.limit != 0 else [])
         return 0
     plan_statement(args.statement, store)  # a bad statement is a user error before Spark starts
     spark = get_spark(conf=store.conf)
