@@ -260,7 +260,7 @@ def to_spark(
     """
     from carbonstore.spark.native import jvm_readable, native_frame, plain_columns
     from carbonstore.spark.session import register_data_source
-    from carbonstore.spark.statements import pushable_where
+    from carbonstore.spark.statements import split_where
 
     expr: Expr = AlwaysTrue()
     zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone")))
@@ -276,8 +276,11 @@ def to_spark(
             # (tests/spark/test_spark_semantics.py); others are filtered again.
             return frame if rows_exact(expr) else frame.where(where)
         if jvm_readable(table):
-            df = native_frame(spark, table, plan, pushable=pushable_where(where, plain_columns(table)))
-            return df.where(where) if where else df
+            # conjuncts on plain columns are applied under the frame's projections (pushed
+            # to the Parquet reader), the others on top: each conjunct once
+            pushable, rest = split_where(where, plain_columns(table))
+            df = native_frame(spark, table, plan, pushable=pushable)
+            return df.where(rest) if rest else df
     register_data_source(spark)
     reader = spark.read.format("carbonstore").option("store", table.store.location)
     for k, v in table.store.conf.values.items():

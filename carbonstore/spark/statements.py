@@ -25,7 +25,7 @@ from carbonstore.errors import TableNotFoundError, UserError
 from carbonstore.store.table import Store, Table
 
 __all__ = ["Occurrence", "PlannedStatement", "conjuncts", "count_only", "parse_statement",
-           "plan_statement", "pushable_where"]
+           "plan_statement", "pushable_where", "split_where"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,17 +75,26 @@ def conjuncts(condition: exp.Expr) -> list[exp.Expr]:
 def pushable_where(where: str | None, columns: frozenset[str]) -> str | None:
     """The conjuncts of ``where`` that reference only ``columns`` and hold no subquery
     (AND-ed, Spark SQL), or None."""
+    return split_where(where, columns)[0]
+
+
+def split_where(where: str | None, columns: frozenset[str]) -> tuple[str | None, str | None]:
+    """``where`` as (the conjuncts that reference only ``columns`` and hold no subquery,
+    the other conjuncts), each AND-ed in Spark SQL or None. A ``where`` that does not parse
+    here is all "other"."""
     if not where:
-        return None
+        return None, None
     try:
         cond = sqlglot.parse_one(where, read="spark")
     except (ParseError, TokenError, RecursionError):
-        return None
-    keep = [c for c in conjuncts(cond)
-            if not c.find(exp.Subquery, exp.Select)
-            and (refs := {col.name.lower() for col in c.find_all(exp.Column)})
-            and refs <= columns]
-    return " AND ".join(f"({c.sql(dialect='spark')})" for c in keep) or None
+        return None, where
+    keep: list[str] = []
+    rest: list[str] = []
+    for c in conjuncts(cond):
+        refs = {col.name.lower() for col in c.find_all(exp.Column)}
+        ok = not c.find(exp.Subquery, exp.Select) and refs and refs <= columns
+        (keep if ok else rest).append(f"({c.sql(dialect='spark')})")
+    return " AND ".join(keep) or None, " AND ".join(rest) or None
 
 
 def _sources(select: exp.Select) -> list[tuple[exp.Expr, str, bool]]:
