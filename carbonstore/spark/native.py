@@ -34,6 +34,9 @@ from carbonstore.store.table import Table
 __all__ = ["jvm_readable", "native_frame", "plain_columns", "storage_ddl"]
 
 _FLOATING = frozenset({"float", "double"})
+# the dictionary frame's columns (names no table is expected to use: they would clash)
+_SURROGATE = "__carbonstore_surrogate"
+_VALUE = "__carbonstore_value"
 _ZERO = {
     "boolean": "false", "string": "''", "binary": "X''", "date": "DATE '1970-01-01'",
     "timestamp": "TIMESTAMP '1970-01-01 00:00:00 UTC'",
@@ -80,8 +83,8 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
     out = raw
     for name in sorted(dictionary):
         values = _dictionary_frame(spark, table, name)
-        out = out.join(F.broadcast(values), out[f"`{name}`"] == values["__s"], "left") \
-            .drop(name, "__s").withColumnRenamed("__v", name)
+        out = out.join(F.broadcast(values), out[f"`{name}`"] == values[_SURROGATE], "left") \
+            .drop(name, _SURROGATE).withColumnRenamed(_VALUE, name)
     cols = []
     for c in table.schema.columns:
         col = F.col(f"`{c.name}`")
@@ -99,7 +102,7 @@ _lock = threading.Lock()
 
 
 def _dictionary_frame(spark: Any, table: Table, name: str) -> Any:
-    """(``__s`` INT surrogate, ``__v`` value) of the column's committed dictionary, as a
+    """(surrogate INT, value) of the column's committed dictionary, as a
     local DataFrame, cached per session, dictionary file and size (a dictionary only grows)."""
     from carbonstore.dictionary import load_dictionary
     from carbonstore.dictionary.column import FIRST_SURROGATE
@@ -112,9 +115,9 @@ def _dictionary_frame(spark: Any, table: Table, name: str) -> Any:
     if hit is not None:
         return hit
     values = d.values.cast(arrow_type(column.type))
-    rows = pa.table({"__s": pa.array(range(FIRST_SURROGATE, FIRST_SURROGATE + len(values)),
-                                     pa.int32()), "__v": values})
-    frame = spark.createDataFrame(rows, schema=f"__s int, __v {column.type}")
+    surrogates = pa.array(range(FIRST_SURROGATE, FIRST_SURROGATE + len(values)), pa.int32())
+    rows = pa.table({_SURROGATE: surrogates, _VALUE: values})
+    frame = spark.createDataFrame(rows, schema=f"{_SURROGATE} int, {_VALUE} {column.type}")
     with _lock:
         if len(_dictionaries) > 256:
             _dictionaries.clear()

@@ -142,3 +142,18 @@ def test_sql_reading_one_table_twice(
     out = capsys.readouterr().out
     assert code == 0
     assert sorted(out.splitlines()[1:]) == ["all,1000", "filtered,1"]
+
+
+def test_registered_views_answer_every_scan_and_see_new_loads(
+    pushdown: object, orders: object
+) -> None:
+    from carbonstore.spark.sql import register
+
+    spark = pushdown
+    assert register(spark, store=orders.store, tables=["shop.orders"]) == ["shop_orders"]  # type: ignore[attr-defined]
+    q = ("SELECT 'one' AS k, count(*) AS n FROM shop_orders WHERE order_id = 5 "
+         "UNION ALL SELECT 'all', count(*) FROM shop_orders")
+    assert {r.k: r.n for r in spark.sql(q).collect()} == {"one": 1, "all": 1000}  # type: ignore[attr-defined]
+    add_segments(orders, [pa.table({"order_id": np.arange(1000, 1100), "city": ["x"] * 100,  # type: ignore[arg-type]
+                                    "v": np.zeros(100)})])
+    assert {r.k: r.n for r in spark.sql(q).collect()} == {"one": 1, "all": 1100}  # type: ignore[attr-defined]
