@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test lint venv clean bench
+.PHONY: demo test test-long lint venv clean bench
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,11 @@ demo: venv
 	$(PY) -m carbonstore.demo
 
 test: venv
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider -m "not long" tests
+
+# The long runs of the race, damage and fuzz suites (about half an hour on 2 cores).
+test-long: venv
+	$(PY) -m pytest -q -p no:cacheprovider -m long tests
 
 lint: venv
 	$(PY) -m ruff check carbonstore tests bench

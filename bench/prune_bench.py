@@ -397,6 +397,8 @@ def _spark_e2e(meta: dict[str, Any], repeat: int = 11) -> list[dict[str, Any]]:
                 "ours": lambda q=sql, a=action: getattr(to_spark(table, s, where=q), a)(),
                 "plain": lambda q=sql, a=action: getattr(s.read.parquet(*meta["files"]).where(q), a)(),
             }
+            rows = {"ours": to_spark(table, s, where=sql).count(),
+                    "plain": s.read.parquet(*meta["files"]).where(sql).count()}
             times: dict[str, list[float]] = {k: [] for k in variants}
             for _ in range(5):
                 for fn in variants.values():
@@ -409,8 +411,10 @@ def _spark_e2e(meta: dict[str, Any], repeat: int = 11) -> list[dict[str, Any]]:
             ours, plain = statistics.median(times["ours"]), statistics.median(times["plain"])
             out.append({"segments": meta["n"], "predicate": label, "action": action,
                         "system": "spark end to end", "carbonstore_ms": ours,
-                        "spark_parquet_ms": plain, "speedup": plain / ours})
-            print(f"  spark {label} {action}(): carbonstore {ours:.0f} ms, spark.read.parquet {plain:.0f} ms",
+                        "spark_parquet_ms": plain, "speedup": plain / ours,
+                        "count": rows["ours"], "plain_count": rows["plain"]})
+            print(f"  spark {label} {action}(): carbonstore {ours:.0f} ms ({rows['ours']} rows), "
+                  f"spark.read.parquet {plain:.0f} ms ({rows['plain']} rows)",
                   file=sys.stderr)
     return out
 
@@ -427,10 +431,11 @@ def to_markdown(results: list[dict[str, Any]]) -> str:
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     spark = [r for r in results if "speedup" in r]
     if spark:
-        lines += ["", "| segments | predicate | action | carbonstore ms | spark.read.parquet ms | speedup |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", "| segments | predicate | action | carbonstore ms | spark.read.parquet ms | speedup "
+                  "| count (carbonstore / plain) |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {r['segments']} | {r['predicate']} | {r['action']}() | {r['carbonstore_ms']:.0f} | "
-                  f"{r['spark_parquet_ms']:.0f} | {r['speedup']:.1f}x |" for r in spark]
+                  f"{r['spark_parquet_ms']:.0f} | {r['speedup']:.1f}x | {r['count']} / {r['plain_count']} |"
+                  for r in spark]
     return "\n".join(lines)
 
 

@@ -66,6 +66,9 @@ def test_prune_json_contract(capsys: pytest.CaptureFixture[str], store: Store, t
     (["query", "db.sales", "--where", "cat > "], "cannot parse filter"),
     (["sql", "SELECT * FROM db.nothing"], "does not exist"),
     (["prune", "db.sales", "--time-zone", "Mars/Olympus"], "is not a time zone"),
+    (["query", "db.sales", "--limit", "99999999999999999999999"], "--limit must be between 0 and 2147483647"),
+    (["query", "db.sales", "--limit", "-1"], "--limit must be between"),
+    (["sql", "SELECT * FROM db.sales", "--limit", "2147483648"], "--limit must be between"),
 ])
 def test_user_mistakes_exit_2_with_one_line(
     capsys: pytest.CaptureFixture[str], store: Store, table: object, argv: list[str], message: str
@@ -89,7 +92,7 @@ def test_rewrite_table_names(store: Store, table: object) -> None:
         "WITH x AS (SELECT * FROM db.sales s WHERE s.id > 1) SELECT count(*) FROM x JOIN sales2 ON 1=1",
         store,
     )
-    assert set(views) == {"db_sales"} and "FROM db_sales AS s" in sql and "FROM x" in sql
+    assert set(views) == {"db_sales__0"} and "FROM db_sales__0 AS s" in sql and "FROM x" in sql
     with pytest.raises(TableNotFoundError):
         rewrite_table_names("SELECT 1 FROM other.t", store)
 
@@ -149,6 +152,24 @@ def test_a_limit_ends_the_scan_without_a_traceback(store: Store, tmp_path: Path)
     assert res.returncode == 0, res.stderr[-3000:]
     assert len(res.stdout.splitlines()) == 4
     assert "Traceback" not in res.stderr, res.stderr[-3000:]
+    # Spark's own logging is quiet: no start-up warnings, no stage bars on a pipe (the JVM's
+    # own notice about its incubator modules is printed before any Spark code runs)
+    lines = [ln for ln in res.stderr.splitlines() if "incubator modules" not in ln]
+    assert lines == [], res.stderr[-3000:]
+
+
+def test_json_keeps_nan_and_null_apart(
+    capsys: pytest.CaptureFixture[str], spark: object, store: Store
+) -> None:
+    t = store.create_table("db.f", "id long not null, v double")
+    add_segments(t, [pa.table({"id": [0, 1, 2, 3, 4],
+                               "v": [float("nan"), None, float("inf"), -float("inf"), 1.5]})])
+    code, out, _ = _run(capsys, store, "query", "db.f", "--json")
+    assert code == 0
+    got = {r["id"]: r["v"] for r in json.loads(out)}
+    assert got == {0: "NaN", 1: None, 2: "Infinity", 3: "-Infinity", 4: 1.5}
+    code, out, _ = _run(capsys, store, "sql", "SELECT id, v FROM db.f ORDER BY id", "--csv")
+    assert out.splitlines()[1:] == ["0,NaN", "1,", "2,Infinity", "3,-Infinity", "4,1.5"]
 
 
 def test_prune_reads_timestamps_in_the_given_time_zone(
@@ -169,3 +190,57 @@ def test_prune_reads_timestamps_in_the_given_time_zone(
     assert kept() == 2  # 00:00 and 01:00 UTC
     assert kept("--time-zone", "+05:00") == 0  # 02:00 at +05:00 is 21:00 UTC the day before
     assert kept("--time-zone", "America/New_York") == 7  # 07:00 UTC
+
+
+def test_carbondata_sql_verbs_run_the_cli_code(capsys: pytest.CaptureFixture[str], store: Store) -> None:
+    """No Spark: the verbs are answered by the same code as the CLI commands."""
+    code, out, err = _run(capsys, store, "sql", "CREATE TABLE db.v (id long NOT NULL, c string) "
+                          "STORED AS carbondata TBLPROPERTIES ('sort_columns'='id')", "--json")
+    assert code == 0, err
+    assert json.loads(out) == [{"table": "db.v", "created": True}]
+    assert list(store.table("db.v").schema.column_names) == ["id", "c"]
+    add_segments(store.table("db.v"), [pa.table({"id": [1, 2], "c": ["a", "b"]})] * 3)
+    code, out, _ = _run(capsys, store, "sql", "show segments for table db.v", "--json")
+    assert [r["id"] for r in json.loads(out)] == ["0", "1", "2"]
+    code, out, _ = _run(capsys, store, "sql", "DELETE FROM TABLE db.v WHERE SEGMENT.ID IN (1)", "--json")
+    assert code == 0 and json.loads(out) == [{"id": "1", "status": "Marked for Delete"}]
+    code, out, _ = _run(capsys, store, "sql", "SHOW SEGMENTS FOR TABLE db.v", "--json")
+    assert {r["id"]: r["status"] for r in json.loads(out)}["1"] == "Marked for Delete"
+    code, out, _ = _run(capsys, store, "sql", "CLEAN FILES FOR TABLE db.v OPTIONS('dryrun'='true')", "--json")
+    assert code == 0
+    code, out, _ = _run(capsys, store, "sql", "DROP TABLE db.v")
+    assert code == 0 and not store.exists("db.v")
+
+
+@pytest.mark.parametrize(("statement", "message"), [
+    ("DROP TABLE some_temp_view", "no such table"),
+    ("INSERT INTO db.sales VALUES (1, 'a', 1.0)", "this INSERT statement is not one of them"),
+    ("CREATE TABLE db.x (a int) USING parquet", "this CREATE statement is not one of them"),
+    ("ALTER TABLE db.sales COMPACT 'SIDEWAYS'", "use 'MINOR', 'MAJOR' or 'CUSTOM'"),
+    ("DELETE FROM TABLE db.sales WHERE SEGMENT.ID IN ()", "Segment ids should not be empty"),
+])
+def test_statements_we_cannot_honour_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], store: Store, table: object, statement: str, message: str
+) -> None:
+    code, out, err = _run(capsys, store, "sql", statement)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_count_star_is_answered_from_the_index_without_spark(
+    capsys: pytest.CaptureFixture[str], store: Store, table: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import carbonstore.spark.session as session
+
+    def no_spark(**_: object) -> None:
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(session, "get_spark", no_spark)
+    code, out, err = _run(capsys, store, "sql", "SELECT count(*) AS n, COUNT(1) FROM db.sales", "--json")
+    assert code == 0, err
+    assert json.loads(out) == [{"n": 300, "count(1)": 300}]
+    from carbonstore.segments.manage import delete_segments
+
+    delete_segments(store.table("db.sales"), ["1"])
+    code, out, _ = _run(capsys, store, "sql", "select count(*) from db.sales", "--csv")
+    assert out.splitlines() == ["count(1)", "200"]

@@ -132,7 +132,7 @@ def _load(args: argparse.Namespace) -> int:
     from carbonstore.spark.load_job import load
     from carbonstore.spark.session import get_spark
 
-    spark = get_spark(master=args.master)
+    spark = get_spark(master=args.master, conf=table.store.conf)
     with progress(None, f"loading into {table.name}", json=getattr(args, "json", False)):
         entry = load(
             table,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
+import re
 import sys
 import time
 from typing import Any
@@ -33,8 +35,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--time-zone", default="UTC",
                    help="zone timestamps without an offset are read in, as Spark's "
                         "spark.sql.session.timeZone (default UTC), e.g. Europe/Paris or +08:00")
-    add_json(p)
     add_as_of(p)
+    add_json(p)
     p.set_defaults(func=_prune)
 
     p = sub.add_parser("query", parents=parents, help="read a table through Spark (pruned by --where)")
@@ -43,20 +45,20 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--where", help="filter (pushed to the pruner, evaluated by Spark)")
     p.add_argument("--segments", help="only these segment ids, e.g. 1,3")
     p.add_argument("--limit", type=row_limit, help="at most N rows (0 to 2147483647)")
+    add_as_of(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print rows as JSON")
     fmt.add_argument("--csv", action="store_true", help="print rows as CSV")
-    add_as_of(p)
     p.set_defaults(func=_query)
 
     p = sub.add_parser("sql", parents=parents,
                        help='run Spark SQL where tables of the store are usable as db.table')
     p.add_argument("statement", help='e.g. "SELECT cat, count(*) FROM db.sales GROUP BY cat"')
     p.add_argument("--limit", type=row_limit, help="at most N rows (0 to 2147483647)")
+    add_as_of(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print rows as JSON")
     fmt.add_argument("--csv", action="store_true", help="print rows as CSV")
-    add_as_of(p)
     p.set_defaults(func=_sql)
 
 
@@ -82,7 +84,21 @@ def _prune(args: argparse.Namespace) -> int:
     return 0
 
 
+_SPECIAL_FLOATS = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+MAX_LIMIT = 2**31 - 1  # Spark's LIMIT is a 32-bit int
+
+
+def _special(value: Any) -> Any:
+    """NaN and infinities as Spark spells them (strings): JSON has no NaN, and null
+    must stay null (docs/query.md, output formats)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return _SPECIAL_FLOATS[repr(value)]
+    return value
+
+
 def _emit(args: argparse.Namespace, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    if any(isinstance(v, float) and not math.isfinite(v) for r in rows for v in r.values()):
+        rows = [{k: _special(v) for k, v in r.items()} for r in rows]
     if args.json:
         print_json(rows)
     elif args.csv:
@@ -92,6 +108,11 @@ def _emit(args: argparse.Namespace, columns: list[str], rows: list[dict[str, Any
             w.writerow(["" if r[c] is None else r[c] for c in columns])
     else:
         print_table(rows, columns)
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and not 0 <= limit <= MAX_LIMIT:
+        raise UserError(f"--limit must be between 0 and {MAX_LIMIT}, got {limit}")
 
 
 def _query(args: argparse.Namespace) -> int:
@@ -109,75 +130,162 @@ def _query(args: argparse.Namespace) -> int:
             )
     else:
         names = list(table.schema.column_names)
-    if args.limit is not None and args.limit < 0:
-        raise UserError("--limit must be 0 or more")
+    _check_limit(args.limit)
     from carbonstore.indexfiles.tableplan import bind_where
 
     bind_where(table, args.where)  # a bad filter is a user error before Spark starts
-    spark = get_spark()
+    spark = get_spark(conf=table.store.conf)
     df = to_spark(table, spark, where=args.where, segments=split_ids(args.segments)).select(*names)
     _emit(args, names, collect_rows(df, args.limit))
     return 0
 
 
 def rewrite_table_names(statement: str, store: Store) -> tuple[str, dict[str, Any]]:
-    """Point ``db.table`` references of the store at temp views named ``db_table``.
+    """Point each ``db.table`` reference of the store at its own temp view ``db_table__N``.
 
     Returns the rewritten SQL (Spark dialect) and view name -> Table. Names that are not
-    tables of the store (CTEs, other views) are left alone.
+    tables of the store (CTEs, other views) are left alone. See
+    :func:`carbonstore.spark.statements.plan_statement`, which also finds each reference's
+    own conjuncts.
 
     Raises:
         UserError: the statement does not parse, or names ``db.table`` that does not exist.
     """
-    import sqlglot
-    from sqlglot import exp
-    from sqlglot.errors import ParseError, TokenError
+    from carbonstore.spark.statements import plan_statement
 
-    try:
-        trees = sqlglot.parse(statement, read="spark")
-    except (ParseError, TokenError) as err:
-        from carbonstore.indexfiles.expr import sql_error_message
-
-        raise UserError(f"cannot parse SQL: {sql_error_message(err)}") from err
-    if len(trees) != 1 or trees[0] is None:
-        raise UserError("give exactly one SQL statement")
-    tree = trees[0]
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    views: dict[str, Any] = {}
-    for node in list(tree.find_all(exp.Table)):
-        name, db = node.name, node.db
-        if not name or node.catalog or (not db and name.lower() in ctes):
-            continue
-        qualified = f"{db}.{name}" if db else name
-        try:
-            table = store.table(qualified)
-        except TableNotFoundError:
-            if db:
-                raise
-            continue
-        view = f"{table.name.database}_{table.name.table}"
-        views[view] = table
-        alias = node.args.get("alias")
-        new = exp.to_table(view)
-        if alias is not None:
-            new.set("alias", alias)
-        node.replace(new)
-    return tree.sql(dialect="spark"), views
+    planned = plan_statement(statement, store)
+    return planned.sql, {o.view: o.table for o in planned.occurrences}
 
 
 def _sql(args: argparse.Namespace) -> int:
-    from carbonstore.spark.reader import collect_rows, run_sql, to_spark
+    from carbonstore.spark.reader import collect_rows
     from carbonstore.spark.session import get_spark
+    from carbonstore.spark.sql import run_statement
+    from carbonstore.spark.statements import count_only, plan_statement
 
+    _check_limit(args.limit)
     store = open_store(args)
-    statement, views = rewrite_table_names(args.statement, store)
-    spark = get_spark()
-    for view, table in views.items():
-        # Every scan of a table in the statement reads one version (the --as-of one, else the
-        # latest now), however often Spark plans the relation.
-        pinned = pin(table, args) if args.as_of else table.as_of(
-            table.status.read().version, check_files=False)
-        to_spark(pinned, spark).createOrReplaceTempView(view)
-    df = run_sql(spark, statement)
+    verb = match_verb(args.statement)
+    if verb is not None:
+        columns, rows = run_verb(store, *verb)
+        _emit(args, columns, rows[: args.limit] if args.limit is not None else rows)
+        return 0
+    counted = count_only(args.statement)
+    if counted is not None and store.exists(counted[0]):
+        # the row count of the readable segments, from the index: no Spark, no data read
+        from carbonstore.indexfiles.tableplan import prune
+
+        n = prune(pin(store.table(counted[0]), args)).levels["rows"].total
+        _emit(args, counted[1], [dict.fromkeys(counted[1], n)] if args.limit != 0 else [])
+        return 0
+    # a bad statement (or --as-of) is a user error before Spark starts
+    plan_statement(args.statement, store, as_of=args.as_of)
+    spark = get_spark(conf=store.conf)
+    df = run_statement(spark, store, args.statement, as_of=args.as_of)
     _emit(args, list(df.columns), collect_rows(df, args.limit))
     return 0
+
+
+# ---- CarbonData SQL verbs --------------------------------------------------------------------
+# Each maps to the code of the CLI command of the same meaning (docs/query.md, "SQL verbs").
+
+_NAME = r"(?P<name>`?[A-Za-z_][\w]*`?(?:\.`?[A-Za-z_][\w]*`?)?)"
+_VERBS: list[tuple[str, re.Pattern[str]]] = [
+    ("show_segments", re.compile(rf"SHOW\s+SEGMENTS\s+(?:FOR|ON)\s+TABLE\s+{_NAME}"
+                                 r"(?:\s+LIMIT\s+(?P<limit>\d+))?", re.I | re.S)),
+    ("compact", re.compile(rf"ALTER\s+TABLE\s+{_NAME}\s+COMPACT\s+'(?P<kind>\w+)'"
+                           r"(?:\s+WHERE\s+SEGMENT\.ID\s+IN\s*\((?P<ids>[^)]*)\))?", re.I | re.S)),
+    ("clean", re.compile(rf"CLEAN\s+FILES\s+FOR\s+TABLE\s+{_NAME}"
+                         r"(?:\s+OPTIONS\s*\((?P<options>.*)\))?", re.I | re.S)),
+    ("delete_ids", re.compile(rf"DELETE\s+FROM\s+TABLE\s+{_NAME}\s+WHERE\s+SEGMENT\.ID\s+IN\s*"
+                              r"\((?P<ids>[^)]*)\)", re.I | re.S)),
+    ("delete_before", re.compile(rf"DELETE\s+FROM\s+TABLE\s+{_NAME}\s+WHERE\s+SEGMENT\."
+                                 r"STARTTIME\s+BEFORE\s+'(?P<before>[^']*)'", re.I | re.S)),
+    ("create", re.compile(rf"CREATE\s+TABLE\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?{_NAME}\s*"
+                          r"\((?P<schema>.*)\)\s*STORED\s+(?:AS|BY)\s+'?(?:carbondata|carbonstore)'?"
+                          r"(?:\s+TBLPROPERTIES\s*\((?P<props>.*)\))?", re.I | re.S)),
+    ("drop", re.compile(rf"DROP\s+TABLE\s+(?P<ie>IF\s+EXISTS\s+)?{_NAME}", re.I | re.S)),
+]
+_PAIR = re.compile(r"'([^']*)'\s*=\s*'([^']*)'")
+
+
+def match_verb(statement: str) -> tuple[str, dict[str, str | None]] | None:
+    """(verb, its parts) when ``statement`` is one of the CarbonData SQL verbs, else None."""
+    text = statement.strip().rstrip(";").strip()
+    for verb, pattern in _VERBS:
+        m = pattern.fullmatch(text)
+        if m:
+            parts = m.groupdict()
+            parts["name"] = (parts.get("name") or "").replace("`", "")
+            return verb, parts
+    return None
+
+
+def _ids(text: str | None) -> list[str]:
+    ids = [x.strip().strip("'\"") for x in (text or "").split(",") if x.strip()]
+    if not ids:
+        raise UserError("SEGMENT.ID IN (...): Segment ids should not be empty")
+    return ids
+
+
+def run_verb(store: Store, verb: str, parts: dict[str, str | None]) -> tuple[list[str], list[dict[str, Any]]]:
+    """Run one CarbonData SQL verb with the CLI's code; (columns, rows) to print."""
+    from carbonstore.commands.tables import segment_row
+
+    name = str(parts["name"])
+    if verb == "show_segments":
+        entries = list(store.table(name).status.read().entries)
+        if parts.get("limit"):
+            entries = entries[-int(str(parts["limit"])):]
+        cols = ["id", "status", "loadStartTime", "timeTakenMs", "rows", "dataSize", "indexSize",
+                "mergedTo", "format"]
+        return cols, [segment_row(e) for e in entries]
+    if verb == "compact":
+        from carbonstore.segments.compaction import compact
+        from carbonstore.spark.compact_job import spark_merger
+
+        kind = str(parts["kind"]).lower()
+        if kind not in ("minor", "major", "custom"):
+            raise UserError(f"COMPACT '{parts['kind']}': use 'MINOR', 'MAJOR' or 'CUSTOM'")
+        ids = _ids(parts.get("ids")) if kind == "custom" else None
+        result = compact(store.table(name), kind, segment_ids=ids,  # type: ignore[arg-type]
+                         merger=spark_merger())
+        rows = [m.to_json() | {"sources": ",".join(m.sources)} for m in result.merged]
+        return ["output", "sources", "rows", "dataSize", "indexSize", "seconds"], rows
+    if verb == "clean":
+        from carbonstore.segments.clean import clean_files
+
+        opts = {k.lower(): v.lower() for k, v in _PAIR.findall(parts.get("options") or "")}
+        table = store.table(name)
+        report = clean_files(table, dry_run=opts.get("dryrun", opts.get("dry_run")) == "true",
+                             force=opts.get("force") == "true",
+                             stale_inprogress=opts.get("stale_inprogress") == "true")
+        rows = [i.to_json() | {"path": table.paths.relative(i.path)} for i in report.items]
+        return ["kind", "segment", "bytes", "path", "reason"], rows
+    if verb in ("delete_ids", "delete_before"):
+        from carbonstore.segments.manage import delete_segments, delete_segments_before
+
+        table = store.table(name)
+        marked = (delete_segments(table, _ids(parts.get("ids"))) if verb == "delete_ids"
+                  else delete_segments_before(table, str(parts["before"])))
+        return ["id", "status"], [{"id": e.load_name, "status": e.status} for e in marked]
+    if verb == "create":
+        from carbonstore.errors import TableExistsError
+
+        props = {k.lower(): v for k, v in _PAIR.findall(parts.get("props") or "")}
+        try:
+            table = store.create_table(name, str(parts["schema"]), properties=props)
+        except TableExistsError:
+            if not parts.get("ine"):
+                raise
+            return ["table", "created"], [{"table": str(store.table(name).name), "created": False}]
+        return ["table", "created"], [{"table": str(table.name), "created": True}]
+    if verb == "drop":
+        if not store.exists(name):
+            if parts.get("ie"):
+                return ["table", "dropped"], [{"table": name, "dropped": False}]
+            raise TableNotFoundError(f"DROP TABLE {name}: no such table in store {store.location}")
+        dropped = str(store.table(name).name)
+        store.drop_table(name)
+        return ["table", "dropped"], [{"table": dropped, "dropped": True}]
+    raise UserError(f"unknown SQL verb {verb}")  # pragma: no cover - _VERBS lists them all

@@ -70,7 +70,7 @@ def _analyze(args: argparse.Namespace) -> int:
         from carbonstore.spark.analyze_job import analyze
         from carbonstore.spark.session import get_spark
 
-        spark = get_spark(master=args.master)
+        spark = get_spark(master=args.master, conf=table.store.conf)
         with progress(None, f"analyzing {table.name}", json=args.json):
             done = analyze(table, spark=spark, segments=segments, columns=columns,
                            missing_only=args.missing)

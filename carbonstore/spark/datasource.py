@@ -21,14 +21,17 @@ The read side (``reader()``, ``pushFilters``) is added in this module by the rea
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from carbonstore.errors import UserError
 from carbonstore.segments.commit import abort_segment, begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import TaskResult, WriteSettings, write_task
@@ -38,9 +41,28 @@ from carbonstore.store.table import Table
 __all__ = ["CarbonCommitMessage", "CarbonDataSource", "CarbonWriter", "schema_ddl"]
 
 # Options that are not load options.
+_T = TypeVar("_T")
 STORE_OPTION = "store"
 SEGMENT_OPTION = "segment"
 _INTERNAL = frozenset({"path", STORE_OPTION, SEGMENT_OPTION, "versionasof", "timestampasof"})
+
+
+def one_line_errors(method: Callable[..., _T]) -> Callable[..., _T]:
+    """A carbonstore user error raised by a planning method reaches the PySpark user as
+    its one line (``[PYTHON_DATA_SOURCE_ERROR] ...: carbonstore.errors.SchemaError: ...``),
+    not after a Python traceback: PySpark's worker formats the exception without its
+    traceback when ``SPARK_HIDE_TRACEBACK`` is set, which is done here, in the planning
+    worker, only when a user error is on its way out (bugs keep their traceback)."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> _T:
+        try:
+            return method(*args, **kwargs)
+        except UserError:
+            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+            raise
+
+    return wrapper
 
 
 def schema_ddl(table: Table) -> str:
@@ -66,10 +88,51 @@ def open_table(options: dict[str, str]) -> Table:
     conf = load_conf().with_overrides(conf_overrides) if conf_overrides else load_conf()
     name = options.get("path")
     if not name:
-        from carbonstore.errors import UserError
-
         raise UserError('save the DataFrame to a table: .save("db.table")')
     return Store(options.get(STORE_OPTION) or None, conf=conf).table(name)
+
+
+_NUMERIC = frozenset({"byte", "short", "integer", "int", "long", "float", "double", "decimal"})
+
+
+def check_write_schema(table: Table, schema: StructType) -> None:
+    """The DataFrame's columns must be the table's, by name (any order, any case), and each
+    type the table's or one the writer casts exactly (numeric to numeric: a value the
+    table type cannot hold fails the write, it is never changed; an all-null column).
+
+    Raises:
+        SchemaError: naming the missing, unknown and mistyped columns and the fix.
+    """
+    from carbonstore.errors import SchemaError
+    from carbonstore.segments.badrecords import HIDDEN_COLUMNS
+
+    given = {f.name.lower(): f for f in schema.fields if f.name not in HIDDEN_COLUMNS}
+    wanted = {c.name: c for c in table.schema.columns}
+    unknown = [f.name for n, f in given.items() if n not in wanted]
+    missing = [n for n in wanted if n not in given]
+    problems = []
+    if unknown:
+        problems.append(f"unknown column(s) {', '.join(unknown)}")
+    if missing:
+        problems.append(f"missing column(s) {', '.join(missing)}")
+    for name, col in wanted.items():
+        f = given.get(name)
+        if f is None:
+            continue
+        have = f.dataType.typeName()
+        want = col.type.name
+        same = (have == want or (have, want) in {("integer", "int")}) and (
+            want != "decimal" or f.dataType.simpleString() == str(col.type))
+        if not same and have != "void" and not (have in _NUMERIC and want in _NUMERIC):
+            problems.append(f"column {name} is {f.dataType.simpleString()}, the table's is "
+                            f"{col.type}")
+    if problems:
+        raise SchemaError(
+            f"cannot write to {table.name}: {'; '.join(problems)}. The DataFrame's columns "
+            f"must be the table's ({', '.join(f'{c.name} {c.type}' for c in wanted.values())}), "
+            "matched by name: rename or cast them (df.select(col('a').cast('int').alias('x'), "
+            "...)), or load the data with 'carbonstore load' (bad-record handling)"
+        )
 
 
 @dataclass(frozen=True)
@@ -89,17 +152,21 @@ class CarbonDataSource(DataSource):
     def _opts(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in dict(self.options).items()}
 
+    @one_line_errors
     def schema(self) -> str:
         return schema_ddl(open_table(self._opts()))
 
+    @one_line_errors
     def reader(self, schema: StructType) -> Any:
         from carbonstore.spark.reader import CarbonReader
 
         return CarbonReader(self._opts())
 
+    @one_line_errors
     def writer(self, schema: StructType, overwrite: bool) -> CarbonWriter:
         opts = self._opts()
         table = open_table(opts)
+        check_write_schema(table, schema)  # before any segment exists
         conf_overrides, load_opts = _split_options(opts)
         options = parse_load_options(table, load_opts)
         segment = opts.get(SEGMENT_OPTION)
@@ -152,6 +219,7 @@ class CarbonWriter(DataSourceArrowWriter):
             task_id = uuid.uuid4().hex[:8]
         return CarbonCommitMessage(write_task(iterator, self.settings, task_id=task_id))
 
+    @one_line_errors
     def commit(self, messages: list[Any]) -> None:
         results = [m.result if isinstance(m, CarbonCommitMessage) else None for m in messages]
         commit_segment(

@@ -3,17 +3,22 @@
 ::
 
     spark.read.format("carbonstore").option("store", "/data/carbon.store") \\
-        .option("segments", "1,3").load("db.table").where("id = 42")
+        .option("segments", "1,3").option("where", "id = 42").load("db.table")
 
-Where pyspark calls what: ``reader()`` and then ``pushFilters()`` and ``partitions()`` run on
-the driver (in the planning Python worker), ``read()`` once per partition on the executors.
-``pushFilters`` converts the filters (carbonstore.spark.filters) and keeps the bound
-expression; ``partitions`` plans the table (indexfiles.tableplan: segments, files, row
-groups, page row ranges) and groups the surviving row groups into partitions of about
+Where pyspark calls what: ``reader()`` and ``partitions()`` run on the driver (in the
+planning Python worker), ``read()`` once per partition on the executors. ``partitions`` plans
+the table for the ``where`` option (indexfiles.tableplan: segments, files, row groups, page
+row ranges) and groups the surviving row groups into partitions of about
 ``carbon.read.partition.size.mb`` (default 128 MB). ``read`` yields Arrow batches of only
 those row groups, cut to the surviving row ranges, dictionary columns decoded, with the
-table's exact schema and nullability. Every pushed filter is returned to Spark: pruning is
-inclusive (it keeps whole pages), so Spark still evaluates the filters on the rows read.
+table's exact schema and nullability.
+
+The reader implements no ``pushFilters``: PySpark 4.3 plans every scan of a relation with
+the reader of the last scan that pushed a filter (docs/semantics.md, "Spark's reader
+reuse"), so a reader pruned by pushed filters would drop rows other scans need. Only the
+``where`` and ``segments`` options, which belong to the relation, prune; Spark evaluates a
+``.where()`` on the rows read. ``to_spark`` (and ``carbonstore sql``/``query``) plan on the
+driver and read the kept files with Spark's own Parquet reader (carbonstore.spark.native).
 """
 
 from __future__ import annotations
@@ -27,13 +32,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from carbonstore.errors import CorruptIndexError, UserError
 from carbonstore.indexfiles.evaluator import narrows, rows_exact, rows_may_match
 from carbonstore.indexfiles.expr import AlwaysTrue, Expr, references, session_zone
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.writer import arrow_type
+from carbonstore.spark.datasource import one_line_errors
 from carbonstore.store import Store, load_conf
 from carbonstore.store.table import Table, as_of_option
 
@@ -44,6 +50,7 @@ __all__ = [
 
 SEGMENTS_OPTION = "segments"
 WHERE_OPTION = "where"
+TIME_ZONE_OPTION = "timezone"  # the zone the where option's timestamps are read in (UTC)
 PARTITION_BYTES = 128 << 20
 PARTITION_ROW_GROUPS = 8
 LOCAL_ROWS_KEY = "carbon.read.local.rows"
@@ -210,10 +217,13 @@ class CarbonReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.options = dict(options)
         self.expr: Expr = AlwaysTrue()
-        self.pushed: list[str] = []
         where = self.options.get(WHERE_OPTION)
         if where:
-            self.expr = bind_where(self._table(), where)
+            zone = session_zone(self.options.get(TIME_ZONE_OPTION) or "UTC")
+            if zone is None:
+                raise UserError(f"option {TIME_ZONE_OPTION}: not a time zone: "
+                                f"{self.options.get(TIME_ZONE_OPTION)!r}")
+            self.expr = bind_where(self._table(), where, time_zone=zone)
 
     def _table(self) -> Table:
         conf = load_conf().with_overrides(_split(self.options))
@@ -222,17 +232,7 @@ class CarbonReader(DataSourceReader):
         # versionAsOf / timestampAsOf (checked for cleaned files once, when the plan is made)
         return table.as_of(as_of_option(self.options), check_files=False)
 
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - pyspark API
-        from carbonstore.indexfiles.expr import And
-        from carbonstore.spark.filters import convert_filters
-
-        converted = convert_filters(filters, self._table().schema)
-        if not isinstance(converted.expr, AlwaysTrue):
-            self.expr = converted.expr if isinstance(self.expr, AlwaysTrue) else And(self.expr, converted.expr)
-        self.pushed = [str(f) for f in converted.converted]
-        # Pruning keeps whole pages, so Spark evaluates every filter again on the rows read.
-        yield from filters
-
+    @one_line_errors
     def partitions(self) -> Sequence[InputPartition]:
         table = self._table()
         plan = prune(table, self.expr, segments=self.options.get(SEGMENTS_OPTION))
@@ -251,27 +251,38 @@ def to_spark(
 ) -> Any:
     """A DataFrame over ``table`` (its readable segments, or ``segments``), filtered by ``where``.
 
-    The filter is pushed to the pruner and evaluated by Spark as well. When the plan of the
-    filter keeps at most ``carbon.read.local.rows`` rows (0: never), those rows are read
-    here, on the driver, and Spark gets them as a local DataFrame (filtered again by Spark
-    unless the driver's row filter is exact, ``rows_exact``): a lookup then costs no Python
-    task, only a JVM one. Such a DataFrame holds the rows the table had when
-    ``to_spark`` ran; the data source reads the table when the query runs.
+    The scan is planned now, on the driver, from the indexes (the readable segments of the
+    tablestatus read now, pinned: later loads are not seen by this DataFrame). When the plan
+    keeps at most ``carbon.read.local.rows`` rows (0: never), those rows are read here and
+    Spark gets a local one-partition DataFrame (filtered again by Spark unless the driver's
+    row filter is exact, ``rows_exact``): a lookup costs no Python task, only a JVM one.
+    Otherwise Spark's own Parquet reader reads exactly the kept files
+    (:func:`carbonstore.spark.native.native_frame`; no row crosses into Python), or, for a
+    store the JVM cannot open, the ``carbonstore`` data source with the ``where`` option.
     """
+    from carbonstore.spark.native import jvm_readable, native_frame, plain_columns
     from carbonstore.spark.session import register_data_source
+    from carbonstore.spark.statements import split_where
 
+    expr: Expr = AlwaysTrue()
+    zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone")))
     if where:
         # Literals are read as Spark reads them: timestamps in the session time zone.
-        zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone")))
         expr = bind_where(table, where, time_zone=zone or dt.UTC)  # a bad filter fails here
+    if jvm_readable(table) or (where and zone is not None):
+        plan = prune(table, expr if zone is not None else AlwaysTrue(), segments=segments)
         limit = table.conf.get_int(LOCAL_ROWS_KEY)
-        if limit > 0 and zone is not None:
-            plan = prune(table, expr, segments=segments)
-            if plan.rows <= limit:
-                frame = local_frame(spark, table, plan, expr)
-                # The driver filter matches Spark's WHERE exactly for such filters
-                # (tests/spark/test_spark_semantics.py); others are filtered again.
-                return frame if rows_exact(expr) else frame.where(where)
+        if where and limit > 0 and zone is not None and plan.rows <= limit:
+            frame = local_frame(spark, table, plan, expr)
+            # The driver filter matches Spark's WHERE exactly for such filters
+            # (tests/spark/test_spark_semantics.py); others are filtered again.
+            return frame if rows_exact(expr) else frame.where(where)
+        if jvm_readable(table):
+            # conjuncts on plain columns are applied under the frame's projections (pushed
+            # to the Parquet reader), the others on top: each conjunct once
+            pushable, rest = split_where(where, plain_columns(table))
+            df = native_frame(spark, table, plan, pushable=pushable)
+            return df.where(rest) if rest else df
     register_data_source(spark)
     reader = spark.read.format("carbonstore").option("store", table.store.location)
     for k, v in table.store.conf.values.items():
@@ -282,10 +293,42 @@ def to_spark(
         reader = reader.option(SEGMENTS_OPTION, ids)
     if table.pinned_version is not None:  # a table opened as of a version reads only it
         reader = reader.option("versionAsOf", str(table.pinned_version))
+    if where and zone is not None:
+        reader = reader.option(WHERE_OPTION, where).option(
+            TIME_ZONE_OPTION, str(spark.conf.get("spark.sql.session.timeZone")))
     df = reader.load(str(table.name))
     if where:
         df = df.where(where)
     return df
+
+
+def scan_frame(table: Table, spark: Any, where: str | None = None) -> Any:
+    """One table occurrence of a statement: :func:`to_spark` pruned by the conjuncts of
+    ``where`` that bind to the table (the others are left to the statement, which keeps its
+    whole WHERE)."""
+    from carbonstore.spark.statements import conjuncts
+
+    if where:
+        import sqlglot
+
+        zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone"))) or dt.UTC
+        kept = []
+        for term in conjuncts(sqlglot.parse_one(where, read="spark")):
+            text = term.sql(dialect="spark")
+            try:
+                bind_where(table, text, time_zone=zone)
+            except (UserError, RecursionError):
+                continue
+            kept.append(f"({text})")
+        where = " AND ".join(kept) or None
+    return to_spark(table, spark, where=where)
+
+
+def empty_frame(spark: Any, table: Table) -> Any:
+    """An empty DataFrame with the table's exact schema."""
+    from carbonstore.spark.datasource import schema_ddl
+
+    return spark.createDataFrame([], schema=_struct_type(schema_ddl(table)))
 
 
 def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = None) -> Any:

@@ -1,7 +1,10 @@
 """The one SparkSession factory every entry point uses.
 
-Embedded default: ``local[*]``, UI off, few shuffle partitions, Python filter pushdown on,
-session time zone UTC, executors running this interpreter. An active session (a notebook)
+Embedded default: ``local[*]``, UI off, few shuffle partitions, session time zone UTC,
+executors running this interpreter, Spark's own logging quiet (``carbon.spark.log.level``,
+default ``FATAL``: the command reports failures itself, in one line) and no stage progress
+bars unless stderr is a terminal. Python filter pushdown is left as configured: the
+``carbonstore`` data source implements no ``pushFilters`` (docs/semantics.md). An active session (a notebook)
 is honoured: its master is kept and only the settings carbonstore needs are set on it.
 Under ``spark-submit`` (any job file) the session is started from spark-submit's own
 settings (``--master``, ``--conf``, ``spark-defaults.conf``), which win over the embedded
@@ -13,29 +16,75 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-__all__ = ["get_spark", "register_data_source"]
+from carbonstore.errors import ConfigError
+from carbonstore.store import CarbonConf, load_conf
+
+__all__ = ["LOG_LEVEL_KEY", "get_spark", "register_data_source"]
 
 _REQUIRED = {
-    "spark.sql.python.filterPushdown.enabled": "true",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
 }
 _TIME_ZONE = "spark.sql.session.timeZone"
+LOG_LEVEL_KEY = "carbon.spark.log.level"
+_LEVELS = ("OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE", "ALL")
+
+
+def _log_level(conf: CarbonConf | None) -> str:
+    value = (conf or load_conf()).get(LOG_LEVEL_KEY).strip().upper()
+    if value not in _LEVELS:
+        raise ConfigError(f"{LOG_LEVEL_KEY}={value!r}: use one of {', '.join(_LEVELS)}")
+    return value
+
+
+def _log4j_file(level: str) -> str:
+    """A log4j2 configuration sending Spark's log at ``level`` and above to stderr (written
+    once per level into the temp folder: the JVM reads it at start-up, before any
+    setLogLevel, so even start-up warnings follow it)."""
+    path = Path(tempfile.gettempdir()) / f"carbonstore-log4j2-{level.lower()}.properties"
+    # Spark prints 'Setting default log level to "WARN"' at start-up unless the root level
+    # is WARN: quieter levels keep the root at WARN and filter on the appender instead.
+    quiet = _LEVELS.index(level) < _LEVELS.index("WARN")
+    text = (
+        f"rootLogger.level = {'warn' if quiet else level.lower()}\n"
+        "rootLogger.appenderRef.stderr.ref = console\n"
+        "appender.console.type = Console\n"
+        "appender.console.name = console\n"
+        "appender.console.target = SYSTEM_ERR\n"
+        "appender.console.filter.threshold.type = ThresholdFilter\n"
+        f"appender.console.filter.threshold.level = {level.lower()}\n"
+        "appender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex\n"
+    )
+    try:
+        if not path.is_file() or path.read_text() != text:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+    except OSError:  # an unwritable temp folder: Spark's default logging, then setLogLevel
+        return ""
+    return str(path)
 
 
 def get_spark(
-    *, master: str | None = None, app_name: str = "carbonstore", shuffle_partitions: int = 4
+    *, master: str | None = None, app_name: str = "carbonstore", shuffle_partitions: int = 4,
+    conf: CarbonConf | None = None,
 ) -> SparkSession:
     """Return the active session (adjusted) or start one.
 
     Under spark-submit ``master``, ``app_name`` and ``shuffle_partitions`` are not used:
-    spark-submit's settings decide.
+    spark-submit's settings decide. ``conf`` (default: ``load_conf()``) gives
+    ``carbon.spark.log.level`` for a session started here; an active session's logging is
+    left alone.
     """
     active = SparkSession.getActiveSession()
     if active is not None:
         return _adjust(active)
+    level = _log_level(conf)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if "PYSPARK_GATEWAY_PORT" in os.environ:
         # spark-submit started the JVM with the user's settings (PYSPARK_GATEWAY_PORT is
@@ -43,6 +92,7 @@ def get_spark(
         spark = SparkSession.builder.getOrCreate()
         if not spark.sparkContext.getConf().contains(_TIME_ZONE):
             spark.conf.set(_TIME_ZONE, "UTC")
+        spark.sparkContext.setLogLevel(level)
         return _adjust(spark)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
@@ -52,11 +102,18 @@ def get_spark(
         builder = builder.master(os.environ["SPARK_MASTER"])
     else:
         builder = builder.master("local[*]")
+    java_options = "-Dderby.system.home=/tmp"
+    log4j = _log4j_file(level)
+    if log4j:
+        java_options += f" -Dlog4j2.configurationFile=file:{log4j}"
     builder = (
         builder.config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
-        .config("spark.driver.extraJavaOptions", "-Dderby.system.home=/tmp")
+        .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.ui.showConsoleProgress", "true" if sys.stderr.isatty() else "false")
+        # A native read lists its kept files by path: on the driver, not in a Spark job.
+        .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
         .config(_TIME_ZONE, "UTC")
         # PySpark's daemon without a traceback when a LIMIT closes a worker's socket.
         .config("spark.python.daemon.module", "carbonstore.spark.daemon")
@@ -64,7 +121,7 @@ def get_spark(
     for key, value in _REQUIRED.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(level)
     register_data_source(spark)
     return spark
 

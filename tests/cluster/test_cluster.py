@@ -155,14 +155,15 @@ def test_load_compact_analyze_query_through_spark_submit(
     assert sorted(map(_key, got)) == sorted(map(_key, FIRST + SECOND))
 
     # The work ran on the cluster, not in the driver: the workers launched executors for
-    # each of the five spark-submit applications (local mode launches none), and carbonstore's
-    # Python code (writer, merger, statistics, reader) ran in those executors' Python workers.
+    # each of the five spark-submit applications (local mode launches none); carbonstore's
+    # Python code (writer, merger, statistics) ran in the executors' Python workers of the
+    # first four, and the query's executors read the kept files with Spark's own Parquet
+    # reader (no Python task: docs/query.md).
     apps = _apps(cluster_dir) - apps_before
     assert len(apps) == 5, sorted(apps)
-    for app in sorted(apps):
+    for i, app in enumerate(sorted(apps)):
         logs = _executor_logs(cluster_dir, app)
         assert logs, f"no executor of {app} was launched by a worker"
         text = "".join(p.read_text(errors="replace") for p in logs)
-        assert "Starting Python task execution" in text, (
-            f"executors of {app} ran no Python task:\n{text[-3000:]}"
-        )
+        wanted = "Reading File path" if i == 4 else "Starting Python task execution"
+        assert wanted in text, f"executors of {app} show no '{wanted}':\n{text[-3000:]}"

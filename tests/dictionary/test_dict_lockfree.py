@@ -91,7 +91,7 @@ def test_lock_holders_and_lockless_writers_mixed(table: Table, tmp_path: object)
     _race(table, str(tmp_path), ["lock", "nolock", "lock", "nolock"], rounds=20)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_eight_lockless_processes_long(table: Table, tmp_path: object) -> None:
     _race(table, str(tmp_path), ["nolock"] * 6 + ["lock"] * 2, rounds=120)
 

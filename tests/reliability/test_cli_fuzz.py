@@ -388,7 +388,7 @@ def test_every_conf_key_from_a_file_and_options(
     _conf_case(stores, tmp_path_factory, data)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @given(data=st.data())
 @settings(SLOW, max_examples=2000)
 def test_long_run_conf_keys(
@@ -511,7 +511,7 @@ def test_the_reported_command_lines_as_processes(stores: dict[str, str], argv: l
 # ---- the long run ----------------------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @given(where=_where())
 @settings(SLOW, max_examples=1000)
 def test_long_run_prune_answers(stores: dict[str, str],
@@ -519,7 +519,7 @@ def test_long_run_prune_answers(stores: dict[str, str],
     _prune_case(stores, where)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @given(data=st.data())
 @SLOW
 def test_long_run_every_command(stores: dict[str, str], data: st.DataObject) -> None:

@@ -91,7 +91,7 @@ def test_loaders_vs_clean_stale_inprogress(tmp_path: Path) -> None:
     _loaders_vs_clean(tmp_path, SECONDS)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_loaders_vs_clean_stale_inprogress_long(tmp_path: Path) -> None:
     _loaders_vs_clean(tmp_path, 300)
 
@@ -133,7 +133,7 @@ def test_twelve_writers_with_queries(tmp_path: Path) -> None:
     _twelve_writers(tmp_path, SECONDS)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_twelve_writers_with_queries_long(tmp_path: Path) -> None:
     _twelve_writers(tmp_path, 240)
 

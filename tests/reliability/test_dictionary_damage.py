@@ -336,7 +336,7 @@ def test_dictionary_damage_short(pristine: tuple[str, object], tmp_path: Path) -
     assert counts["errors"] and counts["same"]  # both outcomes occur: the suite can fail
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_dictionary_damage_long(pristine: tuple[str, object], tmp_path: Path) -> None:
     counts = run_cases(pristine, tmp_path, range(1000, 3000))
     assert counts["wrong"] == 0 and counts["tracebacks"] == 0

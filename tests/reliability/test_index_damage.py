@@ -279,7 +279,7 @@ def test_random_bit_flips(tables: dict[str, Table], name: str, kind: str) -> Non
         _damage_index(t, path, _flip(data, pos, bit), planned=kind == "merge")
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_every_truncation_and_many_flips(tables: dict[str, Table], kind: str) -> None:
     t = tables["t"]
@@ -389,7 +389,7 @@ def test_snapshot_tampering(tables: dict[str, Table]) -> None:
             extra.unlink()
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_snapshot_many_flips_and_cuts(tables: dict[str, Table]) -> None:
     t = tables["t"]
     size = len(_snapshot(t).read_bytes())

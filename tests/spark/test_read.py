@@ -74,8 +74,10 @@ def test_filters_are_pushed_and_prune_the_read(spark: object, typed: object) -> 
     df = to_spark(typed, spark, where="i32 BETWEEN 650 AND 655 AND d IS NOT NULL")
     assert sorted(r.i32 for r in df.collect()) == [650, 651, 652, 653, 654, 655]
     assert [r.i32 for r in to_spark(typed, spark, where="s = 's1100'").collect()] == [1100]
-    # the same filter on a DataFrame (not through to_spark) is pushed too
-    df2 = spark.read.format("carbonstore").option("store", typed.store.location).load("db.typed")
+    # the data source prunes by its where option (filters Spark pushes do not prune: they
+    # are not safe against Spark's reader reuse, tests/spark/test_reader_reuse.py)
+    df2 = spark.read.format("carbonstore").option("store", typed.store.location) \
+        .option("where", "i64 = 900000006300").load("db.typed")
     assert df2.where("i64 = 900000006300").count() == 1
     with pytest.raises(Exception, match="(?i)parquet|magic"):  # noqa: PT011 - Spark wraps the executor error
         to_spark(typed, spark).count()
@@ -173,28 +175,30 @@ def _plan_text(df: object) -> str:
 def test_small_plans_are_read_on_the_driver_with_the_same_rows(
     spark: object, typed: object, where: str
 ) -> None:
-    """A filter whose plan keeps few rows gives a local DataFrame (no Python scan); its
-    schema and rows are those of the data source read."""
+    """A filter whose plan keeps few rows gives a local DataFrame (no scan at all); its
+    schema and rows are those of the native read (Spark's Parquet reader over the kept
+    files, no Python scan)."""
     local = to_spark(typed, spark, where=where)
     through_source = Store(typed.store.location, conf=typed.store.conf.with_overrides(  # type: ignore[attr-defined]
         {"carbon.read.local.rows": "0"})).table("db.typed")
     remote = to_spark(through_source, spark, where=where)
-    assert "(Python)" not in _plan_text(local)
-    assert "(Python)" in _plan_text(remote)
+    assert "Scan" not in _plan_text(local).replace("LocalTableScan", "").replace("Scan ExistingRDD", "")
+    assert "(Python)" not in _plan_text(remote)
+    assert "FileScan parquet" in _plan_text(remote) or prune(typed, where).rows == 0
     assert local.schema == remote.schema
     want = remote.orderBy("i32").collect()
     assert repr(local.orderBy("i32").collect()) == repr(want)
     assert len(want) <= prune(typed, where).rows <= 100_000
 
 
-def test_plans_above_the_local_limit_go_through_the_data_source(
+def test_plans_above_the_local_limit_are_read_by_sparks_parquet_reader(
     spark: object, typed: object
 ) -> None:
     small = Store(typed.store.location, conf=typed.store.conf.with_overrides(  # type: ignore[attr-defined]
         {"carbon.read.local.rows": "20"})).table("db.typed")
-    assert "(Python)" not in _plan_text(to_spark(small, spark, where="i32 = 7"))  # 1 page
+    assert "FileScan" not in _plan_text(to_spark(small, spark, where="i32 = 7"))  # 1 page
     df = to_spark(small, spark, where="i32 < 50")  # 3 pages of 20 rows
-    assert "(Python)" in _plan_text(df)
+    assert "FileScan parquet" in _plan_text(df) and "(Python)" not in _plan_text(df)
     assert df.count() == 50
 
 

@@ -1,0 +1,125 @@
+"""DataFrames over exactly the files a plan keeps, read by Spark's own Parquet reader.
+
+No row crosses into Python: the driver plans (segments, files) from the indexes, and Spark's
+vectorised reader reads the kept files with the table's storage schema. Contract of
+:func:`native_frame`:
+
+- the DataFrame has the table's exact Spark schema (types, names, nullability);
+- dictionary columns are decoded inside the JVM plan: a broadcast join of the INT32
+  surrogates with the column's dictionary (surrogate 1, null, has no row and decodes to null);
+- float/double columns are projected through ``nanvl(c, c)`` (the identity), so no predicate
+  on them reaches parquet-java's row-group filter: it knows no NaN counts and would skip a
+  row group whose max is below ``x`` for ``c > x`` although NaN rows (greater than every
+  number in Spark) match. Our index still prunes on them, with NaN counts;
+- ``NOT NULL`` columns are projected through ``coalesce(c, <zero>)``, which Spark knows
+  is never null (the load rejects nulls there, so the zero is never taken);
+- ``pushable``, a condition over plain columns, is applied under those projections, so
+  Spark pushes it to the Parquet reader (row-group statistics, dictionary and page-index
+  filters), which the projections above would prevent.
+
+Only local stores are read this way (``table.store.sfs.local``): the JVM opens the paths.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pyarrow as pa
+
+from carbonstore.indexfiles.tableplan import TablePlan
+from carbonstore.segments.writer import arrow_type
+from carbonstore.store.table import Table
+
+__all__ = ["jvm_readable", "native_frame", "plain_columns", "storage_ddl"]
+
+_FLOATING = frozenset({"float", "double"})
+# the dictionary frame's columns (names no table is expected to use: they would clash)
+_SURROGATE = "__carbonstore_surrogate"
+_VALUE = "__carbonstore_value"
+_ZERO = {
+    "boolean": "false", "string": "''", "binary": "X''", "date": "DATE '1970-01-01'",
+    "timestamp": "TIMESTAMP '1970-01-01 00:00:00 UTC'",
+}
+
+
+def jvm_readable(table: Table) -> bool:
+    """True when Spark's JVM can open the table's files by path (a local store)."""
+    return bool(table.store.sfs.local)
+
+
+def plain_columns(table: Table) -> frozenset[str]:
+    """Columns a predicate may be pushed to Spark's Parquet reader on (not dictionary-encoded,
+    not floating point)."""
+    dictionary = set(table.schema.dictionary_columns)
+    return frozenset(c.name for c in table.schema.columns
+                     if c.name not in dictionary and c.type.name not in _FLOATING)
+
+
+def storage_ddl(table: Table) -> str:
+    """The Spark schema of the table's Parquet files: dictionary columns as INT surrogates."""
+    dictionary = set(table.schema.dictionary_columns)
+    return ", ".join(f"`{c.name}` {'int' if c.name in dictionary else c.type}"
+                     for c in table.schema.columns)
+
+
+def _uri(path: str) -> str:
+    return path if "://" in path else "file://" + path
+
+
+def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | None = None) -> Any:
+    """A DataFrame over the files of ``plan`` (see the module contract)."""
+    from pyspark.sql import functions as F
+
+    from carbonstore.spark.reader import empty_frame
+
+    paths = [_uri(plan.absolute(f.path)) for f in plan.files]
+    if not paths:
+        return empty_frame(spark, table)
+    raw = spark.read.schema(storage_ddl(table)).parquet(*paths)
+    if pushable:
+        raw = raw.where(pushable)
+    dictionary = set(table.schema.dictionary_columns)
+    out = raw
+    for name in sorted(dictionary):
+        values = _dictionary_frame(spark, table, name)
+        out = out.join(F.broadcast(values), out[f"`{name}`"] == values[_SURROGATE], "left") \
+            .drop(name, _SURROGATE).withColumnRenamed(_VALUE, name)
+    cols = []
+    for c in table.schema.columns:
+        col = F.col(f"`{c.name}`")
+        if c.type.name in _FLOATING:
+            col = F.nanvl(col, col)
+        if not c.nullable:
+            zero = _ZERO.get(c.type.name, f"CAST(0 AS {c.type})")
+            col = F.coalesce(col, F.expr(zero).cast(str(c.type)))
+        cols.append(col.alias(c.name))
+    return out.select(*cols)
+
+
+_dictionaries: dict[tuple[int, str, str, int], Any] = {}
+_lock = threading.Lock()
+
+
+def _dictionary_frame(spark: Any, table: Table, name: str) -> Any:
+    """(surrogate INT, value) of the column's committed dictionary, as a
+    local DataFrame, cached per session, dictionary file and size (a dictionary only grows)."""
+    from carbonstore.dictionary import load_dictionary
+    from carbonstore.dictionary.column import FIRST_SURROGATE
+
+    column = table.schema.column(name)
+    d = load_dictionary(table, column)
+    key = (id(spark), str(d.files.meta_path), name, d.size)
+    with _lock:
+        hit = _dictionaries.get(key)
+    if hit is not None:
+        return hit
+    values = d.values.cast(arrow_type(column.type))
+    surrogates = pa.array(range(FIRST_SURROGATE, FIRST_SURROGATE + len(values)), pa.int32())
+    rows = pa.table({_SURROGATE: surrogates, _VALUE: values})
+    frame = spark.createDataFrame(rows, schema=f"{_SURROGATE} int, {_VALUE} {column.type}")
+    with _lock:
+        if len(_dictionaries) > 256:
+            _dictionaries.clear()
+        _dictionaries[key] = frame
+    return frame
