@@ -85,7 +85,6 @@ def _prune(args: argparse.Namespace) -> int:
 
 
 _SPECIAL_FLOATS = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
-MAX_LIMIT = 2**31 - 1  # Spark's LIMIT is a 32-bit int
 
 
 def _special(value: Any) -> Any:
@@ -110,11 +109,6 @@ def _emit(args: argparse.Namespace, columns: list[str], rows: list[dict[str, Any
         print_table(rows, columns)
 
 
-def _check_limit(limit: int | None) -> None:
-    if limit is not None and not 0 <= limit <= MAX_LIMIT:
-        raise UserError(f"--limit must be between 0 and {MAX_LIMIT}, got {limit}")
-
-
 def _query(args: argparse.Namespace) -> int:
     from carbonstore.spark.reader import collect_rows, to_spark
     from carbonstore.spark.session import get_spark
@@ -130,7 +124,6 @@ def _query(args: argparse.Namespace) -> int:
             )
     else:
         names = list(table.schema.column_names)
-    _check_limit(args.limit)
     from carbonstore.indexfiles.tableplan import bind_where
 
     bind_where(table, args.where)  # a bad filter is a user error before Spark starts
@@ -163,7 +156,6 @@ def _sql(args: argparse.Namespace) -> int:
     from carbonstore.spark.sql import run_statement
     from carbonstore.spark.statements import count_only, plan_statement
 
-    _check_limit(args.limit)
     store = open_store(args)
     verb = match_verb(args.statement)
     if verb is not None:

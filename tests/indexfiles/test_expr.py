@@ -203,35 +203,6 @@ def test_python_literals(literal: Any, bound: str) -> None:
     assert str(bind(Eq(name, literal), SCHEMA)) == bound
 
 
-# ---- Spark filters (pure Python objects, no JVM) -----------------------------------------
-
-
-def test_spark_filters() -> None:
-    ds = pytest.importorskip("pyspark.sql.datasource")
-    from carbonstore.spark.filters import convert_filters
-
-    filters = [
-        ds.GreaterThan(("i",), 1.5),
-        ds.Not(ds.EqualNullSafe(("i",), 3)),
-        ds.In(("s",), ("a", "b")),
-        ds.StringStartsWith(("s",), "ab"),
-        ds.StringEndsWith(("s",), "z"),
-        ds.EqualTo(("nested", "x"), 1),
-        ds.IsNull(("dt",)),
-        ds.EqualTo(("ts",), dt.datetime(1970, 1, 1, tzinfo=dt.UTC)),
-        ds.LessThanOrEqual(("i",), "abc"),
-    ]
-    out = convert_filters(filters, SCHEMA)
-    assert out.converted == (filters[0], filters[1], filters[2], filters[3], filters[6], filters[7])
-    assert out.unsupported == (filters[4], filters[5], filters[8])
-    assert "StringEndsWith" in out.reasons[0] and "nested column nested.x" in out.reasons[1]
-    assert "not a number" in out.reasons[2]
-    assert str(out.expr) == (
-        "(((((i >= 2 AND (i <> 3 OR i IS NULL)) AND s IN (b'a', b'b')) AND s STARTSWITH b'ab') "
-        "AND dt IS NULL) AND ts = 0)"
-    )
-
-
 def test_session_time_zones_resolve_like_spark_ids() -> None:
     import datetime as dt
 
