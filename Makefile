@@ -11,7 +11,8 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	# compat: a .pth entry for this folder (the default finder warns about same-named folders)
+	$(PY) -m pip install --quiet -e ".[dev]" --config-settings editable_mode=compat
 	touch $@
 
 venv: $(VENV)/.installed
