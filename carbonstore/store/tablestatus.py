@@ -77,6 +77,7 @@ from carbonstore.store.versions import (
     VersionRecord,
     apply_record,
     corrupt_version,
+    decode_header,
     decode_legacy,
     decode_record,
     encode_version,
@@ -364,6 +365,26 @@ class TableStatus:
                 f"version was written at {times[0]} ms"
             )
         return versions[i - 1]
+
+    def dropped(self) -> bool:
+        """True when the table's drop committed (its latest version is the DROP, or its log
+        is gone) - whether or not its folder was removed yet. Reads the latest version's
+        header only; a damaged log counts as not dropped (its readers report the damage)."""
+        try:
+            latest = self._latest()
+            if latest is None:  # no log: a table of the single-file format, or removed
+                return not self.legacy_schema
+            with _cache_lock:
+                hit = _STATES.get((self.log_dir, latest))
+            if hit is not None:
+                return hit.dropped
+            path = self._version_path(latest)
+            data = self.paths.sfs.read_bytes(path)
+            return decode_header(data, path, version=latest, table_id=self.table_id).dropped
+        except FileNotFoundError:  # the log went between the probe and the read
+            return not self.paths.sfs.is_dir(self.log_dir)
+        except CorruptMetadataError:
+            return False
 
     # ---- leases (heartbeat files; see carbonstore.store.leases) ----------------------------
     def _lease_path(self, segment_id: str) -> str:
