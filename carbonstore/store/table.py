@@ -95,9 +95,10 @@ class Table:
                            legacy_schema=not self.schema.table_id)
 
     # ---- time travel ---------------------------------------------------------------------
-    def history(self) -> list[VersionInfo]:
-        """Every tablestatus version, oldest first (version, time, operation, segments, rows)."""
-        return self.status.log()
+    def history(self, limit: int | None = None) -> list[VersionInfo]:
+        """Every tablestatus version, oldest first (version, time, operation, segments, rows);
+        with ``limit``, only the newest ``limit`` versions (only their files are read)."""
+        return self.status.log(limit)
 
     def as_of(self, when: int | str | None, *, check_files: bool = True) -> Table:
         """This table as it was at a version (int or digits), a local time

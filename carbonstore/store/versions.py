@@ -35,6 +35,7 @@ __all__ = [
     "encode_version",
     "floor_of",
     "next_version",
+    "version_time",
     "writer_id",
 ]
 
@@ -266,13 +267,20 @@ def next_version(
     floor = floor_of(final, base.id_floor)
     version = base.version + 1
     checkpoint = final if version % CHECKPOINT_INTERVAL == 0 else None
-    ts = now_ms()
+    ts = version_time(base.timestamp)
     data = encode_version(
         version=version, table_id=base.table_id, operation=operation, floor=floor,
         checkpoint=checkpoint, upserts=upserts, removes=removes, base=base.entries,
         timestamp=ts, new=final,
     )
     return State(final, floor, ts), data
+
+
+def version_time(parent_timestamp: int) -> int:
+    """A new version's time: now, but never before its parent's (a clock stepped back, or
+    a writer on a machine whose clock is behind), so times never decrease along the chain
+    and ``version_as_of`` can search it."""
+    return max(now_ms(), parent_timestamp)
 
 
 def encode_version(
