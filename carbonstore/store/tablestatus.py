@@ -248,6 +248,12 @@ class TableStatus:
         entries: dict[str, LoadEntry]
         if base is None:
             rec = self._read_record(checkpoint)
+            if rec.entries is None and rec.dropped:
+                # A DROP is written as a delta even at a checkpoint's number; nothing
+                # follows it and nothing reads its entries.
+                state = State((), rec.floor, rec.timestamp, dropped=True)
+                self._remember(version, state)
+                return state
             if rec.entries is None:
                 raise corrupt_version(self._version_path(checkpoint),
                                ValueError("a checkpoint version holds no entries"))
@@ -388,6 +394,8 @@ class TableStatus:
         lo, hi = 0, latest + 1  # time(lo) <= timestamp_ms; hi: the first known to be later
         while hi - lo > 1:
             mid = (lo + hi) // 2
+            if mid % CHECKPOINT_INTERVAL == 0 and mid + 1 < hi:
+                mid += 1  # any version between lo and hi will do: a delta is a smaller file
             if self._time_of(mid) <= timestamp_ms:
                 lo = mid
             else:
@@ -397,7 +405,9 @@ class TableStatus:
     def dropped(self) -> bool:
         """True when the table's drop committed (its latest version is the DROP, or its log
         is gone) - whether or not its folder was removed yet. Reads the latest version's
-        header only; a damaged log counts as not dropped (its readers report the damage)."""
+        header only (a delta: a few hundred bytes), or decodes it when it is a checkpoint (one
+        file, kept for the read that follows an open); a damaged log counts as not dropped
+        (its readers report the damage)."""
         try:
             latest = self._latest()
             if latest is None:  # no log: a table of the single-file format, or removed
@@ -406,6 +416,9 @@ class TableStatus:
                 hit = _STATES.get((self.log_dir, latest))
             if hit is not None:
                 return hit.dropped
+            if latest % CHECKPOINT_INTERVAL == 0:
+                # A checkpoint holds every entry: decode it once, for the reads that follow.
+                return self._state(latest).dropped
             path = self._version_path(latest)
             data = self.paths.sfs.read_bytes(path)
             return decode_header(data, path, version=latest, table_id=self.table_id).dropped
