@@ -2,14 +2,16 @@
 
 An ``In Progress`` entry records when its lease expires (``leaseExpiryMs``) and who holds
 it (``writer``, ``writerHost``, ``writerPid``). While the load or compaction runs, a
-background thread of its driver rewrites a heartbeat file
+background thread of its driver (for a bare ``df.write``, a renewer process:
+``carbonstore.store.renewer``) rewrites a heartbeat file
 ``Metadata/tablestatus_log/<tableId>/leases/<segment>.json`` with a later expiry every
 quarter of ``carbon.segment.lease.seconds`` (no tablestatus version per renewal). Clean
 files may treat the entry as dead only when
 
 * the lease expired: neither the entry nor the heartbeat names a time after now, or
 * its writer ran on this very machine (same host name, boot id and pid namespace) and
-  that process no longer exists: a killed load is recognised at once.
+  that process no longer exists (or is a zombie: it exited, and a parent or an init that
+  does not reap keeps it listed): a killed load is recognised at once.
 
 Being judged dead is never unsafe: clean files commits the entry as ``Failure`` before it
 deletes a file, and the load's own commit then fails with a clear error (a version chain
