@@ -9,7 +9,7 @@ from typing import Any
 from carbonstore.commands._common import add_json, open_store, print_json, print_table
 from carbonstore.store.table import Table
 
-__all__ = ["add_as_of", "pin", "register"]
+__all__ = ["add_as_of", "pin", "register", "version_limit"]
 
 
 def add_as_of(p: argparse.ArgumentParser) -> None:
@@ -27,6 +27,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("history", parents=parents,
                        help="list the table's versions: time, operation, segments, rows")
     p.add_argument("table")
+    p.add_argument("--limit", type=version_limit, metavar="N",
+                   help="only the newest N versions (reads only those); default: all")
     add_json(p)
     p.set_defaults(func=_history)
 
@@ -39,13 +41,22 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_restore)
 
 
+def version_limit(text: str) -> int:
+    """argparse type of ``history --limit``: a whole number of versions, at least 1."""
+    value = text.strip()
+    if not value.isascii() or not value.isdigit() or len(value) > 18 or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of versions, at least 1, "
+                                         f"got {text!r}")
+    return int(value)
+
+
 def _time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] if ms else ""
 
 
 def _history(args: argparse.Namespace) -> int:
     table = open_store(args).table(args.table)
-    rows = [v.to_json() for v in table.history()]
+    rows = [v.to_json() for v in table.history(limit=args.limit)]
     if args.json:
         print_json(rows)
         return 0

@@ -18,6 +18,7 @@ from carbonstore.commands._common import (
     print_table,
 )
 from carbonstore.errors import TableExistsError, UserError
+from carbonstore.store.paths import parse_table_name
 from carbonstore.store.schema import Column, normalise_properties, parse_schema_string
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
@@ -142,9 +143,11 @@ def _describe(args: argparse.Namespace) -> int:
 
 def _drop(args: argparse.Namespace) -> int:
     store = open_store(args)
-    name = store.table(args.table).name
-    store.drop_table(args.table)
-    print(f"dropped table {name}")
+    name = parse_table_name(args.table)
+    if store.drop_table(name):
+        print(f"dropped table {name}")
+    else:
+        print(f"dropped table {name} (finished an earlier drop that had not removed its folder)")
     return 0
 
 

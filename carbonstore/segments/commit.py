@@ -60,8 +60,9 @@ def begin_segment(
 
     Returns:
         The new entry and the lease keeper (None when ``hold_lock`` is false: the caller's
-        process ends before the load does, so only the entry's first lease counts); the
-        caller calls ``release()`` on it when the load has committed or failed.
+        process ends before the load does, so the caller renews the lease another way, as
+        the data source does with ``carbonstore.store.renewer``); the caller calls
+        ``release()`` on it when the load has committed or failed.
     """
     holder: list[LoadEntry] = []
     status = OVERWRITE_IN_PROGRESS if overwrite else IN_PROGRESS

@@ -13,8 +13,11 @@ configuration), the load options of docs/load.md (BAD_RECORDS_ACTION, ...), and 
 and holds its lock in the driver process and passes ``segment`` here.
 
 Where pyspark calls what: ``writer()`` runs once on the driver (in a Python worker that
-Spark starts for planning), ``write()`` once per task on the executors, ``commit()`` /
-``abort()`` on the driver after all tasks. The writer object is pickled between them.
+Spark starts for planning, reuses, and kills when idle for a minute), ``write()`` once per
+task on the executors, ``commit()`` / ``abort()`` on the driver after all tasks, in
+another Python worker. The writer object is pickled between them, so the lease of a bare
+``df.write`` is renewed by a detached process (``carbonstore.store.renewer``) that
+``commit()`` / ``abort()`` stop.
 
 The read side (``reader()``, ``pushFilters``) is added in this module by the read path.
 """
@@ -31,11 +34,17 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from carbonstore.errors import UserError
-from carbonstore.segments.commit import abort_segment, begin_segment, commit_segment
+from carbonstore.errors import CarbonStoreError, UserError
+from carbonstore.segments.commit import (
+    abort_segment,
+    begin_segment,
+    commit_segment,
+    lease_seconds,
+)
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import TaskResult, WriteSettings, write_task
 from carbonstore.store import Store, load_conf
+from carbonstore.store.renewer import Renewal, spawn_renewer, stop_renewer
 from carbonstore.store.table import Table
 
 __all__ = ["CarbonCommitMessage", "CarbonDataSource", "CarbonWriter", "schema_ddl"]
@@ -170,18 +179,33 @@ class CarbonDataSource(DataSource):
         conf_overrides, load_opts = _split_options(opts)
         options = parse_load_options(table, load_opts)
         segment = opts.get(SEGMENT_OPTION)
+        conf = {**table.store.conf.values, **conf_overrides}
+        renewal: Renewal | None = None
         if not segment:
-            # A bare df.write: allocate here. No process holds the segment lock for the whole
-            # write in this case (this planning worker exits); load() does hold it.
-            entry, lock = begin_segment(table, overwrite=overwrite, hold_lock=False)
+            # A bare df.write: allocate here. This planning worker does not live until the
+            # commit (Spark kills it when idle and commits from another worker), so a
+            # detached renewer keeps the lease until commit() / abort() (load() renews
+            # from its own driver process and passes the segment).
+            entry, _ = begin_segment(table, overwrite=overwrite, hold_lock=False)
             segment = entry.load_name
-        settings = write_settings(table, segment, options)
+            try:
+                settings = write_settings(table, segment, options)
+            except BaseException:
+                abort_segment(table, segment, reason="the write could not start")
+                raise
+            renewal = spawn_renewer(
+                store_location=table.store.location, conf=conf, table_name=str(table.name),
+                table_id=table.table_id, segment_id=segment, seconds=lease_seconds(table),
+            )
+        else:
+            settings = write_settings(table, segment, options)
         return CarbonWriter(
             settings=settings,
             store_location=table.store.location,
-            conf_overrides={**table.store.conf.values, **conf_overrides},
+            conf_overrides=conf,
             table_name=str(table.name),
             overwrite=overwrite,
+            renewal=renewal,
         )
 
 
@@ -196,12 +220,14 @@ class CarbonWriter(DataSourceArrowWriter):
         conf_overrides: dict[str, str],
         table_name: str,
         overwrite: bool,
+        renewal: Renewal | None = None,
     ) -> None:
         self.settings = settings
         self.store_location = store_location
         self.conf_overrides = dict(conf_overrides)
         self.table_name = table_name
         self.overwrite = overwrite
+        self.renewal = renewal  # the lease renewer of a bare df.write (stopped by commit/abort)
 
     def _table(self) -> Table:
         conf = load_conf().with_overrides(self.conf_overrides)
@@ -222,16 +248,34 @@ class CarbonWriter(DataSourceArrowWriter):
     @one_line_errors
     def commit(self, messages: list[Any]) -> None:
         results = [m.result if isinstance(m, CarbonCommitMessage) else None for m in messages]
-        commit_segment(
-            self._table(),
-            self.settings.segment_id,
-            results,
-            overwrite=self.overwrite,
-            action=self.settings.action,
-            bad_record_dir=self.settings.bad_record_dir,
-        )
+        try:
+            table = self._table()
+            commit_segment(
+                table,
+                self.settings.segment_id,
+                results,
+                overwrite=self.overwrite,
+                action=self.settings.action,
+                bad_record_dir=self.settings.bad_record_dir,
+            )
+        finally:  # committed or not (Spark calls abort() after a failed commit)
+            self._stop_renewal()
 
     def abort(self, messages: list[Any]) -> None:
-        abort_segment(
-            self._table(), self.settings.segment_id, reason="a load task failed; see the Spark log"
-        )
+        try:
+            abort_segment(
+                self._table(), self.settings.segment_id,
+                reason="a load task failed; see the Spark log",
+            )
+        finally:
+            self._stop_renewal()
+
+    def _stop_renewal(self) -> None:
+        """Stop the renewer of a bare df.write and remove its heartbeat."""
+        if self.renewal is None:
+            return
+        stop_renewer(self.renewal)
+        try:
+            self._table().status.delete_lease(self.settings.segment_id)
+        except CarbonStoreError:  # dropped: the heartbeat went with the table
+            pass

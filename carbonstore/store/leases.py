@@ -2,14 +2,16 @@
 
 An ``In Progress`` entry records when its lease expires (``leaseExpiryMs``) and who holds
 it (``writer``, ``writerHost``, ``writerPid``). While the load or compaction runs, a
-background thread of its driver rewrites a heartbeat file
+background thread of its driver (for a bare ``df.write``, a renewer process:
+``carbonstore.store.renewer``) rewrites a heartbeat file
 ``Metadata/tablestatus_log/<tableId>/leases/<segment>.json`` with a later expiry every
 quarter of ``carbon.segment.lease.seconds`` (no tablestatus version per renewal). Clean
 files may treat the entry as dead only when
 
 * the lease expired: neither the entry nor the heartbeat names a time after now, or
 * its writer ran on this very machine (same host name, boot id and pid namespace) and
-  that process no longer exists: a killed load is recognised at once.
+  that process no longer exists (or is a zombie: it exited, and a parent or an init that
+  does not reap keeps it listed): a killed load is recognised at once.
 
 Being judged dead is never unsafe: clean files commits the entry as ``Failure`` before it
 deletes a file, and the load's own commit then fails with a clear error (a version chain
@@ -35,7 +37,7 @@ from carbonstore.store.entries import LoadEntry, now_ms
 if TYPE_CHECKING:
     from carbonstore.store.tablestatus import TableStatus
 
-__all__ = ["LeaseKeeper", "entry_is_dead", "lease_fields", "writer_identity"]
+__all__ = ["LeaseKeeper", "entry_is_dead", "lease_fields", "process_start", "renew_lease", "writer_identity"]
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +70,29 @@ def lease_fields(seconds: float) -> dict[str, Any]:
     }
 
 
+def process_start(pid: int) -> str | None:
+    """Process ``pid``'s start time from ``/proc``: None when it is gone, a zombie (it
+    exited; a parent or an init that does not reap keeps it listed) or ``/proc`` is missing."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by someone else
-        return True
-    return True
+        pass
+    # A zombie has exited; without /proc, a listed pid counts as alive.
+    return not os.path.isdir("/proc/self") or process_start(pid) is not None
 
 
 def _int(value: Any) -> int | None:
@@ -94,6 +111,13 @@ def entry_is_dead(status: TableStatus, entry: LoadEntry, *, now: int, lease_ms: 
         return True
     pid = _int(info.get("writerPid"))
     return info.get("writerHost") == _host_id() and pid is not None and not _pid_alive(pid)
+
+
+def renew_lease(status: TableStatus, segment_id: str, seconds: float) -> None:
+    """Rewrite ``segment_id``'s heartbeat: its lease now runs ``seconds`` from now, held by
+    this process. FileNotFoundError when the table's log is gone (dropped)."""
+    data = {**lease_fields(seconds), "segment": segment_id}
+    status.write_lease(segment_id, orjson.dumps(data))
 
 
 @dataclass(eq=False)
@@ -127,8 +151,7 @@ class LeaseKeeper:
                 log.warning("lease of segment %s not renewed", self.segment_id, exc_info=True)
 
     def renew(self) -> None:
-        data = {**lease_fields(self.seconds), "segment": self.segment_id}
-        self.status.write_lease(self.segment_id, orjson.dumps(data))
+        renew_lease(self.status, self.segment_id, self.seconds)
 
     def release(self) -> None:
         """Stop renewing and remove the heartbeat (idempotent)."""

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from carbonstore.errors import (
+    CorruptMetadataError,
     InvalidNameError,
     TableExistsError,
     TableNotFoundError,
@@ -16,6 +17,7 @@ from carbonstore.errors import (
     VersionNotFoundError,
 )
 from carbonstore.store.conf import CarbonConf, load_conf
+from carbonstore.store.faults import crash_point
 from carbonstore.store.fs import StoreFS, resolve_fs
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TableName, TablePaths, parse_table_name
@@ -93,9 +95,10 @@ class Table:
                            legacy_schema=not self.schema.table_id)
 
     # ---- time travel ---------------------------------------------------------------------
-    def history(self) -> list[VersionInfo]:
-        """Every tablestatus version, oldest first (version, time, operation, segments, rows)."""
-        return self.status.log()
+    def history(self, limit: int | None = None) -> list[VersionInfo]:
+        """Every tablestatus version, oldest first (version, time, operation, segments, rows);
+        with ``limit``, only the newest ``limit`` versions (only their files are read)."""
+        return self.status.log(limit)
 
     def as_of(self, when: int | str | None, *, check_files: bool = True) -> Table:
         """This table as it was at a version (int or digits), a local time
@@ -213,16 +216,38 @@ class Store:
         return TablePaths(self.sfs, tn)
 
     def exists(self, name: str | TableName) -> bool:
-        return self.sfs.exists(self._paths(name).schema)
+        """The table exists: its schema does and its drop did not commit."""
+        paths = self._paths(name)
+        if not self.sfs.exists(paths.schema):
+            return False
+        try:
+            return not self._open(paths).status.dropped()
+        except CorruptMetadataError:  # a damaged schema: the table is there, damaged
+            return True
 
     def table(self, name: str | TableName) -> Table:
-        """Open an existing table or raise TableNotFoundError."""
+        """Open an existing table or raise TableNotFoundError.
+
+        A table whose drop committed is not opened, even while its folder is still there
+        (a drop cut short before it removed the folder): ``create`` moves that to the trash
+        and ``drop`` finishes removing it.
+        """
         paths = self._paths(name)
         if not self.sfs.exists(paths.schema):
             raise TableNotFoundError(
                 f"table {paths.name} does not exist in store {self.location}; "
                 "create it with 'carbonstore create'"
             )
+        table = self._open(paths)
+        if table.status.dropped():
+            raise TableNotFoundError(
+                f"table {paths.name} does not exist in store {self.location}: it was dropped "
+                "(its folder is not removed yet: 'carbonstore drop' finishes that, "
+                "'carbonstore create' moves it to the trash)"
+            )
+        return table
+
+    def _open(self, paths: TablePaths) -> Table:
         schema = TableSchema.from_bytes(self.sfs.read_bytes(paths.schema), path=paths.schema)
         return Table(self, paths.name, schema)
 
@@ -289,19 +314,37 @@ class Store:
         self.sfs.makedirs(paths.metadata)
         return floor
 
-    def drop_table(self, name: str) -> None:
+    def drop_table(self, name: str | TableName) -> bool:
         """Commit the table's DROP version, then remove its folder.
 
         A load or compaction still running fails its commit (the table is gone), and a
-        later create of the same name starts from an empty folder.
+        later create of the same name starts from an empty folder. The schema goes first,
+        so a removal cut short leaves no table behind; a drop cut short before that (the
+        DROP version committed, the folder still there) is finished by dropping again.
+
+        Returns:
+            True when this call committed the drop, False when it finished an earlier one.
+
+        Raises:
+            TableNotFoundError: there is no such table (nor a drop of it to finish).
         """
-        table = self.table(name)
-        with table.locks.hold("meta.lock"):
+        paths = self._paths(name)
+        if not self.sfs.exists(paths.schema):
+            self.table(paths.name)  # raises TableNotFoundError
+        with LockManager(paths, self.conf).hold("meta.lock"):
+            table = self._open(paths)
+            committed = True
             try:
                 table.status.drop()
             except TableNotFoundError:  # an earlier drop committed but did not finish
+                committed = False
+            crash_point("drop.after_commit")
+            try:
+                self.sfs.delete_file(paths.schema)
+            except FileNotFoundError:
                 pass
-            self.sfs.delete_dir(table.paths.root)
+            self.sfs.delete_dir(paths.root)
+        return committed
 
     def tables(self) -> list[TableName]:
         """Every table of the store, sorted."""
@@ -311,9 +354,11 @@ class Store:
                 for t in self.sfs.list_dir(db.path):
                     if self.sfs.exists(f"{t.path}/Metadata/schema"):
                         try:
-                            out.append(parse_table_name(f"{db.base_name}.{t.base_name}"))
+                            name = parse_table_name(f"{db.base_name}.{t.base_name}")
                         except InvalidNameError:  # a foreign folder, not a table
                             continue
+                        if self.exists(name):  # not a drop that did not remove the folder
+                            out.append(name)
         return sorted(out, key=str)
 
 

@@ -29,7 +29,6 @@ its folder is gone and the put fails. A table written by the earlier single-file
 
 from __future__ import annotations
 
-import bisect
 import random
 import threading
 import time
@@ -77,11 +76,13 @@ from carbonstore.store.versions import (
     VersionRecord,
     apply_record,
     corrupt_version,
+    decode_header,
     decode_legacy,
     decode_record,
     encode_version,
     floor_of,
     next_version,
+    version_time,
 )
 
 __all__ = [
@@ -247,6 +248,12 @@ class TableStatus:
         entries: dict[str, LoadEntry]
         if base is None:
             rec = self._read_record(checkpoint)
+            if rec.entries is None and rec.dropped:
+                # A DROP is written as a delta even at a checkpoint's number; nothing
+                # follows it and nothing reads its entries.
+                state = State((), rec.floor, rec.timestamp, dropped=True)
+                self._remember(version, state)
+                return state
             if rec.entries is None:
                 raise corrupt_version(self._version_path(checkpoint),
                                ValueError("a checkpoint version holds no entries"))
@@ -336,34 +343,89 @@ class TableStatus:
             return []
         return list(decode_legacy(sfs.read_bytes(path), path, path))
 
-    def log(self) -> list[VersionInfo]:
-        """Every version, oldest first (lists the log folder: for history, not for plans)."""
-        if self._latest() is None:
+    def log(self, limit: int | None = None) -> list[VersionInfo]:
+        """Every version, oldest first; with ``limit``, only the newest ``limit`` of them
+        (only their files are read: the chain is gapless, so no listing is needed)."""
+        latest = self._latest()
+        if latest is None:
             snap = self._legacy()
             return [VersionInfo(
                 version=0, parent=None, operation="LEGACY", timestamp=0, writer="",
                 added=tuple(e.load_name for e in snap.readable),
                 rows=sum(e.row_count for e in snap.readable),
             )]
-        return [self._read_record(v).info() for v in self._listed_versions()]
+        first = 0 if limit is None else max(0, latest - max(0, limit) + 1)
+        return [self._read_record(v).info() for v in range(first, latest + 1)]
+
+    def _time_of(self, version: int) -> int:
+        """A version's timestamp: from the decoded states, else its file's header."""
+        with _cache_lock:
+            hit = _STATES.get((self.log_dir, version))
+        if hit is not None:
+            return hit.timestamp
+        path = self._version_path(version)
+        try:
+            data = self.paths.sfs.read_bytes(path)
+        except FileNotFoundError as err:
+            if not self.paths.sfs.is_dir(self.log_dir):
+                raise self._gone() from err
+            raise corrupt_version(path, err) from err  # the chain is gapless up to the latest
+        return decode_header(data, path, version=version, table_id=self.table_id).timestamp
 
     def version_as_of(self, timestamp_ms: int) -> int:
         """The newest version written at or before ``timestamp_ms``.
 
+        A binary search over version numbers 0 to the latest (found from the hint and a
+        probe, no listing): version times never decrease along the chain (each is at least
+        its parent's, ``versions.version_time``), so O(log n) version headers are read.
+
         Raises:
             VersionNotFoundError: the table has no version that old.
         """
-        versions = self._listed_versions()
-        if not versions:
+        latest = self._latest()
+        if latest is None:
             return 0
-        times = _LazyTimes(self, versions)
-        i = bisect.bisect_right(times, timestamp_ms)
-        if i == 0:
+        first = self._time_of(0)
+        if first > timestamp_ms:
             raise VersionNotFoundError(
                 f"table {self.paths.name} has no version as of {timestamp_ms} ms; its first "
-                f"version was written at {times[0]} ms"
+                f"version was written at {first} ms"
             )
-        return versions[i - 1]
+        lo, hi = 0, latest + 1  # time(lo) <= timestamp_ms; hi: the first known to be later
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if mid % CHECKPOINT_INTERVAL == 0 and mid + 1 < hi:
+                mid += 1  # any version between lo and hi will do: a delta is a smaller file
+            if self._time_of(mid) <= timestamp_ms:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def dropped(self) -> bool:
+        """True when the table's drop committed (its latest version is the DROP, or its log
+        is gone) - whether or not its folder was removed yet. Reads the latest version's
+        header only (a delta: a few hundred bytes), or decodes it when it is a checkpoint (one
+        file, kept for the read that follows an open); a damaged log counts as not dropped
+        (its readers report the damage)."""
+        try:
+            latest = self._latest()
+            if latest is None:  # no log: a table of the single-file format, or removed
+                return not self.legacy_schema
+            with _cache_lock:
+                hit = _STATES.get((self.log_dir, latest))
+            if hit is not None:
+                return hit.dropped
+            if latest % CHECKPOINT_INTERVAL == 0:
+                # A checkpoint holds every entry: decode it once, for the reads that follow.
+                return self._state(latest).dropped
+            path = self._version_path(latest)
+            data = self.paths.sfs.read_bytes(path)
+            return decode_header(data, path, version=latest, table_id=self.table_id).dropped
+        except FileNotFoundError:  # the log went between the probe and the read
+            return not self.paths.sfs.is_dir(self.log_dir)
+        except CorruptMetadataError:
+            return False
 
     # ---- leases (heartbeat files; see carbonstore.store.leases) ----------------------------
     def _lease_path(self, segment_id: str) -> str:
@@ -530,7 +592,7 @@ class TableStatus:
             if base.legacy:
                 self._upgrade(base)
                 continue
-            state = State(base.entries, base.id_floor, now_ms(), dropped=True)
+            state = State(base.entries, base.id_floor, version_time(base.timestamp), dropped=True)
             data = encode_version(
                 version=base.version + 1, table_id=self.table_id, operation="DROP",
                 floor=base.id_floor, checkpoint=None, upserts=(), removes=(),
@@ -589,20 +651,3 @@ class TableStatus:
 
         self.update(change, operation="SET STATUS")
         return holder[0]
-
-
-class _LazyTimes:
-    """``versions[i]``'s timestamp, read on demand (bisect touches O(log n) of them)."""
-
-    def __init__(self, status: TableStatus, versions: list[int]) -> None:
-        self.status = status
-        self.versions = versions
-
-    def __len__(self) -> int:
-        return len(self.versions)
-
-    def __getitem__(self, i: int) -> int:
-        return self.status._read_record(self.versions[i]).timestamp  # noqa: SLF001
-
-
-

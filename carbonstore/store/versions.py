@@ -25,14 +25,17 @@ __all__ = [
     "State",
     "TableStatusSnapshot",
     "VersionInfo",
+    "VersionHeader",
     "VersionRecord",
     "apply_record",
     "corrupt_version",
+    "decode_header",
     "decode_legacy",
     "decode_record",
     "encode_version",
     "floor_of",
     "next_version",
+    "version_time",
     "writer_id",
 ]
 
@@ -148,28 +151,54 @@ class VersionRecord:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class VersionHeader:
+    """What a version says about itself, without decoding its entries."""
+
+    version: int
+    timestamp: int
+    dropped: bool
+
+
+def _checked_object(data: bytes, *, version: int, table_id: str) -> dict[str, Any]:
+    """The version file's JSON object, checked to be ``version`` of table ``table_id``."""
+    obj = orjson.loads(data)
+    if not isinstance(obj, dict):
+        raise ValueError("expected a JSON object")
+    if obj.get("formatVersion") != FORMAT_VERSION:
+        raise ValueError(f"unknown formatVersion {obj.get('formatVersion')!r}")
+    if obj.get("version") != version:
+        raise ValueError(f"it says version {obj.get('version')!r}")
+    if obj.get("tableId") != table_id:
+        raise ValueError(f"it belongs to table id {obj.get('tableId')!r}, not {table_id}")
+    parent = obj.get("parent")
+    if parent != (version - 1 if version > 0 else None):
+        raise ValueError(f"parent {parent!r} is not version {version - 1}")
+    for key in ("timestamp", "segmentIdFloor", "readableRows"):
+        if not isinstance(obj.get(key, 0), int) or isinstance(obj.get(key), bool):
+            raise ValueError(f"{key} {obj.get(key)!r} is not a number")
+    return obj
+
+
+def decode_header(data: bytes, path: str, *, version: int, table_id: str) -> VersionHeader:
+    """A version's time and whether it is a DROP, checked like ``decode_record`` minus its
+    entries (a checkpoint's entries are not decoded)."""
+    try:
+        obj = _checked_object(data, version=version, table_id=table_id)
+        return VersionHeader(version, int(obj.get("timestamp", 0)), bool(obj.get("dropped", False)))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise corrupt_version(path, err) from err
+
+
 def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> VersionRecord:
     try:
-        obj = orjson.loads(data)
-        if not isinstance(obj, dict):
-            raise ValueError("expected a JSON object")
-        if obj.get("formatVersion") != FORMAT_VERSION:
-            raise ValueError(f"unknown formatVersion {obj.get('formatVersion')!r}")
-        if obj.get("version") != version:
-            raise ValueError(f"it says version {obj.get('version')!r}")
-        if obj.get("tableId") != table_id:
-            raise ValueError(f"it belongs to table id {obj.get('tableId')!r}, not {table_id}")
+        obj = _checked_object(data, version=version, table_id=table_id)
         parent = obj.get("parent")
-        if parent != (version - 1 if version > 0 else None):
-            raise ValueError(f"parent {parent!r} is not version {version - 1}")
         entries = None
         if obj.get("checkpoint"):
             entries = decode_entries(obj["entries"])
         upserts = decode_entries(obj.get("upserts") or [])
         removes = tuple(str(n) for n in obj.get("removes") or [])
-        for key in ("timestamp", "segmentIdFloor", "readableRows"):
-            if not isinstance(obj.get(key, 0), int) or isinstance(obj.get(key), bool):
-                raise ValueError(f"{key} {obj.get(key)!r} is not a number")
         return VersionRecord(
             version=version,
             parent=parent,
@@ -238,13 +267,20 @@ def next_version(
     floor = floor_of(final, base.id_floor)
     version = base.version + 1
     checkpoint = final if version % CHECKPOINT_INTERVAL == 0 else None
-    ts = now_ms()
+    ts = version_time(base.timestamp)
     data = encode_version(
         version=version, table_id=base.table_id, operation=operation, floor=floor,
         checkpoint=checkpoint, upserts=upserts, removes=removes, base=base.entries,
         timestamp=ts, new=final,
     )
     return State(final, floor, ts), data
+
+
+def version_time(parent_timestamp: int) -> int:
+    """A new version's time: now, but never before its parent's (a clock stepped back, or
+    a writer on a machine whose clock is behind), so times never decrease along the chain
+    and ``version_as_of`` can search it."""
+    return max(now_ms(), parent_timestamp)
 
 
 def encode_version(

@@ -240,6 +240,9 @@ READ_COMMANDS: dict[str, st.SearchStrategy[list[str]]] = {
                    _opt("--where", HOSTILE), _opt("--segments", IDS)),
     "load": _argv(_one(TABLES), _opt("--input", HOSTILE), _opt("--option", KV),
                   _opt("--format", HOSTILE)),
+    "history": _argv(_one(TABLES), _opt("--limit", st.one_of(st.sampled_from(
+        ["1", "2", " 3 ", "0", "-1", "1.5", "99999999999999999999"]), HOSTILE)),
+        _flag("--json")),
 }
 WRITE_COMMANDS: dict[str, st.SearchStrategy[list[str]]] = {
     "create": _argv(_one(st.one_of(st.just("n1"), HOSTILE)),
@@ -263,6 +266,8 @@ WRITE_COMMANDS: dict[str, st.SearchStrategy[list[str]]] = {
     "add-segment": _argv(_one(TABLES), _opt("--path", st.one_of(
         st.sampled_from(["{base}/inputs/in0", "{base}/inputs", "/nonexistent"]), HOSTILE))),
     "drop": _argv(_one(TABLES)),
+    "restore": _argv(_one(TABLES), _opt("--to-version", st.one_of(st.sampled_from(
+        ["0", "1", "-1", "99999999999999999999"]), HOSTILE)), _flag("--json")),
 }
 
 SPARK_FREE = {"query", "load"}  # run only where they refuse before Spark (see _needs_spark)

@@ -234,3 +234,37 @@ def test_drop_commits_a_version_and_old_handles_fail(store: Store) -> None:
 def test_snapshot_defaults() -> None:
     assert TableStatusSnapshot(()).next_segment_id() == "0"
     assert TableStatusSnapshot((), id_floor=5).next_segment_id() == "5"
+
+
+class _Cut(Exception):
+    pass
+
+
+def _cut() -> None:
+    raise _Cut
+
+
+@pytest.mark.parametrize("loads", [CHECKPOINT_INTERVAL - 2, CHECKPOINT_INTERVAL - 1])
+def test_a_drop_on_a_checkpoint_number_reads_as_dropped(store: Store, loads: int) -> None:
+    """The DROP is version 49 or 50 (a delta at a checkpoint's number); its folder is left
+    (the drop stopped at drop.after_commit)."""
+    from carbonstore.store.faults import on_point
+
+    table = store.create_table("x", "id long")
+    for _ in range(loads):
+        table.status.allocate(status=SUCCESS)
+    with on_point("drop.after_commit", _cut), pytest.raises(_Cut):
+        store.drop_table("x")
+    assert os.path.exists(table.paths.schema)
+    for fresh in (False, True):
+        if fresh:
+            forget_decoded()
+        with pytest.raises(TableNotFoundError, match="dropped"):
+            table.status.read()
+        assert table.status.dropped()
+        assert not store.exists("x") and store.tables() == []
+        with pytest.raises(TableNotFoundError, match="was dropped"):
+            store.table("x")
+    assert store.drop_table("x") is False  # finishes the removal
+    assert not os.path.exists(table.paths.root)
+    assert store.create_table("x", "id long").status.read().entries == ()
