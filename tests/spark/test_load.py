@@ -214,7 +214,7 @@ def test_global_sort_gives_ordered_pages(spark, store: Store) -> None:  # type: 
 def test_failure_inside_a_task_leaves_nothing(spark, store: Store) -> None:  # type: ignore[no-untyped-def]
     table = store.create_table("db.boom", "id long not null")
 
-    @F.udf("long")
+    @F.udf("long", useArrow=False)  # no pandas here: the plain Python UDF
     def explode(x: int) -> int:
         if x == 150:
             raise ValueError("boom in a task")
