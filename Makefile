@@ -11,8 +11,7 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# compat: a .pth entry for this folder (the default finder warns about same-named folders)
-	$(PY) -m pip install --quiet -e ".[dev]" --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 
 venv: $(VENV)/.installed
