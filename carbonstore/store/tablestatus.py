@@ -219,16 +219,21 @@ class TableStatus:
         except OSError:  # a hint is never needed for correctness
             pass
 
-    def _read_record(self, version: int) -> VersionRecord:
+    def _version_bytes(self, version: int) -> tuple[str, bytes | None]:
+        """A version file's path and bytes (None: no such file in a log that exists)."""
         path = self._version_path(version)
         try:
-            data = self.paths.sfs.read_bytes(path)
+            return path, self.paths.sfs.read_bytes(path)
         except FileNotFoundError as err:
             if not self.paths.sfs.is_dir(self.log_dir):
                 raise self._gone() from err
+            return path, None
+
+    def _read_record(self, version: int) -> VersionRecord:
+        path, data = self._version_bytes(version)
+        if data is None:
             raise VersionNotFoundError(
-                f"table {self.paths.name} has no tablestatus version {version}"
-            ) from err
+                f"table {self.paths.name} has no tablestatus version {version}")
         return decode_record(data, path, version=version, table_id=self.table_id)
 
     def _state(self, version: int) -> State:
@@ -363,13 +368,9 @@ class TableStatus:
             hit = _STATES.get((self.log_dir, version))
         if hit is not None:
             return hit.timestamp
-        path = self._version_path(version)
-        try:
-            data = self.paths.sfs.read_bytes(path)
-        except FileNotFoundError as err:
-            if not self.paths.sfs.is_dir(self.log_dir):
-                raise self._gone() from err
-            raise corrupt_version(path, err) from err  # the chain is gapless up to the latest
+        path, data = self._version_bytes(version)
+        if data is None:  # the chain is gapless up to the latest
+            raise corrupt_version(path, FileNotFoundError("the file is missing"))
         return decode_header(data, path, version=version, table_id=self.table_id).timestamp
 
     def version_as_of(self, timestamp_ms: int) -> int:
