@@ -35,6 +35,7 @@ from carbonstore.indexfiles._gen.carbonindex.ttypes import IndexHeader
 from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE, IndexArrays, load_arrays
 from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.packing import FORMAT_VERSION, pack, unpack
+from carbonstore.store.entries import check_relative_path
 from carbonstore.store.faults import crash_point
 from carbonstore.store.fs import StoreFS
 
@@ -235,6 +236,12 @@ def _decode_head(data: bytes, size: int, name: str) -> LoadedIndex:
             f"{name}: file size {size} does not match its header (truncated or appended "
             f"to){REBUILD_HINT}"
         )
+    for df in header.files or ():
+        # every reader joins these to the segment folder: none may leave it
+        try:
+            check_relative_path(df.path)
+        except ValueError as err:
+            raise CorruptIndexError(f"{name}: {err}{REBUILD_HINT}") from err
     return LoadedIndex(
         path=name, kind=kind, header=header, bloom_region_offset=_PREFIX.size + hlen,
         bloom_checksum=region_sum,

@@ -25,9 +25,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from carbonstore.errors import CarbonStoreError, CompactionError, CorruptIndexError
+from carbonstore.errors import CarbonStoreError, CompactionError
 from carbonstore.segments.writer import ColumnSpec, TaskResult, WriteSettings, write_task
-from carbonstore.store.entries import check_relative_path
 from carbonstore.store.fs import resolve_fs
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, now_ms
@@ -92,13 +91,8 @@ def segment_data_files(table: Table, load_name: str) -> list[str]:
     if indexes:
         files: list[str] = []
         for name in indexes:
-            header = read_index(sfs.fs, f"{seg_dir}/{name}").header
-            try:
-                files.extend(f"{seg_dir}/{check_relative_path(f.path)}" for f in header.files or [])
-            except ValueError as err:  # a damaged or tampered index: never leave the folder
-                raise CorruptIndexError(
-                    f"{seg_dir}/{name}: {err}; rebuild it with 'carbonstore index rebuild'"
-                ) from err
+            header = read_index(sfs.fs, f"{seg_dir}/{name}").header  # paths checked there
+            files.extend(f"{seg_dir}/{f.path}" for f in header.files or [])
         return files
     return [f"{seg_dir}/{n}" for n in names if n.endswith(".parquet")]
 

@@ -347,6 +347,23 @@ def test_resigned_index_of_other_data_is_caught_by_its_row_counts(tables: dict[s
         _judge(t, path, must_fail=True)
 
 
+def test_resigned_index_pointing_outside_its_segment_is_refused(tables: dict[str, Table]) -> None:
+    """A data file path that leaves the segment folder is never read, even re-signed: here
+    it names segment 3's file, which would read those rows twice."""
+    t = tables["t"]
+    path = _merge(t)
+    loaded = read_index(LOCAL, str(path), with_blooms=True)
+    header = loaded.header
+    other = sorted(_seg_dir(t, "3").glob("*.parquet"))[0]
+    header.files[0].path = f"../{other.parent.name}/{other.name}"
+    forged = encode_index(header, loaded.bloom_region or b"", "merge")
+    _no_snapshot(t)
+    with _Damaged(path, forged):
+        with pytest.raises(CorruptIndexError, match="leaves its segment folder"):
+            read_index(LOCAL, str(path))
+        assert _judge(t, path, must_fail=True) == len(READS)
+
+
 # ---- the index snapshot ---------------------------------------------------------------------
 def test_snapshot_truncated_deleted_empty_flipped(tables: dict[str, Table]) -> None:
     t = tables["t"]
