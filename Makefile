@@ -27,7 +27,8 @@ test-long: venv
 	$(PY) -m pytest -q -p no:cacheprovider -m long tests
 
 lint: venv
-	$(PY) -m ruff check carbonstore tests bench
+	$(PY) -m ruff check carbonstore tests bench tools
+	$(PY) tools/check_imports.py
 	$(PY) -m mypy carbonstore
 
 clean:
