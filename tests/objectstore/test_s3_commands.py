@@ -7,6 +7,7 @@ JVM has no S3 connector).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
@@ -84,7 +85,7 @@ def test_table_lifecycle_on_s3(spark: object, s3_store: S3Store, tmp_path: Path,
 
     # every tablestatus version and dictionary record was written exactly once
     puts = s3.puts()
-    commits = [k for k in puts if "/tablestatus_log/" in k and k.rsplit("/", 1)[1][:1].isdigit()]
+    commits = [k for k in puts if re.search(r"/tablestatus_log/[^/]+/[0-9]+\.json$", k)]
     assert commits and all(puts[k] == 1 for k in commits)
 
 
