@@ -5,17 +5,17 @@ Contract (docs/object-stores.md):
 - Reads, writes and listings go through ``pyarrow.fs.S3FileSystem``, wrapped so every call
   is counted per operation (``request_counts()``; each call is logged at debug level).
 - The commit primitive is a conditional put, ``PUT`` with ``If-None-Match: *``, sent with
-  boto3 (pyarrow.fs has none): 200 means this call created the object, 412 means it
-  existed. Nothing else uses boto3.
+  obstore (``PutMode "create"``; pyarrow.fs has none): 200 means this call created the
+  object, 412 means it existed. Nothing else uses obstore.
 - A store is probed once per process before its first commit (``StoreFS.check_commits``,
   called when a ``Store`` opens): two conditional puts of one new key; a server that
   accepts the second ignores the header, and the store is refused (``UnsupportedStoreError``,
   a ``UserError``) before anything is written that could be overwritten later.
 - Connection settings come from the location's query (``s3://bucket/prefix?endpoint=...&
   region=...&path_style=true``), then the conf keys ``carbon.s3.*``, then the standard AWS
-  environment variables and profile (the AWS SDK's default chain, which pyarrow and boto3
-  both follow). ``shipped_location`` folds the conf's non-secret settings into the query,
-  so a task on an executor that only has the location builds the same filesystem.
+  environment variables (and ``AWS_PROFILE``, read through botocore when installed).
+  ``shipped_location`` folds the conf's non-secret settings into the query, so a task on an
+  executor that only has the location builds the same filesystem.
 """
 
 from __future__ import annotations
@@ -211,20 +211,33 @@ class S3Options:
         return pafs.S3FileSystem(region=self.region, force_virtual_addressing=False, **kwargs) \
             if self.path_style or self.endpoint else pafs.S3FileSystem(region=self.region, **kwargs)
 
-    def boto_client(self) -> Any:
-        import boto3  # only object stores pay for the import
-        from botocore.config import Config
+    def object_store(self) -> Any:
+        """The obstore ``S3Store`` of the bucket (the conditional put's client)."""
+        from obstore.store import S3Store  # only object stores pay for the import
 
-        style = "path" if self.path_style or self.endpoint else "virtual"
-        session = boto3.session.Session(
-            aws_access_key_id=self.access_key if self.secret_key else None,
-            aws_secret_access_key=self.secret_key if self.access_key else None,
-            aws_session_token=self.session_token if self.access_key and self.secret_key else None,
-        )
-        return session.client(
-            "s3", endpoint_url=self.endpoint or None, region_name=self.region,
-            config=Config(s3={"addressing_style": style}, retries={"max_attempts": 5, "mode": "standard"}),
-        )
+        config: dict[str, Any] = {"region": self.region} if self.region else {}
+        client: dict[str, Any] = {}
+        if self.endpoint:
+            config["endpoint"] = self.endpoint
+            client["allow_http"] = self.endpoint.startswith("http://")
+        config["virtual_hosted_style_request"] = not (self.path_style or self.endpoint)
+        provider = None
+        if self.access_key and self.secret_key:
+            config.update(access_key_id=self.access_key, secret_access_key=self.secret_key)
+            if self.session_token:
+                config["session_token"] = self.session_token
+        elif os.environ.get("AWS_PROFILE") and not os.environ.get("AWS_ACCESS_KEY_ID"):
+            # Profiles (shared config files, SSO) are read by botocore, as pyarrow's SDK does.
+            try:
+                from obstore.auth.boto3 import Boto3CredentialProvider
+            except ImportError as err:
+                raise UserError(
+                    "AWS_PROFILE needs boto3 for the commits' client: pip install boto3, or "
+                    "give the credentials as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"
+                ) from err
+            provider = Boto3CredentialProvider()
+        return S3Store(self.bucket, config=config, client_options=client,  # type: ignore[arg-type]
+                       credential_provider=provider)
 
 
 def _conf_value(conf: CarbonConf, key: str) -> str:
@@ -296,11 +309,11 @@ def shipped_location(location: str, conf: CarbonConf | None) -> str:
 
 
 class S3ConditionalPut:
-    """``PUT`` with ``If-None-Match: *`` through boto3, probed once before the first use."""
+    """``PUT`` with ``If-None-Match: *`` through obstore, probed once before the first use."""
 
     def __init__(self, options: S3Options) -> None:
         self.options = options
-        self._client: Any = None
+        self._store: Any = None
         self._probed = False
         self._lock = threading.Lock()
 
@@ -308,31 +321,30 @@ class S3ConditionalPut:
         return (S3ConditionalPut, (self.options,))
 
     @property
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = self.options.boto_client()
-        return self._client
+    def store(self) -> Any:
+        if self._store is None:
+            self._store = self.options.object_store()
+        return self._store
 
     def _put(self, key: str, data: bytes) -> bool:
-        from botocore.exceptions import ClientError
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 
         _count("PUT-IF-ABSENT", key)
         for attempt in range(10):
             try:
-                self.client.put_object(Bucket=self.options.bucket, Key=key, Body=data, IfNoneMatch="*")
+                obstore.put(self.store, key, data, mode="create")
                 return True
-            except ClientError as err:
-                status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-                code = err.response.get("Error", {}).get("Code")
-                if status == 412 or code == "PreconditionFailed":
-                    return False
+            except (AlreadyExistsError, PreconditionError):  # 412: the object exists
+                return False
+            except BaseError as err:
                 # 409 ConditionalRequestConflict: another conditional put of this key is in
                 # flight; AWS asks to retry, and the retry gets 200 or 412.
-                if status == 409 and attempt < 9:
+                if "409" in str(err) and attempt < 9:
                     time.sleep(0.05 * (attempt + 1))
                     continue
                 raise OSError(f"conditional put of s3://{self.options.bucket}/{key} failed: "
-                              f"{code or status}") from err
+                              f"{' '.join(str(err).split())[:300]}") from err
         return False  # unreachable: the last attempt returns or raises
 
     def check(self) -> None:
@@ -341,6 +353,9 @@ class S3ConditionalPut:
         Raises:
             UnsupportedStoreError: the server ignored ``If-None-Match: *``.
         """
+        import obstore
+        from obstore.exceptions import BaseError
+
         with self._lock:
             if self._probed:
                 return
@@ -349,8 +364,8 @@ class S3ConditionalPut:
             second = self._put(key, b"2")
             try:
                 _count("DELETE", key)
-                self.client.delete_object(Bucket=self.options.bucket, Key=key)
-            except Exception:  # noqa: BLE001 - a leftover probe object is harmless
+                obstore.delete(self.store, key)
+            except BaseError:  # a leftover probe object is harmless
                 log.debug("probe object %s not removed", key, exc_info=True)
             if not first or second:
                 from carbonstore.store.fs import UnsupportedStoreError
