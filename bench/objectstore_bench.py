@@ -92,9 +92,8 @@ def main() -> None:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
-    from s3fixtures import start_server, stop_server
-
     import pyarrow.fs as pafs
+    from s3fixtures import start_server, stop_server
 
     server = start_server()
     work = Path(tempfile.mkdtemp(prefix="carbonstore-s3-bench-"))

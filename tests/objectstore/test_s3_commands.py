@@ -14,7 +14,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from s3fixtures import S3Store
+from s3fixtures import BUCKET, S3Store
 
 from carbonstore.store import Store
 
@@ -100,9 +100,14 @@ def test_add_segment_analyze_and_drop_on_s3(s3_store: S3Store, tmp_path: Path,
     assert s3.cli("add-segment", "db.a", "--path", str(folder)) == 0
     table = Store(s3.location, conf=s3.conf()).table("db.a")
     assert sum(e.row_count for e in table.status.read().readable) == 100
+    # Parquet files already in a bucket (outside the store) are adopted from there too
+    s3.server.client().upload_file(str(folder / "p.parquet"), BUCKET, f"in-{s3.prefix}/p.parquet")
+    assert s3.cli("add-segment", "db.a", "--path", f"s3://{BUCKET}/in-{s3.prefix}") == 0
+    assert sum(e.row_count for e in table.status.read().readable) == 200
+    assert s3.cli("add-segment", "db.a", "--path", f"{s3.location}/db/a") == 2  # inside the store
     assert s3.cli("analyze", "db.a", "--engine", "local") == 0
     stats = _json(capsys, s3, "stats", "db.a", "--column", "id")
-    assert "100" in orjson.dumps(stats).decode()
+    assert "200" in orjson.dumps(stats).decode()
     plan = _json(capsys, s3, "prune", "db.a", "--where", "id > 1000")
     assert plan["levels"]["rows"]["kept"] == 0  # type: ignore[index]
     assert s3.cli("drop", "db.a") == 0
