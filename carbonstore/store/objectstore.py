@@ -27,6 +27,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -43,6 +44,8 @@ __all__ = [
     "S3Options",
     "S3ConditionalPut",
     "counting_fs",
+    "input_files",
+    "object_uri",
     "request_counts",
     "reset_request_counts",
     "s3_options",
@@ -397,3 +400,50 @@ def s3_filesystem(options: S3Options) -> tuple[pafs.FileSystem, S3ConditionalPut
             hit = _CACHE[options] = (counting_fs(options.pyarrow_fs()), S3ConditionalPut(options))
         return hit
 
+
+
+# ---- load inputs in a bucket ------------------------------------------------------------
+
+
+def input_files(paths: Sequence[str], conf: CarbonConf | None) -> tuple[str, list[tuple[str, int]]] | None:
+    """The files of ``s3://`` load inputs as Spark would list them, without the JVM.
+
+    Each input is an object or a folder of objects (names starting with ``_`` or ``.``
+    skipped, no sub-folders, no glob). Returns the location tasks resolve the bucket's
+    filesystem from and ``(path, size)`` of every file, or None when an input is not on
+    s3:// or not of that form.
+
+    Raises:
+        UserError: an input names no object.
+    """
+    if not paths or not all(p.startswith("s3://") for p in paths):
+        return None
+    from carbonstore.store.fs import resolve_fs
+
+    location = ""
+    out: list[tuple[str, int]] = []
+    for raw in paths:
+        if any(ch in raw for ch in "*?["):
+            return None
+        uri = shipped_location(raw, conf)
+        sfs = resolve_fs(uri, conf)
+        location = location or uri
+        info = sfs.fs.get_file_info(sfs.base)
+        if info.type == pafs.FileType.File:
+            out.append((info.path, int(info.size or 0)))
+            continue
+        if info.type != pafs.FileType.Directory:
+            raise UserError(f"input {raw} does not exist")
+        for child in sorted(sfs.list_dir(sfs.base), key=lambda i: i.path):
+            if child.base_name.startswith(("_", ".")):
+                continue
+            if child.type != pafs.FileType.File:
+                return None
+            out.append((child.path, int(child.size or 0)))
+    return (location, out) if out else None
+
+
+def object_uri(path: str, location: str) -> str:
+    """``bucket/key`` as an ``s3://`` URI with the query (endpoint, ...) of ``location``."""
+    query = urlsplit(location).query
+    return f"s3://{path}" + (f"?{query}" if query else "")

@@ -49,6 +49,19 @@ def test_table_lifecycle_on_s3(spark: object, s3_store: S3Store, tmp_path: Path,
     assert _ids(capsys, s3) == [1, 2, 3, 4, 10, 11]
     assert _ids(capsys, s3, "--where", "city = 'oslo'") == [1, 4, 11]
 
+    # inputs in a bucket: CSV parsed by the load tasks, Parquet read on the driver
+    client = s3.server.client()
+    client.upload_file(str(csv), BUCKET, f"in-{s3.prefix}/csv/a.csv")
+    client.upload_file(str(parquet), BUCKET, f"in-{s3.prefix}/b.parquet")
+    client.put_object(Bucket=BUCKET, Key=f"in-{s3.prefix}/c.csv.gz", Body=b"x")
+    assert s3.cli("load", "db.t", "--input", f"s3://{BUCKET}/in-{s3.prefix}/csv") == 0
+    assert s3.cli("load", "db.t", "--input", f"s3://{BUCKET}/in-{s3.prefix}/b.parquet") == 0
+    capsys.readouterr()
+    assert s3.cli("load", "db.t", "--input", f"s3://{BUCKET}/in-{s3.prefix}/c.csv.gz") == 2
+    assert "no S3 connector" in capsys.readouterr().err
+    assert _ids(capsys, s3) == [1, 1, 2, 2, 3, 3, 4, 4, 10, 10, 11, 11]
+    assert s3.cli("delete-segments", "db.t", "--ids", "2,3") == 0
+
     plan = _json(capsys, s3, "prune", "db.t", "--where", "id >= 10")
     assert plan["levels"]["segments"]["total"] == 2 and plan["levels"]["segments"]["kept"] == 1  # type: ignore[index]
 
@@ -61,7 +74,8 @@ def test_table_lifecycle_on_s3(spark: object, s3_store: S3Store, tmp_path: Path,
     assert s3.cli("compact", "db.t", "--type", "major") == 0
     segments = _json(capsys, s3, "show-segments", "db.t")
     assert {s["id"]: s["status"] for s in segments} == {  # type: ignore[union-attr, index]
-        "0": "Compacted", "1": "Compacted", "0.1": "Success"}
+        "0": "Compacted", "1": "Compacted", "0.1": "Success", "2": "Marked for Delete",
+        "3": "Marked for Delete"}
     assert _ids(capsys, s3) == [1, 2, 3, 4, 10, 11]
 
     history = _json(capsys, s3, "history", "db.t")
