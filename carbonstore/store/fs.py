@@ -110,10 +110,15 @@ class StoreFS:
         self.fs.create_dir(path, recursive=True)
 
     def read_bytes(self, path: str) -> bytes:
+        if self.object_store and hasattr(self.conditional, "get"):
+            return self.conditional.get(path)  # type: ignore[union-attr]
         with self.fs.open_input_file(path) as f:
             return bytes(f.read())
 
     def write_bytes(self, path: str, data: bytes) -> None:
+        if self.object_store and hasattr(self.conditional, "put"):
+            self.conditional.put(path, data)  # type: ignore[union-attr]
+            return
         with self.fs.open_output_stream(path) as f:
             f.write(data)
 

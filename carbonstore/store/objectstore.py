@@ -380,12 +380,40 @@ class S3ConditionalPut:
                 )
             self._probed = True
 
-    def put_if_absent(self, path: str, data: bytes) -> bool:
+    def _key(self, path: str) -> str:
         bucket, _, key = path.partition("/")
         if bucket != self.options.bucket:
             raise ValueError(f"{path} is not in bucket {self.options.bucket}")
+        return key
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        key = self._key(path)
         self.check()
         return self._put(key, data)
+
+    def get(self, path: str) -> bytes:
+        """A whole object in one GET (pyarrow sends a HEAD first: twice the requests)."""
+        import obstore
+        from obstore.exceptions import BaseError, NotFoundError
+
+        _count("GET", path)
+        try:
+            return bytes(obstore.get(self.store, self._key(path)).bytes())
+        except NotFoundError:
+            raise FileNotFoundError(f"{path} does not exist") from None
+        except BaseError as err:
+            raise OSError(f"cannot read s3://{path}: {' '.join(str(err).split())[:300]}") from err
+
+    def put(self, path: str, data: bytes) -> None:
+        """A whole object in one PUT (pyarrow's output stream sends a multipart upload)."""
+        import obstore
+        from obstore.exceptions import BaseError
+
+        _count("PUT", path)
+        try:
+            obstore.put(self.store, self._key(path), data)
+        except BaseError as err:
+            raise OSError(f"cannot write s3://{path}: {' '.join(str(err).split())[:300]}") from err
 
 
 _CACHE: dict[S3Options, tuple[pafs.FileSystem, S3ConditionalPut]] = {}
