@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import subprocess
+import sys
 
 import pytest
 from s3fixtures import BUCKET, S3Store, start_server, stop_server
@@ -104,7 +107,16 @@ def test_server_without_conditional_writes_is_refused(tmp_path) -> None:
 
         with pytest.raises(UnsupportedStoreError, match="ignores conditional writes"):
             Store(f"s3://{BUCKET}/refused", conf=load_conf(conf))
+        cli = subprocess.run(
+            [sys.executable, "-m", "carbonstore.cli", "--store", f"s3://{BUCKET}/refused",
+             "--conf", str(conf), "create", "db.t", "--schema", "id long"],
+            capture_output=True, text=True, timeout=120,
+            env={k: v for k, v in os.environ.items() if k != "CARBON_CONF"},
+        )
+        assert cli.returncode == 2
+        lines = cli.stderr.strip().splitlines()
+        assert len(lines) == 1 and "ignores conditional writes" in lines[0], cli.stderr
         keys = bad.client().list_objects_v2(Bucket=BUCKET).get("KeyCount", 0)
-        assert keys == 0  # the probe object is removed, nothing else was written
+        assert keys == 0  # the probe objects are removed, nothing else was written
     finally:
         stop_server(bad)
