@@ -129,3 +129,19 @@ def test_add_segment_analyze_and_drop_on_s3(s3_store: S3Store, tmp_path: Path,
     capsys.readouterr()
     assert s3.cli("tables") == 0
     assert "db.a" not in capsys.readouterr().out
+
+
+@pytest.mark.spark
+def test_data_source_writes_and_reads_s3(spark: object, s3_store: S3Store) -> None:
+    from carbonstore.spark.session import register_data_source
+
+    s3 = s3_store
+    assert s3.cli("create", "db.w", "--schema", "id long, name string") == 0
+    register_data_source(spark)
+    endpoint = s3.server.endpoint
+    df = spark.createDataFrame([(i, f"n{i % 3}") for i in range(50)], "id long, name string")  # type: ignore[attr-defined]
+    (df.write.format("carbonstore").mode("append").option("store", s3.location)
+       .option("carbon.s3.endpoint", endpoint).save("db.w"))
+    back = (spark.read.format("carbonstore").option("store", s3.location)  # type: ignore[attr-defined]
+            .option("carbon.s3.endpoint", endpoint).load("db.w"))
+    assert sorted(r.id for r in back.where("name = 'n1'").collect()) == list(range(1, 50, 3))
