@@ -93,6 +93,10 @@ class StoreFS:
         if check is not None:
             check()
 
+    def display(self, path: str) -> str:
+        """``path`` as a user writes it (``s3://bucket/key`` on object stores)."""
+        return f"s3://{path}" if self.object_store else path
+
     def join(self, *parts: str) -> str:
         return "/".join([self.base.rstrip("/"), *parts])
 

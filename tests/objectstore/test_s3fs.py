@@ -83,6 +83,10 @@ def test_location_carries_the_endpoint_to_tasks(s3_store: S3Store) -> None:
     assert options.base == f"{BUCKET}/{s3_store.prefix}"
     with pytest.raises(UserError, match="unknown parameter"):
         s3_options(s3_store.location + "?endpoit=x")
+    secret = s3_store.conf(**{"carbon.s3.access.key": "AKIDEXAMPLE",
+                              "carbon.s3.secret.key": "very-secret"})
+    shipped = Store(s3_store.location, conf=secret).location
+    assert "AKIDEXAMPLE" not in shipped and "very-secret" not in shipped  # never in the location
 
 
 def test_requests_are_counted_per_operation(s3_store: S3Store) -> None:
