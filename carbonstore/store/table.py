@@ -188,7 +188,7 @@ class Table:
         readable = snap.readable
         return {
             "table": str(self.name),
-            "location": self.paths.root,
+            "location": self.store.sfs.display(self.paths.root),
             "columns": [
                 {"name": c.name, "type": str(c.type), "nullable": c.nullable, "columnId": c.column_id}
                 for c in self.schema.columns

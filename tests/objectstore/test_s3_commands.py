@@ -119,6 +119,11 @@ def test_add_segment_analyze_and_drop_on_s3(s3_store: S3Store, tmp_path: Path,
     assert s3.cli("add-segment", "db.a", "--path", f"s3://{BUCKET}/in-{s3.prefix}") == 0
     assert sum(e.row_count for e in table.status.read().readable) == 200
     assert s3.cli("add-segment", "db.a", "--path", f"{s3.location}/db/a") == 2  # inside the store
+    described = _json(capsys, s3, "describe", "db.a")
+    assert described["location"] == f"{s3.location}/db/a"  # type: ignore[index]
+    merge = next(k for k in s3.keys() if "/Segment_0/" in k and k.endswith(".carbonindexmerge"))
+    inspected = _json(capsys, s3, "index", "inspect", f"s3://{BUCKET}/{merge}")
+    assert sum(f["num_rows"] for f in inspected["files"]) == 100  # type: ignore[index]
     assert s3.cli("analyze", "db.a", "--engine", "local") == 0
     stats = _json(capsys, s3, "stats", "db.a", "--column", "id")
     assert "200" in orjson.dumps(stats).decode()
