@@ -7,6 +7,7 @@ from typing import Any
 
 from carbonstore.commands._common import add_json, open_store, parse_key_values, print_json
 from carbonstore.errors import UserError
+from carbonstore.store.conf import load_conf
 from carbonstore.store.fs import resolve_fs
 
 
@@ -38,7 +39,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 def _inspect(args: argparse.Namespace) -> int:
     from carbonstore.indexfiles.inspect import inspect_path
 
-    sfs = resolve_fs(args.path)
+    sfs = resolve_fs(args.path, load_conf(args.conf))  # s3://: the conf's endpoint settings
     if not sfs.exists(sfs.base):
         raise UserError(f"index inspect: {args.path} does not exist")
     probe = _parse_probes(args.probe)

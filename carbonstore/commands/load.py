@@ -30,6 +30,8 @@ def _input_files(paths: Sequence[str]) -> Iterator[str]:
     for raw in paths:
         path = raw[len("file://"):] if raw.startswith("file://") else raw
         if "://" in path:
+            if path.startswith("s3://"):
+                yield path  # a bucket's object or folder: its name's extension tells
             continue
         path = os.path.expanduser(path)
         for match in (glob.glob(path) if glob.has_magic(path) else [path]):

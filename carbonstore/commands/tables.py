@@ -91,7 +91,7 @@ def _create(args: argparse.Namespace) -> int:
     if args.json:
         print_json(table.describe() | {"created": created, "differences": differences})
     elif created:
-        print(f"created table {table.name} at {table.paths.root}")
+        print(f"created table {table.name} at {table.store.sfs.display(table.paths.root)}")
     else:
         print(f"table {table.name} already exists at {table.paths.root}; not created")
     return 0

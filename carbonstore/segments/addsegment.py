@@ -145,7 +145,7 @@ def _refuse_store_paths(table: Table, src: StoreFS, files: list[pafs.FileInfo], 
 
 def add_segment(table: Table, path: str) -> LoadEntry:
     """Copy the Parquet files under ``path`` into a new segment, index and commit it."""
-    src = resolve_fs(path)
+    src = resolve_fs(path, table.store.conf)  # an s3:// source: the store's endpoint settings
     _refuse_store_paths(table, src, [], path)
     files = _parquet_files(src.fs, src.base)
     _refuse_store_paths(table, src, files, path)  # symlinks under the folder

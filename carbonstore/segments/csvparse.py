@@ -101,6 +101,16 @@ class CsvScan:
     escape: str = "\\"
     null_value: str = ""
     batch_bytes: int = 16 << 20
+    #: Where the input files are: "" for local paths, else an ``s3://`` location whose
+    #: filesystem holds them (their paths are then ``bucket/key``).
+    input_location: str = ""
+
+    def input_fs(self) -> pafs.FileSystem:
+        if not self.input_location:
+            return pafs.LocalFileSystem()
+        from carbonstore.store.fs import resolve_fs
+
+        return resolve_fs(self.input_location).fs
 
     def _parse_types(self) -> dict[str, pa.DataType]:
         """What pyarrow parses each present column as (floats and timestamps: text first)."""
@@ -341,7 +351,7 @@ def csv_task(
     """
     from carbonstore.store.fs import resolve_fs
 
-    in_fs = pafs.LocalFileSystem()
+    in_fs = scan.input_fs()
     try:
         batches: Iterable[pa.RecordBatch] = read_splits(scan, splits, in_fs)
         if local_sort and settings.sort_columns:
@@ -366,7 +376,7 @@ def distinct_task(
     """
     seen: dict[str, list[pa.Array]] = {c: [] for c in columns}
     try:
-        for batch in read_splits(scan, splits, pafs.LocalFileSystem()):
+        for batch in read_splits(scan, splits, scan.input_fs()):
             for c in columns:
                 seen[c].append(pc.unique(batch.column(c)))
     except NeedsSparkParser as err:

@@ -61,7 +61,12 @@ _UTC = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "+00:00", "UCT", "Etc
 
 def _first_file(path: str) -> tuple[pafs.FileSystem, str] | None:
     """The file whose first line Spark takes as the header (first in name order)."""
-    if "://" in path:
+    if path.startswith("s3://"):  # the store's endpoint settings are in the query
+        from carbonstore.store.fs import resolve_fs
+
+        sfs = resolve_fs(path)
+        fs, p = sfs.fs, sfs.base
+    elif "://" in path:
         fs, p = pafs.FileSystem.from_uri(path)
     else:
         fs, p = pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(path))
@@ -223,10 +228,23 @@ def plan_csv_tasks(
         if str(spark.conf.get("spark.sql.session.timeZone")) not in _UTC:
             return None
     files = _local_files(paths)
+    input_location = ""
     if files is None:
-        return None
+        from carbonstore.store.objectstore import input_files
+
+        remote = input_files(paths, table.store.conf)  # s3:// inputs: read by the tasks
+        if remote is None:
+            return None
+        input_location, files = remote
+        if any(p.lower().endswith(COMPRESSED) for p, _ in files):
+            return None
     if opts.header:
-        file_cols = header_columns([f for f, _ in files[:1]], {**reader_opts, "sep": delimiter})
+        first = [f for f, _ in files[:1]]
+        if input_location:
+            from carbonstore.store.objectstore import object_uri
+
+            first = [object_uri(first[0], input_location)]
+        file_cols = header_columns(first, {**reader_opts, "sep": delimiter})
         if file_cols is None:
             return None
     else:
@@ -248,6 +266,7 @@ def plan_csv_tasks(
         quote=quote,
         escape=escape,
         null_value=reader_opts.get("nullValue", ""),
+        input_location=input_location,
     )
     return CsvPlan(scan, tuple(tuple(t) for t in tasks), total)
 

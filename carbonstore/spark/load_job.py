@@ -36,6 +36,8 @@ from carbonstore.spark.csv_load import (
     plan_csv_tasks,
     run_csv_tasks,
 )
+from carbonstore.spark.s3_input import is_s3_input, parquet_frame
+from carbonstore.spark.s3_input import refuse as s3_refuse
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import FAILURE, LoadEntry
 
@@ -234,7 +236,12 @@ def load(
             csv_plan = plan_csv_tasks(spark, table, plist, opts)
         session = spark
         read = lambda: read_source(session, table, plist, fmt, opts)  # noqa: E731
-        if csv_plan is None:
+        if is_s3_input(plist) and csv_plan is None:  # the JVM cannot open s3://
+            if fmt != "parquet":
+                s3_refuse(plist, fmt)
+            df = prepare_source(parquet_frame(spark, table, plist), table)
+            read = lambda: df  # noqa: E731
+        elif csv_plan is None:
             try:
                 df = read()  # user mistakes in the input show before a segment exists
             except AnalysisException as err:
@@ -249,6 +256,8 @@ def load(
                 spark, table, csv_plan, write_settings(table, seg, opts),
                 local_sort=opts.sort_scope == "local_sort", overwrite=mode == "overwrite",
             )
+        if not done and csv_plan is not None and csv_plan.scan.input_location:
+            s3_refuse([csv_plan.scan.input_location], "this CSV")  # a task needs Spark's reader
         if not done:
             _write_through_spark(table, read(), seg, opts, prebuilt, mode)
     except Exception as err:

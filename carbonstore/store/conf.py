@@ -72,6 +72,13 @@ DEFAULTS: dict[str, str] = {
     # versioned tablestatus: commit retries, lease of running loads and compactions
     "carbon.tablestatus.commit.retries": "60",
     "carbon.segment.lease.seconds": "120",
+    # s3:// stores (docs/object-stores.md); empty: the AWS environment variables / profile
+    "carbon.s3.endpoint": "",
+    "carbon.s3.region": "",
+    "carbon.s3.path.style.access": "false",
+    "carbon.s3.access.key": "",
+    "carbon.s3.secret.key": "",
+    "carbon.s3.session.token": "",
 }
 
 # Table property -> the conf key it overrides.
@@ -273,6 +280,12 @@ KEY_TYPES: dict[str, KeyType] = {
     "carbon.tablestatus.commit.retries": Int(1, 10_000),
     "carbon.segment.lease.seconds": Float(1, 86_400),
     "carbon.load.csv.parser": Choice(("auto", "spark")),
+    "carbon.s3.endpoint": Text(),
+    "carbon.s3.region": Text(),
+    "carbon.s3.path.style.access": Bool(),
+    "carbon.s3.access.key": Text(),
+    "carbon.s3.secret.key": Text(),
+    "carbon.s3.session.token": Text(),
 }
 
 

@@ -13,8 +13,13 @@ Two durable writes:
   attempted unsafely.
 - ``write_atomic(path, data)`` replaces ``path`` so readers see the old or the new file,
   never half; for files that may be rewritten (hints, derived files). Local: temp file,
-  fsync, rename, fsync of the folder (pyarrow.fs exposes no fsync). Other filesystems:
-  write-to-temp then move, which is atomic where rename is (HDFS).
+  fsync, rename, fsync of the folder (pyarrow.fs exposes no fsync). Object stores
+  (``s3://``): one PUT of the final name, which S3 makes visible whole or not at all (no
+  temp object, no rename: S3 has none). Other filesystems: write-to-temp then move, which is
+  atomic where rename is (HDFS).
+
+Object stores (carbonstore/store/objectstore.py, docs/object-stores.md) need nothing else:
+no rename, no listing that must show a write that just finished.
 """
 
 from __future__ import annotations
@@ -22,17 +27,20 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from carbonstore.errors import CarbonStoreError, UserError
+from carbonstore.errors import UserError
+
+if TYPE_CHECKING:
+    from carbonstore.store.conf import CarbonConf
 
 __all__ = ["ConditionalPut", "StoreFS", "UnsupportedStoreError", "resolve_fs"]
 
 
-class UnsupportedStoreError(CarbonStoreError):
+class UnsupportedStoreError(UserError):
     """The store's filesystem cannot do what a commit needs (a put-if-absent write)."""
 
 
@@ -71,6 +79,23 @@ class StoreFS:
     base: str
     local: bool
     conditional: ConditionalPut | None = None
+    #: A PUT is atomic and there is no rename (object stores): ``write_atomic`` writes the
+    #: final name once, ``move`` copies then deletes.
+    object_store: bool = False
+
+    def check_commits(self) -> None:
+        """Refuse a store whose conditional put does not work (probed once per process).
+
+        Raises:
+            UnsupportedStoreError: the server ignores conditional writes.
+        """
+        check = getattr(self.conditional, "check", None)
+        if check is not None:
+            check()
+
+    def display(self, path: str) -> str:
+        """``path`` as a user writes it (``s3://bucket/key`` on object stores)."""
+        return f"s3://{path}" if self.object_store else path
 
     def join(self, *parts: str) -> str:
         return "/".join([self.base.rstrip("/"), *parts])
@@ -89,10 +114,15 @@ class StoreFS:
         self.fs.create_dir(path, recursive=True)
 
     def read_bytes(self, path: str) -> bytes:
+        if self.object_store and hasattr(self.conditional, "get"):
+            return self.conditional.get(path)  # type: ignore[union-attr]
         with self.fs.open_input_file(path) as f:
             return bytes(f.read())
 
     def write_bytes(self, path: str, data: bytes) -> None:
+        if self.object_store and hasattr(self.conditional, "put"):
+            self.conditional.put(path, data)  # type: ignore[union-attr]
+            return
         with self.fs.open_output_stream(path) as f:
             f.write(data)
 
@@ -101,6 +131,9 @@ class StoreFS:
 
         ``durable=False`` skips the fsyncs (a hint that may be lost in a power cut, never torn).
         """
+        if self.object_store:
+            self.write_bytes(path, data)
+            return
         parent = path.rsplit("/", 1)[0]
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
         if self.local:
@@ -127,6 +160,10 @@ class StoreFS:
             FileNotFoundError: the parent folder does not exist.
         """
         if self.conditional is not None:
+            if self.object_store and not self.is_dir(path.rsplit("/", 1)[0]):
+                # Folders are only name prefixes there: a removed table folder (a drop) must
+                # not come back through a late commit.
+                raise FileNotFoundError(f"{path.rsplit('/', 1)[0]} does not exist")
             return self.conditional.put_if_absent(path, data)
         if not self.local:
             raise UnsupportedStoreError(
@@ -165,11 +202,37 @@ class StoreFS:
             self.fs.delete_file(path)
 
     def move(self, src: str, dst: str) -> None:
-        self.fs.move(src, dst)
+        """Rename ``src`` (a file or folder); on object stores a copy, then a delete."""
+        if not self.object_store:
+            self.fs.move(src, dst)
+            return
+        if not self.is_dir(src):
+            self.fs.copy_file(src, dst)
+            self.fs.delete_file(src)
+            return
+        self.makedirs(dst)
+        for info in self.fs.get_file_info(pafs.FileSelector(src, recursive=True)):
+            target = dst + info.path[len(src):]
+            if info.type == pafs.FileType.Directory:
+                self.makedirs(target)
+            else:
+                self.fs.copy_file(info.path, target)
+        self.fs.delete_dir(src)
 
 
-def resolve_fs(location: str) -> StoreFS:
-    """Turn a local path or URI into a ``StoreFS``; local paths are made absolute."""
+def resolve_fs(location: str, conf: CarbonConf | None = None) -> StoreFS:
+    """Turn a local path or URI into a ``StoreFS``; local paths are made absolute.
+
+    ``s3://bucket/prefix`` takes its endpoint, region, addressing and credentials from the
+    location's query, then ``conf`` (None: ``load_conf()``), then the AWS environment
+    (carbonstore/store/objectstore.py); the filesystem is made once per process.
+    """
+    if location.startswith("s3://"):
+        from carbonstore.store import objectstore
+
+        options = objectstore.s3_options(location, conf)
+        fs, conditional = objectstore.s3_filesystem(options)
+        return StoreFS(fs, options.base, False, conditional, object_store=True)
     if "://" in location:
         try:
             fs, path = pafs.FileSystem.from_uri(location)

@@ -9,8 +9,8 @@ quarter of ``carbon.segment.lease.seconds`` (no tablestatus version per renewal)
 files may treat the entry as dead only when
 
 * the lease expired: neither the entry nor the heartbeat names a time after now, or
-* its writer ran on this very machine (same host name, boot id and pid namespace) and
-  that process no longer exists (or is a zombie: it exited, and a parent or an init that
+* (stores on a local or NFS disk) its writer ran on this very machine (same host name,
+  boot id and pid namespace) and that process no longer exists (or is a zombie: it exited, and a parent or an init that
   does not reap keeps it listed): a killed load is recognised at once.
 
 Being judged dead is never unsafe: clean files commits the entry as ``Failure`` before it
@@ -109,6 +109,10 @@ def entry_is_dead(status: TableStatus, entry: LoadEntry, *, now: int, lease_ms: 
     )
     if now > expiry:
         return True
+    if status.paths.sfs.object_store:
+        # Writers of an object store run anywhere (containers, other hosts that may share a
+        # host name): only the lease decides.
+        return False
     pid = _int(info.get("writerPid"))
     return info.get("writerHost") == _host_id() and pid is not None and not _pid_alive(pid)
 

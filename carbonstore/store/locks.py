@@ -2,8 +2,10 @@
 
 A lock held by a process that dies (even by SIGKILL) is released by the operating
 system, so the next writer is never blocked by a dead one. Locks need a filesystem with
-working ``flock`` (local disks, NFS with lockd); for other stores set ``carbon.lock.path``
-to a local folder shared by every writer.
+working ``flock`` (local disks, NFS with lockd). On object stores they are skipped
+(``NoLock``: always free) unless ``carbon.lock.path`` names a local folder shared by every
+writer: they are courtesies there too, never what correctness rests on (commits are
+conditional puts, liveness is the lease; docs/object-stores.md).
 """
 
 from __future__ import annotations
@@ -19,7 +21,28 @@ from carbonstore.errors import LockTimeoutError
 from carbonstore.store.conf import CarbonConf
 from carbonstore.store.paths import TablePaths, check_segment_id
 
-__all__ = ["LockManager"]
+__all__ = ["LockManager", "NoLock"]
+
+
+class NoLock:
+    """A courtesy lock that is always free: object stores have no locks to offer."""
+
+    def __init__(self, lock_file: str) -> None:
+        self.lock_file = lock_file
+        self.is_locked = False
+
+    def acquire(self, timeout: float | None = None, **_: object) -> NoLock:
+        self.is_locked = True
+        return self
+
+    def release(self, force: bool = False) -> None:
+        self.is_locked = False
+
+    def __enter__(self) -> NoLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +70,14 @@ class LockManager:
         return os.path.join(self._lock_dir(), name)
 
     def lock(self, name: str) -> filelock.BaseFileLock:
+        if self.skipped:
+            return NoLock(f"{self.paths.lock_dir}/{name}")  # type: ignore[return-value]
         return filelock.FileLock(self.path(name), thread_local=False)
+
+    @property
+    def skipped(self) -> bool:
+        """Courtesy locks are skipped: an object store without ``carbon.lock.path``."""
+        return self.paths.sfs.object_store and not self.conf.get("carbon.lock.path")
 
     @contextmanager
     def hold(

@@ -20,6 +20,7 @@ from carbonstore.store.conf import CarbonConf, load_conf
 from carbonstore.store.faults import crash_point
 from carbonstore.store.fs import StoreFS, resolve_fs
 from carbonstore.store.locks import LockManager
+from carbonstore.store.objectstore import shipped_location
 from carbonstore.store.paths import TableName, TablePaths, parse_table_name
 from carbonstore.store.schema import (
     Column,
@@ -187,7 +188,7 @@ class Table:
         readable = snap.readable
         return {
             "table": str(self.name),
-            "location": self.paths.root,
+            "location": self.store.sfs.display(self.paths.root),
             "columns": [
                 {"name": c.name, "type": str(c.type), "nullable": c.nullable, "columnId": c.column_id}
                 for c in self.schema.columns
@@ -205,8 +206,11 @@ class Store:
 
     def __init__(self, location: str | None = None, *, conf: CarbonConf | None = None) -> None:
         self.conf = conf if conf is not None else load_conf()
-        self.location = location or self.conf.get("carbon.storelocation")
-        self.sfs: StoreFS = resolve_fs(self.location)
+        # An s3:// location carries the conf's endpoint settings, so tasks given only the
+        # location reach the same store (carbonstore/store/objectstore.py).
+        self.location = shipped_location(location or self.conf.get("carbon.storelocation"), self.conf)
+        self.sfs: StoreFS = resolve_fs(self.location, self.conf)
+        self.sfs.check_commits()  # an object store that ignores conditional writes: refused
 
     def __repr__(self) -> str:
         return f"Store({self.location!r})"
