@@ -73,12 +73,17 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
 
     from carbonstore.spark.reader import empty_frame
 
-    paths = [_uri(plan.absolute(f.path)) for f in plan.files]
-    if not paths:
+    paths = [_uri(plan.absolute(f.path)) for f in plan.files if f.delete_delta is None]
+    if not plan.files:
         return empty_frame(spark, table)
-    raw = spark.read.schema(storage_ddl(table)).parquet(*paths)
-    if pushable:
+    raw = spark.read.schema(storage_ddl(table)).parquet(*paths) if paths else None
+    if raw is not None and pushable:
         raw = raw.where(pushable)
+    if len(paths) < len(plan.files):
+        from carbonstore.spark.dml import without_deleted_rows
+
+        live = without_deleted_rows(spark, table, plan, pushable=pushable)
+        raw = live if raw is None else raw.unionByName(live)
     dictionary = set(table.schema.dictionary_columns)
     out = raw
     for name in sorted(dictionary):
