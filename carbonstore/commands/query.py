@@ -167,7 +167,8 @@ def _sql(args: argparse.Namespace) -> int:
         # the row count of the readable segments, from the index: no Spark, no data read
         from carbonstore.indexfiles.tableplan import prune
 
-        n = prune(pin(store.table(counted[0]), args)).levels["rows"].total
+        plan = prune(pin(store.table(counted[0]), args))
+        n = plan.levels["rows"].total - plan.deleted_rows  # rows minus deleted, one version
         _emit(args, counted[1], [dict.fromkeys(counted[1], n)] if args.limit != 0 else [])
         return 0
     # a bad statement (or --as-of) is a user error before Spark starts

@@ -195,7 +195,7 @@ class Table:
             "properties": dict(sorted(self.schema.properties.items())),
             "segments": len(snap.entries),
             "readableSegments": len(readable),
-            "rows": sum(e.row_count for e in readable),
+            "rows": sum(e.row_count - e.deleted_rows for e in readable),
             "dataSize": sum(e.data_size for e in readable),
         }
 
