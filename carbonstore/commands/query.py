@@ -162,6 +162,10 @@ def _sql(args: argparse.Namespace) -> int:
         columns, rows = run_verb(store, *verb)
         _emit(args, columns, rows[: args.limit] if args.limit is not None else rows)
         return 0
+    from carbonstore.commands.dml import run_sql_dml
+
+    if run_sql_dml(args, store):  # DELETE / UPDATE / MERGE
+        return 0
     counted = count_only(args.statement)
     if counted is not None and store.exists(counted[0]):
         # the row count of the readable segments, from the index: no Spark, no data read
