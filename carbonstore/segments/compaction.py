@@ -252,8 +252,10 @@ def plan_custom(snapshot: TableStatusSnapshot, segment_ids: Sequence[str] | None
         raise CompactionError("Segment ids should not be empty: pass --segments 1,2,3")
     if len(set(ids)) != len(ids):
         raise CompactionError(f"segment ids {','.join(ids)} name a segment twice")
-    if len(ids) < 2:
-        # As minor and major: merging one segment would only rewrite it under a new id.
+    one = snapshot.find(ids[0]) if len(ids) == 1 else None
+    if len(ids) < 2 and not (one is not None and one.delete_deltas and one.readable):
+        # As minor and major: merging one segment would only rewrite it under a new id
+        # (unless rows of it were deleted: the rewrite then purges them).
         raise CompactionError(
             f"custom compaction merges at least two segments, got only {ids[0]}: "
             "pass two or more ids, e.g. --segments 1,2"
