@@ -99,7 +99,7 @@ def _run(con: Any, sql: str, what: str) -> pa.Table:
     import duckdb
 
     try:
-        return con.execute(sql).fetch_arrow_table()
+        return con.execute(sql).to_arrow_table()
     except duckdb.Error as err:
         raise UserError(f"{what}: {str(err).splitlines()[0]}") from err
 
