@@ -15,6 +15,7 @@ caller's ``read_source`` (Spark, in ``carbonstore sql``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,17 +44,27 @@ class DmlStatement:
 def parse_dml(statement: str) -> DmlStatement | None:
     """The statement when it is a DELETE / UPDATE / MERGE of a table, else None.
 
-    ``DELETE FROM TABLE t WHERE SEGMENT.ID IN (...)`` (CarbonData's segment delete) is not
-    one: it does not parse as a row DELETE here and is matched as a verb first.
+    ``DELETE FROM TABLE t WHERE SEGMENT.ID IN (...)`` (CarbonData's segment delete) is
+    matched as a verb before this; ``DELETE FROM TABLE t WHERE <row condition>`` is read as
+    ``DELETE FROM t WHERE ...``.
     """
     text = statement.strip().rstrip(";")
     head = text.split(None, 1)[0].upper() if text.split() else ""
     if head not in ("DELETE", "UPDATE", "MERGE"):
         return None
+    if head == "DELETE" and re.match(r"DELETE\s+FROM\s+TABLE\s", text, re.I):
+        if re.search(r"\bSEGMENT\s*\.\s*(ID|STARTTIME)\b", text, re.I):
+            return None  # the segment verbs (matched first by carbonstore sql)
+        text = re.sub(r"^DELETE\s+FROM\s+TABLE\s", "DELETE FROM ", text, flags=re.I)
+    if head == "MERGE" and not re.search(r"\bWHEN\b", text, re.I):
+        raise UserError("MERGE INTO t USING s ON ... needs WHEN MATCHED / WHEN NOT MATCHED "
+                        "clauses")
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError, RecursionError) as err:
-        raise UserError(f"cannot parse {head}: {str(err).splitlines()[0]}") from err
+        from carbonstore.indexfiles.expr import sql_error_message
+
+        raise UserError(f"cannot parse {head}: {sql_error_message(err)}") from err
     if isinstance(tree, exp.Delete):
         return DmlStatement("DELETE", tree)
     if isinstance(tree, exp.Update):
