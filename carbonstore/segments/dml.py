@@ -61,6 +61,7 @@ __all__ = [
     "Matches",
     "apply_changes",
     "delete_rows",
+    "insert_rows",
     "scan_rows",
 ]
 
@@ -379,6 +380,16 @@ def run_replanned(
     raise CommitConflictError(
         f"{operation} on {table.name} was planned {_REPLANS} times and each time a concurrent "
         f"change took its rows away ({last}); retry")
+
+
+def insert_rows(table: Table, rows: pa.Table, *, operation: str = "INSERT") -> DmlResult:
+    """Append ``rows`` (the table's columns, values) as one new segment, without Spark
+    (the insert path of UPDATE and MERGE; dictionary columns are encoded)."""
+    snap = table.status.read()
+    version, _, seg = apply_changes(table, Matches(snap, {}, None), operation=operation,
+                                    insert=rows)
+    return DmlResult(operation=operation, version=version, deleted=0, inserted=rows.num_rows,
+                     files=0, segments=(), inserted_segment=seg)
 
 
 def delete_rows(table: Table, where: str | Expr | None) -> DmlResult:

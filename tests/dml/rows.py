@@ -23,6 +23,12 @@ def rows(ids: list[int] | range, *, tag: str = "n") -> pa.Table:
 
 def load(table: Table, data: pa.Table, *, tasks: int = 1) -> LoadEntry:
     """Write and commit one segment as a load does (no Spark)."""
+    if table.schema.dictionary_columns:  # values must be encoded: the DML insert path does it
+        from carbonstore.segments.dml import insert_rows
+
+        sid = insert_rows(table, data).inserted_segment
+        assert sid is not None
+        return table.status.read().get(sid)
     entry = table.status.allocate()
     step = max(1, -(-data.num_rows // tasks))
     parts = [data.slice(i, step).to_batches() for i in range(0, data.num_rows, step)]
