@@ -60,8 +60,10 @@ __all__ = [
     "DmlResult",
     "Matches",
     "apply_changes",
+    "RowFilter",
     "delete_rows",
     "insert_rows",
+    "row_filter",
     "scan_rows",
 ]
 
@@ -126,9 +128,64 @@ def _decoder(table: Table) -> Callable[[pa.Table], pa.Table]:
     return decode
 
 
+@dataclass(frozen=True, slots=True)
+class RowFilter:
+    """A DML condition: the conjuncts the index and the row evaluator take (``expr``) and
+    the rest (``residual``, Spark SQL evaluated by DuckDB on the rows ``expr`` keeps)."""
+
+    expr: Expr
+    residual: str | None = None
+
+
+def row_filter(table: Table, where: str | Expr | None) -> RowFilter:
+    """Split ``where`` into the conjuncts the store's filter parser binds and the rest
+    (arithmetic, functions, column-to-column comparisons: ``id % 8 = 0``).
+
+    Raises:
+        ExpressionError: a conjunct names an unknown column or the text does not parse.
+    """
+    from carbonstore.errors import ExpressionError
+    from carbonstore.indexfiles.expr import And
+    from carbonstore.indexfiles.tableplan import bind_where
+
+    if where is None or not isinstance(where, str):
+        return RowFilter(bind_where(table, where))
+    try:
+        return RowFilter(bind_where(table, where))
+    except ExpressionError as err:
+        if "compare a column with a literal" not in str(err):
+            raise
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(where, read="spark")
+    stack, terms = [tree], []
+    while stack:
+        node = stack.pop()
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.And):
+            stack.extend([node.right, node.left])
+        else:
+            terms.append(node)
+    bound: Expr = AlwaysTrue()
+    rest: list[str] = []
+    for term in terms:
+        text = term.sql(dialect="spark")
+        try:
+            e = bind_where(table, text)
+        except ExpressionError as err:
+            if "compare a column with a literal" not in str(err):
+                raise
+            rest.append(f"({text})")
+            continue
+        bound = e if isinstance(bound, AlwaysTrue) else And(bound, e)
+    return RowFilter(bound, " AND ".join(rest) or None)
+
+
 def scan_rows(
-    table: Table, expr: Expr, *, with_rows: bool = False, columns: Sequence[str] | None = None,
-    snapshot: TableStatusSnapshot | None = None,
+    table: Table, expr: Expr | RowFilter, *, with_rows: bool = False,
+    columns: Sequence[str] | None = None, snapshot: TableStatusSnapshot | None = None,
 ) -> Matches:
     """The live rows of ``table`` for which the bound ``expr`` is TRUE, on one snapshot.
 
@@ -141,6 +198,8 @@ def scan_rows(
     """
     from carbonstore.indexfiles.tableplan import prune
 
+    residual = expr.residual if isinstance(expr, RowFilter) else None
+    expr = expr.expr if isinstance(expr, RowFilter) else expr
     snap = snapshot if snapshot is not None else table.status.read()
     pinned = table.as_of(snap.version, check_files=False)
     plan = prune(pinned, expr)
@@ -165,7 +224,9 @@ def scan_rows(
                 [md.row_group(i).num_rows for i in range(md.num_row_groups)])]).astype(np.int64)
             for rg in f.row_groups:
                 n = int(starts[rg.index + 1] - starts[rg.index])
-                want = sorted(set(refs) | (set(names) if with_rows else set()))
+                every = with_rows or residual is not None
+                want = sorted(set(refs) | (set(table.schema.column_names) if residual
+                                            else set(names) if every else set()))
                 data = pf.read_row_group(rg.index, columns=want or None, use_threads=False) \
                     if want else None
                 if data is not None:
@@ -173,6 +234,10 @@ def scan_rows(
                 mask = evaluate_rows(expr, data) if refs and data is not None else np.ones(n, bool)
                 if gone is not None:
                     mask &= ~deleted_mask(gone, int(starts[rg.index]), n)
+                if residual is not None and data is not None and mask.any():
+                    from carbonstore.segments.merge import filter_mask
+
+                    mask &= filter_mask(table, data, residual)
                 hits = np.flatnonzero(mask)
                 if not len(hits):
                     continue
@@ -404,9 +469,7 @@ def delete_rows(table: Table, where: str | Expr | None) -> DmlResult:
         ExpressionError: the condition does not parse or bind.
         CommitConflictError: concurrent changes kept winning.
     """
-    from carbonstore.indexfiles.tableplan import bind_where
-
-    expr = bind_where(table, where) if where is not None else AlwaysTrue()
+    expr = row_filter(table, where)
 
     def step(snap: TableStatusSnapshot) -> DmlResult:
         matches = scan_rows(table, expr, snapshot=snap)
@@ -430,14 +493,12 @@ def update_rows(
     ``evaluate(rows, assignments)`` returns ``rows`` (table columns) with the assignments
     applied (``carbonstore.segments.sqlexpr.evaluate_assignments``).
     """
-    from carbonstore.indexfiles.tableplan import bind_where
-
     unknown = [c for c in assignments if c.lower() not in table.schema.column_names]
     if unknown or not assignments:
         raise UserError(f"UPDATE {table.name} SET: unknown column(s) "
                         f"{', '.join(unknown) or '(none given)'}; the table has "
                         f"{', '.join(table.schema.column_names)}")
-    expr = bind_where(table, where) if where is not None else AlwaysTrue()
+    expr = row_filter(table, where)
     sets = {c.lower(): v for c, v in assignments.items()}
 
     def step(snap: TableStatusSnapshot) -> DmlResult:

@@ -45,7 +45,8 @@ from carbonstore.segments.writer import arrow_type
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
-__all__ = ["WhenMatched", "WhenNotMatched", "evaluate_assignments", "merge_rows", "to_duckdb"]
+__all__ = ["WhenMatched", "WhenNotMatched", "evaluate_assignments", "filter_mask", "merge_rows",
+           "to_duckdb"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,6 +135,16 @@ def evaluate_assignments(
         for c in table.schema.column_names)
     out = _run(con, f"SELECT {select} FROM __rows AS {name}", "UPDATE SET")
     return _conform(table, out, "UPDATE SET")
+
+
+def filter_mask(table: Table, rows: pa.Table, condition: str) -> np.ndarray:
+    """Rows of ``rows`` (decoded values) for which the Spark SQL ``condition`` is TRUE."""
+    con = _connect()
+    con.register("__rows", rows)
+    got = _run(con, f"SELECT COALESCE(({to_duckdb(condition, 'WHERE')}), FALSE) AS m "
+               f"FROM __rows AS {_quote(table.name.table)}", "WHERE")
+    con.close()
+    return np.asarray(got.column(0).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def update_rows(

@@ -226,3 +226,15 @@ def test_merge_source_rows_are_live_rows(store: Store) -> None:
     got = scan_rows(t, AlwaysTrue(), with_rows=True).rows
     assert got is not None and sorted(got["id"].to_pylist()) == [5, 6, 7, 8, 9]
     assert pa.types.is_int64(got.schema.field("__carbon_pos").type)
+
+
+def test_conditions_the_index_cannot_use(table: Table) -> None:
+    r = delete_rows(table, "id % 3 = 0 AND id < 30 AND upper(name) <> 'N0'")
+    want = [i for i in range(1000)
+            if not (i % 3 == 0 and i < 30 and i % 11 and i % 7 != 0)]
+    assert ids(table) == want and r.deleted == 1000 - len(want)
+    assert r.segments == ("0",)  # id < 30 pruned segment 1
+    with pytest.raises(UserError, match="nosuch"):
+        delete_rows(table, "id % 2 = nosuch")
+    table.update({"score": "-score"}, where="id + 1 = 500")
+    assert read_live(table, "id = 499")["score"].to_pylist() == [-499 / 4]
