@@ -62,6 +62,7 @@ __all__ = [
     "apply_changes",
     "RowFilter",
     "delete_rows",
+    "fetch_rows",
     "insert_rows",
     "row_filter",
     "scan_rows",
@@ -255,6 +256,36 @@ def scan_rows(
     if with_rows:
         rows_out = pa.concat_tables(pieces) if pieces else _empty_rows(table, names)
     return Matches(snap, out, rows_out)
+
+
+def fetch_rows(
+    table: Table, snapshot: TableStatusSnapshot, where: Mapping[FileKey, npt.NDArray[np.int64]],
+) -> pa.Table:
+    """The rows at the given positions (every column, values) with their segment, file and
+    position: only the row groups holding them are read."""
+    decode = _decoder(table)
+    names = list(table.schema.column_names)
+    fs = table.store.sfs.fs
+    pieces: list[pa.Table] = []
+    for (sid, rel), pos in sorted(where.items()):
+        pos = np.unique(np.asarray(pos, dtype=np.int64))
+        if snapshot.find(sid) is None:
+            raise Replan(f"segment {sid} is gone")
+        with fs.open_input_file(f"{table.paths.segment_dir(sid)}/{rel}") as fh:
+            pf = pq.ParquetFile(fh)
+            md = pf.metadata
+            starts = np.concatenate([[0], np.cumsum(
+                [md.row_group(i).num_rows for i in range(md.num_row_groups)])]).astype(np.int64)
+            rg_of = np.searchsorted(starts, pos, side="right") - 1
+            for rg in np.unique(rg_of).tolist():
+                mine = pos[rg_of == rg]
+                data = decode(pf.read_row_group(rg, columns=names, use_threads=False))
+                rows = data.select(names).take(pa.array(mine - starts[rg]))
+                rows = rows.append_column(SEGMENT_COLUMN, pa.array([sid] * len(mine)))
+                rows = rows.append_column(FILE_COLUMN, pa.array([rel] * len(mine)))
+                rows = rows.append_column(POS_COLUMN, pa.array(mine, pa.int64()))
+                pieces.append(rows)
+    return pa.concat_tables(pieces) if pieces else _empty_rows(table, names)
 
 
 def _empty_rows(table: Table, names: Sequence[str]) -> pa.Table:

@@ -38,6 +38,7 @@ from carbonstore.segments.dml import (
     DmlResult,
     Matches,
     apply_changes,
+    fetch_rows,
     run_replanned,
     scan_rows,
 )
@@ -186,6 +187,37 @@ def _key_pairs(on: str, target: str, source: str) -> list[tuple[str, str]]:
     return out
 
 
+def _target_columns(on: str, target: str, names: list[str]) -> list[str]:
+    """Target columns the ON condition references (qualified by the target alias, or
+    unqualified names of the table)."""
+    tree = sqlglot.parse_one(on, read="spark")
+    out = []
+    for col in tree.find_all(exp.Column):
+        name = col.name.lower()
+        if name in names and (not col.table or col.table.lower() == target) and name not in out:
+            out.append(name)
+    return out
+
+
+def _group_locations(hit: pa.Table) -> dict[tuple[str, str], Any]:
+    """(segment, file) -> positions of a table of row locations."""
+    import pyarrow.compute as pc
+
+    out: dict[tuple[str, str], Any] = {}
+    if not hit.num_rows:
+        return out
+    key = pc.binary_join_element_wise(hit.column(SEGMENT_COLUMN), hit.column(FILE_COLUMN), "\0")
+    pos = hit.column(POS_COLUMN).to_numpy()
+    keys = key.to_numpy(zero_copy_only=False)
+    order = np.argsort(keys, kind="stable")
+    keys, pos = keys[order], pos[order]
+    bounds = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1], True])
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        s_, _, f_ = str(keys[a]).partition("\0")
+        out[(s_, f_)] = pos[a:b]
+    return out
+
+
 def _literal(v: Any) -> str | None:
     if isinstance(v, bool) or v is None:
         return None
@@ -266,20 +298,33 @@ def merge_rows(
     where = _prune_filter(table, source, pairs) if pairs else None
     on_sql = to_duckdb(on, "MERGE ON")
     names = list(table.schema.column_names)
+    on_columns = _target_columns(on, ta, names)
 
     def step(snap: TableStatusSnapshot) -> DmlResult:
         from carbonstore.indexfiles.tableplan import bind_where
 
         expr = bind_where(table, where) if where else AlwaysTrue()
-        target = scan_rows(table, expr, with_rows=True, snapshot=snap).rows
-        assert target is not None  # noqa: S101 - with_rows gives rows
+        # The join reads only the target columns ON names; the matched rows are then
+        # fetched whole (only their row groups), so a MERGE of few rows into a large table
+        # moves the key columns, not the table.
+        keys = scan_rows(table, expr, with_rows=True, columns=on_columns or names[:1],
+                         snapshot=snap).rows
+        assert keys is not None  # noqa: S101 - with_rows gives rows
         con = _connect()
-        con.register("__target", target)
+        con.register("__keys", keys)
         con.register("__source", source)
         tq, sq = _quote(ta), _quote(sa)
-        con.execute(f"CREATE VIEW {tq} AS SELECT * FROM __target")
         con.execute(f"CREATE VIEW {sq} AS SELECT * FROM __source")
         loc = f"{tq}.{SEGMENT_COLUMN}, {tq}.{FILE_COLUMN}, {tq}.{POS_COLUMN}"
+        hit = _run(con, f"SELECT DISTINCT {loc} FROM __keys AS {tq} JOIN {sq} ON ({on_sql})",
+                   "MERGE ON") if matched else None
+        wanted: dict[tuple[str, str], Any] = {}
+        if hit is not None and hit.num_rows:
+            for (s_, f_), part in _group_locations(hit).items():
+                wanted[(s_, f_)] = part
+        target = fetch_rows(table, snap, wanted)
+        con.register("__target", target)
+        con.execute(f"CREATE VIEW {tq} AS SELECT * FROM __target")
         join = f"FROM {tq} JOIN {sq} ON ({on_sql})"
         if matched:
             dup = _run(con, f"SELECT count(*) AS n {join} GROUP BY {loc} HAVING count(*) > 1 "
@@ -310,8 +355,8 @@ def merge_rows(
             gone.append(got.select([SEGMENT_COLUMN, FILE_COLUMN, POS_COLUMN]))
             inserts.append(_conform(table, got.select(names), "MERGE UPDATE SET"))
         if not_matched:
-            con.execute(f"CREATE VIEW __unmatched AS SELECT {sq}.* FROM {sq} ANTI JOIN {tq} "
-                         f"ON ({on_sql})")
+            con.execute(f"CREATE VIEW __unmatched AS SELECT {sq}.* FROM {sq} ANTI JOIN "
+                         f"__keys AS {tq} ON ({on_sql})")
             nconds = [c.condition for c in not_matched]
             for k, nclause in enumerate(not_matched):
                 pred = _not_earlier(nconds, k, "WHEN NOT MATCHED AND")
@@ -331,14 +376,8 @@ def merge_rows(
         con.close()
         positions: dict[tuple[str, str], Any] = {}
         if gone:
-            allgone = pa.concat_tables(gone)
-            segs = allgone.column(SEGMENT_COLUMN).to_pylist()
-            files = allgone.column(FILE_COLUMN).to_pylist()
-            pos = allgone.column(POS_COLUMN).to_numpy()
-            by_file: dict[tuple[str, str], list[int]] = {}
-            for s_, f_, p_ in zip(segs, files, pos.tolist(), strict=True):
-                by_file.setdefault((s_, f_), []).append(p_)
-            positions = {k: np.unique(np.array(v, dtype=np.uint32)) for k, v in by_file.items()}
+            grouped = _group_locations(pa.concat_tables(gone))
+            positions = {k: np.unique(v.astype(np.uint32)) for k, v in grouped.items() if len(v)}
         new = pa.concat_tables(inserts) if inserts else None
         matches = Matches(snap, positions, None)
         version, nfiles, seg = apply_changes(table, matches, operation="MERGE", insert=new,
