@@ -201,6 +201,7 @@ def scan_rows(
 
     residual = expr.residual if isinstance(expr, RowFilter) else None
     expr = expr.expr if isinstance(expr, RowFilter) else expr
+    residual_cols = _columns_of(table, residual) if residual is not None else []
     snap = snapshot if snapshot is not None else table.status.read()
     pinned = table.as_of(snap.version, check_files=False)
     plan = prune(pinned, expr)
@@ -225,9 +226,7 @@ def scan_rows(
                 [md.row_group(i).num_rows for i in range(md.num_row_groups)])]).astype(np.int64)
             for rg in f.row_groups:
                 n = int(starts[rg.index + 1] - starts[rg.index])
-                every = with_rows or residual is not None
-                want = sorted(set(refs) | (set(table.schema.column_names) if residual
-                                            else set(names) if every else set()))
+                want = sorted(set(refs) | set(residual_cols) | (set(names) if with_rows else set()))
                 data = pf.read_row_group(rg.index, columns=want or None, use_threads=False) \
                     if want else None
                 if data is not None:
@@ -245,11 +244,10 @@ def scan_rows(
                 pos = hits.astype(np.int64) + int(starts[rg.index])
                 found.append(pos)
                 if with_rows and data is not None:
-                    rows = data.select(names).take(pa.array(hits))
-                    rows = rows.append_column(SEGMENT_COLUMN, pa.array([f.segment] * len(hits)))
-                    rows = rows.append_column(FILE_COLUMN, pa.array([seg_rel] * len(hits)))
-                    rows = rows.append_column(POS_COLUMN, pa.array(pos, pa.int64()))
-                    pieces.append(rows)
+                    rows = data.select(names)
+                    if len(hits) < n:
+                        rows = rows.take(pa.array(hits))
+                    pieces.append(_located(rows, f.segment, seg_rel, pos))
         if found:
             out[(f.segment, seg_rel)] = np.concatenate(found).astype(np.uint32)
     rows_out = None
@@ -281,11 +279,34 @@ def fetch_rows(
                 mine = pos[rg_of == rg]
                 data = decode(pf.read_row_group(rg, columns=names, use_threads=False))
                 rows = data.select(names).take(pa.array(mine - starts[rg]))
-                rows = rows.append_column(SEGMENT_COLUMN, pa.array([sid] * len(mine)))
-                rows = rows.append_column(FILE_COLUMN, pa.array([rel] * len(mine)))
-                rows = rows.append_column(POS_COLUMN, pa.array(mine, pa.int64()))
-                pieces.append(rows)
+                pieces.append(_located(rows, sid, rel, mine))
     return pa.concat_tables(pieces) if pieces else _empty_rows(table, names)
+
+
+def _located(rows: pa.Table, segment: str, rel: str, pos: npt.NDArray[np.int64]) -> pa.Table:
+    """``rows`` with their segment, file and position columns."""
+    n = rows.num_rows
+    rows = rows.append_column(SEGMENT_COLUMN, pa.repeat(pa.scalar(segment, pa.string()), n))
+    rows = rows.append_column(FILE_COLUMN, pa.repeat(pa.scalar(rel, pa.string()), n))
+    return rows.append_column(POS_COLUMN, pa.array(pos, pa.int64()))
+
+
+def _columns_of(table: Table, condition: str) -> list[str]:
+    """Table columns a Spark SQL condition references (all of them if it does not parse:
+    DuckDB then reports the mistake)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError, TokenError
+
+    names = list(table.schema.column_names)
+    try:
+        tree = sqlglot.parse_one(condition, read="spark")
+    except (ParseError, TokenError, RecursionError):
+        return names
+    refs = {c.name.lower() for c in tree.find_all(exp.Column)}
+    if refs - set(names):
+        return names
+    return sorted(refs)
 
 
 def _empty_rows(table: Table, names: Sequence[str]) -> pa.Table:
