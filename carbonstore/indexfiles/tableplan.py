@@ -105,8 +105,8 @@ class FilePlan:
     deleted_rows: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        out = {"segment": self.segment, "path": self.path,
-               "row_groups": [rg.to_json() for rg in self.row_groups]}
+        out: dict[str, Any] = {"segment": self.segment, "path": self.path,
+                               "row_groups": [rg.to_json() for rg in self.row_groups]}
         if self.delete_delta is not None:
             out["delete_delta"] = self.delete_delta
             out["deleted_rows"] = self.deleted_rows

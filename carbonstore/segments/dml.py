@@ -555,9 +555,9 @@ def update_rows(
 
     def step(snap: TableStatusSnapshot) -> DmlResult:
         matches = scan_rows(table, expr, with_rows=True, snapshot=snap)
-        assert matches.rows is not None  # noqa: S101 - with_rows gives rows
-        new = evaluate(matches.rows.select(list(table.schema.column_names)), sets) \
-            if matches.rows.num_rows else None
+        rows = matches.rows
+        new = evaluate(rows.select(list(table.schema.column_names)), sets) \
+            if rows is not None and rows.num_rows else None
         version, files, seg = apply_changes(table, matches, operation="UPDATE", insert=new,
                                             union_on_conflict=False)
         return DmlResult(operation="UPDATE", version=version, deleted=matches.count,

@@ -134,8 +134,8 @@ def _merge(
             src = None
         if src is not None:
             rows = scan_rows(src, AlwaysTrue(), with_rows=True).rows
-            assert rows is not None  # noqa: S101 - with_rows gives rows
-            source = rows.drop_columns([SEGMENT_COLUMN, FILE_COLUMN, POS_COLUMN])
+            if rows is not None:
+                source = rows.drop_columns([SEGMENT_COLUMN, FILE_COLUMN, POS_COLUMN])
     if source is None:
         if read_source is None:
             raise UserError("MERGE USING: the source must be a table of the store here")

@@ -309,7 +309,6 @@ def merge_rows(
         # moves the key columns, not the table.
         keys = scan_rows(table, expr, with_rows=True, columns=on_columns or names[:1],
                          snapshot=snap).rows
-        assert keys is not None  # noqa: S101 - with_rows gives rows
         con = _connect()
         con.register("__keys", keys)
         con.register("__source", source)

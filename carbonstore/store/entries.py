@@ -157,9 +157,12 @@ class DeleteDelta:
         rows = _int(obj, "deletedRows", required=True)
         if rows is None or rows < 0:
             raise ValueError(f"deletedRows {rows!r} is negative")
+        data_file, delta_file = obj.get("dataFile"), obj.get("deltaFile")
+        if not isinstance(data_file, str) or not isinstance(delta_file, str):
+            raise ValueError("deleteDeltas items need dataFile and deltaFile names")
         return cls(
-            data_file=check_relative_path(obj.get("dataFile"), "deleteDeltas dataFile"),
-            delta_file=check_relative_path(obj.get("deltaFile"), "deleteDeltas deltaFile"),
+            data_file=check_relative_path(data_file, "deleteDeltas dataFile"),
+            delta_file=check_relative_path(delta_file, "deleteDeltas deltaFile"),
             deleted_rows=rows,
         )
 
