@@ -29,13 +29,13 @@ def test_delete_load_compact_race(tmp_path: Path) -> None:
     procs = {role: subprocess.Popen(
         [sys.executable, "-m", "tests.dml.workers", role, st.location], cwd=ROOT, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for role in ("delete", "load", "compact")}
+        for role in ("delete", "delete-odd", "load", "compact")}
     out = {}
     for role, p in procs.items():
         stdout, stderr = p.communicate(timeout=300)
         assert p.returncode == 0, (role, stderr[-3000:])
         out[role] = stdout
-    assert out["delete"].count("deleted") == DELETES
+    assert out["delete"].count("deleted") + out["delete-odd"].count("deleted") == DELETES
     assert out["load"].count("loaded") == LOADS
     got = Counter(read_live(Store(st.location).table("db.t"))["id"].to_pylist())
     dup = [i for i, n in got.items() if n > 1]
@@ -44,7 +44,7 @@ def test_delete_load_compact_race(tmp_path: Path) -> None:
     assert not resurrected, f"deleted rows read again: {resurrected[:10]}"
     loaded = {10_000 + 100 * j + k for j in range(LOADS) for k in range(50)}
     assert set(got) == loaded, f"lost: {sorted(loaded - set(got))[:10]}"
-    deleted = sum(int(line.split()[2]) for line in out["delete"].splitlines()
-                  if line.startswith("deleted"))
+    deleted = sum(int(line.split()[2]) for role in ("delete", "delete-odd")
+                  for line in out[role].splitlines() if line.startswith("deleted"))
     assert deleted == ROWS  # each initial row deleted exactly once
     assert "compacted" in out["compact"]  # compactions ran during the race
