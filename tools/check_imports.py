@@ -39,6 +39,9 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     ("carbonstore.spark.compact_job", "cli"),
     ("carbonstore.spark.load_job", "cli"),
     ("carbonstore.spark.submit", "cli"),
+    # Table.delete / update / merge: the user's API (docs/dml.md) runs segments' DML code;
+    # the layout change moves these methods to the public API module.
+    ("carbonstore.store.table", "segments"),
 }
 KNOWN_PRIVATE: set[tuple[str, str]] = {
     ("carbonstore.segments.rebuild", "carbonstore.segments.writer._NanTracker"),

@@ -75,8 +75,8 @@ def _restore(args: argparse.Namespace) -> int:
     readable = [e.load_name for e in snap.readable]
     if args.json:
         print_json({"version": snap.version, "restored": args.to_version, "segments": readable,
-                    "rows": sum(e.row_count for e in snap.readable)})
+                    "rows": sum(e.row_count - e.deleted_rows for e in snap.readable)})
     else:
         print(f"restored version {args.to_version} of {table.name} as version {snap.version}: "
-              f"{len(readable)} readable segment(s), {sum(e.row_count for e in snap.readable)} rows")
+              f"{len(readable)} readable segment(s), {sum(e.row_count - e.deleted_rows for e in snap.readable)} rows")
     return 0

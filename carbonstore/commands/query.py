@@ -162,12 +162,17 @@ def _sql(args: argparse.Namespace) -> int:
         columns, rows = run_verb(store, *verb)
         _emit(args, columns, rows[: args.limit] if args.limit is not None else rows)
         return 0
+    from carbonstore.commands.dml import run_sql_dml
+
+    if run_sql_dml(args, store):  # DELETE / UPDATE / MERGE
+        return 0
     counted = count_only(args.statement)
     if counted is not None and store.exists(counted[0]):
         # the row count of the readable segments, from the index: no Spark, no data read
         from carbonstore.indexfiles.tableplan import prune
 
-        n = prune(pin(store.table(counted[0]), args)).levels["rows"].total
+        plan = prune(pin(store.table(counted[0]), args))
+        n = plan.levels["rows"].total - plan.deleted_rows  # rows minus deleted, one version
         _emit(args, counted[1], [dict.fromkeys(counted[1], n)] if args.limit != 0 else [])
         return 0
     # a bad statement (or --as-of) is a user error before Spark starts

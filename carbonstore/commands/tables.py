@@ -184,6 +184,7 @@ def segment_row(e: LoadEntry) -> dict[str, Any]:
         "format": e.file_format,
         "badRecords": e.bad_record_count,
         "visible": e.visibility,
+        "deletedRows": e.deleted_rows,  # by row-level DML (docs/dml.md); rows - this are live
     }
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -100,10 +100,17 @@ class FilePlan:
     segment: str
     path: str
     row_groups: tuple[RowGroupPlan, ...]
+    #: the file's live delete delta (relative to the table folder) in the planned version
+    delete_delta: str | None = None
+    deleted_rows: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"segment": self.segment, "path": self.path,
-                "row_groups": [rg.to_json() for rg in self.row_groups]}
+        out: dict[str, Any] = {"segment": self.segment, "path": self.path,
+                               "row_groups": [rg.to_json() for rg in self.row_groups]}
+        if self.delete_delta is not None:
+            out["delete_delta"] = self.delete_delta
+            out["deleted_rows"] = self.deleted_rows
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +138,10 @@ class TablePlan:
     levels: dict[str, LevelSummary]
     files: tuple[FilePlan, ...]
     dropped: tuple[Dropped, ...] = field(default=())
+    #: rows of the planned segments deleted by row-level DML (``levels`` count them still)
+    deleted_rows: int = 0
+    #: the tablestatus version planned
+    version: int | None = None
 
     @property
     def rows(self) -> int:
@@ -265,9 +276,11 @@ def dictionary_safe(expr: Expr, table: Table, *, bounds: Any = None) -> Expr:
 _IN_SURROGATES = 64  # an IN on a dictionary column lists at most this many surrogates
 
 
-def _choose(table: Table, segments: str | Sequence[str] | None) -> tuple[list[Any], bool]:
+def _choose(
+    table: Table, segments: str | Sequence[str] | None, snapshot: Any = None
+) -> tuple[list[Any], bool]:
     # a fresh read; unchanged bytes are not decoded again (TableStatus.read)
-    entries = readable_segments(table.status.read())
+    entries = readable_segments(snapshot if snapshot is not None else table.status.read())
     if segments is None or (isinstance(segments, str) and segments.strip() in ("", "*")):
         return entries, True
     parts = segments.split(",") if isinstance(segments, str) else list(segments)
@@ -302,7 +315,8 @@ def prune(
     """
     t0 = time.perf_counter() if started is None else started
     expr = bind_where(table, where, time_zone=time_zone)
-    entries, all_readable = _choose(table, segments)
+    snapshot = table.status.read()
+    entries, all_readable = _choose(table, segments, snapshot)
     view = table_index(table, entries, all_readable=all_readable)
     expr = dictionary_safe(expr, table, bounds=view.bounds)  # after the tablestatus read
     n = view.size
@@ -317,7 +331,28 @@ def prune(
     surv = np.flatnonzero(s2)
     parts, rg_seg = _units(view, surv)
     plan = planner_mod.prune(expr, parts) if parts and not isinstance(expr, AlwaysFalse) else None
-    return _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0)
+    out = _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0)
+    return _with_deltas(out, entries, snapshot.version)
+
+
+def _with_deltas(plan: TablePlan, entries: Sequence[Any], version: int) -> TablePlan:
+    """Name each kept file's live delete delta of the planned version (from the entries read
+    now, never from the cached index view, whose entries may predate a DELETE)."""
+    deltas = {e.load_name: {d.data_file: d for d in e.delete_deltas}
+              for e in entries if e.delete_deltas}
+    files = plan.files
+    if deltas:
+        out = []
+        for f in files:
+            mine = deltas.get(f.segment)
+            seg_dir, _, rel = f.path.partition(f"/Segment_{f.segment}/")
+            d = mine.get(rel) if mine and rel else None
+            out.append(f if d is None else replace(
+                f, delete_delta=f"{seg_dir}/Segment_{f.segment}/{d.delta_file}",
+                deleted_rows=d.deleted_rows))
+        files = tuple(out)
+    return replace(plan, files=files, version=version,
+                   deleted_rows=sum(e.deleted_rows for e in entries))
 
 
 class _SegmentBlooms:

@@ -57,7 +57,7 @@ CLEAN_FILES_LOCK = "clean_files.lock"
 _SEGMENT_DIR_RE = re.compile(r"^Segment_(\d+(?:\.\d+)?)$")
 _DAY_MS = 24 * 3600 * 1000
 
-ItemKind = Literal["segment", "orphan", "trash", "stats", "sortindex", "index"]
+ItemKind = Literal["segment", "orphan", "trash", "stats", "sortindex", "index", "delta"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -273,6 +273,7 @@ def _clean(
     items.extend(orphans)
     skipped.extend(orphan_skips)
     items.extend(_stale_merge_indexes(table, dry_run=dry_run, now=now, force=force))
+    items.extend(_superseded_deltas(table, dry_run=dry_run, now=now, force=force))
     items.extend(_expire_trash(table, dry_run=dry_run, now=now))
     items.extend(_obsolete_sortindexes(table, dry_run=dry_run, now=now, force=force))
     return CleanReport(
@@ -386,6 +387,45 @@ def _stale_merge_indexes(
             items.append(CleanItem(kind="index", segment_id=e.load_name, path=info.path,
                                    size=int(info.size or 0),
                                    reason="merge index replaced by an index rebuild"))
+            if not dry_run:
+                _delete(table, info.path)
+    return items
+
+
+def _superseded_deltas(
+    table: Table, *, dry_run: bool, now: int, force: bool
+) -> list[CleanItem]:
+    """Delete delta files of readable segments that the current version does not name.
+
+    A delta stops being named only by a later DML commit on its segment (deltas are
+    cumulative: the next one holds its rows), and every such commit sets the entry's
+    ``modificationOrDeletionTimestamp``; so once that is older than the retention time, no
+    version within the retention names the file. A delta written by a commit that lost its
+    race was never named. Files written within the lease time are kept in any case: a
+    running DELETE may be about to commit the one it just wrote.
+    """
+    from carbonstore.segments.deltas import DELTA_SUFFIX
+
+    sfs = table.paths.sfs
+    retention_ms = table.conf.get_int("carbon.segment.retention.minutes") * 60_000
+    lease_ms = _lease_ms(table)
+    items: list[CleanItem] = []
+    for e in table.status.read().readable:
+        seg_dir = table.paths.segment_dir(e.load_name)
+        named = {d.delta_file for d in e.delete_deltas}
+        if not force and now - _changed_at(e) < retention_ms:
+            continue
+        for info in sfs.list_dir(seg_dir):
+            if not info.is_file or not info.base_name.endswith(DELTA_SUFFIX):
+                continue
+            if info.base_name in named:
+                continue
+            mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
+            if now - mtime < lease_ms:
+                continue
+            items.append(CleanItem(kind="delta", segment_id=e.load_name, path=info.path,
+                                   size=int(info.size or 0),
+                                   reason="delete delta superseded by a newer one"))
             if not dry_run:
                 _delete(table, info.path)
     return items

@@ -96,6 +96,13 @@ _MB = 1024 * 1024
 _DAY_MS = 24 * 3600 * 1000
 
 
+class RowsDeletedMeanwhile(CompactionError):
+    """A source lost rows to a DELETE / UPDATE / MERGE while it was merged (merged again)."""
+
+
+_DML_RETRIES = 3
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MergeGroup:
     """One merge: these sources (in segment order) become ``output``."""
@@ -245,8 +252,10 @@ def plan_custom(snapshot: TableStatusSnapshot, segment_ids: Sequence[str] | None
         raise CompactionError("Segment ids should not be empty: pass --segments 1,2,3")
     if len(set(ids)) != len(ids):
         raise CompactionError(f"segment ids {','.join(ids)} name a segment twice")
-    if len(ids) < 2:
-        # As minor and major: merging one segment would only rewrite it under a new id.
+    one = snapshot.find(ids[0]) if len(ids) == 1 else None
+    if len(ids) < 2 and not (one is not None and one.delete_deltas and one.readable):
+        # As minor and major: merging one segment would only rewrite it under a new id
+        # (unless rows of it were deleted: the rewrite then purges them).
         raise CompactionError(
             f"custom compaction merges at least two segments, got only {ids[0]}: "
             "pass two or more ids, e.g. --segments 1,2"
@@ -305,6 +314,7 @@ def commit_compaction(
     expected: dict[str, str],
     start_ms: int,
     attempt: str | None = None,
+    expected_deltas: dict[str, tuple[Any, ...]] | None = None,
 ) -> LoadEntry:
     """One tablestatus version: sources -> Compacted, output -> Success.
 
@@ -314,6 +324,9 @@ def commit_compaction(
         output: what the merge wrote.
         expected: source id -> the status it had when the merge started.
         start_ms: when the merge started (the output's load start time).
+        expected_deltas: source id -> its delete deltas when the merge read it; a source
+            whose rows a DELETE / UPDATE / MERGE removed meanwhile fails the commit (the
+            output would bring those rows back).
 
     Raises:
         CompactionError: a source changed status or vanished, or the output id is taken;
@@ -325,6 +338,12 @@ def commit_compaction(
         holder.clear()
         by_name = {e.load_name: e for e in snap.entries}
         _check_sources(snap, group, expected)
+        for sid, deltas in (expected_deltas or {}).items():
+            if by_name[sid].delete_deltas != deltas:
+                raise RowsDeletedMeanwhile(
+                    f"rows of segment {sid} were deleted (DELETE / UPDATE / MERGE) while it was "
+                    f"being compacted into {group.output}; the compaction was aborted - run it "
+                    "again")
         mine = by_name.get(group.output)
         if mine is None or mine.status != IN_PROGRESS or (
             mine.extra.get("compactionAttempt") != attempt
@@ -467,14 +486,15 @@ def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment
     try:
         output = merger(table, sources, group.output)
         crash_point("compaction.after_output")
-        expected_rows = sum(e.row_count for e in sources)
+        expected_rows = sum(e.row_count - e.deleted_rows for e in sources)
         if output.row_count != expected_rows:
             raise CarbonStoreError(
                 f"compaction into {group.output} wrote {output.row_count} rows but the sources "
                 f"hold {expected_rows}; the compaction was aborted and nothing changed"
             )
         entry = commit_compaction(table, group, output, expected=expected, start_ms=start,
-                                  attempt=attempt)
+                                  attempt=attempt,
+                                  expected_deltas={e.load_name: e.delete_deltas for e in sources})
         committed = True
     except BaseException as err:
         if not committed:
@@ -543,7 +563,15 @@ def compact(
             if group is None:
                 break
             log.info("compacting %s into %s", ",".join(group.sources), group.output)
-            merged.append(_merge_one(table, group, run))
+            for attempt in range(_DML_RETRIES):
+                try:
+                    merged.append(_merge_one(table, group, run))
+                    break
+                except RowsDeletedMeanwhile:
+                    if attempt == _DML_RETRIES - 1:
+                        raise
+                    log.info("rows of %s were deleted meanwhile; merging again",
+                             ",".join(group.sources))
             if compaction_type == "custom":
                 break
         return CompactionResult(compaction_type=compaction_type, merged=tuple(merged))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,6 +43,7 @@ __all__ = [
     "rank_columns",
     "segment_data_files",
     "sort_keys",
+    "source_deltas",
     "sources_have_statistics",
     "work_units",
     "write_output_statistics",
@@ -259,29 +260,61 @@ def _range_filter(
 
 def merge_unit(
     settings: WriteSettings, files: Sequence[str], keys: Sequence[tuple[str, str, str]],
-    unit: WorkUnit, *, rank_columns: Sequence[str] = (),
+    unit: WorkUnit, *, rank_columns: Sequence[str] = (), deleted: Mapping[str, bytes] | None = None,
 ) -> TaskResult:
     """One merge task: read the unit's rows with pyarrow, sort, write through the load writer.
 
     Runs on an executor (Spark merger) or in this process (local merger). ``rank_columns``
     are dictionary sort columns: their surrogates are sorted by the value rank of the
     dictionary's sort index, so the output follows value order as a load's does.
+    ``deleted``: data file path -> its delete delta's bytes; those rows are not merged.
     """
     fs = resolve_fs(settings.store_location).fs
     if keys:
         idx, lo, hi, nulls = unit  # type: ignore[misc]
         dataset = ds.dataset(list(files), format="parquet", filesystem=fs)
         floating = pa.types.is_floating(dataset.schema.field(keys[0][0]).type)
-        # Large scan batches: few chunks make the sort's take much cheaper.
-        data = dataset.to_table(
-            filter=_range_filter(keys[0][0], lo, hi, nulls, floating=floating),
-            batch_size=_SCAN_BATCH_ROWS,
-        )
+        where = _range_filter(keys[0][0], lo, hi, nulls, floating=floating)
+        if deleted and any(f in deleted for f in files):
+            data = _live_table(fs, files, deleted, dataset.schema, where)
+        else:
+            # Large scan batches: few chunks make the sort's take much cheaper.
+            data = dataset.to_table(filter=where, batch_size=_SCAN_BATCH_ROWS)
         data = _sort(data, keys, rank_columns, settings)
     else:
         idx, mine = unit  # type: ignore[misc]
-        data = ds.dataset(list(mine), format="parquet", filesystem=fs).to_table()
+        dataset = ds.dataset(list(mine), format="parquet", filesystem=fs)
+        if deleted and any(f in deleted for f in mine):
+            data = _live_table(fs, mine, deleted, dataset.schema, None)
+        else:
+            data = dataset.to_table()
     return write_task(data.to_batches(), settings, task_id=f"{idx:05d}", fs=fs)
+
+
+def _live_table(
+    fs: Any, files: Sequence[str], deleted: Mapping[str, bytes], schema: pa.Schema,
+    where: ds.Expression | None,
+) -> pa.Table:
+    """The rows of ``files`` without their deleted positions, filtered by ``where``."""
+    from carbonstore.segments.deltas import decode_delta, positions, read_live_file
+
+    parts: list[pa.Table] = []
+    for f in files:
+        pos = positions(decode_delta(deleted[f], f)) if f in deleted else None
+        part = pa.Table.from_batches(list(read_live_file(fs, f, pos)), schema=schema)
+        parts.append(part.filter(where) if where is not None else part)
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def source_deltas(table: Table, sources: Sequence[LoadEntry]) -> dict[str, bytes]:
+    """Data file path -> its delete delta's bytes, for every source file with one."""
+    from carbonstore.segments.deltas import deltas_by_path
+
+    out: dict[str, bytes] = {}
+    for e in sources:
+        if e.delete_deltas:
+            out.update(deltas_by_path(table.paths.sfs, table.paths.segment_dir(e.load_name), e))
+    return out
 
 
 def _sort(
@@ -401,12 +434,17 @@ def merge_local(table: Table, sources: Sequence[LoadEntry], output_id: str) -> S
     table.paths.sfs.makedirs(settings.segment_dir)
     keys = sort_keys(table)
     ranks = rank_columns(table)
-    results = [merge_unit(settings, files, keys, u, rank_columns=ranks) for u in units]
+    deleted = source_deltas(table, sources)
+    results = [merge_unit(settings, files, keys, u, rank_columns=ranks, deleted=deleted)
+               for u in units]
     return finish_segment(table, output_id, results)
 
 
 def sources_have_statistics(table: Table, sources: Sequence[LoadEntry]) -> bool:
-    """Whether every source segment has stored column statistics."""
+    """Whether every source segment has stored column statistics (of all its rows: a source
+    with deleted rows has none that still hold)."""
+    if any(e.delete_deltas for e in sources):
+        return False
     try:
         from carbonstore.segments import statistics as st
     except ImportError:  # statistics are optional
@@ -429,7 +467,8 @@ def write_output_statistics(
         from carbonstore.segments import statistics as st
     except ImportError:  # statistics are optional
         return False
-    stats = [st.get_segment_statistics(table, e.load_name) for e in sources]
+    stats = [None if e.delete_deltas else st.get_segment_statistics(table, e.load_name)
+             for e in sources]
     present = [s for s in stats if s is not None]
     if not present or len(present) != len(stats):
         from carbonstore.segments.sketches import store_task_statistics

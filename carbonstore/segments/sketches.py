@@ -71,6 +71,7 @@ __all__ = [
     "key_slots_numpy",
     "raise_registers",
     "spark_type_of_arrow",
+    "segment_deltas",
     "store_accumulated",
     "store_task_statistics",
     "table_column_specs",
@@ -863,19 +864,43 @@ class StatsAccumulator:
 def accumulate_files(
     fs: pafs.FileSystem, paths: Iterable[str], schema: Any, *,
     columns: Sequence[str] | None = None, batch_rows: int = 131072,
+    deleted: Mapping[str, bytes] | None = None,
 ) -> StatsAccumulator:
-    """Statistics of Parquet files (read in batches, only the wanted columns)."""
+    """Statistics of Parquet files (read in batches, only the wanted columns); rows a delete
+    delta removes (``deleted``: path -> the delta's bytes) are left out."""
     import pyarrow.parquet as pq
+
+    from carbonstore.segments.deltas import decode_delta, deleted_mask, positions
 
     acc = StatsAccumulator(schema, columns=columns)
     for path in paths:
+        gone = positions(decode_delta(deleted[path], path)) if deleted and path in deleted \
+            else None
         with fs.open_input_file(path) as f:
             pf = pq.ParquetFile(f)
             names = {n.lower(): n for n in pf.schema_arrow.names}
             read = [names[c] for c in acc.columns if c in names]
+            start = 0
             for batch in pf.iter_batches(batch_size=batch_rows, columns=read):
+                n = batch.num_rows
+                if gone is not None and len(gone):
+                    batch = batch.filter(pa.array(~deleted_mask(gone, start, n)))
+                start += n
                 acc.update(batch)
     return acc
+
+
+def segment_deltas(table: Table, segment_ids: Iterable[str]) -> dict[str, bytes]:
+    """Data file path -> delete delta bytes of the segments' files (current version)."""
+    from carbonstore.segments.deltas import deltas_by_path
+
+    snap = table.status.read()
+    out: dict[str, bytes] = {}
+    for sid in segment_ids:
+        e = snap.find(sid)
+        if e is not None and e.delete_deltas:
+            out.update(deltas_by_path(table.paths.sfs, table.paths.segment_dir(sid), e))
+    return out
 
 
 def compute_segment_statistics(
@@ -884,7 +909,8 @@ def compute_segment_statistics(
 ) -> SegmentStatistics:
     """Recompute one segment's statistics in this process from its data files."""
     files = _data_files(table, segment_id)
-    acc = accumulate_files(table.paths.sfs.fs, files, table.schema, columns=columns)
+    acc = accumulate_files(table.paths.sfs.fs, files, table.schema, columns=columns,
+                           deleted=segment_deltas(table, [segment_id]))
     return acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id), source=source)
 
 
@@ -990,9 +1016,10 @@ def analyze_local(
         StatsAccumulator(spec, columns=columns)
     targets = analyze_targets(table, segments, missing_only=missing_only)
     fs = table.paths.sfs.fs
+    deleted = segment_deltas(table, targets)
     states = {
-        sid: [accumulate_files(fs, _data_files(table, sid), spec, columns=columns)
-              .to_bytes()]
+        sid: [accumulate_files(fs, _data_files(table, sid), spec, columns=columns,
+                               deleted=deleted).to_bytes()]
         for sid in targets
     }
     return store_accumulated(table, states, targets, spec, columns=columns)

@@ -23,6 +23,7 @@ from carbonstore.segments.sketches import (
     StatsAccumulator,
     accumulate_files,
     analyze_targets,
+    segment_deltas,
     store_accumulated,
     table_column_specs,
 )
@@ -37,7 +38,8 @@ ColumnSpec = tuple[str, str]  # (name, Spark type string)
 
 
 def _analyze_task(
-    location: str, spec: Sequence[ColumnSpec], columns: Sequence[str] | None
+    location: str, spec: Sequence[ColumnSpec], columns: Sequence[str] | None,
+    deleted: dict[str, bytes] | None = None,
 ) -> Callable[[Iterable[tuple[str, str]]], Iterable[tuple[str, bytes]]]:
     def run(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, bytes]]:
         fs = resolve_fs(location).fs
@@ -45,7 +47,8 @@ def _analyze_task(
         for seg, path in pairs:
             by_segment[seg].append(path)
         for seg, paths in by_segment.items():
-            yield seg, accumulate_files(fs, paths, spec, columns=columns).to_bytes()
+            yield seg, accumulate_files(fs, paths, spec, columns=columns,
+                                        deleted=deleted).to_bytes()
 
     return run
 
@@ -84,7 +87,8 @@ def analyze(
         session = spark or get_spark()
         n = tasks or max(1, min(len(pairs), 2 * session.sparkContext.defaultParallelism))
         rdd = session.sparkContext.parallelize(pairs, n)
-        task = _analyze_task(table.store.location, spec, columns)
+        task = _analyze_task(table.store.location, spec, columns,
+                             segment_deltas(table, targets))
         for seg, state in rdd.mapPartitions(task).collect():
             states[seg].append(bytes(state))
     return store_accumulated(table, states, targets, spec, columns=columns)

@@ -33,6 +33,7 @@ from carbonstore.segments.compaction_merge import (
     ordered_files,
     rank_columns,
     sort_keys,
+    source_deltas,
     sources_have_statistics,
     unit_count,
     work_units,
@@ -47,11 +48,12 @@ __all__ = ["main", "merge_with_spark", "spark_merger"]
 
 
 def _run_units(  # type: ignore[no-untyped-def]
-    settings: WriteSettings, files: Sequence[str], keys: Sequence[Any], ranks: Sequence[str]
+    settings: WriteSettings, files: Sequence[str], keys: Sequence[Any], ranks: Sequence[str],
+    deleted: dict[str, bytes] | None = None,
 ):
     def run(units: Iterator[WorkUnit]) -> Iterator[str]:
         for unit in units:
-            result = merge_unit(settings, files, keys, unit, rank_columns=ranks)
+            result = merge_unit(settings, files, keys, unit, rank_columns=ranks, deleted=deleted)
             yield orjson.dumps(asdict(result)).decode()
 
     return run
@@ -78,7 +80,8 @@ def merge_with_spark(
     )
     table.paths.sfs.makedirs(settings.segment_dir)
     rdd = spark.sparkContext.parallelize(units, len(units))
-    run = _run_units(settings, files, sort_keys(table), rank_columns(table))
+    run = _run_units(settings, files, sort_keys(table), rank_columns(table),
+                     source_deltas(table, sources))
     messages = rdd.mapPartitions(run).collect()
     return finish_segment(table, output_id, [_task_result(orjson.loads(m)) for m in messages])
 

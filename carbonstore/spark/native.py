@@ -15,7 +15,10 @@ vectorised reader reads the kept files with the table's storage schema. Contract
   is never null (the load rejects nulls there, so the zero is never taken);
 - ``pushable``, a condition over plain columns, is applied under those projections, so
   Spark pushes it to the Parquet reader (row-group statistics, dictionary and page-index
-  filters), which the projections above would prevent.
+  filters), which the projections above would prevent;
+- files with a delete delta (row-level DML) lose their deleted rows: they are read with
+  ``_metadata.row_index`` and anti-joined with the plan's deleted positions
+  (:func:`carbonstore.spark.dml.without_deleted_rows`).
 
 Only local stores are read this way (``table.store.sfs.local``): the JVM opens the paths.
 """
@@ -73,12 +76,20 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
 
     from carbonstore.spark.reader import empty_frame
 
-    paths = [_uri(plan.absolute(f.path)) for f in plan.files]
-    if not paths:
+    paths = [_uri(plan.absolute(f.path)) for f in plan.files if f.delete_delta is None]
+    if not plan.files:
         return empty_frame(spark, table)
-    raw = spark.read.schema(storage_ddl(table)).parquet(*paths)
-    if pushable:
-        raw = raw.where(pushable)
+    raw: Any = None
+    if paths:
+        raw = spark.read.schema(storage_ddl(table)).parquet(*paths)
+        if pushable:
+            raw = raw.where(pushable)
+    if len(paths) < len(plan.files):
+        # files with a delete delta: their deleted rows are anti-joined away (spark/dml.py)
+        from carbonstore.spark.dml import without_deleted_rows
+
+        live = without_deleted_rows(spark, table, plan, pushable=pushable)
+        raw = live if raw is None else raw.unionByName(live)
     dictionary = set(table.schema.dictionary_columns)
     out = raw
     for name in sorted(dictionary):

@@ -38,6 +38,7 @@ from carbonstore.errors import CorruptIndexError, UserError
 from carbonstore.indexfiles.evaluator import narrows, rows_exact, rows_may_match
 from carbonstore.indexfiles.expr import AlwaysTrue, Expr, references, session_zone
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
+from carbonstore.segments.deltas import decode_delta, deleted_mask, positions
 from carbonstore.segments.writer import arrow_type
 from carbonstore.spark.datasource import one_line_errors
 from carbonstore.store import Store, load_conf
@@ -67,6 +68,7 @@ def arrow_read_schema(table: Table) -> pa.Schema:
 class _Slice:
     path: str  # absolute, in the store's filesystem
     row_groups: tuple[tuple[int, tuple[tuple[int, int], ...] | None], ...]  # None: whole
+    delta: str | None = None  # absolute path of the file's live delete delta, if any
 
 
 class CarbonPartition(InputPartition):
@@ -83,10 +85,11 @@ def plan_partitions(plan: TablePlan, *, max_bytes: int = PARTITION_BYTES) -> lis
     current: list[_Slice] = []
     size = count = 0
     for f in plan.files:
+        delta = None if f.delete_delta is None else plan.absolute(f.delete_delta)
         rgs: list[tuple[int, tuple[tuple[int, int], ...] | None]] = []
         for rg in f.row_groups:
             if rgs and (size + rg.length > max_bytes or count >= PARTITION_ROW_GROUPS):
-                current.append(_Slice(plan.absolute(f.path), tuple(rgs)))
+                current.append(_Slice(plan.absolute(f.path), tuple(rgs), delta))
                 rgs = []
             if current and not rgs and (size + rg.length > max_bytes or count >= PARTITION_ROW_GROUPS):
                 out.append(CarbonPartition(current))
@@ -95,7 +98,7 @@ def plan_partitions(plan: TablePlan, *, max_bytes: int = PARTITION_BYTES) -> lis
             size += rg.length
             count += 1
         if rgs:
-            current.append(_Slice(plan.absolute(f.path), tuple(rgs)))
+            current.append(_Slice(plan.absolute(f.path), tuple(rgs), delta))
     if current:
         out.append(CarbonPartition(current))
     return out
@@ -130,12 +133,22 @@ def read_row_groups(
 def _read_slice(
     fs: Any, sl: _Slice, batch_rows: int, decode: Any, schema: pa.Schema, expr: Expr | None = None
 ) -> Iterator[pa.RecordBatch]:
+    deleted = _deleted_positions(fs, sl.delta) if sl.delta is not None else None
     with fs.open_input_file(sl.path) as fh:
         pf = pq.ParquetFile(fh)
         refs = sorted(references(expr)) if expr is not None else []
         if not refs or not set(refs) <= set(pf.schema_arrow.names):
             refs = []
+        starts = _row_group_starts(pf) if deleted is not None else None
         for rg, ranges in sl.row_groups:
+            if deleted is not None and starts is not None:
+                # rows of a file with a delete delta: read the rows the plan keeps and drop
+                # the deleted positions (with the filter's rows narrowed as below)
+                n = int(starts[rg + 1] - starts[rg])
+                gone = deleted_mask(deleted, int(starts[rg]), n)
+                yield from _read_matching(pf, rg, ranges, refs, expr or AlwaysTrue(), batch_rows,
+                                          decode, schema, deleted=gone)
+                continue
             if refs and expr is not None:
                 yield from _read_matching(pf, rg, ranges, refs, expr, batch_rows, decode, schema)
                 continue
@@ -155,13 +168,22 @@ def _read_slice(
 def _read_matching(
     pf: pq.ParquetFile, rg: int, ranges: Sequence[tuple[int, int]] | None, refs: list[str],
     expr: Expr, batch_rows: int, decode: Any, schema: pa.Schema,
+    *, deleted: np.ndarray | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """One row group, filter columns first: only the rows ``expr`` may match are read on,
-    from the other columns (the filter columns already read are joined back, not reread)."""
-    keys = pf.read_row_group(rg, columns=refs, use_threads=False)
-    if keys.num_rows:  # dictionary columns: the filter compares values, not surrogates
-        keys = pa.Table.from_batches([decode(b) for b in keys.to_batches()])
-    mask = rows_may_match(expr, keys)
+    from the other columns (the filter columns already read are joined back, not reread).
+    ``deleted``: the row group's rows a delete delta removes (never read)."""
+    if refs:
+        keys = pf.read_row_group(rg, columns=refs, use_threads=False)
+        if keys.num_rows:  # dictionary columns: the filter compares values, not surrogates
+            keys = pa.Table.from_batches([decode(b) for b in keys.to_batches()])
+        mask = rows_may_match(expr, keys)
+    else:  # no filter column: every row may match (only deleted rows go)
+        n = pf.metadata.row_group(rg).num_rows
+        keys = pa.table({})
+        mask = np.ones(n, dtype=bool)
+    if deleted is not None:
+        mask &= ~deleted
     if ranges is not None:
         within = np.zeros(len(mask), dtype=bool)
         for a, b in ranges:
@@ -173,6 +195,8 @@ def _read_matching(
     # a few hits early in the row group: decode only up to the batch holding the last one
     size = batch_rows if len(hits) > 64 else min(batch_rows, 8192)
     others = [n for n in pf.schema_arrow.names if n not in set(refs)]
+    if not others and not refs:  # pragma: no cover - a table has at least one column
+        return
     source = (pf.iter_batches(batch_size=size, row_groups=[rg], columns=others, use_threads=False)
               if others else keys.to_batches(max_chunksize=size))
     pos = 0
@@ -180,15 +204,37 @@ def _read_matching(
         n = batch.num_rows
         part = mask[pos : pos + n]
         if part.any():
-            if others:
+            if others and refs:
                 rest, known = decode(batch), keys.slice(pos, n)
                 batch = pa.RecordBatch.from_arrays(
                     [*rest.columns, *(known.column(r).combine_chunks() for r in refs)],
                     names=[*rest.schema.names, *refs])
+            elif others:
+                batch = decode(batch)
             yield _conform(batch if part.all() else batch.filter(pa.array(part)), schema)
         pos += n
         if pos > hits[-1]:
             break
+
+
+def _deleted_positions(fs: Any, path: str) -> np.ndarray:
+    """Sorted deleted positions of a delete delta file (checked; damage is an error)."""
+    try:
+        with fs.open_input_stream(path) as fh:
+            data = fh.read()
+    except FileNotFoundError as err:
+        from carbonstore.errors import CorruptMetadataError
+
+        raise CorruptMetadataError(
+            f"delete delta {path} named by the tablestatus is missing; restore it from a "
+            "backup (without it deleted rows would be read again)") from err
+    return positions(decode_delta(data, path))
+
+
+def _row_group_starts(pf: pq.ParquetFile) -> np.ndarray:
+    md = pf.metadata
+    return np.concatenate([[0], np.cumsum([md.row_group(i).num_rows
+                                           for i in range(md.num_row_groups)])]).astype(np.int64)
 
 
 def _decoder(table: Table) -> Any:

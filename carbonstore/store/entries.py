@@ -19,6 +19,7 @@ from typing import Any
 __all__ = [
     "ALL_STATUSES",
     "COMPACTED",
+    "DeleteDelta",
     "FAILURE",
     "IN_PROGRESS",
     "MARKED_FOR_DELETE",
@@ -66,7 +67,7 @@ _INT_RE = re.compile(r"-?[0-9]{1,19}", re.ASCII)
 _KNOWN_KEYS = frozenset({
     "loadName", "loadStatus", "loadStartTime", "timestamp", "dataSize", "indexSize",
     "rowCount", "badRecordCount", "mergedLoadName", "modificationOrDeletionTimestamp",
-    "visibility", "majorCompacted", "fileFormat", "segmentFile",
+    "visibility", "majorCompacted", "fileFormat", "segmentFile", "deleteDeltas",
 })
 
 
@@ -133,6 +134,40 @@ def _bool(obj: dict[str, Any], key: str, default: bool) -> bool:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteDelta:
+    """The live delete delta of one data file of a segment (row-level DELETE/UPDATE/MERGE).
+
+    ``data_file`` and ``delta_file`` are relative to the segment folder; ``deleted_rows`` is
+    the cardinality of the delta (every row of the file deleted so far: deltas are
+    cumulative). Format: docs/format.md, "Delete deltas".
+    """
+
+    data_file: str
+    delta_file: str
+    deleted_rows: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dataFile": self.data_file, "deltaFile": self.delta_file,
+                "deletedRows": self.deleted_rows}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> DeleteDelta:
+        if not isinstance(obj, dict):
+            raise ValueError("a deleteDeltas item must be a JSON object")
+        rows = _int(obj, "deletedRows", required=True)
+        if rows is None or rows < 0:
+            raise ValueError(f"deletedRows {rows!r} is negative")
+        data_file, delta_file = obj.get("dataFile"), obj.get("deltaFile")
+        if not isinstance(data_file, str) or not isinstance(delta_file, str):
+            raise ValueError("deleteDeltas items need dataFile and deltaFile names")
+        return cls(
+            data_file=check_relative_path(data_file, "deleteDeltas dataFile"),
+            delta_file=check_relative_path(delta_file, "deleteDeltas deltaFile"),
+            deleted_rows=rows,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LoadEntry:
     """One segment's entry in tablestatus (CarbonData's keys on disk)."""
 
@@ -150,6 +185,8 @@ class LoadEntry:
     major_compacted: bool = False
     file_format: str = "parquet"
     segment_file: str | None = None
+    #: one live delete delta per data file that has deleted rows (sorted by data file)
+    delete_deltas: tuple[DeleteDelta, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -159,6 +196,11 @@ class LoadEntry:
     @property
     def running(self) -> bool:
         return self.status in RUNNING_STATUSES
+
+    @property
+    def deleted_rows(self) -> int:
+        """Rows of the segment deleted by row-level DML (not counted as readable)."""
+        return sum(d.deleted_rows for d in self.delete_deltas)
 
     @property
     def time_taken_ms(self) -> int | None:
@@ -186,6 +228,8 @@ class LoadEntry:
             "fileFormat": self.file_format,
             "segmentFile": self.segment_file,
         }
+        if self.delete_deltas:  # omitted when empty: entries without deltas decode unchanged
+            out["deleteDeltas"] = [d.to_json() for d in self.delete_deltas]
         out.update(self.extra)
         return out
 
@@ -218,6 +262,9 @@ class LoadEntry:
         if not isinstance(file_format, str):
             raise ValueError(f"invalid fileFormat {file_format!r}")
         start = _int(obj, "loadStartTime", required=True) or 0
+        deltas = obj.get("deleteDeltas") or []
+        if not isinstance(deltas, list):
+            raise ValueError("deleteDeltas must be a list")
         return cls(
             load_name=load_name,
             status=status,
@@ -233,6 +280,7 @@ class LoadEntry:
             major_compacted=_bool(obj, "majorCompacted", False),
             file_format=file_format,
             segment_file=segment_file,
+            delete_deltas=tuple(DeleteDelta.from_json(d) for d in deltas),
             extra={k: v for k, v in obj.items() if k not in _KNOWN_KEYS},
         )
 

@@ -6,7 +6,7 @@ import re
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from carbonstore.errors import (
     CorruptMetadataError,
@@ -183,6 +183,63 @@ class Table:
 
         return self.status.update(apply, operation=f"RESTORE {version}")
 
+    # ---- row-level DML (carbonstore.segments.dml, docs/dml.md) -----------------------------
+    def delete(self, where: str | None = None) -> Any:
+        """``DELETE FROM table WHERE where`` (None: every row): delete deltas, one version.
+
+        Returns a ``DmlResult`` (rows deleted, version committed, ...)."""
+        from carbonstore.segments.dml import delete_rows
+
+        return delete_rows(self, where)
+
+    def update(self, set: dict[str, str], *, where: str | None = None) -> Any:  # noqa: A002
+        """``UPDATE table SET c = expr, ... WHERE where``; ``set`` maps columns to Spark SQL
+        expressions over the row (``{"score": "score * 2"}``). One version."""
+        from carbonstore.segments.merge import update_rows
+
+        return update_rows(self, set, where)
+
+    def merge(
+        self,
+        source: Any,
+        *,
+        on: str | list[str],
+        when_matched_update: dict[str, str] | Literal["*"] | None = None,
+        when_matched_delete: bool | str = False,
+        when_not_matched_insert: dict[str, str] | Literal["*"] | None = None,
+        target_alias: str = "t",
+        source_alias: str = "s",
+    ) -> Any:
+        """``MERGE INTO table AS t USING source AS s ON on ...``, one version.
+
+        Args:
+            source: the source rows: a pyarrow Table, a pandas or Spark DataFrame.
+            on: a condition over ``t`` and ``s`` (``"t.id = s.id"``) or key column names.
+            when_matched_update: ``{"col": "s.col + t.col"}`` or ``"*"`` (every column from
+                the source's column of the same name).
+            when_matched_delete: True, or a condition: delete the matched target rows; with
+                ``when_matched_update`` too, give a condition: it is checked first, and the
+                matched rows it does not take are updated.
+            when_not_matched_insert: ``{"col": "s.col"}`` or ``"*"``.
+        """
+        from carbonstore.segments.merge import WhenMatched, WhenNotMatched, merge_rows
+
+        matched: list[WhenMatched] = []
+        if when_matched_delete is True and when_matched_update is not None:
+            raise UserError("merge: when_matched_delete=True takes every matched row, so "
+                            "when_matched_update would never apply; give a delete condition")
+        if when_matched_delete:
+            cond = when_matched_delete if isinstance(when_matched_delete, str) else None
+            matched.append(WhenMatched(action="delete", condition=cond))
+        if when_matched_update is not None:
+            matched.append(WhenMatched(action="update", assignments=None
+                                       if when_matched_update == "*" else when_matched_update))
+        not_matched = [] if when_not_matched_insert is None else [WhenNotMatched(
+            values=None if when_not_matched_insert == "*" else when_not_matched_insert)]
+        return merge_rows(self, _arrow(source), on=on, matched=matched,
+                          not_matched=not_matched, target_alias=target_alias,
+                          source_alias=source_alias)
+
     def describe(self) -> dict[str, Any]:
         snap = self.status.read()
         readable = snap.readable
@@ -196,9 +253,22 @@ class Table:
             "properties": dict(sorted(self.schema.properties.items())),
             "segments": len(snap.entries),
             "readableSegments": len(readable),
-            "rows": sum(e.row_count for e in readable),
+            "rows": sum(e.row_count - e.deleted_rows for e in readable),
             "dataSize": sum(e.data_size for e in readable),
         }
+
+
+def _arrow(source: Any) -> Any:
+    """A pyarrow Table of a pyarrow Table, pandas DataFrame or Spark DataFrame."""
+    import pyarrow as pa
+
+    if isinstance(source, pa.Table):
+        return source
+    if hasattr(source, "toArrow"):  # a Spark DataFrame
+        return source.toArrow()
+    if hasattr(source, "to_arrow"):
+        return source.to_arrow()
+    return pa.Table.from_pandas(source, preserve_index=False)
 
 
 class Store:

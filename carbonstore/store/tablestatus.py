@@ -357,7 +357,7 @@ class TableStatus:
             return [VersionInfo(
                 version=0, parent=None, operation="LEGACY", timestamp=0, writer="",
                 added=tuple(e.load_name for e in snap.readable),
-                rows=sum(e.row_count for e in snap.readable),
+                rows=sum(e.row_count - e.deleted_rows for e in snap.readable),
             )]
         first = 0 if limit is None else max(0, latest - max(0, limit) + 1)
         return [self._read_record(v).info() for v in range(first, latest + 1)]

@@ -312,7 +312,7 @@ def encode_version(
         "checkpoint": checkpoint is not None,
         "readableAdded": sorted(after - before, key=segment_sort_key),
         "readableRemoved": sorted(before - after, key=segment_sort_key),
-        "readableRows": sum(e.row_count for e in final or () if e.readable),
+        "readableRows": sum(e.row_count - e.deleted_rows for e in final or () if e.readable),
     }
     if dropped:
         obj["dropped"] = True

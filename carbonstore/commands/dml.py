@@ -1,0 +1,110 @@
+"""delete / update: row-level DML from the command line (docs/dml.md); and the SQL
+DELETE / UPDATE / MERGE statements of ``carbonstore sql``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from carbonstore.commands._common import add_json, open_store, print_json, print_table
+from carbonstore.errors import UserError
+from carbonstore.store.table import Store
+
+__all__ = ["register", "run_sql_dml"]
+
+_COLUMNS = ["operation", "version", "deleted", "inserted", "files", "segments", "insertedSegment"]
+
+
+def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("delete", parents=parents,
+                       help="delete the rows matching --where (delete deltas; no file rewritten)")
+    p.add_argument("table")
+    p.add_argument("--where", required=True,
+                   help="filter, e.g. \"id = 42\" (--where true deletes every row)")
+    add_json(p)
+    p.set_defaults(func=_delete)
+
+    p = sub.add_parser("update", parents=parents,
+                       help="set columns of the rows matching --where (Spark SQL expressions)")
+    p.add_argument("table")
+    p.add_argument("--set", required=True, action="append", metavar="'c = expr'",
+                   help="an assignment, e.g. \"score = score * 2\" (repeat, or separate by ',')")
+    p.add_argument("--where", help="filter (default: every row)")
+    add_json(p)
+    p.set_defaults(func=_update)
+
+
+def _emit(args: argparse.Namespace, result: Any) -> None:
+    row = result.to_json()
+    if getattr(args, "json", False):
+        print_json(row)
+    else:
+        print_table([row], _COLUMNS)
+
+
+def _delete(args: argparse.Namespace) -> int:
+    from carbonstore.segments.dml import delete_rows
+
+    where = args.where.strip()
+    if not where:
+        raise UserError("--where: give a filter (--where true deletes every row)")
+    table = open_store(args).table(args.table)
+    _emit(args, delete_rows(table, None if where.lower() == "true" else where))
+    return 0
+
+
+def parse_assignments(items: list[str]) -> dict[str, str]:
+    """``["a = 1, b = upper(b)"]`` -> {"a": "1", "b": "upper(b)"} (split by sqlglot, so a comma
+    inside a function call or a string stays in its expression)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError, TokenError
+
+    out: dict[str, str] = {}
+    for item in items:
+        try:
+            tree = sqlglot.parse_one(f"UPDATE t SET {item}", read="spark")
+        except (ParseError, TokenError, RecursionError) as err:
+            raise UserError(f"--set {item!r}: write column = expression") from err
+        for e in tree.expressions if isinstance(tree, exp.Update) else []:
+            if not isinstance(e, exp.EQ) or not isinstance(e.this, exp.Column):
+                raise UserError(f"--set {item!r}: write column = expression")
+            out[e.this.name.lower()] = e.expression.sql(dialect="spark")
+    if not out:
+        raise UserError("--set: give at least one column = expression")
+    return out
+
+
+def _update(args: argparse.Namespace) -> int:
+    from carbonstore.segments.merge import update_rows
+
+    table = open_store(args).table(args.table)
+    where = (args.where or "").strip() or None
+    _emit(args, update_rows(table, parse_assignments(args.set), where))
+    return 0
+
+
+def run_sql_dml(args: argparse.Namespace, store: Store) -> bool:
+    """Run ``args.statement`` when it is a DELETE / UPDATE / MERGE; False otherwise."""
+    from carbonstore.segments.dml_sql import parse_dml, run_dml
+
+    dml = parse_dml(args.statement)
+    if dml is None:
+        return False
+    if getattr(args, "as_of", None):
+        raise UserError(f"{dml.verb} changes the latest version; leave out --as-of")
+
+    def read_source(sql: str) -> Any:
+        from carbonstore.spark.session import get_spark
+        from carbonstore.spark.sql import run_statement
+
+        spark = get_spark(conf=store.conf)
+        return run_statement(spark, store, sql).toArrow()
+
+    result = run_dml(store, dml, read_source=read_source)
+    row = result.to_json()
+    if getattr(args, "json", False):
+        print_json([row])
+    else:
+        print_table([row], _COLUMNS)
+    return True

@@ -1,0 +1,182 @@
+"""SQL DELETE / UPDATE / MERGE statements (``carbonstore sql``), parsed with sqlglot.
+
+- ``DELETE FROM db.t [WHERE cond]``
+- ``UPDATE db.t SET c = expr, ... [WHERE cond]``
+- ``MERGE INTO db.t [AS t] USING source [AS s] ON cond
+  WHEN MATCHED [AND cond] THEN UPDATE SET c = expr, ... | UPDATE SET * | DELETE ...
+  WHEN NOT MATCHED [AND cond] THEN INSERT (c, ...) VALUES (expr, ...) | INSERT *``
+
+A WHERE of DELETE / UPDATE is the store's filter syntax (docs/query.md: the filter the index
+prunes with, evaluated row by row with Spark's semantics); SET values and MERGE conditions
+are Spark SQL expressions (``segments.merge``). A MERGE source that is a store table is
+read here (its live rows); any other source (a subquery, VALUES, a view) is given to the
+caller's ``read_source`` (Spark, in ``carbonstore sql``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from carbonstore.errors import TableNotFoundError, UserError
+from carbonstore.segments.dml import DmlResult, delete_rows
+from carbonstore.segments.merge import WhenMatched, WhenNotMatched, merge_rows, update_rows
+from carbonstore.store.table import Store, Table
+
+__all__ = ["DmlStatement", "parse_dml", "run_dml"]
+
+
+@dataclass(frozen=True, slots=True)
+class DmlStatement:
+    """One parsed DELETE / UPDATE / MERGE."""
+
+    verb: str  # DELETE | UPDATE | MERGE
+    tree: Any  # the sqlglot tree
+
+
+def parse_dml(statement: str) -> DmlStatement | None:
+    """The statement when it is a DELETE / UPDATE / MERGE of a table, else None.
+
+    ``DELETE FROM TABLE t WHERE SEGMENT.ID IN (...)`` (CarbonData's segment delete) is
+    matched as a verb before this; ``DELETE FROM TABLE t WHERE <row condition>`` is read as
+    ``DELETE FROM t WHERE ...``.
+    """
+    text = statement.strip().rstrip(";")
+    head = text.split(None, 1)[0].upper() if text.split() else ""
+    if head not in ("DELETE", "UPDATE", "MERGE"):
+        return None
+    if head == "DELETE" and re.match(r"DELETE\s+FROM\s+TABLE\s", text, re.I):
+        if re.search(r"\bSEGMENT\s*\.\s*(ID|STARTTIME)\b", text, re.I):
+            return None  # the segment verbs (matched first by carbonstore sql)
+        text = re.sub(r"^DELETE\s+FROM\s+TABLE\s", "DELETE FROM ", text, flags=re.I)
+    if head == "MERGE" and not re.search(r"\bWHEN\b", text, re.I):
+        raise UserError("MERGE INTO t USING s ON ... needs WHEN MATCHED / WHEN NOT MATCHED "
+                        "clauses")
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except (ParseError, TokenError, RecursionError) as err:
+        from carbonstore.indexfiles.expr import sql_error_message
+
+        raise UserError(f"cannot parse {head}: {sql_error_message(err)}") from err
+    if isinstance(tree, exp.Delete):
+        return DmlStatement("DELETE", tree)
+    if isinstance(tree, exp.Update):
+        return DmlStatement("UPDATE", tree)
+    if isinstance(tree, exp.Merge):
+        return DmlStatement("MERGE", tree)
+    return None
+
+
+def _table(store: Store, node: Any, verb: str) -> Table:
+    if not isinstance(node, exp.Table) or not node.name:
+        raise UserError(f"{verb}: name a table of the store (db.table)")
+    name = f"{node.db}.{node.name}" if node.db else node.name
+    return store.table(name)
+
+
+def _where_text(where: Any) -> str | None:
+    """A WHERE clause as the store's filter text (column qualifiers dropped)."""
+    if where is None:
+        return None
+    cond = where.this.copy().transform(
+        lambda n: exp.column(n.name, quoted=True) if isinstance(n, exp.Column) else n)
+    return str(cond.sql(dialect="spark"))
+
+
+def _sets(expressions: list[Any], verb: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for e in expressions:
+        if not isinstance(e, exp.EQ) or not isinstance(e.this, exp.Column):
+            raise UserError(f"{verb} SET: write column = expression, ... ({e.sql()!r} is not)")
+        out[e.this.name.lower()] = e.expression.sql(dialect="spark")
+    return out
+
+
+def run_dml(
+    store: Store, dml: DmlStatement, *, read_source: Callable[[str], pa.Table] | None = None
+) -> DmlResult:
+    """Run a parsed statement; ``read_source(sql)`` gives the rows of a non-table source."""
+    tree = dml.tree
+    table = _table(store, tree.this, dml.verb)
+    if dml.verb == "DELETE":
+        return delete_rows(table, _where_text(tree.args.get("where")))
+    if dml.verb == "UPDATE":
+        return update_rows(table, _sets(tree.expressions, "UPDATE"),
+                           _where_text(tree.args.get("where")))
+    return _merge(store, table, tree, read_source)
+
+
+def _merge(
+    store: Store, table: Table, tree: Any, read_source: Callable[[str], pa.Table] | None
+) -> DmlResult:
+    from carbonstore.indexfiles.expr import AlwaysTrue
+    from carbonstore.segments.dml import FILE_COLUMN, POS_COLUMN, SEGMENT_COLUMN, scan_rows
+
+    target_alias = tree.this.alias_or_name
+    using = tree.args.get("using")
+    if using is None or tree.args.get("on") is None:
+        raise UserError("MERGE INTO t USING source ON condition WHEN ...: give USING and ON")
+    source_alias = using.alias_or_name
+    source: pa.Table | None = None
+    if isinstance(using, exp.Table) and not using.args.get("catalog"):
+        try:
+            src = _table(store, using, "MERGE USING")
+        except TableNotFoundError:
+            if using.db:
+                raise
+            src = None
+        if src is not None:
+            rows = scan_rows(src, AlwaysTrue(), with_rows=True).rows
+            if rows is not None:
+                source = rows.drop_columns([SEGMENT_COLUMN, FILE_COLUMN, POS_COLUMN])
+    if source is None:
+        if read_source is None:
+            raise UserError("MERGE USING: the source must be a table of the store here")
+        body = using.this if isinstance(using, exp.Subquery) else using.copy()
+        if isinstance(body, exp.Table):
+            body.set("alias", None)
+            sql = f"SELECT * FROM {body.sql(dialect='spark')}"
+        else:
+            sql = body.sql(dialect="spark")
+        source = read_source(sql)
+    matched: list[WhenMatched] = []
+    not_matched: list[WhenNotMatched] = []
+    whens = tree.args.get("whens")
+    for w in (whens.expressions if whens is not None else []):
+        cond = w.args.get("condition")
+        cond_sql = cond.sql(dialect="spark") if cond is not None else None
+        then = w.args.get("then")
+        if w.args.get("source"):
+            raise UserError("MERGE: WHEN NOT MATCHED BY SOURCE is not supported")
+        if w.args.get("matched"):
+            if isinstance(then, exp.Update):
+                star = len(then.expressions) == 1 and isinstance(then.expressions[0], exp.Star)
+                matched.append(WhenMatched(
+                    action="update", condition=cond_sql,
+                    assignments=None if star else _sets(then.expressions, "MERGE UPDATE")))
+            elif isinstance(then, exp.Var) and str(then.this).upper() == "DELETE":
+                matched.append(WhenMatched(action="delete", condition=cond_sql))
+            else:
+                raise UserError("MERGE: WHEN MATCHED THEN UPDATE SET ... or DELETE")
+        else:
+            if not isinstance(then, exp.Insert):
+                raise UserError("MERGE: WHEN NOT MATCHED THEN INSERT ...")
+            if isinstance(then.this, exp.Star):
+                not_matched.append(WhenNotMatched(condition=cond_sql))
+                continue
+            cols = [c.name.lower() for c in then.this.expressions]
+            vals = then.expression.expressions if then.expression is not None else []
+            if len(cols) != len(vals):
+                raise UserError("MERGE INSERT: as many VALUES as columns")
+            not_matched.append(WhenNotMatched(condition=cond_sql, values={
+                c: v.sql(dialect="spark") for c, v in zip(cols, vals, strict=True)}))
+    return merge_rows(table, source, on=tree.args["on"].sql(dialect="spark"), matched=matched,
+                      not_matched=not_matched, target_alias=target_alias,
+                      source_alias=source_alias)

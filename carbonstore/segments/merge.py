@@ -1,0 +1,389 @@
+"""MERGE INTO and the SQL expressions of UPDATE SET / MERGE (docs/dml.md).
+
+Expressions (SET values, MERGE conditions, INSERT values) are Spark SQL, translated by
+sqlglot and evaluated by DuckDB over Arrow tables in this process: no JVM is needed for an
+UPDATE or a MERGE. Results are cast to the table's column types with Arrow's safe cast (a
+value the column cannot hold fails the statement; nothing changes).
+
+MERGE, on one snapshot (then committed as in ``segments.dml``):
+
+1. the ON condition's equality pairs ``target.k = source.s`` give a key range of the source
+   (min/max of ``s``) that prunes the target through the index;
+2. the target's live rows in that range (with their file and position) and the source are
+   joined by DuckDB; a target row matched by more than one source row is an error (as in
+   Delta Lake and the SQL standard) when a WHEN MATCHED clause exists;
+3. WHEN MATCHED clauses apply in order, the first whose condition holds wins: UPDATE
+   deletes the target row (delta) and inserts its new version, DELETE deletes it; WHEN NOT
+   MATCHED clauses likewise insert source rows no target row matched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from carbonstore.errors import UserError
+from carbonstore.indexfiles.expr import AlwaysTrue, Expr
+from carbonstore.segments.dml import (
+    FILE_COLUMN,
+    POS_COLUMN,
+    SEGMENT_COLUMN,
+    DmlResult,
+    Matches,
+    apply_changes,
+    fetch_rows,
+    run_replanned,
+    scan_rows,
+)
+from carbonstore.segments.writer import arrow_type
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import TableStatusSnapshot
+
+__all__ = ["WhenMatched", "WhenNotMatched", "evaluate_assignments", "filter_mask", "merge_rows",
+           "to_duckdb"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WhenMatched:
+    """``WHEN MATCHED [AND condition] THEN UPDATE SET ... | DELETE``.
+
+    ``assignments``: target column -> Spark SQL expression (over target and source
+    aliases); None with ``action="update"`` is ``UPDATE SET *`` (every column from the
+    source column of the same name).
+    """
+
+    action: Literal["update", "delete"]
+    condition: str | None = None
+    assignments: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WhenNotMatched:
+    """``WHEN NOT MATCHED [AND condition] THEN INSERT (...) VALUES (...) | INSERT *``.
+
+    ``values``: target column -> expression over the source alias (columns left out are
+    NULL); None is ``INSERT *``.
+    """
+
+    condition: str | None = None
+    values: Mapping[str, str] | None = field(default=None)
+
+
+def to_duckdb(text: str, what: str) -> str:
+    """A Spark SQL expression as DuckDB SQL; a user error when it does not parse."""
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except (ParseError, TokenError, RecursionError) as err:
+        raise UserError(f"{what}: cannot parse {text!r}: {str(err).splitlines()[0]}") from err
+    return tree.sql(dialect="duckdb")
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _connect() -> Any:
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET threads TO 2")
+    return con
+
+
+def _run(con: Any, sql: str, what: str) -> pa.Table:
+    import duckdb
+
+    try:
+        return con.execute(sql).to_arrow_table()
+    except duckdb.Error as err:
+        raise UserError(f"{what}: {str(err).splitlines()[0]}") from err
+
+
+def _conform(table: Table, data: pa.Table, what: str) -> pa.Table:
+    """``data`` with the table's columns cast to its types (safe casts only)."""
+    arrays = []
+    for c in table.schema.columns:
+        col = data.column(c.name)
+        want = arrow_type(c.type)
+        if col.type != want:
+            try:
+                col = col.cast(want, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+                raise UserError(f"{what}: column {c.name} ({c.type}) cannot hold the new "
+                                f"values: {err}") from err
+        arrays.append(col)
+    return pa.table(arrays, names=list(table.schema.column_names))
+
+
+def evaluate_assignments(
+    table: Table, rows: pa.Table, assignments: Mapping[str, str], *, alias: str | None = None
+) -> pa.Table:
+    """``rows`` (the table's columns) with ``assignments`` (column -> Spark SQL expression
+    over the row's columns) applied, cast to the table's types."""
+    con = _connect()
+    con.register("__rows", rows)
+    name = _quote(alias or table.name.table)
+    sets = {c.lower(): v for c, v in assignments.items()}
+    select = ", ".join(
+        f"({to_duckdb(sets[c], 'UPDATE SET ' + c)}) AS {_quote(c)}" if c in sets else _quote(c)
+        for c in table.schema.column_names)
+    out = _run(con, f"SELECT {select} FROM __rows AS {name}", "UPDATE SET")
+    return _conform(table, out, "UPDATE SET")
+
+
+def filter_mask(table: Table, rows: pa.Table, condition: str) -> np.ndarray:
+    """Rows of ``rows`` (decoded values) for which the Spark SQL ``condition`` is TRUE."""
+    con = _connect()
+    con.register("__rows", rows)
+    got = _run(con, f"SELECT COALESCE(({to_duckdb(condition, 'WHERE')}), FALSE) AS m "
+               f"FROM __rows AS {_quote(table.name.table)}", "WHERE")
+    con.close()
+    return np.asarray(got.column(0).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def update_rows(
+    table: Table, assignments: Mapping[str, str], where: str | Expr | None,
+) -> DmlResult:
+    """``UPDATE table SET ... WHERE ...`` with SQL expressions evaluated here (DuckDB)."""
+    from carbonstore.segments import dml
+
+    return dml.update_rows(table, assignments, where,
+                           evaluate=lambda rows, sets: evaluate_assignments(table, rows, sets))
+
+
+# ---- MERGE ------------------------------------------------------------------------------------
+def _key_pairs(on: str, target: str, source: str) -> list[tuple[str, str]]:
+    """(target column, source column) of the top-level ``t.a = s.b`` conjuncts of ``on``."""
+    try:
+        tree = sqlglot.parse_one(on, read="spark")
+    except (ParseError, TokenError, RecursionError) as err:
+        raise UserError(f"MERGE ON: cannot parse {on!r}") from err
+    out = []
+    stack, terms = [tree], []
+    while stack:
+        node = stack.pop()
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.And):
+            stack.extend([node.right, node.left])
+        else:
+            terms.append(node)
+    for c in terms:
+        if not isinstance(c, exp.EQ):
+            continue
+        left, right = c.left, c.right
+        if not (isinstance(left, exp.Column) and isinstance(right, exp.Column)):
+            continue
+        sides = {left.table.lower(): left.name.lower(), right.table.lower(): right.name.lower()}
+        if target.lower() in sides and source.lower() in sides and target.lower() != source.lower():
+            out.append((sides[target.lower()], sides[source.lower()]))
+    return out
+
+
+def _target_columns(on: str, target: str, names: list[str]) -> list[str]:
+    """Target columns the ON condition references (qualified by the target alias, or
+    unqualified names of the table)."""
+    tree = sqlglot.parse_one(on, read="spark")
+    out = []
+    for col in tree.find_all(exp.Column):
+        name = col.name.lower()
+        if name in names and (not col.table or col.table.lower() == target) and name not in out:
+            out.append(name)
+    return out
+
+
+def _group_locations(hit: pa.Table) -> dict[tuple[str, str], Any]:
+    """(segment, file) -> positions of a table of row locations."""
+    import pyarrow.compute as pc
+
+    out: dict[tuple[str, str], Any] = {}
+    if not hit.num_rows:
+        return out
+    key = pc.binary_join_element_wise(hit.column(SEGMENT_COLUMN), hit.column(FILE_COLUMN), "\0")
+    pos = hit.column(POS_COLUMN).to_numpy()
+    keys = key.to_numpy(zero_copy_only=False)
+    order = np.argsort(keys, kind="stable")
+    keys, pos = keys[order], pos[order]
+    bounds = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1], True])
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        s_, _, f_ = str(keys[a]).partition("\0")
+        out[(s_, f_)] = pos[a:b]
+    return out
+
+
+def _literal(v: Any) -> str | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str) and "'" not in v and "\\" not in v:
+        return f"'{v}'"
+    return None
+
+
+_RANGE_TYPES = frozenset({"byte", "short", "int", "long", "string"})
+
+
+def _prune_filter(table: Table, source: pa.Table, pairs: list[tuple[str, str]]) -> str | None:
+    """``k >= min AND k <= max`` of the source keys, for target keys the index prunes on."""
+    import pyarrow.compute as pc
+
+    terms = []
+    for tcol, scol in pairs:
+        if tcol not in table.schema.column_names or scol not in source.column_names:
+            continue
+        if table.schema.column(tcol).type.name not in _RANGE_TYPES:
+            continue
+        if tcol in {c.lower() for c in table.schema.dictionary_columns}:
+            continue
+        stype = source.column(scol).type
+        if not (pa.types.is_integer(stype) if table.schema.column(tcol).type.name != "string"
+                else pa.types.is_string(stype) or pa.types.is_large_string(stype)):
+            continue
+        mm = pc.min_max(source.column(scol))
+        lo, hi = _literal(mm["min"].as_py()), _literal(mm["max"].as_py())
+        if lo is None or hi is None:
+            continue
+        terms.append(f"`{tcol}` >= {lo} AND `{tcol}` <= {hi}")
+    return " AND ".join(terms) or None
+
+
+def _not_earlier(conditions: list[str | None], k: int, what: str) -> str:
+    """SQL: clause ``k``'s condition holds and no earlier clause's does (NULL is not TRUE)."""
+    parts = []
+    for i, c in enumerate(conditions[: k + 1]):
+        cond = "TRUE" if c is None else f"COALESCE(({to_duckdb(c, what)}), FALSE)"
+        parts.append(cond if i == k else f"NOT {cond}")
+    return " AND ".join(parts)
+
+
+def merge_rows(
+    table: Table,
+    source: pa.Table,
+    *,
+    on: str | Sequence[str],
+    matched: Sequence[WhenMatched] = (),
+    not_matched: Sequence[WhenNotMatched] = (),
+    target_alias: str = "t",
+    source_alias: str = "s",
+) -> DmlResult:
+    """``MERGE INTO table AS t USING source AS s ON ... WHEN ...``, one commit.
+
+    Args:
+        table: the target.
+        source: the source rows (an Arrow table).
+        on: a Spark SQL condition over both aliases, or column names equal in both.
+        matched: WHEN MATCHED clauses, in order.
+        not_matched: WHEN NOT MATCHED clauses, in order.
+    """
+    if not matched and not not_matched:
+        raise UserError("MERGE needs at least one WHEN clause")
+    ta, sa = target_alias.lower(), source_alias.lower()
+    if ta == sa:
+        raise UserError("MERGE: the target and the source need different aliases")
+    source = source.rename_columns([c.lower() for c in source.column_names])
+    if not isinstance(on, str):
+        names = [c.lower() for c in on]
+        if not names:
+            raise UserError("MERGE: give the ON condition or the key columns")
+        on = " AND ".join(f"{ta}.`{c}` = {sa}.`{c}`" for c in names)
+    pairs = _key_pairs(on, ta, sa)
+    where = _prune_filter(table, source, pairs) if pairs else None
+    on_sql = to_duckdb(on, "MERGE ON")
+    names = list(table.schema.column_names)
+    on_columns = _target_columns(on, ta, names)
+
+    def step(snap: TableStatusSnapshot) -> DmlResult:
+        from carbonstore.indexfiles.tableplan import bind_where
+
+        expr = bind_where(table, where) if where else AlwaysTrue()
+        # The join reads only the target columns ON names; the matched rows are then
+        # fetched whole (only their row groups), so a MERGE of few rows into a large table
+        # moves the key columns, not the table.
+        keys = scan_rows(table, expr, with_rows=True, columns=on_columns or names[:1],
+                         snapshot=snap).rows
+        con = _connect()
+        con.register("__keys", keys)
+        con.register("__source", source)
+        tq, sq = _quote(ta), _quote(sa)
+        con.execute(f"CREATE VIEW {sq} AS SELECT * FROM __source")
+        loc = f"{tq}.{SEGMENT_COLUMN}, {tq}.{FILE_COLUMN}, {tq}.{POS_COLUMN}"
+        hit = _run(con, f"SELECT DISTINCT {loc} FROM __keys AS {tq} JOIN {sq} ON ({on_sql})",
+                   "MERGE ON") if matched else None
+        wanted: dict[tuple[str, str], Any] = {}
+        if hit is not None and hit.num_rows:
+            for (s_, f_), part in _group_locations(hit).items():
+                wanted[(s_, f_)] = part
+        target = fetch_rows(table, snap, wanted)
+        con.register("__target", target)
+        con.execute(f"CREATE VIEW {tq} AS SELECT * FROM __target")
+        join = f"FROM {tq} JOIN {sq} ON ({on_sql})"
+        if matched:
+            dup = _run(con, f"SELECT count(*) AS n {join} GROUP BY {loc} HAVING count(*) > 1 "
+                       "LIMIT 1", "MERGE ON")
+            if dup.num_rows:
+                raise UserError(
+                    f"MERGE into {table.name}: a target row matched more than one source row; "
+                    "make the source unique on the ON keys")
+        gone: list[pa.Table] = []
+        inserts: list[pa.Table] = []
+        conditions = [c.condition for c in matched]
+        for k, clause in enumerate(matched):
+            pred = _not_earlier(conditions, k, "WHEN MATCHED AND")
+            if clause.action == "delete":
+                gone.append(_run(con, f"SELECT {loc} {join} WHERE {pred}", "WHEN MATCHED"))
+                continue
+            sets = ({c.lower(): v for c, v in clause.assignments.items()}
+                    if clause.assignments is not None
+                    else {c: f"{sa}.`{c}`" for c in names if c in source.column_names})
+            bad = [c for c in sets if c not in names]
+            if bad:
+                raise UserError(f"MERGE UPDATE SET: unknown column(s) {', '.join(bad)} of "
+                                f"{table.name}")
+            select = ", ".join(
+                f"({to_duckdb(sets[c], 'UPDATE SET ' + c)}) AS {_quote(c)}" if c in sets
+                else f"{tq}.{_quote(c)}" for c in names)
+            got = _run(con, f"SELECT {loc}, {select} {join} WHERE {pred}", "WHEN MATCHED UPDATE")
+            gone.append(got.select([SEGMENT_COLUMN, FILE_COLUMN, POS_COLUMN]))
+            inserts.append(_conform(table, got.select(names), "MERGE UPDATE SET"))
+        if not_matched:
+            con.execute(f"CREATE VIEW __unmatched AS SELECT {sq}.* FROM {sq} ANTI JOIN "
+                         f"__keys AS {tq} ON ({on_sql})")
+            nconds = [c.condition for c in not_matched]
+            for k, nclause in enumerate(not_matched):
+                pred = _not_earlier(nconds, k, "WHEN NOT MATCHED AND")
+                vals = ({c.lower(): v for c, v in nclause.values.items()}
+                        if nclause.values is not None
+                        else {c: f"{sa}.`{c}`" for c in names if c in source.column_names})
+                bad = [c for c in vals if c not in names]
+                if bad:
+                    raise UserError(f"MERGE INSERT: unknown column(s) {', '.join(bad)} of "
+                                    f"{table.name}")
+                select = ", ".join(
+                    f"({to_duckdb(vals[c], 'INSERT ' + c)}) AS {_quote(c)}" if c in vals
+                    else f"NULL AS {_quote(c)}" for c in names)
+                got = _run(con, f"SELECT {select} FROM __unmatched AS {sq} WHERE {pred}",
+                           "WHEN NOT MATCHED INSERT")
+                inserts.append(_conform(table, got, "MERGE INSERT"))
+        con.close()
+        positions: dict[tuple[str, str], Any] = {}
+        if gone:
+            grouped = _group_locations(pa.concat_tables(gone))
+            positions = {k: np.unique(v.astype(np.uint32)) for k, v in grouped.items() if len(v)}
+        new = pa.concat_tables(inserts) if inserts else None
+        matches = Matches(snap, positions, None)
+        version, nfiles, seg = apply_changes(table, matches, operation="MERGE", insert=new,
+                                             union_on_conflict=False)
+        return DmlResult(operation="MERGE", version=version, deleted=matches.count,
+                         inserted=0 if new is None else new.num_rows, files=nfiles,
+                         segments=tuple(sorted({k[0] for k in positions})),
+                         inserted_segment=seg)
+
+    return run_replanned(table, "MERGE", step)

@@ -1,0 +1,47 @@
+"""Worker processes of the concurrency test: ``python -m tests.dml.workers ROLE STORE``."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from carbonstore.errors import CompactionError
+from carbonstore.segments.compaction import compact
+from carbonstore.segments.dml import delete_rows
+from carbonstore.store import Store
+from tests.dml.rows import load, rows
+
+ROWS = 400  # initial rows: ids 0..ROWS-1
+LOADS = 6
+DELETES = 8
+
+
+def main(role: str, location: str) -> int:
+    table = Store(location).table("db.t")
+    if role.startswith("delete"):
+        # two deleters: even and odd residues, both touching every file of the table
+        for k in range(0 if role == "delete" else 1, DELETES, 2):
+            r = delete_rows(table, f"id < {ROWS} AND id % {DELETES} = {k}")
+            print(f"deleted {k} {r.deleted}", flush=True)
+    elif role == "load":
+        for j in range(LOADS):
+            load(table, rows(range(10_000 + 100 * j, 10_000 + 100 * j + 50)))
+            print(f"loaded {j}", flush=True)
+    elif role == "compact":
+        deadline = time.monotonic() + 25
+        done = 0
+        while time.monotonic() < deadline and done < 4:
+            ids = [e.load_name for e in table.status.read().readable]
+            if len(ids) >= 2:
+                try:
+                    compact(table, "custom", segment_ids=ids)
+                    done += 1
+                    print(f"compacted {len(ids)}", flush=True)
+                except CompactionError as err:  # a source changed: retried by the next round
+                    print(f"compaction lost: {err}", flush=True)
+            time.sleep(0.05)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
