@@ -28,7 +28,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -192,9 +192,9 @@ class S3Options:
     endpoint: str | None = None
     region: str | None = None
     path_style: bool = False
-    access_key: str | None = None
-    secret_key: str | None = None
-    session_token: str | None = None
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
 
     @property
     def base(self) -> str:
@@ -209,10 +209,11 @@ class S3Options:
         if self.access_key and self.secret_key:
             kwargs.update(access_key=self.access_key, secret_key=self.secret_key,
                           session_token=self.session_token)
-        # pyarrow addresses buckets virtual-hosted on AWS and path-style on any other
-        # endpoint; path_style forces path-style on AWS too.
-        return pafs.S3FileSystem(region=self.region, force_virtual_addressing=False, **kwargs) \
-            if self.path_style or self.endpoint else pafs.S3FileSystem(region=self.region, **kwargs)
+        elif self.path_style:
+            # pyarrow addresses buckets virtual-hosted on AWS and path-style on any other
+            # endpoint: naming AWS's own endpoint forces path-style there too.
+            kwargs["endpoint_override"] = f"s3.{self.region or 'us-east-1'}.amazonaws.com"
+        return pafs.S3FileSystem(region=self.region, **kwargs)
 
     def object_store(self) -> Any:
         """The obstore ``S3Store`` of the bucket (the conditional put's client)."""

@@ -81,6 +81,10 @@ def test_location_carries_the_endpoint_to_tasks(s3_store: S3Store) -> None:
     options = s3_options(store.location)
     assert options.endpoint == s3_store.server.endpoint
     assert options.base == f"{BUCKET}/{s3_store.prefix}"
+    assert not options.path_style
+    assert s3_options(store.location + "&path_style=true").path_style
+    styled = Store(s3_store.location, conf=s3_store.conf(**{"carbon.s3.path.style.access": "true"}))
+    assert "path_style=true" in styled.location and s3_options(styled.location).path_style
     with pytest.raises(UserError, match="unknown parameter"):
         s3_options(s3_store.location + "?endpoit=x")
     secret = s3_store.conf(**{"carbon.s3.access.key": "AKIDEXAMPLE",
