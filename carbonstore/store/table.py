@@ -149,6 +149,13 @@ class Table:
                     f"{e.load_name} were removed by clean files (after "
                     "carbon.segment.retention.minutes)"
                 )
+            for d in e.delete_deltas:  # superseded deltas go after the retention time too
+                if not sfs.exists(f"{seg}/{d.delta_file}"):
+                    raise VersionNotFoundError(
+                        f"{what} of {self.name} cannot be read: the delete delta "
+                        f"{d.delta_file} of its segment {e.load_name} was removed by clean "
+                        "files (after carbon.segment.retention.minutes)"
+                    )
 
     def restore(self, version: int) -> TableStatusSnapshot:
         """Commit a new version whose readable segments are exactly ``version``'s.

@@ -238,3 +238,21 @@ def test_conditions_the_index_cannot_use(table: Table) -> None:
         delete_rows(table, "id % 2 = nosuch")
     table.update({"score": "-score"}, where="id + 1 = 500")
     assert read_live(table, "id = 499")["score"].to_pylist() == [-499 / 4]
+
+
+def test_versions_whose_deltas_were_cleaned_are_refused(table: Table) -> None:
+    from carbonstore.errors import VersionNotFoundError
+
+    delete_rows(table, "id = 1")
+    v1 = table.status.read().version
+    delete_rows(table, "id = 2")
+    table.restore(v1)  # within the retention: row 2 is back
+    assert ids(table)[:3] == [0, 2, 3]
+    delete_rows(table, "id = 4")
+    later = table.status.read().get("0").modification_or_deletion_timestamp + 10 * 86_400_000
+    clean_files(table, dry_run=False, now=later)
+    with pytest.raises(VersionNotFoundError, match="delete delta"):
+        table.as_of(v1)
+    with pytest.raises(VersionNotFoundError, match="delete delta"):
+        table.restore(v1)
+    assert ids(table)[:3] == [0, 2, 3]
