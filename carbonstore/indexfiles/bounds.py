@@ -106,7 +106,9 @@ class SegmentBounds:
 
     def unit_stats(self, ref: BoundRef) -> UnitStats | None:
         """Segments as evaluator units (the schema column ``ref``), or None if not prunable."""
-        cb = self.columns.get(ref.name)
+        # keyed by column id: a column dropped and added again under its name is another
+        # column, and a renamed one keeps its bounds (docs/schema-evolution.md)
+        cb = self.columns.get(ref.column.column_id)
         if cb is None:
             return None
         n = self.size
@@ -175,7 +177,7 @@ def segment_bounds(arrays: IndexArrays, schema: TableSchema) -> SegmentBounds:
         kind = None if col is None else _usable(col, ref)
         if col is None or kind is None or kind == "NONE":
             continue
-        cols[c.name] = _aggregate(UnitStats.from_arrays(col, rows, kind=kind), kind)
+        cols[c.column_id] = _aggregate(UnitStats.from_arrays(col, rows, kind=kind), kind)
     return SegmentBounds(
         num_rows=np.array([int(rows.sum())], np.int64),
         num_files=np.array([len(arrays.files)], np.int64),

@@ -365,6 +365,8 @@ class _SegmentBlooms:
             if found is None:
                 continue
             d, read = found
+            if (d.get("column_id") or ref.name) not in (ref.column.column_id, ref.name):
+                continue  # another column of that name (dropped, or renamed away)
             offsets, lengths = d["offset"], d["length"]
             if not offsets or min(offsets) < 0:
                 continue  # a row group without a bloom may hold anything

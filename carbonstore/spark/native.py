@@ -76,7 +76,14 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
     paths = [_uri(plan.absolute(f.path)) for f in plan.files]
     if not paths:
         return empty_frame(spark, table)
-    raw = spark.read.schema(storage_ddl(table)).parquet(*paths)
+    from carbonstore.spark.evolution import evolved_frame
+    from carbonstore.spark.reader import plan_projections
+
+    projections = plan_projections(table, plan)
+    if projections:  # segments of older schema versions: one projection per version
+        raw = evolved_frame(spark, table, plan, projections, storage_ddl(table), _uri)
+    else:
+        raw = spark.read.schema(storage_ddl(table)).parquet(*paths)
     if pushable:
         raw = raw.where(pushable)
     dictionary = set(table.schema.dictionary_columns)

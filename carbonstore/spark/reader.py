@@ -41,6 +41,13 @@ from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.writer import arrow_type
 from carbonstore.spark.datasource import one_line_errors
 from carbonstore.store import Store, load_conf
+from carbonstore.store.evolution import (
+    Projection,
+    physical_names,
+    project_batch,
+    segment_projections,
+    storage_types,
+)
 from carbonstore.store.table import Table, as_of_option
 
 __all__ = [
@@ -67,6 +74,8 @@ def arrow_read_schema(table: Table) -> pa.Schema:
 class _Slice:
     path: str  # absolute, in the store's filesystem
     row_groups: tuple[tuple[int, tuple[tuple[int, int], ...] | None], ...]  # None: whole
+    # the file's segment was written with another schema version (store/evolution.py)
+    projection: Projection | None = None
 
 
 class CarbonPartition(InputPartition):
@@ -77,8 +86,13 @@ class CarbonPartition(InputPartition):
         self.slices = tuple(slices)
 
 
-def plan_partitions(plan: TablePlan, *, max_bytes: int = PARTITION_BYTES) -> list[CarbonPartition]:
-    """Group the plan's row groups into partitions of about ``max_bytes`` (file order kept)."""
+def plan_partitions(
+    plan: TablePlan, *, max_bytes: int = PARTITION_BYTES,
+    projections: dict[str, Projection] | None = None,
+) -> list[CarbonPartition]:
+    """Group the plan's row groups into partitions of about ``max_bytes`` (file order kept);
+    ``projections``: segment id -> how to read its files (segments of older schemas)."""
+    projections = projections or {}
     out: list[CarbonPartition] = []
     current: list[_Slice] = []
     size = count = 0
@@ -86,7 +100,8 @@ def plan_partitions(plan: TablePlan, *, max_bytes: int = PARTITION_BYTES) -> lis
         rgs: list[tuple[int, tuple[tuple[int, int], ...] | None]] = []
         for rg in f.row_groups:
             if rgs and (size + rg.length > max_bytes or count >= PARTITION_ROW_GROUPS):
-                current.append(_Slice(plan.absolute(f.path), tuple(rgs)))
+                current.append(_Slice(plan.absolute(f.path), tuple(rgs),
+                                      projections.get(f.segment)))
                 rgs = []
             if current and not rgs and (size + rg.length > max_bytes or count >= PARTITION_ROW_GROUPS):
                 out.append(CarbonPartition(current))
@@ -95,7 +110,7 @@ def plan_partitions(plan: TablePlan, *, max_bytes: int = PARTITION_BYTES) -> lis
             size += rg.length
             count += 1
         if rgs:
-            current.append(_Slice(plan.absolute(f.path), tuple(rgs)))
+            current.append(_Slice(plan.absolute(f.path), tuple(rgs), projections.get(f.segment)))
     if current:
         out.append(CarbonPartition(current))
     return out
@@ -116,8 +131,12 @@ def read_row_groups(
     fs = table.store.sfs.fs
     if expr is not None and not narrows(expr):
         expr = None
+    stypes = storage_types(table) if any(sl.projection for sl in slices) else {}
     for sl in slices:
         try:
+            if sl.projection is not None:
+                yield from _read_projected(fs, sl, batch_rows, decode, schema, stypes, expr)
+                continue
             yield from _read_slice(fs, sl, batch_rows, decode, schema, expr)
         except (OSError, pa.ArrowException) as err:
             raise CorruptIndexError(
@@ -150,6 +169,44 @@ def _read_slice(
                 for piece in pieces:
                     if piece.num_rows:
                         yield _conform(decode(piece), schema)
+
+
+def _read_projected(
+    fs: Any, sl: _Slice, batch_rows: int, decode: Any, schema: pa.Schema,
+    stypes: dict[str, pa.DataType], expr: Expr | None,
+) -> Iterator[pa.RecordBatch]:
+    """A slice of a segment written with another schema version: its columns read by
+    column id, renamed, defaulted and widened (store/evolution.py)."""
+    assert sl.projection is not None
+    proj = sl.projection
+    wanted = physical_names(proj)
+    with fs.open_input_file(sl.path) as fh:
+        pf = pq.ParquetFile(fh)
+        for rg, ranges in sl.row_groups:
+            pos = 0
+            if wanted:
+                source = pf.iter_batches(batch_size=batch_rows, row_groups=[rg], columns=wanted,
+                                         use_threads=False)
+            else:  # only columns added later: the row count comes from the footer
+                n_rows = pf.metadata.row_group(rg).num_rows
+                source = iter([pa.record_batch({"_": pa.nulls(n_rows)})])
+            for batch in source:
+                n = batch.num_rows
+                pieces = [batch] if ranges is None else [
+                    batch.slice(max(a, pos) - pos, min(b, pos + n) - max(a, pos))
+                    for a, b in ranges if a < pos + n and b > pos
+                ]
+                pos += n
+                for piece in pieces:
+                    if not piece.num_rows:
+                        continue
+                    out = decode(project_batch(piece, proj, stypes))
+                    if expr is not None:  # the rows expr may match (exact where rows_exact)
+                        mask = rows_may_match(expr, pa.Table.from_batches([out]))
+                        if not mask.any():
+                            continue
+                        out = out.filter(pa.array(mask))
+                    yield _conform(out, schema)
 
 
 def _read_matching(
@@ -189,6 +246,15 @@ def _read_matching(
         pos += n
         if pos > hits[-1]:
             break
+
+
+def plan_projections(table: Table, plan: TablePlan) -> dict[str, Projection]:
+    """Segment id -> projection, for the plan's segments written with another schema."""
+    kept = set(plan.segments)
+    if not kept:
+        return {}
+    entries = [e for e in table.status.read().entries if e.load_name in kept]
+    return segment_projections(table, entries)
 
 
 def _decoder(table: Table) -> Any:
@@ -237,7 +303,8 @@ class CarbonReader(DataSourceReader):
         table = self._table()
         plan = prune(table, self.expr, segments=self.options.get(SEGMENTS_OPTION))
         mb = table.conf.get_int("carbon.read.partition.size.mb")
-        parts = plan_partitions(plan, max_bytes=max(1, mb) << 20)
+        parts = plan_partitions(plan, max_bytes=max(1, mb) << 20,
+                                projections=plan_projections(table, plan))
         return parts or [CarbonPartition([])]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -341,7 +408,8 @@ def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = N
     """
     from carbonstore.spark.datasource import schema_ddl
 
-    slices = [sl for part in plan_partitions(plan) for sl in part.slices]
+    slices = [sl for part in plan_partitions(plan, projections=plan_projections(table, plan))
+              for sl in part.slices]
     rows = pa.Table.from_batches(list(read_row_groups(table, slices, expr=expr)),
                                  schema=arrow_read_schema(table))
     return spark.createDataFrame(rows, schema=_struct_type(schema_ddl(table))).coalesce(1)

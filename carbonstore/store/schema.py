@@ -139,14 +139,19 @@ class Column:
     type: DataType
     nullable: bool = True
     column_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    #: SQL literal text an added column reads as in segments written before it existed
+    default: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "type": str(self.type),
             "nullable": self.nullable,
             "columnId": self.column_id,
         }
+        if self.default is not None:
+            out["default"] = self.default
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Column:
@@ -155,6 +160,7 @@ class Column:
             type=parse_type(obj["type"]),
             nullable=bool(obj["nullable"]),
             column_id=obj["columnId"],
+            default=obj.get("default"),
         )
 
 
