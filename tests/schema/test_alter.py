@@ -120,8 +120,7 @@ def test_drop_sort_column_refused(store: Store) -> None:
     with pytest.raises(SchemaError, match="sort column"):
         alter(t, "drop-column", "id")
     with pytest.raises(SchemaError, match="every column"):
-        alter(t, "drop-column", "v", "id") if False else alter(
-            store.create_table("one", "x int"), "drop-column", "x")
+        alter(store.create_table("one", "x int"), "drop-column", "x")
 
 
 def test_time_travel_reads_the_schema_of_its_version(table: Table) -> None:
@@ -131,8 +130,9 @@ def test_time_travel_reads_the_schema_of_its_version(table: Table) -> None:
     old = t.as_of(v_before)
     assert old.schema.column_names == ["id", "name", "score", "d"]
     rows, _ = read(old)
-    assert sorted(rows["name"].to_pylist(), key=str) == ["a", None] or rows["name"].to_pylist()
-    assert rows.num_rows == 2
+    assert sorted(rows.to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "name": "a", "score": 1.5, "d": decimal.Decimal("1.25")},
+        {"id": 2, "name": None, "score": None, "d": None}]
     history = [h.operation for h in t.history()]
     assert any(op.startswith("ALTER rename-column") for op in history)
 
