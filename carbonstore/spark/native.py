@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from carbonstore.indexfiles.tableplan import TablePlan
 from carbonstore.segments.writer import arrow_type
+from carbonstore.store.ddl import quote_name
 from carbonstore.store.table import Table
 
 __all__ = ["jvm_readable", "native_frame", "plain_columns", "storage_ddl"]
@@ -59,7 +60,7 @@ def plain_columns(table: Table) -> frozenset[str]:
 def storage_ddl(table: Table) -> str:
     """The Spark schema of the table's Parquet files: dictionary columns as INT surrogates."""
     dictionary = set(table.schema.dictionary_columns)
-    return ", ".join(f"`{c.name}` {'int' if c.name in dictionary else c.type}"
+    return ", ".join(f"{quote_name(c.name)} {'int' if c.name in dictionary else c.type}"
                      for c in table.schema.columns)
 
 
@@ -94,7 +95,7 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
             .drop(name, _SURROGATE).withColumnRenamed(_VALUE, name)
     cols = []
     for c in table.schema.columns:
-        col = F.col(f"`{c.name}`")
+        col = F.col(quote_name(c.name))
         if c.type.name in _FLOATING:
             col = F.nanvl(col, col)
         if not c.nullable:
