@@ -32,7 +32,7 @@ from carbonstore.indexfiles.indexfile import write_index
 from carbonstore.indexfiles.packing import pack
 from carbonstore.segments.badrecords import BadRecordAction, BadRecordSink, split_batch
 from carbonstore.segments.sketches import StatsAccumulator
-from carbonstore.store.schema import Column, DataType
+from carbonstore.store.schema import Column, DataType, parse_type
 
 __all__ = [
     "ColumnSpec",
@@ -61,6 +61,12 @@ def arrow_type(t: DataType) -> pa.DataType:
     }
     if t.name == "decimal":
         return pa.decimal128(t.precision, t.scale)
+    if t.name == "array":
+        return pa.list_(arrow_type(t.fields[0][1]))
+    if t.name == "map":
+        return pa.map_(arrow_type(t.fields[0][1]), arrow_type(t.fields[1][1]))
+    if t.name == "struct":
+        return pa.struct([pa.field(n, arrow_type(ft)) for n, ft in t.fields])
     if t.name not in simple:
         raise SchemaError(f"type {t} cannot be stored")
     return simple[t.name]
@@ -76,16 +82,20 @@ class ColumnSpec:
     scale: int = 0
     nullable: bool = True
     column_id: str = ""
+    type_text: str = ""  # the full type of a nested column (array<...>, map<...>, struct<...>)
 
     @classmethod
     def from_column(cls, c: Column) -> ColumnSpec:
         return cls(
             name=c.name, type=c.type.name, precision=c.type.precision, scale=c.type.scale,
             nullable=c.nullable, column_id=c.column_id,
+            type_text=str(c.type) if c.type.is_nested else "",
         )
 
     @property
     def data_type(self) -> DataType:
+        if self.type_text:
+            return parse_type(self.type_text)
         return DataType(self.type, self.precision, self.scale)
 
 

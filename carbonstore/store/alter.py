@@ -26,9 +26,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from carbonstore.errors import CommitConflictError, SchemaError
-from carbonstore.store.ddl import ColumnDef, parse_column_defs
+from carbonstore.store.ddl import ColumnDef, parse_column_defs, quote_name
 from carbonstore.store.evolution import parse_default
-from carbonstore.store.schema import Column, DataType, TableSchema, normalise_properties, parse_type
+from carbonstore.store.schema import (
+    Column,
+    DataType,
+    TableSchema,
+    normalise_properties,
+    parse_schema_string,
+    parse_type,
+)
 from carbonstore.store.schema_log import write_schema_version
 from carbonstore.store.table import Table
 
@@ -74,7 +81,8 @@ def columns_from_defs(defs: Sequence[ColumnDef]) -> list[Column]:
 
     out: list[Column] = []
     for d in defs:
-        name = check_column_name(d.name)
+        name = parse_schema_string(f"{quote_name(d.name)} int")[0].name if d.quoted else \
+            parse_schema_string(f"{d.name} int")[0].name
         t = parse_type(d.type_text)
         if d.default is not None:
             try:

@@ -10,11 +10,23 @@ false or null.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from carbonstore.errors import SchemaError
 
-__all__ = ["ColumnDef", "parse_column_defs", "quote_name", "read_name", "split_top_level"]
+if TYPE_CHECKING:
+    from carbonstore.store.schema import DataType
+
+__all__ = [
+    "ColumnDef",
+    "parse_column_defs",
+    "parse_nested_type",
+    "quote_name",
+    "read_name",
+    "split_top_level",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +37,7 @@ class ColumnDef:
     type_text: str
     nullable: bool = True
     default: str | None = None
+    quoted: bool = False  # the name was written in backticks
 
 
 def quote_name(name: str) -> str:
@@ -58,7 +71,8 @@ def read_name(text: str, pos: int) -> tuple[str, int]:
     while i < n and (text[i].isalnum() or text[i] == "_"):
         i += 1
     if i == pos:
-        raise SchemaError(f"expected a column name at {text[pos:pos + 20]!r} in {text!r}")
+        raise SchemaError(f"invalid column name at {text[pos:pos + 20]!r} in {text!r}: use "
+                          "letters, digits and underscores, or quote it in backticks")
     return text[pos:i], i
 
 
@@ -127,7 +141,8 @@ def _parse_one(item: str, whole: str) -> ColumnDef:
         raise SchemaError(f"empty column definition in schema {whole!r}")
     name, pos = read_name(text, 0)
     if pos < len(text) and not text[pos].isspace() and text[pos] != ":":
-        raise SchemaError(f"invalid column name in {text!r}: quote it in backticks")
+        raise SchemaError(f"invalid column name in {text!r}: use letters, digits and "
+                          "underscores, or quote it in backticks")
     while pos < len(text) and (text[pos].isspace() or text[pos] == ":"):
         pos += 1
     end = _type_end(text, pos)
@@ -148,7 +163,8 @@ def _parse_one(item: str, whole: str) -> ColumnDef:
             default, rest = _literal(rest[m.end():], text)
         else:
             raise SchemaError(f"unexpected {rest.split()[0]!r} in column definition {text!r}")
-    return ColumnDef(name=name, type_text=type_text, nullable=nullable, default=default)
+    return ColumnDef(name=name, type_text=type_text, nullable=nullable, default=default,
+                     quoted=text.startswith("`"))
 
 
 def _literal(text: str, whole: str) -> tuple[str | None, str]:
@@ -181,3 +197,71 @@ def _literal(text: str, whole: str) -> tuple[str | None, str]:
 def parse_column_defs(text: str) -> list[ColumnDef]:
     """Parse ``"id long not null, `名前` string default 'x'"`` into definitions."""
     return [_parse_one(item, text) for item in split_top_level(text)]
+
+
+def _close(text: str, start: int) -> int:
+    """Index of the ``>`` closing the ``<`` at ``start``."""
+    depth = 0
+    quote = False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if ch == "`":
+            quote = not quote
+        elif quote:
+            continue
+        elif ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise SchemaError(f"unbalanced '<' in type {text.strip()!r}")
+
+
+def parse_nested_type(text: str, parse_type: Callable[[str], DataType]) -> DataType:
+    """``array<T>``, ``map<K, V>``, ``struct<a: T, ...>`` (recursively; ``parse_type`` parses
+    every inner type, so decimals and nested types work at any depth).
+
+    Raises:
+        SchemaError: unbalanced brackets, an empty struct, a map without two types, a
+            duplicate struct field.
+    """
+    from carbonstore.store.schema import DataType as _DataType
+
+    t = text.strip()
+    open_at = t.find("<")
+    head = t[:open_at].strip().lower()
+    end = _close(t, open_at)
+    if t[end + 1:].strip():
+        raise SchemaError(f"unexpected {t[end + 1:].strip()!r} after type {t[:end + 1]!r}")
+    inner = t[open_at + 1:end]
+    if head == "array":
+        return _DataType("array", fields=(("element", parse_type(inner)),))
+    if head == "map":
+        parts = split_top_level(inner)
+        if len(parts) != 2:
+            raise SchemaError(f"map needs a key and a value type: {t!r}")
+        key = parse_type(parts[0])
+        if key.is_nested:
+            raise SchemaError(f"a map key must be a primitive type: {t!r}")
+        return _DataType("map", fields=(("key", key), ("value", parse_type(parts[1]))))
+    if head == "struct":
+        fields: list[tuple[str, DataType]] = []
+        seen: set[str] = set()
+        for item in split_top_level(inner):
+            part = item.strip()
+            if not part:
+                raise SchemaError(f"empty field in {t!r}")
+            name, pos = read_name(part, 0)
+            rest = part[pos:].lstrip()
+            if rest.startswith(":"):
+                rest = rest[1:]
+            elif pos < len(part) and not part[pos].isspace():
+                raise SchemaError(f"invalid struct field name in {t!r}: quote it in backticks")
+            lname = name.lower()
+            if lname in seen:
+                raise SchemaError(f"struct field {name!r} is defined twice in {t!r}")
+            seen.add(lname)
+            fields.append((lname, parse_type(rest)))
+        return _DataType("struct", fields=tuple(fields))
+    raise SchemaError(f"unknown type {t!r}; nested types are array<T>, map<K,V>, struct<...>")
