@@ -761,7 +761,8 @@ class StatsAccumulator:
     def __init__(
         self, schema: Any, *, columns: Sequence[str] | None = None, lg_k: int = DEFAULT_LG_K
     ) -> None:
-        all_cols = _columns_of(schema)
+        # nested columns (array/map/struct) have no Hive column statistics
+        all_cols = [(n, t) for n, t in _columns_of(schema) if "<" not in str(t)]
         if columns is not None:
             want = [c.lower() for c in columns]
             known = {n for n, _ in all_cols}
@@ -920,7 +921,7 @@ def analyze_targets(
 
 def table_column_specs(table: Table) -> list[tuple[str, str]]:
     """(name, type) of every table column: what an accumulator on an executor needs."""
-    return [(c.name, str(c.type)) for c in table.schema.columns]
+    return [(c.name, str(c.type)) for c in table.schema.columns if not c.type.is_nested]
 
 
 def store_accumulated(

@@ -99,6 +99,20 @@ class ColumnSpec:
         return DataType(self.type, self.precision, self.scale)
 
 
+def index_column_ids(columns: Iterable[ColumnSpec]) -> dict[str, str]:
+    """Index leaf name -> column id: top-level columns, and struct fields reached through
+    structs only (``s.a`` -> ``<id of s>/a``: a filter on ``s.a`` prunes by it, also after
+    ``s`` is renamed). Leaves inside lists and maps are never pruned on."""
+    from carbonstore.store.evolution import struct_leaf_ids
+
+    out: dict[str, str] = {}
+    for c in columns:
+        out[c.name] = c.column_id
+        if c.type == "struct" and c.column_id:
+            out.update(struct_leaf_ids(c.name, c.column_id, c.data_type))
+    return out
+
+
 def arrow_schema(columns: Iterable[ColumnSpec]) -> pa.Schema:
     """Arrow schema of the table: exact types and nullability."""
     return pa.schema(
@@ -305,7 +319,7 @@ class _TaskWriter:
             indexes,
             segment_id=self.s.segment_id,
             task_id=self.task_id,
-            column_ids={c.name: c.column_id for c in self.s.columns},
+            column_ids=index_column_ids(self.s.columns),
         )
         index_name = f"{self.task_id}-{uuid.uuid4().hex[:16]}.carbonindex"
         size = write_index(self.fs, f"{self.s.segment_dir}/{index_name}", header, blooms)

@@ -152,6 +152,8 @@ def _read_slice(
     with fs.open_input_file(sl.path) as fh:
         pf = pq.ParquetFile(fh)
         refs = sorted(references(expr)) if expr is not None else []
+        # a filter on struct fields (s.a): applied to the decoded rows, fields flattened
+        late = expr if refs and any("." in r for r in refs) else None
         if not refs or not set(refs) <= set(pf.schema_arrow.names):
             refs = []
         for rg, ranges in sl.row_groups:
@@ -167,8 +169,23 @@ def _read_slice(
                 ]
                 pos += n
                 for piece in pieces:
-                    if piece.num_rows:
-                        yield _conform(decode(piece), schema)
+                    if not piece.num_rows:
+                        continue
+                    out = decode(piece)
+                    if late is not None:
+                        out = _row_filter(late, out)
+                        if not out.num_rows:
+                            continue
+                    yield _conform(out, schema)
+
+
+def _row_filter(expr: Expr, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The rows of ``batch`` that ``expr`` may match (struct fields as ``s.a`` columns)."""
+    view = pa.Table.from_batches([batch])
+    while any(pa.types.is_struct(f.type) for f in view.schema):
+        view = view.flatten()
+    mask = rows_may_match(expr, view)
+    return batch if mask.all() else batch.filter(pa.array(mask))
 
 
 def _read_projected(
@@ -202,10 +219,9 @@ def _read_projected(
                         continue
                     out = decode(project_batch(piece, proj, stypes))
                     if expr is not None:  # the rows expr may match (exact where rows_exact)
-                        mask = rows_may_match(expr, pa.Table.from_batches([out]))
-                        if not mask.any():
+                        out = _row_filter(expr, out)
+                        if not out.num_rows:
                             continue
-                        out = out.filter(pa.array(mask))
                     yield _conform(out, schema)
 
 

@@ -40,6 +40,8 @@ __all__ = [
     "projection",
     "segment_projections",
     "storage_types",
+    "struct_field_column",
+    "struct_leaf_ids",
 ]
 
 
@@ -170,6 +172,35 @@ def group_by_version(items: Sequence[tuple[Any, int]]) -> dict[int, list[Any]]:
     for item, version in items:
         out.setdefault(version, []).append(item)
     return out
+
+
+def struct_leaf_ids(name: str, column_id: str, t: Any) -> dict[str, str]:
+    """``{"s.a": "<id>/a", "s.t.x": "<id>/t/x"}`` for the struct fields of a column."""
+    out: dict[str, str] = {}
+    for field_name, ft in t.fields:
+        path, cid = f"{name}.{field_name}", f"{column_id}/{field_name}"
+        if ft.name == "struct":
+            out.update(struct_leaf_ids(path, cid, ft))
+        elif not ft.is_nested:
+            out[path] = cid
+    return out
+
+
+def struct_field_column(column: Column, path: Sequence[str]) -> Column | None:
+    """The pseudo column of a struct field path (``s.a``): its type, id ``<id>/a``; None
+    when the path does not reach a primitive field through structs."""
+    t = column.type
+    for part in path:
+        if t.name != "struct":
+            return None
+        found = [ft for n, ft in t.fields if n == part.lower()]
+        if not found:
+            return None
+        t = found[0]
+    if t.is_nested:
+        return None
+    return Column(name=".".join([column.name, *(p.lower() for p in path)]), type=t,
+                  nullable=True, column_id="/".join([column.column_id, *(p.lower() for p in path)]))
 
 
 def segment_projections(table: Table, entries: Sequence[LoadEntry]) -> dict[str, Projection]:

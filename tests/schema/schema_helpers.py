@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from carbonstore.indexfiles.evaluator import evaluate_rows
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.compaction import write_settings
@@ -45,7 +46,13 @@ def read(table: Table, where: str | None = None) -> tuple[pa.Table, TablePlan]:
     slices = [sl for part in plan_partitions(plan, projections=plan_projections(table, plan))
               for sl in part.slices]
     batches = list(read_row_groups(table, slices, expr=expr))
-    return pa.Table.from_batches(batches, schema=arrow_read_schema(table)), plan
+    rows = pa.Table.from_batches(batches, schema=arrow_read_schema(table))
+    if expr is not None:  # the read keeps rows the filter may match; SQL keeps the TRUE ones
+        view = rows
+        while any(pa.types.is_struct(f.type) for f in view.schema):
+            view = view.flatten()
+        rows = rows.filter(pa.array(evaluate_rows(expr, view)))
+    return rows, plan
 
 
 __all__ = ["Store", "load", "read", "reopen"]
