@@ -40,8 +40,10 @@ __all__ = [
     "projection",
     "segment_projections",
     "storage_types",
+    "index_column_ids",
     "struct_field_column",
     "struct_leaf_ids",
+    "written_schema",
 ]
 
 
@@ -248,3 +250,32 @@ def storage_types(table: Table) -> dict[str, pa.DataType]:
     dictionary = set(table.schema.dictionary_columns)
     return {c.name: pa.int32() if c.name in dictionary else arrow_type(c.type)
             for c in table.schema.columns}
+
+
+def written_schema(table: Table, entry: LoadEntry) -> TableSchema:
+    """The schema version a segment's files were written with (rebuilding its index labels
+    the columns with that version's ids, not the current ones)."""
+    from carbonstore.store.schema_log import schema_version_of_entry
+
+    raw = entry.extra.get("schemaVersion")
+    if raw == table.schema.schema_version or (raw is None and table.schema.schema_version <= 1):
+        return table.schema
+    versions = table.schema_versions()
+    v = schema_version_of_entry(entry.extra, versions[0].version)
+    for item in versions:
+        if item.version == v:
+            return item.schema  # type: ignore[no-any-return]
+    raise CorruptMetadataError(
+        f"segment {entry.load_name} of {table.name} was written with schema version {v}, "
+        "which the table's Metadata/schema_log does not hold"
+    )
+
+
+def index_column_ids(schema: TableSchema) -> dict[str, str]:
+    """Index leaf name -> column id for files written with ``schema`` (struct fields too)."""
+    out: dict[str, str] = {}
+    for c in schema.columns:
+        out[c.name] = c.column_id
+        if c.type.name == "struct":
+            out.update(struct_leaf_ids(c.name, c.column_id, c.type))
+    return out

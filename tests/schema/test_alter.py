@@ -153,3 +153,17 @@ def test_compaction_writes_the_current_schema(store: Store) -> None:
     assert entry.extra["schemaVersion"] == t.schema.schema_version
     rows, _ = read(t)
     assert rows.to_pylist() == [{"id": 1, "w": "a", "x": 1}, {"id": 2, "w": "b", "x": 7}]
+
+
+def test_index_rebuild_labels_columns_with_the_segments_schema(table: Table) -> None:
+    from carbonstore.indexfiles.cache import clear_cache
+    from carbonstore.segments.rebuild import rebuild_segment
+
+    t = alter(table, "drop-column", "name")
+    t = alter(t, "add-column", "name string default 'q'")
+    rebuild_segment(t, t.status.read().readable[0])
+    clear_cache()
+    got, _ = read(t, "name = 'q'")
+    assert got.num_rows == 2  # the old 'name' (min = max = 'a') must not prune the new one
+    got, _ = read(t, "id = 2")
+    assert got["id"].to_pylist() == [2]
