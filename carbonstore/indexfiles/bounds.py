@@ -164,8 +164,13 @@ def _aggregate(s: UnitStats, kind: str) -> ColumnBounds:
     )
 
 
-def segment_bounds(arrays: IndexArrays, schema: TableSchema) -> SegmentBounds:
-    """The bounds of one segment (all its row groups) for every prunable schema column."""
+def segment_bounds(
+    arrays: IndexArrays, schema: TableSchema, *, names: dict[str, str] | None = None
+) -> SegmentBounds:
+    """The bounds of one segment (all its row groups) for every prunable schema column,
+    keyed by column id. ``names``: column id -> the name the segment's files use (the schema
+    version it was written with, docs/schema-evolution.md); a column without one there was
+    added later and has no bounds in this segment."""
     rows = arrays.rg_num_rows
     cols: dict[str, ColumnBounds] = {}
     dict_cols = set(schema.dictionary_columns)
@@ -173,7 +178,11 @@ def segment_bounds(arrays: IndexArrays, schema: TableSchema) -> SegmentBounds:
         if c.name in dict_cols:  # the files hold INT32 surrogates (docs/dictionary.md)
             c = Column(name=c.name, type=parse_type("int"), nullable=c.nullable, column_id=c.column_id)
         ref = BoundRef(c)
-        col = find_column(arrays, ref)
+        if names is not None:
+            physical = names.get(c.column_id)
+            col = arrays.column(physical) if physical and arrays.has_column(physical) else None
+        else:
+            col = find_column(arrays, ref)
         kind = None if col is None else _usable(col, ref)
         if col is None or kind is None or kind == "NONE":
             continue

@@ -229,7 +229,7 @@ def dictionary_safe(expr: Expr, table: Table, *, bounds: Any = None) -> Expr:
 
     def dictionary(ref: BoundRef) -> Any:
         d = load_dictionary(table, ref.name)
-        check_covers(d, max_surrogate(bounds, ref.name), what="the planned segments")
+        check_covers(d, max_surrogate(bounds, ref.column.column_id), what="the planned segments")
         return d
 
     def surrogates(ref: BoundRef) -> BoundRef:
