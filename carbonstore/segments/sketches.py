@@ -885,6 +885,21 @@ def compute_segment_statistics(
 ) -> SegmentStatistics:
     """Recompute one segment's statistics in this process from its data files."""
     files = _data_files(table, segment_id)
+    from carbonstore.store.evolution import project_table, segment_projections, storage_types
+
+    entry = table.status.read().find(segment_id)
+    proj = segment_projections(table, [entry]).get(segment_id) if entry is not None else None
+    if proj is not None:  # written with another schema version: read its columns by id
+        import pyarrow.parquet as pq
+
+        acc = StatsAccumulator(table.schema, columns=columns)
+        stypes = storage_types(table)
+        for path in files:
+            with table.paths.sfs.fs.open_input_file(path) as f:
+                data = pq.read_table(f)
+            acc.update(project_table(data, proj, stypes))
+        return acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id),
+                          source=source)
     acc = accumulate_files(table.paths.sfs.fs, files, table.schema, columns=columns)
     return acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id), source=source)
 

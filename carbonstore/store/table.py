@@ -200,8 +200,10 @@ class Table:
         return {
             "table": str(self.name),
             "location": self.paths.root,
+            "schemaVersion": self.schema.schema_version,
             "columns": [
-                {"name": c.name, "type": str(c.type), "nullable": c.nullable, "columnId": c.column_id}
+                {"name": c.name, "type": str(c.type), "nullable": c.nullable, "columnId": c.column_id,
+                 **({"default": c.default} if c.default is not None else {})}
                 for c in self.schema.columns
             ],
             "properties": dict(sorted(self.schema.properties.items())),

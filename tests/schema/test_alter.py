@@ -167,3 +167,18 @@ def test_index_rebuild_labels_columns_with_the_segments_schema(table: Table) -> 
     assert got.num_rows == 2  # the old 'name' (min = max = 'a') must not prune the new one
     got, _ = read(t, "id = 2")
     assert got["id"].to_pylist() == [2]
+
+
+def test_analyze_reads_old_segments_by_column_id(table: Table) -> None:
+    from carbonstore.segments.sketches import compute_segment_statistics
+
+    t = alter(table, "rename-column", "name", "label")
+    t = alter(t, "widen", "id", "long")
+    t = alter(t, "add-column", "extra int default 4")
+    stats = compute_segment_statistics(t, "0")
+    label = stats.find("label")
+    assert label is not None and label.num_nulls == 1
+    ident = stats.find("id")
+    assert ident is not None and ident.num_nulls == 0 and ident.to_json()["highValue"] == 2
+    extra = stats.find("extra")
+    assert extra is not None and extra.num_nulls == 0

@@ -131,3 +131,14 @@ def test_lists_and_maps_never_prune(store: Store) -> None:
     assert nested["tags.list.element"] and nested["items.list.element.k"]
     assert nested["attrs.key_value.key"]
     assert not nested["s.a"] and not nested["s.t.x"]
+
+
+def test_csv_load_of_nested_table_is_refused(spark: Any, store: Store, tmp_path: Path) -> None:
+    from carbonstore.errors import SchemaError
+
+    t = store.create_table("db.nestcsv", SCHEMA)
+    p = tmp_path / "in.csv"
+    p.write_text("id\n1\n")
+    with pytest.raises(SchemaError, match="CSV cannot hold the nested column"):
+        load(t, str(p), spark=spark, format="csv")  # type: ignore[arg-type]
+    assert t.status.read().entries == ()
