@@ -74,3 +74,34 @@ def test_every_spark_read_path_maps_by_column_id(spark: Any, store: Store) -> No
     assert sorted(r["id"] for r in collect_rows(old)) == [1, 2, 3]
     assert sorted(collect_rows(to_spark(t.as_of(v1), spark)), key=lambda r: r["id"])[0] == {
         "id": 1, "cat": "x", "score": 1.5, "gone": "g1"}
+
+
+def test_unicode_names_through_sql_and_query(
+    spark: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import orjson
+
+    from carbonstore.cli import main
+
+    loc = store.location
+    assert main(["--store", loc, "sql",
+                 "CREATE TABLE db.u (id int, `名前` string, `unit price` decimal(6,2)) "
+                 "STORED AS carbondata"]) == 0
+    t = store.table("db.u")
+    df = spark.createDataFrame(  # type: ignore[attr-defined]
+        [(1, "x", decimal.Decimal("1.50")), (2, "y", None), (3, "x", decimal.Decimal("2.00"))],
+        "id int, `名前` string, `unit price` decimal(6,2)")
+    load(t, df, spark=spark)  # type: ignore[arg-type]
+    assert main(["--store", loc, "sql",
+                 "ALTER TABLE db.u RENAME COLUMN `名前` TO `ラベル`"]) == 0
+    assert main(["--store", loc, "sql", "ALTER TABLE db.u ADD COLUMNS (`新しい` int default 7)"]) == 0
+    capsys.readouterr()
+    assert main(["--store", loc, "sql",
+                 "SELECT `ラベル`, count(*) AS n, sum(`unit price`) AS s, min(`新しい`) AS d "
+                 "FROM db.u WHERE `ラベル` = 'x' GROUP BY `ラベル`", "--json"]) == 0
+    out = orjson.loads(capsys.readouterr().out)
+    assert out == [{"ラベル": "x", "n": 2, "s": "3.50", "d": 7}] or \
+        out == [{"ラベル": "x", "n": 2, "s": 3.5, "d": 7}]
+    assert main(["--store", loc, "query", "db.u", "--where", "`unit price` > 1.6", "--json"]) == 0
+    out = orjson.loads(capsys.readouterr().out)
+    assert [r["id"] for r in out] == [3]
