@@ -169,7 +169,13 @@ def rename_column(old: str, new: str) -> Change:
 
 def widening_allowed(old: DataType, new: DataType) -> bool:
     """True for int->long (and every smaller integer to a larger one), float->double,
-    decimal(p,s)->decimal(p',s) with p' >= p."""
+    decimal(p,s)->decimal(p',s) with p' >= p; for nested types, the same shape (struct
+    fields by name, in order) with each child widened or kept."""
+    if old.is_nested or new.is_nested:
+        return old.name == new.name and len(old.fields) == len(new.fields) and all(
+            on == nn and widening_allowed(ot, nt)
+            for (on, ot), (nn, nt) in zip(old.fields, new.fields, strict=True)
+        )
     if old.name in _INT_ORDER and new.name in _INT_ORDER:
         return _INT_ORDER.index(new.name) >= _INT_ORDER.index(old.name)
     if old.name == "float" and new.name == "double":
@@ -179,11 +185,55 @@ def widening_allowed(old: DataType, new: DataType) -> bool:
     return old == new
 
 
+def _with_field(t: DataType, path: Sequence[str], new: DataType, full: str) -> DataType:
+    """``t`` with the struct field at ``path`` replaced by ``new``."""
+    if t.name != "struct":
+        raise SchemaError(f"{full!r}: only struct fields can be widened by path")
+    head, rest = path[0].lower(), path[1:]
+    if head not in [n for n, _ in t.fields]:
+        raise SchemaError(f"{full!r}: struct {t} has no field {head!r}")
+    fields = tuple(
+        (n, (_with_field(ft, rest, new, full) if rest else new) if n == head else ft)
+        for n, ft in t.fields
+    )
+    return replace(t, fields=fields)
+
+
+def _field_type(t: DataType, path: Sequence[str]) -> DataType | None:
+    for part in path:
+        found = [ft for n, ft in t.fields if n == part.lower()] if t.name == "struct" else []
+        if not found:
+            return None
+        t = found[0]
+    return t
+
+
 def widen_column(name: str, type_text: str) -> Change:
-    new_type = parse_type(type_text)
+    """Widen a column, or a struct field given as ``s.a`` (or ``s.t.x``)."""
+    field_type = parse_type(type_text)
 
     def change(schema: TableSchema) -> TableSchema:
-        col = schema.column(name)
+        try:
+            col = schema.column(name)
+            path: list[str] = []
+        except SchemaError:
+            head, _, rest = name.partition(".")
+            if not rest:
+                raise
+            col = schema.column(head)
+            path = rest.split(".")
+        new_type = field_type
+        if path:
+            old_field = _field_type(col.type, path)
+            if old_field is None:
+                raise SchemaError(f"column {col.name!r} ({col.type}) has no field {rest!r}")
+            if not widening_allowed(old_field, field_type) or old_field == field_type:
+                raise SchemaError(
+                    f"cannot change field {name!r} from {old_field} to {field_type}: only "
+                    "widening is allowed (byte->short->int->long, float->double, "
+                    "decimal(p,s)->decimal(p',s) with p' >= p)"
+                )
+            new_type = _with_field(col.type, path, field_type, name)
         if col.type == new_type:
             raise SchemaError(f"column {col.name!r} is {col.type} already")
         if not widening_allowed(col.type, new_type):

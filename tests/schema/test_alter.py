@@ -182,3 +182,30 @@ def test_analyze_reads_old_segments_by_column_id(table: Table) -> None:
     assert ident is not None and ident.num_nulls == 0 and ident.to_json()["highValue"] == 2
     extra = stats.find("extra")
     assert extra is not None and extra.num_nulls == 0
+
+
+def test_widen_nested_children(store: Store) -> None:
+    t = store.create_table("nw", "id int, s struct<a: int, f: float>, l array<int>, "
+                                 "m map<string, decimal(5,2)>")
+    load(t, [{"id": 1, "s": {"a": 7, "f": 0.5}, "l": [1, 2], "m": [("k", decimal.Decimal("1.5"))]},
+             {"id": 2, "s": None, "l": None, "m": None}])
+    t = alter(t, "widen", "s.a", "long")
+    t = alter(t, "widen", "s", "struct<a: long, f: double>")
+    t = alter(t, "widen", "l", "array<bigint>")
+    t = alter(t, "widen", "m", "map<string,decimal(9,2)>")
+    assert str(t.schema.column("s").type) == "struct<a:long,f:double>"
+    rows, _ = read(t)
+    assert str(rows.schema.field("m").type) == "map<string, decimal128(9, 2)>"
+    assert sorted(rows.to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "s": {"a": 7, "f": 0.5}, "l": [1, 2], "m": [("k", decimal.Decimal("1.50"))]},
+        {"id": 2, "s": None, "l": None, "m": None}]
+    load(t, [{"id": 3, "s": {"a": 2**40, "f": 0.1}, "l": [2**40], "m": None}])
+    got, plan = read(t, f"s.a = {2**40}")
+    assert got["id"].to_pylist() == [3]
+    got, _ = read(t, "s.a = 7")
+    assert got["id"].to_pylist() == [1]
+    for args, match in [(("s.a", "int"), "only widening"), (("s", "struct<a: int, f: float>"),
+                        "only widening"), (("s", "struct<b: long, f: double>"), "only widening"),
+                        (("s.zz", "long"), "no field"), (("l", "array<int>"), "only widening")]:
+        with pytest.raises(SchemaError, match=match):
+            alter(t, "widen", *args)

@@ -142,3 +142,22 @@ def test_csv_load_of_nested_table_is_refused(spark: Any, store: Store, tmp_path:
     with pytest.raises(SchemaError, match="CSV cannot hold the nested column"):
         load(t, str(p), spark=spark, format="csv")  # type: ignore[arg-type]
     assert t.status.read().entries == ()
+
+
+def test_nested_widening_and_rename_on_spark_paths(spark: Any, store: Store) -> None:
+    from schema_helpers import load as local_load
+
+    from carbonstore.store.alter import SUB_ACTIONS, alter_table
+
+    t = store.create_table("db.nw", "id int, s struct<a: int, f: float>, l array<int>")
+    local_load(t, [{"id": 1, "s": {"a": 7, "f": 0.5}, "l": [1]}, {"id": 2, "s": None, "l": None}])
+    for action, args in [("widen", ["s.a", "long"]), ("widen", ["l", "array<long>"]),
+                         ("rename-column", ["s", "r"])]:
+        alter_table(store.table("db.nw"), SUB_ACTIONS[action][1](args), operation=action)
+    t = store.table("db.nw")
+    want = [{"id": 1, "r": {"a": 7, "f": 0.5}, "l": [1]}, {"id": 2, "r": None, "l": None}]
+    assert _norm(collect_rows(to_spark(t, spark))) == want
+    src = spark.read.format("carbonstore").option("store", store.location).load("db.nw")  # type: ignore[attr-defined]
+    assert _norm(collect_rows(src)) == want
+    assert str(src.schema["r"].dataType) == "StructType([StructField('a', LongType(), True), StructField('f', FloatType(), True)])"
+    assert [r["id"] for r in collect_rows(to_spark(t, spark, where="r.a = 7"))] == [1]
