@@ -288,9 +288,10 @@ def _parse_kv(text: str) -> dict[str, str]:
     return {key.strip(): value.strip()}
 
 
-def _arity(action: str, args: Sequence[str], n: int) -> None:
-    if len(args) != n:
-        raise SchemaError(f"alter {action} takes {n} argument(s), got {len(args)}")
+def _two(action: str, args: Sequence[str]) -> tuple[str, str]:
+    if len(args) != 2:
+        raise SchemaError(f"alter {action} takes 2 arguments, got {len(args)}")
+    return args[0], args[1]
 
 
 #: CLI sub-action -> (usage, builder of the change from the sub-action's arguments)
@@ -299,9 +300,8 @@ SUB_ACTIONS: dict[str, tuple[str, Callable[[Sequence[str]], Change]]] = {
                    lambda a: add_columns([c for x in a for c in columns_from_defs(
                        parse_column_defs(x))])),
     "drop-column": ("c [c ...]", lambda a: drop_columns(list(a))),
-    "rename-column": ("old new", lambda a: (_arity("rename-column", a, 2),
-                                            rename_column(a[0], a[1]))[1]),
-    "widen": ("c type", lambda a: (_arity("widen", a, 2), widen_column(a[0], a[1]))[1]),
+    "rename-column": ("old new", lambda a: rename_column(*_two("rename-column", a))),
+    "widen": ("c type", lambda a: widen_column(*_two("widen", a))),
     "set-property": ("k=v [k=v ...]",
                      lambda a: set_properties({k: v for x in a for k, v in _parse_kv(x).items()})),
     "unset-property": ("k [k ...]", lambda a: unset_properties(list(a))),

@@ -209,3 +209,31 @@ def test_widen_nested_children(store: Store) -> None:
                         (("s.zz", "long"), "no field"), (("l", "array<int>"), "only widening")]:
         with pytest.raises(SchemaError, match=match):
             alter(t, "widen", *args)
+
+
+def test_concurrent_alters_both_apply(store: Store) -> None:
+    import threading
+
+    store.create_table("cc", "id int")
+    errors: list[BaseException] = []
+
+    def add(name: str) -> None:
+        try:
+            t = store.table("cc")  # each writer read the same schema version
+            alter_table(t, SUB_ACTIONS["add-column"][1]([f"{name} int"]), operation=name)
+        except BaseException as err:  # noqa: BLE001 - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=add, args=(f"c{i}",)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    t = store.table("cc")
+    assert sorted(t.schema.column_names) == ["c0", "c1", "c2", "c3", "id"]
+    assert t.schema.schema_version == 5
+    versions = t.schema_versions()
+    assert [v.version for v in versions] == [1, 2, 3, 4, 5]
+    applies = [v.applies_from for v in versions]
+    assert applies == sorted(applies)
