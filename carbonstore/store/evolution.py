@@ -211,31 +211,18 @@ def segment_projections(table: Table, entries: Sequence[LoadEntry]) -> dict[str,
     from carbonstore.store.schema_log import schema_version_of_entry
 
     read = table.schema
-    wanted = {e.load_name: e for e in entries}
-    if not wanted:
-        return {}
-    versions: list[Any] | None = None
-    base = None
     out: dict[str, Projection] = {}
     cache: dict[int, Projection | None] = {}
-    for sid, e in wanted.items():
+    for e in entries:
+        sid = e.load_name
         raw = e.extra.get("schemaVersion")
         if raw == read.schema_version or (raw is None and read.schema_version <= 1):
             continue  # the common cases (never altered: version 1): no schema read at all
-        if versions is None:
-            versions = table.schema_versions()
-            base = versions[0].version
-        v = schema_version_of_entry(e.extra, base or 0)
+        v = schema_version_of_entry(e.extra, 1)
         if v == read.schema_version:
             continue
         if v not in cache:
-            written = next((x.schema for x in versions if x.version == v), None)
-            if written is None:
-                raise CorruptMetadataError(
-                    f"segment {sid} of {table.name} was written with schema version {v}, "
-                    "which the table's Metadata/schema_log does not hold"
-                )
-            cache[v] = projection(read, written)
+            cache[v] = projection(read, written_schema(table, e))
         proj = cache[v]
         if proj is not None:
             out[sid] = proj
@@ -255,16 +242,20 @@ def storage_types(table: Table) -> dict[str, pa.DataType]:
 def written_schema(table: Table, entry: LoadEntry) -> TableSchema:
     """The schema version a segment's files were written with (rebuilding its index labels
     the columns with that version's ids, not the current ones)."""
-    from carbonstore.store.schema_log import schema_version_of_entry
+    from carbonstore.store.schema_log import schema_of_version, schema_version_of_entry
 
     raw = entry.extra.get("schemaVersion")
     if raw == table.schema.schema_version or (raw is None and table.schema.schema_version <= 1):
         return table.schema
-    versions = table.schema_versions()
-    v = schema_version_of_entry(entry.extra, versions[0].version)
-    for item in versions:
-        if item.version == v:
-            return item.schema  # type: ignore[no-any-return]
+    v = schema_version_of_entry(entry.extra, 1)
+
+    def base() -> TableSchema:
+        path = table.paths.schema
+        return TableSchema.from_bytes(table.store.sfs.read_bytes(path), path=path)
+
+    found = schema_of_version(table.store.sfs, table.paths, v, base)
+    if found is not None:
+        return found
     raise CorruptMetadataError(
         f"segment {entry.load_name} of {table.name} was written with schema version {v}, "
         "which the table's Metadata/schema_log does not hold"

@@ -19,6 +19,7 @@ Contract (docs/schema-evolution.md):
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
@@ -33,6 +34,7 @@ __all__ = [
     "SchemaVersion",
     "read_schema_log",
     "schema_as_of",
+    "schema_of_version",
     "schema_version_of_entry",
     "write_schema_version",
 ]
@@ -101,6 +103,21 @@ def read_schema_log(sfs: StoreFS, paths: TablePaths, base: TableSchema) -> list[
             continue  # a foreign or stray file is not a schema version
         out.append(_decode(sfs, f"{folder}/{name}", int(stem)))
     return out
+
+
+def schema_of_version(
+    sfs: StoreFS, paths: TablePaths, version: int, base: Callable[[], TableSchema]
+) -> TableSchema | None:
+    """Schema version ``version`` without listing the log (files are immutable and cached
+    once decoded); ``base`` reads ``Metadata/schema``. None when there is no such version."""
+    if version > 1:
+        path = f"{_log_dir(paths)}/{_file_name(version)}"
+        try:
+            return _decode(sfs, path, version).schema
+        except OSError:  # not there (FileNotFoundError locally): maybe the first version
+            pass
+    first = base()
+    return first if first.schema_version == version else None
 
 
 def schema_as_of(log: list[SchemaVersion], tablestatus_version: int | None) -> TableSchema:
