@@ -49,7 +49,8 @@ def _dictionary(args: argparse.Namespace) -> int:
     from carbonstore.indexfiles.cache import readable_segments, table_index
 
     view = table_index(table, readable_segments(table.status.read()))
-    check_covers(d, max_surrogate(view.bounds, col.name), what=f"the segments of {table.name}")
+    check_covers(d, max_surrogate(view.bounds, col.column_id),
+                 what=f"the segments of {table.name}")
     info: dict[str, Any] = {
         "table": str(table.name),
         "column": col.name,

@@ -157,6 +157,8 @@ def _sql(args: argparse.Namespace) -> int:
     from carbonstore.spark.statements import count_only, plan_statement
 
     store = open_store(args)
+    if _alter_statement(store, args):
+        return 0
     verb = match_verb(args.statement)
     if verb is not None:
         columns, rows = run_verb(store, *verb)
@@ -181,6 +183,22 @@ def _sql(args: argparse.Namespace) -> int:
     df = run_statement(spark, store, args.statement, as_of=args.as_of)
     _emit(args, list(df.columns), collect_rows(df, args.limit))
     return 0
+
+
+def _alter_statement(store: Store, args: argparse.Namespace) -> bool:
+    """ALTER TABLE ... ADD COLUMNS / DROP / RENAME / CHANGE / SET|UNSET TBLPROPERTIES: the
+    code of 'carbonstore alter' (store/alter_sql.py); False for any other statement."""
+    from carbonstore.store.alter import alter_table
+    from carbonstore.store.alter_sql import parse_alter
+
+    parsed = parse_alter(args.statement)
+    if parsed is None:
+        return False
+    table = store.table(parsed.table)
+    schema = alter_table(table, parsed.change, operation=parsed.operation)
+    _emit(args, ["table", "schemaVersion"],
+          [{"table": str(table.name), "schemaVersion": schema.schema_version}])
+    return True
 
 
 # ---- CarbonData SQL verbs --------------------------------------------------------------------

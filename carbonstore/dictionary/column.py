@@ -445,7 +445,8 @@ def remember(files: ColumnFiles, state: DictState, d: ColumnDictionary) -> None:
 
 
 def max_surrogate(bounds: Any, name: str) -> int | None:
-    """The largest surrogate of column ``name`` in segment bounds (None: unknown or none)."""
+    """The largest surrogate of a column in segment bounds (keyed by column id; None:
+    unknown or none)."""
     cb = None if bounds is None else bounds.columns.get(name)
     if cb is None or cb.kind != "INT64" or not np.asarray(cb.hi_ok).any():
         return None

@@ -106,7 +106,9 @@ class SegmentBounds:
 
     def unit_stats(self, ref: BoundRef) -> UnitStats | None:
         """Segments as evaluator units (the schema column ``ref``), or None if not prunable."""
-        cb = self.columns.get(ref.name)
+        # keyed by column id: a column dropped and added again under its name is another
+        # column, and a renamed one keeps its bounds (docs/schema-evolution.md)
+        cb = self.columns.get(ref.column.column_id)
         if cb is None:
             return None
         n = self.size
@@ -162,8 +164,13 @@ def _aggregate(s: UnitStats, kind: str) -> ColumnBounds:
     )
 
 
-def segment_bounds(arrays: IndexArrays, schema: TableSchema) -> SegmentBounds:
-    """The bounds of one segment (all its row groups) for every prunable schema column."""
+def segment_bounds(
+    arrays: IndexArrays, schema: TableSchema, *, names: dict[str, str] | None = None
+) -> SegmentBounds:
+    """The bounds of one segment (all its row groups) for every prunable schema column,
+    keyed by column id. ``names``: column id -> the name the segment's files use (the schema
+    version it was written with, docs/schema-evolution.md); a column without one there was
+    added later and has no bounds in this segment."""
     rows = arrays.rg_num_rows
     cols: dict[str, ColumnBounds] = {}
     dict_cols = set(schema.dictionary_columns)
@@ -171,11 +178,15 @@ def segment_bounds(arrays: IndexArrays, schema: TableSchema) -> SegmentBounds:
         if c.name in dict_cols:  # the files hold INT32 surrogates (docs/dictionary.md)
             c = Column(name=c.name, type=parse_type("int"), nullable=c.nullable, column_id=c.column_id)
         ref = BoundRef(c)
-        col = find_column(arrays, ref)
+        if names is not None:
+            physical = names.get(c.column_id)
+            col = arrays.column(physical) if physical and arrays.has_column(physical) else None
+        else:
+            col = find_column(arrays, ref)
         kind = None if col is None else _usable(col, ref)
         if col is None or kind is None or kind == "NONE":
             continue
-        cols[c.name] = _aggregate(UnitStats.from_arrays(col, rows, kind=kind), kind)
+        cols[c.column_id] = _aggregate(UnitStats.from_arrays(col, rows, kind=kind), kind)
     return SegmentBounds(
         num_rows=np.array([int(rows.sum())], np.int64),
         num_files=np.array([len(arrays.files)], np.int64),

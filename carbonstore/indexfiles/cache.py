@@ -214,6 +214,13 @@ def _check_accounts_for(arrays: IndexArrays, entry: LoadEntry, paths: Sequence[s
         )
 
 
+def _written_names(table: Table, entry: LoadEntry) -> dict[str, str]:
+    """Column id -> the name of that column in the segment's files (its schema version)."""
+    from carbonstore.store.evolution import written_schema
+
+    return {c.column_id: c.name for c in written_schema(table, entry).columns}
+
+
 def _load_segment(table: Table, entry: LoadEntry) -> SegmentIndex:
     fs = table.store.sfs.fs
     paths = _merge_index_names(table, entry.load_name, entry.segment_file)
@@ -238,7 +245,8 @@ def _load_segment(table: Table, entry: LoadEntry) -> SegmentIndex:
         ) from err
     return SegmentIndex(
         segment_id=entry.load_name, merge_name=entry.segment_file or "", arrays=arrays,
-        bounds=segment_bounds(arrays, table.schema), bloom_base=base,
+        bounds=segment_bounds(arrays, table.schema, names=_written_names(table, entry)),
+        bloom_base=base,
         nbytes=_estimate_bytes(arrays, hlen),
     )
 

@@ -508,10 +508,18 @@ def _resolve(term: Term, schema: TableSchema, by_name: dict[str, Column], cs: bo
         return term
     key = term if cs else term.lower()
     column = by_name.get(key)
+    if column is None and "." in key:  # a struct field: s.a, s.t.x
+        from carbonstore.store.evolution import struct_field_column
+
+        head, *path = key.split(".")
+        parent = by_name.get(head)
+        column = None if parent is None else struct_field_column(parent, path)
     if column is None:
         raise ExpressionError(
             f"filter names unknown column {term!r}; table {schema.qualified_name} has columns "
             f"{', '.join(schema.column_names)}"
+            + (" (use plain column names without a table qualifier; s.f names field f of "
+               "struct column s)" if "." in term else "")
         )
     return BoundRef(column)
 
@@ -1115,8 +1123,8 @@ class _SqlConverter:
     def column(self, node: Any) -> str:
         if not isinstance(node, self.exp.Column):
             raise self.fail(node, "expected a column name")
-        if node.table:
-            raise self.fail(node, "use plain column names without a table qualifier")
+        if node.table:  # s.a: a struct field (bind refuses it when s is not a struct)
+            return ".".join(str(p.name) for p in node.parts)
         return str(node.name)
 
     def literal(self, node: Any) -> Any:

@@ -111,10 +111,10 @@ def find_column(arrays: IndexArrays, ref: BoundRef) -> ColumnArrays | None:
     for c in arrays.columns:
         if c.desc.column_id and c.desc.column_id == cid:
             return c
-    if arrays.has_column(ref.name):
-        return arrays.column(ref.name)
+    # By name only for an index column without a column id of its own (its id is its
+    # name): one with another id is another column (dropped, or renamed away) of that name.
     for c in arrays.columns:
-        if c.name.lower() == ref.name:
+        if c.name.lower() == ref.name and (c.desc.column_id or c.name) == c.name:
             return c
     return None
 

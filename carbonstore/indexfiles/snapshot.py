@@ -56,7 +56,7 @@ from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, RG_ARRAYS,
 __all__ = ["DESC_FIELDS", "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "Snapshot", "SnapshotArrays", "decode_snapshot", "encode_snapshot",
            "frame_snapshot", "index_rows", "snapshot_payload"]
 
-SNAPSHOT_VERSION = "4"
+SNAPSHOT_VERSION = "5"  # 5: segment bounds keyed by column id (docs/schema-evolution.md)
 SNAPSHOT_MAGIC = b"CARBSNAP"
 _SNAP_PREFIX = struct.Struct("<8sIIQQ")
 _SNAP_SUMMED = 24  # prefix bytes covered by the checksum (all but the checksum itself)

@@ -240,7 +240,7 @@ def dictionary_safe(expr: Expr, table: Table, *, bounds: Any = None) -> Expr:
 
     def dictionary(ref: BoundRef) -> Any:
         d = load_dictionary(table, ref.name)
-        check_covers(d, max_surrogate(bounds, ref.name), what="the planned segments")
+        check_covers(d, max_surrogate(bounds, ref.column.column_id), what="the planned segments")
         return d
 
     def surrogates(ref: BoundRef) -> BoundRef:
@@ -400,6 +400,8 @@ class _SegmentBlooms:
             if found is None:
                 continue
             d, read = found
+            if (d.get("column_id") or ref.name) not in (ref.column.column_id, ref.name):
+                continue  # another column of that name (dropped, or renamed away)
             offsets, lengths = d["offset"], d["length"]
             if not offsets or min(offsets) < 0:
                 continue  # a row group without a bloom may hold anything

@@ -74,7 +74,9 @@ def begin_segment(
     def add(snap: TableStatusSnapshot) -> list[LoadEntry]:
         holder.clear()
         entry = LoadEntry(load_name=snap.next_segment_id(), status=status,
-                          load_start_time=now_ms(), extra=dict(lease))
+                          load_start_time=now_ms(),
+                          # the schema its files are written with (docs/schema-evolution.md)
+                          extra={**lease, "schemaVersion": table.schema.schema_version})
         holder.append(entry)
         return [*snap.entries, entry]
 

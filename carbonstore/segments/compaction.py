@@ -37,6 +37,7 @@ from carbonstore.errors import (
 from carbonstore.segments.compaction_merge import (
     SegmentOutput,
     finish_segment,
+    merge_evolved,
     merge_local,
     segment_data_files,
     sort_keys,
@@ -367,7 +368,8 @@ def commit_compaction(
             major_compacted=group.major,
             segment_file=output.segment_file,
             extra={**dict(output.extra), "writer": mine.extra.get("writer"),
-                   "compactionAttempt": attempt},
+                   "compactionAttempt": attempt,
+                   "schemaVersion": table.schema.schema_version},  # written with the current
         )
         out: list[LoadEntry] = []
         for e in snap.entries:
@@ -484,7 +486,13 @@ def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment
     keeper, attempt = begin_compaction(table, group, expected, start)
     committed = False
     try:
-        output = merger(table, sources, group.output)
+        from carbonstore.store.evolution import segment_projections
+
+        projections = segment_projections(table, sources)
+        if projections:  # sources of older schema versions: read by column id, in here
+            output = merge_evolved(table, sources, group.output, projections)
+        else:
+            output = merger(table, sources, group.output)
         crash_point("compaction.after_output")
         expected_rows = sum(e.row_count - e.deleted_rows for e in sources)
         if output.row_count != expected_rows:

@@ -26,7 +26,13 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from carbonstore.errors import CarbonStoreError, CompactionError
-from carbonstore.segments.writer import ColumnSpec, TaskResult, WriteSettings, write_task
+from carbonstore.segments.writer import (
+    ColumnSpec,
+    TaskResult,
+    WriteSettings,
+    arrow_schema,
+    write_task,
+)
 from carbonstore.store.fs import resolve_fs
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, now_ms
@@ -37,6 +43,7 @@ __all__ = [
     "WorkUnit",
     "finish_segment",
     "key_ranges",
+    "merge_evolved",
     "merge_local",
     "merge_unit",
     "ordered_files",
@@ -440,6 +447,43 @@ def merge_local(table: Table, sources: Sequence[LoadEntry], output_id: str) -> S
     return finish_segment(table, output_id, results)
 
 
+def merge_evolved(
+    table: Table, sources: Sequence[LoadEntry], output_id: str, projections: dict[str, Any]
+) -> SegmentOutput:
+    """Merge sources of which some were written with an older schema version, in this
+    process: each file is read by column id as the current schema (store/evolution.py:
+    renamed, added columns as their default, widened), sorted, written by one task with the
+    current schema (the units of :func:`merge_local` cut by the current names)."""
+    from carbonstore.segments.deltas import decode_delta, live_rows, positions
+    from carbonstore.store.evolution import project_table
+
+    settings = write_settings(table, output_id, statistics=True)
+    target = arrow_schema(settings.columns)
+    stypes = {f.name: f.type for f in target}
+    fs = table.paths.sfs.fs
+    deleted = source_deltas(table, sources)
+    parts: list[pa.Table] = []
+    for e in sources:
+        proj = projections.get(e.load_name)
+        for path in segment_data_files(table, e.load_name):
+            with fs.open_input_file(path) as f:
+                data = pq.read_table(f)
+            if path in deleted:  # the output has no deleted rows
+                data = live_rows(data, positions(decode_delta(deleted[path], path)))
+            if proj is not None:
+                data = project_table(data, proj, stypes)
+            else:
+                data = data.select(target.names)
+            parts.append(data.cast(target))
+    data = pa.concat_tables(parts) if parts else target.empty_table()
+    keys = sort_keys(table)
+    if keys:
+        data = _sort(data, keys, rank_columns(table), settings)
+    table.paths.sfs.makedirs(settings.segment_dir)
+    result = write_task(data.to_batches(), settings, task_id="00000", fs=fs)
+    return finish_segment(table, output_id, [result])
+
+
 def sources_have_statistics(table: Table, sources: Sequence[LoadEntry]) -> bool:
     """Whether every source segment has stored column statistics (of all its rows: a source
     with deleted rows has none that still hold)."""
@@ -467,10 +511,13 @@ def write_output_statistics(
         from carbonstore.segments import statistics as st
     except ImportError:  # statistics are optional
         return False
+    from carbonstore.store.evolution import segment_projections
+
     stats = [None if e.delete_deltas else st.get_segment_statistics(table, e.load_name)
              for e in sources]
     present = [s for s in stats if s is not None]
-    if not present or len(present) != len(stats):
+    # statistics of sources of an older schema version name its columns: not merged
+    if not present or len(present) != len(stats) or segment_projections(table, sources):
         from carbonstore.segments.sketches import store_task_statistics
 
         stored = store_task_statistics(table, output_id, output.tasks, source="compaction")

@@ -45,6 +45,13 @@ from carbonstore.indexfiles.evaluator import evaluate_rows
 from carbonstore.indexfiles.expr import AlwaysTrue, Expr, references
 from carbonstore.segments.deltas import deleted_mask, positions, read_delta, write_delta
 from carbonstore.store.entries import DeleteDelta
+from carbonstore.store.evolution import (
+    Projection,
+    physical_names,
+    project_table,
+    segment_projections,
+    storage_types,
+)
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
     SUCCESS,
@@ -207,6 +214,9 @@ def scan_rows(
     plan = prune(pinned, expr)
     decode = _decoder(table)
     fs = table.store.sfs.fs
+    projections = segment_projections(
+        table, [snap.get(sid) for sid in sorted({f.segment for f in plan.files})])
+    stypes = storage_types(table) if projections else {}
     refs = sorted(references(expr))
     names = list(columns) if columns is not None else list(table.schema.column_names)
     out: dict[FileKey, npt.NDArray[np.uint32]] = {}
@@ -227,7 +237,7 @@ def scan_rows(
             for rg in f.row_groups:
                 n = int(starts[rg.index + 1] - starts[rg.index])
                 want = sorted(set(refs) | set(residual_cols) | (set(names) if with_rows else set()))
-                data = pf.read_row_group(rg.index, columns=want or None, use_threads=False) \
+                data = row_group(pf, rg.index, want, projections.get(f.segment), stypes) \
                     if want else None
                 if data is not None:
                     data = decode(data)
@@ -265,6 +275,9 @@ def fetch_rows(
     names = list(table.schema.column_names)
     fs = table.store.sfs.fs
     pieces: list[pa.Table] = []
+    entries = [snapshot.find(sid) for sid in sorted({sid for sid, _ in where})]
+    projections = segment_projections(table, [e for e in entries if e is not None])
+    stypes = storage_types(table) if projections else {}
     for (sid, rel), pos in sorted(where.items()):
         pos = np.unique(np.asarray(pos, dtype=np.int64))
         if snapshot.find(sid) is None:
@@ -277,10 +290,24 @@ def fetch_rows(
             rg_of = np.searchsorted(starts, pos, side="right") - 1
             for rg in np.unique(rg_of).tolist():
                 mine = pos[rg_of == rg]
-                data = decode(pf.read_row_group(rg, columns=names, use_threads=False))
+                data = decode(row_group(pf, rg, names, projections.get(sid), stypes))
                 rows = data.select(names).take(pa.array(mine - starts[rg]))
                 pieces.append(_located(rows, sid, rel, mine))
     return pa.concat_tables(pieces) if pieces else _empty_rows(table, names)
+
+
+def row_group(
+    pf: pq.ParquetFile, rg: int, names: Sequence[str], proj: Projection | None,
+    stypes: Mapping[str, pa.DataType],
+) -> pa.Table:
+    """Columns ``names`` (current names) of one row group; a file of a segment written with
+    an older schema version is read by column id (store/evolution.py)."""
+    if proj is None:
+        return pf.read_row_group(rg, columns=list(names), use_threads=False)
+    physical = physical_names(proj)
+    raw = pf.read_row_group(rg, columns=physical, use_threads=False) if physical else \
+        pa.table({"_": pa.nulls(pf.metadata.row_group(rg).num_rows)})
+    return project_table(raw, proj, dict(stypes)).select(list(names))
 
 
 def _located(rows: pa.Table, segment: str, rel: str, pos: npt.NDArray[np.int64]) -> pa.Table:

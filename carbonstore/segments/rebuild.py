@@ -154,12 +154,15 @@ def rebuild_segment(
     sfs = table.store.sfs
     sid = entry.load_name
     seg_dir = table.paths.segment_dir(sid)
-    dict_cols = set(table.schema.dictionary_columns)
+    from carbonstore.store.evolution import index_column_ids, written_schema
+
+    written = written_schema(table, entry)  # the names and ids its files were written with
+    dict_cols = set(written.dictionary_columns)
     float_cols = tuple(
-        c.name for c in table.schema.columns
+        c.name for c in written.columns
         if c.type.name in ("float", "double") and c.name not in dict_cols
     )
-    column_ids = {c.name: c.column_id for c in table.schema.columns}
+    column_ids = index_column_ids(written)
     lock = table.locks.segment(sid)
     acquire(lock, f"Segment_{sid}.lock", table.store.conf)
     try:

@@ -762,7 +762,8 @@ class StatsAccumulator:
     def __init__(
         self, schema: Any, *, columns: Sequence[str] | None = None, lg_k: int = DEFAULT_LG_K
     ) -> None:
-        all_cols = _columns_of(schema)
+        # nested columns (array/map/struct) have no Hive column statistics
+        all_cols = [(n, t) for n, t in _columns_of(schema) if "<" not in str(t)]
         if columns is not None:
             want = [c.lower() for c in columns]
             known = {n for n, _ in all_cols}
@@ -909,8 +910,28 @@ def compute_segment_statistics(
 ) -> SegmentStatistics:
     """Recompute one segment's statistics in this process from its data files."""
     files = _data_files(table, segment_id)
+    deleted = segment_deltas(table, [segment_id])
+    from carbonstore.store.evolution import project_table, segment_projections, storage_types
+
+    entry = table.status.read().find(segment_id)
+    proj = segment_projections(table, [entry]).get(segment_id) if entry is not None else None
+    if proj is not None:  # written with another schema version: read its columns by id
+        import pyarrow.parquet as pq
+
+        from carbonstore.segments.deltas import decode_delta, live_rows, positions
+
+        acc = StatsAccumulator(table.schema, columns=columns)
+        stypes = storage_types(table)
+        for path in files:
+            with table.paths.sfs.fs.open_input_file(path) as f:
+                data = pq.read_table(f)
+            if path in deleted:  # rows a delete delta removes are left out
+                data = live_rows(data, positions(decode_delta(deleted[path], path)))
+            acc.update(project_table(data, proj, stypes))
+        return acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id),
+                          source=source)
     acc = accumulate_files(table.paths.sfs.fs, files, table.schema, columns=columns,
-                           deleted=segment_deltas(table, [segment_id]))
+                           deleted=deleted)
     return acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id), source=source)
 
 
@@ -946,7 +967,7 @@ def analyze_targets(
 
 def table_column_specs(table: Table) -> list[tuple[str, str]]:
     """(name, type) of every table column: what an accumulator on an executor needs."""
-    return [(c.name, str(c.type)) for c in table.schema.columns]
+    return [(c.name, str(c.type)) for c in table.schema.columns if not c.type.is_nested]
 
 
 def store_accumulated(

@@ -32,7 +32,7 @@ from carbonstore.indexfiles.indexfile import write_index
 from carbonstore.indexfiles.packing import pack
 from carbonstore.segments.badrecords import BadRecordAction, BadRecordSink, split_batch
 from carbonstore.segments.sketches import StatsAccumulator
-from carbonstore.store.schema import Column, DataType
+from carbonstore.store.schema import Column, DataType, parse_type
 
 __all__ = [
     "ColumnSpec",
@@ -61,6 +61,12 @@ def arrow_type(t: DataType) -> pa.DataType:
     }
     if t.name == "decimal":
         return pa.decimal128(t.precision, t.scale)
+    if t.name == "array":
+        return pa.list_(arrow_type(t.fields[0][1]))
+    if t.name == "map":
+        return pa.map_(arrow_type(t.fields[0][1]), arrow_type(t.fields[1][1]))
+    if t.name == "struct":
+        return pa.struct([pa.field(n, arrow_type(ft)) for n, ft in t.fields])
     if t.name not in simple:
         raise SchemaError(f"type {t} cannot be stored")
     return simple[t.name]
@@ -76,17 +82,35 @@ class ColumnSpec:
     scale: int = 0
     nullable: bool = True
     column_id: str = ""
+    type_text: str = ""  # the full type of a nested column (array<...>, map<...>, struct<...>)
 
     @classmethod
     def from_column(cls, c: Column) -> ColumnSpec:
         return cls(
             name=c.name, type=c.type.name, precision=c.type.precision, scale=c.type.scale,
             nullable=c.nullable, column_id=c.column_id,
+            type_text=str(c.type) if c.type.is_nested else "",
         )
 
     @property
     def data_type(self) -> DataType:
+        if self.type_text:
+            return parse_type(self.type_text)
         return DataType(self.type, self.precision, self.scale)
+
+
+def index_column_ids(columns: Iterable[ColumnSpec]) -> dict[str, str]:
+    """Index leaf name -> column id: top-level columns, and struct fields reached through
+    structs only (``s.a`` -> ``<id of s>/a``: a filter on ``s.a`` prunes by it, also after
+    ``s`` is renamed). Leaves inside lists and maps are never pruned on."""
+    from carbonstore.store.evolution import struct_leaf_ids
+
+    out: dict[str, str] = {}
+    for c in columns:
+        out[c.name] = c.column_id
+        if c.type == "struct" and c.column_id:
+            out.update(struct_leaf_ids(c.name, c.column_id, c.data_type))
+    return out
 
 
 def arrow_schema(columns: Iterable[ColumnSpec]) -> pa.Schema:
@@ -295,7 +319,7 @@ class _TaskWriter:
             indexes,
             segment_id=self.s.segment_id,
             task_id=self.task_id,
-            column_ids={c.name: c.column_id for c in self.s.columns},
+            column_ids=index_column_ids(self.s.columns),
         )
         index_name = f"{self.task_id}-{uuid.uuid4().hex[:16]}.carbonindex"
         size = write_index(self.fs, f"{self.s.segment_dir}/{index_name}", header, blooms)

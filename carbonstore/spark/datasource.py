@@ -44,6 +44,7 @@ from carbonstore.segments.commit import (
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import TaskResult, WriteSettings, write_task
 from carbonstore.store import Store, load_conf
+from carbonstore.store.ddl import quote_name
 from carbonstore.store.renewer import Renewal, spawn_renewer, stop_renewer
 from carbonstore.store.table import Table
 
@@ -77,7 +78,8 @@ def one_line_errors(method: Callable[..., _T]) -> Callable[..., _T]:
 def schema_ddl(table: Table) -> str:
     """The table schema as a Spark DDL string (NOT NULL kept)."""
     return ", ".join(
-        f"`{c.name}` {c.type}{'' if c.nullable else ' NOT NULL'}" for c in table.schema.columns
+        f"{quote_name(c.name)} {c.type}{'' if c.nullable else ' NOT NULL'}"
+        for c in table.schema.columns
     )
 
 
@@ -163,7 +165,10 @@ class CarbonDataSource(DataSource):
 
     @one_line_errors
     def schema(self) -> str:
-        return schema_ddl(open_table(self._opts()))
+        from carbonstore.store.table import as_of_option
+
+        opts = self._opts()  # a read as of a version has that version's schema
+        return schema_ddl(open_table(opts).as_of(as_of_option(opts), check_files=False))
 
     @one_line_errors
     def reader(self, schema: StructType) -> Any:

@@ -19,7 +19,7 @@ from carbonstore.indexfiles.tableplan import TablePlan
 from carbonstore.segments.deltas import decode_delta, positions
 from carbonstore.store.table import Table
 
-__all__ = ["BROADCAST_POSITIONS", "deleted_frame", "without_deleted_rows"]
+__all__ = ["BROADCAST_POSITIONS", "deleted_frame", "drop_deleted", "without_deleted_rows"]
 
 _FILE = "__carbon_file_name"
 _ROW = "__carbon_row_index"
@@ -56,14 +56,20 @@ def without_deleted_rows(
 ) -> Any:
     """The live rows of the plan's files that have a delete delta (storage schema, like the
     plain read of :func:`carbonstore.spark.native.native_frame`)."""
-    from pyspark.sql import functions as F
-
     from carbonstore.spark.native import storage_ddl
 
     paths = [_uri(plan.absolute(f.path)) for f in plan.files if f.delete_delta is not None]
     raw = spark.read.schema(storage_ddl(table)).parquet(*paths)
     if pushable:
         raw = raw.where(pushable)
+    return drop_deleted(spark, table, plan, raw)
+
+
+def drop_deleted(spark: Any, table: Table, plan: TablePlan, raw: Any) -> Any:
+    """``raw`` (a plain Parquet read of some of the plan's files, before any projection)
+    without the rows the plan's delete deltas remove; same columns."""
+    from pyspark.sql import functions as F
+
     columns = list(raw.columns)
     raw = raw.select("*", F.col("_metadata.file_name").alias(_FILE),
                      F.col("_metadata.row_index").alias(_ROW))

@@ -230,6 +230,10 @@ def load(
 
             spark = get_spark()
         fmt = (format or _guess_format(df_or_path)).lower()
+        nested = [c.name for c in table.schema.columns if c.type.is_nested]
+        if fmt == "csv" and nested:
+            raise SchemaError(f"CSV cannot hold the nested column(s) {', '.join(nested)} of "
+                              f"{table.name}: load Parquet, JSON or ORC files, or a DataFrame")
         plist = [df_or_path] if isinstance(df_or_path, str) else list(df_or_path)
         _check_local_inputs(plist)
         if fmt == "csv":

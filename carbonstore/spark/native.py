@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from carbonstore.indexfiles.tableplan import TablePlan
 from carbonstore.segments.writer import arrow_type
+from carbonstore.store.ddl import quote_name
 from carbonstore.store.table import Table
 
 __all__ = ["jvm_readable", "native_frame", "plain_columns", "storage_ddl"]
@@ -62,7 +63,7 @@ def plain_columns(table: Table) -> frozenset[str]:
 def storage_ddl(table: Table) -> str:
     """The Spark schema of the table's Parquet files: dictionary columns as INT surrogates."""
     dictionary = set(table.schema.dictionary_columns)
-    return ", ".join(f"`{c.name}` {'int' if c.name in dictionary else c.type}"
+    return ", ".join(f"{quote_name(c.name)} {'int' if c.name in dictionary else c.type}"
                      for c in table.schema.columns)
 
 
@@ -79,17 +80,26 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
     paths = [_uri(plan.absolute(f.path)) for f in plan.files if f.delete_delta is None]
     if not plan.files:
         return empty_frame(spark, table)
+    from carbonstore.spark.evolution import evolved_frame
+    from carbonstore.spark.reader import plan_projections
+
     raw: Any = None
-    if paths:
-        raw = spark.read.schema(storage_ddl(table)).parquet(*paths)
+    projections = plan_projections(table, plan)
+    if projections:  # segments of older schema versions: one projection per version
+        raw = evolved_frame(spark, table, plan, projections, storage_ddl(table), _uri)
         if pushable:
             raw = raw.where(pushable)
-    if len(paths) < len(plan.files):
-        # files with a delete delta: their deleted rows are anti-joined away (spark/dml.py)
-        from carbonstore.spark.dml import without_deleted_rows
+    else:
+        if paths:
+            raw = spark.read.schema(storage_ddl(table)).parquet(*paths)
+            if pushable:
+                raw = raw.where(pushable)
+        if len(paths) < len(plan.files):
+            # files with a delete delta: their deleted rows are anti-joined away (spark/dml.py)
+            from carbonstore.spark.dml import without_deleted_rows
 
-        live = without_deleted_rows(spark, table, plan, pushable=pushable)
-        raw = live if raw is None else raw.unionByName(live)
+            live = without_deleted_rows(spark, table, plan, pushable=pushable)
+            raw = live if raw is None else raw.unionByName(live)
     dictionary = set(table.schema.dictionary_columns)
     out = raw
     for name in sorted(dictionary):
@@ -98,7 +108,7 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
             .drop(name, _SURROGATE).withColumnRenamed(_VALUE, name)
     cols = []
     for c in table.schema.columns:
-        col = F.col(f"`{c.name}`")
+        col = F.col(quote_name(c.name))
         if c.type.name in _FLOATING:
             col = F.nanvl(col, col)
         if not c.nullable:

@@ -42,6 +42,13 @@ from carbonstore.segments.deltas import decode_delta, deleted_mask, positions
 from carbonstore.segments.writer import arrow_type
 from carbonstore.spark.datasource import one_line_errors
 from carbonstore.store import Store, load_conf
+from carbonstore.store.evolution import (
+    Projection,
+    physical_names,
+    project_batch,
+    segment_projections,
+    storage_types,
+)
 from carbonstore.store.table import Table, as_of_option
 
 __all__ = [
@@ -69,6 +76,8 @@ class _Slice:
     path: str  # absolute, in the store's filesystem
     row_groups: tuple[tuple[int, tuple[tuple[int, int], ...] | None], ...]  # None: whole
     delta: str | None = None  # absolute path of the file's live delete delta, if any
+    # the file's segment was written with another schema version (store/evolution.py)
+    projection: Projection | None = None
 
 
 class CarbonPartition(InputPartition):
@@ -79,8 +88,13 @@ class CarbonPartition(InputPartition):
         self.slices = tuple(slices)
 
 
-def plan_partitions(plan: TablePlan, *, max_bytes: int = PARTITION_BYTES) -> list[CarbonPartition]:
-    """Group the plan's row groups into partitions of about ``max_bytes`` (file order kept)."""
+def plan_partitions(
+    plan: TablePlan, *, max_bytes: int = PARTITION_BYTES,
+    projections: dict[str, Projection] | None = None,
+) -> list[CarbonPartition]:
+    """Group the plan's row groups into partitions of about ``max_bytes`` (file order kept);
+    ``projections``: segment id -> how to read its files (segments of older schemas)."""
+    projections = projections or {}
     out: list[CarbonPartition] = []
     current: list[_Slice] = []
     size = count = 0
@@ -89,7 +103,8 @@ def plan_partitions(plan: TablePlan, *, max_bytes: int = PARTITION_BYTES) -> lis
         rgs: list[tuple[int, tuple[tuple[int, int], ...] | None]] = []
         for rg in f.row_groups:
             if rgs and (size + rg.length > max_bytes or count >= PARTITION_ROW_GROUPS):
-                current.append(_Slice(plan.absolute(f.path), tuple(rgs), delta))
+                current.append(_Slice(plan.absolute(f.path), tuple(rgs), delta,
+                                      projections.get(f.segment)))
                 rgs = []
             if current and not rgs and (size + rg.length > max_bytes or count >= PARTITION_ROW_GROUPS):
                 out.append(CarbonPartition(current))
@@ -98,7 +113,8 @@ def plan_partitions(plan: TablePlan, *, max_bytes: int = PARTITION_BYTES) -> lis
             size += rg.length
             count += 1
         if rgs:
-            current.append(_Slice(plan.absolute(f.path), tuple(rgs), delta))
+            current.append(_Slice(plan.absolute(f.path), tuple(rgs), delta,
+                                  projections.get(f.segment)))
     if current:
         out.append(CarbonPartition(current))
     return out
@@ -119,8 +135,12 @@ def read_row_groups(
     fs = table.store.sfs.fs
     if expr is not None and not narrows(expr):
         expr = None
+    stypes = storage_types(table) if any(sl.projection for sl in slices) else {}
     for sl in slices:
         try:
+            if sl.projection is not None:
+                yield from _read_projected(fs, sl, batch_rows, decode, schema, stypes, expr)
+                continue
             yield from _read_slice(fs, sl, batch_rows, decode, schema, expr)
         except (OSError, pa.ArrowException) as err:
             raise CorruptIndexError(
@@ -137,6 +157,8 @@ def _read_slice(
     with fs.open_input_file(sl.path) as fh:
         pf = pq.ParquetFile(fh)
         refs = sorted(references(expr)) if expr is not None else []
+        # a filter on struct fields (s.a): applied to the decoded rows, fields flattened
+        late = expr if refs and any("." in r for r in refs) else None
         if not refs or not set(refs) <= set(pf.schema_arrow.names):
             refs = []
         starts = _row_group_starts(pf) if deleted is not None else None
@@ -161,8 +183,72 @@ def _read_slice(
                 ]
                 pos += n
                 for piece in pieces:
-                    if piece.num_rows:
-                        yield _conform(decode(piece), schema)
+                    if not piece.num_rows:
+                        continue
+                    out = decode(piece)
+                    if late is not None:
+                        out = _row_filter(late, out)
+                        if not out.num_rows:
+                            continue
+                    yield _conform(out, schema)
+
+
+def _row_filter(expr: Expr, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The rows of ``batch`` that ``expr`` may match (struct fields as ``s.a`` columns)."""
+    view = pa.Table.from_batches([batch])
+    while any(pa.types.is_struct(f.type) for f in view.schema):
+        view = view.flatten()
+    mask = rows_may_match(expr, view)
+    return batch if mask.all() else batch.filter(pa.array(mask))
+
+
+def _read_projected(
+    fs: Any, sl: _Slice, batch_rows: int, decode: Any, schema: pa.Schema,
+    stypes: dict[str, pa.DataType], expr: Expr | None,
+) -> Iterator[pa.RecordBatch]:
+    """A slice of a segment written with another schema version: its columns read by
+    column id, renamed, defaulted and widened (store/evolution.py)."""
+    assert sl.projection is not None
+    proj = sl.projection
+    wanted = physical_names(proj)
+    deleted = _deleted_positions(fs, sl.delta) if sl.delta is not None else None
+    with fs.open_input_file(sl.path) as fh:
+        pf = pq.ParquetFile(fh)
+        starts = _row_group_starts(pf) if deleted is not None else None
+        for rg, ranges in sl.row_groups:
+            pos = 0
+            if wanted:
+                source = pf.iter_batches(batch_size=batch_rows, row_groups=[rg], columns=wanted,
+                                         use_threads=False)
+            else:  # only columns added later: the row count comes from the footer
+                n_rows = pf.metadata.row_group(rg).num_rows
+                source = iter([pa.record_batch({"_": pa.nulls(n_rows)})])
+            for batch in source:
+                n = batch.num_rows
+                if deleted is not None and starts is not None:  # a delete delta's rows go
+                    keep = ~deleted_mask(deleted, int(starts[rg]) + pos, n)
+                    if ranges is not None:
+                        within = np.zeros(n, dtype=bool)
+                        for a, b in ranges:
+                            if a < pos + n and b > pos:
+                                within[max(a, pos) - pos:min(b, pos + n) - pos] = True
+                        keep &= within
+                    pieces = [batch if keep.all() else batch.filter(pa.array(keep))]
+                else:
+                    pieces = [batch] if ranges is None else [
+                        batch.slice(max(a, pos) - pos, min(b, pos + n) - max(a, pos))
+                        for a, b in ranges if a < pos + n and b > pos
+                    ]
+                pos += n
+                for piece in pieces:
+                    if not piece.num_rows:
+                        continue
+                    out = decode(project_batch(piece, proj, stypes))
+                    if expr is not None:  # the rows expr may match (exact where rows_exact)
+                        out = _row_filter(expr, out)
+                        if not out.num_rows:
+                            continue
+                    yield _conform(out, schema)
 
 
 def _read_matching(
@@ -237,6 +323,15 @@ def _row_group_starts(pf: pq.ParquetFile) -> np.ndarray:
                                            for i in range(md.num_row_groups)])]).astype(np.int64)
 
 
+def plan_projections(table: Table, plan: TablePlan) -> dict[str, Projection]:
+    """Segment id -> projection, for the plan's segments written with another schema."""
+    kept = set(plan.segments)
+    if not kept:
+        return {}
+    entries = [e for e in table.status.read().entries if e.load_name in kept]
+    return segment_projections(table, entries)
+
+
 def _decoder(table: Table) -> Any:
     if not table.schema.dictionary_columns:
         return lambda b: b
@@ -283,7 +378,8 @@ class CarbonReader(DataSourceReader):
         table = self._table()
         plan = prune(table, self.expr, segments=self.options.get(SEGMENTS_OPTION))
         mb = table.conf.get_int("carbon.read.partition.size.mb")
-        parts = plan_partitions(plan, max_bytes=max(1, mb) << 20)
+        parts = plan_partitions(plan, max_bytes=max(1, mb) << 20,
+                                projections=plan_projections(table, plan))
         return parts or [CarbonPartition([])]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -387,7 +483,8 @@ def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = N
     """
     from carbonstore.spark.datasource import schema_ddl
 
-    slices = [sl for part in plan_partitions(plan) for sl in part.slices]
+    slices = [sl for part in plan_partitions(plan, projections=plan_projections(table, plan))
+              for sl in part.slices]
     rows = pa.Table.from_batches(list(read_row_groups(table, slices, expr=expr)),
                                  schema=arrow_read_schema(table))
     return spark.createDataFrame(rows, schema=_struct_type(schema_ddl(table))).coalesce(1)

@@ -84,16 +84,34 @@ TABLE_PROPERTIES: dict[str, str] = {
 
 @dataclass(frozen=True, slots=True)
 class DataType:
-    """A Spark SQL type. ``precision``/``scale`` are set for decimals only."""
+    """A Spark SQL type. ``precision``/``scale`` are set for decimals only; ``fields`` for
+    nested types: ``array`` (one field ``element``), ``map`` (``key``, ``value``) and
+    ``struct`` (its named fields, in order)."""
 
     name: str
     precision: int = 0
     scale: int = 0
+    fields: tuple[tuple[str, DataType], ...] = ()
 
     def __str__(self) -> str:
         if self.name == "decimal":
             return f"decimal({self.precision},{self.scale})"
+        if self.name == "array":
+            return f"array<{self.fields[0][1]}>"
+        if self.name == "map":
+            return f"map<{self.fields[0][1]},{self.fields[1][1]}>"
+        if self.name == "struct":
+            from carbonstore.store.ddl import quote_name
+
+            inner = ",".join(
+                f"{n if _NAME_RE.fullmatch(n) else quote_name(n)}:{t}" for n, t in self.fields
+            )
+            return f"struct<{inner}>"
         return self.name
+
+    @property
+    def is_nested(self) -> bool:
+        return self.name in ("array", "map", "struct")
 
     @property
     def is_integral(self) -> bool:
@@ -109,7 +127,12 @@ class DataType:
 
 
 def parse_type(text: str) -> DataType:
-    """Parse a Spark SQL type name such as ``long`` or ``decimal(10,2)``."""
+    """Parse a Spark SQL type such as ``long``, ``decimal(10,2)`` or, nested,
+    ``array<struct<a: int, b: map<string, decimal(10,2)>>>``."""
+    if "<" in text:
+        from carbonstore.store.ddl import parse_nested_type
+
+        return parse_nested_type(text, parse_type)
     t = text.strip().lower()
     if t in _SIMPLE_TYPES:
         return DataType(_SIMPLE_TYPES[t])
@@ -124,7 +147,8 @@ def parse_type(text: str) -> DataType:
         return DataType("decimal", precision, scale)
     raise SchemaError(
         f"unknown type {text.strip()!r}; use one of boolean, byte, short, int, long, float, "
-        "double, decimal(p,s), string, binary, date, timestamp"
+        "double, decimal(p,s), string, binary, date, timestamp, array<T>, map<K,V>, "
+        "struct<name: T, ...>"
     )
 
 
@@ -139,14 +163,19 @@ class Column:
     type: DataType
     nullable: bool = True
     column_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    #: SQL literal text an added column reads as in segments written before it existed
+    default: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "type": str(self.type),
             "nullable": self.nullable,
             "columnId": self.column_id,
         }
+        if self.default is not None:
+            out["default"] = self.default
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Column:
@@ -155,58 +184,54 @@ class Column:
             type=parse_type(obj["type"]),
             nullable=bool(obj["nullable"]),
             column_id=obj["columnId"],
+            default=obj.get("default"),
         )
 
 
-def _split_top_level(text: str) -> list[str]:
-    """Split on commas that are not inside parentheses (decimal(10,2))."""
-    parts: list[str] = []
-    depth = 0
-    cur: list[str] = []
-    for ch in text:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return parts
-
-
 def parse_schema_string(text: str) -> list[Column]:
-    """Parse ``"id long not null, name string, price decimal(10,2)"`` into columns."""
+    """Parse ``"id long not null, name string, price decimal(10,2)"`` into columns.
+
+    Bare names are ASCII identifiers; any other name (Unicode, spaces, dots) is written in
+    backticks. Types may nest (``map<string,int>``, ``struct<a: int, b: array<string>>``);
+    ``DEFAULT v`` gives the value an added column reads as in older segments.
+    """
+    from carbonstore.store.ddl import parse_column_defs
+
     columns: list[Column] = []
     seen: set[str] = set()
-    for raw in _split_top_level(text):
-        item = raw.strip()
-        if not item:
-            raise SchemaError(f"empty column definition in schema {text!r}")
-        name, rest = (item.split(None, 1) + [""])[:2]
-        rest = rest.strip()
-        if not rest:
-            raise SchemaError(f"column {name!r} has no type; write it as 'name type'")
-        nullable = True
-        low = rest.lower()
-        if re.search(r"\s+not\s+null$", low):
-            nullable = False
-            rest = re.sub(r"(?i)\s+not\s+null$", "", rest)
-        elif re.search(r"\s+null$", low):
-            rest = re.sub(r"(?i)\s+null$", "", rest)
-        if not _NAME_RE.fullmatch(name):
+    for d in parse_column_defs(text):
+        name = d.name
+        if d.quoted:
+            check_quoted_name(name)
+        elif not _NAME_RE.fullmatch(name):
             raise SchemaError(
                 f"invalid column name {name!r}: use letters, digits and underscores "
-                "(at most 128 characters, not starting with a digit)"
+                "(at most 128 characters, not starting with a digit), or quote it in backticks"
             )
         lname = name.lower()
         if lname in seen:
             raise SchemaError(f"column {name!r} is defined twice")
         seen.add(lname)
-        columns.append(Column(name=lname, type=parse_type(rest), nullable=nullable))
+        columns.append(Column(name=lname, type=parse_type(d.type_text), nullable=d.nullable,
+                              default=d.default))
     return columns
+
+
+def check_quoted_name(name: str) -> str:
+    """A backticked column name: 1 to 128 characters, no control characters.
+
+    Raises:
+        SchemaError: an empty, overlong or unprintable name.
+    """
+    import unicodedata
+
+    if not name.strip():
+        raise SchemaError("a column name cannot be empty")
+    if len(name) > 128:
+        raise SchemaError(f"invalid column name {name[:40]!r}...: longer than 128 characters")
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in name):
+        raise SchemaError(f"invalid column name {name!r}: it holds a control character")
+    return name
 
 
 def _csv_list(value: str) -> list[str]:
@@ -316,6 +341,11 @@ class TableSchema:
         for col in self.sort_columns:
             if self.column(col).type.name == "binary":
                 raise SchemaError(f"cannot sort on binary column {col!r}")
+        for key in ("sort_columns", "dictionary_include", "bloom_columns"):
+            for col in self.list_property(key):
+                if self.column(col).type.is_nested:
+                    raise SchemaError(f"{key} cannot hold nested column {col!r} "
+                                      f"({self.column(col).type})")
         for key, key_type in PROPERTY_TYPES.items():
             if key in self.properties:
                 check_value(key_type, f"table property {key}", self.properties[key],

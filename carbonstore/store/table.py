@@ -118,7 +118,19 @@ class Table:
         snap = self.status.read(version)
         if check_files:
             self._check_files(snap, f"version {version}")
-        return replace(self, pinned_version=version)
+        from carbonstore.store.schema_log import schema_as_of
+
+        schema = schema_as_of(self.schema_versions(), version)
+        return replace(self, pinned_version=version, schema=schema)
+
+    # ---- schema versions (docs/schema-evolution.md) ----------------------------------------
+    def schema_versions(self) -> list[Any]:
+        """Every schema version (``schema_log.SchemaVersion``), oldest first."""
+        from carbonstore.store.schema_log import read_schema_log
+
+        path = self.paths.schema
+        base = TableSchema.from_bytes(self.store.sfs.read_bytes(path), path=path)
+        return read_schema_log(self.store.sfs, self.paths, base)
 
     def _resolve_version(self, when: int | str) -> int:
         if isinstance(when, int) and not isinstance(when, bool):
@@ -253,8 +265,10 @@ class Table:
         return {
             "table": str(self.name),
             "location": self.store.sfs.display(self.paths.root),
+            "schemaVersion": self.schema.schema_version,
             "columns": [
-                {"name": c.name, "type": str(c.type), "nullable": c.nullable, "columnId": c.column_id}
+                {"name": c.name, "type": str(c.type), "nullable": c.nullable, "columnId": c.column_id,
+                 **({"default": c.default} if c.default is not None else {})}
                 for c in self.schema.columns
             ],
             "properties": dict(sorted(self.schema.properties.items())),
@@ -329,7 +343,10 @@ class Store:
         return table
 
     def _open(self, paths: TablePaths) -> Table:
+        from carbonstore.store.schema_log import read_schema_log
+
         schema = TableSchema.from_bytes(self.sfs.read_bytes(paths.schema), path=paths.schema)
+        schema = read_schema_log(self.sfs, paths, schema)[-1].schema  # the newest ALTER's
         return Table(self, paths.name, schema)
 
     def create_table(

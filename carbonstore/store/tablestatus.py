@@ -500,6 +500,7 @@ class TableStatus:
         *,
         operation: str = "UPDATE",
         remove: Callable[[LoadEntry], bool] | None = None,
+        force: bool = False,
     ) -> TableStatusSnapshot:
         """Commit a new version made by ``fn`` from the latest one (optimistically).
 
@@ -507,7 +508,8 @@ class TableStatus:
         a lost race, so it must derive everything from its argument and raise on a
         conflict. Entries for which ``remove`` is true are left out of the new version
         and appended to ``tablestatus.history``. When nothing changes, nothing is written
-        and the snapshot ``fn`` saw is returned.
+        and the snapshot ``fn`` saw is returned (``force``: a version is written anyway, as
+        ALTER TABLE does to order its schema version among the tablestatus versions).
 
         Raises:
             CommitConflictError: still losing the race after
@@ -516,7 +518,7 @@ class TableStatus:
         """
         self._writable()
         with self._courtesy():
-            return self._commit(fn, operation, remove)
+            return self._commit(fn, operation, remove, force=force)
 
     @contextmanager
     def _courtesy(self) -> Iterator[None]:
@@ -545,6 +547,8 @@ class TableStatus:
         fn: Callable[[TableStatusSnapshot], list[LoadEntry]],
         operation: str,
         remove: Callable[[LoadEntry], bool] | None,
+        *,
+        force: bool = False,
     ) -> TableStatusSnapshot:
         retries = self._retries()
         for attempt in range(retries):
@@ -555,7 +559,7 @@ class TableStatus:
             wanted = fn(base)
             removed = [e for e in wanted if remove is not None and remove(e)]
             kept = [e for e in wanted if not (remove is not None and remove(e))]
-            state, data = next_version(base, kept, operation)
+            state, data = next_version(base, kept, operation, force=force)
             if data is None:
                 return base
             crash_point("tablestatus.before_write")

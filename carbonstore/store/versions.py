@@ -246,9 +246,10 @@ def writer_id() -> str:
 
 
 def next_version(
-    base: TableStatusSnapshot, wanted: list[LoadEntry], operation: str
+    base: TableStatusSnapshot, wanted: list[LoadEntry], operation: str, *, force: bool = False
 ) -> tuple[State, bytes | None]:
-    """The state after ``base`` -> ``wanted`` and the bytes of its version (None: no change)."""
+    """The state after ``base`` -> ``wanted`` and the bytes of its version (None: no change,
+    unless ``force``: a version that changes no entry, such as ALTER TABLE's)."""
     old = {e.load_name: e for e in base.entries}
     new_names = [e.load_name for e in wanted]
     if len(set(new_names)) != len(new_names):
@@ -256,7 +257,7 @@ def next_version(
     by_name = {e.load_name: e for e in wanted}
     removes = tuple(n for n in old if n not in by_name)
     upserts = tuple(e for e in wanted if old.get(e.load_name) != e)
-    if not removes and not upserts:
+    if not removes and not upserts and not force:
         return State(base.entries, base.id_floor, base.timestamp), None
     entries = dict(old)
     for n in removes:
