@@ -32,7 +32,7 @@ from carbonstore.indexfiles.indexfile import write_index
 from carbonstore.indexfiles.packing import pack
 from carbonstore.segments.badrecords import BadRecordAction, BadRecordSink, split_batch
 from carbonstore.segments.sketches import StatsAccumulator
-from carbonstore.store.schema import Column, DataType, parse_type
+from carbonstore.store.schema import Column, DataType, arrow_type, parse_type
 
 __all__ = [
     "ColumnSpec",
@@ -42,34 +42,6 @@ __all__ = [
     "arrow_type",
     "write_task",
 ]
-
-
-def arrow_type(t: DataType) -> pa.DataType:
-    """The Arrow (and so Parquet) type a table column is stored as."""
-    simple: dict[str, pa.DataType] = {
-        "boolean": pa.bool_(),
-        "byte": pa.int8(),
-        "short": pa.int16(),
-        "int": pa.int32(),
-        "long": pa.int64(),
-        "float": pa.float32(),
-        "double": pa.float64(),
-        "string": pa.string(),
-        "binary": pa.binary(),
-        "date": pa.date32(),
-        "timestamp": pa.timestamp("us", tz="UTC"),
-    }
-    if t.name == "decimal":
-        return pa.decimal128(t.precision, t.scale)
-    if t.name == "array":
-        return pa.list_(arrow_type(t.fields[0][1]))
-    if t.name == "map":
-        return pa.map_(arrow_type(t.fields[0][1]), arrow_type(t.fields[1][1]))
-    if t.name == "struct":
-        return pa.struct([pa.field(n, arrow_type(ft)) for n, ft in t.fields])
-    if t.name not in simple:
-        raise SchemaError(f"type {t} cannot be stored")
-    return simple[t.name]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -77,7 +77,7 @@ def check_column_name(name: str) -> str:
 
 def columns_from_defs(defs: Sequence[ColumnDef]) -> list[Column]:
     """Columns of parsed definitions (names checked, types parsed, defaults validated)."""
-    from carbonstore.segments.writer import arrow_type
+    from carbonstore.store.schema import arrow_type
 
     out: list[Column] = []
     for d in defs:

@@ -99,7 +99,7 @@ def column_default(column: Column) -> Any:
     text = column.default
     if text is None:
         return None
-    from carbonstore.segments.writer import arrow_type
+    from carbonstore.store.schema import arrow_type
 
     return parse_default(text, arrow_type(column.type))
 
@@ -232,7 +232,7 @@ def segment_projections(table: Table, entries: Sequence[LoadEntry]) -> dict[str,
 def storage_types(table: Table) -> dict[str, pa.DataType]:
     """Read name -> the Arrow type the read path holds before decoding (dictionary
     columns: INT32 surrogates)."""
-    from carbonstore.segments.writer import arrow_type
+    from carbonstore.store.schema import arrow_type
 
     dictionary = set(table.schema.dictionary_columns)
     return {c.name: pa.int32() if c.name in dictionary else arrow_type(c.type)

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
+import pyarrow as pa
 
 from carbonstore.errors import CorruptMetadataError, SchemaError
 from carbonstore.store.conf import Bool, Float, Int, IntList, KeyType, check_value
 
 __all__ = [
+    "arrow_type",
     "Column",
     "DataType",
     "PROPERTY_TYPES",
@@ -398,3 +400,31 @@ def normalise_properties(props: dict[str, str]) -> dict[str, str]:
             )
         out[k] = str(value).strip()
     return out
+
+
+def arrow_type(t: DataType) -> pa.DataType:
+    """The Arrow (and so Parquet) type a table column is stored as."""
+    simple: dict[str, pa.DataType] = {
+        "boolean": pa.bool_(),
+        "byte": pa.int8(),
+        "short": pa.int16(),
+        "int": pa.int32(),
+        "long": pa.int64(),
+        "float": pa.float32(),
+        "double": pa.float64(),
+        "string": pa.string(),
+        "binary": pa.binary(),
+        "date": pa.date32(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+    }
+    if t.name == "decimal":
+        return pa.decimal128(t.precision, t.scale)
+    if t.name == "array":
+        return pa.list_(arrow_type(t.fields[0][1]))
+    if t.name == "map":
+        return pa.map_(arrow_type(t.fields[0][1]), arrow_type(t.fields[1][1]))
+    if t.name == "struct":
+        return pa.struct([pa.field(n, arrow_type(ft)) for n, ft in t.fields])
+    if t.name not in simple:
+        raise SchemaError(f"type {t} cannot be stored")
+    return simple[t.name]
