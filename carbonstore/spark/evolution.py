@@ -33,7 +33,7 @@ def evolved_frame(
 
     from carbonstore.spark.dml import drop_deleted
 
-    def read(ddl: str | None, files: list[str], deltas: bool) -> Any:
+    def scan(ddl: str | None, files: list[str], deltas: bool) -> Any:
         reader = spark.read.schema(ddl) if ddl else spark.read
         raw = reader.parquet(*files)
         return drop_deleted(spark, table, plan, raw) if deltas else raw
@@ -47,7 +47,7 @@ def evolved_frame(
     frames = []
     for (_, deltas), (proj, files) in groups.items():
         if proj is None:
-            frames.append(read(current_ddl, files, deltas))
+            frames.append(scan(current_ddl, files, deltas))
             continue
         read = [s for s in proj if s.physical is not None and s.written is not None]
         dictionary = set(table.schema.dictionary_columns)
@@ -66,7 +66,7 @@ def evolved_frame(
             else:
                 cols.append(F.col(quote_name(s.physical)).cast(want).alias(s.name))
         # with no stored column left (only columns added later): one row per stored row
-        frames.append(read(ddl or None, files, deltas).select(*cols))
+        frames.append(scan(ddl or None, files, deltas).select(*cols))
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)
