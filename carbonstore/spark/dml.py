@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from carbonstore.indexfiles.tableplan import TablePlan
+from carbonstore.indexfiles.tableplan import FilePlan, TablePlan
 from carbonstore.segments.deltas import decode_delta, positions
 from carbonstore.store.table import Table
 
@@ -31,12 +31,14 @@ def _uri(path: str) -> str:
     return path if "://" in path else "file://" + path
 
 
-def deleted_frame(spark: Any, table: Table, plan: TablePlan) -> tuple[Any, int]:
+def deleted_frame(
+    spark: Any, table: Table, plan: TablePlan, files: list[FilePlan] | None = None
+) -> tuple[Any, int]:
     """(file name, row index) of every deleted row of the plan's files; and its size."""
     sfs = table.store.sfs
     names: list[pa.Array] = []
     rows: list[np.ndarray] = []
-    for f in plan.files:
+    for f in plan.files if files is None else files:
         if f.delete_delta is None:
             continue
         path = plan.absolute(f.delete_delta)
@@ -56,18 +58,40 @@ def without_deleted_rows(
 ) -> Any:
     """The live rows of the plan's files that have a delete delta (storage schema, like the
     plain read of :func:`carbonstore.spark.native.native_frame`)."""
+    # Files are told apart by name (data file names carry a uuid); should two files of the
+    # plan share a name anyway, they go to different scans.
+    groups: list[list[FilePlan]] = []
+    for f in plan.files:
+        if f.delete_delta is None:
+            continue
+        name = f.path.rsplit("/", 1)[-1]
+        for g in groups:
+            if all(x.path.rsplit("/", 1)[-1] != name for x in g):
+                g.append(f)
+                break
+        else:
+            groups.append([f])
+    out = None
+    for g in groups:
+        part = _live(spark, table, plan, g, pushable)
+        out = part if out is None else out.unionByName(part)
+    return out
+
+
+def _live(spark: Any, table: Table, plan: TablePlan, files: list[FilePlan],
+          pushable: str | None) -> Any:
     from pyspark.sql import functions as F
 
     from carbonstore.spark.native import storage_ddl
 
-    paths = [_uri(plan.absolute(f.path)) for f in plan.files if f.delete_delta is not None]
-    raw = spark.read.schema(storage_ddl(table)).parquet(*paths)
+    raw = spark.read.schema(storage_ddl(table)).parquet(*[_uri(plan.absolute(f.path))
+                                                          for f in files])
     if pushable:
         raw = raw.where(pushable)
     columns = list(raw.columns)
     raw = raw.select("*", F.col("_metadata.file_name").alias(_FILE),
                      F.col("_metadata.row_index").alias(_ROW))
-    deleted, n = deleted_frame(spark, table, plan)
+    deleted, n = deleted_frame(spark, table, plan, files)
     if n <= BROADCAST_POSITIONS:
         deleted = F.broadcast(deleted)
     return raw.join(deleted, [_FILE, _ROW], "left_anti").select(*columns)
