@@ -256,3 +256,10 @@ def test_versions_whose_deltas_were_cleaned_are_refused(table: Table) -> None:
     with pytest.raises(VersionNotFoundError, match="delete delta"):
         table.restore(v1)
     assert ids(table)[:3] == [0, 2, 3]
+
+
+def test_api_delete_needs_a_condition(table: Table) -> None:
+    with pytest.raises(UserError, match="give a condition"):
+        table.delete("  ")
+    assert table.delete("true").deleted == 1000
+    assert ids(table) == []
