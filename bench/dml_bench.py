@@ -172,6 +172,7 @@ def _scan_local(t: Table) -> tuple[float, float]:
 
 def bench_scan(root: Path, repeat: int, spark: bool) -> None:
     import pyarrow.compute  # noqa: F401 - pa.compute
+
     from carbonstore.segments.dml import delete_rows
 
     work = clone(root, "scan")

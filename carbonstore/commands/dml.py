@@ -49,7 +49,7 @@ def _delete(args: argparse.Namespace) -> int:
     if not where:
         raise UserError("--where: give a filter (--where true deletes every row)")
     table = open_store(args).table(args.table)
-    _emit(args, delete_rows(table, None if where.lower() == "true" else where))
+    _emit(args, delete_rows(table, where))
     return 0
 
 

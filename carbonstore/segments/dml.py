@@ -447,6 +447,13 @@ def apply_changes(
                     if cache_key not in written:
                         seg_dir = table.paths.segment_dir(sid)
                         bits = BitMap(new_bits[key])
+                        if was is not None and cur != was and (
+                            cur is None
+                            or not read_delta(sfs, seg_dir, was) <= read_delta(sfs, seg_dir, cur)
+                        ):
+                            # rows deleted when this was planned are live again (a restore):
+                            # they may match too, so plan again
+                            raise Replan(f"rows of {key[1]} were restored meanwhile")
                         if cur is not None:
                             have = read_delta(sfs, seg_dir, cur)
                             if (not union_on_conflict and cur != was

@@ -31,19 +31,26 @@ def evolved_frame(
     rows the plan's delete deltas remove are left out (spark/dml.py)."""
     from pyspark.sql import functions as F
 
-    from carbonstore.spark.dml import drop_deleted
+    from carbonstore.indexfiles.tableplan import FilePlan
+    from carbonstore.spark.dml import drop_deleted, name_groups
 
-    def scan(ddl: str | None, files: list[str], deltas: bool) -> Any:
+    def scan(ddl: str | None, files: list[FilePlan], deltas: bool) -> Any:
         reader = spark.read.schema(ddl) if ddl else spark.read
-        raw = reader.parquet(*files)
-        return drop_deleted(spark, table, plan, raw) if deltas else raw
+        if not deltas:
+            return reader.parquet(*[uri(plan.absolute(f.path)) for f in files])
+        out = None
+        for group in name_groups(files):
+            raw = reader.parquet(*[uri(plan.absolute(f.path)) for f in group])
+            part = drop_deleted(spark, table, plan, raw, group)
+            out = part if out is None else out.unionByName(part)
+        return out
 
     # (schema version, has deltas) -> files: files with delete deltas are read apart
-    groups: dict[tuple[int, bool], tuple[Projection | None, list[str]]] = {}
+    groups: dict[tuple[int, bool], tuple[Projection | None, list[FilePlan]]] = {}
     for f in plan.files:
         proj = projections.get(f.segment)
         key = (0 if proj is None else id(proj), f.delete_delta is not None)
-        groups.setdefault(key, (proj, []))[1].append(uri(plan.absolute(f.path)))
+        groups.setdefault(key, (proj, []))[1].append(f)
     frames = []
     for (_, deltas), (proj, files) in groups.items():
         if proj is None:

@@ -203,12 +203,15 @@ class Table:
         return self.status.update(apply, operation=f"RESTORE {version}")
 
     # ---- row-level DML (carbonstore.segments.dml, docs/dml.md) -----------------------------
-    def delete(self, where: str | None = None) -> Any:
-        """``DELETE FROM table WHERE where`` (None: every row): delete deltas, one version.
+    def delete(self, where: str) -> Any:
+        """``DELETE FROM table WHERE where``: delete deltas, one version. The condition is
+        required (``"true"`` deletes every row).
 
         Returns a ``DmlResult`` (rows deleted, version committed, ...)."""
         from carbonstore.segments.dml import delete_rows
 
+        if not isinstance(where, str) or not where.strip():
+            raise UserError("delete: give a condition (where=\"true\" deletes every row)")
         return delete_rows(self, where)
 
     def update(self, set: dict[str, str], *, where: str | None = None) -> Any:  # noqa: A002

@@ -256,3 +256,21 @@ def test_versions_whose_deltas_were_cleaned_are_refused(table: Table) -> None:
     with pytest.raises(VersionNotFoundError, match="delete delta"):
         table.restore(v1)
     assert ids(table)[:3] == [0, 2, 3]
+
+
+def test_api_delete_needs_a_condition(table: Table) -> None:
+    with pytest.raises(UserError, match="give a condition"):
+        table.delete("  ")
+    assert table.delete("true").deleted == 1000
+    assert ids(table) == []
+
+
+def test_delete_planned_before_a_restore_replans(table: Table) -> None:
+    v0 = table.status.read().version
+    delete_rows(table, "id = 1")
+    stale = scan_rows(table, bind_where(table, "id < 3"))  # id 1 is deleted: not matched
+    table.restore(v0)  # id 1 is back
+    with pytest.raises(Replan):
+        apply_changes(table, stale, operation="DELETE")
+    delete_rows(table, "id < 3")
+    assert ids(table)[:2] == [3, 4]
