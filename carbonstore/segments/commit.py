@@ -182,7 +182,7 @@ def commit_segment(
     status = PARTIAL_SUCCESS if bad else SUCCESS
     extra = {"badRecordPath": bad_record_dir} if bad and bad_record_dir else {}
     holder: list[LoadEntry] = []
-    seen: dict[tuple[str, str | None], frozenset[str]] = {}
+    seen: dict[tuple[str, str | None], dict[str, int]] = {}
 
     def flip(snap: TableStatusSnapshot) -> list[LoadEntry]:
         holder.clear()

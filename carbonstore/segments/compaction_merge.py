@@ -26,8 +26,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from carbonstore.errors import CarbonStoreError, CompactionError
+from carbonstore.segments.load import table_partitioning
+from carbonstore.segments.partitions import live_files, with_spec
 from carbonstore.segments.writer import ColumnSpec, TaskResult, WriteSettings, write_task
 from carbonstore.store.fs import resolve_fs
+from carbonstore.store.partitioning import PartitionSpec
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, now_ms
 
@@ -143,6 +146,7 @@ def write_settings(
         table_name=str(table.name),
         statistics=statistics,
         action="FAIL",
+        partitioning=table_partitioning(table),  # the output is written with the current spec
     )
 
 
@@ -158,13 +162,16 @@ def write_segment(
         for n, batches in enumerate(tasks)
         if batches
     ]
-    return finish_segment(table, segment_id, results)
+    return finish_segment(table, segment_id, results, partitioning=settings.partitioning)
 
 
 def finish_segment(
-    table: Table, segment_id: str, tasks: Sequence[TaskResult]
+    table: Table, segment_id: str, tasks: Sequence[TaskResult], *,
+    partitioning: PartitionSpec | None = None,
 ) -> SegmentOutput:
-    """Driver side: merge the task indexes into the segment's ``.carbonindexmerge``."""
+    """Driver side: merge the task indexes into the segment's ``.carbonindexmerge``.
+
+    ``partitioning``: the spec the tasks wrote with, recorded in the output's entry."""
     from carbonstore.indexfiles.indexfile import merge_indexes
 
     sfs = table.paths.sfs
@@ -189,6 +196,7 @@ def finish_segment(
         index_size=index_size + sum(t.index_bytes for t in tasks),
         segment_file=merge_name,
         tasks=tuple(tasks),
+        extra=with_spec({}, partitioning),
     )
 
 
@@ -333,7 +341,7 @@ def ordered_files(table: Table, sources: Sequence[LoadEntry]) -> list[str]:
     Files of segments loaded in key order then concatenate into sorted order, and the
     merge skips its sort's take.
     """
-    files = [p for e in sources for p in segment_data_files(table, e.load_name)]
+    files = [p for e in sources for p in live_files(table, e, segment_data_files(table, e.load_name))]
     keys = sort_keys(table)
     if not keys or rank_columns(table)[:1] == (keys[0][0],):
         return files
@@ -402,7 +410,7 @@ def merge_local(table: Table, sources: Sequence[LoadEntry], output_id: str) -> S
     keys = sort_keys(table)
     ranks = rank_columns(table)
     results = [merge_unit(settings, files, keys, u, rank_columns=ranks) for u in units]
-    return finish_segment(table, output_id, results)
+    return finish_segment(table, output_id, results, partitioning=settings.partitioning)
 
 
 def sources_have_statistics(table: Table, sources: Sequence[LoadEntry]) -> bool:

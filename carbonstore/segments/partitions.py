@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from carbonstore.errors import UserError
+from carbonstore.errors import CorruptMetadataError, UserError
 from carbonstore.store.entries import MARKED_FOR_DELETE, LoadEntry
 from carbonstore.store.partitioning import (
     PARTITIONING_KEY,
@@ -42,6 +42,28 @@ __all__ = [
     "set_partition_spec",
     "show_partitions",
 ]
+
+REMOVED_ROWS_KEY = "removedRows"
+
+
+def removed_rows(entry: LoadEntry) -> int:
+    """Rows of the segment's partitions that a dynamic overwrite replaced."""
+    value = entry.extra.get(REMOVED_ROWS_KEY, 0)
+    if type(value) is not int or value < 0:
+        raise CorruptMetadataError(
+            f"segment {entry.load_name}: its tablestatus entry has a damaged {REMOVED_ROWS_KEY}"
+        )
+    return value
+
+
+def live_files(table: Table, entry: LoadEntry, paths: Sequence[str]) -> list[str]:
+    """``paths`` (full paths of the segment's data files) without removed partitions."""
+    gone = removed_partitions(entry)
+    if not gone:
+        return list(paths)
+    prefix = table.paths.segment_dir(entry.load_name).rstrip("/") + "/"
+    return [p for p in paths if partition_of(p[len(prefix):] if p.startswith(prefix) else p) not in gone]
+
 
 def with_spec(extra: dict[str, Any], spec: PartitionSpec | None) -> dict[str, Any]:
     """An entry's extra keys with the segment's spec recorded (nothing when unpartitioned)."""
@@ -76,7 +98,7 @@ def replace_partitions(
     written: Iterable[str],
     *,
     ts: int,
-    cache: dict[tuple[str, str | None], frozenset[str]],
+    cache: dict[tuple[str, str | None], dict[str, int]],
 ) -> list[LoadEntry]:
     """The entries of ``snap`` after a dynamic overwrite by ``segment_id``.
 
@@ -107,16 +129,21 @@ def replace_partitions(
             )
         key = (e.load_name, e.segment_file)
         if key not in cache:
-            cache[key] = frozenset(partition_of(p) for p, _ in segment_files(table, e))
+            rows: dict[str, int] = {}
+            for p, n in segment_files(table, e):
+                rows[partition_of(p)] = rows.get(partition_of(p), 0) + n
+            cache[key] = rows
         gone = removed_partitions(e)
-        live = cache[key] - gone
+        live = set(cache[key]) - gone
         hit = live & touched
         if not hit:
             out.append(e)
         elif hit == live:
             out.append(e.with_status(MARKED_FOR_DELETE, modification_or_deletion_timestamp=ts))
         else:
-            out.append(replace(e, extra={**e.extra, REMOVED_KEY: sorted(gone | hit)}))
+            lost = removed_rows(e) + sum(cache[key][p] for p in hit)
+            out.append(replace(e, extra={**e.extra, REMOVED_KEY: sorted(gone | hit),
+                                         REMOVED_ROWS_KEY: lost}))
     return out
 
 

@@ -223,6 +223,13 @@ class PartitionSpec:
                 _check_hashable(schema.column(n), "bucket_columns")
             cols = tuple(schema.column(n).name for n in names)
             ids = tuple(schema.column(n).column_id for n in names)
+        dict_cols = set(schema.dictionary_columns)
+        for name in [*(f.source for f in fields), *cols]:
+            if name in dict_cols:
+                raise SchemaError(
+                    f"column {name!r} is a dictionary column (its files hold surrogates): it "
+                    "cannot be a partition or bucket column"
+                )
         return cls(fields=fields, bucket_number=buckets, bucket_columns=cols, bucket_column_ids=ids)
 
     def key_count(self) -> int:
