@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from carbonstore.errors import SegmentNotFoundError
 from carbonstore.indexfiles import bloom as bloom_mod
+from carbonstore.indexfiles import partition_prune
 from carbonstore.indexfiles import planner as planner_mod
 from carbonstore.indexfiles.cache import readable_segments, table_index
 from carbonstore.indexfiles.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
@@ -55,6 +56,7 @@ from carbonstore.indexfiles.expr import (
     references,
 )
 from carbonstore.indexfiles.partition_prune import partition_masks
+from carbonstore.store.partitioning import removed_rows
 from carbonstore.store.paths import check_segment_id
 from carbonstore.store.schema import Column, parse_type
 from carbonstore.store.table import Table
@@ -465,7 +467,7 @@ def _assemble(
         "pages": LevelSummary(total=pages_total, kept=pages_kept, dropped=(
             ("row_group", pages_rg), ("stats", pages_total - pages_kept - pages_rg),
         )),
-        "rows": _rows_level(b, in_dropped, parts, pg_lc),
+        "rows": _rows_level(b, in_dropped, parts, pg_lc, removed=_removed_rows(view)),
     }
     dropped: tuple[Dropped, ...] = ()
     if explain:
@@ -499,10 +501,22 @@ def _level(total: int, kept: int, by_segment: int, rest: str, *, by_partition: i
     return LevelSummary(total=total, kept=kept, dropped=(("segment", by_segment), (rest, total - kept - by_segment)))
 
 
-def _rows_level(b: Any, in_dropped: Any, parts: list[Any], pg: Any) -> LevelSummary:
+def _removed_rows(view: Any) -> npt.NDArray[np.int64] | None:
+    """Rows per planned segment in partitions a dynamic overwrite replaced (None: none)."""
+    if not partition_prune.applies(view.entries):
+        return None
+    return np.array([removed_rows(e) for e in view.entries], dtype=np.int64)
+
+
+def _rows_level(b: Any, in_dropped: Any, parts: list[Any], pg: Any, *,
+                removed: npt.NDArray[np.int64] | None = None) -> LevelSummary:
     total = int(b.num_rows.sum())
     by_seg = int(b.num_rows[in_dropped].sum())
     loaded = sum(int(p.rg_num_rows.sum()) for p in parts)
+    if removed is not None:  # replaced rows are not rows of this version at all
+        total -= int(removed.sum())
+        by_seg -= int(removed[in_dropped].sum())
+        loaded -= int(removed[~in_dropped].sum())
     reached = pg.total if pg is not None else 0
     return LevelSummary(total=total, kept=pg.kept if pg is not None else 0, dropped=(
         ("segment", by_seg), ("row_group", loaded - reached),

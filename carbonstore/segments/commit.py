@@ -17,6 +17,8 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import pyarrow.fs as pafs
+
 from carbonstore.errors import (
     BadRecordError,
     CarbonStoreError,
@@ -101,9 +103,16 @@ def dead_segment_message(table: Table, segment_id: str, entry: LoadEntry | None)
 def _remove_orphans(table: Table, segment_id: str, keep: set[str]) -> None:
     """Delete files of failed or speculative task attempts that no commit message names."""
     sfs = table.store.sfs
-    for info in sfs.list_dir(table.paths.segment_dir(segment_id)):
+    seg_dir = table.paths.segment_dir(segment_id)
+    for info in sfs.list_dir(seg_dir):
         if info.is_file and info.base_name not in keep:
             sfs.delete_file(info.path)
+        elif not info.is_file:  # a partition folder (docs/partitioning.md)
+            selector = pafs.FileSelector(info.path, recursive=True)
+            for sub in sfs.fs.get_file_info(selector):
+                rel = sub.path[len(seg_dir.rstrip("/")) + 1:]
+                if sub.type == pafs.FileType.File and rel not in keep:
+                    sfs.delete_file(sub.path)
 
 
 def _fail_message(table: Table, segment_id: str, results: Sequence[TaskResult], bad: int) -> str:

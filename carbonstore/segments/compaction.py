@@ -44,7 +44,7 @@ from carbonstore.segments.compaction_merge import (
     write_segment,
     write_settings,
 )
-from carbonstore.segments.partitions import removed_rows
+from carbonstore.segments.partitions import removed_partitions, removed_rows
 from carbonstore.store.conf import CarbonConf
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import LeaseKeeper, entry_is_dead, lease_fields
@@ -306,8 +306,13 @@ def commit_compaction(
     expected: dict[str, str],
     start_ms: int,
     attempt: str | None = None,
+    removed: dict[str, frozenset[str]] | None = None,
 ) -> LoadEntry:
     """One tablestatus version: sources -> Compacted, output -> Success.
+
+    ``removed``: each source's replaced partitions when the merge started; a dynamic
+    partition overwrite that replaced more of a source meanwhile aborts the compaction
+    (the output would bring the replaced rows back).
 
     Args:
         table: the table.
@@ -326,6 +331,12 @@ def commit_compaction(
         holder.clear()
         by_name = {e.load_name: e for e in snap.entries}
         _check_sources(snap, group, expected)
+        for sid, gone in (removed or {}).items():
+            if removed_partitions(by_name[sid]) != gone:
+                raise CompactionError(
+                    f"partitions of segment {sid} were overwritten while it was being compacted "
+                    f"into {group.output}; the compaction was aborted"
+                )
         mine = by_name.get(group.output)
         if mine is None or mine.status != IN_PROGRESS or (
             mine.extra.get("compactionAttempt") != attempt
@@ -476,7 +487,8 @@ def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment
                 f"hold {expected_rows}; the compaction was aborted and nothing changed"
             )
         entry = commit_compaction(table, group, output, expected=expected, start_ms=start,
-                                  attempt=attempt)
+                                  attempt=attempt,
+                                  removed={e.load_name: removed_partitions(e) for e in sources})
         committed = True
     except BaseException as err:
         if not committed:

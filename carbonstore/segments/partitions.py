@@ -15,16 +15,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from carbonstore.errors import CorruptMetadataError, UserError
+from carbonstore.errors import UserError
 from carbonstore.store.entries import MARKED_FOR_DELETE, LoadEntry
 from carbonstore.store.partitioning import (
     PARTITIONING_KEY,
     REMOVED_KEY,
+    REMOVED_ROWS_KEY,
     PartitionSpec,
     entry_spec,
     parse_partition_path,
     partition_of,
     removed_partitions,
+    removed_rows,
 )
 
 if TYPE_CHECKING:
@@ -42,19 +44,6 @@ __all__ = [
     "set_partition_spec",
     "show_partitions",
 ]
-
-REMOVED_ROWS_KEY = "removedRows"
-
-
-def removed_rows(entry: LoadEntry) -> int:
-    """Rows of the segment's partitions that a dynamic overwrite replaced."""
-    value = entry.extra.get(REMOVED_ROWS_KEY, 0)
-    if type(value) is not int or value < 0:
-        raise CorruptMetadataError(
-            f"segment {entry.load_name}: its tablestatus entry has a damaged {REMOVED_ROWS_KEY}"
-        )
-    return value
-
 
 def live_files(table: Table, entry: LoadEntry, paths: Sequence[str]) -> list[str]:
     """``paths`` (full paths of the segment's data files) without removed partitions."""

@@ -44,6 +44,7 @@ __all__ = [
     "NULL_PARTITION",
     "PARTITIONING_KEY",
     "REMOVED_KEY",
+    "REMOVED_ROWS_KEY",
     "PartitionField",
     "PartitionKey",
     "PartitionSpec",
@@ -52,6 +53,7 @@ __all__ = [
     "escape",
     "parse_partition_path",
     "removed_partitions",
+    "removed_rows",
     "spark_hash",
     "unescape",
 ]
@@ -664,6 +666,19 @@ def removed_partitions(entry: Any) -> frozenset[str]:
         )
     return frozenset(raw)
 
+
+
+REMOVED_ROWS_KEY = "removedRows"
+
+
+def removed_rows(entry: Any) -> int:
+    """Rows of the segment's partitions that a dynamic overwrite replaced."""
+    value = entry.extra.get(REMOVED_ROWS_KEY, 0)
+    if type(value) is not int or value < 0:
+        raise CorruptMetadataError(
+            f"segment {entry.load_name}: its tablestatus entry has a damaged {REMOVED_ROWS_KEY}"
+        )
+    return value
 
 
 def distinct_dirs(paths: Iterable[str]) -> list[str]:

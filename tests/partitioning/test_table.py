@@ -320,3 +320,62 @@ def test_partition_spec_changes_for_new_data_only(store: Store) -> None:
     assert "partitioning" not in t.status.read().get("2").extra
     with pytest.raises(SchemaError, match="no column"):
         t.set_partition_spec("nope")
+
+
+def test_row_count_excludes_replaced_partitions(store: Store) -> None:
+    t = store.create_table("c", LINEITEM, properties={"partition_by": "day(l_shipdate)"})
+    a = lineitem(1000, seed=1)
+    load(t, a)
+    new = lineitem(50, seed=2, days=[3], key0=7000)
+    load(t, new, options={"overwrite_partitions": "true"})
+    want = sum(d != DAY0 + dt.timedelta(days=3) for d in a["l_shipdate"].to_pylist()) + 50
+    assert t.status.read().get("0").extra["removedRows"] == 1000 + 50 - want
+    live = a.filter(pa.array([d != DAY0 + dt.timedelta(days=3) for d in a["l_shipdate"].to_pylist()]))
+    plan = check(t, pa.concat_tables([live, new]), None)
+    assert plan["levels"]["rows"]["total"] == plan["levels"]["rows"]["kept"] == want
+    plan = check(t, pa.concat_tables([a, new]), "l_orderkey = -1")
+    assert plan["levels"]["rows"]["total"] == want
+
+
+def test_orphan_files_in_partition_folders_are_removed_at_commit(store: Store) -> None:
+    t = store.create_table("x", LINEITEM, properties={"partition_by": "day(l_shipdate)"})
+    opts = parse_load_options(t, {})
+    entry, lock = begin_segment(t)
+    try:
+        s = write_settings(t, entry.load_name, opts)
+        data = lineitem(200, seed=1)
+        lost = write_task(data.to_batches(), s, task_id="00000-0")  # a failed attempt's files
+        kept = write_task(data.to_batches(), s, task_id="00000-1")
+        commit_segment(t, entry.load_name, [kept], partitioning=s.partitioning)
+    finally:
+        if lock is not None:
+            lock.release()
+    seg = t.paths.segment_dir(entry.load_name)
+    for name in lost.files:
+        assert not t.store.sfs.exists(f"{seg}/{name}")
+    for name in kept.files:
+        assert t.store.sfs.exists(f"{seg}/{name}")
+    check(t, data, None)
+
+
+def test_compaction_aborts_when_an_overwrite_replaced_a_source_meanwhile(store: Store) -> None:
+    from carbonstore.errors import CompactionError
+    from carbonstore.segments.compaction_merge import merge_local
+
+    t = store.create_table("y", LINEITEM, properties={"partition_by": "day(l_shipdate)"})
+    a, b = lineitem(300, seed=1), lineitem(300, seed=2, key0=1000)
+    load(t, a)
+    load(t, b)
+    c = lineitem(20, seed=3, days=[2], key0=5000)
+
+    def merger(table, sources, output_id):  # type: ignore[no-untyped-def]
+        out = merge_local(table, sources, output_id)
+        load(table, c, options={"overwrite_partitions": "true"})
+        return out
+
+    with pytest.raises(CompactionError, match="overwritten while it was being compacted"):
+        compact(t, "custom", segment_ids=["0", "1"], merger=merger)
+    day2 = DAY0 + dt.timedelta(days=2)
+    rest = pa.concat_tables([a, b]).filter(pa.array(
+        [d != day2 for d in pa.concat_tables([a, b])["l_shipdate"].to_pylist()]))
+    check(t, pa.concat_tables([rest, c]), None)
