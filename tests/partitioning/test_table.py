@@ -379,3 +379,28 @@ def test_compaction_aborts_when_an_overwrite_replaced_a_source_meanwhile(store: 
     rest = pa.concat_tables([a, b]).filter(pa.array(
         [d != day2 for d in pa.concat_tables([a, b])["l_shipdate"].to_pylist()]))
     check(t, pa.concat_tables([rest, c]), None)
+
+
+def test_index_rebuild_of_a_partitioned_segment(store: Store) -> None:
+    from carbonstore.segments.rebuild import rebuild_indexes
+
+    t = store.create_table("r", LINEITEM, properties={"partition_by": "day(l_shipdate)",
+                                                      "bucket_number": "2",
+                                                      "bucket_columns": "l_orderkey"})
+    data = lineitem(500, seed=1)
+    entry = load(t, data)
+    seg = t.paths.segment_dir(entry.load_name)
+    t.store.sfs.delete_file(f"{seg}/{entry.segment_file}")  # damage: the merge index is gone
+    for name in [p.base_name for p in t.store.sfs.list_dir(seg) if p.base_name.endswith(".carbonindex")]:
+        t.store.sfs.delete_file(f"{seg}/{name}")
+    [result] = rebuild_indexes(t)
+    assert result.rows == 500 and result.files == sum(p.files for p in t.partitions()) > 8
+    plan = check(t, data, "l_shipdate = DATE '1995-03-12' AND l_orderkey = 7")
+    assert plan["levels"]["files"].get("dropped_by_partition", 0) > 0
+
+
+def test_explain_names_the_partition_reason(lineitem_table) -> None:  # type: ignore[no-untyped-def]
+    t, _ = lineitem_table
+    text = prune(t, "l_shipdate = DATE '1995-03-12'", explain=True).explain()
+    assert "its partition proves no row matches" in text
+    assert "l_shipdate_day=1995-03-11" in text and "read segment 0" in text
