@@ -152,3 +152,20 @@ def test_cli_refusals(store: Store, capsys) -> None:  # type: ignore[no-untyped-
     assert main(["--store", store.location, "load", "t", "--input", "/nonexistent.csv",
                  "--overwrite-partitions"]) == 2
     assert "not partitioned" in capsys.readouterr().err
+
+
+def test_dataframe_write_overwrite_partitions_option(spark, store: Store) -> None:  # type: ignore[no-untyped-def]
+    from carbonstore.spark.sql import run_statement
+
+    store.create_table("w", "k long, d date, v int", properties={"partition_by": "month(d)"})
+    first = pa.table({"k": pa.array(range(6), pa.int64()),
+                      "d": pa.array([dt.date(2024, m, 1) for m in (1, 1, 2, 2, 3, 3)]),
+                      "v": pa.array([1] * 6, pa.int32())})
+    writer = spark.createDataFrame(first).write.format("carbonstore").option("store", store.location)
+    writer.mode("append").save("default.w")
+    second = pa.table({"k": pa.array([10], pa.int64()), "d": pa.array([dt.date(2024, 2, 15)]),
+                       "v": pa.array([2], pa.int32())})
+    (spark.createDataFrame(second).write.format("carbonstore").option("store", store.location)
+     .option("overwrite_partitions", "true").mode("append").save("default.w"))
+    got = run_statement(spark, store, "SELECT k, v FROM default.w ORDER BY k").collect()
+    assert [tuple(r) for r in got] == [(0, 1), (1, 1), (4, 1), (5, 1), (10, 2)]

@@ -404,3 +404,35 @@ def test_explain_names_the_partition_reason(lineitem_table) -> None:  # type: ig
     text = prune(t, "l_shipdate = DATE '1995-03-12'", explain=True).explain()
     assert "its partition proves no row matches" in text
     assert "l_shipdate_day=1995-03-11" in text and "read segment 0" in text
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(ops=st.lists(st.tuples(st.sampled_from(["load", "overwrite", "compact"]),
+                              st.integers(0, 10_000), st.lists(st.integers(0, 4), min_size=1, max_size=3)),
+                    min_size=1, max_size=5))
+def test_property_loads_overwrites_and_compactions_match_a_model(tmp_path_factory, ops) -> None:  # type: ignore[no-untyped-def]
+    store = Store(str(tmp_path_factory.mktemp("model") / "store"))
+    t = store.create_table("m", LINEITEM, properties={"partition_by": "day(l_shipdate), l_returnflag",
+                                                      "bucket_number": "3", "bucket_columns": "l_orderkey"})
+    model = lineitem(1, seed=0).slice(0, 0)
+    for n, (op, seed, days) in enumerate(ops):
+        if op == "compact":
+            if len(t.status.read().readable) > 1:
+                compact(t, "major")
+            continue
+        new = lineitem(40, seed=seed, days=days, key0=n * 100)
+        if op == "overwrite" and model.num_rows:
+            load(t, new, tasks=2, options={"overwrite_partitions": "true"})
+            touched = set(zip(new["l_shipdate"].to_pylist(), new["l_returnflag"].to_pylist(), strict=True))
+            keep = [k not in touched for k in zip(model["l_shipdate"].to_pylist(),
+                                                   model["l_returnflag"].to_pylist(), strict=True)]
+            model = pa.concat_tables([model.filter(pa.array(keep, pa.bool_())), new])
+        else:
+            load(t, new, tasks=2)
+            model = pa.concat_tables([model, new])
+        for where in (None, "l_shipdate = DATE '1995-03-11'", "l_returnflag = 'A' AND l_orderkey = 105",
+                      "l_shipdate > DATE '1995-03-12' OR l_quantity < 5"):
+            plan = check(t, model, where)
+            if where is None:
+                assert plan["levels"]["rows"]["total"] == model.num_rows
