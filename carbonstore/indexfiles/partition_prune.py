@@ -80,24 +80,44 @@ def partition_masks(
         uniq, inverse = np.unique(pairs, return_inverse=True)
         pair_index.append((uniq, np.asarray(inverse).reshape(-1)))
         part_keep.append(np.ones(len(uniq), dtype=bool))
+        file_list = arrays.files  # built on access for snapshot units: once per unit
         for k, pair in enumerate(uniq.tolist()):
             si, fi = pair >> 32, pair & 0xFFFFFFFF
-            by_spec.setdefault(si, []).append((pi, k, arrays.files[fi].path or ""))
+            by_spec.setdefault(si, []).append((pi, k, file_list[fi].path or ""))
     dropped = 0
     for si, files in by_spec.items():
         e = entries[si]
         spec = entry_spec(e)
         gone = removed_partitions(e)
-        keep = np.array([partition_of(p) not in gone for _, _, p in files], dtype=bool)
+        keep = np.ones(len(files), dtype=bool)
+        if gone:
+            keep &= np.array([partition_of(p) not in gone for _, _, p in files], dtype=bool)
         if not spec.is_empty:
-            keys = [parse_partition_path(spec.fields, p, buckets=spec.bucket_number)
-                    for _, _, p in files]
+            keys = _keys(spec, [p for _, _, p in files])
             keep &= _evaluate(expr, spec, keys)
         for (pi, k, _), ok in zip(files, keep.tolist(), strict=True):
             part_keep[pi][k] = ok
         dropped += int((~keep).sum())
     masks = [keep[inv] for keep, (_, inv) in zip(part_keep, pair_index, strict=True)]
     return PartitionMasks(masks=masks, files_dropped=dropped)
+
+
+_KEYS: dict[PartitionSpec, dict[str, PartitionKey | None]] = {}
+_KEYS_LIMIT = 1 << 18
+
+
+def _keys(spec: PartitionSpec, paths: list[str]) -> list[PartitionKey | None]:
+    """Partition keys of data file paths under ``spec`` (parsed once per process)."""
+    if sum(len(c) for c in _KEYS.values()) > _KEYS_LIMIT:
+        _KEYS.clear()
+    cache = _KEYS.setdefault(spec, {})
+    out = []
+    for p in paths:
+        key = cache.get(p, _KEYS)
+        if key is _KEYS:
+            key = cache[p] = parse_partition_path(spec.fields, p, buckets=spec.bucket_number)
+        out.append(key)  # type: ignore[arg-type]
+    return out
 
 
 def _evaluate(expr: Expr, spec: PartitionSpec, keys: list[PartitionKey | None]) -> Mask:

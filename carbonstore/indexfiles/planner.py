@@ -291,10 +291,13 @@ def _concat_stats(
 
 
 def _levels(
-    expr: Expr, size: int, stats_for: Any, *, bloom: Any = None
+    expr: Expr, size: int, stats_for: Any, *, bloom: Any = None, alive: Mask | None = None
 ) -> tuple[Mask, Mask, Mask]:
-    """Masks after counts, after min/max, after bloom (each a subset of the previous)."""
+    """Masks after counts, after min/max, after bloom (each a subset of the previous);
+    ``alive`` (partition pruning) is applied first, so blooms of dropped units are not read."""
     m0 = StatsEvaluator(size, stats_for, level=LEVEL_COUNTS).evaluate(expr)
+    if alive is not None:
+        m0 = m0 & alive
     m1 = StatsEvaluator(size, stats_for, level=LEVEL_MINMAX).evaluate(expr) & m0
     if bloom is None:
         return m0, m1, m1
@@ -320,12 +323,11 @@ def prune(
     """
     _check_bound(expr)
     g = _Parts(parts)
-    m0, m1, m2 = _levels(expr, g.size, g.stats, bloom=g.bloom_probe if use_bloom else None)
-    by_partition = 0
-    if keep is not None:
-        kp = np.concatenate([np.asarray(k, dtype=bool) for k in keep] or [np.zeros(0, bool)])
-        by_partition = int((~kp).sum())
-        m0, m1, m2 = m0 & kp, m1 & kp, m2 & kp
+    kp = None if keep is None else np.concatenate(
+        [np.asarray(k, dtype=bool) for k in keep] or [np.zeros(0, bool)])
+    m0, m1, m2 = _levels(expr, g.size, g.stats, bloom=g.bloom_probe if use_bloom else None,
+                         alive=kp)
+    by_partition = 0 if kp is None else int((~kp).sum())
     rg_counts = LevelCounts(
         unit="row_groups", total=g.size, kept=int(m2.sum()),
         dropped_by_counts=int((~m0).sum()) - by_partition,

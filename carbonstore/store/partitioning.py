@@ -26,6 +26,7 @@ for dates, microseconds since epoch (UTC) for timestamps, UTF-8 bytes for string
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -538,6 +539,7 @@ def partition_dir(fields: Sequence[PartitionField], values: Sequence[str | None]
     return "/".join(parts)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # every plan of a table parses the same paths again
 def parse_partition_path(
     fields: Sequence[PartitionField], rel_path: str, *, buckets: int = 0
 ) -> PartitionKey | None:
@@ -568,6 +570,7 @@ def partition_of(rel_path: str) -> str:
     return head
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def field_bounds(
     f: PartitionField, text: str, type_name: str, scale: int = 0
 ) -> tuple[Any, Any, bool] | None:
