@@ -154,7 +154,7 @@ def test_cli_refusals(store: Store, capsys) -> None:  # type: ignore[no-untyped-
     assert "not partitioned" in capsys.readouterr().err
 
 
-def test_dataframe_write_overwrite_partitions_option(spark, store: Store) -> None:  # type: ignore[no-untyped-def]
+def test_dataframe_write_overwrite_partitions_option(spark, store: Store, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from carbonstore.spark.sql import run_statement
 
     store.create_table("w", "k long, d date, v int", properties={"partition_by": "month(d)"})
@@ -169,3 +169,13 @@ def test_dataframe_write_overwrite_partitions_option(spark, store: Store) -> Non
      .option("overwrite_partitions", "true").mode("append").save("default.w"))
     got = run_statement(spark, store, "SELECT k, v FROM default.w ORDER BY k").collect()
     assert [tuple(r) for r in got] == [(0, 1), (1, 1), (4, 1), (5, 1), (10, 2)]
+    # the CSV task path (no buckets) partitions and overwrites the same way
+    from carbonstore.spark.load_job import load
+
+    csv = tmp_path / "w.csv"
+    csv.write_text("k,d,v\n20,2024-03-09,3\n21,2024-04-01,3\n")
+    load(store.table("w"), str(csv), spark=spark, options={"overwrite_partitions": "true"})
+    got = run_statement(spark, store, "SELECT k, v FROM default.w ORDER BY k").collect()
+    assert [tuple(r) for r in got] == [(0, 1), (1, 1), (10, 2), (20, 3), (21, 3)]
+    assert [p.partition for p in store.table("w").partitions()] == [
+        "d_month=2024-01", "d_month=2024-02", "d_month=2024-03", "d_month=2024-04"]
