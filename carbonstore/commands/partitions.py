@@ -53,16 +53,13 @@ def _spec(args: argparse.Namespace) -> int:
         table = set_partition_spec(table, args.set_spec, buckets=args.buckets,
                                    bucket_columns=args.bucket_columns)
     props = table.schema.properties
-    info = {
-        "table": str(table.name),
-        "partitionBy": props.get("partition_by", ""),
-        "buckets": int(props.get("bucket_number", "0") or 0),
-        "bucketColumns": [c for c in props.get("bucket_columns", "").split(",") if c],
-    }
+    partition_by = props.get("partition_by", "")
+    buckets = int(props.get("bucket_number", "0") or 0)
+    columns = [c.strip() for c in props.get("bucket_columns", "").split(",") if c.strip()]
     if args.json:
-        print_json(info)
+        print_json({"table": str(table.name), "partitionBy": partition_by, "buckets": buckets,
+                    "bucketColumns": columns})
     else:
-        print(f"table {info['table']}: partition by {info['partitionBy'] or '(none)'}; "
-              + (f"{info['buckets']} buckets by {', '.join(info['bucketColumns'])}"
-                 if info["buckets"] else "no buckets"))
+        print(f"table {table.name}: partition by {partition_by or '(none)'}; "
+              + (f"{buckets} buckets by {', '.join(columns)}" if buckets else "no buckets"))
     return 0

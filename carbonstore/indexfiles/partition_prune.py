@@ -75,8 +75,8 @@ def partition_masks(
     pair_index: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
     for pi, arrays in enumerate(parts):
         seg = np.asarray(rg_seg[pi], dtype=np.int64)
-        files = np.asarray(arrays.rg_file, dtype=np.int64)
-        pairs = (seg << 32) | files
+        rg_file = np.asarray(arrays.rg_file, dtype=np.int64)
+        pairs = (seg << 32) | rg_file
         uniq, inverse = np.unique(pairs, return_inverse=True)
         pair_index.append((uniq, np.asarray(inverse).reshape(-1)))
         part_keep.append(np.ones(len(uniq), dtype=bool))
@@ -111,12 +111,11 @@ def _keys(spec: PartitionSpec, paths: list[str]) -> list[PartitionKey | None]:
     if sum(len(c) for c in _KEYS.values()) > _KEYS_LIMIT:
         _KEYS.clear()
     cache = _KEYS.setdefault(spec, {})
-    out = []
+    out: list[PartitionKey | None] = []
     for p in paths:
-        key = cache.get(p, _KEYS)
-        if key is _KEYS:
-            key = cache[p] = parse_partition_path(spec.fields, p, buckets=spec.bucket_number)
-        out.append(key)  # type: ignore[arg-type]
+        if p not in cache:
+            cache[p] = parse_partition_path(spec.fields, p, buckets=spec.bucket_number)
+        out.append(cache[p])
     return out
 
 
@@ -237,11 +236,11 @@ class _BucketProbe:
             key = self.keys[unit]
             if key is None:
                 continue
-            for i, found in checks:
-                value = key.bucket if i is None else key.values[i]
+            for field, buckets in checks:
+                value: int | str | None = key.bucket if field is None else key.values[field]
                 if value is None:
                     continue  # null bucket values: nulls never equal a literal
-                if int(value) not in found:
+                if int(value) not in buckets:
                     out[k] = False
                     break
         return out

@@ -31,6 +31,7 @@ from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.indexfile import write_index
 from carbonstore.indexfiles.packing import pack
 from carbonstore.segments.badrecords import BadRecordAction, BadRecordSink, split_batch
+from carbonstore.segments.partition_writer import PartitionedWriter
 from carbonstore.segments.sketches import StatsAccumulator
 from carbonstore.store.partitioning import PartitionSpec
 from carbonstore.store.schema import Column, DataType
@@ -397,10 +398,8 @@ def write_task(
         from carbonstore.store.fs import resolve_fs
 
         fs = resolve_fs(settings.store_location).fs
-    tw: _TaskWriter
+    tw: _TaskWriter | PartitionedWriter
     if settings.partitioning is not None and not settings.partitioning.is_empty:
-        from carbonstore.segments.partition_writer import PartitionedWriter
-
         tw = PartitionedWriter(settings, task_id, fs, make=_TaskWriter)
     else:
         tw = _TaskWriter(settings, task_id, fs)

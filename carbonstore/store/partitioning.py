@@ -303,7 +303,8 @@ def parse_fields(text: str, schema: Any) -> tuple[PartitionField, ...]:
 def _split_commas(text: str) -> list[str]:
     """Split on commas outside parentheses and backticks."""
     parts: list[str] = []
-    depth, quoted, cur = 0, False, []
+    depth, quoted = 0, False
+    cur: list[str] = []
     for ch in text:
         if ch == "`":
             quoted = not quoted
@@ -336,7 +337,7 @@ def _mix_h1(h1: npt.NDArray[np.uint32], k1: npt.NDArray[np.uint32]) -> npt.NDArr
     return h1 * np.uint32(5) + np.uint32(0xE6546B64)
 
 
-def _fmix(h1: npt.NDArray[np.uint32], length: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
+def _fmix(h1: npt.NDArray[np.uint32], length: Any) -> npt.NDArray[np.uint32]:
     h1 = h1 ^ length
     h1 = h1 ^ (h1 >> np.uint32(16))
     h1 = h1 * np.uint32(0x85EBCA6B)
@@ -604,6 +605,8 @@ def field_bounds(
 
 def _time_range(tr: str, text: str) -> tuple[int, int]:
     """[start, end) in microseconds since epoch of a year/month/day/hour value."""
+    lo: Any
+    hi: Any
     if tr == "year":
         y = int(text)
         lo = np.datetime64(f"{y:04d}" if 0 <= y <= 9999 else str(y), "Y")
