@@ -177,5 +177,8 @@ def test_dataframe_write_overwrite_partitions_option(spark, store: Store, tmp_pa
     load(store.table("w"), str(csv), spark=spark, options={"overwrite_partitions": "true"})
     got = run_statement(spark, store, "SELECT k, v FROM default.w ORDER BY k").collect()
     assert [tuple(r) for r in got] == [(0, 1), (1, 1), (10, 2), (20, 3), (21, 3)]
+    via_source = (spark.read.format("carbonstore").option("store", store.location)
+                  .option("where", "d >= '2024-03-01'").load("default.w"))
+    assert sorted(tuple(r) for r in via_source.select("k", "v").collect()) == [(20, 3), (21, 3)]
     assert [p.partition for p in store.table("w").partitions()] == [
         "d_month=2024-01", "d_month=2024-02", "d_month=2024-03", "d_month=2024-04"]
