@@ -113,6 +113,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                    help="load option, e.g. header=false, BAD_RECORDS_ACTION=FORCE (repeatable)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the table's data (older segments become Marked for Delete)")
+    p.add_argument("--overwrite-partitions", action="store_true",
+                   help="dynamic partition overwrite: replace only the partitions the input "
+                   "holds (partitioned tables, docs/partitioning.md)")
     p.add_argument("--master", help="Spark master for the embedded session (default local[*])")
     add_json(p)
     p.set_defaults(func=_load)
@@ -122,6 +125,10 @@ def _load(args: argparse.Namespace) -> int:
     store = open_store(args)
     table = store.table(args.table)
     options = parse_key_values(args.option, "--option")
+    if getattr(args, "overwrite_partitions", False):
+        if args.overwrite:
+            raise UserError("--overwrite and --overwrite-partitions exclude each other")
+        options["overwrite_partitions"] = "true"
     fmt = infer_format(args.input, args.format)
     # Refuse bad options (e.g. REDIRECT without a path) before starting Spark.
     from carbonstore.dictionary import PREBUILT_OPTION

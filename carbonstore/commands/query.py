@@ -218,7 +218,11 @@ _VERBS: list[tuple[str, re.Pattern[str]]] = [
                                  r"STARTTIME\s+BEFORE\s+'(?P<before>[^']*)'", re.I | re.S)),
     ("create", re.compile(rf"CREATE\s+TABLE\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?{_NAME}\s*"
                           r"\((?P<schema>.*)\)\s*STORED\s+(?:AS|BY)\s+'?(?:carbondata|carbonstore)'?"
+                          r"(?:\s+PARTITIONED\s+BY\s*\((?P<partition_by>.*?)\))?"
+                          r"(?:\s+CLUSTERED\s+BY\s*\((?P<bucket_columns>[^)]*)\)\s*INTO\s+"
+                          r"(?P<bucket_number>\d+)\s+BUCKETS)?"
                           r"(?:\s+TBLPROPERTIES\s*\((?P<props>.*)\))?", re.I | re.S)),
+    ("show_partitions", re.compile(rf"SHOW\s+PARTITIONS\s+{_NAME}", re.I | re.S)),
     ("drop", re.compile(rf"DROP\s+TABLE\s+(?P<ie>IF\s+EXISTS\s+)?{_NAME}", re.I | re.S)),
 ]
 _PAIR = re.compile(r"'([^']*)'\s*=\s*'([^']*)'")
@@ -288,6 +292,9 @@ def run_verb(store: Store, verb: str, parts: dict[str, str | None]) -> tuple[lis
         from carbonstore.errors import TableExistsError
 
         props = {k.lower(): v for k, v in _PAIR.findall(parts.get("props") or "")}
+        for key in ("partition_by", "bucket_columns", "bucket_number"):  # docs/partitioning.md
+            if parts.get(key):
+                props[key] = str(parts[key]).replace("`", "")
         try:
             table = store.create_table(name, str(parts["schema"]), properties=props)
         except TableExistsError:
@@ -295,6 +302,12 @@ def run_verb(store: Store, verb: str, parts: dict[str, str | None]) -> tuple[lis
                 raise
             return ["table", "created"], [{"table": str(store.table(name).name), "created": False}]
         return ["table", "created"], [{"table": str(table.name), "created": True}]
+    if verb == "show_partitions":
+        from carbonstore.segments.partitions import show_partitions
+
+        rows = [{"partition": p.partition, "segments": ",".join(p.segments), "files": p.files,
+                 "rows": p.rows} for p in show_partitions(store.table(name))]
+        return ["partition", "segments", "files", "rows"], rows
     if verb == "drop":
         if not store.exists(name):
             if parts.get("ie"):

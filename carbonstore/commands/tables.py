@@ -32,6 +32,12 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--sort-scope", choices=["no_sort", "local_sort", "global_sort"])
     p.add_argument("--dictionary", help="comma-separated global dictionary columns")
     p.add_argument("--bloom", help="comma-separated bloom filter columns")
+    p.add_argument("--partition-by", metavar="FIELDS",
+                   help='partition fields, e.g. "region, day(ts), bucket(16, id)" '
+                   "(docs/partitioning.md)")
+    p.add_argument("--buckets", type=int, metavar="N", help="bucket files per segment")
+    p.add_argument("--bucket-columns", metavar="COLUMNS",
+                   help="comma-separated columns hashed into the --buckets buckets")
     p.add_argument("--property", action="append", metavar="KEY=VALUE", help="table property")
     p.add_argument("--if-not-exists", action="store_true",
                    help="exit 0 when the table exists (left unchanged; a warning says if "
@@ -66,6 +72,9 @@ def _create(args: argparse.Namespace) -> int:
         ("sort_scope", args.sort_scope),
         ("dictionary_include", args.dictionary),
         ("bloom_columns", args.bloom),
+        ("partition_by", args.partition_by),
+        ("bucket_number", None if args.buckets is None else str(args.buckets)),
+        ("bucket_columns", args.bucket_columns),
     ):
         if value is not None:
             props[key] = value

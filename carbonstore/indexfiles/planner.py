@@ -59,6 +59,7 @@ class LevelCounts:
     dropped_by_counts: int  # null_count / nan_count proved no match
     dropped_by_minmax: int
     dropped_by_bloom: int = 0
+    dropped_by_partition: int = 0  # its file's partition proves no match (partition_prune.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -290,10 +291,13 @@ def _concat_stats(
 
 
 def _levels(
-    expr: Expr, size: int, stats_for: Any, *, bloom: Any = None
+    expr: Expr, size: int, stats_for: Any, *, bloom: Any = None, alive: Mask | None = None
 ) -> tuple[Mask, Mask, Mask]:
-    """Masks after counts, after min/max, after bloom (each a subset of the previous)."""
+    """Masks after counts, after min/max, after bloom (each a subset of the previous);
+    ``alive`` (partition pruning) is applied first, so blooms of dropped units are not read."""
     m0 = StatsEvaluator(size, stats_for, level=LEVEL_COUNTS).evaluate(expr)
+    if alive is not None:
+        m0 = m0 & alive
     m1 = StatsEvaluator(size, stats_for, level=LEVEL_MINMAX).evaluate(expr) & m0
     if bloom is None:
         return m0, m1, m1
@@ -307,19 +311,28 @@ def _check_bound(expr: Expr) -> None:
 
 
 def prune(
-    expr: Expr, parts: Sequence[IndexArrays], *, use_bloom: bool = True, use_pages: bool = True
+    expr: Expr, parts: Sequence[IndexArrays], *, use_bloom: bool = True, use_pages: bool = True,
+    keep: Sequence[Mask] | None = None,
 ) -> PrunePlan:
     """Plan which row groups and row ranges may hold rows matching the bound ``expr``.
 
     Inclusive: a row that matches always lies in a kept row group and inside one of its row
     ranges. Row groups are evaluated for all parts in one vectorised pass per level.
+    ``keep`` (one mask per part) drops row groups before any statistics: those of files
+    whose partition cannot match (``dropped_by_partition``).
     """
     _check_bound(expr)
     g = _Parts(parts)
-    m0, m1, m2 = _levels(expr, g.size, g.stats, bloom=g.bloom_probe if use_bloom else None)
+    kp = None if keep is None else np.concatenate(
+        [np.asarray(k, dtype=bool) for k in keep] or [np.zeros(0, bool)])
+    m0, m1, m2 = _levels(expr, g.size, g.stats, bloom=g.bloom_probe if use_bloom else None,
+                         alive=kp)
+    by_partition = 0 if kp is None else int((~kp).sum())
     rg_counts = LevelCounts(
-        unit="row_groups", total=g.size, kept=int(m2.sum()), dropped_by_counts=int((~m0).sum()),
+        unit="row_groups", total=g.size, kept=int(m2.sum()),
+        dropped_by_counts=int((~m0).sum()) - by_partition,
         dropped_by_minmax=int((m0 & ~m1).sum()), dropped_by_bloom=int((m1 & ~m2).sum()),
+        dropped_by_partition=by_partition,
     )
     kept = m2.copy()
     ranges: dict[int, npt.NDArray[np.int64]] = {}

@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from carbonstore.errors import SegmentNotFoundError
 from carbonstore.indexfiles import bloom as bloom_mod
+from carbonstore.indexfiles import partition_prune
 from carbonstore.indexfiles import planner as planner_mod
 from carbonstore.indexfiles.cache import readable_segments, table_index
 from carbonstore.indexfiles.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
@@ -54,6 +55,8 @@ from carbonstore.indexfiles.expr import (
     parse_where,
     references,
 )
+from carbonstore.indexfiles.partition_prune import partition_masks
+from carbonstore.store.partitioning import live_deleted_rows, removed_rows
 from carbonstore.store.paths import check_segment_id
 from carbonstore.store.schema import Column, parse_type
 from carbonstore.store.table import Table
@@ -174,6 +177,7 @@ class TablePlan:
             "pages": "every page dropped by page statistics",
             "row_groups": "every row group dropped",
             "segment": "its segment was dropped",
+            "partition": "its partition proves no row matches (or an overwrite replaced it)",
         }
         for d in self.dropped:
             where = f"segment {d.segment}"
@@ -318,6 +322,7 @@ def prune(
     snapshot = table.status.read()
     entries, all_readable = _choose(table, segments, snapshot)
     view = table_index(table, entries, all_readable=all_readable)
+    values_expr = expr  # partitions hold values, not dictionary surrogates
     expr = dictionary_safe(expr, table, bounds=view.bounds)  # after the tablestatus read
     n = view.size
     b = view.bounds
@@ -330,8 +335,13 @@ def prune(
         s0 = s1 = s2 = np.zeros(0, dtype=bool)
     surv = np.flatnonzero(s2)
     parts, rg_seg = _units(view, surv)
-    plan = planner_mod.prune(expr, parts) if parts and not isinstance(expr, AlwaysFalse) else None
-    out = _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0)
+    pm = partition_masks(view, parts, rg_seg, values_expr) if parts else None
+    keep = pm.masks if pm is not None else None
+    plan = (planner_mod.prune(expr, parts, keep=keep)
+            if parts and not isinstance(expr, AlwaysFalse) else None)
+    out = _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0,
+                    files_by_partition=pm.files_dropped if pm is not None and plan else 0,
+                    keep=keep)
     return _with_deltas(out, entries, snapshot.version)
 
 
@@ -352,7 +362,7 @@ def _with_deltas(plan: TablePlan, entries: Sequence[Any], version: int) -> Table
                 deleted_rows=d.deleted_rows))
         files = tuple(out)
     return replace(plan, files=files, version=version,
-                   deleted_rows=sum(e.deleted_rows for e in entries))
+                   deleted_rows=sum(live_deleted_rows(e) for e in entries))
 
 
 class _SegmentBlooms:
@@ -434,7 +444,8 @@ def _units(view: Any, surv: npt.NDArray[np.intp]) -> tuple[list[Any], list[npt.N
 def _assemble(
     table: Table, view: Any, expr: Expr, where: str | Expr | None,
     masks: tuple[npt.NDArray[np.bool_], ...], rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
-    plan: planner_mod.PrunePlan | None, explain: bool, t0: float,
+    plan: planner_mod.PrunePlan | None, explain: bool, t0: float, *,
+    files_by_partition: int = 0, keep: Sequence[Any] | None = None,
 ) -> TablePlan:
     b = view.bounds
     s0, s1, s2 = masks
@@ -479,9 +490,12 @@ def _assemble(
             ("counts", int((~s0).sum())), ("minmax", int((s0 & ~s1).sum())),
             ("bloom", int((s1 & ~s2).sum())), ("row_groups", seg_bounds_pass - len(kept_seg)),
         )),
-        "files": _level(int(b.num_files.sum()), kept_files, int(b.num_files[in_dropped].sum()), "row_groups"),
+        "files": _level(int(b.num_files.sum()), kept_files, int(b.num_files[in_dropped].sum()),
+                        "row_groups", by_partition=files_by_partition),
         "row_groups": LevelSummary(total=int(b.num_row_groups.sum()), kept=kept_rgs, dropped=(
             ("segment", int(b.num_row_groups[in_dropped].sum())),
+            *((("partition", rg_lc.dropped_by_partition),)
+              if rg_lc and rg_lc.dropped_by_partition else ()),
             ("counts", rg_lc.dropped_by_counts if rg_lc else 0),
             ("minmax", rg_lc.dropped_by_minmax if rg_lc else 0),
             ("bloom", rg_lc.dropped_by_bloom if rg_lc else 0),
@@ -490,11 +504,11 @@ def _assemble(
         "pages": LevelSummary(total=pages_total, kept=pages_kept, dropped=(
             ("row_group", pages_rg), ("stats", pages_total - pages_kept - pages_rg),
         )),
-        "rows": _rows_level(b, in_dropped, parts, pg_lc),
+        "rows": _rows_level(b, in_dropped, parts, pg_lc, removed=_removed_rows(view)),
     }
     dropped: tuple[Dropped, ...] = ()
     if explain:
-        dropped = _explain(view, expr, masks, rg_seg, parts, plan, seg_dir)
+        dropped = _explain(view, expr, masks, rg_seg, parts, plan, seg_dir, keep=keep)
     where_text = where if isinstance(where, str) or where is None else str(where)
     return TablePlan(
         table=str(table.name), where=where_text, expr=expr,
@@ -516,14 +530,30 @@ class _SegDirs(dict):  # type: ignore[type-arg]
         return rel
 
 
-def _level(total: int, kept: int, by_segment: int, rest: str) -> LevelSummary:
+def _level(total: int, kept: int, by_segment: int, rest: str, *, by_partition: int = 0) -> LevelSummary:
+    if by_partition:  # only partitioned tables show the reason (the JSON stays as it was)
+        return LevelSummary(total=total, kept=kept, dropped=(
+            ("segment", by_segment), ("partition", by_partition),
+            (rest, total - kept - by_segment - by_partition)))
     return LevelSummary(total=total, kept=kept, dropped=(("segment", by_segment), (rest, total - kept - by_segment)))
 
 
-def _rows_level(b: Any, in_dropped: Any, parts: list[Any], pg: Any) -> LevelSummary:
+def _removed_rows(view: Any) -> npt.NDArray[np.int64] | None:
+    """Rows per planned segment in partitions a dynamic overwrite replaced (None: none)."""
+    if not partition_prune.applies(view.entries):
+        return None
+    return np.array([removed_rows(e) for e in view.entries], dtype=np.int64)
+
+
+def _rows_level(b: Any, in_dropped: Any, parts: list[Any], pg: Any, *,
+                removed: npt.NDArray[np.int64] | None = None) -> LevelSummary:
     total = int(b.num_rows.sum())
     by_seg = int(b.num_rows[in_dropped].sum())
     loaded = sum(int(p.rg_num_rows.sum()) for p in parts)
+    if removed is not None:  # replaced rows are not rows of this version at all
+        total -= int(removed.sum())
+        by_seg -= int(removed[in_dropped].sum())
+        loaded -= int(removed[~in_dropped].sum())
     reached = pg.total if pg is not None else 0
     return LevelSummary(total=total, kept=pg.kept if pg is not None else 0, dropped=(
         ("segment", by_seg), ("row_group", loaded - reached),
@@ -573,7 +603,7 @@ def _page_counts(
 
 def _explain(
     view: Any, expr: Expr, masks: tuple[Any, ...], rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
-    plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs,
+    plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs, *, keep: Sequence[Any] | None = None,
 ) -> tuple[Dropped, ...]:
     s0, s1, s2 = masks
     out: list[Dropped] = []
@@ -584,13 +614,14 @@ def _explain(
         return tuple(out)
     g = planner_mod._Parts(parts)
     m0, m1, m2 = planner_mod._levels(expr, g.size, g.stats, bloom=g.bloom_probe)
+    kp = np.concatenate([np.asarray(k, dtype=bool) for k in keep]) if keep else np.ones(g.size, bool)
     for gi in range(g.size):
         pi, local = int(g.part[gi]), int(g.local[gi])
         arrays = parts[pi]
         sid = view.entries[int(rg_seg[pi][local])].load_name
         path = f"{seg_dir[sid]}/{arrays.files[int(arrays.rg_file[local])].path}"
         rg = int(arrays.rg_index[local])
-        why = ("counts" if not m0[gi] else "minmax" if not m1[gi] else "bloom" if not m2[gi]
+        why = ("partition" if not kp[gi] else "counts" if not m0[gi] else "minmax" if not m1[gi] else "bloom" if not m2[gi]
                else "pages" if not plan.kept[gi] else None)
         if why is not None:
             out.append(Dropped(level="row_group", segment=sid, path=path, row_group=rg, reason=why))

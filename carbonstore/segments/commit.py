@@ -17,17 +17,22 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import pyarrow.fs as pafs
+
 from carbonstore.errors import (
     BadRecordError,
     CarbonStoreError,
     CommitConflictError,
     TableNotFoundError,
+    UserError,
 )
 from carbonstore.indexfiles.indexfile import merge_indexes
 from carbonstore.progress import progress
+from carbonstore.segments.partitions import replace_partitions, with_spec
 from carbonstore.segments.writer import TaskResult
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import LeaseKeeper, lease_fields
+from carbonstore.store.partitioning import PartitionSpec
 from carbonstore.store.tablestatus import (
     FAILURE,
     IN_PROGRESS,
@@ -100,9 +105,16 @@ def dead_segment_message(table: Table, segment_id: str, entry: LoadEntry | None)
 def _remove_orphans(table: Table, segment_id: str, keep: set[str]) -> None:
     """Delete files of failed or speculative task attempts that no commit message names."""
     sfs = table.store.sfs
-    for info in sfs.list_dir(table.paths.segment_dir(segment_id)):
+    seg_dir = table.paths.segment_dir(segment_id)
+    for info in sfs.list_dir(seg_dir):
         if info.is_file and info.base_name not in keep:
             sfs.delete_file(info.path)
+        elif not info.is_file:  # a partition folder (docs/partitioning.md)
+            selector = pafs.FileSelector(info.path, recursive=True)
+            for sub in sfs.fs.get_file_info(selector):
+                rel = sub.path[len(seg_dir.rstrip("/")) + 1:]
+                if sub.type == pafs.FileType.File and rel not in keep:
+                    sfs.delete_file(sub.path)
 
 
 def _fail_message(table: Table, segment_id: str, results: Sequence[TaskResult], bad: int) -> str:
@@ -124,8 +136,14 @@ def commit_segment(
     overwrite: bool = False,
     action: str = "FAIL",
     bad_record_dir: str | None = None,
+    partitioning: PartitionSpec | None = None,
+    overwrite_partitions: bool = False,
 ) -> LoadEntry:
     """Commit a written segment, or abort it when its bad records say so.
+
+    ``partitioning`` (the spec the tasks wrote with) is recorded in the entry; with
+    ``overwrite_partitions`` the same version replaces, in older segments, exactly the
+    partitions the new segment holds (segments/partitions.py).
 
     Raises:
         BadRecordError: FAIL with bad records, or every row was bad (the entry is Failure).
@@ -175,6 +193,7 @@ def commit_segment(
     status = PARTIAL_SUCCESS if bad else SUCCESS
     extra = {"badRecordPath": bad_record_dir} if bad and bad_record_dir else {}
     holder: list[LoadEntry] = []
+    seen: dict[tuple[str, str | None], dict[str, int]] = {}
 
     def flip(snap: TableStatusSnapshot) -> list[LoadEntry]:
         holder.clear()
@@ -182,7 +201,13 @@ def commit_segment(
         mine = snap.find(segment_id)
         if mine is None or mine.status not in _RUNNING:
             raise CommitConflictError(dead_segment_message(table, segment_id, mine))
-        for e in snap.entries:
+        entries = snap.entries
+        if overwrite_partitions:
+            entries = tuple(replace_partitions(
+                table, snap, segment_id, partitioning, [f for r in done for f in r.files],
+                ts=ts, cache=seen,
+            ))
+        for e in entries:
             if e.load_name == segment_id:
                 e = e.with_status(
                     status,
@@ -192,7 +217,7 @@ def commit_segment(
                     data_size=sum(r.data_bytes for r in done),
                     index_size=sum(r.index_bytes for r in done) + merge_size,
                     segment_file=merge_name,
-                    extra={**_without_lease(e.extra), **extra},
+                    extra=with_spec({**_without_lease(e.extra), **extra}, partitioning),
                 )
                 holder.append(e)
             elif overwrite and e.readable:
@@ -202,8 +227,9 @@ def commit_segment(
 
     crash_point("load.before_commit")
     try:
-        table.status.update(flip, operation="OVERWRITE" if overwrite else "LOAD")
-    except CommitConflictError:
+        operation = "OVERWRITE" if overwrite else "OVERWRITE PARTITIONS" if overwrite_partitions else "LOAD"
+        table.status.update(flip, operation=operation)
+    except (CommitConflictError, UserError):
         abort_segment(table, segment_id, reason="the commit failed")
         raise
     auto_compact_hook(table)

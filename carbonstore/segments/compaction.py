@@ -45,6 +45,7 @@ from carbonstore.segments.compaction_merge import (
     write_segment,
     write_settings,
 )
+from carbonstore.segments.partitions import compacted_rows, removed_partitions
 from carbonstore.store.conf import CarbonConf
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import LeaseKeeper, entry_is_dead, lease_fields
@@ -316,8 +317,13 @@ def commit_compaction(
     start_ms: int,
     attempt: str | None = None,
     expected_deltas: dict[str, tuple[Any, ...]] | None = None,
+    removed: dict[str, frozenset[str]] | None = None,
 ) -> LoadEntry:
     """One tablestatus version: sources -> Compacted, output -> Success.
+
+    ``removed``: each source's replaced partitions when the merge started; a dynamic
+    partition overwrite that replaced more of a source meanwhile aborts the compaction
+    (the output would bring the replaced rows back).
 
     Args:
         table: the table.
@@ -345,6 +351,12 @@ def commit_compaction(
                     f"rows of segment {sid} were deleted (DELETE / UPDATE / MERGE) while it was "
                     f"being compacted into {group.output}; the compaction was aborted - run it "
                     "again")
+        for sid, gone in (removed or {}).items():
+            if removed_partitions(by_name[sid]) != gone:
+                raise CompactionError(
+                    f"partitions of segment {sid} were overwritten while it was being compacted "
+                    f"into {group.output}; the compaction was aborted"
+                )
         mine = by_name.get(group.output)
         if mine is None or mine.status != IN_PROGRESS or (
             mine.extra.get("compactionAttempt") != attempt
@@ -494,7 +506,9 @@ def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment
         else:
             output = merger(table, sources, group.output)
         crash_point("compaction.after_output")
-        expected_rows = sum(e.row_count - e.deleted_rows for e in sources)
+        # rows deleted by DELETE / UPDATE / MERGE, and partitions a dynamic overwrite
+        # replaced, are not compacted
+        expected_rows = sum(compacted_rows(e) for e in sources)
         if output.row_count != expected_rows:
             raise CarbonStoreError(
                 f"compaction into {group.output} wrote {output.row_count} rows but the sources "
@@ -502,7 +516,8 @@ def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment
             )
         entry = commit_compaction(table, group, output, expected=expected, start_ms=start,
                                   attempt=attempt,
-                                  expected_deltas={e.load_name: e.delete_deltas for e in sources})
+                                  expected_deltas={e.load_name: e.delete_deltas for e in sources},
+                                  removed={e.load_name: removed_partitions(e) for e in sources})
         committed = True
     except BaseException as err:
         if not committed:

@@ -26,6 +26,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from carbonstore.errors import CarbonStoreError, CompactionError
+from carbonstore.segments.load import table_partitioning
+from carbonstore.segments.partitions import live_files, with_spec
 from carbonstore.segments.writer import (
     ColumnSpec,
     TaskResult,
@@ -34,6 +36,7 @@ from carbonstore.segments.writer import (
     write_task,
 )
 from carbonstore.store.fs import resolve_fs
+from carbonstore.store.partitioning import PartitionSpec
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, now_ms
 
@@ -151,6 +154,7 @@ def write_settings(
         table_name=str(table.name),
         statistics=statistics,
         action="FAIL",
+        partitioning=table_partitioning(table),  # the output is written with the current spec
     )
 
 
@@ -166,13 +170,16 @@ def write_segment(
         for n, batches in enumerate(tasks)
         if batches
     ]
-    return finish_segment(table, segment_id, results)
+    return finish_segment(table, segment_id, results, partitioning=settings.partitioning)
 
 
 def finish_segment(
-    table: Table, segment_id: str, tasks: Sequence[TaskResult]
+    table: Table, segment_id: str, tasks: Sequence[TaskResult], *,
+    partitioning: PartitionSpec | None = None,
 ) -> SegmentOutput:
-    """Driver side: merge the task indexes into the segment's ``.carbonindexmerge``."""
+    """Driver side: merge the task indexes into the segment's ``.carbonindexmerge``.
+
+    ``partitioning``: the spec the tasks wrote with, recorded in the output's entry."""
     from carbonstore.indexfiles.indexfile import merge_indexes
 
     sfs = table.paths.sfs
@@ -197,6 +204,7 @@ def finish_segment(
         index_size=index_size + sum(t.index_bytes for t in tasks),
         segment_file=merge_name,
         tasks=tuple(tasks),
+        extra=with_spec({}, partitioning),
     )
 
 
@@ -373,7 +381,7 @@ def ordered_files(table: Table, sources: Sequence[LoadEntry]) -> list[str]:
     Files of segments loaded in key order then concatenate into sorted order, and the
     merge skips its sort's take.
     """
-    files = [p for e in sources for p in segment_data_files(table, e.load_name)]
+    files = [p for e in sources for p in live_files(table, e, segment_data_files(table, e.load_name))]
     keys = sort_keys(table)
     if not keys or rank_columns(table)[:1] == (keys[0][0],):
         return files
@@ -444,7 +452,7 @@ def merge_local(table: Table, sources: Sequence[LoadEntry], output_id: str) -> S
     deleted = source_deltas(table, sources)
     results = [merge_unit(settings, files, keys, u, rank_columns=ranks, deleted=deleted)
                for u in units]
-    return finish_segment(table, output_id, results)
+    return finish_segment(table, output_id, results, partitioning=settings.partitioning)
 
 
 def merge_evolved(
@@ -465,7 +473,8 @@ def merge_evolved(
     parts: list[pa.Table] = []
     for e in sources:
         proj = projections.get(e.load_name)
-        for path in segment_data_files(table, e.load_name):
+        # rows of partitions a dynamic overwrite replaced are not compacted
+        for path in live_files(table, e, segment_data_files(table, e.load_name)):
             with fs.open_input_file(path) as f:
                 data = pq.read_table(f)
             if path in deleted:  # the output has no deleted rows
@@ -481,7 +490,7 @@ def merge_evolved(
         data = _sort(data, keys, rank_columns(table), settings)
     table.paths.sfs.makedirs(settings.segment_dir)
     result = write_task(data.to_batches(), settings, task_id="00000", fs=fs)
-    return finish_segment(table, output_id, [result])
+    return finish_segment(table, output_id, [result], partitioning=settings.partitioning)
 
 
 def sources_have_statistics(table: Table, sources: Sequence[LoadEntry]) -> bool:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 from carbonstore.errors import BadRecordError, UserError
 from carbonstore.segments.badrecords import BadRecordAction, parse_action
 from carbonstore.segments.writer import ColumnSpec, WriteSettings
+from carbonstore.store.partitioning import PartitionSpec
 
 if TYPE_CHECKING:
     from carbonstore.store.table import Table
@@ -48,7 +49,8 @@ CSV_OPTIONS: dict[str, str] = {
     "encoding": "encoding",
 }
 LOAD_OPTIONS = frozenset(
-    {*CSV_OPTIONS, "bad_records_action", "bad_record_path", "sort_scope", "sort_columns"}
+    {*CSV_OPTIONS, "bad_records_action", "bad_record_path", "sort_scope", "sort_columns",
+     "overwrite_partitions"}
 )
 _ALIASES = {"bad_records_path": "bad_record_path", "sep": "delimiter", "quote": "quotechar",
             "escape": "escapechar"}
@@ -63,6 +65,8 @@ class LoadOptions:
     sort_scope: SortScope = "no_sort"
     sort_columns: tuple[str, ...] = ()
     csv: dict[str, str] = field(default_factory=dict)
+    #: dynamic partition overwrite: replace the partitions the input touches (partitioning.md)
+    overwrite_partitions: bool = False
 
     @property
     def header(self) -> bool:
@@ -83,6 +87,8 @@ class LoadOptions:
             out["sort_columns"] = ",".join(self.sort_columns)
         if self.bad_record_path:
             out["bad_record_path"] = self.bad_record_path
+        if self.overwrite_partitions:
+            out["overwrite_partitions"] = "true"
         return out
 
 
@@ -126,7 +132,14 @@ def parse_load_options(table: Table, options: Mapping[str, str] | None) -> LoadO
             raise UserError(f"option {flag.lower()} must be true or false, got {csv[flag]!r}")
         if flag in csv:
             csv[flag] = csv[flag].strip().lower()
+    overwrite_partitions = opts.get("overwrite_partitions", "false").strip().lower()
+    if overwrite_partitions not in ("true", "false"):
+        raise UserError(f"option overwrite_partitions must be true or false, got {overwrite_partitions!r}")
+    if overwrite_partitions == "true" and not table.schema.properties.get("partition_by"):
+        raise UserError(f"table {table.name} is not partitioned: overwrite_partitions needs a "
+                        "table created with --partition-by (or a full overwrite)")
     return LoadOptions(
+        overwrite_partitions=overwrite_partitions == "true",
         action=action,
         bad_record_path=path,
         sort_scope=scope,  # type: ignore[arg-type]
@@ -160,4 +173,12 @@ def write_settings(table: Table, segment_id: str, options: LoadOptions) -> Write
         dictionary_columns=tuple(table.schema.dictionary_columns),
         table_name=str(table.name),
         statistics=conf.get_bool("carbon.statistics.enabled"),
+        partitioning=table_partitioning(table),
+        overwrite_partitions=options.overwrite_partitions,
     )
+
+
+def table_partitioning(table: Table) -> PartitionSpec | None:
+    """The partition and bucket spec new data of ``table`` is written with (None: none)."""
+    spec = PartitionSpec.from_properties(table.schema.properties, table.schema)
+    return None if spec.is_empty else spec

@@ -89,6 +89,8 @@ def _data_files(table: Table, entry: LoadEntry) -> list[str]:
     sfs = table.store.sfs
     seg_dir = table.paths.segment_dir(entry.load_name)
     names = sorted(i.base_name for i in sfs.list_dir(seg_dir) if i.is_file)
+    if any(not i.is_file for i in sfs.list_dir(seg_dir)):  # partition folders (partitioning.md)
+        names = _all_files(table, seg_dir)
     if entry.segment_file and entry.segment_file in names:
         try:
             header = read_index(sfs.fs, f"{seg_dir}/{check_plain_file_name(entry.segment_file)}").header
@@ -98,6 +100,15 @@ def _data_files(table: Table, entry: LoadEntry) -> list[str]:
         except CorruptIndexError:
             pass  # the usual reason to rebuild: fall back to the folder
     return [n for n in names if n.endswith(".parquet")]
+
+
+def _all_files(table: Table, seg_dir: str) -> list[str]:
+    """Paths relative to ``seg_dir`` of every file below it."""
+    import pyarrow.fs as pafs
+
+    base = seg_dir.rstrip("/") + "/"
+    infos = table.store.sfs.fs.get_file_info(pafs.FileSelector(seg_dir, recursive=True))
+    return sorted(i.path[len(base):] for i in infos if i.type == pafs.FileType.File)
 
 
 def _readable_index(table: Table, seg_dir: str, entry: LoadEntry) -> bool:
@@ -111,7 +122,7 @@ def _readable_index(table: Table, seg_dir: str, entry: LoadEntry) -> bool:
 
 
 def _task_of(name: str) -> str:
-    m = _PART_RE.match(name)
+    m = _PART_RE.match(name.rpartition("/")[2])
     return m.group(1) if m else "0"
 
 

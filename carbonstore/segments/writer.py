@@ -31,7 +31,9 @@ from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.indexfile import write_index
 from carbonstore.indexfiles.packing import pack
 from carbonstore.segments.badrecords import BadRecordAction, BadRecordSink, split_batch
+from carbonstore.segments.partition_writer import PartitionedWriter
 from carbonstore.segments.sketches import StatsAccumulator
+from carbonstore.store.partitioning import PartitionSpec
 from carbonstore.store.schema import Column, DataType, arrow_type, parse_type
 
 __all__ = [
@@ -114,6 +116,10 @@ class WriteSettings:
     #: Compute column statistics of the written rows (docs/statistics.md).
     statistics: bool = True
     table_name: str = ""
+    #: Partition fields and bucketing of the rows written (docs/partitioning.md).
+    partitioning: PartitionSpec | None = None
+    #: Commit as a dynamic partition overwrite (load --overwrite-partitions).
+    overwrite_partitions: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,14 +178,21 @@ class _NanTracker:
 class _TaskWriter:
     """Writes one task's files; see the module docstring."""
 
-    def __init__(self, settings: WriteSettings, task_id: str, fs: pafs.FileSystem) -> None:
+    def __init__(
+        self, settings: WriteSettings, task_id: str, fs: pafs.FileSystem, *,
+        subdir: str = "", suffix: str = "", parent: _TaskWriter | None = None,
+    ) -> None:
         self.s = settings
         self.task_id = task_id
         self.fs = fs
+        self.subdir = subdir  # partition folder inside the segment ('' = the segment folder)
+        self.suffix = suffix  # file name suffix (the bucket id)
         self.schema = arrow_schema(settings.columns)
         self.encoder: BatchEncoder | None = None
         self.file_schema = self.schema
-        if settings.dictionary_columns:
+        if parent is not None:  # a partition's writer shares the dictionary encoder
+            self.encoder, self.file_schema = parent.encoder, parent.file_schema
+        elif settings.dictionary_columns:
             self.encoder = BatchEncoder.open(
                 settings.store_location, settings.table_name, settings.segment_id
             )
@@ -195,6 +208,8 @@ class _TaskWriter:
         self._sink: pa.NativeFile | None = None
         self._bloom: dict[str, dict[str, float | int]] | None = None
         self.stats = StatsAccumulator(settings.columns) if settings.statistics else None
+        if parent is not None:
+            self.stats = parent.stats
 
     # ---- row groups and files -------------------------------------------------------------
     def add(self, batch: pa.RecordBatch) -> None:
@@ -224,7 +239,10 @@ class _TaskWriter:
         return out
 
     def _open(self) -> tuple[pq.ParquetWriter, pa.NativeFile]:
-        name = f"part-{self.task_id}-{uuid.uuid4().hex[:16]}.parquet"
+        name = f"part-{self.task_id}-{uuid.uuid4().hex[:16]}{self.suffix}.parquet"
+        if self.subdir:
+            self.fs.create_dir(f"{self.s.segment_dir}/{self.subdir}", recursive=True)
+            name = f"{self.subdir}/{name}"
         self._sink = self.fs.open_output_stream(f"{self.s.segment_dir}/{name}")
         sorting = None
         # Surrogates do not follow value order: the recorded sort stops at a dictionary column.
@@ -267,6 +285,20 @@ class _TaskWriter:
         if sink.tell() >= self.s.block_bytes:
             self._close_file()
 
+    @property
+    def pending_bytes(self) -> int:
+        return self._pending_bytes
+
+    @property
+    def file_open(self) -> bool:
+        return self._writer is not None
+
+    def flush(self, *, close: bool = False) -> None:
+        """Write the buffered rows as a row group; with ``close`` also close the file."""
+        self._flush_row_group()
+        if close:
+            self._close_file()
+
     def _close_file(self) -> None:
         if self._writer is not None and self._sink is not None:
             if self.encoder is not None:
@@ -276,17 +308,25 @@ class _TaskWriter:
             self._sink.close()
         self._writer, self._sink = None, None
 
-    def finish(self) -> tuple[str | None, int]:
-        """Flush, close, write the task's .carbonindex; returns (index name, size)."""
+    def close_files(self) -> list[FileIndex]:
+        """Flush and close; the index of every file written (paths relative to the segment)."""
         self._flush_row_group()
         self._close_file()
-        if not self.files:
-            return None, 0
         indexes = []
         for name, tracker in zip(self.files, self.nan, strict=True):
             fi = read_file_index(self.fs, f"{self.s.segment_dir}/{name}", rel_path=name)
             tracker.apply(fi)
             indexes.append(fi)
+        return indexes
+
+    def finish(self) -> tuple[str | None, int]:
+        """Flush, close, write the task's .carbonindex; returns (index name, size)."""
+        return self.write_index(self.close_files())
+
+    def write_index(self, indexes: list[FileIndex]) -> tuple[str | None, int]:
+        """Write the task's ONE .carbonindex over ``indexes``; returns (index name, size)."""
+        if not indexes:
+            return None, 0
         header, blooms = pack(
             indexes,
             segment_id=self.s.segment_id,
@@ -354,7 +394,11 @@ def write_task(
         from carbonstore.store.fs import resolve_fs
 
         fs = resolve_fs(settings.store_location).fs
-    tw = _TaskWriter(settings, task_id, fs)
+    tw: _TaskWriter | PartitionedWriter
+    if settings.partitioning is not None and not settings.partitioning.is_empty:
+        tw = PartitionedWriter(settings, task_id, fs, make=_TaskWriter)
+    else:
+        tw = _TaskWriter(settings, task_id, fs)
     not_null = tuple(c.name for c in settings.columns if not c.nullable)
     redirect = settings.action == "REDIRECT"
     sink = _bad_record_sink(settings, task_id, redirect)

@@ -83,7 +83,8 @@ def merge_with_spark(
     run = _run_units(settings, files, sort_keys(table), rank_columns(table),
                      source_deltas(table, sources))
     messages = rdd.mapPartitions(run).collect()
-    return finish_segment(table, output_id, [_task_result(orjson.loads(m)) for m in messages])
+    return finish_segment(table, output_id, [_task_result(orjson.loads(m)) for m in messages],
+                          partitioning=settings.partitioning)
 
 
 def spark_merger(spark: SparkSession | None = None, *, tasks: int | None = None) -> Merger:

@@ -357,6 +357,8 @@ def run_csv_tasks(
         overwrite=overwrite,
         action=settings.action,
         bad_record_dir=settings.bad_record_dir,
+        partitioning=settings.partitioning,
+        overwrite_partitions=settings.overwrite_partitions,
     )
     return True
 

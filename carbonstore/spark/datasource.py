@@ -262,6 +262,8 @@ class CarbonWriter(DataSourceArrowWriter):
                 overwrite=self.overwrite,
                 action=self.settings.action,
                 bad_record_dir=self.settings.bad_record_dir,
+                partitioning=self.settings.partitioning,
+                overwrite_partitions=self.settings.overwrite_partitions,
             )
         finally:  # committed or not (Spark calls abort() after a failed commit)
             self._stop_renewal()

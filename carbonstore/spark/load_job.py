@@ -178,6 +178,19 @@ def _sorted(df: DataFrame, opts: LoadOptions) -> DataFrame:
     return df
 
 
+def _bucketed(df: DataFrame, table: Table, opts: LoadOptions) -> DataFrame | None:
+    """One task per bucket of a bucketed table: Spark's hash partitioning is the bucket
+    hash (pmod(murmur3(cols), N)), so each load writes at most N bucket files."""
+    number = table.schema.properties.get("bucket_number")
+    if not number:
+        return None
+    cols = table.schema.list_property("bucket_columns")
+    out = df.repartition(int(number), *cols)
+    if opts.sort_scope != "no_sort" and opts.sort_columns:
+        out = out.sortWithinPartitions(*opts.sort_columns)
+    return out
+
+
 def _guess_format(paths: str | Sequence[str]) -> str:
     first = paths if isinstance(paths, str) else (paths[0] if paths else "")
     for fmt in FORMATS:
@@ -236,7 +249,8 @@ def load(
                               f"{table.name}: load Parquet, JSON or ORC files, or a DataFrame")
         plist = [df_or_path] if isinstance(df_or_path, str) else list(df_or_path)
         _check_local_inputs(plist)
-        if fmt == "csv":
+        if fmt == "csv" and not table.schema.properties.get("bucket_number"):
+            # bucketed tables go through Spark's reader: one task per bucket (_bucketed)
             csv_plan = plan_csv_tasks(spark, table, plist, opts)
         session = spark
         read = lambda: read_source(session, table, plist, fmt, opts)  # noqa: E731
@@ -321,7 +335,7 @@ def _write_through_spark(
         if table.schema.dictionary_columns:
             distinct = {c: source.select(c).distinct().toArrow().column(0) for c in dict_cols}
             prepare_dictionaries(table, distinct, seg, prebuilt=prebuilt)
-        out = _sorted(source, opts)
+        out = _bucketed(source, table, opts) or _sorted(source, opts)
         with _arrow_batches(out.sparkSession):
             out.write.format("carbonstore").mode(mode).options(**write_opts).save(str(table.name))
     finally:

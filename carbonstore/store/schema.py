@@ -81,6 +81,9 @@ TABLE_PROPERTIES: dict[str, str] = {
     "auto_load_merge": "true to run minor compaction after each successful load",
     "compaction_preserve_segments": "number of newest segments minor compaction leaves alone",
     "allowed_compaction_days": "only segments loaded in the last N days are compacted (0 = all)",
+    "partition_by": "partition fields of new loads, e.g. region, day(ts) (docs/partitioning.md)",
+    "bucket_number": "number of bucket files per segment (with bucket_columns)",
+    "bucket_columns": "comma-separated columns hashed into bucket_number buckets",
 }
 
 
@@ -352,6 +355,10 @@ class TableSchema:
             if key in self.properties:
                 check_value(key_type, f"table property {key}", self.properties[key],
                             error=SchemaError)
+        if any(k in self.properties for k in ("partition_by", "bucket_number", "bucket_columns")):
+            from carbonstore.store.partitioning import PartitionSpec
+
+            PartitionSpec.from_properties(self.properties, self)  # raises SchemaError
 
     # ---- (de)serialisation ---------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:

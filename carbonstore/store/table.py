@@ -262,6 +262,22 @@ class Table:
                           not_matched=not_matched, target_alias=target_alias,
                           source_alias=source_alias)
 
+    def set_partition_spec(
+        self, partition_by: str | None, *, buckets: int | None = None,
+        bucket_columns: str | list[str] | None = None,
+    ) -> Table:
+        """Change the partition / bucket spec of new loads (old segments keep theirs); see
+        docs/partitioning.md. Returns the table with its new schema."""
+        from carbonstore.segments.partitions import set_partition_spec
+
+        return set_partition_spec(self, partition_by, buckets=buckets, bucket_columns=bucket_columns)
+
+    def partitions(self) -> list[Any]:
+        """The partitions of this table's readable segments (segments.partitions.PartitionInfo)."""
+        from carbonstore.segments.partitions import show_partitions
+
+        return show_partitions(self)
+
     def describe(self) -> dict[str, Any]:
         snap = self.status.read()
         readable = snap.readable

@@ -1,0 +1,288 @@
+"""Partition pruning: drop whole data files by the partition values their paths record.
+
+A file of a partitioned segment lives in ``<name>=<value>/...`` folders (store/
+partitioning.py). For a bound filter, each file's partition values imply statistics of the
+source columns of every field: an identity value ``v`` is ``min = max = v``; ``day(ts) =
+2024-01-03`` bounds ``ts`` to ``[2024-01-03 00:00, 2024-01-04 00:00)``; ``truncate(3, s) =
+'abc'`` bounds ``s`` to ``['abc', 'abd')``; a null value means every value is null. The
+file statistics are evaluated by the same :class:`StatsEvaluator` as row groups, so every
+operator, AND/OR and null semantics are shared and the result is inclusive: a file is
+dropped only when its partition proves that no row matches. Bucket ids (of ``bucket(N, c)``
+fields and of table bucketing) are probed for ``=`` and ``IN`` leaves like a bloom filter:
+a file whose bucket is not the bucket of any literal is dropped. With several bucket
+columns the top-level conjuncts must fix every bucket column.
+
+Files of partitions a dynamic overwrite replaced (the entry's ``removedPartitions``) are
+dropped here too: they are not part of the version being read.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from carbonstore.indexfiles.evaluator import LEVEL_BLOOM, StatsEvaluator, UnitStats
+from carbonstore.indexfiles.expr import And, BoundRef, Eq, Expr, In, flatten
+from carbonstore.store.partitioning import (
+    PARTITIONING_KEY,
+    REMOVED_KEY,
+    PartitionKey,
+    PartitionSpec,
+    bucket_ids,
+    entry_spec,
+    field_bounds,
+    literal_array,
+    parse_partition_path,
+    partition_of,
+    removed_partitions,
+)
+
+__all__ = ["PartitionMasks", "partition_masks"]
+
+Mask = npt.NDArray[np.bool_]
+_MAX_COMBINATIONS = 4096  # IN lists over several bucket columns: beyond this, keep all
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMasks:
+    """Per unit of the plan, the row groups whose file survives; and files dropped."""
+
+    masks: list[Mask]
+    files_dropped: int
+
+
+def applies(entries: Sequence[Any]) -> bool:
+    """True when some entry is partitioned, bucketed or lost partitions to an overwrite."""
+    return any(PARTITIONING_KEY in e.extra or REMOVED_KEY in e.extra for e in entries)
+
+
+def partition_masks(
+    view: Any, parts: Sequence[Any], rg_seg: Sequence[npt.NDArray[np.intp]], expr: Expr
+) -> PartitionMasks | None:
+    """Row-group masks over ``parts`` (tableplan units) from the files' partitions; None
+    when no planned segment is partitioned."""
+    entries = view.entries
+    if not applies(entries):
+        return None
+    by_spec: dict[int, list[tuple[int, int, str]]] = {}  # entry -> (part, unit file, path)
+    part_keep: list[Mask] = []
+    pair_index: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
+    for pi, arrays in enumerate(parts):
+        seg = np.asarray(rg_seg[pi], dtype=np.int64)
+        rg_file = np.asarray(arrays.rg_file, dtype=np.int64)
+        pairs = (seg << 32) | rg_file
+        uniq, inverse = np.unique(pairs, return_inverse=True)
+        pair_index.append((uniq, np.asarray(inverse).reshape(-1)))
+        part_keep.append(np.ones(len(uniq), dtype=bool))
+        file_list = arrays.files  # built on access for snapshot units: once per unit
+        for k, pair in enumerate(uniq.tolist()):
+            si, fi = pair >> 32, pair & 0xFFFFFFFF
+            by_spec.setdefault(si, []).append((pi, k, file_list[fi].path or ""))
+    dropped = 0
+    for si, files in by_spec.items():
+        e = entries[si]
+        spec = entry_spec(e)
+        gone = removed_partitions(e)
+        keep = np.ones(len(files), dtype=bool)
+        if gone:
+            keep &= np.array([partition_of(p) not in gone for _, _, p in files], dtype=bool)
+        if not spec.is_empty:
+            keys = _keys(spec, [p for _, _, p in files])
+            keep &= _evaluate(expr, spec, keys)
+        for (pi, k, _), ok in zip(files, keep.tolist(), strict=True):
+            part_keep[pi][k] = ok
+        dropped += int((~keep).sum())
+    masks = [keep[inv] for keep, (_, inv) in zip(part_keep, pair_index, strict=True)]
+    return PartitionMasks(masks=masks, files_dropped=dropped)
+
+
+_KEYS: dict[PartitionSpec, dict[str, PartitionKey | None]] = {}
+_KEYS_LIMIT = 1 << 18
+
+
+def _keys(spec: PartitionSpec, paths: list[str]) -> list[PartitionKey | None]:
+    """Partition keys of data file paths under ``spec`` (parsed once per process)."""
+    if sum(len(c) for c in _KEYS.values()) > _KEYS_LIMIT:
+        _KEYS.clear()
+    cache = _KEYS.setdefault(spec, {})
+    out: list[PartitionKey | None] = []
+    for p in paths:
+        if p not in cache:
+            cache[p] = parse_partition_path(spec.fields, p, buckets=spec.bucket_number)
+        out.append(cache[p])
+    return out
+
+
+def _evaluate(expr: Expr, spec: PartitionSpec, keys: list[PartitionKey | None]) -> Mask:
+    n = len(keys)
+    rounds = max([sum(1 for f in spec.fields if f.source == g.source) for g in spec.fields] or [1])
+    out = np.ones(n, dtype=bool)
+    for r in range(rounds):
+        stats_cache: dict[str, UnitStats | None] = {}
+
+        def stats_for(ref: BoundRef, r: int = r, cache: dict[str, UnitStats | None] = stats_cache) -> UnitStats | None:
+            if ref.name not in cache:
+                cache[ref.name] = _field_stats(spec, keys, ref, r)
+            return cache[ref.name]
+
+        probe = _BucketProbe(spec, keys)
+        out &= StatsEvaluator(n, stats_for, level=LEVEL_BLOOM, bloom=probe).evaluate(expr)
+    if spec.bucket_number and len(spec.bucket_columns) > 1:
+        out &= _multi_bucket(expr, spec, keys)
+    return out
+
+
+def _matches(f: Any, ref: BoundRef) -> bool:
+    return (f.source_id and f.source_id == ref.column.column_id) or (
+        not f.source_id and f.source == ref.name)
+
+
+def _field_stats(
+    spec: PartitionSpec, keys: list[PartitionKey | None], ref: BoundRef, r: int
+) -> UnitStats | None:
+    fields = [(i, f) for i, f in enumerate(spec.fields) if _matches(f, ref)]
+    n = len(keys)
+    if not fields:
+        if not _table_bucket_column(spec, ref):
+            return None
+        none = np.zeros(n, dtype=bool)  # no bounds, only the bucket probe
+        return UnitStats(
+            floating=False, lo=np.empty(n, dtype=object), hi=np.empty(n, dtype=object),
+            lo_ok=none, hi_ok=none, hi_strict=none, null_count=np.full(n, -1, np.int64),
+            nan_count=np.zeros(n, np.int64), num_rows=np.ones(n, np.int64), null_unit=none,
+        )
+    i, f = fields[min(r, len(fields) - 1)]
+    t = ref.type
+    lo = np.empty(n, dtype=object)
+    hi = np.empty(n, dtype=object)
+    lo_ok = np.zeros(n, dtype=bool)
+    hi_ok = np.zeros(n, dtype=bool)
+    strict = np.zeros(n, dtype=bool)
+    nulls = np.full(n, -1, dtype=np.int64)
+    for k, key in enumerate(keys):
+        if key is None:
+            continue
+        text = key.values[i]
+        if text is None:
+            nulls[k] = 1  # every row of the file is null in this column
+            continue
+        nulls[k] = 0
+        b = field_bounds(f, text, t.name, t.scale)
+        if b is not None:
+            lo[k], hi[k], strict[k] = b
+            lo_ok[k] = hi_ok[k] = True
+    # num_rows 1 per file: only null_count == num_rows ("all null") and 0 ("none") are used
+    return UnitStats(
+        floating=False, lo=lo, hi=hi, lo_ok=lo_ok, hi_ok=hi_ok, hi_strict=strict,
+        null_count=nulls, nan_count=np.zeros(n, dtype=np.int64),
+        num_rows=np.ones(n, dtype=np.int64), null_unit=nulls == 1,
+    )
+
+
+def _literal_buckets(ref: BoundRef, literals: Sequence[Any], number: int) -> set[int] | None:
+    """Buckets of the literals of a leaf on ``ref``; None when one cannot be hashed."""
+    t = ref.type
+    out: set[int] = set()
+    for v in literals:
+        if v is None:
+            continue
+        try:
+            if (t.is_integral or t.name in ("date", "timestamp", "decimal")) and type(v) is not int:
+                return None  # not a value of the column (bind keeps exact ints only)
+            arr = literal_array(v, t.name, t.precision, t.scale)
+        except (ValueError, TypeError, OverflowError, UnicodeDecodeError, pa.ArrowException):
+            return None
+        out.add(int(bucket_ids([arr], number)[0]))
+    return out
+
+
+def _table_bucket_column(spec: PartitionSpec, ref: BoundRef) -> bool:
+    """``ref`` is the one column of the table bucketing."""
+    cols, ids = spec.bucket_columns, spec.bucket_column_ids
+    return bool(spec.bucket_number) and len(cols) == 1 and (
+        (bool(ids) and ids[0] == ref.column.column_id) or (not ids and cols[0] == ref.name))
+
+
+class _BucketProbe:
+    """Bloom-style probe of ``=`` / ``IN`` leaves against each file's bucket ids."""
+
+    def __init__(self, spec: PartitionSpec, keys: list[PartitionKey | None]) -> None:
+        self.spec = spec
+        self.keys = keys
+
+    def __call__(self, expr: Expr, idx: npt.NDArray[np.intp]) -> Mask:
+        out = np.ones(len(idx), dtype=bool)
+        if not isinstance(expr, (Eq, In)) or not isinstance(expr.term, BoundRef):
+            return out
+        ref = expr.term
+        literals = (expr.literal,) if isinstance(expr, Eq) else tuple(expr.literals)
+        checks: list[tuple[int | None, set[int]]] = []  # (field index or None = table bucket)
+        for i, f in enumerate(self.spec.fields):
+            if f.transform == "bucket" and _matches(f, ref):
+                found = _literal_buckets(ref, literals, f.param)
+                if found is not None:
+                    checks.append((i, found))
+        if _table_bucket_column(self.spec, ref):
+            found = _literal_buckets(ref, literals, self.spec.bucket_number)
+            if found is not None:
+                checks.append((None, found))
+        for k, unit in enumerate(idx.tolist()):
+            key = self.keys[unit]
+            if key is None:
+                continue
+            for field, buckets in checks:
+                value: int | str | None = key.bucket if field is None else key.values[field]
+                if value is None:
+                    continue  # null bucket values: nulls never equal a literal
+                if int(value) not in buckets:
+                    out[k] = False
+                    break
+        return out
+
+
+def _multi_bucket(expr: Expr, spec: PartitionSpec, keys: list[PartitionKey | None]) -> Mask:
+    """Table bucketing over several columns: top-level conjuncts must fix each column."""
+    n = len(keys)
+    keep = np.ones(n, dtype=bool)
+    conj = flatten(expr) if isinstance(expr, And) else [expr]
+    per_col: list[tuple[BoundRef, list[Any]]] = []
+    for j, name in enumerate(spec.bucket_columns):
+        cid = spec.bucket_column_ids[j] if j < len(spec.bucket_column_ids) else ""
+        found: tuple[BoundRef, list[Any]] | None = None
+        for c in conj:
+            if isinstance(c, (Eq, In)) and isinstance(c.term, BoundRef) and (
+                (cid and c.term.column.column_id == cid) or (not cid and c.term.name == name)
+            ):
+                lits = [c.literal] if isinstance(c, Eq) else list(c.literals)
+                if found is None or len(lits) < len(found[1]):
+                    found = (c.term, lits)
+        if found is None:
+            return keep
+        per_col.append(found)
+    combos = 1
+    for _, lits in per_col:
+        combos *= max(1, len(lits))
+    if combos > _MAX_COMBINATIONS:
+        return keep
+    buckets: set[int] = set()
+    for combo in itertools.product(*(lits for _, lits in per_col)):
+        arrays = []
+        for (ref, _), v in zip(per_col, combo, strict=True):
+            t = ref.type
+            if (t.is_integral or t.name in ("date", "timestamp", "decimal")) and type(v) is not int:
+                return keep
+            try:
+                arrays.append(literal_array(v, t.name, t.precision, t.scale))
+            except (ValueError, TypeError, OverflowError, UnicodeDecodeError, pa.ArrowException):
+                return keep
+        buckets.add(int(bucket_ids(arrays, spec.bucket_number)[0]))
+    for k, key in enumerate(keys):
+        if key is not None and key.bucket is not None and key.bucket not in buckets:
+            keep[k] = False
+    return keep
