@@ -118,12 +118,26 @@ def _without(value: str, name: str) -> str:
     return ",".join(v for v in (x.strip() for x in value.split(",")) if v and v.lower() != name)
 
 
+def _check_not_layout(schema: TableSchema, name: str, action: str) -> None:
+    """Refuse changing a partition or bucket source column: folder names and bucket ids of
+    stored files were computed from its values under its name and type."""
+    from carbonstore.store.partitioning import PartitionSpec
+
+    spec = PartitionSpec.from_properties(dict(schema.properties), schema)
+    if name in {f.source for f in spec.fields} | set(spec.bucket_columns):
+        raise SchemaError(
+            f"cannot {action} {name!r}: it is a partition or bucket column (change the spec "
+            "first with 'carbonstore partition TABLE --set-spec ...'; old segments keep theirs)"
+        )
+
+
 def drop_columns(names: Sequence[str]) -> Change:
     def change(schema: TableSchema) -> TableSchema:
         gone = set()
         props = dict(schema.properties)
         for raw in names:
             col = schema.column(raw)  # raises for an unknown column
+            _check_not_layout(schema, col.name, "drop column")
             if col.name in schema.sort_columns:
                 raise SchemaError(
                     f"cannot drop sort column {col.name!r}: remove it from sort_columns first "
@@ -150,6 +164,7 @@ def drop_columns(names: Sequence[str]) -> Change:
 def rename_column(old: str, new: str) -> Change:
     def change(schema: TableSchema) -> TableSchema:
         col = schema.column(old)
+        _check_not_layout(schema, col.name, "rename column")
         name = check_column_name(new)
         if name != col.name and name in _names(schema):
             raise SchemaError(f"table {schema.qualified_name} already has a column {new!r}")
@@ -234,6 +249,8 @@ def widen_column(name: str, type_text: str) -> Change:
                     "decimal(p,s)->decimal(p',s) with p' >= p)"
                 )
             new_type = _with_field(col.type, path, field_type, name)
+        else:
+            _check_not_layout(schema, col.name, "widen column")
         if col.type == new_type:
             raise SchemaError(f"column {col.name!r} is {col.type} already")
         if not widening_allowed(col.type, new_type):
