@@ -27,9 +27,13 @@ def run_statement(
         UserError: the statement does not parse, names a missing table, or Spark's analysis
             rejects it.
     """
+    from carbonstore.spark.metadata_answers import answer_frame
     from carbonstore.spark.reader import run_sql, scan_frame
     from carbonstore.spark.statements import plan_statement
 
+    answered = answer_frame(spark, store, statement, as_of=as_of)
+    if answered is not None:  # count / min / max the index decides exactly: nothing read
+        return answered
     planned = plan_statement(statement, store, as_of=as_of)
     for occ in planned.occurrences:
         scan_frame(occ.table, spark, occ.where).createOrReplaceTempView(occ.view)
