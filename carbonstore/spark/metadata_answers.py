@@ -14,6 +14,7 @@ gives the answer as a one-row DataFrame with Spark's types for ``run_statement``
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,11 +132,14 @@ def _column(arg: exp.Expr | None, qualifiers: set[str]) -> str | None:
     return str(arg.name)
 
 
-def _resolve(store: Store, shape: AggregateStatement, as_of: int | str | None) -> Table | None:
-    try:
-        table = store.table(shape.table)
-    except TableNotFoundError:
-        return None  # a view or CTE of the user's, or a missing table: Spark says which
+def _resolve(store: Store, shape: AggregateStatement, as_of: int | str | None,
+             aliases: Mapping[str, Table] | None) -> Table | None:
+    table = (aliases or {}).get(shape.table.lower())
+    if table is None:
+        try:
+            table = store.table(shape.table)
+        except TableNotFoundError:
+            return None  # a view or CTE of the user's, or a missing table: Spark says which
     if as_of is not None:
         return table.as_of(as_of)
     return table
@@ -143,14 +147,14 @@ def _resolve(store: Store, shape: AggregateStatement, as_of: int | str | None) -
 
 def answer_statement(
     store: Store, statement: str, *, as_of: int | str | None = None,
-    time_zone: dt.tzinfo = dt.UTC,
+    time_zone: dt.tzinfo = dt.UTC, aliases: Mapping[str, Table] | None = None,
 ) -> tuple[list[str], list[dict[str, Any]]] | None:
     """(output column names, rows) of ``statement`` answered from the index, or None.
 
     ``time_zone``: the zone the WHERE's timestamps without an offset are read in (Spark's
-    session zone).
+    session zone). ``aliases``: more names that stand for tables (see plan_statement).
     """
-    found = _answer(store, statement, as_of=as_of, time_zone=time_zone)
+    found = _answer(store, statement, as_of=as_of, time_zone=time_zone, aliases=aliases)
     if found is None:
         return None
     shape, _, values = found
@@ -160,11 +164,12 @@ def answer_statement(
 
 def _answer(
     store: Store, statement: str, *, as_of: int | str | None, time_zone: dt.tzinfo,
+    aliases: Mapping[str, Table] | None = None,
 ) -> tuple[AggregateStatement, Table, tuple[Any, ...]] | None:
     shape = match_aggregates(statement)
     if shape is None or len(set(shape.names)) != len(shape.names):
         return None
-    table = _resolve(store, shape, as_of)
+    table = _resolve(store, shape, as_of, aliases)
     if table is None:
         return None
     columns = set(table.schema.column_names)
@@ -177,14 +182,15 @@ def _answer(
     return None if values is None else (shape, table, values)
 
 
-def answer_frame(spark: Any, store: Store, statement: str, *, as_of: int | str | None = None) -> Any:
+def answer_frame(spark: Any, store: Store, statement: str, *, as_of: int | str | None = None,
+                 aliases: Mapping[str, Table] | None = None) -> Any:
     """The answer of ``statement`` as a one-row DataFrame with Spark's types, or None."""
     from carbonstore.indexfiles.expr import session_zone
 
     zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone")))
     if zone is None:
         return None
-    found = _answer(store, statement, as_of=as_of, time_zone=zone)
+    found = _answer(store, statement, as_of=as_of, time_zone=zone, aliases=aliases)
     if found is None:
         return None
     from pyspark.sql.types import DataType, LongType, StructField, StructType
