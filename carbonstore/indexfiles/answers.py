@@ -358,7 +358,9 @@ def answer(
         rows -= sum(sum(deleted[i].values()) for i in np.flatnonzero(whole).tolist())
         units = _row_groups(view, expr, np.flatnonzero(might & ~whole))
         rest = _UNKNOWN if units is None else _count_star(view, units, deleted)
-        return None if rest is _UNKNOWN else tuple(rows + int(rest) for _ in aggregates)
+        if rest is _UNKNOWN:
+            return None
+        return tuple(rows + int(rest) for _ in aggregates)  # type: ignore[arg-type]
     units = _row_groups(view, expr, np.flatnonzero(might))
     if units is None:
         return None

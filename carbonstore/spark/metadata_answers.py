@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import sqlglot
 from sqlglot import exp
@@ -118,7 +118,7 @@ def _aggregate(inner: exp.Expr, qualifiers: set[str]) -> tuple[Aggregate, str] |
                                             f"count({column})")
     if isinstance(inner, (exp.Min, exp.Max)) and not inner.expressions:
         column = _column(inner.this, qualifiers)
-        func = "min" if isinstance(inner, exp.Min) else "max"
+        func: Literal["min", "max"] = "min" if isinstance(inner, exp.Min) else "max"
         return None if column is None else (Aggregate(func=func, column=column.lower()),
                                             f"{func}({column})")
     return None
