@@ -10,7 +10,9 @@ bench/data/ (gitignored). The peers plan over the SAME Parquet files:
 - pyiceberg: ``scan(row_filter).plan_files()`` after ``add_files`` (one manifest for all
   files, and one manifest per load up to 400 loads);
 - delta-rs (deltalake): one commit of add actions (with file statistics) per load, then a
-  checkpoint; ``to_pyarrow_dataset(file_pruning_predicate=...)``.
+  checkpoint; its planning call ``DeltaTable.file_uris(file_pruning_predicate=...)``
+  (``--peers delta-dataset``: ``to_pyarrow_dataset(file_pruning_predicate=...)``, which
+  adds building a pyarrow dataset).
 
 Planning time is measured warm (table reopened in the same process), with a reused handle,
 and in a fresh process (timed inside it, from table open to plan; interpreter start-up and
@@ -282,9 +284,16 @@ def delta_open(uri: str) -> Any:
 
 
 def delta_plan(handle: Any, sql: str) -> dict[str, int]:
+    """delta-rs' own planning call: the files its log statistics keep (no dataset built)."""
+    uris = handle.file_uris(file_pruning_predicate=sql)
+    return {"files": len(uris), "rows": len(uris) * ROWS_PER_FILE[0]}  # one file per load
+
+
+def delta_dataset_plan(handle: Any, sql: str) -> dict[str, int]:
+    """The same through ``to_pyarrow_dataset`` (adds building a pyarrow dataset)."""
     dset = handle.to_pyarrow_dataset(file_pruning_predicate=sql)
     frags = list(dset.get_fragments())
-    return {"files": len(frags), "rows": len(frags) * ROWS_PER_FILE[0]}  # one file per load
+    return {"files": len(frags), "rows": len(frags) * ROWS_PER_FILE[0]}
 
 
 # ---- measuring --------------------------------------------------------------------------------
@@ -313,10 +322,13 @@ def _systems(meta: dict[str, Any], peers: set[str]) -> dict[str, tuple[Any, Any,
                                                     f"iceberg:{per}")
         except ImportError as err:
             print(f"pyiceberg unavailable: {err}", file=sys.stderr)
-    if "delta" in peers:
+    if "delta" in peers or "delta-dataset" in peers:
         try:
             uri = delta_build(meta)
             out["delta-rs (checkpoint)"] = (lambda: delta_open(uri), delta_plan, f"delta:{uri}")
+            if "delta-dataset" in peers:
+                out["delta-rs to_pyarrow_dataset"] = (lambda: delta_open(uri), delta_dataset_plan,
+                                                      f"deltads:{uri}")
         except ImportError as err:
             print(f"deltalake unavailable: {err}", file=sys.stderr)
     return out
@@ -337,6 +349,7 @@ def _fresh_main(spec: str, meta_path: str, sql: str) -> None:
         "pyarrow": (lambda: pyarrow_open(meta), pyarrow_plan),
         "iceberg": (lambda: iceberg_open(meta, arg), iceberg_plan),
         "delta": (lambda: delta_open(arg), delta_plan),
+        "deltads": (lambda: delta_open(arg), delta_dataset_plan),
     }
     open_fn, plan_fn = fns[kind]
     if kind == "ours":  # imports are start-up, not planning

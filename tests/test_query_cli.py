@@ -247,3 +247,22 @@ def test_count_star_is_answered_from_the_index_without_spark(
     delete_segments(store.table("db.sales"), ["1"])
     code, out, _ = _run(capsys, store, "sql", "select count(*) from db.sales", "--csv")
     assert out.splitlines() == ["count(1)", "200"]
+
+
+def test_count_where_min_max_and_query_count_without_spark(
+    capsys: pytest.CaptureFixture[str], store: Store, table: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import carbonstore.spark.session as session
+
+    def no_spark(**_: object) -> None:
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(session, "get_spark", no_spark)
+    code, out, err = _run(capsys, store, "sql", "SELECT count(*) AS n, min(id), MAX(cat) "
+                          "FROM db.sales WHERE id >= 100", "--json")
+    assert code == 0, err
+    assert json.loads(out) == [{"n": 200, "min(id)": 100, "max(cat)": "cat_6"}]  # as Spark names it
+    code, out, err = _run(capsys, store, "sql", "SELECT min(id) lo FROM db.sales WHERE id < 0", "--csv")
+    assert code == 0 and out.splitlines() == ["lo", '""'], err  # one empty field
+    code, out, err = _run(capsys, store, "query", "db.sales", "--where", "id < 150", "--count", "--json")
+    assert code == 0 and json.loads(out) == [{"count": 150}], err

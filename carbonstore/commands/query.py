@@ -45,6 +45,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--where", help="filter (pushed to the pruner, evaluated by Spark)")
     p.add_argument("--segments", help="only these segment ids, e.g. 1,3")
     p.add_argument("--limit", type=row_limit, help="at most N rows (0 to 2147483647)")
+    p.add_argument("--count", action="store_true",
+                   help="print only the number of matching rows (from the index when it "
+                        "decides the filter exactly)")
     add_as_of(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print rows as JSON")
@@ -127,8 +130,20 @@ def _query(args: argparse.Namespace) -> int:
     from carbonstore.indexfiles.tableplan import bind_where
 
     bind_where(table, args.where)  # a bad filter is a user error before Spark starts
+    if args.count and args.segments is None:
+        from carbonstore.indexfiles.answers import Aggregate, answer
+
+        counted = answer(table, [Aggregate(func="count")], args.where)
+        if counted is not None:  # decided by the index: no Spark, no data read
+            _emit(args, ["count"], [{"count": counted[0]}] if args.limit != 0 else [])
+            return 0
     spark = get_spark(conf=table.store.conf)
     df = to_spark(table, spark, where=args.where, segments=split_ids(args.segments)).select(*names)
+    if args.count:
+        from pyspark.sql import functions as F
+
+        df = df.agg(F.count(F.lit(1)).alias("count"))
+        names = ["count"]
     _emit(args, names, collect_rows(df, args.limit))
     return 0
 
@@ -151,10 +166,8 @@ def rewrite_table_names(statement: str, store: Store) -> tuple[str, dict[str, An
 
 
 def _sql(args: argparse.Namespace) -> int:
-    from carbonstore.spark.reader import collect_rows
-    from carbonstore.spark.session import get_spark
-    from carbonstore.spark.sql import run_statement
-    from carbonstore.spark.statements import count_only, plan_statement
+    from carbonstore.spark.metadata_answers import answer_statement
+    from carbonstore.spark.statements import plan_statement
 
     store = open_store(args)
     if _alter_statement(store, args):
@@ -168,17 +181,18 @@ def _sql(args: argparse.Namespace) -> int:
 
     if run_sql_dml(args, store):  # DELETE / UPDATE / MERGE
         return 0
-    counted = count_only(args.statement)
-    if counted is not None and store.exists(counted[0]):
-        # the row count of the readable segments, from the index: no Spark, no data read
-        from carbonstore.indexfiles.tableplan import prune
-
-        plan = prune(pin(store.table(counted[0]), args))
-        n = plan.levels["rows"].total - plan.deleted_rows  # rows minus deleted, one version
-        _emit(args, counted[1], [dict.fromkeys(counted[1], n)] if args.limit != 0 else [])
+    # count / min / max the index decides exactly: no Spark, no data read (docs/query.md)
+    answered = answer_statement(store, args.statement, as_of=args.as_of)
+    if answered is not None:
+        columns, rows = answered
+        _emit(args, columns, rows[: args.limit] if args.limit is not None else rows)
         return 0
     # a bad statement (or --as-of) is a user error before Spark starts
     plan_statement(args.statement, store, as_of=args.as_of)
+    from carbonstore.spark.reader import collect_rows
+    from carbonstore.spark.session import get_spark
+    from carbonstore.spark.sql import run_statement
+
     spark = get_spark(conf=store.conf)
     df = run_statement(spark, store, args.statement, as_of=args.as_of)
     _emit(args, list(df.columns), collect_rows(df, args.limit))

@@ -118,8 +118,26 @@ class UnitStats:
 
         Inexact minimums are valid lower bounds (a truncated prefix sorts before the value).
         An inexact string maximum is replaced by the successor of its prefix, a strict upper
-        bound whether the writer rounded it up (Parquet) or only truncated it.
+        bound whether the writer rounded it up (Parquet) or only truncated it. The result is
+        kept on ``stats`` (index arrays are immutable once loaded), so a later plan over the
+        same cached arrays does not compute the successors again.
         """
+        memo = getattr(stats, "_unit_stats_memo", None)
+        hit = memo.get(kind) if isinstance(memo, dict) else None
+        if hit is not None and hit[0] is num_rows:
+            return hit[1]  # type: ignore[no-any-return]
+        out = cls._from_arrays(stats, num_rows, kind=kind)
+        try:
+            if not isinstance(memo, dict):
+                memo = {}
+                stats._unit_stats_memo = memo
+            memo[kind] = (num_rows, out)  # holds num_rows: its identity is the key
+        except AttributeError:  # an object that takes no attributes: no memo
+            pass
+        return out
+
+    @classmethod
+    def _from_arrays(cls, stats: Any, num_rows: _NP, *, kind: str) -> UnitStats:
         n = len(num_rows)
         lo, hi = stats.min, stats.max
         lo_ok = np.asarray(stats.has_min, dtype=bool).copy()

@@ -40,7 +40,8 @@ from carbonstore.indexfiles.expr import (
     references,
 )
 
-__all__ = ["LevelCounts", "PrunePlan", "RowGroupSelection", "find_column", "prune", "selections"]
+__all__ = ["LevelCounts", "PrunePlan", "RowGroupSelection", "find_column", "prune",
+           "row_group_might_match", "selections", "value_kind"]
 
 _KIND_NAMES = {0: "NONE", 1: "INT64", 2: "FLOAT64", 3: "BYTES", 4: "BIGINT"}
 
@@ -140,6 +141,11 @@ def _usable(col: ColumnArrays, ref: BoundRef) -> str | None:
     if t.is_integral or t.name == "boolean":
         return kind if kind == "INT64" and not col.desc.unit else None
     return None
+
+
+def value_kind(col: ColumnArrays, ref: BoundRef) -> str | None:
+    """The value kind name (arrays.py) if the index column compares like the schema type."""
+    return _usable(col, ref)
 
 
 def _plain_literal(value: Any, col: ColumnArrays, ref: BoundRef) -> list[bytes] | None:
@@ -303,6 +309,14 @@ def _levels(
         return m0, m1, m1
     m2 = StatsEvaluator(size, stats_for, level=LEVEL_BLOOM, bloom=bloom, alive=m1).evaluate(expr) & m1
     return m0, m1, m2
+
+
+def row_group_might_match(expr: Expr, parts: Sequence[IndexArrays]) -> tuple[Mask, _Parts]:
+    """The row groups of ``parts`` that may hold a match (counts, min/max, bloom), and the
+    row groups under one global index (``size``, ``start``, ``stats(ref)``)."""
+    _check_bound(expr)
+    g = _Parts(parts)
+    return _levels(expr, g.size, g.stats, bloom=g.bloom_probe)[2], g
 
 
 def _check_bound(expr: Expr) -> None:

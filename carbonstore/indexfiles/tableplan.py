@@ -517,15 +517,25 @@ def _assemble(
     )
 
 
+_SEG_DIRS: dict[tuple[str, str], str] = {}  # (table root, segment id) -> relative folder
+
+
 class _SegDirs(dict):  # type: ignore[type-arg]
-    """Segment id -> its folder relative to the table, computed on first use."""
+    """Segment id -> its folder relative to the table, computed on first use (and kept for
+    later plans of the process: the layout of a segment id never changes)."""
 
     def __init__(self, paths: Any) -> None:
         super().__init__()
         self.paths = paths
 
     def __missing__(self, sid: str) -> str:
-        rel: str = self.paths.relative(self.paths.segment_dir(sid))
+        key = (self.paths.root, sid)
+        rel = _SEG_DIRS.get(key)
+        if rel is None:
+            rel = str(self.paths.relative(self.paths.segment_dir(sid)))
+            if len(_SEG_DIRS) > 200_000:
+                _SEG_DIRS.clear()
+            _SEG_DIRS[key] = rel
         self[sid] = rel
         return rel
 

@@ -1,36 +1,48 @@
-"""Spark SQL over the store's tables: ``carbonstore sql`` and :func:`register`.
+"""Spark SQL over the store's tables: ``carbonstore sql``, :func:`register` and :func:`sql`.
 
 :func:`run_statement` plans each table occurrence of a statement separately
 (carbonstore.spark.statements) and runs it; :func:`register` makes tables reachable by
-name from a user's own ``spark.sql``.
+name from a user's own ``spark.sql``; :func:`sql` runs a statement over those names planned
+like :func:`run_statement` (each occurrence pruned by its own conjuncts).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from carbonstore.store.table import Store
+from carbonstore.store.table import Store, Table
 
-__all__ = ["register", "run_statement"]
+__all__ = ["register", "registered", "run_statement", "sql"]
+
+# per session (id of the SparkSession): view name (lower case) -> the table it shows
+_views: dict[int, dict[str, Table]] = {}
+_views_lock = threading.Lock()
 
 
 def run_statement(
-    spark: Any, store: Store, statement: str, *, as_of: int | str | None = None
+    spark: Any, store: Store, statement: str, *, as_of: int | str | None = None,
+    aliases: Mapping[str, Table] | None = None,
 ) -> Any:
     """The DataFrame of one SQL statement whose ``db.table`` names are tables of ``store``.
 
     Each occurrence is pruned by its own conjuncts; every occurrence of a table reads one
-    version (``as_of`` when given, else the latest when planned).
+    version (``as_of`` when given, else the latest when planned). ``aliases``: more names
+    (lower case, no database) that stand for tables, planned the same way.
 
     Raises:
         UserError: the statement does not parse, names a missing table, or Spark's analysis
             rejects it.
     """
+    from carbonstore.spark.metadata_answers import answer_frame
     from carbonstore.spark.reader import run_sql, scan_frame
     from carbonstore.spark.statements import plan_statement
 
-    planned = plan_statement(statement, store, as_of=as_of)
+    answered = answer_frame(spark, store, statement, as_of=as_of, aliases=aliases)
+    if answered is not None:  # count / min / max the index decides exactly: nothing read
+        return answered
+    planned = plan_statement(statement, store, as_of=as_of, aliases=aliases)
     for occ in planned.occurrences:
         scan_frame(occ.table, spark, occ.where).createOrReplaceTempView(occ.view)
     try:
@@ -47,9 +59,11 @@ def register(spark: Any, *, store: str | Store | None = None,
     ``table`` for tables of database ``default``). Returns the view names.
 
     Each view is a ``carbonstore`` data source relation: it reads the table's readable
-    segments when a query runs, so every query sees the newest version. The query's
-    filters do not prune it (docs/semantics.md, "Spark's reader reuse"): for statements
-    planned per occurrence and read by Spark's Parquet reader, use :func:`run_statement`.
+    segments when a query runs, so every query sees the newest version. ``spark.sql``
+    cannot prune it by the query's filters (the data source takes no pushed filters:
+    docs/semantics.md, "Spark's reader reuse"); :func:`sql` runs a statement over these
+    names with every occurrence planned by its own filters and read by Spark's Parquet
+    reader.
 
     Args:
         store: a Store, a store location, or None for ``carbon.storelocation``.
@@ -67,4 +81,39 @@ def register(spark: Any, *, store: str | Store | None = None,
         view = f"{table.name.database}_{table.name.table}"
         df.createOrReplaceTempView(view)
         views.append(view)
+        with _views_lock:
+            known = _views.setdefault(id(spark), {})
+            known[view.lower()] = table
+            if table.name.database == "default":
+                known[table.name.table.lower()] = table
     return views
+
+
+def registered(spark: Any) -> dict[str, Table]:
+    """The views :func:`register` created in ``spark`` (lower-case name -> table) that still
+    exist as temporary views."""
+    with _views_lock:
+        known = dict(_views.get(id(spark), {}))
+    if not known:
+        return {}
+    live = {t.name.lower() for t in spark.catalog.listTables() if t.isTemporary}
+    return {k: v for k, v in known.items() if k in live}
+
+
+def sql(spark: Any, statement: str, *, store: str | Store | None = None,
+        as_of: int | str | None = None) -> Any:
+    """``spark.sql(statement)`` where the views of :func:`register` (and, with ``store``,
+    its ``db.table`` names) are planned per occurrence like :func:`run_statement`: each
+    pruned by its own filters, read by Spark's Parquet reader, count/min/max answered from
+    the index when exact, every occurrence of a table at one version.
+
+    Raises:
+        UserError: the statement does not parse or Spark's analysis rejects it.
+    """
+    views = registered(spark)
+    if store is None:
+        first = next(iter(views.values()), None)
+        st = first.store if first is not None else Store(None)
+    else:
+        st = store if isinstance(store, Store) else Store(store)
+    return run_statement(spark, st, statement, as_of=as_of, aliases=views)

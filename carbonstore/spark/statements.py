@@ -15,6 +15,7 @@ Pure sqlglot: no pyspark import, testable without a JVM.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import sqlglot
@@ -121,14 +122,16 @@ def _sources(select: exp.Select) -> list[tuple[exp.Expr, str, bool]]:
 
 
 def plan_statement(
-    statement: str, store: Store, *, as_of: int | str | None = None
+    statement: str, store: Store, *, as_of: int | str | None = None,
+    aliases: Mapping[str, Table] | None = None,
 ) -> PlannedStatement:
     """Rewrite every store table reference to its own view and find its conjuncts.
 
     Names that are not tables of the store (CTEs, other views) are left alone; a plain
     ``table`` resolves to ``default.table`` when that exists. Every occurrence of one table
     reads one version: ``as_of`` (a version, a local time or ``@epoch ms``) when given, else
-    the latest version when the statement is planned.
+    the latest version when the statement is planned. ``aliases``: more names (lower case,
+    without a database) that stand for tables, e.g. the views of ``register``.
 
     Raises:
         UserError: the statement does not parse, or names ``db.table`` that does not exist.
@@ -148,13 +151,14 @@ def plan_statement(
         name, db = node.name, node.db
         if not name or node.catalog or (not db and name.lower() in ctes):
             continue
+        alias = aliases.get(name.lower()) if aliases and not db else None
         try:
-            found = store.table(f"{db}.{name}" if db else name)
+            found = alias if alias is not None else store.table(f"{db}.{name}" if db else name)
         except TableNotFoundError:
             if db:
                 raise
             continue
-        key = str(found.name)
+        key = f"{found.store.location}|{found.name}"
         if key not in pinned:
             pinned[key] = found.as_of(as_of) if as_of is not None else found.as_of(
                 found.status.read().version, check_files=False)

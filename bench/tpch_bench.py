@@ -1,0 +1,179 @@
+"""TPC-H through ``carbonstore sql`` against plain Spark over the same files.
+
+Data: DuckDB's tpch extension (PyPI duckdb + duckdb-extension-tpch, offline) generates
+scale factor ``--sf``; each table is loaded with the product's load task
+(carbonstore.segments.writer.write_task, no Spark) into ``--segments`` segments (tables
+under 100,000 rows: one), under bench/data/ (gitignored, generated once per scale and
+reused). Both sides run in one warm SparkSession:
+
+- carbonstore: ``carbonstore.spark.sql.run_statement`` (what ``carbonstore sql`` runs:
+  per-occurrence planning, Spark's Parquet reader over the kept files, dictionary-free);
+- plain: ``spark.read.parquet`` of exactly the same data files as temp views named like the
+  tables, then ``spark.sql``.
+
+Per query: one warm-up run of each side, then the sides take turns ``--repeat`` times
+(``collect()``), median; ratio = plain ms / carbonstore ms (> 1: carbonstore faster). The
+answers of both sides are compared (row count and values, order-insensitive). Usage::
+
+    .venv/bin/python bench/tpch_bench.py --sf 1 --repeat 3 [--queries 1,6,14]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+TABLES = ("lineitem", "orders", "customer", "part", "partsupp", "supplier", "nation", "region")
+_TYPES = {"BIGINT": "long", "INTEGER": "int", "VARCHAR": "string", "DATE": "date", "DOUBLE": "double"}
+
+
+def _connect() -> Any:
+    import duckdb
+    import duckdb_extension_tpch as ext
+
+    path = glob.glob(os.path.join(os.path.dirname(ext.__file__), "extensions", "**",
+                                  "*.duckdb_extension"), recursive=True)
+    con = duckdb.connect()
+    con.execute(f"LOAD '{path[0]}'")
+    return con
+
+
+def _column_type(duck: str) -> str:
+    m = re.fullmatch(r"DECIMAL\((\d+),(\d+)\)", duck)
+    return f"decimal({m.group(1)},{m.group(2)})" if m else _TYPES[duck]
+
+
+def generate(sf: float, segments: int) -> dict[str, Any]:
+    """Load (or reuse) the store; returns {store, files: {table: [paths]}, queries}."""
+    import pyarrow as pa
+
+    from carbonstore.segments.commit import begin_segment, commit_segment
+    from carbonstore.segments.load import parse_load_options, write_settings
+    from carbonstore.segments.writer import write_task
+    from carbonstore.store import Store
+
+    root = DATA / f"tpch_sf{sf:g}_s{segments}"
+    meta_path = root / "meta.json"
+    if meta_path.exists():
+        return dict(json.loads(meta_path.read_text()))
+    t0 = time.perf_counter()
+    con = _connect()
+    con.execute(f"CALL dbgen(sf={sf})")
+    print(f"dbgen sf={sf:g}: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    store = Store(str(root / "store"))
+    files: dict[str, list[str]] = {}
+    for name in TABLES:
+        cols = con.execute(f"DESCRIBE {name}").fetchall()
+        schema = ", ".join(f"{c[0]} {_column_type(c[1])} NOT NULL" for c in cols)
+        table = store.create_table(f"default.{name}", schema)
+        data = con.execute(f"SELECT * FROM {name}").arrow()
+        if not isinstance(data, pa.Table):
+            data = data.read_all()
+        parts = segments if data.num_rows > 100_000 else 1
+        step = -(-data.num_rows // parts)
+        files[name] = []
+        for i in range(parts):
+            entry, _ = begin_segment(table, hold_lock=False)
+            settings = replace(write_settings(table, entry.load_name, parse_load_options(table, {})),
+                               statistics=False)
+            res = write_task(data.slice(i * step, step).to_batches(max_chunksize=65536), settings,
+                             task_id="00000")
+            commit_segment(table, entry.load_name, [res])
+            files[name].extend(f"{settings.segment_dir}/{f}" for f in res.files)
+        print(f"  loaded {name}: {data.num_rows} rows in {parts} segment(s), "
+              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    queries = {n: con.execute(f"SELECT query FROM tpch_queries() WHERE query_nr = {n}").fetchone()[0]
+               for n in range(1, 23)}
+    meta = {"store": str(root / "store"), "files": files, "queries": queries, "sf": sf}
+    meta_path.write_text(json.dumps(meta))
+    return meta
+
+
+def _norm(row: Any) -> tuple[Any, ...]:
+    out = []
+    for v in row:
+        if isinstance(v, float) or type(v).__name__ == "Decimal":
+            out.append(round(float(v), 2))
+        else:
+            out.append(v)
+    return tuple(out)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sf", type=float, default=1.0)
+    p.add_argument("--segments", type=int, default=4, help="segments per table of >100,000 rows")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--queries", default="1-22", help="e.g. 1,6,14 or 1-22")
+    p.add_argument("--json", help="write the results to this file")
+    args = p.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    meta = generate(args.sf, args.segments)
+
+    import sqlglot
+    from pyspark.sql import SparkSession
+
+    from carbonstore.spark.session import get_spark
+    from carbonstore.spark.sql import run_statement
+    from carbonstore.store import Store
+
+    if SparkSession.getActiveSession() is None:  # room for SF1 joins in local mode
+        SparkSession.builder.config("spark.driver.memory", "4g").config(
+            "spark.sql.shuffle.partitions", "4").master("local[*]").getOrCreate()
+    spark = get_spark()
+    store = Store(meta["store"])
+    for name, paths in meta["files"].items():
+        spark.read.parquet(*paths).createOrReplaceTempView(name)
+    wanted: list[int] = []
+    for part in args.queries.split(","):
+        a, _, b = part.partition("-")
+        wanted.extend(range(int(a), int(b or a) + 1))
+    results = []
+    load0 = os.getloadavg()[0]
+    for n in wanted:
+        statement = sqlglot.transpile(meta["queries"][str(n)], read="duckdb", write="spark")[0]
+        sides = {"carbonstore": lambda s=statement: run_statement(spark, store, s).collect(),
+                 "plain": lambda s=statement: spark.sql(s).collect()}
+        answers = {k: fn() for k, fn in sides.items()}  # warm-up run, answers compared
+        same = sorted(map(_norm, answers["carbonstore"]), key=repr) == \
+            sorted(map(_norm, answers["plain"]), key=repr)
+        times: dict[str, list[float]] = {k: [] for k in sides}
+        for i in range(args.repeat):
+            order = list(sides.items()) if i % 2 == 0 else list(reversed(sides.items()))
+            for k, fn in order:
+                t0 = time.perf_counter()
+                fn()
+                times[k].append((time.perf_counter() - t0) * 1000)
+        ours, plain = statistics.median(times["carbonstore"]), statistics.median(times["plain"])
+        results.append({"query": n, "carbonstore_ms": ours, "plain_ms": plain, "ratio": plain / ours,
+                        "rows": len(answers["carbonstore"]), "same_answer": same})
+        print(f"  Q{n:02d} carbonstore {ours:7.0f} ms  plain {plain:7.0f} ms  ratio {plain / ours:5.2f}"
+              f"  rows {len(answers['carbonstore'])}  same {same}  load {os.getloadavg()[0]:.1f}",
+              file=sys.stderr)
+    geo = math.exp(sum(math.log(r["ratio"]) for r in results) / len(results))
+    print("| query | carbonstore ms | spark.read.parquet ms | ratio | rows | same answer |\n"
+          "|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| Q{r['query']} | {r['carbonstore_ms']:.0f} | {r['plain_ms']:.0f} | {r['ratio']:.2f} | "
+              f"{r['rows']} | {'yes' if r['same_answer'] else 'NO'} |")
+    print(f"\ngeometric mean ratio {geo:.3f} over {len(results)} queries; load average "
+          f"{load0:.1f} at start, {os.getloadavg()[0]:.1f} at end")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"results": results, "geomean": geo}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""carbonstore.spark.sql.sql: registered views planned per occurrence, pruned by the query."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from carbonstore.spark.sql import register, registered, sql
+from carbonstore.store import Store, load_conf
+from tests.indexfiles.segbuild import add_segments
+
+
+def _orders(root: Path) -> Any:
+    # no driver-local read: every occurrence is a file scan whose files can be listed
+    store = Store(str(root / "store"), conf=load_conf(None).with_overrides({"carbon.read.local.rows": "0"}))
+    t = store.create_table("shop.orders", "order_id long not null, city string, v double")
+    parts = [pa.table({"order_id": np.arange(k * 250, (k + 1) * 250),
+                       "city": [f"c{i % 4}" for i in range(250)], "v": np.arange(250) / 7})
+             for k in range(4)]
+    add_segments(t, parts, row_group_size=50, page_rows=10)
+    return t
+
+
+def test_registered_views_are_pruned_by_each_occurrences_filters(spark: Any, tmp_path: Path) -> None:
+    orders = _orders(tmp_path)
+    assert register(spark, store=orders.store, tables=["shop.orders"]) == ["shop_orders"]
+    assert set(registered(spark)) == {"shop_orders"}
+    one = sql(spark, "SELECT * FROM shop_orders WHERE order_id >= 760")
+    files = one.inputFiles()
+    assert len(files) == 1 and "Segment_3" in files[0]  # the other segments are not read
+    assert one.count() == 240
+    q = ("SELECT 'one' AS k, count(*) AS n FROM shop_orders o WHERE o.order_id = 5 "
+         "UNION ALL SELECT 'all', count(*) FROM shop_orders")
+    assert {r.k: r.n for r in sql(spark, q).collect()} == {"one": 1, "all": 1000}
+    joined = sql(spark, "SELECT count(*) FROM shop_orders a JOIN shop_orders b "
+                        "ON a.order_id = b.order_id WHERE a.order_id < 10 AND b.city = 'c1'")
+    assert joined.collect()[0][0] == 3  # 1, 5, 9
+    # answered from the index: a one-row local frame, nothing read
+    assert sql(spark, "SELECT max(order_id) FROM shop_orders").inputFiles() == []
+    assert sql(spark, "SELECT max(order_id) FROM shop_orders").collect()[0][0] == 999
+    add_segments(orders, [pa.table({"order_id": np.arange(1000, 1100), "city": ["x"] * 100,
+                                    "v": np.zeros(100)})])
+    assert sql(spark, "SELECT count(*) FROM shop_orders WHERE city = 'x'").collect()[0][0] == 100
+    spark.catalog.dropTempView("shop_orders")
+    assert registered(spark) == {}
