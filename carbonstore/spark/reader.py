@@ -487,6 +487,8 @@ def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = N
               for sl in part.slices]
     rows = pa.Table.from_batches(list(read_row_groups(table, slices, expr=expr)),
                                  schema=arrow_read_schema(table))
+    if rows.num_rows == 0:  # one empty chunk: pyspark fails on a nested column of none
+        rows = rows.schema.empty_table()
     return spark.createDataFrame(rows, schema=_struct_type(schema_ddl(table))).coalesce(1)
 
 

@@ -161,3 +161,5 @@ def test_nested_widening_and_rename_on_spark_paths(spark: Any, store: Store) -> 
     assert _norm(collect_rows(src)) == want
     assert str(src.schema["r"].dataType) == "StructType([StructField('a', LongType(), True), StructField('f', FloatType(), True)])"
     assert [r["id"] for r in collect_rows(to_spark(t, spark, where="r.a = 7"))] == [1]
+    # no row kept: the local frame of nested columns is empty, not an Arrow error
+    assert collect_rows(to_spark(t, spark, where="r.a = 999")) == []
