@@ -26,6 +26,7 @@ from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.deltas import DELTA_SUFFIX
 from carbonstore.store import Store, Table
+from carbonstore.store.objectstore import request_counts
 from tests.dml.rows import SCHEMA, load, read_live, rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,12 +96,14 @@ def test_dml_statements_and_reads_on_s3(table: Table, s3_store: S3Store,
 
     # DELETE through the CLI: deltas written once each, by conditional puts, no data rewritten
     data_files = {k for k in s3.keys() if k.endswith(".parquet")}
-    asked = _requests(s3)
+    asked, layer = _requests(s3), request_counts()
     r = _json(capsys, s3, "delete", "db.t", "--where", "id < 20 OR name = 'n3'")
     ref.delete(lambda row: not (row["id"] < 20 or row["name"] == "n3"))
     assert r["deleted"] == 300 - len(ref.rows) and r["files"] == 3  # type: ignore[index]
     after = _requests(s3)
     assert after.get("PUT-IF-ABSENT", 0) - asked.get("PUT-IF-ABSENT", 0) >= 3 + 1  # deltas + commit
+    # ... sent by the store's filesystem layer (it counts what it sends)
+    assert request_counts().get("PUT-IF-ABSENT", 0) - layer.get("PUT-IF-ABSENT", 0) >= 3 + 1
     assert len(_deltas(s3)) == 3
     assert {k for k in s3.keys() if k.endswith(".parquet")} == data_files
     _check(table, ref)
@@ -157,6 +160,8 @@ def test_dml_statements_and_reads_on_s3(table: Table, s3_store: S3Store,
     commits = [k for k in puts if re.search(r"/tablestatus_log/[^/]+/[0-9]+\.json$", k)]
     overwritten = {k: puts[k] for k in (*deltas, *commits) if puts[k] != 1}
     assert not overwritten, overwritten
+    conditional = s3.puts(conditional=True)  # ... and each by a conditional put
+    assert all(conditional.get(k) == 1 for k in (*deltas, *commits))
 
     # clean files removes superseded deltas (after the retention), keeps the live ones
     live = {d.delta_file.rsplit("/", 1)[-1]
