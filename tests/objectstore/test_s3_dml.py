@@ -21,6 +21,7 @@ import pyarrow as pa
 import pytest
 from s3fixtures import S3Store
 
+from carbonstore.errors import VersionNotFoundError
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact
@@ -100,6 +101,7 @@ def test_dml_statements_and_reads_on_s3(table: Table, s3_store: S3Store,
     r = _json(capsys, s3, "delete", "db.t", "--where", "id < 20 OR name = 'n3'")
     ref.delete(lambda row: not (row["id"] < 20 or row["name"] == "n3"))
     assert r["deleted"] == 300 - len(ref.rows) and r["files"] == 3  # type: ignore[index]
+    first = int(r["version"])  # type: ignore[index]
     after = _requests(s3)
     assert after.get("PUT-IF-ABSENT", 0) - asked.get("PUT-IF-ABSENT", 0) >= 3 + 1  # deltas + commit
     # ... sent by the store's filesystem layer (it counts what it sends)
@@ -172,6 +174,8 @@ def test_dml_statements_and_reads_on_s3(table: Table, s3_store: S3Store,
     report = clean_files(table, dry_run=False, now=later)
     assert [i for i in report.items if i.kind == "delta"]
     assert {k.rsplit("/", 1)[-1] for k in _deltas(s3)} == live
+    with pytest.raises(VersionNotFoundError, match="delete delta"):
+        table.as_of(first)  # its deltas were superseded and cleaned
     _check(table, ref)
 
     # compaction applies the deltas: the output has none and the same rows
