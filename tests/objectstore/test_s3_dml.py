@@ -226,9 +226,14 @@ def test_spark_reads_and_sql_merge_on_s3(spark: object, table: Table, s3_store: 
                   "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *") == 0
     ref.rows[2] = {"id": 2, "name": "x", "score": 0.5}
     ref.rows[1000] = {"id": 1000, "name": "y", "score": 1.5}
+    # MERGE through the Python API, a Spark DataFrame source
+    df = spark.createDataFrame([(3, "z", 9.0), (2000, "w", 2.0)], "id long, name string, score double")  # type: ignore[attr-defined]
+    table.merge(df, on="t.id = s.id", when_matched_update="*", when_not_matched_insert="*")
+    ref.rows[3] = {"id": 3, "name": "z", "score": 9.0}
+    ref.rows[2000] = {"id": 2000, "name": "w", "score": 2.0}
     _check(table, ref)
     got = _json(capsys, s3, "sql", "SELECT count(*) AS n, sum(score) AS s FROM db.t WHERE id < 500")
-    assert got == [{"n": len(ref.rows) - 1, "s": sum(r["score"] for k, r in ref.rows.items() if k < 500)}]
+    assert got == [{"n": len(ref.rows) - 2, "s": sum(r["score"] for k, r in ref.rows.items() if k < 500)}]
 
     # analyze and compaction with Spark tasks (the CLI's default engine) apply the deltas
     assert s3.cli("analyze", "db.t") == 0
@@ -238,7 +243,7 @@ def test_spark_reads_and_sql_merge_on_s3(spark: object, table: Table, s3_store: 
     assert all(not e.delete_deltas for e in table.status.read().readable)
     _check(table, ref)
     assert s3.cli("delete", "db.t", "--where", "id >= 1000") == 0
-    del ref.rows[1000]
+    del ref.rows[1000], ref.rows[2000]
     (last,) = [e.load_name for e in table.status.read().readable if e.delete_deltas]
     assert s3.cli("compact", "db.t", "--type", "custom", "--segments", last) == 0  # a purge
     _check(table, ref)
