@@ -19,9 +19,9 @@ import duckdb
 import orjson
 import pyarrow as pa
 import pytest
-from s3fixtures import S3Store
+from s3fixtures import BUCKET, S3Store
 
-from carbonstore.errors import VersionNotFoundError
+from carbonstore.errors import CorruptMetadataError, VersionNotFoundError
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact
@@ -266,6 +266,27 @@ def test_dml_of_dictionary_columns_on_s3(spark: object, s3_store: S3Store,
     _check(table, ref)
     got = _json(capsys, s3, "query", "db.d", "--select", "id", "--where", "name = 'new'")
     assert sorted(r["id"] for r in got) == [k for k in range(10) if k in ref.rows]  # type: ignore[union-attr, index]
+
+
+def test_damaged_or_missing_delta_on_s3_fails_in_one_line(table: Table, s3_store: S3Store,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    s3 = s3_store
+    table.delete("id < 5")
+    (key,) = _deltas(s3)
+    client = s3.server.client()
+    version = table.status.read().version
+    for damage in ("garbage", "gone"):
+        if damage == "garbage":
+            client.put_object(Bucket=BUCKET, Key=key, Body=b"CSDD garbage that is no delta")
+        else:
+            client.delete_object(Bucket=BUCKET, Key=key)
+        with pytest.raises(CorruptMetadataError, match="delete delta"):
+            read_live(table)  # never "no rows deleted"
+        capsys.readouterr()
+        assert s3.cli("delete", "db.t", "--where", "id = 50") == 1
+        err = capsys.readouterr().err
+        assert "delete delta" in err and len(err.strip().splitlines()) == 1, err
+        assert table.status.read().version == version  # nothing committed
 
 
 _DELETER = """
