@@ -94,12 +94,14 @@ class S3Store:
             out.extend(o["Key"] for o in page.get("Contents", []))
         return out
 
-    def puts(self) -> dict[str, int]:
-        """Successful PUTs of every key under the prefix (2 or more: overwritten)."""
+    def puts(self, *, conditional: bool = False) -> dict[str, int]:
+        """Successful PUTs of every key under the prefix (2 or more: overwritten); with
+        ``conditional``, only the conditional PUTs (``If-None-Match: *``) that succeeded."""
         import json
         import urllib.request
 
-        with urllib.request.urlopen(f"{self.server.endpoint}/__puts", timeout=10) as resp:
+        what = "__conditional" if conditional else "__puts"
+        with urllib.request.urlopen(f"{self.server.endpoint}/{what}", timeout=10) as resp:
             counts = json.loads(resp.read())
         start = f"{BUCKET}/{self.prefix}/"
         return {k[len(BUCKET) + 1:]: n for k, n in counts.items() if k.startswith(start)}

@@ -8,7 +8,8 @@ It prints ``PORT <n>`` once it listens on a free port. ``GET /__requests`` answe
 requests served so far by kind (``GET``, ``HEAD``, ``LIST``, ``PUT``, ``DELETE``, ...) as
 JSON, and ``DELETE /__requests`` resets them. ``GET /__puts`` answers how many times each key
 was written by a PUT that succeeded (``{"bucket/key": n}``): a key written twice is an
-object that was overwritten.
+object that was overwritten; ``GET /__conditional`` the same for the conditional PUTs
+(``If-None-Match: *``) that succeeded.
 
 moto checks ``If-None-Match: *`` and stores the object in two steps, which a threaded
 server interleaves; S3 makes that check and the write one step. Write requests are
@@ -42,6 +43,7 @@ class Middleware:
         self.ignore_conditional = ignore_conditional
         self.counts: Counter[str] = Counter()
         self.puts: Counter[str] = Counter()
+        self.conditional: Counter[str] = Counter()
         self.count_lock = threading.Lock()
         self.write_lock = threading.Lock()
 
@@ -55,17 +57,19 @@ class Middleware:
         return method
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") in ("/__requests", "/__puts"):
+        if environ.get("PATH_INFO") in ("/__requests", "/__puts", "/__conditional"):
             with self.count_lock:
-                counts = self.counts if environ["PATH_INFO"] == "/__requests" else self.puts
+                counts = {"/__requests": self.counts, "/__puts": self.puts,
+                          "/__conditional": self.conditional}[environ["PATH_INFO"]]
                 body = json.dumps(dict(counts)).encode()
                 if environ["REQUEST_METHOD"] == "DELETE":
                     self.counts.clear()
             start_response("200 OK", [("Content-Type", "application/json"),
                                       ("Content-Length", str(len(body)))])
             return [body]
+        kind = self._kind(environ)
         with self.count_lock:
-            self.counts[self._kind(environ)] += 1
+            self.counts[kind] += 1
         if self.ignore_conditional:
             environ.pop("HTTP_IF_NONE_MATCH", None)
         if environ["REQUEST_METHOD"] not in _WRITES:
@@ -87,6 +91,8 @@ class Middleware:
         if whole and "/" in key and status and status[0].startswith("200"):
             with self.count_lock:
                 self.puts[key] += 1
+                if kind == "PUT-IF-ABSENT":
+                    self.conditional[key] += 1
         return body
 
 
