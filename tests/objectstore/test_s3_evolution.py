@@ -213,3 +213,33 @@ def test_nested_types_on_s3(s3_store: S3Store, capsys: pytest.CaptureFixture[str
     assert sorted(got.to_pylist(), key=key) == sorted(want, key=key)
     assert got.schema.field("s").type == pa.struct([("a", pa.int64()), ("b", pa.string())])
     check_puts(s3, t)
+
+
+def test_a_listing_that_lags_an_alter_still_finds_the_newest_schema(
+        s3_store: S3Store, capsys: pytest.CaptureFixture[str]) -> None:
+    """Schema versions are found by listing Metadata/schema_log; a listing need not show a
+    just-written file yet. Opening the table, a load and the next ALTER must still use the
+    newest version (a load with the old schema would drop the added column's values)."""
+    s3 = s3_store
+    assert s3.cli("create", "db.l", "--schema", "id long, v int") == 0
+    store = Store(s3.location, conf=s3.conf())
+    t = store.table("db.l")
+    assert s3.cli("alter", "db.l", "add-column", "w string") == 0
+    assert s3.cli("alter", "db.l", "rename-column", "v", "x") == 0
+    s3.hide_from_list(f"{t.paths.metadata.rsplit(f'{s3.prefix}/', 1)[1]}/schema_log/{2:020d}.json")
+    s3.hide_from_list(f"{t.paths.metadata.rsplit(f'{s3.prefix}/', 1)[1]}/schema_log/{3:020d}.json")
+    try:
+        assert not any("schema_log" in i.path for i in store.sfs.list_dir(t.paths.metadata)
+                       if i.is_file)  # the server does hide them
+        t = store.table("db.l")
+        assert t.schema.schema_version == 3 and t.schema.column_names == ["id", "x", "w"]
+        data = pa.table({"id": pa.array([1, 2], pa.int64()), "x": pa.array([5, 6], pa.int32()),
+                         "w": ["a", None]})
+        load(t, data, tasks=1)
+        assert scan(store.table("db.l")).to_pylist() == data.to_pylist()
+        assert s3.cli("alter", "db.l", "drop-column", "w") == 0, capsys.readouterr().err
+        assert store.table("db.l").schema.schema_version == 4
+    finally:
+        s3.hide_from_list(None)
+    assert [v.version for v in store.table("db.l").schema_versions()] == [1, 2, 3, 4]
+    check_puts(s3, store.table("db.l"))
