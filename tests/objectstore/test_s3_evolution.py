@@ -114,6 +114,13 @@ def test_partitioned_bucketed_table_altered_on_s3(s3_store: S3Store,
     ref = pa.concat_tables([first, second])
     same(t, ref)
     # hostile partition values: one folder level per field, every value back as written
+    data_keys = [k for k in s3.keys() if "/Segment_" in k and k.endswith(".parquet")]
+    assert data_keys
+    for k in data_keys:
+        region, day, _name = k.split("/Segment_", 1)[1].split("/")[1:]
+        assert region.startswith("region=") and day.startswith("ts_day=2024-05-0"), k
+    assert {k.split("/Segment_", 1)[1].split("/")[1] for k in data_keys} >= {
+        "region=a%2Fb", "region=%2E%2E", "region=50%25", "region=%252F"}
     parts = t.partitions()
     assert {p.values["region"] for p in parts} == set(HOSTILE)
     assert sum(p.rows for p in parts) == ref.num_rows
