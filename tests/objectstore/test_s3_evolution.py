@@ -9,6 +9,7 @@ tablestatus version must be written exactly once, with put-if-absent (the server
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import duckdb
 import orjson
@@ -250,3 +251,25 @@ def test_a_listing_that_lags_an_alter_still_finds_the_newest_schema(
         s3.hide_from_list(None)
     assert [v.version for v in store.table("db.l").schema_versions()] == [1, 2, 3, 4]
     check_puts(s3, store.table("db.l"))
+
+
+@pytest.mark.spark
+def test_spark_load_and_query_of_an_altered_partitioned_table_on_s3(
+        spark: object, s3_store: S3Store, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    s3 = s3_store
+    csv = tmp_path / "a.csv"
+    csv.write_text("id,region,ts,v\n1,a/b,2024-05-01 08:00:00,10\n2,..,2024-05-02 09:00:00,20\n"
+                   "3,50%,2024-05-02 10:00:00,30\n4,,2024-05-03 11:00:00,40\n", encoding="utf-8")
+    assert s3.cli("create", "db.s", "--schema", "id long, region string, ts timestamp, v int",
+                  "--partition-by", "region, day(ts)", "--buckets", "2",
+                  "--bucket-columns", "id") == 0
+    assert s3.cli("load", "db.s", "--input", str(csv)) == 0, capsys.readouterr().err
+    assert s3.cli("sql", "ALTER TABLE db.s RENAME COLUMN v TO amount") == 0
+    assert s3.cli("alter", "db.s", "add-column", "note string default 'x'") == 0
+    rows = _json(capsys, s3, "query", "db.s", "--select", "id,region,amount,note",
+                 "--where", "ts >= TIMESTAMP '2024-05-02 00:00:00' AND ts < TIMESTAMP '2024-05-03 00:00:00'")
+    assert sorted((r["id"], r["region"], r["amount"], r["note"]) for r in rows) == [  # type: ignore[union-attr, index]
+        (2, "..", 20, "x"), (3, "50%", 30, "x")]
+    rows = _json(capsys, s3, "sql", "SELECT sum(amount) AS s, count(*) AS n FROM db.s")
+    assert rows == [{"s": 100, "n": 4}]
