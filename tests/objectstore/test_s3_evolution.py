@@ -89,7 +89,7 @@ def check_puts(s3: S3Store, table: Table) -> None:
     meta = f"{s3.prefix}/{table.paths.metadata.rsplit(f'{s3.prefix}/', 1)[1]}"
     logged = {k: n for k, n in puts.items()  # versions; not the overwritten _latest hint
               if k.startswith((f"{meta}/schema_log/", f"{meta}/tablestatus_log/"))
-              and k.rsplit("/", 1)[1].split(".")[0].isdigit()}
+              and k.rsplit("/", 1)[1].split(".")[0].isdigit()} | {f"{meta}/schema": puts.get(f"{meta}/schema", 0)}
     assert any("/schema_log/" in k for k in logged) and any("/tablestatus_log/" in k for k in logged)
     assert {k: n for k, n in logged.items() if n != 1} == {}
     assert {k for k in logged if conditional.get(k) != 1} == set()
