@@ -159,6 +159,9 @@ def parse_alter(statement: str) -> AlterStatement | None:
         change = _change_column(old, new, type_text)
     elif action == "ALTER COLUMN":
         old, pos = read_name(body, 0)
+        while body[pos:pos + 1] == ".":  # a struct field by path: s.a, s.t.x
+            field, pos = read_name(body, pos + 1)
+            old = f"{old}.{field}"
         tail = re.match(r"(?is)\s+TYPE\s+", body[pos:])
         if tail is None:
             raise SchemaError(f"ALTER COLUMN: expected 'c TYPE type', got {body!r}")

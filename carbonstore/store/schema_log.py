@@ -95,14 +95,22 @@ def read_schema_log(sfs: StoreFS, paths: TablePaths, base: TableSchema) -> list[
     """Every schema version of the table, oldest first (``base``: ``Metadata/schema``)."""
     out = [SchemaVersion(version=base.schema_version, applies_from=0, schema=base)]
     folder = _log_dir(paths)
-    names = sorted(i.base_name for i in sfs.list_dir(folder)
-                   if i.is_file and i.base_name.endswith(".json"))
-    for name in names:
-        stem = name.removesuffix(".json")
-        if not stem.isdigit() or int(stem) <= base.schema_version:
-            continue  # a foreign or stray file is not a schema version
-        out.append(_decode(sfs, f"{folder}/{name}", int(stem)))
-    return out
+    listed = {int(stem) for i in sfs.list_dir(folder)
+              if i.is_file and (stem := i.base_name.removesuffix(".json")).isdigit()
+              and i.base_name.endswith(".json")}  # a foreign or stray file is no version
+    listed = {v for v in listed if v > base.schema_version}
+    # Versions are numbered densely (an ALTER writes the newest + 1). A listing of an object
+    # store may lag a finished write: a number it skips or the ones after its newest are
+    # read by name (one GET each, a miss ends the probe).
+    top = max(listed, default=base.schema_version)
+    version = base.schema_version + 1
+    while True:
+        try:
+            out.append(_decode(sfs, f"{folder}/{_file_name(version)}", version))
+        except FileNotFoundError:  # not there
+            if version > top:
+                return out
+        version += 1
 
 
 def schema_of_version(

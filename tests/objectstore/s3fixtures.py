@@ -96,12 +96,21 @@ class S3Store:
 
     def puts(self, *, conditional: bool = False) -> dict[str, int]:
         """Successful PUTs of every key under the prefix (2 or more: overwritten); with
-        ``conditional``, only the conditional PUTs (``If-None-Match: *``) that succeeded."""
+        ``conditional``, only the put-if-absent ones (``If-None-Match: *``)."""
         import json
         import urllib.request
 
-        what = "__conditional" if conditional else "__puts"
-        with urllib.request.urlopen(f"{self.server.endpoint}/{what}", timeout=10) as resp:
+        kind = "__conditional_puts" if conditional else "__puts"
+        with urllib.request.urlopen(f"{self.server.endpoint}/{kind}", timeout=10) as resp:
             counts = json.loads(resp.read())
         start = f"{BUCKET}/{self.prefix}/"
         return {k[len(BUCKET) + 1:]: n for k, n in counts.items() if k.startswith(start)}
+
+    def hide_from_list(self, key: str | None) -> None:
+        """Listings leave ``key`` (relative to the prefix) out; None: listings show all again."""
+        import urllib.request
+
+        url = f"{self.server.endpoint}/__hide_from_list"
+        req = urllib.request.Request(url if key is None else f"{url}?{BUCKET}/{self.prefix}/{key}",
+                                     method="DELETE" if key is None else "PUT")
+        urllib.request.urlopen(req, timeout=10).close()

@@ -8,8 +8,9 @@ It prints ``PORT <n>`` once it listens on a free port. ``GET /__requests`` answe
 requests served so far by kind (``GET``, ``HEAD``, ``LIST``, ``PUT``, ``DELETE``, ...) as
 JSON, and ``DELETE /__requests`` resets them. ``GET /__puts`` answers how many times each key
 was written by a PUT that succeeded (``{"bucket/key": n}``): a key written twice is an
-object that was overwritten; ``GET /__conditional`` the same for the conditional PUTs
-(``If-None-Match: *``) that succeeded.
+object that was overwritten; ``GET /__conditional_puts`` the same for put-if-absent PUTs.
+``PUT /__hide_from_list?bucket/key`` makes listings leave that key out (a LIST lagging a
+write, which object stores other than S3 allow); ``DELETE /__hide_from_list`` shows all.
 
 moto checks ``If-None-Match: *`` and stores the object in two steps, which a threaded
 server interleaves; S3 makes that check and the write one step. Write requests are
@@ -21,8 +22,10 @@ conditional writes, the bad server the store must refuse.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -43,9 +46,10 @@ class Middleware:
         self.ignore_conditional = ignore_conditional
         self.counts: Counter[str] = Counter()
         self.puts: Counter[str] = Counter()
-        self.conditional: Counter[str] = Counter()
+        self.conditional_puts: Counter[str] = Counter()  # the put-if-absent ones among puts
         self.count_lock = threading.Lock()
         self.write_lock = threading.Lock()
+        self.hidden: set[str] = set()  # keys listings leave out (a LIST that lags a write)
 
     def _kind(self, environ: dict[str, Any]) -> str:
         method = environ["REQUEST_METHOD"]
@@ -57,24 +61,28 @@ class Middleware:
         return method
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") in ("/__requests", "/__puts", "/__conditional"):
+        if environ.get("PATH_INFO") in ("/__requests", "/__puts", "/__conditional_puts"):
             with self.count_lock:
                 counts = {"/__requests": self.counts, "/__puts": self.puts,
-                          "/__conditional": self.conditional}[environ["PATH_INFO"]]
+                          "/__conditional_puts": self.conditional_puts}[environ["PATH_INFO"]]
                 body = json.dumps(dict(counts)).encode()
                 if environ["REQUEST_METHOD"] == "DELETE":
                     self.counts.clear()
             start_response("200 OK", [("Content-Type", "application/json"),
                                       ("Content-Length", str(len(body)))])
             return [body]
-        kind = self._kind(environ)
+        if environ.get("PATH_INFO") == "/__hide_from_list":
+            return self._hide(environ, start_response)
         with self.count_lock:
-            self.counts[kind] += 1
+            self.counts[self._kind(environ)] += 1
+        if self.hidden and self._kind(environ) == "LIST":
+            return self._lagging_list(environ, start_response)
         if self.ignore_conditional:
             environ.pop("HTTP_IF_NONE_MATCH", None)
         if environ["REQUEST_METHOD"] not in _WRITES:
             return self.app(environ, start_response)
         key = environ.get("PATH_INFO", "/").strip("/")
+        conditional = self._kind(environ) == "PUT-IF-ABSENT"
         status: list[str] = []
 
         def record(code: str, headers: Any, *rest: Any) -> Any:
@@ -91,9 +99,39 @@ class Middleware:
         if whole and "/" in key and status and status[0].startswith("200"):
             with self.count_lock:
                 self.puts[key] += 1
-                if kind == "PUT-IF-ABSENT":
-                    self.conditional[key] += 1
+                if conditional:
+                    self.conditional_puts[key] += 1
         return body
+
+
+    def _hide(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """PUT /__hide_from_list?KEY: listings leave KEY out from now on; DELETE: show all."""
+        with self.count_lock:
+            if environ["REQUEST_METHOD"] == "DELETE":
+                self.hidden.clear()
+            else:
+                self.hidden.add(urllib.parse.unquote(environ.get("QUERY_STRING", "")))
+        start_response("200 OK", [("Content-Length", "0")])
+        return [b""]
+
+    def _lagging_list(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        answer: list[Any] = []
+
+        def keep(code: str, headers: Any, *rest: Any) -> Any:
+            answer.extend([code, headers])
+            return lambda _data: None
+
+        body = b"".join(self.app(environ, keep)).decode()
+        bucket = environ.get("PATH_INFO", "/").strip("/")
+        with self.count_lock:
+            hidden = {k.removeprefix(f"{bucket}/") for k in self.hidden}
+        body = re.sub(r"<Contents>.*?</Contents>",
+                      lambda m: "" if re.search(r"<Key>(.*?)</Key>", m.group(0))[1] in hidden
+                      else m.group(0), body, flags=re.S)
+        data = body.encode()
+        headers = [(k, v) for k, v in answer[1] if k.lower() != "content-length"]
+        start_response(answer[0], [*headers, ("Content-Length", str(len(data)))])
+        return [data]
 
 
 def main(argv: list[str]) -> int:
