@@ -34,7 +34,7 @@ from carbonstore.errors import ExpressionError
 from carbonstore.store.schema import Column, DataType, TableSchema
 
 __all__ = [
-    "AlwaysFalse", "AlwaysTrue", "And", "BoundRef", "Comparison", "Eq", "Expr", "Gt", "GtEq",
+    "AlwaysFalse", "AlwaysTrue", "And", "BoundRef", "and_terms", "Comparison", "Eq", "Expr", "Gt", "GtEq",
     "In", "IsNaN", "IsNotNull", "IsNull", "Lt", "LtEq", "Not", "NotEq", "NotIn", "NotNaN",
     "MAX_DEPTH", "MAX_NESTING", "NotStartsWith", "Or", "StartsWith", "Term", "and_", "bind",
     "col", "flatten", "nodes", "not_", "or_", "parse_where", "push_not", "references",
@@ -1191,3 +1191,21 @@ class _SqlConverter:
                     return value if target == DT.DECIMAL else int(value)
             raise self.fail(node, "unsupported CAST of a literal")
         raise self.fail(node, "expected a literal (number, string, TRUE/FALSE, NULL, DATE '...')")
+
+
+def and_terms(condition: Any) -> list[Any]:
+    """The top-level AND terms of a sqlglot condition, in order (parentheses removed):
+    what each WHERE / ON splitter of the package walks."""
+    from sqlglot import exp
+
+    out: list[Any] = []
+    stack = [condition]
+    while stack:
+        node = stack.pop()
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.And):
+            stack.extend([node.right, node.left])
+        else:
+            out.append(node)
+    return out

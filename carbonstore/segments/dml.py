@@ -164,18 +164,10 @@ def row_filter(table: Table, where: str | Expr | None) -> RowFilter:
         if "compare a column with a literal" not in str(err):
             raise
     import sqlglot
-    from sqlglot import exp
 
-    tree = sqlglot.parse_one(where, read="spark")
-    stack, terms = [tree], []
-    while stack:
-        node = stack.pop()
-        while isinstance(node, exp.Paren):
-            node = node.this
-        if isinstance(node, exp.And):
-            stack.extend([node.right, node.left])
-        else:
-            terms.append(node)
+    from carbonstore.indexfiles.expr import and_terms
+
+    terms = and_terms(sqlglot.parse_one(where, read="spark"))
     bound: Expr = AlwaysTrue()
     rest: list[str] = []
     for term in terms:

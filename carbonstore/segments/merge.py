@@ -30,7 +30,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import UserError
-from carbonstore.indexfiles.expr import AlwaysTrue, Expr
+from carbonstore.indexfiles.expr import AlwaysTrue, Expr, and_terms
 from carbonstore.segments.dml import (
     FILE_COLUMN,
     POS_COLUMN,
@@ -166,15 +166,7 @@ def _key_pairs(on: str, target: str, source: str) -> list[tuple[str, str]]:
     except (ParseError, TokenError, RecursionError) as err:
         raise UserError(f"MERGE ON: cannot parse {on!r}") from err
     out = []
-    stack, terms = [tree], []
-    while stack:
-        node = stack.pop()
-        while isinstance(node, exp.Paren):
-            node = node.this
-        if isinstance(node, exp.And):
-            stack.extend([node.right, node.left])
-        else:
-            terms.append(node)
+    terms = and_terms(tree)
     for c in terms:
         if not isinstance(c, exp.EQ):
             continue

@@ -23,6 +23,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import TableNotFoundError, UserError
+from carbonstore.indexfiles.expr import and_terms
 from carbonstore.store.table import Store, Table
 
 __all__ = ["Occurrence", "PlannedStatement", "conjuncts", "count_only", "parse_statement",
@@ -61,17 +62,7 @@ def parse_statement(statement: str) -> exp.Expr:
 
 def conjuncts(condition: exp.Expr) -> list[exp.Expr]:
     """The top-level AND terms of ``condition`` (parentheses removed)."""
-    out: list[exp.Expr] = []
-    stack = [condition]
-    while stack:
-        node = stack.pop()
-        while isinstance(node, exp.Paren):
-            node = node.this
-        if isinstance(node, exp.And):
-            stack.extend([node.right, node.left])
-        else:
-            out.append(node)
-    return out
+    return and_terms(condition)
 
 
 def pushable_where(where: str | None, columns: frozenset[str]) -> str | None:
