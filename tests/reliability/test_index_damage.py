@@ -394,7 +394,8 @@ def _snapshot_tampered(data: bytes, *, resign: bool, column: str) -> bytes:
 def test_snapshot_tampering(tables: dict[str, Table]) -> None:
     t = tables["t"]
     # bounds changed under the stale checksum: refused
-    _damage_snapshot(t, lambda b: _snapshot_tampered(b, resign=False, column="lo:id"))
+    lo_id = f"lo:{t.schema.column('id').column_id}"  # segment bounds are keyed by column id
+    _damage_snapshot(t, lambda b: _snapshot_tampered(b, resign=False, column=lo_id))
     # re-signed, but its row counts disagree with the tablestatus: ignored and rewritten
     path = _snapshot(t)
     with _Damaged(path, _snapshot_tampered(path.read_bytes(), resign=True, column="num_rows")):

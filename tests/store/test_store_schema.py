@@ -150,7 +150,7 @@ def test_properties_are_lower_cased_and_valid_ones_accepted() -> None:
         "page_rows": "1000", "table_blocksize": "256", "compaction_level_threshold": "2,2",
         "major_compaction_size": "10", "auto_load_merge": "TRUE",
         "compaction_preserve_segments": "0", "allowed_compaction_days": "3",
-        "partition_by": "name", "bucket_number": "4", "bucket_columns": "id",
+        "partition_by": "id", "bucket_number": "4", "bucket_columns": "id",
     })
     assert set(s.properties) == set(TABLE_PROPERTIES)
     assert s.sort_columns == ["name", "id"]
