@@ -3,9 +3,6 @@ resurrected, no duplicate."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -13,7 +10,7 @@ import pytest
 
 from carbonstore.store import Store
 from tests.dml.rows import SCHEMA, load, read_live, rows
-from tests.dml.workers import DELETES, LOADS, ROWS
+from tests.dml.workers import DELETES, LOADS, ROWS, run_race
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,17 +21,7 @@ def test_delete_load_compact_race(tmp_path: Path) -> None:
     t = st.create_table("db.t", SCHEMA, properties={"sort_columns": "id"})
     for part in range(4):
         load(t, rows(range(part * ROWS // 4, (part + 1) * ROWS // 4)))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("CARBON_CONF", None)
-    procs = {role: subprocess.Popen(
-        [sys.executable, "-m", "tests.dml.workers", role, st.location], cwd=ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for role in ("delete", "delete-odd", "load", "compact")}
-    out = {}
-    for role, p in procs.items():
-        stdout, stderr = p.communicate(timeout=300)
-        assert p.returncode == 0, (role, stderr[-3000:])
-        out[role] = stdout
+    out = run_race(st.location, str(ROOT))
     assert out["delete"].count("deleted") + out["delete-odd"].count("deleted") == DELETES
     assert out["load"].count("loaded") == LOADS
     got = Counter(read_live(Store(st.location).table("db.t"))["id"].to_pylist())

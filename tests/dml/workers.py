@@ -43,5 +43,25 @@ def main(role: str, location: str) -> int:
     return 0
 
 
+def run_race(location: str, root: str) -> dict[str, str]:
+    """Run the four roles as processes against the store at ``location`` (the repository
+    at ``root`` on their path); each role's output. A role that fails fails the test."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "CARBON_CONF"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    procs = {role: subprocess.Popen(
+        [sys.executable, "-m", "tests.dml.workers", role, location], cwd=root, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for role in ("delete", "delete-odd", "load", "compact")}
+    out = {}
+    for role, p in procs.items():
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, (role, stderr[-3000:])
+        out[role] = stdout
+    return out
+
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1], sys.argv[2]))

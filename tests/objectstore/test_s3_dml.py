@@ -329,23 +329,13 @@ def test_deletes_loads_and_compactions_race_on_s3(s3_store: S3Store) -> None:
     nothing lost, nothing resurrected, no duplicate."""
     from collections import Counter
 
-    from tests.dml.workers import DELETES, LOADS, ROWS
+    from tests.dml.workers import DELETES, LOADS, ROWS, run_race
 
     store = Store(s3_store.location, conf=s3_store.conf())
     t = store.create_table("db.t", SCHEMA, properties={"sort_columns": "id"})
     for part in range(4):
         load(t, rows(range(part * ROWS // 4, (part + 1) * ROWS // 4)))
-    env = {k: v for k, v in os.environ.items() if k != "CARBON_CONF"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    procs = {role: subprocess.Popen(
-        [sys.executable, "-m", "tests.dml.workers", role, store.location], cwd=ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for role in ("delete", "delete-odd", "load", "compact")}
-    out = {}
-    for role, p in procs.items():
-        stdout, stderr = p.communicate(timeout=300)
-        assert p.returncode == 0, (role, stderr[-3000:])
-        out[role] = stdout
+    out = run_race(store.location, str(ROOT))
     got = Counter(read_live(Store(store.location).table("db.t"))["id"].to_pylist())
     assert not [i for i, n in got.items() if n > 1], "duplicated rows"
     assert not [i for i in got if i < ROWS], "deleted rows read again"

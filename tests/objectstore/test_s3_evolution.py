@@ -18,10 +18,7 @@ import pytest
 from s3fixtures import S3Store
 
 from carbonstore.indexfiles.tableplan import prune
-from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.compaction import compact
-from carbonstore.segments.load import parse_load_options, write_settings
-from carbonstore.segments.writer import write_task
 from carbonstore.spark.reader import (
     arrow_read_schema,
     plan_partitions,
@@ -30,24 +27,15 @@ from carbonstore.spark.reader import (
 )
 from carbonstore.store import Store
 from carbonstore.store.table import Table
+from tests.partitioning.test_table import load as load_rows
 
 T0 = dt.datetime(2024, 5, 1, 8, 0)
 HOSTILE = ["a/b", "..", "50%", "日本語", "x=1", "%2F", "", None]
 
 
-def load(table: Table, data: pa.Table, *, tasks: int = 2, options: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
-    opts = parse_load_options(table, options)
-    entry, lock = begin_segment(table)
-    try:
-        s = write_settings(table, entry.load_name, opts)
-        step = -(-data.num_rows // tasks)
-        results = [write_task(data.slice(i * step, step).to_batches(max_chunksize=97), s,
-                              task_id=f"{i:05d}") for i in range(tasks)]
-        return commit_segment(table, entry.load_name, results, partitioning=s.partitioning,
-                              overwrite_partitions=s.overwrite_partitions)
-    finally:
-        if lock is not None:
-            lock.release()
+def load(table: Table, data: pa.Table, **kw: object):  # type: ignore[no-untyped-def]
+    """The partitioning tests' load (no Spark), in batches of 97 rows."""
+    return load_rows(table, data, chunk=97, **kw)  # type: ignore[arg-type]
 
 
 def scan(table: Table, where: str | None = None) -> pa.Table:

@@ -54,13 +54,14 @@ def lineitem(n: int, *, seed: int, days: Sequence[int] = range(8), key0: int = 0
     })
 
 
-def load(table: Table, data: pa.Table, *, tasks: int = 2, options: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def load(table: Table, data: pa.Table, *, tasks: int = 2, options: dict[str, str] | None = None,  # type: ignore[no-untyped-def]
+         chunk: int = 997):
     opts = parse_load_options(table, options)
     entry, lock = begin_segment(table)
     try:
         s = write_settings(table, entry.load_name, opts)
         step = -(-data.num_rows // tasks)
-        results = [write_task(data.slice(i * step, step).to_batches(max_chunksize=997), s,
+        results = [write_task(data.slice(i * step, step).to_batches(max_chunksize=chunk), s,
                               task_id=f"{i:05d}") for i in range(tasks)]
         return commit_segment(table, entry.load_name, results, partitioning=s.partitioning,
                               overwrite_partitions=s.overwrite_partitions)
