@@ -118,6 +118,10 @@ def test_query_and_sql(capsys: pytest.CaptureFixture[str], spark: object, store:
     assert json.loads(out)[:2] == [{"cat": "cat_0", "n": 10}, {"cat": "cat_1", "n": 10}]
     code, _, err = _run(capsys, store, "sql", "SELECT nope FROM db.sales")
     assert code == 2 and len(err.strip().splitlines()) == 1
+    # a filter the index cannot decide (cat_3 rows in every row group): counted by Spark
+    code, out, err = _run(capsys, store, "query", "db.sales", "--where", "cat = 'cat_3'",
+                          "--count", "--json")
+    assert code == 0 and json.loads(out) == [{"count": sum(1 for i in range(300) if i % 7 == 3)}], err
 
 
 def test_query_shows_timestamps_in_the_session_zone_whatever_the_process_zone(

@@ -140,9 +140,7 @@ def _query(args: argparse.Namespace) -> int:
     spark = get_spark(conf=table.store.conf)
     df = to_spark(table, spark, where=args.where, segments=split_ids(args.segments)).select(*names)
     if args.count:
-        from pyspark.sql import functions as F
-
-        df = df.agg(F.count(F.lit(1)).alias("count"))
+        df = df.selectExpr("count(1) AS count")
         names = ["count"]
     _emit(args, names, collect_rows(df, args.limit))
     return 0
