@@ -159,6 +159,20 @@ def update_rows(
 
 
 # ---- MERGE ------------------------------------------------------------------------------------
+def _assigned(
+    given: Mapping[str, str] | None, names: Sequence[str], source: pa.Table, alias: str,
+    table: Table, what: str,
+) -> dict[str, str]:
+    """Target column -> SQL expression of an UPDATE SET or INSERT clause; ``None`` (``*``):
+    every target column from the source's column of the same name."""
+    out = ({c.lower(): v for c, v in given.items()} if given is not None
+           else {c: f"{alias}.`{c}`" for c in names if c in source.column_names})
+    bad = [c for c in out if c not in names]
+    if bad:
+        raise UserError(f"{what}: unknown column(s) {', '.join(bad)} of {table.name}")
+    return out
+
+
 def _key_pairs(on: str, target: str, source: str) -> list[tuple[str, str]]:
     """(target column, source column) of the top-level ``t.a = s.b`` conjuncts of ``on``."""
     try:
@@ -332,13 +346,7 @@ def merge_rows(
             if clause.action == "delete":
                 gone.append(_run(con, f"SELECT {loc} {join} WHERE {pred}", "WHEN MATCHED"))
                 continue
-            sets = ({c.lower(): v for c, v in clause.assignments.items()}
-                    if clause.assignments is not None
-                    else {c: f"{sa}.`{c}`" for c in names if c in source.column_names})
-            bad = [c for c in sets if c not in names]
-            if bad:
-                raise UserError(f"MERGE UPDATE SET: unknown column(s) {', '.join(bad)} of "
-                                f"{table.name}")
+            sets = _assigned(clause.assignments, names, source, sa, table, "MERGE UPDATE SET")
             select = ", ".join(
                 f"({to_duckdb(sets[c], 'UPDATE SET ' + c)}) AS {_quote(c)}" if c in sets
                 else f"{tq}.{_quote(c)}" for c in names)
@@ -351,13 +359,7 @@ def merge_rows(
             nconds = [c.condition for c in not_matched]
             for k, nclause in enumerate(not_matched):
                 pred = _not_earlier(nconds, k, "WHEN NOT MATCHED AND")
-                vals = ({c.lower(): v for c, v in nclause.values.items()}
-                        if nclause.values is not None
-                        else {c: f"{sa}.`{c}`" for c in names if c in source.column_names})
-                bad = [c for c in vals if c not in names]
-                if bad:
-                    raise UserError(f"MERGE INSERT: unknown column(s) {', '.join(bad)} of "
-                                    f"{table.name}")
+                vals = _assigned(nclause.values, names, source, sa, table, "MERGE INSERT")
                 select = ", ".join(
                     f"({to_duckdb(vals[c], 'INSERT ' + c)}) AS {_quote(c)}" if c in vals
                     else f"NULL AS {_quote(c)}" for c in names)
