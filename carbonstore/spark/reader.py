@@ -328,7 +328,9 @@ def plan_projections(table: Table, plan: TablePlan) -> dict[str, Projection]:
     kept = set(plan.segments)
     if not kept:
         return {}
-    entries = [e for e in table.status.read().entries if e.load_name in kept]
+    # the entries of the version the plan read: a later compaction or clean files cannot
+    # change which schema a planned segment is read with
+    entries = [e for e in table.status.read(plan.version).entries if e.load_name in kept]
     return segment_projections(table, entries)
 
 
