@@ -67,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from carbonstore.segments.load import parse_load_options, write_settings
-    from carbonstore.segments.sketches import StatsAccumulator
     from carbonstore.segments.writer import write_task
+    from carbonstore.statistics.accumulator import StatsAccumulator
     from carbonstore.store import Store
 
     rows = make_rows(args.rows)

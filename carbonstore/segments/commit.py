@@ -246,7 +246,7 @@ def _without_lease(extra: dict[str, object]) -> dict[str, object]:
 
 def _store_statistics(table: Table, segment_id: str, results: Sequence[TaskResult]) -> None:
     """The segment's column statistics from its tasks' accumulators; never fails the load."""
-    from carbonstore.segments.sketches import store_task_statistics
+    from carbonstore.statistics.accumulator import store_task_statistics
 
     try:
         store_task_statistics(table, segment_id, results, source="load")

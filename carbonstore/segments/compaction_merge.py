@@ -499,7 +499,7 @@ def sources_have_statistics(table: Table, sources: Sequence[LoadEntry]) -> bool:
     if any(e.delete_deltas for e in sources):
         return False
     try:
-        from carbonstore.segments import statistics as st
+        from carbonstore.statistics import model as st
     except ImportError:  # statistics are optional
         return False
     return all(table.paths.sfs.exists(st.stats_path(table, e.load_name)) for e in sources)
@@ -517,7 +517,7 @@ def write_output_statistics(
     them later).
     """
     try:
-        from carbonstore.segments import statistics as st
+        from carbonstore.statistics import model as st
     except ImportError:  # statistics are optional
         return False
     from carbonstore.store.evolution import segment_projections
@@ -527,7 +527,7 @@ def write_output_statistics(
     present = [s for s in stats if s is not None]
     # statistics of sources of an older schema version name its columns: not merged
     if not present or len(present) != len(stats) or segment_projections(table, sources):
-        from carbonstore.segments.sketches import store_task_statistics
+        from carbonstore.statistics.accumulator import store_task_statistics
 
         stored = store_task_statistics(table, output_id, output.tasks, source="compaction")
         return stored is not None

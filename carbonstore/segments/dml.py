@@ -376,7 +376,7 @@ def _write_insert(table: Table, rows: pa.Table) -> _Insert:
         merge_size = merge_indexes(sfs.fs, [f"{seg_dir}/{n}" for n in index_files],
                                    f"{seg_dir}/{merge_name}", segment_id=sid)
         try:
-            from carbonstore.segments.sketches import store_task_statistics
+            from carbonstore.statistics.accumulator import store_task_statistics
 
             store_task_statistics(table, sid, [result], source="load")
         except (CarbonStoreError, OSError):  # analyze computes them later
@@ -494,7 +494,7 @@ def _stale_statistics(table: Table, segments: set[str]) -> None:
     if not segments:
         return
     try:
-        from carbonstore.segments.statistics import delete_segment_statistics
+        from carbonstore.statistics.model import delete_segment_statistics
     except ImportError:  # pragma: no cover - statistics are optional
         return
     for sid in sorted(segments):

@@ -32,7 +32,7 @@ from carbonstore.indexfiles.indexfile import write_index
 from carbonstore.indexfiles.packing import pack
 from carbonstore.segments.badrecords import BadRecordAction, BadRecordSink, split_batch
 from carbonstore.segments.partition_writer import PartitionedWriter
-from carbonstore.segments.sketches import StatsAccumulator
+from carbonstore.statistics.accumulator import StatsAccumulator
 from carbonstore.store.partitioning import PartitionSpec
 from carbonstore.store.schema import Column, DataType, arrow_type, parse_type
 

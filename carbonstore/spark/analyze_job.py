@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pyspark.sql import SparkSession
 
 from carbonstore.segments.compaction import segment_data_files
-from carbonstore.segments.sketches import (
+from carbonstore.spark.session import get_spark
+from carbonstore.statistics.accumulator import (
     StatsAccumulator,
     accumulate_files,
     analyze_targets,
@@ -27,8 +28,7 @@ from carbonstore.segments.sketches import (
     store_accumulated,
     table_column_specs,
 )
-from carbonstore.segments.statistics import SegmentStatistics
-from carbonstore.spark.session import get_spark
+from carbonstore.statistics.model import SegmentStatistics
 from carbonstore.store.fs import resolve_fs
 from carbonstore.store.table import Table
 
@@ -64,7 +64,7 @@ def analyze(
 ) -> list[SegmentStatistics]:
     """Recompute and store the statistics of ``segments`` (default: every readable one).
 
-    ``carbonstore.segments.sketches.analyze_local`` does the same in this process.
+    ``carbonstore.statistics.accumulator.analyze_local`` does the same in this process.
 
     Args:
         table: the table.

@@ -13,13 +13,13 @@ import pytest
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.dml import delete_rows
-from carbonstore.segments.sketches import compute_segment_statistics
 from carbonstore.spark.reader import (
     arrow_read_schema,
     plan_partitions,
     plan_projections,
     read_row_groups,
 )
+from carbonstore.statistics.accumulator import compute_segment_statistics
 from carbonstore.store import Store, Table
 from carbonstore.store.alter import SUB_ACTIONS, alter_table
 from tests.dml.rows import SCHEMA, load, rows

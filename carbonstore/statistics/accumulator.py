@@ -8,7 +8,7 @@ from DataSketches HLL.
 
 The HLL sketch takes one value per Python call, so few values may reach it: keys are
 hashed exactly as DataSketches hashes them, by compiled kernels
-(:mod:`carbonstore.segments.hll_native`) or, without numba, by numpy, and once the sketch is
+(:mod:`carbonstore.statistics.hll_native`) or, without numba, by numpy, and once the sketch is
 in HLL mode only the keys that raise one of its registers are handed over (see
 ``_Column._update_sketch``). A probe of each batch decides whether reducing it with
 ``pyarrow.compute.unique`` first pays for itself. Values are handed
@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from datasketches import hll_sketch, hll_union, tgt_hll_type
 
 from carbonstore.errors import CorruptMetadataError, SegmentNotFoundError, UserError
-from carbonstore.segments.statistics import (
+from carbonstore.statistics.model import (
     _CLASSES,
     DEFAULT_LG_K,
     SKETCH_TYPE,
@@ -275,14 +275,14 @@ def _slots_ranks(h1: np.ndarray, h2: np.ndarray, lg_k: int) -> tuple[np.ndarray,
 
 
 def _native() -> ModuleType | None:
-    """The compiled kernels (:mod:`carbonstore.segments.hll_native`), or None without numba
+    """The compiled kernels (:mod:`carbonstore.statistics.hll_native`), or None without numba
     or when ``CARBONSTORE_NATIVE_HLL=0``; the numpy functions here then compute the same."""
     global _native_module
     if _native_module is _UNSET:
         module: ModuleType | None = None
         if os.environ.get("CARBONSTORE_NATIVE_HLL", "1") != "0":
             try:
-                from carbonstore.segments import hll_native as module
+                from carbonstore.statistics import hll_native as module
             except ImportError:
                 module = None
             except (RuntimeError, OSError) as err:  # numba found no folder to cache code in

@@ -5,14 +5,14 @@ from __future__ import annotations
 import orjson
 import pyarrow.compute as pc
 import pytest
-from test_statistics_store import SCHEMA, add_segment, data
+from test_stats_store import SCHEMA, add_segment, data
 
 from carbonstore.cli import main
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.manage import delete_segments
-from carbonstore.segments.sketches import analyze_local
-from carbonstore.segments.statistics import (
+from carbonstore.statistics.accumulator import analyze_local
+from carbonstore.statistics.model import (
     get_segment_statistics,
     get_table_statistics,
     stats_path,

@@ -7,10 +7,10 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from test_statistics_store import SCHEMA, data
+from test_stats_store import SCHEMA, data
 
-from carbonstore.segments.sketches import analyze_local
-from carbonstore.segments.statistics import get_segment_statistics, get_table_statistics
+from carbonstore.statistics.accumulator import analyze_local
+from carbonstore.statistics.model import get_segment_statistics, get_table_statistics
 from carbonstore.store import Store
 from carbonstore.store.tablestatus import SUCCESS
 
@@ -54,7 +54,7 @@ def test_analyze_on_spark_matches_local(store: Store, spark: Any) -> None:
 
 
 def test_spark_load_stores_statistics(store: Store, spark: Any) -> None:
-    from test_statistics import check_exact
+    from test_accumulator import check_exact
 
     from carbonstore.spark.load_job import load
 

@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import CorruptMetadataError, UserError
-from carbonstore.segments import hll_native, sketches
-from carbonstore.segments.sketches import StatsAccumulator
-from carbonstore.segments.statistics import (
+from carbonstore.statistics import accumulator as sketches
+from carbonstore.statistics import hll_native
+from carbonstore.statistics.accumulator import StatsAccumulator
+from carbonstore.statistics.model import (
     DEFAULT_LG_K,
     SKETCH_TYPE,
     BinaryColumnStatistics,

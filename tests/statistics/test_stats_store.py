@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from carbonstore.errors import InvalidNameError
-from carbonstore.segments.sketches import StatsAccumulator, compute_segment_statistics
-from carbonstore.segments.statistics import (
+from carbonstore.statistics.accumulator import StatsAccumulator, compute_segment_statistics
+from carbonstore.statistics.model import (
     SegmentStatistics,
     StatisticsScope,
     delete_segment_statistics,
@@ -171,8 +171,8 @@ _WRITER = textwrap.dedent(
     import sys
     import pyarrow as pa
     from carbonstore.store import Store, load_conf
-    from carbonstore.segments.sketches import StatsAccumulator
-    from carbonstore.segments.statistics import StatisticsScope, update_segment_statistics
+    from carbonstore.statistics.accumulator import StatsAccumulator
+    from carbonstore.statistics.model import StatisticsScope, update_segment_statistics
 
     location, own, shared, column, rounds = sys.argv[1:6]
     conf = load_conf(None).with_overrides({"carbon.lock.retry.timeout.sec": "30"})

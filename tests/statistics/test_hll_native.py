@@ -11,8 +11,9 @@ from datasketches import hll_sketch, tgt_hll_type
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from carbonstore.segments import hll_native, sketches
-from carbonstore.segments.statistics import DEFAULT_LG_K, SKETCH_TYPE
+from carbonstore.statistics import accumulator as sketches
+from carbonstore.statistics import hll_native
+from carbonstore.statistics.model import DEFAULT_LG_K, SKETCH_TYPE
 
 
 def _native_slots(keys: pa.Array, lg_k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from test_load_writer import _rows
-from test_statistics import check_exact, mixed_table
+from test_accumulator import check_exact, mixed_table
 
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
-from carbonstore.segments.statistics import get_segment_statistics, get_table_statistics
 from carbonstore.segments.writer import TaskResult, write_task
+from carbonstore.statistics.model import get_segment_statistics, get_table_statistics
 from carbonstore.store import Store, Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "segments"))
+from test_load_writer import _rows  # noqa: E402
 
 SCHEMA = (
     "b boolean, by byte, i int, l long, f float, d double, s string, bin binary, dt date, "
@@ -60,7 +64,7 @@ def test_two_loads_give_table_level_union(table: Table) -> None:
     load(table, [second.to_batches()])
     merged = get_table_statistics(table)
     both = pa.concat_tables([first, second])
-    from carbonstore.segments.statistics import SegmentStatistics
+    from carbonstore.statistics.model import SegmentStatistics
 
     check_exact(SegmentStatistics(table="default.t", segment_id="x", row_count=merged.row_count,
                                   columns=merged.columns), both)
@@ -85,7 +89,7 @@ def test_every_type_of_the_writer_round_trip(store: Store) -> None:
 def test_statistics_of_another_family_than_the_table_are_not_stored(store: Store) -> None:
     """A writer that declares a dictionary string column as its INT32 surrogates (as a
     compaction does) must not store long statistics for a string column."""
-    from carbonstore.segments.sketches import StatsAccumulator, store_task_statistics
+    from carbonstore.statistics.accumulator import StatsAccumulator, store_task_statistics
 
     table = store.create_table("d", "id long, name string")
     acc = StatsAccumulator([("id", "long"), ("name", "int")])

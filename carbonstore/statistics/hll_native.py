@@ -4,7 +4,7 @@ loops over a batch's keys.
 
 numba compiles them on first use in a process and caches the machine code on disk, so later
 processes load it instead. Importing this module imports numba: import it only where
-statistics are computed (:mod:`carbonstore.segments.sketches` does, and falls back to its numpy
+statistics are computed (:mod:`carbonstore.statistics.accumulator` does, and falls back to its numpy
 implementation of the same hash when numba is missing). The tests hold both to DataSketches.
 """
 
@@ -26,7 +26,7 @@ _F2 = _U(0xC4CEB9FE1A85EC53)
 _M1 = _U(0x52DCE729)
 _M2 = _U(0x38495AB5)
 _SEED = _U(9001)
-_EMPTY = _U(0xFFFFFFFFFFFFFFFF)  # "" is hashed as the int64 -1 (see sketches.py)
+_EMPTY = _U(0xFFFFFFFFFFFFFFFF)  # "" is hashed as the int64 -1 (see statistics/hll.py)
 _3, _5, _8, _27, _31, _33 = _U(3), _U(5), _U(8), _U(27), _U(31), _U(33)
 _1, _63, _64 = _U(1), _U(63), _U(64)
 _ONES = _U(0xFFFFFFFFFFFFFFFF)
