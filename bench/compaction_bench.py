@@ -68,7 +68,7 @@ def build(
         data = data.sort_by("id")  # a load sorts on SORT_COLUMNS
         out = write_segment(table, entry.load_name, [data.to_batches(max_chunksize=65536)])
         if with_stats:  # as a load does: statistics computed while writing, stored at commit
-            from carbonstore.statistics.accumulator import store_task_statistics
+            from carbonstore.statistics.analyze import store_task_statistics
 
             store_task_statistics(table, entry.load_name, out.tasks, source="load")
         table.status.set_status(

@@ -48,12 +48,9 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     # partition values as bounds for pruning use the evaluator's prefix successor; they
     # move to the pruning package in the layout change.
     ("carbonstore.store.partitioning", "indexfiles"),
-    # moved out of segments/; the split that follows removes these edges
-    ("carbonstore.statistics.accumulator", "segments"),
 }
 KNOWN_PRIVATE: set[tuple[str, str]] = {
     ("carbonstore.segments.rebuild", "carbonstore.segments.writer._NanTracker"),
-    ("carbonstore.statistics.accumulator", "carbonstore.statistics.model._CLASSES"),
     ("carbonstore.indexfiles.bounds", "carbonstore.indexfiles.planner._usable"),
     ("carbonstore.indexfiles.tableplan", "carbonstore.indexfiles.planner._usable"),
     ("carbonstore.indexfiles.tableplan", "carbonstore.indexfiles.planner._plain_literal"),

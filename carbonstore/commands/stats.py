@@ -14,8 +14,8 @@ from typing import Any
 
 from carbonstore.commands._common import add_json, open_store, print_json, print_table, split_ids
 from carbonstore.errors import UserError
-from carbonstore.statistics.model import (
-    ColumnStatistics,
+from carbonstore.statistics.model import ColumnStatistics
+from carbonstore.statistics.store import (
     delete_segment_statistics,
     delete_table_statistics,
     get_segment_statistics,
@@ -75,7 +75,7 @@ def _analyze(args: argparse.Namespace) -> int:
             done = analyze(table, spark=spark, segments=segments, columns=columns,
                            missing_only=args.missing)
     else:
-        from carbonstore.statistics.accumulator import analyze_local
+        from carbonstore.segments.analyze import analyze_local
 
         with progress(None, f"analyzing {table.name}", json=args.json):
             done = analyze_local(table, segments=segments, columns=columns,

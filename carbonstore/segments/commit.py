@@ -30,6 +30,7 @@ from carbonstore.indexfiles.indexfile import merge_indexes
 from carbonstore.progress import progress
 from carbonstore.segments.partitions import replace_partitions, with_spec
 from carbonstore.segments.writer import TaskResult
+from carbonstore.statistics.analyze import store_task_statistics
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import LeaseKeeper, lease_fields
 from carbonstore.store.partitioning import PartitionSpec
@@ -246,8 +247,6 @@ def _without_lease(extra: dict[str, object]) -> dict[str, object]:
 
 def _store_statistics(table: Table, segment_id: str, results: Sequence[TaskResult]) -> None:
     """The segment's column statistics from its tasks' accumulators; never fails the load."""
-    from carbonstore.statistics.accumulator import store_task_statistics
-
     try:
         store_task_statistics(table, segment_id, results, source="load")
     except (CarbonStoreError, OSError):  # 'carbonstore analyze' can compute them later

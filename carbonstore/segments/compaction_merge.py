@@ -35,6 +35,13 @@ from carbonstore.segments.writer import (
     arrow_schema,
     write_task,
 )
+from carbonstore.statistics.analyze import store_task_statistics
+from carbonstore.statistics.model import SegmentStatistics, StatisticsScope, merge_column
+from carbonstore.statistics.store import (
+    get_segment_statistics,
+    stats_path,
+    update_segment_statistics,
+)
 from carbonstore.store.fs import resolve_fs
 from carbonstore.store.partitioning import PartitionSpec
 from carbonstore.store.table import Table
@@ -498,11 +505,7 @@ def sources_have_statistics(table: Table, sources: Sequence[LoadEntry]) -> bool:
     with deleted rows has none that still hold)."""
     if any(e.delete_deltas for e in sources):
         return False
-    try:
-        from carbonstore.statistics import model as st
-    except ImportError:  # statistics are optional
-        return False
-    return all(table.paths.sfs.exists(st.stats_path(table, e.load_name)) for e in sources)
+    return all(table.paths.sfs.exists(stats_path(table, e.load_name)) for e in sources)
 
 
 def write_output_statistics(
@@ -516,35 +519,29 @@ def write_output_statistics(
     are stored. Returns False when neither is available (``carbonstore analyze`` computes
     them later).
     """
-    try:
-        from carbonstore.statistics import model as st
-    except ImportError:  # statistics are optional
-        return False
     from carbonstore.store.evolution import segment_projections
 
-    stats = [None if e.delete_deltas else st.get_segment_statistics(table, e.load_name)
+    stats = [None if e.delete_deltas else get_segment_statistics(table, e.load_name)
              for e in sources]
     present = [s for s in stats if s is not None]
     # statistics of sources of an older schema version name its columns: not merged
     if not present or len(present) != len(stats) or segment_projections(table, sources):
-        from carbonstore.statistics.accumulator import store_task_statistics
-
         stored = store_task_statistics(table, output_id, output.tasks, source="compaction")
         return stored is not None
-    scope = st.StatisticsScope(table=present[0].table, segment_id=output_id)
+    scope = StatisticsScope(table=present[0].table, segment_id=output_id)
     columns: list[Any] = []
     sketches: dict[str, bytes] = {}
     for c in present[0].columns:
         parts = [(s.find(c.column), s.row_count, s.sketches.get(c.column)) for s in present]
         if any(p[0] is None or type(p[0]) is not type(c) for p in parts):
             continue  # not in every source (or its type changed): analyze recomputes it
-        merged, sketch = st.merge_column(parts, scope)  # type: ignore[arg-type]
+        merged, sketch = merge_column(parts, scope)  # type: ignore[arg-type]
         columns.append(merged)
         if sketch is not None:
             sketches[c.column] = sketch
-    st.update_segment_statistics(
+    update_segment_statistics(
         table,
-        st.SegmentStatistics(
+        SegmentStatistics(
             table=present[0].table, segment_id=output_id,
             row_count=sum(s.row_count for s in present), columns=tuple(columns),
             sketches=sketches, source="compaction",

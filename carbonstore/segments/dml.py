@@ -44,6 +44,8 @@ from carbonstore.errors import (
 from carbonstore.indexfiles.evaluator import evaluate_rows
 from carbonstore.indexfiles.expr import AlwaysTrue, Expr, references
 from carbonstore.segments.deltas import deleted_mask, positions, read_delta, write_delta
+from carbonstore.statistics.analyze import store_task_statistics
+from carbonstore.statistics.store import delete_segment_statistics
 from carbonstore.store.entries import DeleteDelta
 from carbonstore.store.evolution import (
     Projection,
@@ -376,8 +378,6 @@ def _write_insert(table: Table, rows: pa.Table) -> _Insert:
         merge_size = merge_indexes(sfs.fs, [f"{seg_dir}/{n}" for n in index_files],
                                    f"{seg_dir}/{merge_name}", segment_id=sid)
         try:
-            from carbonstore.statistics.accumulator import store_task_statistics
-
             store_task_statistics(table, sid, [result], source="load")
         except (CarbonStoreError, OSError):  # analyze computes them later
             log.warning("statistics of segment %s not stored", sid, exc_info=True)
@@ -492,10 +492,6 @@ def apply_changes(
 def _stale_statistics(table: Table, segments: set[str]) -> None:
     """Drop the column statistics of segments that lost rows (analyze recomputes them)."""
     if not segments:
-        return
-    try:
-        from carbonstore.statistics.model import delete_segment_statistics
-    except ImportError:  # pragma: no cover - statistics are optional
         return
     for sid in sorted(segments):
         try:

@@ -18,16 +18,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from pyspark.sql import SparkSession
 
+from carbonstore.segments.analyze import accumulate_files, segment_deltas
 from carbonstore.segments.compaction import segment_data_files
 from carbonstore.spark.session import get_spark
-from carbonstore.statistics.accumulator import (
-    StatsAccumulator,
-    accumulate_files,
-    analyze_targets,
-    segment_deltas,
-    store_accumulated,
-    table_column_specs,
-)
+from carbonstore.statistics.accumulator import StatsAccumulator
+from carbonstore.statistics.analyze import analyze_targets, store_accumulated, table_column_specs
 from carbonstore.statistics.model import SegmentStatistics
 from carbonstore.store.fs import resolve_fs
 from carbonstore.store.table import Table

@@ -22,12 +22,10 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import logging
-import os
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import orjson
@@ -35,9 +33,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from datasketches import hll_sketch, hll_union, tgt_hll_type
 
-from carbonstore.errors import CorruptMetadataError, SegmentNotFoundError, UserError
+from carbonstore.errors import CorruptMetadataError, UserError
+from carbonstore.statistics.hll import (
+    EMPTY_STRING_KEY,
+    WARMUP_KEYS,
+    hll_update,
+    native_kernels,
+    raise_registers,
+)
 from carbonstore.statistics.model import (
-    _CLASSES,
+    CLASS_OF_KIND,
     DEFAULT_LG_K,
     SKETCH_TYPE,
     ColumnStatistics,
@@ -45,37 +50,13 @@ from carbonstore.statistics.model import (
     SegmentStatistics,
     StatisticsScope,
     decode_value,
-    delete_segment_statistics,
     dv_count,
     encode_value,
-    get_segment_statistics,
     kind_of,
-    update_segment_statistics,
 )
 from carbonstore.store.tablestatus import now_ms
 
-if TYPE_CHECKING:
-    import pyarrow.fs as pafs
-
-    from carbonstore.store.table import Table
-
-__all__ = [
-    "StatsAccumulator",
-    "accumulate_files",
-    "analyze_local",
-    "analyze_targets",
-    "compute_segment_statistics",
-    "hll_slots",
-    "key_slots",
-    "hll_update",
-    "key_slots_numpy",
-    "raise_registers",
-    "spark_type_of_arrow",
-    "segment_deltas",
-    "store_accumulated",
-    "store_task_statistics",
-    "table_column_specs",
-]
+__all__ = ["StatsAccumulator", "spark_type_of_arrow"]
 
 log = logging.getLogger(__name__)
 
@@ -90,296 +71,11 @@ def _hll8_header(lg_k: int) -> bytes:
     return bytes([10, 1, 7, lg_k, 0, 0, 0, 2 | (2 << 2)])
 
 
-_WARMUP_KEYS = 4096  # keys handed over between checks of the sketch's mode
 _WARMUP_PREFIX = 65536  # keys of a long batch that warm a new sketch up to HLL mode
-_HASH_CHUNK = 32768  # keys hashed per numpy pass
 _PROBE_KEYS = 8192  # keys of a batch sampled to decide whether to deduplicate it
 _DENSE_SHARE = 0.9  # distinct share of a probe above which ``unique`` never pays
 _SPARSE_SHARE = 0.25  # ... below which it pays in HLL mode too (a small hash table)
 _MIX = np.uint64(0x9E3779B97F4A7C15)
-
-# MurmurHash3_x64_128 as DataSketches calls it for one 8-byte value (seed 9001), so the HLL
-# slot and rank of every value can be computed with numpy, without a Python call per value.
-_SEED = np.uint64(9001)
-_C1 = np.uint64(0x87C37B91114253D5)
-_C2 = np.uint64(0x4CF5AD432745937F)
-_F1 = np.uint64(0xFF51AFD7ED558CCD)
-_F2 = np.uint64(0xC4CEB9FE1A85EC53)
-_NAN_BITS = np.uint64(0x7FF8000000000000)
-
-
-def _fmix64(k: np.ndarray) -> np.ndarray:
-    k ^= k >> np.uint64(33)
-    k *= _F1
-    k ^= k >> np.uint64(33)
-    k *= _F2
-    k ^= k >> np.uint64(33)
-    return k
-
-
-def _murmur_8(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(h1, h2) of MurmurHash3_x64_128 over each uint64 as 8 little-endian bytes."""
-    with np.errstate(over="ignore"):
-        k1 = words * _C1
-        k1 = np.bitwise_or(k1 << np.uint64(31), k1 >> np.uint64(33), out=k1)
-        k1 *= _C2
-        h1 = np.bitwise_xor(k1, _SEED ^ np.uint64(8), out=k1)  # tail, then length
-        h1 += _SEED ^ np.uint64(8)  # h1 += h2
-        h2 = h1 + (_SEED ^ np.uint64(8))  # h2 += h1
-        h1 = _fmix64(h1)
-        h2 = _fmix64(h2)
-        h1 += h2
-        h2 += h1
-    return h1, h2
-
-
-def hll_slots(words: np.ndarray, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(slot, rank) of each 8-byte value in a DataSketches HLL sketch of ``lg_k``."""
-    return _slots_ranks(*_murmur_8(words), lg_k)
-
-
-def _hash_words(keys: np.ndarray) -> np.ndarray:
-    """The 8 bytes DataSketches hashes: int64 as is, doubles with -0.0 and NaN canonical."""
-    if keys.dtype == np.float64:
-        keys = np.where(keys == 0.0, 0.0, keys)
-        words = keys.view(np.uint64).copy()
-        words[np.isnan(keys)] = _NAN_BITS
-        return words
-    return keys.astype(np.int64, copy=False).view(np.uint64)
-
-
-def _rotl_inplace(x: np.ndarray, r: int, scratch: np.ndarray) -> None:
-    np.left_shift(x, np.uint64(r), out=scratch)
-    np.right_shift(x, np.uint64(64 - r), out=x)
-    x |= scratch
-
-
-def _fmix64_inplace(k: np.ndarray, scratch: np.ndarray) -> None:
-    for mul in (_F1, _F2, None):
-        np.right_shift(k, np.uint64(33), out=scratch)
-        k ^= scratch
-        if mul is not None:
-            k *= mul
-
-
-_EMPTY_STRING_KEY = -1  # DataSketches ignores "": it is counted as the int64 -1 instead,
-# whose 8 bytes (all 0xFF) are no valid UTF-8 string, so no string can share its hash.
-
-
-def _murmur_strings(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(h1, h2) of MurmurHash3_x64_128 (seed 9001) over each string's UTF-8 bytes,
-    vectorised over the strings (one numpy pass per 16-byte block of the longest, in
-    place: the 8-byte gathers are most of the cost)."""
-    if not pa.types.is_string(arr.type):
-        arr = arr.cast(pa.large_string()) if not pa.types.is_large_string(arr.type) else arr
-    n = len(arr)
-    off_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
-    offs: np.ndarray[Any, np.dtype[np.int64]] = np.frombuffer(
-        arr.buffers()[1], dtype=off_type)[arr.offset: arr.offset + n + 1].astype(np.int64)
-    buf = arr.buffers()[2]
-    raw = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.empty(0, np.uint8)
-    first, last = int(offs[0]), int(offs[-1])
-    padded = np.empty(last - first + 32, dtype=np.uint8)
-    padded[: last - first] = raw[first:last]
-    padded[last - first:] = 0
-    starts = offs[:-1] - first
-    lengths = offs[1:] - offs[:-1]
-    words = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
-    h1 = np.full(n, _SEED, dtype=np.uint64)
-    h2 = np.full(n, _SEED, dtype=np.uint64)
-    scratch = np.empty(n, dtype=np.uint64)
-    nblocks = lengths >> 4
-    c5, m1, m2 = np.uint64(5), np.uint64(0x52DCE729), np.uint64(0x38495AB5)
-    every_row = int(nblocks.min()) if n else 0
-    with np.errstate(over="ignore"):
-        for j in range(int(nblocks.max()) if n else 0):
-            if j < every_row:
-                idx = None
-                pos = starts + 16 * j
-                a, b, t = h1, h2, scratch
-            else:
-                idx = np.flatnonzero(nblocks > j)
-                pos = starts[idx] + 16 * j
-                a, b, t = h1[idx], h2[idx], scratch[: len(idx)]
-            k = words[pos]
-            k *= _C1
-            _rotl_inplace(k, 31, t)
-            k *= _C2
-            a ^= k
-            _rotl_inplace(a, 27, t)
-            a += b
-            a *= c5
-            a += m1
-            pos += 8
-            k = words[pos]
-            k *= _C2
-            _rotl_inplace(k, 33, t)
-            k *= _C1
-            b ^= k
-            _rotl_inplace(b, 31, t)
-            b += a
-            b *= c5
-            b += m2
-            if idx is not None:
-                h1[idx], h2[idx] = a, b
-        # The tail: the bytes past the last block (zero or more), masked to the string.
-        tail = (lengths & 15).astype(np.uint64)
-        tpos = starts + (nblocks << 4)
-        eight = np.uint64(8)
-        lo_bits = np.minimum(tail, eight) << np.uint64(3)  # 0..64
-        mask = np.where(lo_bits == 64, np.uint64(0xFFFFFFFFFFFFFFFF),
-                        (np.uint64(1) << (lo_bits & np.uint64(63))) - np.uint64(1))
-        k = words[tpos]
-        k &= mask
-        k *= _C1
-        _rotl_inplace(k, 31, scratch)
-        k *= _C2
-        h1 ^= k  # no tail: k is 0
-        hi_bits = (np.maximum(tail, eight) - eight) << np.uint64(3)  # 0..56
-        mask = (np.uint64(1) << hi_bits) - np.uint64(1)
-        tpos += 8
-        k = words[tpos]
-        k &= mask
-        k *= _C2
-        _rotl_inplace(k, 33, scratch)
-        k *= _C1
-        h2 ^= k
-        length = lengths.astype(np.uint64)
-        h1 ^= length
-        h2 ^= length
-        h1 += h2
-        h2 += h1
-        _fmix64_inplace(h1, scratch)
-        _fmix64_inplace(h2, scratch)
-        h1 += h2
-        h2 += h1
-    empty = lengths == 0
-    if empty.any():
-        e1, e2 = _murmur_8(np.array([_EMPTY_STRING_KEY], dtype=np.int64).view(np.uint64))
-        h1[empty], h2[empty] = e1[0], e2[0]
-    return h1, h2
-
-
-def _slots_ranks(h1: np.ndarray, h2: np.ndarray, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Slot = low ``lg_k`` bits of h1; rank = leading zeros of h2 plus one, at most 63.
-
-    The bit length comes from the float64 exponent of each 32-bit half, which float64
-    holds exactly (a whole 64-bit value could round up to the next power of two).
-    """
-    slot = (h1 & np.uint64((1 << lg_k) - 1)).astype(np.intp)
-    high = (h2 >> np.uint64(32)).astype(np.float64)
-    low = (h2 & np.uint64(0xFFFFFFFF)).astype(np.float64)
-    bits = np.where(high > 0, np.frexp(high)[1] + 32, np.frexp(low)[1])
-    rank = (np.minimum(64 - bits, 62) + 1).astype(np.uint8)
-    return slot, rank
-
-
-def _native() -> ModuleType | None:
-    """The compiled kernels (:mod:`carbonstore.statistics.hll_native`), or None without numba
-    or when ``CARBONSTORE_NATIVE_HLL=0``; the numpy functions here then compute the same."""
-    global _native_module
-    if _native_module is _UNSET:
-        module: ModuleType | None = None
-        if os.environ.get("CARBONSTORE_NATIVE_HLL", "1") != "0":
-            try:
-                from carbonstore.statistics import hll_native as module
-            except ImportError:
-                module = None
-            except (RuntimeError, OSError) as err:  # numba found no folder to cache code in
-                log.warning("column statistics are hashed with numpy: %s", err)
-                module = None
-        _native_module = module
-    return _native_module  # type: ignore[return-value]
-
-
-_UNSET = object()
-_native_module: object = _UNSET
-
-
-def _string_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(offsets, bytes, the bytes' whole 8-byte words) of a string/large_string array."""
-    off_type = np.int64 if pa.types.is_large_string(keys.type) else np.int32
-    offsets = np.frombuffer(keys.buffers()[1], dtype=off_type)[
-        keys.offset: keys.offset + len(keys) + 1]
-    buf = keys.buffers()[2]
-    data = np.frombuffer(buf, dtype=np.uint8) if buf is not None else np.zeros(8, np.uint8)
-    if data.ctypes.data % 8:  # Arrow allocates aligned; a foreign buffer may not be
-        data = data.copy()
-    return offsets, data, data[: len(data) // 8 * 8].view(np.uint64)
-
-
-def _words(keys: pa.Array) -> tuple[np.ndarray, bool]:
-    """The 8-byte keys as uint64 (no copy), and whether they are doubles (which the
-    kernels make canonical as ``_hash_words`` does)."""
-    values = keys.to_numpy()
-    return values.view(np.uint64), values.dtype == np.float64
-
-
-def _is_strings(keys: pa.Array) -> bool:
-    return pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)
-
-
-def key_slots(keys: pa.Array, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(slot, rank) of each sketch key (int64, float64 or string; no nulls)."""
-    native = _native()
-    if native is None:
-        return key_slots_numpy(keys, lg_k)
-    if _is_strings(keys):
-        return native.slots_ranks_strings(*_string_buffers(keys), lg_k)  # type: ignore[no-any-return]
-    words, doubles = _words(keys)
-    return native.slots_ranks_words(words, lg_k, doubles)  # type: ignore[no-any-return]
-
-
-def key_slots_numpy(keys: pa.Array, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`key_slots` with numpy.
-
-    Hashed in chunks of ``_HASH_CHUNK`` keys: the temporaries of some forty numpy steps
-    then stay small (cache-resident, reused by the allocator) instead of fresh
-    page-faulting megabytes per step, which is several times faster.
-    """
-    strings = _is_strings(keys)
-    slots, ranks = [], []
-    for lo in range(0, len(keys), _HASH_CHUNK):
-        part = keys.slice(lo, _HASH_CHUNK)
-        if strings:
-            h = _murmur_strings(part)
-        else:
-            h = _murmur_8(_hash_words(part.to_numpy()))
-        s, r = _slots_ranks(*h, lg_k)
-        slots.append(s)
-        ranks.append(r)
-    if len(slots) == 1:
-        return slots[0], ranks[0]
-    return np.concatenate(slots), np.concatenate(ranks)
-
-
-def hll_update(keys: pa.Array, registers: np.ndarray, state: np.ndarray) -> int:
-    """DataSketches' HLL_8 update by each key, in order, with the compiled kernels:
-    ``registers`` and ``state`` ([hipAccum, kxq0, kxq1]) change in place; returns how many
-    registers rose."""
-    native = _native()
-    if native is None:
-        raise RuntimeError("hll_update needs the compiled kernels")
-    if _is_strings(keys):
-        return int(native.update_strings(*_string_buffers(keys), registers, state))
-    words, doubles = _words(keys)
-    return int(native.update_words(words, registers, state, doubles))
-
-
-def raise_registers(keys: pa.Array, registers: np.ndarray) -> np.ndarray:
-    """Raise the HLL ``registers`` in place by each key's rank (numpy); a mask of the keys
-    that raise their register (a key left out changes no sketch)."""
-    lg_k = int(len(registers)).bit_length() - 1
-    slot, rank = key_slots_numpy(keys, lg_k)
-    # Keys are compared with the registers as they were before their chunk, so every key
-    # that raises a register on the way is kept, in order (and a few that do not).
-    keep = np.empty(len(keys), dtype=bool)
-    step = max(_WARMUP_KEYS, len(registers))
-    for lo in range(0, len(keys), step):
-        s, r = slot[lo: lo + step], rank[lo: lo + step]
-        keep[lo: lo + step] = r > registers[s]
-        np.maximum.at(registers, s, r)
-    return keep
 
 
 def spark_type_of_arrow(t: pa.DataType) -> str:
@@ -566,7 +262,7 @@ class _Column:
         keys = self._distinct(keys)
         n, start = len(keys), 0
         while not self.hll_mode and start < n:
-            chunk = keys.slice(start, _WARMUP_KEYS)
+            chunk = keys.slice(start, WARMUP_KEYS)
             self._feed(chunk)
             start += len(chunk)
             if "Current Mode   : HLL" in self.sketch.to_string():  # type: ignore[union-attr]
@@ -594,7 +290,7 @@ class _Column:
             self.plain = True
             return
         self.registers = np.frombuffer(image, np.uint8, count=k, offset=_HLL8_PREAMBLE).copy()
-        if _native() is not None:
+        if native_kernels() is not None:
             self.hip = np.array(struct.unpack_from("<3d", image, 8))
 
     def current_sketch(self) -> hll_sketch | None:
@@ -618,7 +314,7 @@ class _Column:
         if pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
             values = keys.to_pylist()
             if "" in values:
-                values = [v if v else _EMPTY_STRING_KEY for v in values]
+                values = [v if v else EMPTY_STRING_KEY for v in values]
         else:
             values = keys.to_numpy(zero_copy_only=False).tolist()
         for _ in map(update, values):
@@ -698,7 +394,7 @@ class _Column:
             values["num_nans"] = self.nans
         if (sketch := self.current_sketch()) is not None:
             values["num_dvs"] = dv_count(sketch.get_estimate(), non_null)
-        return _CLASSES[kind](**values)
+        return CLASS_OF_KIND[kind](**values)
 
 
 def _is_ascii(arr: pa.Array) -> bool:
@@ -862,191 +558,3 @@ class StatsAccumulator:
         )
 
 
-def accumulate_files(
-    fs: pafs.FileSystem, paths: Iterable[str], schema: Any, *,
-    columns: Sequence[str] | None = None, batch_rows: int = 131072,
-    deleted: Mapping[str, bytes] | None = None,
-) -> StatsAccumulator:
-    """Statistics of Parquet files (read in batches, only the wanted columns); rows a delete
-    delta removes (``deleted``: path -> the delta's bytes) are left out."""
-    import pyarrow.parquet as pq
-
-    from carbonstore.segments.deltas import decode_delta, deleted_mask, positions
-
-    acc = StatsAccumulator(schema, columns=columns)
-    for path in paths:
-        gone = positions(decode_delta(deleted[path], path)) if deleted and path in deleted \
-            else None
-        with fs.open_input_file(path) as f:
-            pf = pq.ParquetFile(f)
-            names = {n.lower(): n for n in pf.schema_arrow.names}
-            read = [names[c] for c in acc.columns if c in names]
-            start = 0
-            for batch in pf.iter_batches(batch_size=batch_rows, columns=read):
-                n = batch.num_rows
-                if gone is not None and len(gone):
-                    batch = batch.filter(pa.array(~deleted_mask(gone, start, n)))
-                start += n
-                acc.update(batch)
-    return acc
-
-
-def segment_deltas(table: Table, segment_ids: Iterable[str]) -> dict[str, bytes]:
-    """Data file path -> delete delta bytes of the segments' files (current version)."""
-    from carbonstore.segments.deltas import deltas_by_path
-
-    snap = table.status.read()
-    out: dict[str, bytes] = {}
-    for sid in segment_ids:
-        e = snap.find(sid)
-        if e is not None and e.delete_deltas:
-            out.update(deltas_by_path(table.paths.sfs, table.paths.segment_dir(sid), e))
-    return out
-
-
-def compute_segment_statistics(
-    table: Table, segment_id: str, *, columns: Sequence[str] | None = None,
-    source: str = "analyze",
-) -> SegmentStatistics:
-    """Recompute one segment's statistics in this process from its data files."""
-    files = _data_files(table, segment_id)
-    deleted = segment_deltas(table, [segment_id])
-    from carbonstore.store.evolution import project_table, segment_projections, storage_types
-
-    entry = table.status.read().find(segment_id)
-    proj = segment_projections(table, [entry]).get(segment_id) if entry is not None else None
-    if proj is not None:  # written with another schema version: read its columns by id
-        import pyarrow.parquet as pq
-
-        from carbonstore.segments.deltas import decode_delta, live_rows, positions
-
-        acc = StatsAccumulator(table.schema, columns=columns)
-        stypes = storage_types(table)
-        for path in files:
-            with table.paths.sfs.fs.open_input_file(path) as f:
-                data = pq.read_table(f)
-            if path in deleted:  # rows a delete delta removes are left out
-                data = live_rows(data, positions(decode_delta(deleted[path], path)))
-            acc.update(project_table(data, proj, stypes))
-        return acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id),
-                          source=source)
-    acc = accumulate_files(table.paths.sfs.fs, files, table.schema, columns=columns,
-                           deleted=deleted)
-    return acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id), source=source)
-
-
-# ---- analyze (driver side) ----
-def analyze_targets(
-    table: Table, segments: Sequence[str] | None = None, *, missing_only: bool = False
-) -> list[str]:
-    """The segments to analyze: the given ones (each must be readable) or every readable one.
-
-    Raises:
-        SegmentNotFoundError: a given id is not a Success / Partial Success segment.
-    """
-    snap = table.status.read()
-    if segments is not None:
-        if not segments:
-            raise UserError("--segments: Segment ids should not be empty")
-        out = []
-        for sid in segments:
-            entry = snap.find(sid)
-            if entry is None or not entry.readable:
-                state = "does not exist" if entry is None else f"is {entry.status}"
-                raise SegmentNotFoundError(
-                    f"segment {sid} of {table.name} {state}; only Success and Partial Success "
-                    "segments can be analyzed (see 'carbonstore show-segments')"
-                )
-            out.append(sid)
-    else:
-        out = [e.load_name for e in snap.readable]
-    if missing_only:
-        out = [sid for sid in out if get_segment_statistics(table, sid) is None]
-    return out
-
-
-def table_column_specs(table: Table) -> list[tuple[str, str]]:
-    """(name, type) of every table column: what an accumulator on an executor needs."""
-    return [(c.name, str(c.type)) for c in table.schema.columns if not c.type.is_nested]
-
-
-def store_accumulated(
-    table: Table, states: Mapping[str, Sequence[bytes | str]], targets: Sequence[str],
-    spec: Sequence[tuple[str, str]], *, columns: Sequence[str] | None = None,
-    source: str = "analyze",
-) -> list[SegmentStatistics]:
-    """Merge each target segment's task states and store its statistics.
-
-    With ``columns`` the other columns already stored are kept; without, the segment's
-    statistics are replaced.
-    """
-    out = []
-    for sid in targets:
-        acc = StatsAccumulator.merge_all(states.get(sid, []), spec, columns=columns)
-        stats = acc.finish(StatisticsScope(table=str(table.name), segment_id=sid), source=source)
-        out.append(update_segment_statistics(table, stats, replace_all=columns is None))
-    # A segment deleted and cleaned while it was analyzed must not keep statistics.
-    snap = table.status.read()
-    for sid in targets:
-        if snap.find(sid) is None:
-            delete_segment_statistics(table, sid)
-    return out
-
-
-def store_task_statistics(
-    table: Table, segment_id: str, results: Sequence[Any], *, source: str = "load"
-) -> SegmentStatistics | None:
-    """Store a written segment's statistics from its tasks' results (driver side of a
-    load or compaction commit). Each result has ``rows`` and ``stats`` (accumulator state).
-
-    Returns None (and stores nothing) when a task that wrote rows sent no statistics.
-    """
-    if any(r.rows and r.stats is None for r in results):
-        return None
-    states = [r.stats for r in results if r.stats]
-    acc = (StatsAccumulator.from_bytes(states[0]) if states
-           else StatsAccumulator(table_column_specs(table)))
-    for state in states[1:]:
-        acc.merge(StatsAccumulator.from_bytes(state))
-    stats = acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id),
-                       source=source)
-    # A writer that was given another type than the table's (e.g. a global-dictionary
-    # string column declared as its INT32 surrogates, where surrogate 1 is null) computed
-    # statistics of another family: they would not merge with the other segments' and are
-    # not stored ('carbonstore analyze --columns' computes them from the files).
-    kinds = {name.lower(): kind_of(t) for name, t in table_column_specs(table)}
-    keep = [c.column for c in stats.columns if kinds.get(c.column) == c.kind]
-    if len(keep) != len(stats.columns):
-        stats = stats.select(keep)
-    return update_segment_statistics(table, stats, replace_all=True)
-
-
-def analyze_local(
-    table: Table,
-    *,
-    segments: Sequence[str] | None = None,
-    columns: Sequence[str] | None = None,
-    missing_only: bool = False,
-) -> list[SegmentStatistics]:
-    """Recompute and store segment statistics in this process with pyarrow (no JVM).
-
-    ``carbonstore.spark.analyze_job.analyze`` does the same on Spark executors.
-    """
-    spec = table_column_specs(table)
-    if columns is not None:
-        StatsAccumulator(spec, columns=columns)
-    targets = analyze_targets(table, segments, missing_only=missing_only)
-    fs = table.paths.sfs.fs
-    deleted = segment_deltas(table, targets)
-    states = {
-        sid: [accumulate_files(fs, _data_files(table, sid), spec, columns=columns,
-                               deleted=deleted).to_bytes()]
-        for sid in targets
-    }
-    return store_accumulated(table, states, targets, spec, columns=columns)
-
-
-def _data_files(table: Table, segment_id: str) -> list[str]:
-    from carbonstore.segments.compaction import segment_data_files  # compaction imports us
-
-    return segment_data_files(table, segment_id)

@@ -30,26 +30,21 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import orjson
 from datasketches import hll_sketch, hll_union, tgt_hll_type
 
 from carbonstore.errors import CorruptMetadataError, UserError
-from carbonstore.store.paths import check_segment_id
-from carbonstore.store.tablestatus import TableStatusSnapshot
-
-if TYPE_CHECKING:
-    from carbonstore.store.table import Table
 
 __all__ = [
     "DEFAULT_LG_K",
     "BinaryColumnStatistics",
+    "CLASS_OF_KIND",
     "BooleanColumnStatistics",
     "ColumnStatistics",
     "DateColumnStatistics",
@@ -61,18 +56,12 @@ __all__ = [
     "StringColumnStatistics",
     "TableStatistics",
     "TimestampColumnStatistics",
-    "delete_segment_statistics",
-    "delete_table_statistics",
-    "get_segment_statistics",
-    "get_table_statistics",
     "kind_of",
     "merge_column",
     "merge_same_segment",
     "merge_segments",
-    "segment_bounds",
     "sketch_estimate",
     "union_sketches",
-    "update_segment_statistics",
 ]
 
 #: HLL lg(k): 2^14 registers, relative standard error ~0.8 % (HIP estimator), 8 KiB per
@@ -151,7 +140,7 @@ class ColumnStatistics:
     @staticmethod
     def from_json(obj: Mapping[str, Any], scope: StatisticsScope) -> ColumnStatistics:
         kind = obj["kind"]
-        cls = _CLASSES.get(kind)
+        cls = CLASS_OF_KIND.get(kind)
         if cls is None:
             raise CorruptMetadataError(f"unknown statistics kind {kind!r}")
         fields: dict[str, Any] = {
@@ -252,7 +241,7 @@ class BinaryColumnStatistics(ColumnStatistics):
     avg_col_len: float | None
 
 
-_CLASSES: dict[str, type[ColumnStatistics]] = {
+CLASS_OF_KIND: dict[str, type[ColumnStatistics]] = {
     c.kind: c
     for c in (
         BooleanColumnStatistics,
@@ -582,177 +571,5 @@ def merge_same_segment(old: SegmentStatistics, new: SegmentStatistics) -> Segmen
         columns=kept + new.columns,
         sketches={**{k: v for k, v in old.sketches.items() if k not in names}, **new.sketches},
     )
-
-
-# ---- storage --------------------------------------------------------------------------------
-def stats_path(table: Table, segment_id: str) -> str:
-    return f"{table.paths.stats_dir}/segment_{check_segment_id(segment_id)}.stats"
-
-
-def _cache_path(table: Table) -> str:
-    return f"{table.paths.stats_dir}/{TABLE_CACHE}"
-
-
-def update_segment_statistics(
-    table: Table, stats: SegmentStatistics, *, replace_all: bool = False
-) -> SegmentStatistics:
-    """Store one segment's statistics (Hive ``update_partition_column_statistics``).
-
-    Columns already stored and not in ``stats`` are kept unless ``replace_all``.
-    Returns what is stored now.
-    """
-    sfs = table.paths.sfs
-    path = stats_path(table, stats.segment_id)
-    sfs.makedirs(table.paths.stats_dir)
-    with table.locks.hold("statistics.lock"):
-        merged = stats
-        if not replace_all and sfs.exists(path):
-            merged = merge_same_segment(SegmentStatistics.from_bytes(sfs.read_bytes(path), path=path), stats)
-        sfs.write_atomic(path, merged.to_bytes())
-    return merged
-
-
-def get_segment_statistics(
-    table: Table, segment_id: str, *, columns: Sequence[str] | None = None
-) -> SegmentStatistics | None:
-    """One segment's stored statistics (Hive ``get_partitions_statistics_req``), or None."""
-    path = stats_path(table, segment_id)
-    sfs = table.paths.sfs
-    if not sfs.exists(path):
-        return None
-    return SegmentStatistics.from_bytes(sfs.read_bytes(path), path=path).select(columns)
-
-
-def delete_segment_statistics(
-    table: Table, segment_id: str, *, columns: Sequence[str] | None = None
-) -> bool:
-    """Delete one segment's statistics, all or some columns (Hive
-    ``delete_partition_column_statistics``). Returns whether anything was deleted."""
-    sfs = table.paths.sfs
-    path = stats_path(table, segment_id)
-    with table.locks.hold("statistics.lock"):
-        if not sfs.exists(path):
-            return False
-        if columns is None:
-            sfs.delete_file(path)
-            return True
-        old = SegmentStatistics.from_bytes(sfs.read_bytes(path), path=path)
-        drop = {c.lower() for c in columns}
-        keep = [c.column for c in old.columns if c.column not in drop]
-        if len(keep) == len(old.columns):
-            return False
-        if keep:
-            sfs.write_atomic(path, old.select(keep).to_bytes())
-        else:
-            sfs.delete_file(path)
-        return True
-
-
-def delete_table_statistics(table: Table, *, columns: Sequence[str] | None = None) -> list[str]:
-    """Delete the statistics of every segment (all or some columns) and the table cache.
-
-    Returns the ids of the segments whose statistics changed.
-    """
-    sfs = table.paths.sfs
-    changed = [
-        sid for sid in _stored_segment_ids(table) if delete_segment_statistics(table, sid, columns=columns)
-    ]
-    sfs.delete_file(_cache_path(table))
-    return changed
-
-
-def _stored_segment_ids(table: Table) -> list[str]:
-    out = []
-    for info in table.paths.sfs.list_dir(table.paths.stats_dir):
-        name = info.base_name
-        if info.is_file and name.startswith("segment_") and name.endswith(".stats"):
-            out.append(name[len("segment_"):-len(".stats")])
-    return out
-
-
-def _fingerprint(table: Table, snapshot: TableStatusSnapshot) -> tuple[str, list[str], list[str]]:
-    """(fingerprint, segments with stats, segments without) for the readable segments."""
-    files = {
-        i.base_name: (i.size, i.mtime_ns)
-        for i in table.paths.sfs.list_dir(table.paths.stats_dir)
-        if i.is_file
-    }
-    have, missing, parts = [], [], [f"{snapshot.table_id}:{snapshot.version}"]
-    for e in snapshot.readable:
-        name = f"segment_{e.load_name}.stats"
-        if name in files:
-            have.append(e.load_name)
-            parts.append(f"{name}:{files[name][0]}:{files[name][1]}")
-        else:
-            missing.append(e.load_name)
-    return hashlib.sha256("|".join(parts).encode()).hexdigest(), have, missing
-
-
-def get_table_statistics(
-    table: Table,
-    *,
-    columns: Sequence[str] | None = None,
-    snapshot: TableStatusSnapshot | None = None,
-    use_cache: bool = True,
-) -> TableStatistics:
-    """Table-level statistics (Hive ``get_table_statistics_req``), merged on read from the
-    readable segments of ``snapshot`` (default: the current one)."""
-    snap = snapshot if snapshot is not None else table.status.read()
-    sfs = table.paths.sfs
-    key, have, missing = _fingerprint(table, snap)
-    cache = _cache_path(table)
-    if use_cache and sfs.exists(cache):
-        try:
-            obj = orjson.loads(sfs.read_bytes(cache))
-            if obj.get("key") == key:
-                cached = TableStatistics.from_json(obj["stats"])
-                if columns is None:
-                    return cached
-                want = {c.lower() for c in columns}
-                return replace(cached, columns=tuple(c for c in cached.columns if c.column in want))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, CorruptMetadataError):
-            pass  # a damaged cache is recomputed and rewritten below
-    stats = []
-    for sid in have:
-        s = get_segment_statistics(table, sid)
-        if s is None:  # deleted since the listing
-            missing.append(sid)
-        else:
-            stats.append(s)
-    result = merge_segments(
-        stats, table=str(table.name), snapshot_version=str(snap.version), missing=missing
-    )
-    if use_cache:
-        try:
-            sfs.makedirs(table.paths.stats_dir)
-            sfs.write_atomic(cache, orjson.dumps({"key": key, "stats": result.to_json()}))
-        except OSError:  # a reader without write access still gets its answer
-            pass
-    if columns is not None:
-        want = {c.lower() for c in columns}
-        result = replace(result, columns=tuple(c for c in result.columns if c.column in want))
-    return result
-
-
-def segment_bounds(
-    table: Table, column: str, *, snapshot: TableStatusSnapshot | None = None
-) -> dict[str, tuple[Any, Any]]:
-    """``{segment id: (low, high)}`` of a column for the readable segments that have them.
-
-    A segment that is missing from the result has no known bounds: it might match.
-    Families without low/high (boolean, string, binary) give an empty dict.
-    """
-    snap = snapshot if snapshot is not None else table.status.read()
-    out: dict[str, tuple[Any, Any]] = {}
-    for e in snap.readable:
-        s = get_segment_statistics(table, e.load_name, columns=[column])
-        c = s.find(column) if s is not None else None
-        if c is None or not hasattr(c, "low_value"):
-            continue
-        low, high = c.low_value, c.high_value  # type: ignore[attr-defined]
-        if low is None and high is None and s is not None and c.num_nulls < s.row_count:
-            continue  # non-null values without bounds (all NaN): unknown
-        out[e.load_name] = (low, high)
-    return out
 
 

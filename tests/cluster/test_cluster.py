@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from carbonstore.statistics.model import get_segment_statistics
+from carbonstore.statistics.store import get_segment_statistics
 from carbonstore.store import Store
 from tests.cluster.conftest import spark_submit
 

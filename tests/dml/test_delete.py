@@ -206,8 +206,8 @@ def test_clean_files_removes_superseded_deltas(table: Table) -> None:
 
 
 def test_statistics_become_stale_and_analyze_skips_deleted_rows(table: Table) -> None:
-    from carbonstore.statistics.accumulator import analyze_local, compute_segment_statistics
-    from carbonstore.statistics.model import get_segment_statistics
+    from carbonstore.segments.analyze import analyze_local, compute_segment_statistics
+    from carbonstore.statistics.store import get_segment_statistics
 
     analyze_local(table)
     assert get_segment_statistics(table, "1") is not None

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from carbonstore.indexfiles.tableplan import prune
+from carbonstore.segments.analyze import compute_segment_statistics
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.dml import delete_rows
 from carbonstore.spark.reader import (
@@ -19,7 +20,6 @@ from carbonstore.spark.reader import (
     plan_projections,
     read_row_groups,
 )
-from carbonstore.statistics.accumulator import compute_segment_statistics
 from carbonstore.store import Store, Table
 from carbonstore.store.alter import SUB_ACTIONS, alter_table
 from tests.dml.rows import SCHEMA, load, rows

@@ -170,7 +170,7 @@ def test_index_rebuild_labels_columns_with_the_segments_schema(table: Table) -> 
 
 
 def test_analyze_reads_old_segments_by_column_id(table: Table) -> None:
-    from carbonstore.statistics.accumulator import compute_segment_statistics
+    from carbonstore.segments.analyze import compute_segment_statistics
 
     t = alter(table, "rename-column", "name", "label")
     t = alter(t, "widen", "id", "long")

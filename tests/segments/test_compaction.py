@@ -238,8 +238,8 @@ def test_segment_ids_sort_numerically() -> None:
 
 
 def test_output_statistics_merged_from_sources(table: Table) -> None:
-    st = pytest.importorskip("carbonstore.statistics.model")
-    sk = pytest.importorskip("carbonstore.statistics.accumulator")
+    st = pytest.importorskip("carbonstore.statistics.store")
+    sk = pytest.importorskip("carbonstore.segments.analyze")
     for i in range(3):
         add_segment(table, rows(i * 10, 10))
     for sid in ("0", "1"):

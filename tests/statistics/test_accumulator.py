@@ -16,8 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import CorruptMetadataError, UserError
-from carbonstore.statistics import accumulator as sketches
-from carbonstore.statistics import hll_native
+from carbonstore.statistics import hll, hll_native
 from carbonstore.statistics.accumulator import StatsAccumulator
 from carbonstore.statistics.model import (
     DEFAULT_LG_K,
@@ -214,7 +213,7 @@ def test_sketch_matches_plain_value_by_value_updates(
 ) -> None:
     """Dedup per batch and the hashed pre-filter (compiled or numpy) give the sketch a plain
     loop gives (small batches, and batches long enough to warm the sketch up on a prefix)."""
-    monkeypatch.setattr(sketches, "_native_module", hll_native if native else None)
+    monkeypatch.setattr(hll, "_native_module", hll_native if native else None)
     keys = _keys(kind, 200_000, ndv)
     acc = StatsAccumulator(pa.schema([("c", keys.type)]))
     for batch in pa.table({"c": keys}).to_batches(max_chunksize=batch_rows):

@@ -11,21 +11,20 @@ from datasketches import hll_sketch, tgt_hll_type
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from carbonstore.statistics import accumulator as sketches
-from carbonstore.statistics import hll_native
+from carbonstore.statistics import hll, hll_native
 from carbonstore.statistics.model import DEFAULT_LG_K, SKETCH_TYPE
 
 
 def _native_slots(keys: pa.Array, lg_k: int) -> tuple[np.ndarray, np.ndarray]:
     if pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
-        return hll_native.slots_ranks_strings(*sketches._string_buffers(keys), lg_k)
-    words, doubles = sketches._words(keys)
+        return hll_native.slots_ranks_strings(*hll._string_buffers(keys), lg_k)
+    words, doubles = hll._words(keys)
     return hll_native.slots_ranks_words(words, lg_k, doubles)
 
 
 def _assert_same_slots(keys: pa.Array, lg_k: int = DEFAULT_LG_K) -> None:
     got_slot, got_rank = _native_slots(keys, lg_k)
-    want_slot, want_rank = sketches.key_slots_numpy(keys, lg_k)
+    want_slot, want_rank = hll.key_slots_numpy(keys, lg_k)
     np.testing.assert_array_equal(got_slot, want_slot)
     np.testing.assert_array_equal(got_rank, want_rank)
 
@@ -79,7 +78,7 @@ def test_compiled_update_is_datasketches_hll8_byte_for_byte(keys: pa.Array) -> N
     registers = np.frombuffer(image, np.uint8, offset=40).copy()
     state = np.array(struct.unpack_from("<3d", image, 8))
     rest = keys.slice(30_000)
-    raised = sketches.hll_update(rest, registers, state)
+    raised = hll.hll_update(rest, registers, state)
     for v in values[30_000:]:
         plain.update(v)
     want = bytes(plain.serialize_updatable())
@@ -91,8 +90,8 @@ def test_compiled_update_is_datasketches_hll8_byte_for_byte(keys: pa.Array) -> N
 def test_numpy_filter_keeps_every_key_that_raises_a_register() -> None:
     keys = pa.array(np.random.default_rng(2).integers(0, 50_000, 200_000))
     registers = np.zeros(1 << DEFAULT_LG_K, dtype=np.uint8)
-    keep = sketches.raise_registers(keys, registers)
-    slot, rank = sketches.key_slots_numpy(keys, DEFAULT_LG_K)
+    keep = hll.raise_registers(keys, registers)
+    slot, rank = hll.key_slots_numpy(keys, DEFAULT_LG_K)
     replay = np.zeros_like(registers)
     for s, r, k in zip(slot.tolist(), rank.tolist(), keep.tolist(), strict=True):
         if r > replay[s]:
@@ -112,9 +111,9 @@ def test_kept_keys_give_the_sketch_every_key_gives() -> None:
     for v in warm.to_pylist():
         fed.update(v)
     registers = np.zeros(1 << DEFAULT_LG_K, dtype=np.uint8)
-    np.maximum.at(registers, *sketches.key_slots(warm, DEFAULT_LG_K))
+    np.maximum.at(registers, *hll.key_slots(warm, DEFAULT_LG_K))
     rest = keys.slice(50_000)
-    kept = rest.filter(pa.array(sketches.raise_registers(rest, registers)))
+    kept = rest.filter(pa.array(hll.raise_registers(rest, registers)))
     assert len(kept) < len(rest) // 10
     for v in kept.to_pylist():
         fed.update(v)

@@ -8,11 +8,11 @@ import pytest
 from test_stats_store import SCHEMA, add_segment, data
 
 from carbonstore.cli import main
+from carbonstore.segments.analyze import analyze_local
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.manage import delete_segments
-from carbonstore.statistics.accumulator import analyze_local
-from carbonstore.statistics.model import (
+from carbonstore.statistics.store import (
     get_segment_statistics,
     get_table_statistics,
     stats_path,

@@ -13,7 +13,7 @@ from test_accumulator import check_exact, mixed_table
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import TaskResult, write_task
-from carbonstore.statistics.model import get_segment_statistics, get_table_statistics
+from carbonstore.statistics.store import get_segment_statistics, get_table_statistics
 from carbonstore.store import Store, Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "segments"))
@@ -89,7 +89,8 @@ def test_every_type_of_the_writer_round_trip(store: Store) -> None:
 def test_statistics_of_another_family_than_the_table_are_not_stored(store: Store) -> None:
     """A writer that declares a dictionary string column as its INT32 surrogates (as a
     compaction does) must not store long statistics for a string column."""
-    from carbonstore.statistics.accumulator import StatsAccumulator, store_task_statistics
+    from carbonstore.statistics.accumulator import StatsAccumulator
+    from carbonstore.statistics.analyze import store_task_statistics
 
     table = store.create_table("d", "id long, name string")
     acc = StatsAccumulator([("id", "long"), ("name", "int")])

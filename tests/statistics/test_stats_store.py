@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from carbonstore.errors import InvalidNameError
-from carbonstore.statistics.accumulator import StatsAccumulator, compute_segment_statistics
-from carbonstore.statistics.model import (
-    SegmentStatistics,
-    StatisticsScope,
+from carbonstore.segments.analyze import compute_segment_statistics
+from carbonstore.statistics.accumulator import StatsAccumulator
+from carbonstore.statistics.model import SegmentStatistics, StatisticsScope
+from carbonstore.statistics.store import (
     delete_segment_statistics,
     delete_table_statistics,
     get_segment_statistics,
@@ -172,7 +172,8 @@ _WRITER = textwrap.dedent(
     import pyarrow as pa
     from carbonstore.store import Store, load_conf
     from carbonstore.statistics.accumulator import StatsAccumulator
-    from carbonstore.statistics.model import StatisticsScope, update_segment_statistics
+    from carbonstore.statistics.model import StatisticsScope
+    from carbonstore.statistics.store import update_segment_statistics
 
     location, own, shared, column, rounds = sys.argv[1:6]
     conf = load_conf(None).with_overrides({"carbon.lock.retry.timeout.sec": "30"})
