@@ -50,7 +50,6 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     ("carbonstore.store.partitioning", "indexfiles"),
 }
 KNOWN_PRIVATE: set[tuple[str, str]] = {
-    ("carbonstore.segments.rebuild", "carbonstore.segments.writer._NanTracker"),
     ("carbonstore.indexfiles.bounds", "carbonstore.indexfiles.planner._usable"),
     ("carbonstore.indexfiles.tableplan", "carbonstore.indexfiles.planner._usable"),
     ("carbonstore.indexfiles.tableplan", "carbonstore.indexfiles.planner._plain_literal"),

@@ -35,7 +35,7 @@ from carbonstore.errors import CarbonStoreError, CorruptIndexError, SegmentNotFo
 from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.indexfile import merge_indexes, read_index, write_index
 from carbonstore.indexfiles.packing import pack
-from carbonstore.segments.writer import _NanTracker
+from carbonstore.segments.writer import NanTracker
 from carbonstore.store.entries import check_plain_file_name
 from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
@@ -133,7 +133,7 @@ def _index_file(table: Table, seg_dir: str, rel: str, float_cols: tuple[str, ...
     fi = read_file_index(fs, path, rel_path=rel)
     if not float_cols:
         return fi
-    tracker = _NanTracker(float_cols)
+    tracker = NanTracker(float_cols)
     try:
         with fs.open_input_file(path) as f:
             pf = pq.ParquetFile(f)

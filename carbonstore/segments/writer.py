@@ -38,6 +38,7 @@ from carbonstore.store.schema import Column, DataType, arrow_type, parse_type
 
 __all__ = [
     "ColumnSpec",
+    "NanTracker",
     "TaskResult",
     "WriteSettings",
     "arrow_schema",
@@ -140,7 +141,7 @@ class TaskResult:
 
 
 @dataclass(slots=True)
-class _NanTracker:
+class NanTracker:
     """NaN row positions per row group and float column of the file being written."""
 
     columns: tuple[str, ...]
@@ -200,7 +201,7 @@ class _TaskWriter:
         self.float_cols = tuple(c.name for c in settings.columns if c.type in ("float", "double"))
         self.files: list[str] = []
         self.sizes: list[int] = []
-        self.nan: list[_NanTracker] = []
+        self.nan: list[NanTracker] = []
         self.rows = 0
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
@@ -266,7 +267,7 @@ class _TaskWriter:
             store_schema=False,
         )
         self.files.append(name)
-        self.nan.append(_NanTracker(self.float_cols))
+        self.nan.append(NanTracker(self.float_cols))
         return self._writer, self._sink
 
     def _flush_row_group(self) -> None:
