@@ -24,7 +24,6 @@ index and read versions past the checkpoint from their records.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from dataclasses import replace
@@ -105,10 +104,7 @@ def repair(files: ColumnFiles, committed_end: int) -> int:
     size = sfs.size(files.dict_path)
     if size <= committed_end:
         return 0
-    with open(files.dict_path, "r+b") as f:
-        f.truncate(committed_end)
-        f.flush()
-        os.fsync(f.fileno())
+    sfs.truncate_durable(files.dict_path, committed_end)
     return size - committed_end
 
 
@@ -116,36 +112,18 @@ def _heal(files: ColumnFiles, column_type: str, versions: list[int]) -> None:
     """Rewrite the .dict ranges of ``versions`` from their commit records (local disks)."""
     if not versions or not files.sfs.local:
         return
-    fd = os.open(files.dict_path, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        for v in versions:
-            entry, data = read_record(files, column_type, v)
-            os.pwrite(fd, data, entry.start_offset)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    chunks = []
+    for v in versions:
+        entry, data = read_record(files, column_type, v)
+        chunks.append((entry.start_offset, data))
+    files.sfs.write_at_durable(files.dict_path, chunks)
 
 
 def _append(files: ColumnFiles, committed_end: int, data: bytes) -> int:
     """Append ``data`` to .dict; return the offset it starts at (``>= committed_end``)."""
     sfs = files.sfs
     if sfs.local:
-        created = not os.path.exists(files.dict_path)
-        fd = os.open(files.dict_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            end = os.lseek(fd, 0, os.SEEK_CUR)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if created:
-            dfd = os.open(files.directory, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+        end = sfs.append_durable(files.dict_path, data)
         # A concurrent write between ours, or a file cut below the committed end, makes
         # this offset wrong: the range then fails its CRC32 and is read from the record
         # (and rewritten there by the next lock holder).

@@ -36,7 +36,6 @@ from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE, IndexArrays, load
 from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.packing import FORMAT_VERSION, pack, unpack
 from carbonstore.store.entries import check_relative_path
-from carbonstore.store.faults import crash_point
 from carbonstore.store.fs import StoreFS
 
 __all__ = [
@@ -142,8 +141,7 @@ def write_index(
 ) -> int:
     """Write an index file durably and atomically (``StoreFS.write_atomic``); returns its size."""
     data = encode_index(header, blooms, kind)
-    crash_point("index.before_rename")
-    _store_fs(fs).write_atomic(path, data)
+    _store_fs(fs).write_atomic(path, data, crash="index.before_rename")
     return len(data)
 
 

@@ -1,6 +1,6 @@
 """Filesystem access through pyarrow.fs: the one place that writes durably.
 
-Two durable writes:
+The durable writes (nothing else in the product opens a file for a durable write):
 
 - ``put_if_absent(path, data)`` creates ``path`` only if nothing exists there and says
   whether this call created it. It is the commit primitive (tablestatus versions,
@@ -16,7 +16,14 @@ Two durable writes:
   fsync, rename, fsync of the folder (pyarrow.fs exposes no fsync). Object stores
   (``s3://``): one PUT of the final name, which S3 makes visible whole or not at all (no
   temp object, no rename: S3 has none). Other filesystems: write-to-temp then move, which is
-  atomic where rename is (HDFS).
+  atomic where rename is (HDFS). A write that fails removes its temp file; ``crash=NAME`` is
+  the crash point (carbonstore/store/faults.py) between the written temp file and the
+  rename, where a killed writer leaves a temp file and the old file (clean files removes
+  what a dead writer left).
+- ``append_durable(path, data)`` appends to a file on a local disk (``O_APPEND``: bytes
+  of concurrent appenders never overlap) and fsyncs it, and its folder when the call
+  created the file; ``truncate_durable`` and ``write_at_durable`` cut and patch such a file
+  (the dictionary's ``.dict``, docs/dictionary.md). Object stores cannot append.
 
 Object stores (carbonstore/store/objectstore.py, docs/object-stores.md) need nothing else:
 no rename, no listing that must show a write that just finished.
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -33,6 +41,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from carbonstore.errors import UserError
+from carbonstore.store.faults import crash_point
 
 if TYPE_CHECKING:
     from carbonstore.store.conf import CarbonConf
@@ -126,28 +135,102 @@ class StoreFS:
         with self.fs.open_output_stream(path) as f:
             f.write(data)
 
-    def write_atomic(self, path: str, data: bytes, *, durable: bool = True) -> None:
+    def write_atomic(
+        self, path: str, data: bytes, *, durable: bool = True, crash: str | None = None
+    ) -> None:
         """Replace ``path`` with ``data`` so readers see the old or the new file, never half.
 
         ``durable=False`` skips the fsyncs (a hint that may be lost in a power cut, never torn).
+        ``crash`` names the crash point reached between the written temp file and the rename
+        (on object stores, before the one PUT).
         """
         if self.object_store:
+            if crash:
+                crash_point(crash)
             self.write_bytes(path, data)
             return
         parent = path.rsplit("/", 1)[0]
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        if self.local:
-            if durable:
-                _write_fsynced(tmp, data)
+        try:
+            if self.local:
+                if durable:
+                    _write_fsynced(tmp, data)
+                else:
+                    with open(tmp, "xb") as f:
+                        f.write(data)
+                if crash:
+                    crash_point(crash)
+                os.replace(tmp, path)
             else:
-                with open(tmp, "xb") as f:
-                    f.write(data)
-            os.replace(tmp, path)
-            if durable:
-                _fsync_dir(parent)
-        else:
-            self.write_bytes(tmp, data)
-            self.fs.move(tmp, path)
+                self.write_bytes(tmp, data)
+                if crash:
+                    crash_point(crash)
+                self.fs.move(tmp, path)
+        except BaseException:
+            self._remove_temp(tmp)
+            raise
+        if self.local and durable:
+            _fsync_dir(parent)
+
+    def _remove_temp(self, tmp: str) -> None:
+        """Remove the temp file of a failed write (never masks the write's own error)."""
+        try:
+            if self.local:
+                os.unlink(tmp)
+            else:
+                self.fs.delete_file(tmp)
+        except (OSError, pa.ArrowException):
+            pass  # never created, or already renamed
+
+    def append_durable(self, path: str, data: bytes) -> int:
+        """Append ``data`` to ``path`` (created if missing) and fsync it; return the file's
+        size right after this append (``data`` starts ``len(data)`` bytes before it unless
+        another process appended in between).
+
+        Raises:
+            UnsupportedStoreError: the store is not on a local disk (no append there).
+        """
+        self._local_only("append to")
+        created = not os.path.exists(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            end = os.lseek(fd, 0, os.SEEK_CUR)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            _fsync_dir(path.rsplit("/", 1)[0])
+        return end
+
+    def truncate_durable(self, path: str, size: int) -> None:
+        """Cut ``path`` (a local file) to ``size`` bytes and fsync it."""
+        self._local_only("truncate")
+        with open(path, "r+b") as f:
+            f.truncate(size)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def write_at_durable(self, path: str, chunks: Iterable[tuple[int, bytes]]) -> None:
+        """Write each ``(offset, bytes)`` into ``path`` (a local file, created if missing),
+        then fsync it once."""
+        self._local_only("patch")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            for offset, data in chunks:
+                os.pwrite(fd, data, offset)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _local_only(self, what: str) -> None:
+        if not self.local:
+            raise UnsupportedStoreError(
+                f"cannot {what} a file on {type(self.fs).__name__}: only local and NFS stores "
+                "support it"
+            )
 
     def put_if_absent(self, path: str, data: bytes) -> bool:
         """Create ``path`` holding ``data`` unless it exists; True when this call created it.

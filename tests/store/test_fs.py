@@ -1,12 +1,14 @@
-"""The put-if-absent commit primitive on a real local filesystem."""
+"""The durable writes (put-if-absent, atomic replace, append) on a real local filesystem."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
 
+import pyarrow.fs as pafs
 import pytest
 
-from carbonstore.store.fs import resolve_fs
+from carbonstore.store.faults import on_point
+from carbonstore.store.fs import StoreFS, UnsupportedStoreError, resolve_fs
 
 
 def _race(base: str, name: str, writer: int, barrier: object, out: object) -> None:
@@ -48,3 +50,56 @@ def test_put_if_absent_one_winner_among_processes(tmp_path):
     winners = [w for w, won in results if won]
     assert len(winners) == 1
     assert (tmp_path / "v7").read_bytes() == f"writer {winners[0]}".encode()
+
+
+def test_write_atomic_replaces_and_leaves_no_temp(tmp_path):
+    sfs = resolve_fs(str(tmp_path))
+    path = sfs.join("f")
+    sfs.write_atomic(path, b"old")
+    sfs.write_atomic(path, b"new")
+    assert sfs.read_bytes(path) == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_write_atomic_that_fails_removes_its_temp_file(tmp_path, durable):
+    sfs = resolve_fs(str(tmp_path))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x").write_bytes(b"")  # a non-empty folder: the rename fails
+    with pytest.raises(OSError):
+        sfs.write_atomic(sfs.join("d"), b"data", durable=durable)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+
+
+def test_write_atomic_crash_point_is_between_temp_file_and_rename(tmp_path):
+    sfs = resolve_fs(str(tmp_path))
+    path = sfs.join("f")
+    sfs.write_atomic(path, b"old")
+    seen: list[tuple[bytes, list[bytes]]] = []
+
+    def look() -> None:
+        temps = [p.read_bytes() for p in tmp_path.glob("f.*.tmp")]
+        seen.append((sfs.read_bytes(path), temps))
+
+    with on_point("test.write", look):
+        sfs.write_atomic(path, b"new", crash="test.write")
+    assert seen == [(b"old", [b"new"])]  # the temp file is whole, the old file still there
+    assert sfs.read_bytes(path) == b"new"
+
+
+def test_append_durable_appends_and_says_where_the_file_ends(tmp_path):
+    sfs = resolve_fs(str(tmp_path))
+    path = sfs.join("log")
+    assert sfs.append_durable(path, b"abc") == 3
+    assert sfs.append_durable(path, b"de") == 5
+    sfs.write_at_durable(path, [(1, b"X"), (4, b"Y")])
+    assert sfs.read_bytes(path) == b"aXcdY"
+    sfs.truncate_durable(path, 2)
+    assert sfs.read_bytes(path) == b"aX"
+
+
+def test_append_durable_needs_a_local_store(tmp_path):
+    sfs = StoreFS(pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem()), "", False)
+    with pytest.raises(UnsupportedStoreError, match="only local and NFS stores"):
+        sfs.append_durable("log", b"x")
+    assert not (tmp_path / "log").exists()
