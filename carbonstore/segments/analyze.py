@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from carbonstore.segments.compaction import segment_data_files
+from carbonstore.segments.compaction_merge import segment_data_files
 from carbonstore.statistics.accumulator import StatsAccumulator
 from carbonstore.statistics.analyze import analyze_targets, store_accumulated, table_column_specs
 from carbonstore.statistics.model import SegmentStatistics, StatisticsScope

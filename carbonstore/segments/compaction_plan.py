@@ -1,0 +1,205 @@
+"""Which segments a compaction merges (pure: a tablestatus snapshot and the conf in, a
+:class:`MergeGroup` out; docs/compaction.md).
+
+MINOR merges per level once a level's count reaches its threshold, MAJOR merges consecutive
+segments while their total stays under a size, CUSTOM merges exactly the given segments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from carbonstore.errors import CompactionError
+from carbonstore.store.conf import CarbonConf
+from carbonstore.store.tablestatus import (
+    COMPACTED,
+    READABLE_STATUSES,
+    LoadEntry,
+    TableStatusSnapshot,
+    next_compacted_name,
+    now_ms,
+    segment_sort_key,
+)
+
+__all__ = [
+    "COMPACTION_TYPES",
+    "CompactionType",
+    "MergeGroup",
+    "plan_compaction",
+    "plan_custom",
+    "plan_major",
+    "plan_minor",
+    "segment_level",
+]
+
+CompactionType = Literal["minor", "major", "custom"]
+COMPACTION_TYPES: tuple[CompactionType, ...] = ("minor", "major", "custom")
+_MB = 1024 * 1024
+_DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MergeGroup:
+    """One merge: these sources (in segment order) become ``output``."""
+
+    compaction_type: CompactionType
+    sources: tuple[str, ...]
+    output: str
+
+    @property
+    def major(self) -> bool:
+        return self.compaction_type == "major"
+
+def segment_level(load_name: str) -> int:
+    """How many times a segment was merged: ``3`` is level 0, ``3.1`` level 1, ``3.2`` level 2."""
+    return segment_sort_key(load_name)[1]
+
+
+def _candidates(
+    snapshot: TableStatusSnapshot, conf: CarbonConf, now: int
+) -> list[LoadEntry]:
+    """Readable segments in segment order, minus the preserved newest and the too old."""
+    valid = sorted(
+        (e for e in snapshot.entries if e.readable), key=lambda e: segment_sort_key(e.load_name)
+    )
+    preserve = max(0, conf.get_int("carbon.compaction.preserve.segments"))
+    if preserve:
+        valid = valid[: max(0, len(valid) - preserve)]
+    days = conf.get_int("carbon.allowed.compaction.days")
+    if days > 0:
+        oldest = now - days * _DAY_MS
+        valid = [e for e in valid if e.load_start_time >= oldest]
+    return valid
+
+
+def plan_minor(
+    snapshot: TableStatusSnapshot, conf: CarbonConf, *, now: int | None = None
+) -> MergeGroup | None:
+    """The next MINOR merge, or None.
+
+    Segments are counted per level in segment order; the first level whose count reaches
+    its threshold (``compaction_level_threshold``, e.g. ``4,3``) is merged. A threshold of
+    1 or less never merges (a group of one would only rename). Segments above the minor
+    size limit, major-compacted segments and segments already at the last level are left
+    alone.
+    """
+    thresholds = conf.get_int_list("carbon.compaction.level.threshold")
+    if not thresholds:
+        return None
+    size_limit = conf.get_int("carbon.minor.compaction.size") * _MB
+    per_level: dict[int, list[str]] = {}
+    for e in _candidates(snapshot, conf, now_ms() if now is None else now):
+        level = segment_level(e.load_name)
+        if e.major_compacted or level >= len(thresholds):
+            continue
+        if size_limit > 0 and e.data_size > size_limit:
+            continue
+        if thresholds[level] <= 1:
+            continue
+        group = per_level.setdefault(level, [])
+        group.append(e.load_name)
+        if len(group) == thresholds[level]:
+            return MergeGroup(
+                compaction_type="minor", sources=tuple(group), output=next_compacted_name(group[0])
+            )
+    return None
+
+
+def plan_major(
+    snapshot: TableStatusSnapshot, conf: CarbonConf, *, now: int | None = None
+) -> MergeGroup | None:
+    """The next MAJOR merge: consecutive segments while their total stays under the threshold.
+
+    A segment that alone exceeds ``major_compaction_size`` (MB) breaks the run; a run of
+    fewer than two segments is not merged.
+    """
+    limit = conf.get_int("carbon.major.compaction.size") * _MB
+    run: list[LoadEntry] = []
+    total = 0
+    for e in _candidates(snapshot, conf, now_ms() if now is None else now):
+        if e.data_size > limit:
+            if len(run) > 1:
+                break
+            run, total = [], 0
+            continue
+        if total + e.data_size < limit:
+            run.append(e)
+            total += e.data_size
+        elif len(run) > 1:
+            break
+        else:
+            run, total = [e], e.data_size
+    if len(run) < 2:
+        return None
+    names = tuple(e.load_name for e in run)
+    return MergeGroup(compaction_type="major", sources=names, output=next_compacted_name(names[0]))
+
+
+def plan_custom(snapshot: TableStatusSnapshot, segment_ids: Sequence[str] | None) -> MergeGroup:
+    """Exactly the given segments, at least two; every one must exist, be readable
+    (Success or Partial Success) and not yet compacted.
+
+    Raises:
+        CompactionError: no ids, a single id, an id given twice, or an id that is missing,
+            compacted or not readable.
+    """
+    ids = [s.strip() for s in (segment_ids or []) if s.strip()]
+    if not ids:
+        raise CompactionError("Segment ids should not be empty: pass --segments 1,2,3")
+    if len(set(ids)) != len(ids):
+        raise CompactionError(f"segment ids {','.join(ids)} name a segment twice")
+    one = snapshot.find(ids[0]) if len(ids) == 1 else None
+    if len(ids) < 2 and not (one is not None and one.delete_deltas and one.readable):
+        # As minor and major: merging one segment would only rewrite it under a new id
+        # (unless rows of it were deleted: the rewrite then purges them).
+        raise CompactionError(
+            f"custom compaction merges at least two segments, got only {ids[0]}: "
+            "pass two or more ids, e.g. --segments 1,2"
+        )
+    for sid in ids:
+        e = snapshot.find(sid)
+        if e is None:
+            raise CompactionError(
+                f"segment {sid} does not exist; 'carbonstore show-segments' lists the segments"
+            )
+        if e.status == COMPACTED:
+            raise CompactionError(
+                f"segment {sid} is already compacted into {e.merged_load_name}; "
+                f"compact {e.merged_load_name} instead"
+            )
+        if e.status not in READABLE_STATUSES:
+            raise CompactionError(
+                f"segment {sid} has status {e.status!r}; only Success or Partial Success "
+                "segments can be compacted"
+            )
+        if not e.readable:
+            raise CompactionError(
+                f"segment {sid} is invisible (tablestatus visibility false); only visible "
+                "segments can be compacted"
+            )
+    names = tuple(sorted(ids, key=segment_sort_key))
+    return MergeGroup(compaction_type="custom", sources=names, output=next_compacted_name(names[0]))
+
+
+def plan_compaction(
+    snapshot: TableStatusSnapshot,
+    conf: CarbonConf,
+    compaction_type: CompactionType,
+    *,
+    segment_ids: Sequence[str] | None = None,
+    now: int | None = None,
+) -> MergeGroup | None:
+    """The next merge of ``compaction_type`` for this snapshot (None: nothing to do)."""
+    if compaction_type == "minor":
+        return plan_minor(snapshot, conf, now=now)
+    if compaction_type == "major":
+        return plan_major(snapshot, conf, now=now)
+    if compaction_type == "custom":
+        return plan_custom(snapshot, segment_ids)
+    raise CompactionError(
+        f"unknown compaction type {compaction_type!r}; use one of {', '.join(COMPACTION_TYPES)}"
+    )
+
+
