@@ -8,13 +8,18 @@ process (``carbonstore.store.leases``). ``commit_segment`` writes the segment's
 segment ``Marked for Delete``); when clean files marked the entry dead meanwhile, the
 commit fails with a clear error and the load's files are removed. ``abort_segment``
 marks the entry ``Failure`` and removes the segment folder.
+
+Every load path drives these steps through one :class:`LoadTransaction` (the Python and CLI
+load, the CSV tasks, a bare ``df.write`` through the data source): ``begin`` (or ``resume``
+in the process that commits a segment another process began), ``commit`` and then the
+automatic compaction, as an explicit call, or ``abort``; ``release`` stops the lease renewal.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
@@ -28,8 +33,9 @@ from carbonstore.errors import (
 )
 from carbonstore.indexfiles.indexfile import merge_indexes
 from carbonstore.progress import progress
+from carbonstore.segments.compaction import maybe_auto_compact
 from carbonstore.segments.partitions import replace_partitions, with_spec
-from carbonstore.segments.writer import TaskResult
+from carbonstore.segments.writer import TaskResult, WriteSettings
 from carbonstore.statistics.analyze import store_task_statistics
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import LeaseKeeper, lease_fields
@@ -49,7 +55,7 @@ from carbonstore.store.tablestatus import (
 if TYPE_CHECKING:
     from carbonstore.store.table import Table
 
-__all__ = ["abort_segment", "auto_compact_hook", "begin_segment", "commit_segment"]
+__all__ = ["LoadTransaction", "abort_segment", "begin_segment", "commit_segment"]
 
 log = logging.getLogger(__name__)
 _RUNNING = (IN_PROGRESS, OVERWRITE_IN_PROGRESS)
@@ -233,7 +239,6 @@ def commit_segment(
     except (CommitConflictError, UserError):
         abort_segment(table, segment_id, reason="the commit failed")
         raise
-    auto_compact_hook(table)
     return holder[0]
 
 
@@ -289,19 +294,69 @@ def abort_segment(
     return holder[0] if holder else None
 
 
-def auto_compact_hook(table: Table) -> None:
-    """Run automatic compaction after a successful load when the compaction module offers it.
+@dataclass(slots=True, kw_only=True)
+class LoadTransaction:
+    """One load's segment, from its ``In Progress`` entry to its commit or abort.
 
-    Never fails the load: errors are logged.
+    ``begin`` allocates the segment (``begin_segment``); a process that commits a segment
+    another process began (the data source's driver-side commit) takes it over with
+    ``resume``. ``commit`` commits the tasks' results and then runs the automatic compaction
+    (``maybe_auto_compact``: MINOR when ``auto_load_merge`` is on; it never fails the
+    committed load); ``abort`` marks the entry ``Failure`` and removes its files; ``release``
+    stops this process's lease renewal (call it when the load has committed or failed).
     """
-    try:
-        module = importlib.import_module("carbonstore.segments.compaction")
-    except ImportError:
-        return
-    hook = getattr(module, "maybe_auto_compact", None)
-    if hook is None:
-        return
-    try:
-        hook(table)
-    except Exception:  # a committed load stays committed whatever compaction does
-        log.exception("automatic compaction after loading %s failed", table.name)
+
+    table: Table
+    segment_id: str
+    overwrite: bool = False
+    keeper: LeaseKeeper | None = None
+
+    @classmethod
+    def begin(
+        cls, table: Table, *, overwrite: bool = False, hold_lock: bool = True
+    ) -> LoadTransaction:
+        """Commit the new segment's ``In Progress`` entry (see ``begin_segment``)."""
+        entry, keeper = begin_segment(table, overwrite=overwrite, hold_lock=hold_lock)
+        return cls(table=table, segment_id=entry.load_name, overwrite=overwrite, keeper=keeper)
+
+    @classmethod
+    def resume(cls, table: Table, segment_id: str, *, overwrite: bool = False) -> LoadTransaction:
+        """The transaction of a segment begun elsewhere (its lease is renewed there)."""
+        return cls(table=table, segment_id=segment_id, overwrite=overwrite)
+
+    def commit(
+        self,
+        results: Sequence[TaskResult | None],
+        settings: WriteSettings | None = None,
+        *,
+        auto_compact: bool = True,
+    ) -> LoadEntry:
+        """Commit the segment (``commit_segment``, with the bad-record action, bad-record
+        folder and partitioning of the ``settings`` the tasks wrote with), then run the
+        automatic compaction unless ``auto_compact`` is false.
+
+        Raises:
+            BadRecordError, CommitConflictError, TableNotFoundError: as ``commit_segment``.
+        """
+        entry = commit_segment(
+            self.table,
+            self.segment_id,
+            results,
+            overwrite=self.overwrite,
+            action=settings.action if settings is not None else "FAIL",
+            bad_record_dir=settings.bad_record_dir if settings is not None else None,
+            partitioning=settings.partitioning if settings is not None else None,
+            overwrite_partitions=settings.overwrite_partitions if settings is not None else False,
+        )
+        if auto_compact:
+            maybe_auto_compact(self.table)
+        return entry
+
+    def abort(self, reason: str = "") -> LoadEntry | None:
+        """Mark the segment ``Failure`` and remove its folder (``abort_segment``)."""
+        return abort_segment(self.table, self.segment_id, reason=reason)
+
+    def release(self) -> None:
+        """Stop renewing the lease from this process (nothing when it was begun elsewhere)."""
+        if self.keeper is not None:
+            self.keeper.release()

@@ -31,7 +31,7 @@ import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
 from carbonstore.errors import SchemaError
-from carbonstore.segments.commit import commit_segment
+from carbonstore.segments.commit import LoadTransaction
 from carbonstore.segments.csvparse import (
     CsvScan,
     CsvSplit,
@@ -350,15 +350,8 @@ def run_csv_tasks(
         return False
     log.info("load of %s segment %s: CSV parsed by %d tasks", table.name, settings.segment_id,
              len(results))
-    commit_segment(
-        table,
-        settings.segment_id,
-        [r for r in results if isinstance(r, TaskResult)],
-        overwrite=overwrite,
-        action=settings.action,
-        bad_record_dir=settings.bad_record_dir,
-        partitioning=settings.partitioning,
-        overwrite_partitions=settings.overwrite_partitions,
+    LoadTransaction.resume(table, settings.segment_id, overwrite=overwrite).commit(
+        [r for r in results if isinstance(r, TaskResult)], settings
     )
     return True
 

@@ -35,12 +35,7 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pyspark.sql.types import StructType
 
 from carbonstore.errors import CarbonStoreError, UserError
-from carbonstore.segments.commit import (
-    abort_segment,
-    begin_segment,
-    commit_segment,
-    lease_seconds,
-)
+from carbonstore.segments.commit import LoadTransaction, lease_seconds
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import TaskResult, WriteSettings, write_task
 from carbonstore.store import Store, load_conf
@@ -191,12 +186,12 @@ class CarbonDataSource(DataSource):
             # commit (Spark kills it when idle and commits from another worker), so a
             # detached renewer keeps the lease until commit() / abort() (load() renews
             # from its own driver process and passes the segment).
-            entry, _ = begin_segment(table, overwrite=overwrite, hold_lock=False)
-            segment = entry.load_name
+            txn = LoadTransaction.begin(table, overwrite=overwrite, hold_lock=False)
+            segment = txn.segment_id
             try:
                 settings = write_settings(table, segment, options)
             except BaseException:
-                abort_segment(table, segment, reason="the write could not start")
+                txn.abort(reason="the write could not start")
                 raise
             renewal = spawn_renewer(
                 store_location=table.store.location, conf=conf, table_name=str(table.name),
@@ -254,25 +249,17 @@ class CarbonWriter(DataSourceArrowWriter):
     def commit(self, messages: list[Any]) -> None:
         results = [m.result if isinstance(m, CarbonCommitMessage) else None for m in messages]
         try:
-            table = self._table()
-            commit_segment(
-                table,
-                self.settings.segment_id,
-                results,
-                overwrite=self.overwrite,
-                action=self.settings.action,
-                bad_record_dir=self.settings.bad_record_dir,
-                partitioning=self.settings.partitioning,
-                overwrite_partitions=self.settings.overwrite_partitions,
+            txn = LoadTransaction.resume(
+                self._table(), self.settings.segment_id, overwrite=self.overwrite
             )
+            txn.commit(results, self.settings)
         finally:  # committed or not (Spark calls abort() after a failed commit)
             self._stop_renewal()
 
     def abort(self, messages: list[Any]) -> None:
         try:
-            abort_segment(
-                self._table(), self.settings.segment_id,
-                reason="a load task failed; see the Spark log",
+            LoadTransaction.resume(self._table(), self.settings.segment_id).abort(
+                reason="a load task failed; see the Spark log"
             )
         finally:
             self._stop_renewal()

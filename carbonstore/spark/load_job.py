@@ -26,7 +26,7 @@ from pyspark.sql.types import StringType, StructField, StructType, _parse_dataty
 from carbonstore.dictionary import PREBUILT_OPTION, parse_prebuilt_option, prepare_dictionaries
 from carbonstore.errors import BadRecordError, CarbonStoreError, SchemaError, UserError
 from carbonstore.segments.badrecords import BAD_COLUMN, RAW_COLUMN
-from carbonstore.segments.commit import abort_segment, begin_segment
+from carbonstore.segments.commit import LoadTransaction
 from carbonstore.segments.load import FORMATS, LoadOptions, parse_load_options, write_settings
 from carbonstore.spark.csv_load import (
     CsvPlan,
@@ -265,8 +265,8 @@ def load(
             except AnalysisException as err:
                 raise UserError(f"cannot read the {fmt} input: {_first_line(err)}") from None
             read = lambda: df  # noqa: E731
-    entry, lock = begin_segment(table, overwrite=mode == "overwrite")
-    seg = entry.load_name
+    txn = LoadTransaction.begin(table, overwrite=mode == "overwrite")
+    seg = txn.segment_id
     try:
         done = False
         if csv_plan is not None and spark is not None:
@@ -282,7 +282,7 @@ def load(
         after = table.status.read().find(seg)
         reason = str((after.extra if after else {}).get("failureReason") or "")
         cause = (after.extra if after else {}).get("failureCause")
-        abort_segment(table, seg, reason=reason or _first_line(err))
+        txn.abort(reason=reason or _first_line(err))
         if after is not None and after.status == FAILURE and cause == "badRecords":
             raise BadRecordError(reason) from None
         if isinstance(err, CarbonStoreError):
@@ -292,8 +292,7 @@ def load(
             f"removed: {_first_line(err)}"
         ) from err
     finally:
-        if lock is not None:
-            lock.release()
+        txn.release()
     return table.status.read().get(seg)
 
 

@@ -23,7 +23,7 @@ from carbonstore.segments.compaction import (
     write_segment,
 )
 from carbonstore.store import LoadEntry, Store, Table
-from carbonstore.store.tablestatus import COMPACTED, SUCCESS, segment_sort_key
+from carbonstore.store.tablestatus import COMPACTED, FAILURE, SUCCESS, segment_sort_key
 
 SCHEMA = "id long not null, name string, score double"
 
@@ -264,8 +264,8 @@ def test_output_statistics_merged_from_sources(table: Table) -> None:
 
 
 def test_load_commit_runs_auto_compaction(store: Store) -> None:
-    """The load's own commit (segments/commit.py) triggers maybe_auto_compact."""
-    from carbonstore.segments.commit import begin_segment, commit_segment
+    """The load's own commit (segments/commit.LoadTransaction) runs maybe_auto_compact."""
+    from carbonstore.segments.commit import LoadTransaction
 
     table = store.create_table(
         "viaload", SCHEMA,
@@ -273,17 +273,42 @@ def test_load_commit_runs_auto_compaction(store: Store) -> None:
                     "compaction_level_threshold": "2,1"},
     )
     for i in range(4):
-        entry, lock = begin_segment(table)
+        txn = LoadTransaction.begin(table)
         try:
-            result = write_segment_task(table, entry.load_name, rows(i * 10, 10))
-            commit_segment(table, entry.load_name, [result])
+            result = write_segment_task(table, txn.segment_id, rows(i * 10, 10))
+            txn.commit([result])
         finally:
-            if lock is not None:
-                lock.release()
+            txn.release()
     st = statuses(table)
     assert st["0.1"] == SUCCESS and st["2.1"] == SUCCESS
     assert [e.load_name for e in table.status.read().readable] == ["0.1", "2.1"]
     assert read_segments(table)["id"].to_pylist() == list(range(40))
+
+
+def test_load_transaction_without_auto_compaction_and_resumed(store: Store) -> None:
+    """``auto_compact=False`` leaves the loads alone; a resumed transaction commits and aborts
+    a segment another transaction began (as the data source's driver-side commit does)."""
+    from carbonstore.segments.commit import LoadTransaction
+
+    table = store.create_table(
+        "manual", SCHEMA,
+        properties={"auto_load_merge": "true", "compaction_level_threshold": "2,1"},
+    )
+    for i in range(2):
+        txn = LoadTransaction.begin(table, hold_lock=False)
+        assert txn.keeper is None
+        result = write_segment_task(table, txn.segment_id, rows(i * 10, 10))
+        entry = LoadTransaction.resume(table, txn.segment_id).commit([result], auto_compact=False)
+        assert entry.load_name == txn.segment_id and entry.status == SUCCESS
+    assert statuses(table) == {"0": SUCCESS, "1": SUCCESS}
+    txn = LoadTransaction.begin(table)
+    try:
+        LoadTransaction.resume(table, txn.segment_id).abort(reason="boom")
+    finally:
+        txn.release()
+    assert table.status.read().get(txn.segment_id).status == FAILURE
+    assert not table.store.sfs.exists(table.paths.segment_dir(txn.segment_id))
+    assert read_segments(table)["id"].to_pylist() == list(range(20))
 
 
 def write_segment_task(table: Table, segment_id: str, data: pa.Table):  # type: ignore[no-untyped-def]
