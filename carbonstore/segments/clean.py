@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from carbonstore.dictionary.writer import obsolete_sortindex_files
 from carbonstore.errors import LockTimeoutError, UserError
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import entry_is_dead
@@ -341,10 +342,6 @@ def _obsolete_sortindexes(
     table: Table, *, dry_run: bool, now: int, force: bool
 ) -> list[CleanItem]:
     """Dictionary sort indexes superseded by a newer one, older than the retention time."""
-    try:
-        from carbonstore.dictionary.writer import obsolete_sortindex_files
-    except ImportError:  # no dictionary support installed
-        return []
     if not table.schema.dictionary_columns or not table.paths.sfs.exists(
         table.paths.dictionary_dir
     ):
