@@ -59,3 +59,13 @@ def test_unknown_package_must_get_a_layer(tmp_path):
     result = _run(root)
     assert result.returncode == 1
     assert "package newpkg has no layer" in result.stdout
+
+
+def test_statistics_importing_segments_fails(tmp_path):
+    """Statistics sit below segments: the writer, commit and compaction call into them."""
+    root = _copy(tmp_path)
+    _append(root / "carbonstore/statistics/analyze.py",
+            "\n\ndef _late():\n    from carbonstore.segments import compaction  # noqa\n")
+    result = _run(root)
+    assert result.returncode == 1
+    assert "upward import: statistics imports segments" in result.stdout
