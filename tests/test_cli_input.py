@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from carbonstore.cli import main
-from carbonstore.commands._common import parse_key_values
-from carbonstore.commands.load import infer_format
+from carbonstore.cli._common import parse_key_values
+from carbonstore.cli.load import infer_format
 from carbonstore.errors import UserError
 from carbonstore.indexfiles.expr import MAX_NESTING, or_
 from carbonstore.indexfiles.tableplan import prune

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from carbonstore.cli import main
-from carbonstore.commands.query import rewrite_table_names
+from carbonstore.cli.query import rewrite_table_names
 from carbonstore.errors import TableNotFoundError
 from carbonstore.store import Store
 from tests.indexfiles.segbuild import add_segments

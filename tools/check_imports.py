@@ -27,7 +27,6 @@ LAYERS: list[set[str]] = [
     {"indexfiles"},
     {"segments"},
     {"spark"},
-    {"commands"},
     {"cli"},
     {"demo"},
 ]
@@ -38,7 +37,7 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     ("carbonstore.spark.analyze_job", "cli"),
     ("carbonstore.spark.compact_job", "cli"),
     ("carbonstore.spark.load_job", "cli"),
-    ("carbonstore.spark.submit", "cli"),
+    ("carbonstore.cli.submit", "cli"),
     # Table.delete / update / merge: the user's API (docs/dml.md) runs segments' DML code;
     # the layout change moves these methods to the public API module.
     ("carbonstore.store.table", "segments"),

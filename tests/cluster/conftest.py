@@ -107,10 +107,10 @@ def spark_submit(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``spark-submit [--conf k=v ...] <job file> args...`` in ``cwd``.
 
-    ``job`` defaults to the generic job file ``carbonstore/spark/submit.py``.
+    ``job`` defaults to the generic job file ``carbonstore/cli/submit.py``.
     """
     if job is None:
-        import carbonstore.spark.submit as submit
+        import carbonstore.cli.submit as submit
 
         job = Path(submit.__file__)
     confs = {"spark.ui.enabled": "false", "spark.pyspark.python": sys.executable, **(conf or {})}

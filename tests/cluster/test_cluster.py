@@ -1,7 +1,7 @@
 """docs/cluster.md, followed on a real standalone cluster: master and two workers on 127.0.0.1.
 
 Every Spark step goes through ``spark-submit --master spark://...`` with the job file
-``carbonstore/spark/submit.py``: two loads, a major compaction, analyze and a query. The
+``carbonstore/cli/submit.py``: two loads, a major compaction, analyze and a query. The
 store lives on a local folder every "node" sees under the same path, as a shared mount
 would be; locks are taken by the driver only.
 """

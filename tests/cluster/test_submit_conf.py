@@ -1,6 +1,6 @@
 """spark-submit's own settings reach the session the commands run in.
 
-``carbonstore/spark/submit.py`` starts the session from what spark-submit was given before
+``carbonstore/cli/submit.py`` starts the session from what spark-submit was given before
 the command runs, so a user ``--conf`` such as ``spark.sql.session.timeZone`` wins over the
 embedded defaults, and UTC stays the default when nobody names a zone. The single-command
 job files (``load_job.py`` here) start their session the same way. Runs spark-submit with

@@ -1,7 +1,7 @@
 """The spark-submit job file: runs any ``carbonstore`` command inside spark-submit.
 
     spark-submit --master spark://host:7077 \\
-        "$(python -c 'import carbonstore.spark.submit as m; print(m.__file__)')" \\
+        "$(python -c 'import carbonstore.cli.submit as m; print(m.__file__)')" \\
         load sales --input /shared/in/*.csv --store /shared/carbon.store
 
 The session is started here from what spark-submit was given (``--master``, ``--conf``,
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from carbonstore.cli import main
+from carbonstore.cli.app import main
 
 
 def start_session() -> None:
