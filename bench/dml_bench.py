@@ -186,7 +186,7 @@ def bench_scan(root: Path, repeat: int, spark: bool) -> None:
     print(f"| driver-local (pyarrow) | {median(base):.2f} s | {median(dele):.2f} s | "
           f"{(median(dele) / median(base) - 1) * 100:+.0f} % |", flush=True)
     if spark:
-        from carbonstore.spark.reader import to_spark
+        from carbonstore.spark.api import to_spark
         from carbonstore.spark.session import get_spark
 
         session = get_spark(conf=t.store.conf)

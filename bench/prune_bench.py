@@ -392,7 +392,7 @@ def _spark_e2e(meta: dict[str, Any], repeat: int = 11) -> list[dict[str, Any]]:
     Five warm-up runs per variant (JIT, Python workers, file listing caches), then the
     variants take turns ``repeat`` times, so a slow spell of the machine hits both sides.
     """
-    from carbonstore.spark.reader import to_spark
+    from carbonstore.spark.api import to_spark
     from carbonstore.spark.session import get_spark
 
     s = get_spark()

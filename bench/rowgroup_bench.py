@@ -92,8 +92,8 @@ def main() -> None:
     meta = generate(args.loads, args.rows)
 
     from carbonstore.indexfiles.tableplan import prune
+    from carbonstore.spark.api import to_spark
     from carbonstore.spark.native import native_frame
-    from carbonstore.spark.reader import to_spark
     from carbonstore.spark.session import get_spark
     from carbonstore.store import Store, load_conf
 

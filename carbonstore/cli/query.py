@@ -113,7 +113,7 @@ def _emit(args: argparse.Namespace, columns: list[str], rows: list[dict[str, Any
 
 
 def _query(args: argparse.Namespace) -> int:
-    from carbonstore.spark.reader import collect_rows, to_spark
+    from carbonstore.spark.api import collect_rows, to_spark
     from carbonstore.spark.session import get_spark
 
     table = pin(open_store(args).table(args.table), args)
@@ -187,7 +187,7 @@ def _sql(args: argparse.Namespace) -> int:
         return 0
     # a bad statement (or --as-of) is a user error before Spark starts
     plan_statement(args.statement, store, as_of=args.as_of)
-    from carbonstore.spark.reader import collect_rows
+    from carbonstore.spark.api import collect_rows
     from carbonstore.spark.session import get_spark
     from carbonstore.spark.sql import run_statement
 

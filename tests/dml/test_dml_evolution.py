@@ -97,7 +97,7 @@ def test_compaction_and_statistics_drop_deleted_rows_of_old_segments(table: Tabl
 
 @pytest.mark.spark
 def test_native_read_of_old_segments_with_deltas(spark, table: Table) -> None:  # type: ignore[no-untyped-def]
-    from carbonstore.spark.reader import to_spark
+    from carbonstore.spark.api import to_spark
 
     model = _model()
     delete_rows(table, "label = 'n1' OR id BETWEEN 100 AND 110")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from carbonstore.segments.dml import delete_rows
-from carbonstore.spark.reader import to_spark
+from carbonstore.spark.api import to_spark
 from carbonstore.store import Store, Table
 from tests.dml.rows import SCHEMA, ids, load, rows
 

@@ -191,7 +191,7 @@ def test_dml_statements_and_reads_on_s3(table: Table, s3_store: S3Store,
 @pytest.mark.spark
 def test_spark_reads_and_sql_merge_on_s3(spark: object, table: Table, s3_store: S3Store,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    from carbonstore.spark.reader import to_spark
+    from carbonstore.spark.api import to_spark
     from carbonstore.spark.session import register_data_source
 
     s3 = s3_store

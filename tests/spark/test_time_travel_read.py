@@ -8,7 +8,7 @@ import pytest
 
 from carbonstore.cli import main
 from carbonstore.segments.compaction import compact
-from carbonstore.spark.reader import to_spark
+from carbonstore.spark.api import to_spark
 from carbonstore.store import Store
 from tests.reliability.workload import SCHEMA, load, rows
 
