@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from carbonstore.store import Store, load_conf
+from carbonstore import Store
+from carbonstore.store import load_conf
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "parquet-testing"
 

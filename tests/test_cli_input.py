@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.cli._common import parse_key_values
 from carbonstore.cli.load import infer_format
@@ -24,7 +25,6 @@ from carbonstore.errors import UserError
 from carbonstore.indexfiles.expr import MAX_NESTING, or_
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.addsegment import add_segment
-from carbonstore.store import Store
 from carbonstore.store.tablestatus import COMPACTED, MARKED_FOR_DELETE
 
 

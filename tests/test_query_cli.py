@@ -14,10 +14,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.cli.query import rewrite_table_names
 from carbonstore.errors import TableNotFoundError
-from carbonstore.store import Store
 from tests.indexfiles.segbuild import add_segments
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from carbonstore import Store
 from carbonstore.segments.statistics import get_segment_statistics
-from carbonstore.store import Store
 from tests.cluster.conftest import spark_submit
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from carbonstore.store import Store
+from carbonstore import Store
 from tests.cluster.conftest import spark_submit
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.dml import delete_rows
@@ -20,7 +21,6 @@ from carbonstore.spark.reader import (
     plan_projections,
     read_row_groups,
 )
-from carbonstore.store import Store, Table
 from carbonstore.store.alter import SUB_ACTIONS, alter_table
 from tests.dml.rows import SCHEMA, load, rows
 

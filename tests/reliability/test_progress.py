@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from carbonstore import Store
 from carbonstore.progress import progress, progress_enabled
-from carbonstore.store import Store
 from tests.reliability.test_crash import ROOT
 from tests.reliability.workload import SCHEMA, load, rows
 

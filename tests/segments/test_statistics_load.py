@@ -9,11 +9,11 @@ import pytest
 from test_load_writer import _rows
 from test_statistics import check_exact, mixed_table
 
+from carbonstore import Store, Table
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.statistics import get_segment_statistics, get_table_statistics
 from carbonstore.segments.writer import TaskResult, write_task
-from carbonstore.store import Store, Table
 
 SCHEMA = (
     "b boolean, by byte, i int, l long, f float, d double, s string, bin binary, dt date, "

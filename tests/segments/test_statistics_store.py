@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.errors import InvalidNameError
 from carbonstore.segments.sketches import StatsAccumulator, compute_segment_statistics
 from carbonstore.segments.statistics import (
@@ -25,7 +26,6 @@ from carbonstore.segments.statistics import (
     stats_path,
     update_segment_statistics,
 )
-from carbonstore.store import Store, Table
 from carbonstore.store.tablestatus import MARKED_FOR_DELETE, SUCCESS
 
 SCHEMA = "id long not null, name string, score double, flag boolean"
@@ -170,7 +170,8 @@ _WRITER = textwrap.dedent(
     """
     import sys
     import pyarrow as pa
-    from carbonstore.store import Store, load_conf
+    from carbonstore import Store
+    from carbonstore.store import load_conf
     from carbonstore.segments.sketches import StatsAccumulator
     from carbonstore.segments.statistics import StatisticsScope, update_segment_statistics
 

@@ -13,11 +13,11 @@ import pytest
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
+from carbonstore import Store
 from carbonstore.errors import ExpressionError
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.spark.api import to_spark
 from carbonstore.spark.reader import plan_partitions, read_row_groups
-from carbonstore.store import Store
 from tests.indexfiles.segbuild import add_segments
 
 ALL_TYPES = (

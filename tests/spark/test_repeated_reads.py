@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carbonstore.store import Store
+from carbonstore import Store
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 ROWS = 600
