@@ -331,7 +331,7 @@ def test_ctrl_c_during_a_load_is_one_line_and_exit_130(tmp_path: Path) -> None:
     with csv.open("w", encoding="utf-8") as f:
         f.write("id,name\n")
         f.writelines(f"{i},name{i % 1000}\n" for i in range(3_000_000))
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=root, PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable)
     env.pop("CARBON_CONF", None)

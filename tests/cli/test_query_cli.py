@@ -20,7 +20,7 @@ from carbonstore.cli.query import rewrite_table_names
 from carbonstore.errors import TableNotFoundError
 from tests.indexfiles.segbuild import add_segments
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
