@@ -8,7 +8,7 @@ The public API::
     plan = prune(table, "id = 42")          # a TablePlan: segments, files, row groups
     table.delete("id = 42")                 # row-level DML (docs/dml.md)
     compact(table, "minor")
-    clean_files(table)
+    clean_files(table, dry_run=False)    # default: a dry run
 
 Names are imported on first use (a module ``__getattr__``), so ``import carbonstore`` stays
 cheap: a command that only reads the indexes does not pay for what it does not use.

@@ -22,7 +22,7 @@ from carbonstore import Store
 from carbonstore.segments.statistics import get_segment_statistics
 from tests.cluster.conftest import spark_submit
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1500)]
 
 TABLE = "db.sales"
 

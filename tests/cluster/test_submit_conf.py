@@ -20,7 +20,7 @@ import pytest
 from carbonstore import Store
 from tests.cluster.conftest import spark_submit
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(900)]
 
 TABLE = "db.events"
 # A timestamp without offset: Spark reads it in the session time zone.
