@@ -1,4 +1,8 @@
-"""``Store`` (a folder of databases and tables) and ``Table`` (one table's handles)."""
+"""``Store`` (a folder of databases and tables) and ``Table`` (one table's handles).
+
+The user's classes, which add row-level DML and the partition spec (code of the layers
+above this one), are their subclasses in ``carbonstore.api`` (``from carbonstore import Store``).
+"""
 
 from __future__ import annotations
 
