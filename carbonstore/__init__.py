@@ -15,9 +15,7 @@ cheap: a command that only reads the indexes does not pay for what it does not u
 Spark: ``carbonstore.spark.api.to_spark`` and the ``carbonstore`` data source.
 """
 
-from __future__ import annotations
-
-import importlib
+import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
@@ -43,12 +41,13 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     try:
         module, attr = _LAZY[name]
     except KeyError:
         raise AttributeError(f"module 'carbonstore' has no attribute {name!r}") from None
-    value = importlib.import_module(module)
+    __import__(module)  # importlib would cost an import of its own
+    value = sys.modules[module]
     if attr is not None:
         value = getattr(value, attr)
     globals()[name] = value  # once: later lookups do not come here
