@@ -319,6 +319,7 @@ def test_probe_keeps_a_trailing_space(capsys: pytest.CaptureFixture[str], corpus
 
 
 @pytest.mark.slow
+@pytest.mark.spark  # the load in the child process starts Spark
 def test_ctrl_c_during_a_load_is_one_line_and_exit_130(tmp_path: Path) -> None:
     import signal
     import subprocess

@@ -146,6 +146,7 @@ def test_query_shows_timestamps_in_the_session_zone_whatever_the_process_zone(
     assert jcode == 0 and json.loads(jout) == [{"at": "2024-03-01T00:00:00+00:00"}]
 
 
+@pytest.mark.spark  # the query in the child process starts Spark
 def test_a_limit_ends_the_scan_without_a_traceback(store: Store, tmp_path: Path) -> None:
     t = store.create_table("db.big", "id long not null, s string")
     ids = np.arange(0, 200_000)

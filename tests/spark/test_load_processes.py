@@ -20,7 +20,7 @@ from carbonstore import Store
 from carbonstore.store.leases import entry_is_dead
 from carbonstore.store.tablestatus import IN_PROGRESS, SUCCESS, now_ms
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]  # the loads in child processes start Spark
 
 KILL_SCRIPT = textwrap.dedent(
     """
