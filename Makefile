@@ -20,6 +20,7 @@ demo: venv
 	$(PY) -m carbonstore.demo
 
 test: venv
+	$(PY) tools/check_imports.py
 	$(PY) -m pytest -q -p no:cacheprovider -m "not long" tests
 
 # The long runs of the race, damage and fuzz suites (about half an hour on 2 cores).

@@ -42,7 +42,8 @@ ROWS = 2_500
 
 WRITER = """
 import sys, time, json
-from carbonstore.store import Store, load_conf
+from carbonstore import Store
+from carbonstore.store import load_conf
 conf = load_conf(None).with_overrides({"carbon.tablestatus.commit.retries": "1000"})
 table = Store(sys.argv[1], conf=conf).table("db.t")
 n, go = int(sys.argv[2]), sys.argv[3]
@@ -60,7 +61,7 @@ print(json.dumps(out))
 FRESH = """
 import sys, time, json
 t0 = time.perf_counter()
-from carbonstore.store import Store
+from carbonstore import Store
 from carbonstore.indexfiles.tableplan import prune
 t1 = time.perf_counter()
 table = Store(sys.argv[1]).table("db.t")
@@ -83,7 +84,7 @@ def _env(root: Path = ROOT) -> dict[str, str]:
 
 
 def commit_latency(writers: int, commits: int, workdir: Path) -> dict[str, float]:
-    from carbonstore.store import Store
+    from carbonstore import Store
 
     store_dir = workdir / f"latency_{writers}"
     shutil.rmtree(store_dir, ignore_errors=True)
@@ -109,10 +110,10 @@ def commit_latency(writers: int, commits: int, workdir: Path) -> dict[str, float
 
 def build(loads: int, workdir: Path) -> Path:
     """A table of ``loads`` separate loads, each committed through the product's protocol."""
+    from carbonstore import Store
     from carbonstore.segments.commit import begin_segment, commit_segment
     from carbonstore.segments.load import parse_load_options, write_settings
     from carbonstore.segments.writer import write_task
-    from carbonstore.store import Store
 
     store_dir = workdir / "versions"
     if (workdir / "built").exists():
@@ -141,7 +142,7 @@ def build(loads: int, workdir: Path) -> Path:
 
 def legacy_copy(store_dir: Path, workdir: Path) -> Path:
     """The same table in the earlier format: one Metadata/tablestatus file, no version log."""
-    from carbonstore.store import Store
+    from carbonstore import Store
 
     target = workdir / "legacy"
     shutil.rmtree(target, ignore_errors=True)
@@ -170,7 +171,7 @@ def fresh(store_dir: Path, where: str, repeat: int, root: Path = ROOT) -> dict[s
 
 
 def warm_read(store_dir: Path) -> float:
-    from carbonstore.store import Store
+    from carbonstore import Store
 
     table = Store(str(store_dir)).table("db.t")
     table.status.read()
@@ -202,8 +203,8 @@ def main() -> None:
               f"{r['commits_per_s']:.0f} commits/s")
 
     store_dir = build(args.loads, workdir)
+    from carbonstore import Store
     from carbonstore.indexfiles.tableplan import prune
-    from carbonstore.store import Store
 
     legacy = workdir / "legacy"
     if not legacy.exists():

@@ -30,9 +30,10 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
+from carbonstore import Store, Table
 from carbonstore.indexfiles.indexfile import load_index
 from carbonstore.segments.compaction import compact, segment_data_files, write_segment
-from carbonstore.store import Store, Table, load_conf
+from carbonstore.store import load_conf
 from carbonstore.store.tablestatus import SUCCESS
 
 SCHEMA = "id long not null, k int, amount double, day date, tag string, note string"

@@ -30,9 +30,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from carbonstore import Store
 from carbonstore.dictionary import add_values, clear_cache, decode_batch, load_dictionary
 from carbonstore.dictionary import filters as F
-from carbonstore.store import Store, load_conf
+from carbonstore.store import load_conf
 
 
 def _timed(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -72,7 +73,8 @@ def pure(store: Store, distinct: int) -> None:
 
 _COMMITTER = """
 import sys, time
-from carbonstore.store import Store, load_conf
+from carbonstore import Store
+from carbonstore.store import load_conf
 from carbonstore.dictionary import add_values, writer
 location, me, n, lock, start = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
 writer.COURTESY_LOCK = lock == "lock"

@@ -41,9 +41,9 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from carbonstore import Store, Table  # noqa: E402
 from carbonstore.indexfiles.tableplan import prune  # noqa: E402
 from carbonstore.segments.compaction import write_segment  # noqa: E402
-from carbonstore.store import Store, Table  # noqa: E402
 from carbonstore.store.tablestatus import SUCCESS  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -186,7 +186,7 @@ def bench_scan(root: Path, repeat: int, spark: bool) -> None:
     print(f"| driver-local (pyarrow) | {median(base):.2f} s | {median(dele):.2f} s | "
           f"{(median(dele) / median(base) - 1) * 100:+.0f} % |", flush=True)
     if spark:
-        from carbonstore.spark.reader import to_spark
+        from carbonstore.spark.api import to_spark
         from carbonstore.spark.session import get_spark
 
         session = get_spark(conf=t.store.conf)

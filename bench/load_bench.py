@@ -137,9 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import functions as F  # noqa: N812
 
+    from carbonstore import Store
     from carbonstore.spark.load_job import load
     from carbonstore.spark.session import get_spark
-    from carbonstore.store import Store
 
     data = HERE / "data" / "load_csv"
     t0 = time.perf_counter()

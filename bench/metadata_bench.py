@@ -53,10 +53,10 @@ def main() -> int:
     import prune_bench
 
     meta = prune_bench.generate(args.segments, args.rows)
+    from carbonstore import Store
     from carbonstore.spark.metadata_answers import answer_statement
     from carbonstore.spark.session import get_spark
     from carbonstore.spark.sql import run_statement
-    from carbonstore.store import Store
 
     spark = get_spark()
     store = Store(meta["store"])

@@ -40,7 +40,7 @@ WHERES = ("id = 12345", "x > 100000")
 CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from carbonstore.store import Store
+from carbonstore import Store
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.store.objectstore import request_counts
 imported = time.perf_counter()
@@ -72,8 +72,8 @@ def build(folder: Path, segments: int, rows: int) -> float:
     from workload import SCHEMA, load
     from workload import rows as make_rows
 
+    from carbonstore import Store
     from carbonstore.indexfiles.tableplan import prune
-    from carbonstore.store import Store
 
     t0 = time.perf_counter()
     table = Store(str(folder)).create_table("db.t", SCHEMA)

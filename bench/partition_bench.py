@@ -20,11 +20,11 @@ import time
 import numpy as np
 import pyarrow as pa
 
+from carbonstore import Store
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task
-from carbonstore.store import Store
 
 SCHEMA = "l_orderkey long, l_quantity int, l_price double, l_shipdate date, l_mode string"
 

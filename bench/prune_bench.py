@@ -74,10 +74,10 @@ def _load_data(seg: int, rows: int, rng: np.random.Generator) -> pa.Table:
 
 def generate(n_segments: int, rows: int = ROWS) -> dict[str, Any]:
     """Build (or reuse) the store with ``n_segments`` loads; returns its description."""
+    from carbonstore import Store
     from carbonstore.indexfiles.indexfile import merge_indexes
     from carbonstore.segments.load import parse_load_options, write_settings
     from carbonstore.segments.writer import write_task
-    from carbonstore.store import Store
     from carbonstore.store.tablestatus import SUCCESS, LoadEntry, TableStatusSnapshot, now_ms
 
     root = DATA / f"n{n_segments}_r{rows}"
@@ -152,7 +152,7 @@ def _pa_expr(sql: str) -> Any:
 
 # ---- systems: each returns (open_fn, plan_fn(handle, sql) -> survivors dict) ----------------
 def ours_open(meta: dict[str, Any]) -> Any:
-    from carbonstore.store import Store
+    from carbonstore import Store
 
     return Store(meta["store"]).table(TABLE)
 
@@ -392,7 +392,7 @@ def _spark_e2e(meta: dict[str, Any], repeat: int = 11) -> list[dict[str, Any]]:
     Five warm-up runs per variant (JIT, Python workers, file listing caches), then the
     variants take turns ``repeat`` times, so a slow spell of the machine hits both sides.
     """
-    from carbonstore.spark.reader import to_spark
+    from carbonstore.spark.api import to_spark
     from carbonstore.spark.session import get_spark
 
     s = get_spark()

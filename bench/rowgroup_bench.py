@@ -40,10 +40,10 @@ TABLE = "db.rg"
 
 
 def generate(loads: int, rows: int) -> dict[str, Any]:
+    from carbonstore import Store
     from carbonstore.indexfiles.indexfile import merge_indexes
     from carbonstore.segments.load import parse_load_options, write_settings
     from carbonstore.segments.writer import write_task
-    from carbonstore.store import Store
     from carbonstore.store.tablestatus import SUCCESS, LoadEntry, TableStatusSnapshot, now_ms
 
     root = DATA / f"rg_n{loads}_r{rows}"
@@ -91,11 +91,12 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     meta = generate(args.loads, args.rows)
 
+    from carbonstore import Store
     from carbonstore.indexfiles.tableplan import prune
+    from carbonstore.spark.api import to_spark
     from carbonstore.spark.native import native_frame
-    from carbonstore.spark.reader import to_spark
     from carbonstore.spark.session import get_spark
-    from carbonstore.store import Store, load_conf
+    from carbonstore.store import load_conf
 
     spark = get_spark()
     # no driver-local read of the few kept rows: measure Spark's file scan

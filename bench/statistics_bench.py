@@ -66,10 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
 
+    from carbonstore import Store
     from carbonstore.segments.load import parse_load_options, write_settings
     from carbonstore.segments.writer import write_task
     from carbonstore.statistics.accumulator import StatsAccumulator
-    from carbonstore.store import Store
 
     rows = make_rows(args.rows)
     per_m = 1_000_000 / args.rows

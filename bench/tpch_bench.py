@@ -59,10 +59,10 @@ def generate(sf: float, segments: int) -> dict[str, Any]:
     """Load (or reuse) the store; returns {store, files: {table: [paths]}, queries}."""
     import pyarrow as pa
 
+    from carbonstore import Store
     from carbonstore.segments.commit import begin_segment, commit_segment
     from carbonstore.segments.load import parse_load_options, write_settings
     from carbonstore.segments.writer import write_task
-    from carbonstore.store import Store
 
     root = DATA / f"tpch_sf{sf:g}_s{segments}"
     meta_path = root / "meta.json"
@@ -125,9 +125,9 @@ def main() -> int:
     import sqlglot
     from pyspark.sql import SparkSession
 
+    from carbonstore import Store
     from carbonstore.spark.session import get_spark
     from carbonstore.spark.sql import run_statement
-    from carbonstore.store import Store
 
     if SparkSession.getActiveSession() is None:  # room for SF1 joins in local mode
         SparkSession.builder.config("spark.driver.memory", "4g").config(

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
 import json, sys, time
-from carbonstore.store import Store
+from carbonstore import Store
 store, name, what = sys.argv[1:4]
 t0 = time.perf_counter()
 table = Store(store).table(name)

@@ -9,9 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from carbonstore.store import Store, load_conf
+from carbonstore import Store
+from carbonstore.store import load_conf
 
+# The parquet-testing corpus (github.com/apache/parquet-testing), next to the repository.
+# Tests take the ``corpus`` fixture; parametrized tests list files with corpus_files().
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "parquet-testing"
+
+
+def corpus_files(pattern: str) -> list[Path]:
+    """The corpus files matching ``pattern`` (a glob under the corpus), sorted; none when
+    the corpus is missing (the tests parametrized by them then do not run)."""
+    return sorted(CORPUS.glob(pattern)) if CORPUS.is_dir() else []
 
 
 @pytest.fixture
@@ -25,9 +34,27 @@ def store(tmp_path: Path) -> Store:
 
 @pytest.fixture(scope="session")
 def corpus() -> Path:
+    """The parquet-testing corpus folder (the test is skipped without it)."""
     if not CORPUS.is_dir():
         pytest.skip(f"parquet-testing corpus not found at {CORPUS}")
     return CORPUS
+
+
+@pytest.fixture(scope="session")
+def scratch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One temporary folder for the whole run, for tests (property tests) that write a file
+    per example; created on first use, under pytest's temporary root."""
+    return tmp_path_factory.mktemp("scratch")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``spark`` every test that uses the ``spark`` fixture, directly or through other
+    fixtures (before ``-m`` selects), so ``-m "not spark"`` starts no JVM. A test that starts
+    Spark another way (a child process running a Spark command) carries the mark itself."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
 
 
 @pytest.fixture(scope="session")

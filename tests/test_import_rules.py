@@ -40,6 +40,39 @@ def test_upward_import_fails(tmp_path):
     assert "paths.py" in result.stdout and "upward import: store imports segments" in result.stdout
 
 
+def test_back_edge_fails_as_upward_import_and_as_cycle(tmp_path):
+    # dictionary imports store; a back-edge store -> dictionary closes a cycle
+    root = _copy(tmp_path)
+    _append(root / "carbonstore/store/schema.py", "\nfrom carbonstore.dictionary import codec  # noqa\n")
+    result = _run(root)
+    assert result.returncode == 1
+    assert "schema.py" in result.stdout and "upward import: store imports dictionary" in result.stdout
+    assert "import cycle between packages dictionary -> store -> dictionary" in result.stdout
+
+
+def test_cycle_between_packages_of_one_layer_fails(tmp_path):
+    # errors and progress share the lowest layer: no upward import, still a cycle
+    root = _copy(tmp_path)
+    _append(root / "carbonstore/errors.py", "\nfrom carbonstore import progress  # noqa\n")
+    _append(root / "carbonstore/progress.py", "\n\ndef _late():\n    import carbonstore.errors  # noqa\n")
+    result = _run(root)
+    assert result.returncode == 1
+    assert "upward import" not in result.stdout
+    assert "import cycle between packages errors -> progress -> errors" in result.stdout
+    assert "errors.py:" in result.stdout and "progress.py:" in result.stdout
+
+
+def test_spark_does_not_import_cli(tmp_path):
+    # the spark-submit entry is cli/submit.py; a job module importing the CLI is a back-edge
+    root = _copy(tmp_path)
+    _append(root / "carbonstore/spark/load_job.py",
+            "\n\nif __name__ == '__main__':\n    from carbonstore.cli import main  # noqa\n")
+    result = _run(root)
+    assert result.returncode == 1
+    assert "upward import: spark imports cli" in result.stdout
+    assert "import cycle between packages cli -> spark -> cli" in result.stdout
+
+
 def test_private_name_across_modules_fails(tmp_path):
     root = _copy(tmp_path)
     _append(root / "carbonstore/segments/manage.py",

@@ -6,13 +6,12 @@ deals ``(segment, file)`` pairs to tasks; each task reads its files with pyarrow
 pass through the JVM) and returns one :class:`StatsAccumulator` state per segment it
 touched; the driver merges the states of each segment (HLL unions) and stores the segment statistics::
 
-    spark-submit "$(python -c 'import carbonstore.spark.analyze_job as m; print(m.__file__)')" \\
-        sales --columns id,name --store /shared/carbon.store
+    spark-submit "$(python -c 'import carbonstore.cli.submit as m; print(m.__file__)')" \\
+        analyze sales --columns id,name --store /shared/carbon.store
 """
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
@@ -27,7 +26,7 @@ from carbonstore.statistics.model import SegmentStatistics
 from carbonstore.store.fs import resolve_fs
 from carbonstore.store.table import Table
 
-__all__ = ["analyze", "main"]
+__all__ = ["analyze"]
 
 ColumnSpec = tuple[str, str]  # (name, Spark type string)
 
@@ -87,14 +86,3 @@ def analyze(
         for seg, state in rdd.mapPartitions(task).collect():
             states[seg].append(bytes(state))
     return store_accumulated(table, states, targets, spec, columns=columns)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """spark-submit entry point: the arguments of ``carbonstore analyze``."""
-    from carbonstore.cli import main as cli_main
-
-    return cli_main(["analyze", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,8 +3,8 @@
 The driver plans and commits (``carbonstore.segments.compaction``); this module supplies the
 merger that runs the data movement on executors::
 
-    spark-submit "$(python -c 'import carbonstore.spark.compact_job as m; print(m.__file__)')" \\
-        sales --type minor --store /shared/carbon.store
+    spark-submit "$(python -c 'import carbonstore.cli.submit as m; print(m.__file__)')" \\
+        compact sales --type minor --store /shared/carbon.store
 
 The driver cuts the output into units (key ranges of the first SORT_COLUMN, or source files
 dealt out by size); each Spark task reads its unit's rows with pyarrow straight from the
@@ -16,7 +16,6 @@ then writes the ``.carbonindexmerge`` and commits.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -44,7 +43,7 @@ from carbonstore.spark.session import get_spark
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
-__all__ = ["main", "merge_with_spark", "spark_merger"]
+__all__ = ["merge_with_spark", "spark_merger"]
 
 
 def _run_units(  # type: ignore[no-untyped-def]
@@ -94,14 +93,3 @@ def spark_merger(spark: SparkSession | None = None, *, tasks: int | None = None)
         return merge_with_spark(spark or get_spark(), table, sources, output_id, tasks=tasks)
 
     return merge
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """spark-submit entry point: the arguments of ``carbonstore compact``."""
-    from carbonstore.cli import main as cli_main
-
-    return cli_main(["compact", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

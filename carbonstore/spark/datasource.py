@@ -19,16 +19,14 @@ another Python worker. The writer object is pickled between them, so the lease o
 ``df.write`` is renewed by a detached process (``carbonstore.store.renewer``) that
 ``commit()`` / ``abort()`` stop.
 
-The read side (``reader()``, ``pushFilters``) is added in this module by the read path.
+The read side is :class:`carbonstore.spark.reader.CarbonReader` (``reader()``).
 """
 
 from __future__ import annotations
 
-import functools
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
@@ -38,44 +36,18 @@ from carbonstore.errors import CarbonStoreError, UserError
 from carbonstore.segments.commit import LoadTransaction, lease_seconds
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import TaskResult, WriteSettings, write_task
+from carbonstore.spark.reader import CarbonReader
+from carbonstore.spark.types import one_line_errors, schema_ddl
 from carbonstore.store import Store, load_conf
-from carbonstore.store.ddl import quote_name
 from carbonstore.store.renewer import Renewal, spawn_renewer, stop_renewer
 from carbonstore.store.table import Table
 
-__all__ = ["CarbonCommitMessage", "CarbonDataSource", "CarbonWriter", "schema_ddl"]
+__all__ = ["CarbonCommitMessage", "CarbonDataSource", "CarbonWriter"]
 
 # Options that are not load options.
-_T = TypeVar("_T")
 STORE_OPTION = "store"
 SEGMENT_OPTION = "segment"
 _INTERNAL = frozenset({"path", STORE_OPTION, SEGMENT_OPTION, "versionasof", "timestampasof"})
-
-
-def one_line_errors(method: Callable[..., _T]) -> Callable[..., _T]:
-    """A carbonstore user error raised by a planning method reaches the PySpark user as
-    its one line (``[PYTHON_DATA_SOURCE_ERROR] ...: carbonstore.errors.SchemaError: ...``),
-    not after a Python traceback: PySpark's worker formats the exception without its
-    traceback when ``SPARK_HIDE_TRACEBACK`` is set, which is done here, in the planning
-    worker, only when a user error is on its way out (bugs keep their traceback)."""
-
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> _T:
-        try:
-            return method(*args, **kwargs)
-        except UserError:
-            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
-            raise
-
-    return wrapper
-
-
-def schema_ddl(table: Table) -> str:
-    """The table schema as a Spark DDL string (NOT NULL kept)."""
-    return ", ".join(
-        f"{quote_name(c.name)} {c.type}{'' if c.nullable else ' NOT NULL'}"
-        for c in table.schema.columns
-    )
 
 
 def _split_options(options: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -167,8 +139,6 @@ class CarbonDataSource(DataSource):
 
     @one_line_errors
     def reader(self, schema: StructType) -> Any:
-        from carbonstore.spark.reader import CarbonReader
-
         return CarbonReader(self._opts())
 
     @one_line_errors

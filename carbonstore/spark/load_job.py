@@ -6,14 +6,13 @@ Python API::
     entry = load(store.table("db.sales"), "/in/sales/*.csv", options={"header": "true"})
 
 Command line (embedded local Spark): ``carbonstore load db.sales --input /in/*.csv``.
-Cluster: ``spark-submit <path of carbonstore/spark/load_job.py> db.sales --input ...``
-(the same arguments as ``carbonstore load``; see docs/load.md).
+Cluster: ``spark-submit <path of carbonstore/cli/submit.py> load db.sales --input ...``
+(the arguments of ``carbonstore load``; see docs/load.md and docs/cluster.md).
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Literal
 
@@ -365,9 +364,3 @@ def _first_line(err: BaseException) -> str:
         if "Error" in line or "Exception" in line:
             return line.strip()[:500]
     return (text.splitlines()[0] if text else type(err).__name__)[:500]
-
-
-if __name__ == "__main__":
-    from carbonstore.cli import main
-
-    sys.exit(main(["load", *sys.argv[1:]]))

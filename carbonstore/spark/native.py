@@ -75,7 +75,7 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
     """A DataFrame over the files of ``plan`` (see the module contract)."""
     from pyspark.sql import functions as F
 
-    from carbonstore.spark.reader import empty_frame
+    from carbonstore.spark.types import empty_frame
 
     paths = [_uri(plan.absolute(f.path)) for f in plan.files if f.delete_delta is None]
     if not plan.files:

@@ -35,8 +35,8 @@ def run_statement(
         UserError: the statement does not parse, names a missing table, or Spark's analysis
             rejects it.
     """
+    from carbonstore.spark.api import run_sql, scan_frame
     from carbonstore.spark.metadata_answers import answer_frame
-    from carbonstore.spark.reader import run_sql, scan_frame
     from carbonstore.spark.statements import plan_statement
 
     answered = answer_frame(spark, store, statement, as_of=as_of, aliases=aliases)

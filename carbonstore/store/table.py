@@ -1,4 +1,8 @@
-"""``Store`` (a folder of databases and tables) and ``Table`` (one table's handles)."""
+"""``Store`` (a folder of databases and tables) and ``Table`` (one table's handles).
+
+The user's classes, which add row-level DML and the partition spec (code of the layers
+above this one), are their subclasses in ``carbonstore.api`` (``from carbonstore import Store``).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import re
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar
 
 from carbonstore.errors import (
     CorruptMetadataError,
@@ -202,82 +206,6 @@ class Table:
 
         return self.status.update(apply, operation=f"RESTORE {version}")
 
-    # ---- row-level DML (carbonstore.segments.dml, docs/dml.md) -----------------------------
-    def delete(self, where: str) -> Any:
-        """``DELETE FROM table WHERE where``: delete deltas, one version. The condition is
-        required (``"true"`` deletes every row).
-
-        Returns a ``DmlResult`` (rows deleted, version committed, ...)."""
-        from carbonstore.segments.dml import delete_rows
-
-        if not isinstance(where, str) or not where.strip():
-            raise UserError("delete: give a condition (where=\"true\" deletes every row)")
-        return delete_rows(self, where)
-
-    def update(self, set: dict[str, str], *, where: str | None = None) -> Any:  # noqa: A002
-        """``UPDATE table SET c = expr, ... WHERE where``; ``set`` maps columns to Spark SQL
-        expressions over the row (``{"score": "score * 2"}``). One version."""
-        from carbonstore.segments.merge import update_rows
-
-        return update_rows(self, set, where)
-
-    def merge(
-        self,
-        source: Any,
-        *,
-        on: str | list[str],
-        when_matched_update: dict[str, str] | Literal["*"] | None = None,
-        when_matched_delete: bool | str = False,
-        when_not_matched_insert: dict[str, str] | Literal["*"] | None = None,
-        target_alias: str = "t",
-        source_alias: str = "s",
-    ) -> Any:
-        """``MERGE INTO table AS t USING source AS s ON on ...``, one version.
-
-        Args:
-            source: the source rows: a pyarrow Table, a pandas or Spark DataFrame.
-            on: a condition over ``t`` and ``s`` (``"t.id = s.id"``) or key column names.
-            when_matched_update: ``{"col": "s.col + t.col"}`` or ``"*"`` (every column from
-                the source's column of the same name).
-            when_matched_delete: True, or a condition: delete the matched target rows; with
-                ``when_matched_update`` too, give a condition: it is checked first, and the
-                matched rows it does not take are updated.
-            when_not_matched_insert: ``{"col": "s.col"}`` or ``"*"``.
-        """
-        from carbonstore.segments.merge import WhenMatched, WhenNotMatched, merge_rows
-
-        matched: list[WhenMatched] = []
-        if when_matched_delete is True and when_matched_update is not None:
-            raise UserError("merge: when_matched_delete=True takes every matched row, so "
-                            "when_matched_update would never apply; give a delete condition")
-        if when_matched_delete:
-            cond = when_matched_delete if isinstance(when_matched_delete, str) else None
-            matched.append(WhenMatched(action="delete", condition=cond))
-        if when_matched_update is not None:
-            matched.append(WhenMatched(action="update", assignments=None
-                                       if when_matched_update == "*" else when_matched_update))
-        not_matched = [] if when_not_matched_insert is None else [WhenNotMatched(
-            values=None if when_not_matched_insert == "*" else when_not_matched_insert)]
-        return merge_rows(self, _arrow(source), on=on, matched=matched,
-                          not_matched=not_matched, target_alias=target_alias,
-                          source_alias=source_alias)
-
-    def set_partition_spec(
-        self, partition_by: str | None, *, buckets: int | None = None,
-        bucket_columns: str | list[str] | None = None,
-    ) -> Table:
-        """Change the partition / bucket spec of new loads (old segments keep theirs); see
-        docs/partitioning.md. Returns the table with its new schema."""
-        from carbonstore.segments.partitions import set_partition_spec
-
-        return set_partition_spec(self, partition_by, buckets=buckets, bucket_columns=bucket_columns)
-
-    def partitions(self) -> list[Any]:
-        """The partitions of this table's readable segments (segments.partitions.PartitionInfo)."""
-        from carbonstore.segments.partitions import show_partitions
-
-        return show_partitions(self)
-
     def describe(self) -> dict[str, Any]:
         snap = self.status.read()
         readable = snap.readable
@@ -298,21 +226,12 @@ class Table:
         }
 
 
-def _arrow(source: Any) -> Any:
-    """A pyarrow Table of a pyarrow Table, pandas DataFrame or Spark DataFrame."""
-    import pyarrow as pa
-
-    if isinstance(source, pa.Table):
-        return source
-    if hasattr(source, "toArrow"):  # a Spark DataFrame
-        return source.toArrow()
-    if hasattr(source, "to_arrow"):
-        return source.to_arrow()
-    return pa.Table.from_pandas(source, preserve_index=False)
-
-
 class Store:
     """A carbonstore: ``<location>/<db>/<table>/...`` over pyarrow.fs."""
+
+    # The class of the tables this store opens and creates: carbonstore.api.Store (the
+    # user's Store) sets its Table, which adds the operations of the layers above.
+    table_class: ClassVar[type[Table]] = Table
 
     def __init__(self, location: str | None = None, *, conf: CarbonConf | None = None) -> None:
         self.conf = conf if conf is not None else load_conf()
@@ -366,7 +285,7 @@ class Store:
 
         schema = TableSchema.from_bytes(self.sfs.read_bytes(paths.schema), path=paths.schema)
         schema = read_schema_log(self.sfs, paths, schema)[-1].schema  # the newest ALTER's
-        return Table(self, paths.name, schema)
+        return self.table_class(self, paths.name, schema)
 
     def create_table(
         self,
@@ -396,7 +315,7 @@ class Store:
                         return self.table(paths.name)
                     raise TableExistsError(f"table {paths.name} already exists")
             floor = self._trash_leftovers(paths)
-            table = Table(self, paths.name, table_schema)
+            table = self.table_class(self, paths.name, table_schema)
             self.sfs.makedirs(paths.fact_dir)
             table.status.create(id_floor=floor)
             if not self.sfs.put_if_absent(paths.schema, table_schema.to_bytes()):

@@ -103,16 +103,14 @@ def spark_submit(
     timeout: float = 600,
     cwd: Path | None = None,
     conf: dict[str, str] | None = None,
-    job: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``spark-submit [--conf k=v ...] <job file> args...`` in ``cwd``.
 
-    ``job`` defaults to the generic job file ``carbonstore/spark/submit.py``.
+    The job file is ``carbonstore/cli/submit.py``, the only one.
     """
-    if job is None:
-        import carbonstore.spark.submit as submit
+    import carbonstore.cli.submit as submit
 
-        job = Path(submit.__file__)
+    job = Path(submit.__file__)
     confs = {"spark.ui.enabled": "false", "spark.pyspark.python": sys.executable, **(conf or {})}
     cmd = [
         str(spark_home() / "bin" / "spark-submit"), "--master", master,

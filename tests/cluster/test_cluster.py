@@ -1,7 +1,7 @@
 """docs/cluster.md, followed on a real standalone cluster: master and two workers on 127.0.0.1.
 
 Every Spark step goes through ``spark-submit --master spark://...`` with the job file
-``carbonstore/spark/submit.py``: two loads, a major compaction, analyze and a query. The
+``carbonstore/cli/submit.py``: two loads, a major compaction, analyze and a query. The
 store lives on a local folder every "node" sees under the same path, as a shared mount
 would be; locks are taken by the driver only.
 """
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from carbonstore import Store
 from carbonstore.statistics.store import get_segment_statistics
-from carbonstore.store import Store
 from tests.cluster.conftest import spark_submit
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1500)]
 
 TABLE = "db.sales"
 

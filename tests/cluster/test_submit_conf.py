@@ -1,10 +1,9 @@
 """spark-submit's own settings reach the session the commands run in.
 
-``carbonstore/spark/submit.py`` starts the session from what spark-submit was given before
+``carbonstore/cli/submit.py`` starts the session from what spark-submit was given before
 the command runs, so a user ``--conf`` such as ``spark.sql.session.timeZone`` wins over the
-embedded defaults, and UTC stays the default when nobody names a zone. The single-command
-job files (``load_job.py`` here) start their session the same way. Runs spark-submit with
-``--master local[1]``: no cluster needed.
+embedded defaults, and UTC stays the default when nobody names a zone. It is the only
+spark-submit job file. Runs spark-submit with ``--master local[1]``: no cluster needed.
 """
 
 from __future__ import annotations
@@ -18,26 +17,19 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from carbonstore.store import Store
+from carbonstore import Store
 from tests.cluster.conftest import spark_submit
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(900)]
 
 TABLE = "db.events"
 # A timestamp without offset: Spark reads it in the session time zone.
 WALL = "2024-01-02 03:04:05"
 
 
-def _load(
-    store: str, csv: Path, cwd: Path, conf: dict[str, str] | None, *, load_job: bool = False
-) -> str:
+def _load(store: str, csv: Path, cwd: Path, conf: dict[str, str] | None) -> str:
     args = [TABLE, "--input", str(csv), "--store", store, "--json"]
-    if load_job:  # the load job file takes the arguments of `carbonstore load`
-        import carbonstore.spark.load_job as job
-
-        res = spark_submit("local[1]", *args, cwd=cwd, conf=conf, job=Path(job.__file__))
-    else:
-        res = spark_submit("local[1]", "load", *args, cwd=cwd, conf=conf)
+    res = spark_submit("local[1]", "load", *args, cwd=cwd, conf=conf)
     assert res.returncode == 0, (
         f"spark-submit load exited {res.returncode}\n"
         f"stdout:\n{res.stdout[-2000:]}\nstderr:\n{res.stderr[-5000:]}"
@@ -73,9 +65,7 @@ def test_session_time_zone_from_submit_conf_wins_utc_is_the_default(tmp_path: Pa
 
     tokyo = _load(store, csv, work, {"spark.sql.session.timeZone": "Asia/Tokyo"})
     default = _load(store, csv, work, None)
-    tokyo_job = _load(store, csv, work, {"spark.sql.session.timeZone": "Asia/Tokyo"},
-                      load_job=True)
-    assert (tokyo, default, tokyo_job) == ("0", "1", "2")
+    assert (tokyo, default) == ("0", "1")
 
     wall = datetime.fromisoformat(WALL)
     # Without a zone the wall time is read as UTC; with Asia/Tokyo (UTC+9, no DST) it is
@@ -83,4 +73,3 @@ def test_session_time_zone_from_submit_conf_wins_utc_is_the_default(tmp_path: Pa
     assert _stored(store, default) == wall.replace(tzinfo=UTC)
     assert _stored(store, tokyo) == wall.replace(tzinfo=timezone(timedelta(hours=9)))
     assert _stored(store, default) - _stored(store, tokyo) == timedelta(hours=9)
-    assert _stored(store, tokyo_job) == _stored(store, tokyo)

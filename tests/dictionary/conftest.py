@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.dictionary import clear_cache
-from carbonstore.store import Store, Table
 
 SCHEMA = "id long, city string, code int, day date, price decimal(10,2), ts timestamp, raw binary"
 DICT_COLUMNS = "city,code,day,price,ts,raw"

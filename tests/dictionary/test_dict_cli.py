@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.cli import main
 from carbonstore.dictionary import add_values
-from carbonstore.store import Store, Table
 
 
 def _run(store: Store, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

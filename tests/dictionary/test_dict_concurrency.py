@@ -9,13 +9,14 @@ import sys
 import textwrap
 import time
 
+from carbonstore import Store, Table
 from carbonstore.dictionary import clear_cache, load_dictionary
-from carbonstore.store import Store, Table
 
 WORKER = textwrap.dedent(
     """
     import json, random, sys, time
-    from carbonstore.store import Store, load_conf
+    from carbonstore import Store
+    from carbonstore.store import load_conf
     from carbonstore.dictionary import add_values
     location, seed, start, out = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
     conf = load_conf(None).with_overrides({"carbon.lock.retry.timeout.sec": "20"})

@@ -10,16 +10,17 @@ import textwrap
 
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.dictionary import add_values, clear_cache, load_dictionary
 from carbonstore.dictionary.codec import encode_chunk
 from carbonstore.dictionary.column import column_files
 from carbonstore.errors import DictionaryError
-from carbonstore.store import Store, Table
 
 CHILD = textwrap.dedent(
     """
     import os, sys
-    from carbonstore.store import Store, load_conf
+    from carbonstore import Store
+    from carbonstore.store import load_conf
     from carbonstore.dictionary import writer
 
     real_append = writer._append

@@ -8,10 +8,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from carbonstore import Store, Table
 from carbonstore.dictionary import METADATA_KEY, decode_batch, load_dictionary, prepare_dictionaries
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task
-from carbonstore.store import Store, Table
 
 
 def _write(table: Table, seg: str, batches: list[pa.RecordBatch], **opts: str) -> list[str]:

@@ -24,7 +24,8 @@ from carbonstore.store import Table
 WORKER = textwrap.dedent(
     """
     import json, random, sys, time
-    from carbonstore.store import Store, load_conf
+    from carbonstore import Store
+    from carbonstore.store import load_conf
     from carbonstore.dictionary import add_values, writer
     location, seed, start, out, rounds, lock = sys.argv[1:7]
     writer.COURTESY_LOCK = lock == "lock"
@@ -99,7 +100,8 @@ def test_eight_lockless_processes_long(table: Table, tmp_path: object) -> None:
 DIE_AFTER_COMMIT = textwrap.dedent(
     """
     import os, sys
-    from carbonstore.store import Store, load_conf
+    from carbonstore import Store
+    from carbonstore.store import load_conf
     from carbonstore.dictionary import writer
 
     def die(*args, **kwargs):

@@ -6,9 +6,9 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from carbonstore import Store, Table
 from carbonstore.dictionary import add_values, clear_cache, encode_batch, load_dictionary, snapshot
 from carbonstore.dictionary import filters as F
-from carbonstore.store import Store, Table
 
 # Few letters (some multi-byte) so random prefixes and bounds hit real values.
 ALPHABET = st.sampled_from(list("ab\x00zé日😀\uffff"))

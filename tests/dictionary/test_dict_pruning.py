@@ -6,13 +6,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.dictionary import prepare_dictionaries
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task
 from carbonstore.spark.reader import plan_partitions, read_row_groups
-from carbonstore.store import Store, Table
 
 
 def _load(table: Table, data: pa.Table) -> None:

@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from carbonstore import Store, Table  # noqa: E402
 from carbonstore.dictionary import decode_batch, load_dictionary  # noqa: E402
 from carbonstore.errors import UserError  # noqa: E402
 from carbonstore.spark.load_job import load  # noqa: E402
-from carbonstore.store import Store, Table  # noqa: E402
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from carbonstore.store import Store
+from carbonstore import Store
 from tests.dml.rows import SCHEMA, ids, load, rows
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.errors import CorruptMetadataError, ExpressionError, UserError
 from carbonstore.indexfiles.expr import AlwaysTrue
 from carbonstore.indexfiles.tableplan import bind_where, prune
@@ -12,7 +13,6 @@ from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact, merge_local
 from carbonstore.segments.deltas import DELTA_SUFFIX, read_delta
 from carbonstore.segments.dml import Replan, apply_changes, delete_rows, scan_rows
-from carbonstore.store import Store, Table
 from tests.dml.rows import SCHEMA, ids, load, read_live, rows
 
 

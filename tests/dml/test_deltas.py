@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pyroaring import BitMap
 
+from carbonstore import Store
 from carbonstore.errors import CorruptMetadataError
 from carbonstore.segments.deltas import (
     decode_delta,
@@ -14,7 +15,6 @@ from carbonstore.segments.deltas import (
     read_delta,
     write_delta,
 )
-from carbonstore.store import Store
 from carbonstore.store.entries import DeleteDelta, LoadEntry
 
 

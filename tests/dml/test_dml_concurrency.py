@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from carbonstore.store import Store
+from carbonstore import Store
 from tests.dml.rows import SCHEMA, load, read_live, rows
 from tests.dml.workers import DELETES, LOADS, ROWS, run_race
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.analyze import compute_segment_statistics
 from carbonstore.segments.compaction import compact
@@ -20,7 +21,6 @@ from carbonstore.spark.reader import (
     plan_projections,
     read_row_groups,
 )
-from carbonstore.store import Store, Table
 from carbonstore.store.alter import SUB_ACTIONS, alter_table
 from tests.dml.rows import SCHEMA, load, rows
 
@@ -97,7 +97,7 @@ def test_compaction_and_statistics_drop_deleted_rows_of_old_segments(table: Tabl
 
 @pytest.mark.spark
 def test_native_read_of_old_segments_with_deltas(spark, table: Table) -> None:  # type: ignore[no-untyped-def]
-    from carbonstore.spark.reader import to_spark
+    from carbonstore.spark.api import to_spark
 
     model = _model()
     delete_rows(table, "label = 'n1' OR id BETWEEN 100 AND 110")

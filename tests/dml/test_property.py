@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from carbonstore import Store
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.dml import delete_rows
-from carbonstore.store import Store
 from tests.dml.rows import SCHEMA, load, read_live
 
 IDS = st.integers(min_value=0, max_value=40)

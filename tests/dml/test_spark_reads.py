@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.segments.dml import delete_rows
-from carbonstore.spark.reader import to_spark
-from carbonstore.store import Store, Table
+from carbonstore.spark.api import to_spark
 from tests.dml.rows import SCHEMA, ids, load, rows
 
 pytestmark = pytest.mark.spark

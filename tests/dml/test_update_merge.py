@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.errors import UserError
 from carbonstore.segments.merge import WhenMatched, WhenNotMatched, merge_rows
-from carbonstore.store import Store, Table
 from tests.dml.rows import SCHEMA, load, read_live, rows
 
 

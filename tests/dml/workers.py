@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 import time
 
+from carbonstore import Store
 from carbonstore.errors import CompactionError
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.dml import delete_rows
-from carbonstore.store import Store
 from tests.dml.rows import load, rows
 
 ROWS = 400  # initial rows: ids 0..ROWS-1

@@ -12,13 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from carbonstore import Store, Table
 from carbonstore.errors import ExpressionError
 from carbonstore.indexfiles import answers as answers_mod
 from carbonstore.indexfiles.answers import Aggregate, answer
 from carbonstore.indexfiles.evaluator import evaluate_rows
 from carbonstore.indexfiles.tableplan import bind_where
 from carbonstore.segments.manage import delete_segments
-from carbonstore.store import Store, Table, load_conf
+from carbonstore.store import load_conf
 
 
 def add_segments(table: Table, datasets: list[pa.Table], *, row_group_size: int = 1000,

@@ -7,6 +7,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.indexfiles.answers import Aggregate, answer
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.dml import delete_rows
@@ -16,7 +17,6 @@ from carbonstore.spark.reader import (
     plan_projections,
     read_row_groups,
 )
-from carbonstore.store import Store, Table
 from carbonstore.store.alter import SUB_ACTIONS, alter_table
 from tests.dml.rows import SCHEMA, load, rows
 from tests.partitioning.test_table import LINEITEM, lineitem

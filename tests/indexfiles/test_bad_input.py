@@ -16,10 +16,10 @@ from carbonstore.errors import CorruptIndexError, UnsupportedParquetError
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.indexfile import decode_index_bytes, encode_index, read_index
 from carbonstore.indexfiles.packing import pack
+from tests.conftest import corpus_files
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "parquet-testing"
-BAD = sorted((CORPUS / "bad_data").glob("*.parquet")) if CORPUS.is_dir() else []
-ENCRYPTED = sorted((CORPUS / "data").glob("*.encrypted")) if CORPUS.is_dir() else []
+BAD = corpus_files("bad_data/*.parquet")
+ENCRYPTED = corpus_files("data/*.encrypted")
 ERRORS = (CorruptIndexError, UnsupportedParquetError)
 
 
@@ -64,9 +64,9 @@ def test_truncated_file(tmp_path: Path, local_fs: pafs.FileSystem, good_file: by
             _index_bytes(local_fs, str(tmp_path / "cut.parquet"), good_file[:cut])
 
 
-def test_not_parquet(corpus_dir: Path, local_fs: pafs.FileSystem) -> None:
+def test_not_parquet(corpus: Path, local_fs: pafs.FileSystem) -> None:
     with pytest.raises(CorruptIndexError, match="README.md"):
-        read_file_index(local_fs, str(corpus_dir / "README.md"))
+        read_file_index(local_fs, str(corpus / "README.md"))
 
 
 def test_footer_longer_than_file(
@@ -140,6 +140,6 @@ def test_fuzzed_index_file(
         assert "fuzz.carbonindex" in str(err) or "index" in str(err)
 
 
-def test_index_file_not_an_index(corpus_dir: Path, local_fs: pafs.FileSystem) -> None:
+def test_index_file_not_an_index(corpus: Path, local_fs: pafs.FileSystem) -> None:
     with pytest.raises(CorruptIndexError, match="bad magic"):
-        read_index(local_fs, str(corpus_dir / "data" / "alltypes_plain.parquet"))
+        read_index(local_fs, str(corpus / "data" / "alltypes_plain.parquet"))

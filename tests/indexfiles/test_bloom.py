@@ -55,8 +55,8 @@ def test_hash_vectors(value: object, ptype: str, h: int, b32: int, b64: int) -> 
     assert ((got >> 32) * 64) >> 32 == b64
 
 
-def test_reference_bitset(corpus_dir: Path) -> None:
-    data = (corpus_dir / "data" / "bloom_filter.xxhash.bin").read_bytes()
+def test_reference_bitset(corpus: Path) -> None:
+    data = (corpus / "data" / "bloom_filter.xxhash.bin").read_bytes()
     bitset = read_bloom_blob(data)
     assert len(bitset) == 1024
     for w in ["hello", "parquet", "bloom", "filter"]:
@@ -68,10 +68,10 @@ def test_reference_bitset(corpus_dir: Path) -> None:
     assert not might_contain(bitset, hash_value("Hello", "BYTE_ARRAY"))
 
 
-def test_deprecated_bloom_format_rejected(corpus_dir: Path) -> None:
+def test_deprecated_bloom_format_rejected(corpus: Path) -> None:
     with pytest.raises(CorruptIndexError, match="bloom_filter.bin"):
         read_bloom_blob(
-            (corpus_dir / "data" / "bloom_filter.bin").read_bytes(), name="bloom_filter.bin"
+            (corpus / "data" / "bloom_filter.bin").read_bytes(), name="bloom_filter.bin"
         )
 
 
@@ -79,8 +79,8 @@ def test_deprecated_bloom_format_rejected(corpus_dir: Path) -> None:
     "name",
     ["data_index_bloom_encoding_stats.parquet", "data_index_bloom_encoding_with_length.parquet"],
 )
-def test_corpus_blooms(corpus_dir: Path, local_fs: pafs.FileSystem, name: str) -> None:
-    fi = read_file_index(local_fs, str(corpus_dir / "data" / name))
+def test_corpus_blooms(corpus: Path, local_fs: pafs.FileSystem, name: str) -> None:
+    fi = read_file_index(local_fs, str(corpus / "data" / name))
     bitset = fi.row_groups[0].chunks[0].bloom
     assert bitset is not None
     assert all(might_contain(bitset, hash_value(w, "BYTE_ARRAY")) for w in WORDS)

@@ -12,11 +12,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from carbonstore import Store
 from carbonstore.indexfiles import cache
 from carbonstore.indexfiles.cache import COUNTERS, clear_cache, driver_cache, refresh_index_snapshot
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.manage import delete_segments
-from carbonstore.store import Store
 from tests.indexfiles.segbuild import add_segments
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,7 +113,7 @@ def test_snapshots_count_in_the_cache_budget(store: Store) -> None:
 def _fresh_process_plan(store: Store, where: str) -> dict:
     code = textwrap.dedent(f"""
         import json, sys
-        from carbonstore.store import Store
+        from carbonstore import Store
         from carbonstore.indexfiles.cache import COUNTERS
         from carbonstore.indexfiles.tableplan import prune
         plan = prune(Store({store.location!r}).table("db.t"), {where!r})

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import tempfile
 from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
@@ -52,7 +51,6 @@ from carbonstore.indexfiles.packing import pack
 from carbonstore.indexfiles.planner import prune
 from carbonstore.store.schema import Column, DataType, TableSchema
 
-_TMP = Path(tempfile.mkdtemp(prefix="carbonstore-prune-"))
 _FS = pafs.LocalFileSystem()
 
 # (schema type, arrow type, value strategy)
@@ -207,13 +205,13 @@ def _sort_key(v: Any) -> Any:
     return v
 
 
-def _write_and_index(table: pa.Table, options: dict[str, Any], tag: str) -> list[Any]:
+def _write_and_index(table: pa.Table, options: dict[str, Any], folder: Path, tag: str) -> list[Any]:
     parts = []
     n = table.num_rows
     cut = n // 2 if options["files"] == 2 else n
     pieces = [table.slice(0, cut), table.slice(cut)] if options["files"] == 2 else [table]
     for i, piece in enumerate(pieces):
-        path = str(_TMP / f"{tag}-{i}.parquet")
+        path = str(folder / f"{tag}-{i}.parquet")
         blooms = {c: {"ndv": 64, "fpp": 0.05} for c in options["blooms"] if c in piece.column_names}
         pq.write_table(
             piece, path, row_group_size=max(1, options["row_group_size"]),
@@ -234,12 +232,14 @@ def _to_arrow(table: dict[str, list[Any]]) -> pa.Table:
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_case())
-def test_every_matching_row_lies_in_the_plan(case: tuple[dict[str, list[Any]], list[Expr], dict[str, Any]]) -> None:
+@given(case=_case())
+def test_every_matching_row_lies_in_the_plan(
+    scratch_dir: Path, case: tuple[dict[str, list[Any]], list[Expr], dict[str, Any]]
+) -> None:
     data, exprs, options = case
     table = _to_arrow(data)
     schema = _schema(list(data))
-    parts = _write_and_index(table, options, "sound")
+    parts = _write_and_index(table, options, scratch_dir, "sound")
     # global row number of each row group's first row, in part/file order
     rg_rows = np.concatenate([p.rg_num_rows for p in parts])
     rg_first = np.concatenate([[0], np.cumsum(rg_rows)])

@@ -15,9 +15,9 @@ import pytest
 from carbonstore.errors import CorruptIndexError, UnsupportedParquetError
 from carbonstore.indexfiles._gen.carbonindex.ttypes import ValueKind
 from carbonstore.indexfiles.footer import FileIndex, read_file_index
+from tests.conftest import CORPUS, corpus_files
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "parquet-testing"
-ALL_PARQUET = sorted(p for p in CORPUS.glob("**/*.parquet")) if CORPUS.is_dir() else []
+ALL_PARQUET = corpus_files("**/*.parquet")
 # pyarrow refuses these footers (MANIFEST): compare only with our own reader.
 PYARROW_FOOTER_FAILS = {"PARQUET-1481.parquet", "incorrect_map_schema.parquet"}
 EXPECTED_REJECTS = {"PARQUET-1481.parquet", "ARROW-GH-41317.parquet"}  # corrupt footers
@@ -109,7 +109,7 @@ def _idx(local_fs: pafs.FileSystem, name: str) -> FileIndex:
     return read_file_index(local_fs, str(CORPUS / "data" / name))
 
 
-def test_null_pages(corpus_dir: Path, local_fs: pafs.FileSystem) -> None:
+def test_null_pages(corpus: Path, local_fs: pafs.FileSystem) -> None:
     p = _idx(local_fs, "int32_with_null_pages.parquet").row_groups[0].chunks[0].pages
     assert p is not None and p.has_column_index
     assert len(p.null_pages) == 10
@@ -118,7 +118,7 @@ def test_null_pages(corpus_dir: Path, local_fs: pafs.FileSystem) -> None:
     assert p.boundary_order == 0
 
 
-def test_tiny_pages(corpus_dir: Path, local_fs: pafs.FileSystem) -> None:
+def test_tiny_pages(corpus: Path, local_fs: pafs.FileSystem) -> None:
     fi = _idx(local_fs, "alltypes_tiny_pages.parquet")
     chunks = fi.row_groups[0].chunks
     with_ci = [
@@ -133,7 +133,7 @@ def test_tiny_pages(corpus_dir: Path, local_fs: pafs.FileSystem) -> None:
     assert 82 <= min(len(c.pages.offset) for c in chunks if c.pages)
 
 
-def test_nan_counts(corpus_dir: Path, local_fs: pafs.FileSystem) -> None:
+def test_nan_counts(corpus: Path, local_fs: pafs.FileSystem) -> None:
     fi = _idx(local_fs, "floating_orders_nan_count.parquet")
     names = [c.name for c in fi.columns]
     ieee = names.index("double_ieee754")
@@ -153,7 +153,7 @@ def test_nan_counts(corpus_dir: Path, local_fs: pafs.FileSystem) -> None:
         assert hi == 0.0 and math.copysign(1, hi) == 1  # type: ignore[arg-type]
 
 
-def test_float16_and_legacy(corpus_dir: Path, local_fs: pafs.FileSystem) -> None:
+def test_float16_and_legacy(corpus: Path, local_fs: pafs.FileSystem) -> None:
     c = _idx(local_fs, "float16_nonzeros_and_nans.parquet").row_groups[0].chunks[0]
     assert (c.min, c.max, c.null_count) == (-2.0, 2.0, 1)
     z = _idx(local_fs, "float16_zeros_and_nans.parquet").row_groups[0].chunks[0]
@@ -172,7 +172,7 @@ def test_float16_and_legacy(corpus_dir: Path, local_fs: pafs.FileSystem) -> None
     assert (u.row_groups[0].chunks[0].min, u.row_groups[0].chunks[0].max) == (1, 513)
 
 
-def test_nested_and_int96_not_prunable(corpus_dir: Path, local_fs: pafs.FileSystem) -> None:
+def test_nested_and_int96_not_prunable(corpus: Path, local_fs: pafs.FileSystem) -> None:
     for name in ["nested_lists.snappy.parquet", "list_columns.parquet", "map_no_value.parquet"]:
         fi = _idx(local_fs, name)
         assert any(c.nested for c in fi.columns)

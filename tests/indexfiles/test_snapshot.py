@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from carbonstore import Store
 from carbonstore.indexfiles import cache
 from carbonstore.indexfiles.cache import COUNTERS, clear_cache, refresh_index_snapshot
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, ConcatArrays
@@ -27,7 +28,6 @@ from carbonstore.indexfiles.snapshot import (
 )
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.manage import delete_segments
-from carbonstore.store import Store
 from carbonstore.store.table import Table
 from tests.indexfiles.segbuild import add_segments
 from tests.indexfiles.test_cache import _fresh_process_plan

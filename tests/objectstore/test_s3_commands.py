@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from s3fixtures import BUCKET, S3Store
 
-from carbonstore.store import Store
+from carbonstore import Store
 
 CSV = "id,city,amount\n1,oslo,1.5\n2,lima,2.5\n3,pune,3.5\n4,oslo,4.5\n"
 

@@ -21,12 +21,12 @@ import pyarrow as pa
 import pytest
 from s3fixtures import BUCKET, S3Store
 
+from carbonstore import Store, Table
 from carbonstore.errors import CorruptMetadataError, VersionNotFoundError
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.deltas import DELTA_SUFFIX
-from carbonstore.store import Store, Table
 from carbonstore.store.objectstore import request_counts
 from tests.dml.rows import SCHEMA, load, read_live, rows
 
@@ -191,7 +191,7 @@ def test_dml_statements_and_reads_on_s3(table: Table, s3_store: S3Store,
 @pytest.mark.spark
 def test_spark_reads_and_sql_merge_on_s3(spark: object, table: Table, s3_store: S3Store,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    from carbonstore.spark.reader import to_spark
+    from carbonstore.spark.api import to_spark
     from carbonstore.spark.session import register_data_source
 
     s3 = s3_store
@@ -292,7 +292,7 @@ def test_damaged_or_missing_delta_on_s3_fails_in_one_line(table: Table, s3_store
 _DELETER = """
 import sys
 from carbonstore.segments.dml import delete_rows
-from carbonstore.store import Store
+from carbonstore import Store
 table = Store(sys.argv[1]).table("db.t")
 for k in range(int(sys.argv[2]), 4, 2):
     r = delete_rows(table, f"id % 6 = {k}")

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 from s3fixtures import S3Store
 
+from carbonstore import Store
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.compaction import compact
 from carbonstore.spark.reader import (
@@ -25,7 +26,6 @@ from carbonstore.spark.reader import (
     plan_projections,
     read_row_groups,
 )
-from carbonstore.store import Store
 from carbonstore.store.table import Table
 from tests.partitioning.test_table import load as load_rows
 

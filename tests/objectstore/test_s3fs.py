@@ -10,8 +10,8 @@ import sys
 import pytest
 from s3fixtures import BUCKET, S3Store, start_server, stop_server
 
+from carbonstore import Store
 from carbonstore.errors import UserError
-from carbonstore.store import Store
 from carbonstore.store.fs import UnsupportedStoreError, resolve_fs
 from carbonstore.store.objectstore import request_counts, s3_options, shipped_location
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from carbonstore import Store
 from carbonstore.errors import SchemaError
-from carbonstore.store import Store
 from carbonstore.store.alter import SUB_ACTIONS, alter_table
 
 

@@ -7,11 +7,11 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+from carbonstore import Store
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.dml import delete_rows
 from carbonstore.spark.reader import arrow_read_schema, plan_partitions, read_row_groups
-from carbonstore.store import Store
 from carbonstore.store.table import Table
 from tests.partitioning.test_table import LINEITEM, lineitem, load
 

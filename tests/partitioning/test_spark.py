@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
+from carbonstore import Store
 from carbonstore.cli import main
-from carbonstore.store import Store
 from carbonstore.store.partitioning import bucket_ids
 
 pytestmark = pytest.mark.usefixtures("spark")

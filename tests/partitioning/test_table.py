@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from carbonstore import Store
 from carbonstore.errors import SchemaError, UserError
 from carbonstore.indexfiles.expr import col
 from carbonstore.indexfiles.tableplan import prune
@@ -25,7 +26,6 @@ from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task
-from carbonstore.store import Store
 from carbonstore.store.partitioning import NULL_PARTITION
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import MARKED_FOR_DELETE, SUCCESS

@@ -36,10 +36,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.errors import ConfigError
 from carbonstore.segments.addsegment import add_segment
-from carbonstore.store import Store, load_conf
+from carbonstore.store import load_conf
 from carbonstore.store.conf import DEFAULTS, KEY_TYPES, Float, Int, IntList
 from carbonstore.store.schema import PROPERTY_TYPES
 

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from carbonstore import Store
 from carbonstore.segments.clean import clean_files
-from carbonstore.store import Store, load_conf
+from carbonstore.store import load_conf
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import forget_decoded, now_ms
 from tests.reliability.test_crash import KILLED, WORKLOAD, _env, run

@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 import pytest
 
+from carbonstore import Store
 from carbonstore.dictionary import clear_cache as clear_dictionary_cache
 from carbonstore.errors import CarbonStoreError, CorruptMetadataError
 from carbonstore.indexfiles.cache import clear_cache
-from carbonstore.store import Store
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import forget_decoded
 from tests.reliability.workload import SCHEMA, load, rows, scan

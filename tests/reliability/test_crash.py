@@ -23,12 +23,13 @@ from pathlib import Path
 
 import pytest
 
+from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.dictionary import clear_cache as clear_dictionary_cache
 from carbonstore.indexfiles.cache import clear_cache
 from carbonstore.indexfiles.indexfile import read_index
 from carbonstore.segments.compaction import compact
-from carbonstore.store import Store, load_conf
+from carbonstore.store import load_conf
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import IN_PROGRESS
 from tests.reliability.workload import CITIES, SCHEMA, load, rows, scan

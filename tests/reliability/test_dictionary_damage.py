@@ -29,6 +29,7 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.dictionary import clear_cache, prepare_dictionaries
 from carbonstore.dictionary.codec import encode_chunk
@@ -37,7 +38,7 @@ from carbonstore.indexfiles.cache import clear_cache as clear_index_cache
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task
-from carbonstore.store import Store, load_conf
+from carbonstore.store import load_conf
 from tests.reliability.workload import scan
 
 SCHEMA = "id long not null, city string, code int"

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.errors import TableNotFoundError
-from carbonstore.store import Store, Table, load_conf
+from carbonstore.store import load_conf
 from carbonstore.store.tablestatus import forget_decoded
 from tests.reliability.workload import SCHEMA, load, rows, scan
 

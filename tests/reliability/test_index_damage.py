@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
+from carbonstore import Store
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles import tio
 from carbonstore.indexfiles._gen.carbonindex.ttypes import IndexHeader
@@ -45,7 +46,7 @@ from carbonstore.indexfiles.indexfile import encode_index, read_index
 from carbonstore.indexfiles.snapshot import frame_snapshot, snapshot_payload
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.rebuild import rebuild_indexes
-from carbonstore.store import Store, load_conf
+from carbonstore.store import load_conf
 from carbonstore.store.table import Table
 from tests.reliability.workload import load, scan
 

@@ -12,12 +12,12 @@ from collections.abc import Callable
 
 import pytest
 
+from carbonstore import Store
 from carbonstore.errors import CommitConflictError
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task
-from carbonstore.store import Store
 from carbonstore.store.faults import on_point
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import FAILURE, SUCCESS, now_ms

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from carbonstore import Store
 from carbonstore.progress import progress, progress_enabled
-from carbonstore.store import Store
 from tests.reliability.test_crash import ROOT
 from tests.reliability.workload import SCHEMA, load, rows
 
@@ -73,6 +73,7 @@ def test_compaction_and_analyze_draw_progress_on_a_terminal(
 
 
 @pytest.mark.slow
+@pytest.mark.spark  # the load in the child process starts Spark
 def test_a_load_draws_progress_on_a_terminal(store: Store, tmp_path) -> None:  # type: ignore[no-untyped-def]
     store.create_table("db.t", "id long not null, city string")
     csv = tmp_path / "in.csv"

@@ -13,6 +13,7 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.errors import TableNotFoundError, UserError, VersionNotFoundError
 from carbonstore.indexfiles.tableplan import prune
@@ -23,7 +24,7 @@ from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.manage import delete_segments
 from carbonstore.segments.writer import write_task
 from carbonstore.spark.reader import plan_partitions, read_row_groups
-from carbonstore.store import Store, load_conf
+from carbonstore.store import load_conf
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import forget_decoded, now_ms
 from tests.reliability.workload import SCHEMA, committed_ids, load, rows

@@ -31,11 +31,12 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from carbonstore import Store
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task
-from carbonstore.store import Store, load_conf
+from carbonstore.store import load_conf
 from carbonstore.store.table import Table
 
 SCHEMA = "id long not null, x double, city string"

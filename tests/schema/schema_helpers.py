@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from carbonstore import Store, Table
 from carbonstore.indexfiles.evaluator import evaluate_rows
 from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
 from carbonstore.segments.commit import begin_segment, commit_segment
@@ -15,7 +16,6 @@ from carbonstore.spark.reader import (
     plan_projections,
     read_row_groups,
 )
-from carbonstore.store import Store, Table
 
 
 def load(table: Table, data: pa.Table | list[dict[str, object]]) -> str:

@@ -7,8 +7,8 @@ import decimal
 import pytest
 from schema_helpers import load, read, reopen
 
+from carbonstore import Store, Table
 from carbonstore.errors import SchemaError
-from carbonstore.store import Store, Table
 from carbonstore.store.alter import (
     SUB_ACTIONS,
     alter_table,

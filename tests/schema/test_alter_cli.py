@@ -6,8 +6,8 @@ import orjson
 import pytest
 from schema_helpers import load, read
 
+from carbonstore import Store
 from carbonstore.cli import main
-from carbonstore.store import Store
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from carbonstore import Store
+from carbonstore.spark.api import collect_rows, to_spark
 from carbonstore.spark.load_job import load
-from carbonstore.spark.reader import collect_rows, to_spark
-from carbonstore.store import Store
 from carbonstore.store.alter import SUB_ACTIONS, alter_table
 
 pytestmark = pytest.mark.spark

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from schema_helpers import load, read, reopen
 
+from carbonstore import Store, Table
 from carbonstore.segments.compaction import compact
-from carbonstore.store import Store, Table
 from carbonstore.store.alter import SUB_ACTIONS, alter_table
 
 NAMES = ("a", "b", "c", "名", "x y")

@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from schema_helpers import read
 
+from carbonstore import Store
 from carbonstore.segments.compaction import compact, segment_data_files
+from carbonstore.spark.api import collect_rows, to_spark
 from carbonstore.spark.load_job import load
-from carbonstore.spark.reader import collect_rows, to_spark
-from carbonstore.store import Store
 
 pytestmark = pytest.mark.spark
 

@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from carbonstore import Store
 from carbonstore.errors import SchemaError, UserError
 from carbonstore.indexfiles.indexfile import load_index
 from carbonstore.segments.addsegment import add_segment
-from carbonstore.store import Store
 from carbonstore.store.tablestatus import SUCCESS
 
 

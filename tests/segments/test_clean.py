@@ -7,11 +7,12 @@ import multiprocessing as mp
 import pytest
 from test_compaction import SCHEMA, add_segment, read_segments, rows, statuses
 
+from carbonstore import Store, Table
 from carbonstore.errors import UserError
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.manage import delete_segments
-from carbonstore.store import Store, Table, load_conf
+from carbonstore.store import load_conf
 from carbonstore.store.tablestatus import FAILURE, IN_PROGRESS, SUCCESS, now_ms
 
 HOUR = 3600 * 1000

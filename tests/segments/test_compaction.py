@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.errors import CompactionError
 from carbonstore.segments.compaction import (
     compact,
@@ -22,7 +23,7 @@ from carbonstore.segments.compaction import (
     segment_data_files,
     write_segment,
 )
-from carbonstore.store import LoadEntry, Store, Table
+from carbonstore.store import LoadEntry
 from carbonstore.store.tablestatus import COMPACTED, FAILURE, SUCCESS, segment_sort_key
 
 SCHEMA = "id long not null, name string, score double"

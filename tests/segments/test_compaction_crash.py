@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from test_compaction import SCHEMA, add_segment, read_segments, rows
 
+from carbonstore import Store
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact
-from carbonstore.store import Store
 
 pytestmark = pytest.mark.slow
 
 CHILD = """
 import sys
-from carbonstore.store import Store
+from carbonstore import Store
 from carbonstore.segments.compaction import compact
 table = Store(sys.argv[1]).table("t")
 print("ready", flush=True)

@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from test_compaction import SCHEMA, add_segment, read_segments, rows
 
+from carbonstore import Store
 from carbonstore.segments import compaction_merge
 from carbonstore.segments.compaction import compact, segment_data_files
 from carbonstore.segments.compaction_merge import _range_filter, key_ranges
-from carbonstore.store import Store
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7])

@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 from test_compaction import SCHEMA, add_segment, read_segments, rows, statuses
 
+from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.segments.compaction import compact, segment_data_files
-from carbonstore.store import Store
 
 pytestmark = pytest.mark.spark
 

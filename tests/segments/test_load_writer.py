@@ -10,13 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from carbonstore import Store
 from carbonstore.errors import BadRecordError, UserError
 from carbonstore.indexfiles.indexfile import load_index, read_index
 from carbonstore.segments.badrecords import BAD_COLUMN, RAW_COLUMN
 from carbonstore.segments.commit import abort_segment, begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task
-from carbonstore.store import Store
 from carbonstore.store.tablestatus import (
     FAILURE,
     IN_PROGRESS,

@@ -8,6 +8,7 @@ from datetime import datetime
 import pytest
 from test_compaction import SCHEMA, add_segment, read_segments, rows, statuses
 
+from carbonstore import Store, Table
 from carbonstore.errors import SegmentNotFoundError, UserError
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.manage import (
@@ -16,7 +17,6 @@ from carbonstore.segments.manage import (
     parse_time,
     resolve_read_segments,
 )
-from carbonstore.store import Store, Table
 from carbonstore.store.tablestatus import (
     COMPACTED,
     IN_PROGRESS,

@@ -6,8 +6,8 @@ import orjson
 import pytest
 from test_compaction import SCHEMA, add_segment, rows, statuses
 
+from carbonstore import Store, Table
 from carbonstore.cli import main
-from carbonstore.store import Store, Table
 
 
 @pytest.fixture

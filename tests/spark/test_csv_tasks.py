@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 
+from carbonstore import Store  # noqa: E402
 from carbonstore.segments.badrecords import RAW_COLUMN  # noqa: E402
 from carbonstore.segments.load import parse_load_options  # noqa: E402
 from carbonstore.spark.load_job import load, read_source  # noqa: E402
-from carbonstore.store import Store  # noqa: E402
 from carbonstore.store.tablestatus import PARTIAL_SUCCESS, SUCCESS  # noqa: E402
 from tests.segments.test_csvparse import CASES, FALLBACK  # noqa: E402
 from tests.spark.test_load import read_segment, segment_files  # noqa: E402

@@ -16,10 +16,10 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import functions as F  # noqa: E402, N812
 
+from carbonstore import Store  # noqa: E402
 from carbonstore.errors import BadRecordError, CarbonStoreError  # noqa: E402
 from carbonstore.indexfiles.indexfile import load_index  # noqa: E402
 from carbonstore.spark.load_job import load  # noqa: E402
-from carbonstore.store import Store  # noqa: E402
 from carbonstore.store.table import Table  # noqa: E402
 from carbonstore.store.tablestatus import (  # noqa: E402
     FAILURE,

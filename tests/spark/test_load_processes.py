@@ -16,17 +16,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from carbonstore.store import Store
+from carbonstore import Store
 from carbonstore.store.leases import entry_is_dead
 from carbonstore.store.tablestatus import IN_PROGRESS, SUCCESS, now_ms
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]  # the loads in child processes start Spark
 
 KILL_SCRIPT = textwrap.dedent(
     """
     import sys
     from carbonstore.spark.session import get_spark
-    from carbonstore.store import Store, load_conf
+    from carbonstore import Store
+    from carbonstore.store import load_conf
     from carbonstore.spark.load_job import load
     from pyspark.sql import functions as F
 

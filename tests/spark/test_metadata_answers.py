@@ -12,10 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.segments.writer import arrow_type
 from carbonstore.spark.metadata_answers import answer_frame
 from carbonstore.spark.sql import run_statement
-from carbonstore.store import Store, Table, load_conf
+from carbonstore.store import load_conf
 from tests.indexfiles.test_answers import TINY, add_segments
 
 SCHEMA = ("id long not null, x double, f float, s string, d date, ts timestamp, "

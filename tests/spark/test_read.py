@@ -13,10 +13,11 @@ import pytest
 from pyspark.sql import types as T
 from pyspark.sql.utils import AnalysisException
 
+from carbonstore import Store
 from carbonstore.errors import ExpressionError
 from carbonstore.indexfiles.tableplan import prune
-from carbonstore.spark.reader import plan_partitions, read_row_groups, to_spark
-from carbonstore.store import Store
+from carbonstore.spark.api import to_spark
+from carbonstore.spark.reader import plan_partitions, read_row_groups
 from tests.indexfiles.segbuild import add_segments
 
 ALL_TYPES = (
@@ -205,7 +206,7 @@ def test_plans_above_the_local_limit_are_read_by_sparks_parquet_reader(
 def test_driver_reads_keep_only_rows_the_filter_may_match(spark: object, typed: object) -> None:
     """The plan keeps whole pages; the local DataFrame holds only the rows that may match."""
     from carbonstore.indexfiles.tableplan import bind_where
-    from carbonstore.spark.reader import local_frame
+    from carbonstore.spark.api import local_frame
 
     # d > 390.0 holds for NaN too (NaN is above every number): 17 numbers and 109 NaNs
     for where, want in [("s = 's1100'", 1), ("i32 IN (3, 650, 1199)", 3), ("d > 390.0 AND i32 < 1190", 126)]:

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, InputPartition
 
-from carbonstore.store import Store
+from carbonstore import Store
 from tests.indexfiles.segbuild import add_segments
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"

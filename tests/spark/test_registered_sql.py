@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from carbonstore import Store
 from carbonstore.spark.sql import register, registered, sql
-from carbonstore.store import Store, load_conf
+from carbonstore.store import load_conf
 from tests.indexfiles.segbuild import add_segments
 
 

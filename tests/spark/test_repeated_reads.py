@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carbonstore.store import Store
+from carbonstore import Store
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 ROWS = 600
@@ -41,7 +41,7 @@ def world(spark: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
     from carbonstore.segments.commit import begin_segment, commit_segment
     from carbonstore.segments.load import parse_load_options, write_settings
     from carbonstore.segments.writer import write_task
-    from carbonstore.spark.reader import to_spark
+    from carbonstore.spark.api import to_spark
     from carbonstore.store import load_conf
 
     root = tmp_path_factory.mktemp("repeated")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
-import tempfile
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -55,7 +54,6 @@ from carbonstore.segments.writer import arrow_type
 from carbonstore.store.schema import Column, DataType, TableSchema
 from tests.indexfiles import test_evaluator_soundness as sound
 
-_TMP = Path(tempfile.mkdtemp(prefix="carbonstore-spark-semantics-"))
 _PLAIN = st.characters(blacklist_categories=["Cs", "Cc"], blacklist_characters="'\\%_")
 
 # the column types of a table (binary has no SQL literal the filter parser reads)
@@ -162,13 +160,14 @@ def _spark_truth(spark: Any, path: str, wheres: list[str]) -> dict[str, np.ndarr
     return truth
 
 
-def _check(spark: Any, data: dict[str, list[Any]], wheres: list[str], tag: str, zone: str = "UTC") -> int:
+def _check(spark: Any, data: dict[str, list[Any]], wheres: list[str], folder: Path, tag: str,
+           zone: str = "UTC") -> int:
     """Compare every clause both sides accept; returns how many that was."""
     schema = _schema(list(data))
     tz = session_zone(zone)
     assert tz is not None
     arrow = pa.table({n: pa.array(v, arrow_type(_TYPES[n][0])) for n, v in data.items()})
-    path = str(_TMP / f"{tag}.parquet")
+    path = str(folder / f"{tag}.parquet")
     pq.write_table(arrow.append_column("__rid", pa.array(range(arrow.num_rows), pa.int32())), path)
     spark.conf.set("spark.sql.session.timeZone", zone)
     try:
@@ -205,10 +204,10 @@ _SETTINGS = settings(max_examples=int(os.environ.get("CARBONSTORE_SPARK_EXAMPLES
 @_SETTINGS
 @given(case=_case())
 def test_binding_and_row_filters_agree_with_spark(
-    spark: Any, zone: str, case: tuple[dict[str, list[Any]], list[str]]
+    spark: Any, scratch_dir: Path, zone: str, case: tuple[dict[str, list[Any]], list[str]]
 ) -> None:
     data, wheres = case
-    _check(spark, data, wheres, f"random-{zone.replace('/', '-')}", zone)
+    _check(spark, data, wheres, scratch_dir, f"random-{zone.replace('/', '-')}", zone)
 
 
 _EDGE = {
@@ -247,7 +246,8 @@ _EDGE_WHERES = [
 
 
 @pytest.mark.parametrize("zone", ["UTC", "America/Los_Angeles"])
-def test_edge_literals_agree_with_spark(spark: Any, zone: str) -> None:
+def test_edge_literals_agree_with_spark(spark: Any, scratch_dir: Path, zone: str) -> None:
     """Literals at type edges: doubles against longs and floats, strings with a time of day
     against dates, dates against timestamps (in the session time zone), out-of-range ints."""
-    assert _check(spark, _EDGE, _EDGE_WHERES, f"edge-{zone.replace('/', '-')}", zone) == len(_EDGE_WHERES)
+    assert _check(spark, _EDGE, _EDGE_WHERES, scratch_dir, f"edge-{zone.replace('/', '-')}",
+                  zone) == len(_EDGE_WHERES)

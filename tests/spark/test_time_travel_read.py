@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.segments.compaction import compact
-from carbonstore.spark.reader import to_spark
-from carbonstore.store import Store
+from carbonstore.spark.api import to_spark
 from tests.reliability.workload import SCHEMA, load, rows
 
 

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from carbonstore.store import Store, load_conf
+from carbonstore import Store
+from carbonstore.store import load_conf
 from tests.indexfiles.segbuild import add_segments
 
 duckdb = pytest.importorskip("duckdb")

@@ -11,8 +11,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from carbonstore import Store  # noqa: E402
 from carbonstore.segments.clean import clean_files  # noqa: E402
-from carbonstore.store import Store, load_conf  # noqa: E402
+from carbonstore.store import load_conf  # noqa: E402
 from carbonstore.store.tablestatus import FAILURE, SUCCESS  # noqa: E402
 
 LEASE = "2"  # seconds

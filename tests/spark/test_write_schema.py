@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pyspark.errors import AnalysisException
 
-from carbonstore.store import Store
+from carbonstore import Store
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import pyarrow.compute as pc
 import pytest
 from test_stats_store import SCHEMA, add_segment, data
 
+from carbonstore import Store, Table
 from carbonstore.cli import main
 from carbonstore.segments.analyze import analyze_local
 from carbonstore.segments.clean import clean_files
@@ -17,7 +18,6 @@ from carbonstore.statistics.store import (
     get_table_statistics,
     stats_path,
 )
-from carbonstore.store import Store, Table
 from carbonstore.store.tablestatus import now_ms
 
 

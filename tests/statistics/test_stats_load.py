@@ -10,11 +10,11 @@ import pyarrow as pa
 import pytest
 from test_accumulator import check_exact, mixed_table
 
+from carbonstore import Store, Table
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import TaskResult, write_task
 from carbonstore.statistics.store import get_segment_statistics, get_table_statistics
-from carbonstore.store import Store, Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "segments"))
 from test_load_writer import _rows  # noqa: E402

@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 from test_stats_store import SCHEMA, data
 
+from carbonstore import Store
 from carbonstore.segments.analyze import analyze_local
 from carbonstore.statistics.store import get_segment_statistics, get_table_statistics
-from carbonstore.store import Store
 from carbonstore.store.tablestatus import SUCCESS
 
 pytestmark = pytest.mark.spark

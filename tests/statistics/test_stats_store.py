@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.errors import InvalidNameError
 from carbonstore.segments.analyze import compute_segment_statistics
 from carbonstore.statistics.accumulator import StatsAccumulator
@@ -25,7 +26,6 @@ from carbonstore.statistics.store import (
     stats_path,
     update_segment_statistics,
 )
-from carbonstore.store import Store, Table
 from carbonstore.store.tablestatus import MARKED_FOR_DELETE, SUCCESS
 
 SCHEMA = "id long not null, name string, score double, flag boolean"
@@ -170,10 +170,11 @@ _WRITER = textwrap.dedent(
     """
     import sys
     import pyarrow as pa
-    from carbonstore.store import Store, load_conf
+    from carbonstore import Store
     from carbonstore.statistics.accumulator import StatsAccumulator
     from carbonstore.statistics.model import StatisticsScope
     from carbonstore.statistics.store import update_segment_statistics
+    from carbonstore.store import load_conf
 
     location, own, shared, column, rounds = sys.argv[1:6]
     conf = load_conf(None).with_overrides({"carbon.lock.retry.timeout.sec": "30"})

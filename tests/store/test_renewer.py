@@ -17,9 +17,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.commit import begin_segment
-from carbonstore.store import Store, Table, load_conf
+from carbonstore.store import load_conf
 from carbonstore.store.entries import now_ms
 from carbonstore.store.leases import entry_is_dead, process_start
 from carbonstore.store.renewer import stop_renewer
@@ -31,7 +32,7 @@ LEASE = 1.0  # seconds: renewed every 0.25 s
 # Spawns a renewer for the segment and exits: prints "<pid> <token>".
 SPAWN = """
 import sys
-from carbonstore.store import Store
+from carbonstore import Store
 from carbonstore.store.renewer import spawn_renewer
 location, name, segment, seconds = sys.argv[1:5]
 t = Store(location).table(name)

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from carbonstore import Store
 from carbonstore.errors import LockTimeoutError
-from carbonstore.store import Store, load_conf
+from carbonstore.store import load_conf
 from carbonstore.store.tablestatus import IN_PROGRESS, SUCCESS
 
 WRITERS = 8
@@ -22,7 +23,8 @@ WRITERS = 8
 # Each child waits for the "go" file so that all of them hit the lock at the same moment.
 ALLOCATE = """
 import os, sys, time
-from carbonstore.store import Store, load_conf
+from carbonstore import Store
+from carbonstore.store import load_conf
 from carbonstore.store.tablestatus import SUCCESS
 store_path, go, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
 conf = load_conf(None).with_overrides(
@@ -40,7 +42,7 @@ print(entry.load_name, flush=True)
 # Takes tablestatus.lock inside a real read-modify-write and never lets go.
 HOLD_TABLESTATUS = """
 import sys, time
-from carbonstore.store import Store
+from carbonstore import Store
 table = Store(sys.argv[1]).table("t")
 def stuck(snap):
     print("locked", flush=True)
@@ -51,7 +53,7 @@ table.status.update(stuck)
 
 HOLD_SEGMENT = """
 import sys, time
-from carbonstore.store import Store
+from carbonstore import Store
 table = Store(sys.argv[1]).table("t")
 with table.locks.segment(sys.argv[2]):
     print("locked", flush=True)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from carbonstore import Store
 from carbonstore.errors import ConfigError, SchemaError
-from carbonstore.store import CarbonConf, Store, load_conf
+from carbonstore.store import CarbonConf, load_conf
 from carbonstore.store.conf import DEFAULTS, KEY_TYPES, TABLE_PROPERTY_KEYS, check_value
 from carbonstore.store.schema import PROPERTY_TYPES, TABLE_PROPERTIES
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from carbonstore import Store
 from carbonstore.errors import InvalidNameError, TableExistsError, TableNotFoundError
-from carbonstore.store import Store, TableName, parse_table_name
+from carbonstore.store import TableName, parse_table_name
 from carbonstore.store.paths import TablePaths, check_segment_id, segment_dir_name
 
 

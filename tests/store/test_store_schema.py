@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from carbonstore import Store
 from carbonstore.errors import CorruptMetadataError, SchemaError
-from carbonstore.store import DataType, Store, TableSchema, parse_schema_string
+from carbonstore.store import DataType, TableSchema, parse_schema_string
 from carbonstore.store.schema import TABLE_PROPERTIES, normalise_properties, parse_type
 
 TYPES = {

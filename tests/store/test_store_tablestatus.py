@@ -8,8 +8,9 @@ import shutil
 import orjson
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.errors import CorruptMetadataError, SegmentNotFoundError
-from carbonstore.store import LoadEntry, Store, Table
+from carbonstore.store import LoadEntry
 from carbonstore.store.tablestatus import (
     ALL_STATUSES,
     COMPACTED,

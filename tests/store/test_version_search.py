@@ -15,9 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from carbonstore import Store, Table
 from carbonstore.cli import main
 from carbonstore.errors import VersionNotFoundError
-from carbonstore.store import Store, Table, load_conf
+from carbonstore.store import load_conf
 from carbonstore.store import versions as versions_module
 from carbonstore.store.fs import StoreFS
 from carbonstore.store.tablestatus import CHECKPOINT_INTERVAL, SUCCESS, forget_decoded

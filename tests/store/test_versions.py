@@ -9,13 +9,14 @@ import threading
 import orjson
 import pytest
 
+from carbonstore import Store, Table
 from carbonstore.errors import (
     CommitConflictError,
     CorruptMetadataError,
     TableNotFoundError,
     VersionNotFoundError,
 )
-from carbonstore.store import LoadEntry, Store, Table, load_conf
+from carbonstore.store import LoadEntry, load_conf
 from carbonstore.store.tablestatus import (
     CHECKPOINT_INTERVAL,
     FAILURE,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from carbonstore.commands._common import add_json, open_store, print_json, print_table
-from carbonstore.commands.tables import segment_row
+from carbonstore.cli._common import add_json, open_store, print_json, print_table
+from carbonstore.cli.tables import segment_row
 from carbonstore.errors import UserError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from carbonstore.commands._common import add_json, open_store, print_json
+from carbonstore.cli._common import add_json, open_store, print_json
 from carbonstore.errors import UserError
 from carbonstore.store.alter import SUB_ACTIONS, alter_table
 

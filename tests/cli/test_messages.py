@@ -15,9 +15,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
+from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.indexfiles.indexfile import build_task_index
-from carbonstore.store import Store
 from carbonstore.store.tablestatus import FAILURE, PARTIAL_SUCCESS
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from carbonstore.commands._common import (
+from carbonstore.cli._common import (
     add_json,
     open_store,
     parse_key_values,

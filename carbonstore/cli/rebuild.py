@@ -1,6 +1,6 @@
 """index rebuild TABLE [--segments 1,3]: rewrite index files from the Parquet footers.
 
-The sub-command lives under ``carbonstore index`` (commands/index.py calls
+The sub-command lives under ``carbonstore index`` (cli/index.py calls
 :func:`add_rebuild`); this module registers no top-level command of its own.
 """
 
@@ -9,12 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from carbonstore.commands._common import add_json, open_store, print_json, print_table, split_ids
-
-
-def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Nothing at the top level: see :func:`add_rebuild`."""
-    del sub, parents
+from carbonstore.cli._common import add_json, open_store, print_json, print_table, split_ids
 
 
 def add_rebuild(isub: Any, parents: list[argparse.ArgumentParser]) -> None:

@@ -14,13 +14,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from carbonstore import Store
 from carbonstore.cli import main
-from carbonstore.commands.query import rewrite_table_names
+from carbonstore.cli.query import rewrite_table_names
 from carbonstore.errors import TableNotFoundError
-from carbonstore.store import Store
 from tests.indexfiles.segbuild import add_segments
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -146,6 +146,7 @@ def test_query_shows_timestamps_in_the_session_zone_whatever_the_process_zone(
     assert jcode == 0 and json.loads(jout) == [{"at": "2024-03-01T00:00:00+00:00"}]
 
 
+@pytest.mark.spark  # the query in the child process starts Spark
 def test_a_limit_ends_the_scan_without_a_traceback(store: Store, tmp_path: Path) -> None:
     t = store.create_table("db.big", "id long not null, s string")
     ids = np.arange(0, 200_000)

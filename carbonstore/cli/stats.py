@@ -12,7 +12,7 @@ import argparse
 import datetime as dt
 from typing import Any
 
-from carbonstore.commands._common import add_json, open_store, print_json, print_table, split_ids
+from carbonstore.cli._common import add_json, open_store, print_json, print_table, split_ids
 from carbonstore.errors import UserError
 from carbonstore.statistics.model import ColumnStatistics
 from carbonstore.statistics.store import (

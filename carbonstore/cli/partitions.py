@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from carbonstore.commands._common import add_json, open_store, print_json, print_table
+from carbonstore.cli._common import add_json, open_store, print_json, print_table
 from carbonstore.errors import UserError
 from carbonstore.segments.partitions import set_partition_spec, show_partitions
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from carbonstore.commands._common import add_json, open_store, print_json, print_table
+from carbonstore.cli._common import add_json, open_store, print_json, print_table
 from carbonstore.errors import UserError
 from carbonstore.store.table import Store
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from carbonstore.commands._common import add_json, open_store, parse_key_values, print_json
+from carbonstore.cli._common import add_json, open_store, parse_key_values, print_json
 from carbonstore.errors import UserError
 from carbonstore.store.conf import load_conf
 from carbonstore.store.fs import resolve_fs
@@ -24,7 +24,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                     "value per column)")
     add_json(ip)
     ip.set_defaults(func=_inspect)
-    from carbonstore.commands.rebuild import add_rebuild
+    from carbonstore.cli.rebuild import add_rebuild
 
     add_rebuild(isub, parents)
 
@@ -84,7 +84,7 @@ def _parse_probes(items: list[str] | None) -> dict[str, str] | None:
 
 
 def _add_segment(args: argparse.Namespace) -> int:
-    from carbonstore.commands.tables import segment_row
+    from carbonstore.cli.tables import segment_row
     from carbonstore.segments.addsegment import add_segment
 
     table = open_store(args).table(args.table)

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from carbonstore.store import Store
+from carbonstore import Store
 from carbonstore.store.tablestatus import (
     COMPACTED,
     MARKED_FOR_DELETE,

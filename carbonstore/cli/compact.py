@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from carbonstore.commands._common import add_json, open_store, print_json, print_table, split_ids
+from carbonstore.cli._common import add_json, open_store, print_json, print_table, split_ids
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:

@@ -1,7 +1,7 @@
 """The spark-submit job file: runs any ``carbonstore`` command inside spark-submit.
 
     spark-submit --master spark://host:7077 \\
-        "$(python -c 'import carbonstore.spark.submit as m; print(m.__file__)')" \\
+        "$(python -c 'import carbonstore.cli.submit as m; print(m.__file__)')" \\
         load sales --input /shared/in/*.csv --store /shared/carbon.store
 
 The session is started here from what spark-submit was given (``--master``, ``--conf``,
@@ -15,9 +15,16 @@ shipping the package to executors.
 
 from __future__ import annotations
 
+import os
 import sys
 
-from carbonstore.cli import main
+if __name__ == "__main__" and sys.path and sys.path[0] and (
+        os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpath(__file__))):
+    # Run as a file, Python puts this folder first on sys.path: its modules (load.py,
+    # tables.py, ...) would shadow top-level modules of those names for every library.
+    del sys.path[0]
+
+from carbonstore.cli.app import main  # noqa: E402 - after the sys.path fix above
 
 
 def start_session() -> None:

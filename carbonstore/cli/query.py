@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from carbonstore.commands._common import (
+from carbonstore.cli._common import (
     add_json,
     open_store,
     print_json,
@@ -18,7 +18,7 @@ from carbonstore.commands._common import (
     row_limit,
     split_ids,
 )
-from carbonstore.commands.history import add_as_of, pin
+from carbonstore.cli.history import add_as_of, pin
 from carbonstore.errors import TableNotFoundError, UserError
 from carbonstore.store.table import Store
 
@@ -113,7 +113,7 @@ def _emit(args: argparse.Namespace, columns: list[str], rows: list[dict[str, Any
 
 
 def _query(args: argparse.Namespace) -> int:
-    from carbonstore.spark.reader import collect_rows, to_spark
+    from carbonstore.spark.api import collect_rows, to_spark
     from carbonstore.spark.session import get_spark
 
     table = pin(open_store(args).table(args.table), args)
@@ -175,7 +175,7 @@ def _sql(args: argparse.Namespace) -> int:
         columns, rows = run_verb(store, *verb)
         _emit(args, columns, rows[: args.limit] if args.limit is not None else rows)
         return 0
-    from carbonstore.commands.dml import run_sql_dml
+    from carbonstore.cli.dml import run_sql_dml
 
     if run_sql_dml(args, store):  # DELETE / UPDATE / MERGE
         return 0
@@ -187,7 +187,7 @@ def _sql(args: argparse.Namespace) -> int:
         return 0
     # a bad statement (or --as-of) is a user error before Spark starts
     plan_statement(args.statement, store, as_of=args.as_of)
-    from carbonstore.spark.reader import collect_rows
+    from carbonstore.spark.api import collect_rows
     from carbonstore.spark.session import get_spark
     from carbonstore.spark.sql import run_statement
 
@@ -261,7 +261,7 @@ def _ids(text: str | None) -> list[str]:
 
 def run_verb(store: Store, verb: str, parts: dict[str, str | None]) -> tuple[list[str], list[dict[str, Any]]]:
     """Run one CarbonData SQL verb with the CLI's code; (columns, rows) to print."""
-    from carbonstore.commands.tables import segment_row
+    from carbonstore.cli.tables import segment_row
 
     name = str(parts["name"])
     if verb == "show_segments":

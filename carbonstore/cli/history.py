@@ -6,7 +6,7 @@ import argparse
 from datetime import datetime
 from typing import Any
 
-from carbonstore.commands._common import add_json, open_store, print_json, print_table
+from carbonstore.cli._common import add_json, open_store, print_json, print_table
 from carbonstore.store.table import Table
 
 __all__ = ["add_as_of", "pin", "register", "version_limit"]

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from carbonstore.commands._common import add_json, open_store, parse_key_values, print_json
+from carbonstore.cli._common import add_json, open_store, parse_key_values, print_json
 from carbonstore.errors import UserError
 
 _EXTENSIONS = {

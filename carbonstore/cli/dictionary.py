@@ -7,7 +7,7 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
-from carbonstore.commands._common import add_json, open_store, print_json, print_table
+from carbonstore.cli._common import add_json, open_store, print_json, print_table
 from carbonstore.dictionary.codec import parse_text_values
 from carbonstore.dictionary.column import (
     check_covers,

@@ -17,14 +17,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from carbonstore import Store
 from carbonstore.cli import main
-from carbonstore.commands._common import parse_key_values
-from carbonstore.commands.load import infer_format
+from carbonstore.cli._common import parse_key_values
+from carbonstore.cli.load import infer_format
 from carbonstore.errors import UserError
 from carbonstore.indexfiles.expr import MAX_NESTING, or_
 from carbonstore.indexfiles.tableplan import prune
 from carbonstore.segments.addsegment import add_segment
-from carbonstore.store import Store
 from carbonstore.store.tablestatus import COMPACTED, MARKED_FOR_DELETE
 
 
@@ -319,6 +319,7 @@ def test_probe_keeps_a_trailing_space(capsys: pytest.CaptureFixture[str], corpus
 
 
 @pytest.mark.slow
+@pytest.mark.spark  # the load in the child process starts Spark
 def test_ctrl_c_during_a_load_is_one_line_and_exit_130(tmp_path: Path) -> None:
     import signal
     import subprocess
@@ -331,7 +332,7 @@ def test_ctrl_c_during_a_load_is_one_line_and_exit_130(tmp_path: Path) -> None:
     with csv.open("w", encoding="utf-8") as f:
         f.write("id,name\n")
         f.writelines(f"{i},name{i % 1000}\n" for i in range(3_000_000))
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=root, PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable)
     env.pop("CARBON_CONF", None)

@@ -1,1 +1,0 @@
-"""CLI sub-commands; each module registers its own parsers (see carbonstore.cli)."""
