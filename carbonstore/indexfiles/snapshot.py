@@ -63,29 +63,29 @@ _SNAP_SUMMED = 24  # prefix bytes covered by the checksum (all but the checksum 
 _NP = npt.NDArray[Any]
 DESC_FIELDS = ("column_id", "name", "physical_type", "logical_type", "spark_type", "type_length",
                 "precision", "scale", "kind", "nested", "unit")
-_FILE = pa.struct([
+FILE_STRUCT = pa.struct([
     ("path", pa.string()), ("size", pa.int64()), ("num_rows", pa.int64()),
     ("footer_offset", pa.int64()), ("footer_length", pa.int32()), ("created_by", pa.string()),
     ("first_row_group", pa.int32()), ("num_row_groups", pa.int32()),
 ])
 # per segment: column -> (array attribute of IndexArrays, arrow type)
-_RG = {"rg_file": ("rg_file", pa.int32()), "rg_index": ("rg_index", pa.int32()),
+RG_COLUMNS = {"rg_file": ("rg_file", pa.int32()), "rg_index": ("rg_index", pa.int32()),
        "rg_rows": ("rg_num_rows", pa.int64()), "rg_offset": ("rg_offset", pa.int64()),
        "rg_length": ("rg_length", pa.int64())}
 # per slot, row-group level and page level: suffix -> (attribute, arrow type); None = by kind
-_COL = {"flags": ("flags", pa.uint8()), "nulls": ("null_count", pa.int64()), "nans": ("nan_count", pa.int64()),
+COL_COLUMNS = {"flags": ("flags", pa.uint8()), "nulls": ("null_count", pa.int64()), "nans": ("nan_count", pa.int64()),
         "has_pages": ("has_pages", pa.uint8()), "boundary": ("boundary_order", pa.int8()),
         "bloom_off": ("bloom_offset", pa.int64()), "bloom_len": ("bloom_length", pa.int32()),
         "min": ("min", None), "max": ("max", None)}
-_PAGE = {"p_rg": ("row_group", pa.int32()), "p_first": ("first_row_index", pa.int64()),
+PAGE_COLUMNS = {"p_rg": ("row_group", pa.int32()), "p_first": ("first_row_index", pa.int64()),
          "p_rows": ("row_count", pa.int64()), "p_offset": ("offset", pa.int64()),
          "p_size": ("compressed_size", pa.int32()), "p_flags": ("flags", pa.uint8()),
          "p_nulls": ("null_count", pa.int64()), "p_nans": ("nan_count", pa.int64()),
          "p_min": ("min", None), "p_max": ("max", None)}
-_VALUES = {ValueKind.INT64: pa.int64(), ValueKind.FLOAT64: pa.float64(), ValueKind.BYTES: pa.binary(),
+VALUE_TYPES = {ValueKind.INT64: pa.int64(), ValueKind.FLOAT64: pa.float64(), ValueKind.BYTES: pa.binary(),
            ValueKind.BIGINT: pa.binary()}
-_BOUNDS_ARROW = {"INT64": pa.int64(), "FLOAT64": pa.float64(), "BYTES": pa.binary(), "BIGINT": pa.string()}
-_FLAG_BITS = (("has_min", 1), ("has_max", 2), ("min_exact", 4), ("max_exact", 8), ("null_page", 16))
+BOUNDS_TYPES = {"INT64": pa.int64(), "FLOAT64": pa.float64(), "BYTES": pa.binary(), "BIGINT": pa.string()}
+FLAG_BITS = (("has_min", 1), ("has_max", 2), ("min_exact", 4), ("max_exact", 8), ("null_page", 16))
 
 
 def slot_key(desc: ColumnDesc) -> str:
@@ -104,7 +104,7 @@ def _ranges(starts: _NP, ends: _NP) -> npt.NDArray[np.intp]:
 # ---- writing --------------------------------------------------------------------------------
 def _flags(stats: Any) -> _NP:
     out = np.zeros(len(stats.null_count), dtype=np.uint8)
-    for name, bit in _FLAG_BITS:
+    for name, bit in FLAG_BITS:
         out |= np.asarray(getattr(stats, name), dtype=bool).astype(np.uint8) * np.uint8(bit)
     return out
 
@@ -115,7 +115,7 @@ def _kind_values(kind: int, values: _NP) -> pa.Array:
                         pa.binary())
     if kind == ValueKind.BYTES:
         return pa.array(values.tolist(), pa.binary())
-    return pa.array(np.asarray(values), _VALUES[kind])
+    return pa.array(np.asarray(values), VALUE_TYPES[kind])
 
 
 def _list(pieces: Sequence[Any], values: pa.Array) -> pa.ListArray:
@@ -154,11 +154,11 @@ def index_rows(segments: Sequence[tuple[str, str, int, Any]]) -> tuple[pa.Table,
             if key not in slots:
                 slots[key] = {f: getattr(c.desc, f) for f in DESC_FIELDS}
                 kinds[key] = c.kind
-                per_slot[key] = {s: [np.zeros(0)] * k for s in (*_COL, *_PAGE)}
+                per_slot[key] = {s: [np.zeros(0)] * k for s in (*COL_COLUMNS, *PAGE_COLUMNS)}
             got = per_slot[key]
-            for suffix, (attr, _) in _COL.items():
+            for suffix, (attr, _) in COL_COLUMNS.items():
                 got[suffix].append(_flags(c) if attr == "flags" else getattr(c, attr))
-            for suffix, (attr, _) in _PAGE.items():
+            for suffix, (attr, _) in PAGE_COLUMNS.items():
                 got[suffix].append(_flags(c.pages) if attr == "flags" else getattr(c.pages, attr))
         for key in per_slot:
             for lists in per_slot[key].values():
@@ -171,18 +171,18 @@ def index_rows(segments: Sequence[tuple[str, str, int, Any]]) -> tuple[pa.Table,
         "bloom_base": pa.array([s[2] for s in segments], pa.int64()),
         "bloom_len": pa.array([int(getattr(s[3], "bloom_region_length", 0) or 0) for s in segments], pa.int64()),
         "layout": pa.array(layouts, pa.string()),
-        "files": pa.array([[{f: getattr(d, f) for f in _FILE.names} for d in s[3].files] for s in segments],
-                          pa.list_(_FILE)),
+        "files": pa.array([[{f: getattr(d, f) for f in FILE_STRUCT.names} for d in s[3].files] for s in segments],
+                          pa.list_(FILE_STRUCT)),
     }
-    for name, (attr, typ) in _RG.items():
+    for name, (attr, typ) in RG_COLUMNS.items():
         data[name] = _fixed([getattr(s[3], attr) for s in segments], typ)
     for key, got in per_slot.items():
         kind = kinds[key]
-        for suffix, (_, typ) in (*_COL.items(), *_PAGE.items()):
+        for suffix, (_, typ) in (*COL_COLUMNS.items(), *PAGE_COLUMNS.items()):
             pieces = got[suffix]
             if typ is not None:
                 data[f"{key}:{suffix}"] = _fixed(pieces, typ)
-            elif kind in _VALUES:
+            elif kind in VALUE_TYPES:
                 flat = [np.asarray(p) for p in pieces if len(p)]
                 values = np.concatenate(flat) if flat else np.zeros(0, np.int64)
                 if kind in (ValueKind.BYTES, ValueKind.BIGINT) and values.dtype != object:
@@ -217,8 +217,8 @@ def encode_snapshot(pieces: Sequence[pa.Table], bounds: SegmentBounds, slots: di
         if cb.kind == "BIGINT":
             lo = [None if v is None else str(v) for v in lo]
             hi = [None if v is None else str(v) for v in hi]
-        for name, arr in ((f"lo:{c}", pa.array(lo, _BOUNDS_ARROW[cb.kind])),
-                          (f"hi:{c}", pa.array(hi, _BOUNDS_ARROW[cb.kind])),
+        for name, arr in ((f"lo:{c}", pa.array(lo, BOUNDS_TYPES[cb.kind])),
+                          (f"hi:{c}", pa.array(hi, BOUNDS_TYPES[cb.kind])),
                           (f"lo_ok:{c}", pa.array(cb.lo_ok, pa.bool_())),
                           (f"hi_ok:{c}", pa.array(cb.hi_ok, pa.bool_())),
                           (f"nulls:{c}", pa.array(cb.null_count, pa.int64())),
@@ -366,7 +366,7 @@ class Snapshot:
         """Every list agrees with its segment's row groups and pages, files and pages in range."""
         rg = self.offsets("rg_rows")
         rg_lens = np.diff(rg)
-        for name in _RG:
+        for name in RG_COLUMNS:
             if not np.array_equal(np.diff(self.offsets(name)), rg_lens):
                 raise ValueError(f"snapshot column {name} does not match the row groups")
         file_lens = np.diff(self.offsets("files"))
@@ -377,14 +377,14 @@ class Snapshot:
         for key, desc in self.slots.items():
             has = np.isin(self.group, [g for g, keys in enumerate(self.group_slots) if key in keys])
             want = np.where(has, rg_lens, 0)
-            for suffix in _COL:
-                if suffix in ("min", "max") and (desc.kind or 0) not in _VALUES:
+            for suffix in COL_COLUMNS:
+                if suffix in ("min", "max") and (desc.kind or 0) not in VALUE_TYPES:
                     continue
                 if not np.array_equal(np.diff(self.offsets(f"{key}:{suffix}")), want):
                     raise ValueError(f"snapshot column {key}:{suffix} does not match the row groups")
             page_lens = np.diff(self.offsets(f"{key}:p_rg"))
-            for suffix in _PAGE:
-                if suffix in ("p_min", "p_max") and (desc.kind or 0) not in _VALUES:
+            for suffix in PAGE_COLUMNS:
+                if suffix in ("p_min", "p_max") and (desc.kind or 0) not in VALUE_TYPES:
                     continue
                 if not np.array_equal(np.diff(self.offsets(f"{key}:{suffix}")), page_lens):
                     raise ValueError(f"snapshot column {key}:{suffix} does not match the pages")
@@ -433,8 +433,8 @@ class Snapshot:
         """Every segment's DataFiles, concatenated (built once)."""
         if self._files is None:
             arr, _ = self._list("files")
-            cols = {f: arr.field(f).to_pylist() for f in _FILE.names}
-            self._files = [DataFile(**{f: cols[f][i] for f in _FILE.names}) for i in range(len(arr))]
+            cols = {f: arr.field(f).to_pylist() for f in FILE_STRUCT.names}
+            self._files = [DataFile(**{f: cols[f][i] for f in FILE_STRUCT.names}) for i in range(len(arr))]
         return self._files
 
     def rows_table(self, rows: npt.NDArray[np.intp]) -> pa.Table:
@@ -520,7 +520,7 @@ class _SnapColumn(Lazy):
 
     def stat(self, name: str, *, page: bool) -> Any:
         prefix = "p_" if page else ""
-        bits = dict(_FLAG_BITS)
+        bits = dict(FLAG_BITS)
         if name in bits:
             cache = "_p_flags" if page else "_flags"
             flags = self.__dict__.get(cache)
@@ -529,11 +529,11 @@ class _SnapColumn(Lazy):
                 self.__dict__[cache] = flags
             return (flags & bits[name]) != 0
         if name in ("min", "max"):
-            if self.kind not in _VALUES:
+            if self.kind not in VALUE_TYPES:
                 n = self.owner.num_row_groups if not page else len(self.pages.row_group)
                 return np.empty(n, dtype=object)
             return self.owner.gather(f"{self.key}:{prefix}{name}")
-        table = _PAGE if page else _COL
+        table = PAGE_COLUMNS if page else COL_COLUMNS
         suffix = next(s for s, (attr, _) in table.items() if attr == name)
         return self.owner.gather(f"{self.key}:{suffix}")
 
@@ -541,7 +541,7 @@ class _SnapColumn(Lazy):
         if name == "pages":
             return _SnapPages(self)
         if name in ("has_pages", "boundary_order", "bloom_offset", "bloom_length"):
-            suffix = next(s for s, (attr, _) in _COL.items() if attr == name)
+            suffix = next(s for s, (attr, _) in COL_COLUMNS.items() if attr == name)
             values = self.owner.gather(f"{self.key}:{suffix}")
             return values != 0 if name == "has_pages" else values
         return self.stat(name, page=False)
@@ -583,7 +583,7 @@ class SnapshotArrays(Lazy):
             lens = offs[self.rows + 1] - offs[self.rows]
             first = np.cumsum(lens) - lens
             return (self.gather("rg_file").astype(np.int64) + np.repeat(first, self.rg_lens)).astype(np.int32)
-        column = next(c for c, (attr, _) in _RG.items() if attr == name)
+        column = next(c for c, (attr, _) in RG_COLUMNS.items() if attr == name)
         return self.gather(column)
 
     def column(self, name: str) -> Any:
