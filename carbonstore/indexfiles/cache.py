@@ -56,9 +56,8 @@ from carbonstore.indexfiles.snapshot import (
     Snapshot,
     SnapshotArrays,
     decode_snapshot,
-    encode_snapshot,
-    index_rows,
 )
+from carbonstore.indexfiles.snapshot_write import encode_snapshot, index_rows
 from carbonstore.store.entries import check_plain_file_name
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
