@@ -37,6 +37,7 @@ from carbonstore.errors import SegmentNotFoundError
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles import partition_prune
 from carbonstore.indexfiles import planner as planner_mod
+from carbonstore.indexfiles.bloom_probe import might_contain_any
 from carbonstore.indexfiles.cache import readable_segments, table_index
 from carbonstore.indexfiles.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
 from carbonstore.indexfiles.expr import (
@@ -405,6 +406,7 @@ class _SegmentBlooms:
             return out
         ref = expr.term
         literals = (expr.literal,) if isinstance(expr, Eq) else tuple(expr.literals)
+        probes: dict[int, tuple[Any, list[int], list[Any]]] = {}
         for k, i in enumerate(idx.tolist()):
             found = self.view.bloom_dir(i, ref.name)
             if found is None:
@@ -421,13 +423,14 @@ class _SegmentBlooms:
             if not len(hashes):
                 out[k] = False
                 continue
-            keep = False
+            group = probes.setdefault(id(hashes), (hashes, [], []))  # probed all at once below
             for off, ln in zip(offsets, lengths, strict=True):
-                bits = read(int(off), int(ln))
-                if bits is None or bool(bloom_mod.might_contain_many(bits, hashes).any()):
-                    keep = True
-                    break
-            out[k] = keep
+                group[1].append(k)
+                group[2].append(read(int(off), int(ln)))
+        for hashes, owners, bitsets in probes.values():
+            kept = np.asarray(owners, dtype=np.intp)
+            out[kept] = False
+            out[kept[might_contain_any(bitsets, hashes)]] = True
         return out
 
 
