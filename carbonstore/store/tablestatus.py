@@ -115,6 +115,9 @@ _STATES: OrderedDict[tuple[str, int], State] = OrderedDict()
 _STATES_LIMIT = 64
 # log folder -> the newest version this process has seen (a lower bound of the latest).
 _NEWEST: dict[str, int] = {}
+# (log folder, version) -> a record dropped() decoded, taken by the next read of it.
+_RECORDS: dict[tuple[str, int], VersionRecord] = {}
+_HEADER_ONLY_BYTES = 16 * 1024  # dropped() of a smaller delta decodes its header only
 _cache_lock = threading.Lock()
 
 
@@ -122,6 +125,7 @@ def forget_decoded() -> None:
     """Drop the decoded versions this process keeps (as if it were a fresh one)."""
     with _cache_lock:
         _STATES.clear()
+        _RECORDS.clear()
         _NEWEST.clear()
 
 
@@ -230,6 +234,10 @@ class TableStatus(LeaseFiles, LegacyStatus):
             return path, None
 
     def _read_record(self, version: int) -> VersionRecord:
+        with _cache_lock:
+            kept = _RECORDS.pop((self.log_dir, version), None)
+        if kept is not None:  # decoded by dropped() for the read that follows an open
+            return kept
         path, data = self._version_bytes(version)
         if data is None:
             raise VersionNotFoundError(
@@ -392,7 +400,14 @@ class TableStatus(LeaseFiles, LegacyStatus):
                 return self._state(latest).dropped
             path = self._version_path(latest)
             data = self.paths.sfs.read_bytes(path)
-            return decode_header(data, path, version=latest, table_id=self.table_id).dropped
+            if len(data) < _HEADER_ONLY_BYTES:
+                return decode_header(data, path, version=latest, table_id=self.table_id).dropped
+            rec = decode_record(data, path, version=latest, table_id=self.table_id)
+            with _cache_lock:  # a big delta: decoded once, for the read that follows
+                _RECORDS[(self.log_dir, latest)] = rec
+                while len(_RECORDS) > 8:
+                    _RECORDS.pop(next(iter(_RECORDS)))
+            return rec.dropped
         except FileNotFoundError:  # the log went between the probe and the read
             return not self.paths.sfs.is_dir(self.log_dir)
         except CorruptMetadataError:
