@@ -38,8 +38,8 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -54,7 +54,7 @@ from carbonstore.indexfiles.bounds import ColumnBounds, SegmentBounds
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, RG_ARRAYS, Lazy
 
 __all__ = ["BOUNDS_TYPES", "COL_COLUMNS", "DESC_FIELDS", "FILE_STRUCT", "FLAG_BITS", "PAGE_COLUMNS", "RG_COLUMNS",
-           "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "VALUE_TYPES", "Snapshot", "SnapshotArrays", "decode_snapshot",
+           "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "VALUE_TYPES", "Snapshot", "SnapshotArrays", "SnapshotFiles", "decode_snapshot",
            "frame_snapshot", "slot_key", "snapshot_payload"]
 
 SNAPSHOT_VERSION = "5"  # 5: segment bounds keyed by column id (docs/schema-evolution.md)
@@ -200,6 +200,8 @@ class Snapshot:
         self._offsets: dict[str, _NP] = {}
         self._flat: dict[str, _NP] = {}
         self._files: list[DataFile] | None = None
+        self._file_cols: dict[str, list[Any]] | None = None
+        self._file_objs: dict[int, DataFile] = {}
         self._blooms: dict[int, BloomSource | None] = {}
         self._bloom_slots: dict[tuple[int, str], str | None] = {}
         self._any_bloom: dict[str, _NP] = {}
@@ -227,32 +229,49 @@ class Snapshot:
         """Segment offsets into the flat array of ``column`` (length ``size + 1``)."""
         return self._list(column)[1]
 
+    def _bounds_of(self, column: str) -> _NP:
+        """``column``'s list offsets from zero (equal offsets: equal lengths per segment),
+        read from its offsets buffer - nothing is flattened or copied."""
+        col = self.table.column(column)
+        if col.num_chunks != 1:
+            return self.offsets(column)
+        arr = col.chunk(0)
+        if not pa.types.is_list(arr.type) or arr.null_count:
+            raise ValueError(f"snapshot column {column} is not a list column without nulls")
+        offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
+        return offs - offs[0] if offs[0] else offs
+
     def _check(self) -> None:
         """Every list agrees with its segment's row groups and pages, files and pages in range."""
         rg = self.offsets("rg_rows")
         rg_lens = np.diff(rg)
         for name in RG_COLUMNS:
-            if not np.array_equal(np.diff(self.offsets(name)), rg_lens):
+            if not np.array_equal(self._bounds_of(name), rg):
                 raise ValueError(f"snapshot column {name} does not match the row groups")
         file_lens = np.diff(self.offsets("files"))
         rg_file = self.values("rg_file")
         seg_files = np.repeat(file_lens, rg_lens)
         if len(rg_file) and (rg_file.min() < 0 or bool((rg_file >= seg_files).any())):
             raise ValueError("snapshot row groups point at files that are not in their segment")
+        zero = np.zeros_like(rg)
         for key, desc in self.slots.items():
-            has = np.isin(self.group, [g for g, keys in enumerate(self.group_slots) if key in keys])
-            want = np.where(has, rg_lens, 0)
+            groups = [g for g, keys in enumerate(self.group_slots) if key in keys]
+            everywhere = len(groups) == len(self.group_slots)
+            has = None if everywhere else np.isin(self.group, groups)
+            want = rg if has is None else (zero if not has.any() else np.concatenate(
+                [[0], np.cumsum(np.where(has, rg_lens, 0))]))
             for suffix in COL_COLUMNS:
                 if suffix in ("min", "max") and (desc.kind or 0) not in VALUE_TYPES:
                     continue
-                if not np.array_equal(np.diff(self.offsets(f"{key}:{suffix}")), want):
+                if not np.array_equal(self._bounds_of(f"{key}:{suffix}"), want):
                     raise ValueError(f"snapshot column {key}:{suffix} does not match the row groups")
-            page_lens = np.diff(self.offsets(f"{key}:p_rg"))
+            pages = self._bounds_of(f"{key}:p_rg")
             for suffix in PAGE_COLUMNS:
                 if suffix in ("p_min", "p_max") and (desc.kind or 0) not in VALUE_TYPES:
                     continue
-                if not np.array_equal(np.diff(self.offsets(f"{key}:{suffix}")), page_lens):
+                if not np.array_equal(self._bounds_of(f"{key}:{suffix}"), pages):
                     raise ValueError(f"snapshot column {key}:{suffix} does not match the pages")
+            page_lens = np.diff(pages)
             p_rg = self.values(f"{key}:p_rg").astype(np.int64)
             if len(p_rg):
                 seg_rgs = np.repeat(rg_lens, page_lens)
@@ -297,10 +316,19 @@ class Snapshot:
     def files(self) -> list[DataFile]:
         """Every segment's DataFiles, concatenated (built once)."""
         if self._files is None:
-            arr, _ = self._list("files")
-            cols = {f: arr.field(f).to_pylist() for f in FILE_STRUCT.names}
-            self._files = [DataFile(**{f: cols[f][i] for f in FILE_STRUCT.names}) for i in range(len(arr))]
+            self._files = [self.file(i) for i in range(len(self._list("files")[0]))]
         return self._files
+
+    def file(self, i: int) -> DataFile:
+        """DataFile ``i`` of :meth:`files` (built on first use: a plan needs few of them)."""
+        got = self._file_objs.get(i)
+        if got is None:
+            if self._file_cols is None:
+                arr, _ = self._list("files")
+                self._file_cols = {f: arr.field(f).to_pylist() for f in FILE_STRUCT.names}
+            cols = self._file_cols
+            got = self._file_objs[i] = DataFile(**{f: cols[f][i] for f in FILE_STRUCT.names})
+        return got
 
     def rows_table(self, rows: npt.NDArray[np.intp]) -> pa.Table:
         """Segments ``rows`` as snapshot rows without bounds (to write a newer snapshot)."""
@@ -353,6 +381,28 @@ def decode_snapshot(name: str, data: bytes, *, bloom_source: Callable[[str, str,
 
 
 # ---- a run of segments as one index ---------------------------------------------------------
+class SnapshotFiles(Sequence[DataFile]):
+    """DataFiles ``indices`` of a snapshot as a list, each built when first used."""
+
+    def __init__(self, snapshot: Snapshot, indices: list[int]) -> None:
+        self._snap = snapshot
+        self._indices = indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    @overload
+    def __getitem__(self, i: int) -> DataFile: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[DataFile]: ...
+
+    def __getitem__(self, i: int | slice) -> DataFile | list[DataFile]:
+        if isinstance(i, slice):
+            return [self._snap.file(k) for k in self._indices[i]]
+        return self._snap.file(self._indices[i])
+
+
 class _SnapPages(Lazy):
     LAZY = frozenset(PAGE_ARRAYS)
 
@@ -442,7 +492,7 @@ class SnapshotArrays(Lazy):
         snap = self.snapshot
         if name == "files":
             offs = snap.offsets("files")
-            return [snap.files()[i] for i in _ranges(offs[self.rows], offs[self.rows + 1]).tolist()]
+            return SnapshotFiles(snap, _ranges(offs[self.rows], offs[self.rows + 1]).tolist())
         if name == "rg_file":
             offs = snap.offsets("files")
             lens = offs[self.rows + 1] - offs[self.rows]
