@@ -467,14 +467,17 @@ def _assemble(
         if plan is not None:
             lo, hi = np.searchsorted(plan.part, [pi, pi + 1])
             mask = plan.kept[lo:hi]
-            for local in np.flatnonzero(mask).tolist():
-                rr = plan.row_ranges[int(lo) + local]
-                f = int(arrays.rg_file[local])
-                file_seg[f] = view.entries[int(rg_seg[pi][local])].load_name
+            kept = np.flatnonzero(mask)
+            for local, f, seg, index, num_rows, length in zip(
+                kept.tolist(), arrays.rg_file[kept].tolist(), rg_seg[pi][kept].tolist(),
+                arrays.rg_index[kept].tolist(), arrays.rg_num_rows[kept].tolist(),
+                arrays.rg_length[kept].tolist(), strict=True,
+            ):  # Python numbers taken once per array: a plan may keep thousands of row groups
+                file_seg[f] = view.entries[seg].load_name
                 rgs.setdefault(f, []).append(RowGroupPlan(
-                    index=int(arrays.rg_index[local]), num_rows=int(arrays.rg_num_rows[local]),
-                    row_ranges=tuple((int(a), int(c)) for a, c in rr.tolist()),
-                    length=int(arrays.rg_length[local]),
+                    index=index, num_rows=num_rows,
+                    row_ranges=tuple(map(tuple, plan.row_ranges[int(lo) + local].tolist())),
+                    length=length,
                 ))
             t, k, d = _page_counts(arrays, plan, int(lo), int(hi), expr)
             pages_total, pages_kept, pages_rg = pages_total + t, pages_kept + k, pages_rg + d
