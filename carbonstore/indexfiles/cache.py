@@ -65,7 +65,6 @@ from carbonstore.store.tablestatus import (
     TableStatusSnapshot,
     forget_decoded,
     now_ms,
-    segment_sort_key,
 )
 
 __all__ = [
@@ -602,7 +601,7 @@ class TableIndex:
 
 def readable_segments(snapshot: TableStatusSnapshot) -> list[LoadEntry]:
     """Readable segments of one tablestatus snapshot, in segment order."""
-    return sorted(snapshot.readable, key=lambda e: segment_sort_key(e.load_name))
+    return snapshot.readable_in_order()
 
 
 def _lag_limit(table: Table) -> int:

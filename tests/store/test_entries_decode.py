@@ -74,3 +74,19 @@ def test_written_entries_round_trip() -> None:
 def test_damaged_plain_entries_are_refused(key: str, value: Any) -> None:
     with pytest.raises(ValueError):
         LoadEntry.from_json({**_GOOD, key: value})
+
+
+def test_readable_in_order_is_sorted_and_shared_safely() -> None:
+    from carbonstore.store.versions import TableStatusSnapshot
+
+    names = ["10", "2", "1.1", "3", "0"]
+    entries = tuple(LoadEntry(load_name=n, status="Success" if n != "3" else "Compacted", load_start_time=1)
+                    for n in names)
+    snap = TableStatusSnapshot(entries, 4)
+    first = snap.readable_in_order()
+    assert [e.load_name for e in first] == ["0", "1.1", "2", "10"]
+    first.clear()  # a caller's list is its own
+    again = TableStatusSnapshot(entries, 4).readable_in_order()
+    assert [e.load_name for e in again] == ["0", "1.1", "2", "10"]
+    other = TableStatusSnapshot(entries[:2], 5).readable_in_order()
+    assert [e.load_name for e in other] == ["2", "10"]
