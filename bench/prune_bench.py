@@ -16,7 +16,7 @@ bench/data/ (gitignored). The peers plan over the SAME Parquet files:
 
 Planning time is measured warm (table reopened in the same process), with a reused handle,
 and in a fresh process (timed inside it, from table open to plan; interpreter start-up and
-imports excluded). Survivors are counted per level. Usage::
+imports excluded; the systems' fresh processes take turns, ``max(3, --repeat)`` each, median). Survivors are counted per level. Usage::
 
     .venv/bin/python bench/prune_bench.py --segments 100,400 [--spark]
     .venv/bin/python bench/prune_bench.py --segments 1600 --repeat 3
@@ -369,17 +369,30 @@ def run_size(n: int, rows: int, peers: set[str], repeat: int, spark: bool) -> li
     meta_path = str(Path(meta["root"]) / "meta.json")
     systems = _systems(meta, peers)
     results = []
+    load = [os.getloadavg()[0]]
     for label, sql in predicates(meta):
-        for name, (open_fn, plan_fn, spec) in systems.items():
+        rows: dict[str, dict[str, Any]] = {}
+        for name, (open_fn, plan_fn, _) in systems.items():
             handle = open_fn()
             survivors = plan_fn(handle, sql)  # also warms caches
             warm = _median_ms(lambda o=open_fn, p=plan_fn, q=sql: p(o(), q), repeat)
             reused = _median_ms(lambda h=handle, p=plan_fn, q=sql: p(h, q), repeat)
-            fresh = statistics.median(_fresh(meta_path, spec, sql) for _ in range(2))
-            results.append({"segments": n, "predicate": label, "system": name, "warm_ms": warm,
-                            "reused_ms": reused, "fresh_ms": fresh, **survivors})
-            print(f"  {label:<18} {name:<26} warm {warm:8.1f}  reused {reused:8.1f}  fresh {fresh:8.1f}  "
-                  f"{survivors}", file=sys.stderr)
+            rows[name] = {"segments": n, "predicate": label, "system": name, "warm_ms": warm,
+                          "reused_ms": reused, **survivors}
+        # fresh processes: the systems take turns, so a busy spell of the machine hits all
+        fresh: dict[str, list[float]] = {name: [] for name in systems}
+        for _ in range(max(3, repeat)):
+            for name, (_, _, spec) in systems.items():
+                fresh[name].append(_fresh(meta_path, spec, sql))
+        for name, row in rows.items():
+            row["fresh_ms"] = statistics.median(fresh[name])
+            results.append(row)
+            print(f"  {label:<18} {name:<26} warm {row['warm_ms']:8.1f}  reused {row['reused_ms']:8.1f}  "
+                  f"fresh {row['fresh_ms']:8.1f}  {row}", file=sys.stderr)
+        load.append(os.getloadavg()[0])
+    print(f"# load average (1 min) during the run: {min(load):.1f}-{max(load):.1f}", file=sys.stderr)
+    for row in results:
+        row["load"] = [min(load), max(load)]
     if spark:
         results.extend(_spark_e2e(meta))
     return results

@@ -56,9 +56,8 @@ from carbonstore.indexfiles.snapshot import (
     Snapshot,
     SnapshotArrays,
     decode_snapshot,
-    encode_snapshot,
-    index_rows,
 )
+from carbonstore.indexfiles.snapshot_write import encode_snapshot, index_rows
 from carbonstore.store.entries import check_plain_file_name
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
@@ -66,7 +65,6 @@ from carbonstore.store.tablestatus import (
     TableStatusSnapshot,
     forget_decoded,
     now_ms,
-    segment_sort_key,
 )
 
 __all__ = [
@@ -603,7 +601,7 @@ class TableIndex:
 
 def readable_segments(snapshot: TableStatusSnapshot) -> list[LoadEntry]:
     """Readable segments of one tablestatus snapshot, in segment order."""
-    return sorted(snapshot.readable, key=lambda e: segment_sort_key(e.load_name))
+    return snapshot.readable_in_order()
 
 
 def _lag_limit(table: Table) -> int:

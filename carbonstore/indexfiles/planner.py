@@ -236,8 +236,8 @@ class _Parts:
             if pi not in hashes_by_part:
                 col = find_column(p, ref)
                 hashes: npt.NDArray[np.uint64] | None = None
-                if col is not None and _usable(col, ref) is not None:
-                    encoded: list[bytes] = []
+                if col is not None and _usable(col, ref) is not None and bool((col.bloom_offset >= 0).any()):
+                    encoded: list[bytes] = []  # (a column without any bitset: nothing to probe)
                     for v in literals:
                         enc = _plain_literal(v, col, ref)
                         if enc is None:
@@ -369,7 +369,8 @@ def prune(
                 kept[gi] = False
             else:
                 ranges[gi] = rr
-    kept_rows = int(sum(int((r[:, 1] - r[:, 0]).sum()) for r in ranges.values()))
+    every = np.concatenate(list(ranges.values())) if ranges else np.zeros((0, 2), dtype=np.int64)
+    kept_rows = int((every[:, 1] - every[:, 0]).sum())
     page_counts = LevelCounts(
         unit="rows", total=int(totals[0]), kept=kept_rows, dropped_by_counts=int(totals[1]),
         dropped_by_minmax=int(totals[2]),
@@ -438,10 +439,10 @@ def _page_ranges(
         r_start = k_start[new] - vstart[r_rg]
         r_end = np.zeros(len(r_rg), dtype=np.int64)
         np.maximum.at(r_end, run, k_end - vstart[k_rg])
-        lists: dict[int, list[tuple[int, int]]] = {}
-        for i, local in enumerate(surv[r_rg].tolist()):
-            lists.setdefault(local, []).append((int(r_start[i]), int(r_end[i])))
-        out = {k: np.array(v, dtype=np.int64).reshape(-1, 2) for k, v in lists.items()}
+        owners = surv[r_rg]  # ascending: runs are in row order
+        cuts = np.flatnonzero(owners[1:] != owners[:-1]) + 1
+        pairs = np.stack([r_start, r_end], axis=1).astype(np.int64)
+        out = dict(zip(owners[np.concatenate([[0], cuts])].tolist(), np.split(pairs, cuts), strict=True))
     return out, dropped
 
 

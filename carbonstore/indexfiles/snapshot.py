@@ -39,7 +39,7 @@ import hashlib
 import struct
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -53,8 +53,9 @@ from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE, BloomSource
 from carbonstore.indexfiles.bounds import ColumnBounds, SegmentBounds
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, RG_ARRAYS, Lazy
 
-__all__ = ["DESC_FIELDS", "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "Snapshot", "SnapshotArrays", "decode_snapshot", "encode_snapshot",
-           "frame_snapshot", "index_rows", "snapshot_payload"]
+__all__ = ["BOUNDS_TYPES", "COL_COLUMNS", "DESC_FIELDS", "FILE_STRUCT", "FLAG_BITS", "PAGE_COLUMNS", "RG_COLUMNS",
+           "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "VALUE_TYPES", "Snapshot", "SnapshotArrays", "SnapshotFiles", "decode_snapshot",
+           "frame_snapshot", "slot_key", "snapshot_payload"]
 
 SNAPSHOT_VERSION = "5"  # 5: segment bounds keyed by column id (docs/schema-evolution.md)
 SNAPSHOT_MAGIC = b"CARBSNAP"
@@ -63,29 +64,29 @@ _SNAP_SUMMED = 24  # prefix bytes covered by the checksum (all but the checksum 
 _NP = npt.NDArray[Any]
 DESC_FIELDS = ("column_id", "name", "physical_type", "logical_type", "spark_type", "type_length",
                 "precision", "scale", "kind", "nested", "unit")
-_FILE = pa.struct([
+FILE_STRUCT = pa.struct([
     ("path", pa.string()), ("size", pa.int64()), ("num_rows", pa.int64()),
     ("footer_offset", pa.int64()), ("footer_length", pa.int32()), ("created_by", pa.string()),
     ("first_row_group", pa.int32()), ("num_row_groups", pa.int32()),
 ])
 # per segment: column -> (array attribute of IndexArrays, arrow type)
-_RG = {"rg_file": ("rg_file", pa.int32()), "rg_index": ("rg_index", pa.int32()),
+RG_COLUMNS = {"rg_file": ("rg_file", pa.int32()), "rg_index": ("rg_index", pa.int32()),
        "rg_rows": ("rg_num_rows", pa.int64()), "rg_offset": ("rg_offset", pa.int64()),
        "rg_length": ("rg_length", pa.int64())}
 # per slot, row-group level and page level: suffix -> (attribute, arrow type); None = by kind
-_COL = {"flags": ("flags", pa.uint8()), "nulls": ("null_count", pa.int64()), "nans": ("nan_count", pa.int64()),
+COL_COLUMNS = {"flags": ("flags", pa.uint8()), "nulls": ("null_count", pa.int64()), "nans": ("nan_count", pa.int64()),
         "has_pages": ("has_pages", pa.uint8()), "boundary": ("boundary_order", pa.int8()),
         "bloom_off": ("bloom_offset", pa.int64()), "bloom_len": ("bloom_length", pa.int32()),
         "min": ("min", None), "max": ("max", None)}
-_PAGE = {"p_rg": ("row_group", pa.int32()), "p_first": ("first_row_index", pa.int64()),
+PAGE_COLUMNS = {"p_rg": ("row_group", pa.int32()), "p_first": ("first_row_index", pa.int64()),
          "p_rows": ("row_count", pa.int64()), "p_offset": ("offset", pa.int64()),
          "p_size": ("compressed_size", pa.int32()), "p_flags": ("flags", pa.uint8()),
          "p_nulls": ("null_count", pa.int64()), "p_nans": ("nan_count", pa.int64()),
          "p_min": ("min", None), "p_max": ("max", None)}
-_VALUES = {ValueKind.INT64: pa.int64(), ValueKind.FLOAT64: pa.float64(), ValueKind.BYTES: pa.binary(),
+VALUE_TYPES = {ValueKind.INT64: pa.int64(), ValueKind.FLOAT64: pa.float64(), ValueKind.BYTES: pa.binary(),
            ValueKind.BIGINT: pa.binary()}
-_BOUNDS_ARROW = {"INT64": pa.int64(), "FLOAT64": pa.float64(), "BYTES": pa.binary(), "BIGINT": pa.string()}
-_FLAG_BITS = (("has_min", 1), ("has_max", 2), ("min_exact", 4), ("max_exact", 8), ("null_page", 16))
+BOUNDS_TYPES = {"INT64": pa.int64(), "FLOAT64": pa.float64(), "BYTES": pa.binary(), "BIGINT": pa.string()}
+FLAG_BITS = (("has_min", 1), ("has_max", 2), ("min_exact", 4), ("max_exact", 8), ("null_page", 16))
 
 
 def slot_key(desc: ColumnDesc) -> str:
@@ -99,142 +100,6 @@ def _ranges(starts: _NP, ends: _NP) -> npt.NDArray[np.intp]:
     total = int(lens.sum())
     before = np.cumsum(lens) - lens
     return (np.repeat(starts - before, lens) + np.arange(total, dtype=np.int64)).astype(np.intp)
-
-
-# ---- writing --------------------------------------------------------------------------------
-def _flags(stats: Any) -> _NP:
-    out = np.zeros(len(stats.null_count), dtype=np.uint8)
-    for name, bit in _FLAG_BITS:
-        out |= np.asarray(getattr(stats, name), dtype=bool).astype(np.uint8) * np.uint8(bit)
-    return out
-
-
-def _kind_values(kind: int, values: _NP) -> pa.Array:
-    if kind == ValueKind.BIGINT:
-        return pa.array([int(v).to_bytes((int(v).bit_length() + 8) // 8, "big", signed=True) for v in values.tolist()],
-                        pa.binary())
-    if kind == ValueKind.BYTES:
-        return pa.array(values.tolist(), pa.binary())
-    return pa.array(np.asarray(values), _VALUES[kind])
-
-
-def _list(pieces: Sequence[Any], values: pa.Array) -> pa.ListArray:
-    offsets = np.zeros(len(pieces) + 1, dtype=np.int32)
-    np.cumsum([len(p) for p in pieces], out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
-
-
-def _fixed(pieces: Sequence[_NP], typ: pa.DataType) -> pa.ListArray:
-    dtype = typ.to_pandas_dtype()
-    filled = [np.asarray(p).astype(dtype, copy=False) for p in pieces if len(p)]  # no float detour
-    flat = np.concatenate(filled) if filled else np.zeros(0, dtype=dtype)
-    return _list(pieces, pa.array(flat, typ))
-
-
-def index_rows(segments: Sequence[tuple[str, str, int, Any]]) -> tuple[pa.Table, dict[str, dict[str, Any]]]:
-    """Snapshot rows (without bounds) of segments loaded from their merge indexes.
-
-    Args:
-        segments: per segment (id, merge index file name, bloom region offset or -1, arrays).
-
-    Returns:
-        The rows and the slots they use (key -> column description fields).
-    """
-    slots: dict[str, dict[str, Any]] = {}
-    layouts: list[str] = []
-    per_slot: dict[str, dict[str, list[_NP]]] = {}
-    kinds: dict[str, int] = {}
-    for k, (_, _, _, arrays) in enumerate(segments):
-        keys: list[str] = []
-        for c in arrays.columns:
-            key = slot_key(c.desc)
-            if key in keys:  # the same column twice: the index would only see one of them
-                continue
-            keys.append(key)
-            if key not in slots:
-                slots[key] = {f: getattr(c.desc, f) for f in DESC_FIELDS}
-                kinds[key] = c.kind
-                per_slot[key] = {s: [np.zeros(0)] * k for s in (*_COL, *_PAGE)}
-            got = per_slot[key]
-            for suffix, (attr, _) in _COL.items():
-                got[suffix].append(_flags(c) if attr == "flags" else getattr(c, attr))
-            for suffix, (attr, _) in _PAGE.items():
-                got[suffix].append(_flags(c.pages) if attr == "flags" else getattr(c.pages, attr))
-        for key in per_slot:
-            for lists in per_slot[key].values():
-                if len(lists) == k:
-                    lists.append(np.zeros(0))
-        layouts.append(",".join(keys))
-    data: dict[str, Any] = {
-        "segment": pa.array([s[0] for s in segments], pa.string()),
-        "merge": pa.array([s[1] for s in segments], pa.string()),
-        "bloom_base": pa.array([s[2] for s in segments], pa.int64()),
-        "bloom_len": pa.array([int(getattr(s[3], "bloom_region_length", 0) or 0) for s in segments], pa.int64()),
-        "layout": pa.array(layouts, pa.string()),
-        "files": pa.array([[{f: getattr(d, f) for f in _FILE.names} for d in s[3].files] for s in segments],
-                          pa.list_(_FILE)),
-    }
-    for name, (attr, typ) in _RG.items():
-        data[name] = _fixed([getattr(s[3], attr) for s in segments], typ)
-    for key, got in per_slot.items():
-        kind = kinds[key]
-        for suffix, (_, typ) in (*_COL.items(), *_PAGE.items()):
-            pieces = got[suffix]
-            if typ is not None:
-                data[f"{key}:{suffix}"] = _fixed(pieces, typ)
-            elif kind in _VALUES:
-                flat = [np.asarray(p) for p in pieces if len(p)]
-                values = np.concatenate(flat) if flat else np.zeros(0, np.int64)
-                if kind in (ValueKind.BYTES, ValueKind.BIGINT) and values.dtype != object:
-                    values = values.astype(object)
-                data[f"{key}:{suffix}"] = _list(pieces, _kind_values(kind, values))
-    return pa.table(data), slots
-
-
-def encode_snapshot(pieces: Sequence[pa.Table], bounds: SegmentBounds, slots: dict[str, dict[str, Any]]) -> bytes:
-    """The snapshot file: rows (``index_rows`` or ``Snapshot.rows_table``, in segment order) and bounds."""
-    types: dict[str, pa.DataType] = {}
-    for p in pieces:
-        for f in p.schema:
-            types.setdefault(f.name, f.type)
-    aligned = []
-    for p in pieces:
-        cols = []
-        for name, typ in types.items():
-            if name in p.column_names:
-                cols.append(p.column(name))
-            else:  # a slot these segments do not have: empty lists
-                cols.append(pa.ListArray.from_arrays(pa.array(np.zeros(p.num_rows + 1, np.int32)),
-                                                     pa.array([], typ.value_type)))
-        aligned.append(pa.table(cols, names=list(types)))
-    t = pa.concat_tables(aligned).combine_chunks()
-    used = {k for lay in t.column("layout").to_pylist() for k in lay.split(",") if k}
-    t = t.select([n for n in t.column_names if ":" not in n or n.split(":", 1)[0] in used])
-    kinds = {}
-    for c, cb in bounds.columns.items():
-        kinds[c] = cb.kind
-        lo, hi = cb.lo.tolist(), cb.hi.tolist()
-        if cb.kind == "BIGINT":
-            lo = [None if v is None else str(v) for v in lo]
-            hi = [None if v is None else str(v) for v in hi]
-        for name, arr in ((f"lo:{c}", pa.array(lo, _BOUNDS_ARROW[cb.kind])),
-                          (f"hi:{c}", pa.array(hi, _BOUNDS_ARROW[cb.kind])),
-                          (f"lo_ok:{c}", pa.array(cb.lo_ok, pa.bool_())),
-                          (f"hi_ok:{c}", pa.array(cb.hi_ok, pa.bool_())),
-                          (f"nulls:{c}", pa.array(cb.null_count, pa.int64())),
-                          (f"nans:{c}", pa.array(cb.nan_count, pa.int64()))):
-            t = t.append_column(f"bounds.{name}", arr)
-    for name in ("num_rows", "num_files", "num_row_groups"):
-        t = t.append_column(f"bounds.{name}", pa.array(getattr(bounds, name), pa.int64()))
-    t = t.replace_schema_metadata({
-        "carbonstore.snapshot.version": SNAPSHOT_VERSION,
-        "carbonstore.kinds": orjson.dumps(kinds).decode(),
-        "carbonstore.slots": orjson.dumps({k: v for k, v in slots.items() if k in used}).decode(),
-    })
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, t.schema) as w:
-        w.write_table(t)
-    return frame_snapshot(sink.getvalue().to_pybytes())
 
 
 def frame_snapshot(payload: bytes) -> bytes:
@@ -335,6 +200,8 @@ class Snapshot:
         self._offsets: dict[str, _NP] = {}
         self._flat: dict[str, _NP] = {}
         self._files: list[DataFile] | None = None
+        self._file_cols: dict[str, list[Any]] | None = None
+        self._file_objs: dict[int, DataFile] = {}
         self._blooms: dict[int, BloomSource | None] = {}
         self._bloom_slots: dict[tuple[int, str], str | None] = {}
         self._any_bloom: dict[str, _NP] = {}
@@ -362,32 +229,49 @@ class Snapshot:
         """Segment offsets into the flat array of ``column`` (length ``size + 1``)."""
         return self._list(column)[1]
 
+    def _bounds_of(self, column: str) -> _NP:
+        """``column``'s list offsets from zero (equal offsets: equal lengths per segment),
+        read from its offsets buffer - nothing is flattened or copied."""
+        col = self.table.column(column)
+        if col.num_chunks != 1:
+            return self.offsets(column)
+        arr = col.chunk(0)
+        if not pa.types.is_list(arr.type) or arr.null_count:
+            raise ValueError(f"snapshot column {column} is not a list column without nulls")
+        offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
+        return offs - offs[0] if offs[0] else offs
+
     def _check(self) -> None:
         """Every list agrees with its segment's row groups and pages, files and pages in range."""
         rg = self.offsets("rg_rows")
         rg_lens = np.diff(rg)
-        for name in _RG:
-            if not np.array_equal(np.diff(self.offsets(name)), rg_lens):
+        for name in RG_COLUMNS:
+            if not np.array_equal(self._bounds_of(name), rg):
                 raise ValueError(f"snapshot column {name} does not match the row groups")
         file_lens = np.diff(self.offsets("files"))
         rg_file = self.values("rg_file")
         seg_files = np.repeat(file_lens, rg_lens)
         if len(rg_file) and (rg_file.min() < 0 or bool((rg_file >= seg_files).any())):
             raise ValueError("snapshot row groups point at files that are not in their segment")
+        zero = np.zeros_like(rg)
         for key, desc in self.slots.items():
-            has = np.isin(self.group, [g for g, keys in enumerate(self.group_slots) if key in keys])
-            want = np.where(has, rg_lens, 0)
-            for suffix in _COL:
-                if suffix in ("min", "max") and (desc.kind or 0) not in _VALUES:
+            groups = [g for g, keys in enumerate(self.group_slots) if key in keys]
+            everywhere = len(groups) == len(self.group_slots)
+            has = None if everywhere else np.isin(self.group, groups)
+            want = rg if has is None else (zero if not has.any() else np.concatenate(
+                [[0], np.cumsum(np.where(has, rg_lens, 0))]))
+            for suffix in COL_COLUMNS:
+                if suffix in ("min", "max") and (desc.kind or 0) not in VALUE_TYPES:
                     continue
-                if not np.array_equal(np.diff(self.offsets(f"{key}:{suffix}")), want):
+                if not np.array_equal(self._bounds_of(f"{key}:{suffix}"), want):
                     raise ValueError(f"snapshot column {key}:{suffix} does not match the row groups")
-            page_lens = np.diff(self.offsets(f"{key}:p_rg"))
-            for suffix in _PAGE:
-                if suffix in ("p_min", "p_max") and (desc.kind or 0) not in _VALUES:
+            pages = self._bounds_of(f"{key}:p_rg")
+            for suffix in PAGE_COLUMNS:
+                if suffix in ("p_min", "p_max") and (desc.kind or 0) not in VALUE_TYPES:
                     continue
-                if not np.array_equal(np.diff(self.offsets(f"{key}:{suffix}")), page_lens):
+                if not np.array_equal(self._bounds_of(f"{key}:{suffix}"), pages):
                     raise ValueError(f"snapshot column {key}:{suffix} does not match the pages")
+            page_lens = np.diff(pages)
             p_rg = self.values(f"{key}:p_rg").astype(np.int64)
             if len(p_rg):
                 seg_rgs = np.repeat(rg_lens, page_lens)
@@ -432,10 +316,19 @@ class Snapshot:
     def files(self) -> list[DataFile]:
         """Every segment's DataFiles, concatenated (built once)."""
         if self._files is None:
-            arr, _ = self._list("files")
-            cols = {f: arr.field(f).to_pylist() for f in _FILE.names}
-            self._files = [DataFile(**{f: cols[f][i] for f in _FILE.names}) for i in range(len(arr))]
+            self._files = [self.file(i) for i in range(len(self._list("files")[0]))]
         return self._files
+
+    def file(self, i: int) -> DataFile:
+        """DataFile ``i`` of :meth:`files` (built on first use: a plan needs few of them)."""
+        got = self._file_objs.get(i)
+        if got is None:
+            if self._file_cols is None:
+                arr, _ = self._list("files")
+                self._file_cols = {f: arr.field(f).to_pylist() for f in FILE_STRUCT.names}
+            cols = self._file_cols
+            got = self._file_objs[i] = DataFile(**{f: cols[f][i] for f in FILE_STRUCT.names})
+        return got
 
     def rows_table(self, rows: npt.NDArray[np.intp]) -> pa.Table:
         """Segments ``rows`` as snapshot rows without bounds (to write a newer snapshot)."""
@@ -488,6 +381,28 @@ def decode_snapshot(name: str, data: bytes, *, bloom_source: Callable[[str, str,
 
 
 # ---- a run of segments as one index ---------------------------------------------------------
+class SnapshotFiles(Sequence[DataFile]):
+    """DataFiles ``indices`` of a snapshot as a list, each built when first used."""
+
+    def __init__(self, snapshot: Snapshot, indices: list[int]) -> None:
+        self._snap = snapshot
+        self._indices = indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    @overload
+    def __getitem__(self, i: int) -> DataFile: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[DataFile]: ...
+
+    def __getitem__(self, i: int | slice) -> DataFile | list[DataFile]:
+        if isinstance(i, slice):
+            return [self._snap.file(k) for k in self._indices[i]]
+        return self._snap.file(self._indices[i])
+
+
 class _SnapPages(Lazy):
     LAZY = frozenset(PAGE_ARRAYS)
 
@@ -520,7 +435,7 @@ class _SnapColumn(Lazy):
 
     def stat(self, name: str, *, page: bool) -> Any:
         prefix = "p_" if page else ""
-        bits = dict(_FLAG_BITS)
+        bits = dict(FLAG_BITS)
         if name in bits:
             cache = "_p_flags" if page else "_flags"
             flags = self.__dict__.get(cache)
@@ -529,11 +444,11 @@ class _SnapColumn(Lazy):
                 self.__dict__[cache] = flags
             return (flags & bits[name]) != 0
         if name in ("min", "max"):
-            if self.kind not in _VALUES:
+            if self.kind not in VALUE_TYPES:
                 n = self.owner.num_row_groups if not page else len(self.pages.row_group)
                 return np.empty(n, dtype=object)
             return self.owner.gather(f"{self.key}:{prefix}{name}")
-        table = _PAGE if page else _COL
+        table = PAGE_COLUMNS if page else COL_COLUMNS
         suffix = next(s for s, (attr, _) in table.items() if attr == name)
         return self.owner.gather(f"{self.key}:{suffix}")
 
@@ -541,7 +456,7 @@ class _SnapColumn(Lazy):
         if name == "pages":
             return _SnapPages(self)
         if name in ("has_pages", "boundary_order", "bloom_offset", "bloom_length"):
-            suffix = next(s for s, (attr, _) in _COL.items() if attr == name)
+            suffix = next(s for s, (attr, _) in COL_COLUMNS.items() if attr == name)
             values = self.owner.gather(f"{self.key}:{suffix}")
             return values != 0 if name == "has_pages" else values
         return self.stat(name, page=False)
@@ -577,13 +492,13 @@ class SnapshotArrays(Lazy):
         snap = self.snapshot
         if name == "files":
             offs = snap.offsets("files")
-            return [snap.files()[i] for i in _ranges(offs[self.rows], offs[self.rows + 1]).tolist()]
+            return SnapshotFiles(snap, _ranges(offs[self.rows], offs[self.rows + 1]).tolist())
         if name == "rg_file":
             offs = snap.offsets("files")
             lens = offs[self.rows + 1] - offs[self.rows]
             first = np.cumsum(lens) - lens
             return (self.gather("rg_file").astype(np.int64) + np.repeat(first, self.rg_lens)).astype(np.int32)
-        column = next(c for c, (attr, _) in _RG.items() if attr == name)
+        column = next(c for c, (attr, _) in RG_COLUMNS.items() if attr == name)
         return self.gather(column)
 
     def column(self, name: str) -> Any:

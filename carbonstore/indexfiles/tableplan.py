@@ -37,6 +37,7 @@ from carbonstore.errors import SegmentNotFoundError
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles import partition_prune
 from carbonstore.indexfiles import planner as planner_mod
+from carbonstore.indexfiles.bloom_probe import might_contain_any
 from carbonstore.indexfiles.cache import readable_segments, table_index
 from carbonstore.indexfiles.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
 from carbonstore.indexfiles.expr import (
@@ -405,6 +406,7 @@ class _SegmentBlooms:
             return out
         ref = expr.term
         literals = (expr.literal,) if isinstance(expr, Eq) else tuple(expr.literals)
+        probes: dict[int, tuple[Any, list[int], list[Any]]] = {}
         for k, i in enumerate(idx.tolist()):
             found = self.view.bloom_dir(i, ref.name)
             if found is None:
@@ -421,13 +423,14 @@ class _SegmentBlooms:
             if not len(hashes):
                 out[k] = False
                 continue
-            keep = False
+            group = probes.setdefault(id(hashes), (hashes, [], []))  # probed all at once below
             for off, ln in zip(offsets, lengths, strict=True):
-                bits = read(int(off), int(ln))
-                if bits is None or bool(bloom_mod.might_contain_many(bits, hashes).any()):
-                    keep = True
-                    break
-            out[k] = keep
+                group[1].append(k)
+                group[2].append(read(int(off), int(ln)))
+        for hashes, owners, bitsets in probes.values():
+            kept = np.asarray(owners, dtype=np.intp)
+            out[kept] = False
+            out[kept[might_contain_any(bitsets, hashes)]] = True
         return out
 
 
@@ -464,14 +467,17 @@ def _assemble(
         if plan is not None:
             lo, hi = np.searchsorted(plan.part, [pi, pi + 1])
             mask = plan.kept[lo:hi]
-            for local in np.flatnonzero(mask).tolist():
-                rr = plan.row_ranges[int(lo) + local]
-                f = int(arrays.rg_file[local])
-                file_seg[f] = view.entries[int(rg_seg[pi][local])].load_name
+            kept = np.flatnonzero(mask)
+            for local, f, seg, index, num_rows, length in zip(
+                kept.tolist(), arrays.rg_file[kept].tolist(), rg_seg[pi][kept].tolist(),
+                arrays.rg_index[kept].tolist(), arrays.rg_num_rows[kept].tolist(),
+                arrays.rg_length[kept].tolist(), strict=True,
+            ):  # Python numbers taken once per array: a plan may keep thousands of row groups
+                file_seg[f] = view.entries[seg].load_name
                 rgs.setdefault(f, []).append(RowGroupPlan(
-                    index=int(arrays.rg_index[local]), num_rows=int(arrays.rg_num_rows[local]),
-                    row_ranges=tuple((int(a), int(c)) for a, c in rr.tolist()),
-                    length=int(arrays.rg_length[local]),
+                    index=index, num_rows=num_rows,
+                    row_ranges=tuple(map(tuple, plan.row_ranges[int(lo) + local].tolist())),
+                    length=length,
                 ))
             t, k, d = _page_counts(arrays, plan, int(lo), int(hi), expr)
             pages_total, pages_kept, pages_rg = pages_total + t, pages_kept + k, pages_rg + d

@@ -240,6 +240,10 @@ class LoadEntry:
         Raises:
             ValueError: the entry is malformed.
         """
+        if type(obj) is dict and obj.keys() <= _KNOWN_KEYS:
+            plain = _decode_plain(cls, obj)
+            if plain is not None:
+                return plain
         if not isinstance(obj, dict):
             raise ValueError("a load entry must be a JSON object")
         load_name = obj.get("loadName")
@@ -283,6 +287,46 @@ class LoadEntry:
             delete_deltas=tuple(DeleteDelta.from_json(d) for d in deltas),
             extra={k: v for k, v in obj.items() if k not in _KNOWN_KEYS},
         )
+
+
+_STATUS_SET = frozenset(ALL_STATUSES)
+_FLAG_TEXT = (None, "true", "false")
+
+
+def _decode_plain(cls: type[LoadEntry], obj: dict[str, Any]) -> LoadEntry | None:
+    """The entry as written by this product (known keys, numbers as JSON integers, no
+    deltas), checked like ``LoadEntry.from_json``; None when anything differs, and the
+    full decoder decides (every plan decodes every entry: this is the common case, fast).
+    """
+    get = obj.get
+    load_name, status, merged, segment_file = get("loadName"), get("loadStatus"), get("mergedLoadName"), get(
+        "segmentFile")
+    file_format = get("fileFormat") or "parquet"
+    visibility, major = get("visibility"), get("majorCompacted")
+    start, timestamp, data_size, index_size = get("loadStartTime"), get("timestamp"), get("dataSize"), get("indexSize")
+    row_count, bad, modified = get("rowCount"), get("badRecordCount"), get("modificationOrDeletionTimestamp")
+    if not (
+        type(load_name) is str and type(status) is str and status in _STATUS_SET and type(start) is int
+        and type(timestamp) in _INT_OR_NONE and type(data_size) in _INT_OR_NONE and type(index_size) in _INT_OR_NONE
+        and type(row_count) in _INT_OR_NONE and type(bad) in _INT_OR_NONE and type(modified) in _INT_OR_NONE
+        and type(segment_file) in _STR_OR_NONE and type(file_format) is str and visibility in _FLAG_TEXT
+        and major in _FLAG_TEXT and not get("deleteDeltas") and _LOAD_NAME_RE.fullmatch(load_name)
+        and (merged is None or (type(merged) is str and _LOAD_NAME_RE.fullmatch(merged)))
+    ):
+        return None
+    if segment_file is not None:
+        check_plain_file_name(segment_file)
+    return cls(
+        load_name=load_name, status=status, load_start_time=start, timestamp=timestamp,
+        data_size=data_size or 0, index_size=index_size or 0, row_count=row_count or 0,
+        bad_record_count=bad or 0, merged_load_name=merged, modification_or_deletion_timestamp=modified,
+        visibility=visibility != "false", major_compacted=major == "true",
+        file_format=file_format, segment_file=segment_file,
+    )
+
+
+_INT_OR_NONE = frozenset({int, type(None)})
+_STR_OR_NONE = frozenset({str, type(None)})
 
 
 def decode_entries(raw: Iterable[Any]) -> tuple[LoadEntry, ...]:

@@ -68,6 +68,8 @@ from carbonstore.store.entries import (
 from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TablePaths
+from carbonstore.store.status_leases import LeaseFiles
+from carbonstore.store.status_legacy import LegacyStatus
 from carbonstore.store.versions import (
     CHECKPOINT_INTERVAL,
     State,
@@ -77,10 +79,8 @@ from carbonstore.store.versions import (
     apply_record,
     corrupt_version,
     decode_header,
-    decode_legacy,
     decode_record,
     encode_version,
-    floor_of,
     next_version,
     version_time,
 )
@@ -115,6 +115,9 @@ _STATES: OrderedDict[tuple[str, int], State] = OrderedDict()
 _STATES_LIMIT = 64
 # log folder -> the newest version this process has seen (a lower bound of the latest).
 _NEWEST: dict[str, int] = {}
+# (log folder, version) -> a record dropped() decoded, taken by the next read of it.
+_RECORDS: dict[tuple[str, int], VersionRecord] = {}
+_HEADER_ONLY_BYTES = 16 * 1024  # dropped() of a smaller delta decodes its header only
 _cache_lock = threading.Lock()
 
 
@@ -122,11 +125,12 @@ def forget_decoded() -> None:
     """Drop the decoded versions this process keeps (as if it were a fresh one)."""
     with _cache_lock:
         _STATES.clear()
+        _RECORDS.clear()
         _NEWEST.clear()
 
 
 @dataclass(frozen=True, slots=True)
-class TableStatus:
+class TableStatus(LeaseFiles, LegacyStatus):
     """Reads and commits one table's tablestatus versions."""
 
     paths: TablePaths
@@ -230,6 +234,10 @@ class TableStatus:
             return path, None
 
     def _read_record(self, version: int) -> VersionRecord:
+        with _cache_lock:
+            kept = _RECORDS.pop((self.log_dir, version), None)
+        if kept is not None:  # decoded by dropped() for the read that follows an open
+            return kept
         path, data = self._version_bytes(version)
         if data is None:
             raise VersionNotFoundError(
@@ -287,28 +295,6 @@ class TableStatus:
             if _NEWEST.get(self.log_dir, -1) < version:
                 _NEWEST[self.log_dir] = version
 
-    def _legacy(self) -> TableStatusSnapshot:
-        """A table of the single-file format, read as version 0 (upgraded on first write)."""
-        sfs = self.paths.sfs
-        # Only a table whose schema (still) has no id: never a table created since.
-        if not self.legacy_schema or not sfs.exists(self.paths.schema) or (
-            b'"tableId"' in sfs.read_bytes(self.paths.schema)
-        ):
-            raise self._gone()
-        path = self.paths.tablestatus
-        entries: tuple[LoadEntry, ...] = ()
-        if sfs.exists(path):
-            entries = decode_legacy(sfs.read_bytes(path), path, self.paths.tablestatus_backup)
-        elif sfs.exists(self.paths.tablestatus_backup):
-            raise CorruptMetadataError(
-                f"tablestatus file {path} is missing but its previous version "
-                f"{self.paths.tablestatus_backup} exists; check the backup and copy it over "
-                f"{path} to recover"
-            )
-        history = self.read_history()
-        floor = floor_of([*entries, *history], 0)
-        return TableStatusSnapshot(entries, 0, floor, self.table_id, 0, legacy=True)
-
     def read(self, version: int | None = None) -> TableStatusSnapshot:
         """The latest version (or ``version``): one immutable snapshot.
 
@@ -339,14 +325,6 @@ class TableStatus:
             raise self._gone()
         return TableStatusSnapshot(state.entries, latest, state.floor, self.table_id,
                                    state.timestamp)
-
-    def read_history(self) -> list[LoadEntry]:
-        """Entries removed for good by clean files (``tablestatus.history``)."""
-        sfs = self.paths.sfs
-        path = self.paths.tablestatus_history
-        if not sfs.exists(path):
-            return []
-        return list(decode_legacy(sfs.read_bytes(path), path, path))
 
     def log(self, limit: int | None = None) -> list[VersionInfo]:
         """Every version, oldest first; with ``limit``, only the newest ``limit`` of them
@@ -422,43 +400,18 @@ class TableStatus:
                 return self._state(latest).dropped
             path = self._version_path(latest)
             data = self.paths.sfs.read_bytes(path)
-            return decode_header(data, path, version=latest, table_id=self.table_id).dropped
+            if len(data) < _HEADER_ONLY_BYTES:
+                return decode_header(data, path, version=latest, table_id=self.table_id).dropped
+            rec = decode_record(data, path, version=latest, table_id=self.table_id)
+            with _cache_lock:  # a big delta: decoded once, for the read that follows
+                _RECORDS[(self.log_dir, latest)] = rec
+                while len(_RECORDS) > 8:
+                    _RECORDS.pop(next(iter(_RECORDS)))
+            return rec.dropped
         except FileNotFoundError:  # the log went between the probe and the read
             return not self.paths.sfs.is_dir(self.log_dir)
         except CorruptMetadataError:
             return False
-
-    # ---- leases (heartbeat files; see carbonstore.store.leases) ----------------------------
-    def _lease_path(self, segment_id: str) -> str:
-        from carbonstore.store.paths import check_segment_id
-
-        return f"{self.log_dir}/leases/{check_segment_id(segment_id)}.json"
-
-    def write_lease(self, segment_id: str, data: bytes) -> None:
-        """Rewrite a heartbeat; FileNotFoundError when the table's log is gone (dropped)."""
-        sfs = self.paths.sfs
-        folder = f"{self.log_dir}/leases"
-        if not sfs.is_dir(folder):
-            if not sfs.is_dir(self.log_dir):
-                raise FileNotFoundError(self.log_dir)
-            try:  # never recursive: a dropped table's log must not come back
-                sfs.fs.create_dir(folder, recursive=False)
-            except FileExistsError:
-                pass
-        sfs.write_atomic(self._lease_path(segment_id), data, durable=False)
-
-    def read_lease(self, segment_id: str) -> dict[str, Any] | None:
-        try:
-            obj = orjson.loads(self.paths.sfs.read_bytes(self._lease_path(segment_id)))
-        except (FileNotFoundError, orjson.JSONDecodeError):
-            return None  # no heartbeat (yet), or one torn by a crash: the entry's lease counts
-        return obj if isinstance(obj, dict) else None
-
-    def delete_lease(self, segment_id: str) -> None:
-        try:
-            self.paths.sfs.delete_file(self._lease_path(segment_id))
-        except OSError:
-            pass
 
     # ---- writing ---------------------------------------------------------------------------
     def create(self, *, id_floor: int = 0) -> TableStatusSnapshot:
@@ -481,15 +434,6 @@ class TableStatus:
         self._write_hint(version)
         return TableStatusSnapshot(state.entries, version, state.floor, self.table_id,
                                    state.timestamp)
-
-    def _upgrade(self, legacy: TableStatusSnapshot) -> None:
-        """Write a legacy table's entries as version 0 of its log (whoever wins, once)."""
-        self.paths.sfs.makedirs(self.log_dir)
-        data = encode_version(
-            version=0, table_id=self.table_id, operation="UPGRADE", floor=legacy.id_floor,
-            checkpoint=legacy.entries, upserts=(), removes=(), base=(), timestamp=now_ms(),
-        )
-        self.paths.sfs.put_if_absent(self._version_path(0), data)
 
     def _retries(self) -> int:
         return max(1, self.locks.conf.get_int("carbon.tablestatus.commit.retries"))
@@ -612,14 +556,6 @@ class TableStatus:
             time.sleep(random.uniform(0.001, 0.02))
         raise CommitConflictError(f"could not commit the drop of {self.paths.name}; retry")
 
-    def _append_history(self, removed: list[LoadEntry]) -> None:
-        history = self.read_history()
-        known = {e.load_name for e in history}
-        history += [e for e in removed if e.load_name not in known]
-        self.paths.sfs.write_atomic(
-            self.paths.tablestatus_history,
-            orjson.dumps([e.to_json() for e in history], option=orjson.OPT_INDENT_2),
-        )
 
     # ---- common transitions --------------------------------------------------------------
     def allocate(self, *, status: str = IN_PROGRESS, **fields: Any) -> LoadEntry:

@@ -109,9 +109,25 @@ class TableStatusSnapshot:
     def readable(self) -> list[LoadEntry]:
         return [e for e in self.entries if e.readable]
 
+    def readable_in_order(self) -> list[LoadEntry]:
+        """Readable entries in segment order (sorted once per decoded version: every plan
+        of a version asks for them, and its entries are one shared immutable tuple)."""
+        hit = _IN_ORDER.get(id(self.entries))
+        if hit is not None and hit[0] is self.entries:
+            return list(hit[1])
+        got = tuple(sorted(self.readable, key=lambda e: segment_sort_key(e.load_name)))
+        if len(_IN_ORDER) >= 16:  # a few versions are live at a time: start over
+            _IN_ORDER.clear()
+        _IN_ORDER[id(self.entries)] = (self.entries, got)  # holding the tuple keeps its id unique
+        return list(got)
+
     def next_segment_id(self) -> str:
         ids = [segment_sort_key(e.load_name)[0] + 1 for e in self.entries]
         return str(max([self.id_floor, *ids]))
+
+
+# id(entries tuple) -> (that tuple, its readable entries in segment order)
+_IN_ORDER: dict[int, tuple[tuple[LoadEntry, ...], tuple[LoadEntry, ...]]] = {}
 
 
 def floor_of(entries: Iterable[LoadEntry], floor: int) -> int:

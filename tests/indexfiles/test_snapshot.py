@@ -250,6 +250,13 @@ def _shift_first_list(column: str) -> Any:
     return change
 
 
+def _shift_slot_list(suffix: str) -> Any:
+    def change(tab: pa.Table) -> pa.Table:
+        return _shift_first_list(next(n for n in tab.column_names if n.endswith(f":{suffix}")))(tab)
+
+    return change
+
+
 def _reverse_pages(tab: pa.Table) -> pa.Table:
     column = next(n for n in tab.column_names if n.endswith(":p_rg"))
     arr = tab.column(column).combine_chunks()
@@ -258,8 +265,12 @@ def _reverse_pages(tab: pa.Table) -> pa.Table:
     return tab.set_column(tab.schema.get_field_index(column), column, fixed)
 
 
-@pytest.mark.parametrize("change", [_shift_first_list("rg_rows"), _reverse_pages],
-                         ids=["row groups do not match", "pages out of order"])
+@pytest.mark.parametrize("change", [_shift_first_list("rg_rows"), _shift_first_list("rg_offset"),
+                                    _shift_slot_list("nulls"), _shift_slot_list("max"),
+                                    _shift_slot_list("p_first"), _shift_slot_list("p_rg"), _reverse_pages],
+                         ids=["row groups do not match", "a row-group array does not match",
+                              "a column's row-group stats do not match", "a column's maxima do not match",
+                              "a page array does not match", "the page list does not match", "pages out of order"])
 def test_a_snapshot_with_inconsistent_arrays_only_costs_speed(store: Store, change: Any) -> None:
     t = store.create_table("db.t", "id long, x double, s string")
     add_segments(t, [_data(k * 100) for k in range(3)], row_group_size=50, page_rows=10)

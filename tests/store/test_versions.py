@@ -179,7 +179,7 @@ BAD_ENTRIES = {
 
 
 @pytest.mark.parametrize("kind", sorted(BAD_ENTRIES))
-@pytest.mark.parametrize("where", ["checkpoint", "delta", "legacy"])
+@pytest.mark.parametrize("where", ["checkpoint", "delta", "big delta", "legacy"])
 def test_damaged_entries_are_corrupt_metadata_naming_the_file(
     store: Store, kind: str, where: str
 ) -> None:
@@ -205,6 +205,9 @@ def test_damaged_entries_are_corrupt_metadata_naming_the_file(
             path = f"{table.status.log_dir}/{0:020d}.json"
             rec = orjson.loads(open(path, "rb").read())
             rec["entries"] = bad
+        elif where == "big delta":  # big enough that opening the table decodes it whole
+            rec["upserts"] = [{**good, "loadName": str(n)} for n in range(10, 400)] + bad
+            assert len(orjson.dumps(rec)) > 32 * 1024
         else:
             rec["upserts"] = bad
         data = orjson.dumps(rec)

@@ -1,0 +1,92 @@
+"""Every decoded entry is checked the same way, whichever decoder path takes it.
+
+The entries this product writes take a fast path (known keys, integers, no deltas); any
+other entry takes the full decoder. Adding an unknown key forces the full decoder, so an
+entry decoded both ways must give the same entry (plus the key) or the same refusal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from carbonstore.store.entries import ALL_STATUSES, LoadEntry, decode_entries
+
+_ANY = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**62), st.text(max_size=6), st.floats(allow_nan=False),
+                 st.lists(st.integers(), max_size=2))
+_VALUES: dict[str, Any] = {
+    "loadName": st.one_of(st.sampled_from(["0", "12", "3.1", "a", "", "1.", "../x"]), _ANY),
+    "loadStatus": st.one_of(st.sampled_from(ALL_STATUSES), _ANY),
+    "loadStartTime": st.one_of(st.integers(0, 2**45), st.sampled_from(["17", " 5", "x", ""]), _ANY),
+    "timestamp": st.one_of(st.integers(0, 2**45), _ANY),
+    "dataSize": st.one_of(st.integers(0, 2**40), st.just("123"), _ANY),
+    "indexSize": st.one_of(st.integers(0, 2**40), _ANY),
+    "rowCount": st.one_of(st.integers(0, 2**40), _ANY),
+    "badRecordCount": st.one_of(st.integers(0, 9), _ANY),
+    "mergedLoadName": st.one_of(st.sampled_from(["1.1", "x", "2"]), _ANY),
+    "modificationOrDeletionTimestamp": st.one_of(st.integers(0, 2**45), _ANY),
+    "visibility": st.one_of(st.sampled_from(["true", "false", "TRUE", "yes"]), _ANY),
+    "majorCompacted": st.one_of(st.sampled_from(["true", "false", "False"]), _ANY),
+    "fileFormat": st.one_of(st.sampled_from(["parquet", "orc"]), _ANY),
+    "segmentFile": st.one_of(st.sampled_from(["0_1.carbonindexmerge", "../x", "a/b", "c:d", ".."]), _ANY),
+    "deleteDeltas": st.one_of(st.just([]), st.just([{"dataFile": "p.parquet", "deltaFile": "p.d", "deletedRows": 2}]),
+                              _ANY),
+}
+_GOOD = {"loadName": "7", "loadStatus": "Success", "loadStartTime": 1, "timestamp": 2, "dataSize": 3,
+         "indexSize": 4, "rowCount": 5, "badRecordCount": 0, "mergedLoadName": None,
+         "modificationOrDeletionTimestamp": None, "visibility": "true", "majorCompacted": "false",
+         "fileFormat": "parquet", "segmentFile": "7_1.carbonindexmerge"}
+
+
+def _decode(obj: dict[str, Any]) -> LoadEntry | str:
+    try:
+        return LoadEntry.from_json(obj)
+    except ValueError as err:
+        return f"refused: {err}"
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.fixed_dictionaries({}, optional=_VALUES), st.sampled_from([_GOOD, {}]))
+def test_fast_and_full_decoder_agree(changes: dict[str, Any], base: dict[str, Any]) -> None:
+    obj = {**base, **changes}
+    fast = _decode(obj)
+    full = _decode({**obj, "unknownKey": 1})  # an unknown key: the full decoder
+    if isinstance(full, LoadEntry):
+        assert full.extra == {"unknownKey": 1}
+        assert isinstance(fast, LoadEntry)
+        assert fast == replace(full, extra={})
+    else:
+        assert fast == full
+
+
+def test_written_entries_round_trip() -> None:
+    e = LoadEntry(load_name="3.1", status="Compacted", load_start_time=5, timestamp=None, row_count=9,
+                  merged_load_name="3.2", visibility=False, major_compacted=True, segment_file="s")
+    assert decode_entries([e.to_json()]) == (e,)
+
+
+@pytest.mark.parametrize("key, value", [("segmentFile", "../escape"), ("loadName", "1/2"),
+                                        ("loadStatus", "Done"), ("rowCount", 1.5), ("visibility", "maybe")])
+def test_damaged_plain_entries_are_refused(key: str, value: Any) -> None:
+    with pytest.raises(ValueError):
+        LoadEntry.from_json({**_GOOD, key: value})
+
+
+def test_readable_in_order_is_sorted_and_shared_safely() -> None:
+    from carbonstore.store.versions import TableStatusSnapshot
+
+    names = ["10", "2", "1.1", "3", "0"]
+    entries = tuple(LoadEntry(load_name=n, status="Success" if n != "3" else "Compacted", load_start_time=1)
+                    for n in names)
+    snap = TableStatusSnapshot(entries, 4)
+    first = snap.readable_in_order()
+    assert [e.load_name for e in first] == ["0", "1.1", "2", "10"]
+    first.clear()  # a caller's list is its own
+    again = TableStatusSnapshot(entries, 4).readable_in_order()
+    assert [e.load_name for e in again] == ["0", "1.1", "2", "10"]
+    other = TableStatusSnapshot(entries[:2], 5).readable_in_order()
+    assert [e.load_name for e in other] == ["2", "10"]
