@@ -61,7 +61,7 @@ FRESH = """
 import sys, time, json
 t0 = time.perf_counter()
 from carbonstore.store import Store
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 t1 = time.perf_counter()
 table = Store(sys.argv[1]).table("db.t")
 snap = table.status.read()
@@ -202,7 +202,7 @@ def main() -> None:
               f"{r['commits_per_s']:.0f} commits/s")
 
     store_dir = build(args.loads, workdir)
-    from carbonstore.indexfiles.tableplan import prune
+    from carbonstore.pruning.plan import prune
     from carbonstore.store import Store
 
     legacy = workdir / "legacy"

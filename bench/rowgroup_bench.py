@@ -91,7 +91,7 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     meta = generate(args.loads, args.rows)
 
-    from carbonstore.indexfiles.tableplan import prune
+    from carbonstore.pruning.plan import prune
     from carbonstore.spark.native import native_frame
     from carbonstore.spark.reader import to_spark
     from carbonstore.spark.session import get_spark

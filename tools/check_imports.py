@@ -23,8 +23,11 @@ PACKAGE = "carbonstore"
 LAYERS: list[set[str]] = [
     {"errors", "progress"},
     {"store"},
+    {"expressions"},
     {"dictionary"},
     {"indexfiles"},
+    {"pruning"},
+    {"statistics"},
     {"segments"},
     {"spark"},
     {"commands"},
@@ -49,11 +52,11 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
 KNOWN_PRIVATE: set[tuple[str, str]] = {
     ("carbonstore.segments.rebuild", "carbonstore.segments.writer._NanTracker"),
     ("carbonstore.segments.sketches", "carbonstore.segments.statistics._CLASSES"),
-    ("carbonstore.indexfiles.bounds", "carbonstore.indexfiles.planner._usable"),
-    ("carbonstore.indexfiles.tableplan", "carbonstore.indexfiles.planner._usable"),
-    ("carbonstore.indexfiles.tableplan", "carbonstore.indexfiles.planner._plain_literal"),
-    ("carbonstore.indexfiles.tableplan", "carbonstore.indexfiles.planner._Parts"),
-    ("carbonstore.indexfiles.tableplan", "carbonstore.indexfiles.planner._levels"),
+    ("carbonstore.pruning.bounds", "carbonstore.pruning.planner._usable"),
+    ("carbonstore.pruning.plan", "carbonstore.pruning.planner._usable"),
+    ("carbonstore.pruning.plan", "carbonstore.pruning.planner._plain_literal"),
+    ("carbonstore.pruning.plan", "carbonstore.pruning.planner._Parts"),
+    ("carbonstore.pruning.plan", "carbonstore.pruning.planner._levels"),
 }
 
 

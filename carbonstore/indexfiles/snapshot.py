@@ -50,7 +50,7 @@ import xxhash
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, DataFile, ValueKind
 from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE, BloomSource
-from carbonstore.indexfiles.bounds import ColumnBounds, SegmentBounds
+from carbonstore.pruning.bounds import ColumnBounds, SegmentBounds
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, RG_ARRAYS, Lazy
 
 __all__ = ["DESC_FIELDS", "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "Snapshot", "SnapshotArrays", "decode_snapshot", "encode_snapshot",

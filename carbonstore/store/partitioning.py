@@ -19,7 +19,7 @@ bucket id. Folder names are Hive-style escaped (see :func:`escape`), so any valu
 folder names serve pruning and humans, every read path reads the files as they are.
 
 The transform values, their folder text and the bounds they imply on the source column use
-the comparable representation of bound expressions (indexfiles/expr.py): days since epoch
+the comparable representation of bound expressions (expressions/expr.py): days since epoch
 for dates, microseconds since epoch (UTC) for timestamps, UTF-8 bytes for strings.
 """
 
@@ -474,7 +474,7 @@ def field_bounds(
                 prefix = text.encode("utf-8", "surrogatepass")
                 if len(text) < f.param:  # shorter than W: the value itself
                     return prefix, prefix, False
-                from carbonstore.indexfiles.evaluator import prefix_successor
+                from carbonstore.pruning.evaluator import prefix_successor
 
                 succ = prefix_successor(prefix)
                 return (prefix, succ, True) if succ is not None else None

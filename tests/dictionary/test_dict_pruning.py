@@ -7,7 +7,7 @@ import pyarrow.compute as pc
 import pytest
 
 from carbonstore.dictionary import prepare_dictionaries
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.dml import delete_rows
 from carbonstore.segments.sketches import compute_segment_statistics

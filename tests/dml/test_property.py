@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.dml import delete_rows
 from carbonstore.store import Store

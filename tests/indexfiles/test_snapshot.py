@@ -15,23 +15,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carbonstore.indexfiles import cache
-from carbonstore.indexfiles.cache import COUNTERS, clear_cache, refresh_index_snapshot
+from carbonstore.pruning import cache
+from carbonstore.pruning.cache import COUNTERS, clear_cache, refresh_index_snapshot
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, ConcatArrays
-from carbonstore.indexfiles.evaluator import evaluate_rows
+from carbonstore.pruning.evaluator import evaluate_rows
 from carbonstore.indexfiles.snapshot import (
     SNAPSHOT_VERSION,
     SnapshotArrays,
     frame_snapshot,
     snapshot_payload,
 )
-from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
+from carbonstore.pruning.plan import TablePlan, bind_where, prune
 from carbonstore.segments.manage import delete_segments
 from carbonstore.store import Store
 from carbonstore.store.table import Table
 from tests.indexfiles.segbuild import add_segments
-from tests.indexfiles.test_cache import _fresh_process_plan
-from tests.indexfiles.test_tableplan import _PRED, _ROW, SCHEMA, _check_levels, _table
+from tests.pruning.test_cache import _fresh_process_plan
+from tests.pruning.test_plan import _PRED, _ROW, SCHEMA, _check_levels, _table
 
 
 @pytest.fixture(autouse=True)

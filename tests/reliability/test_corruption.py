@@ -17,7 +17,7 @@ import pytest
 
 from carbonstore.dictionary import clear_cache as clear_dictionary_cache
 from carbonstore.errors import CarbonStoreError, CorruptMetadataError
-from carbonstore.indexfiles.cache import clear_cache
+from carbonstore.pruning.cache import clear_cache
 from carbonstore.store import Store
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import forget_decoded

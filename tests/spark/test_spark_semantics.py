@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles.evaluator import evaluate_rows, rows_exact, rows_may_match
-from carbonstore.indexfiles.expr import (
+from carbonstore.pruning.evaluator import evaluate_rows, rows_exact, rows_may_match
+from carbonstore.expressions.expr import (
     And,
     Comparison,
     Eq,
@@ -53,7 +53,7 @@ from carbonstore.indexfiles.expr import (
 )
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store.schema import Column, DataType, TableSchema
-from tests.indexfiles import test_evaluator_soundness as sound
+from tests.pruning import test_evaluator_soundness as sound
 
 _TMP = Path(tempfile.mkdtemp(prefix="carbonstore-spark-semantics-"))
 _PLAIN = st.characters(blacklist_categories=["Cs", "Cc"], blacklist_characters="'\\%_")

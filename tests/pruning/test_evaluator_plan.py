@@ -13,10 +13,10 @@ import pytest
 
 from carbonstore.errors import ExpressionError
 from carbonstore.indexfiles.arrays import IndexArrays, load_arrays
-from carbonstore.indexfiles.expr import Not, bind, parse_where
+from carbonstore.expressions.expr import Not, bind, parse_where
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.packing import pack
-from carbonstore.indexfiles.planner import prune, selections
+from carbonstore.pruning.planner import prune, selections
 from carbonstore.store.schema import TableSchema, parse_schema_string
 
 SCHEMA = TableSchema(

@@ -26,8 +26,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore.indexfiles.arrays import load_arrays
-from carbonstore.indexfiles.evaluator import evaluate_rows
-from carbonstore.indexfiles.expr import (
+from carbonstore.pruning.evaluator import evaluate_rows
+from carbonstore.expressions.expr import (
     And,
     Comparison,
     Eq,
@@ -49,7 +49,7 @@ from carbonstore.indexfiles.expr import (
 )
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.packing import pack
-from carbonstore.indexfiles.planner import prune
+from carbonstore.pruning.planner import prune
 from carbonstore.store.schema import Column, DataType, TableSchema
 
 _TMP = Path(tempfile.mkdtemp(prefix="carbonstore-prune-"))

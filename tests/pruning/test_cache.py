@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from carbonstore.indexfiles import cache
-from carbonstore.indexfiles.cache import COUNTERS, clear_cache, driver_cache, refresh_index_snapshot
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning import cache
+from carbonstore.pruning.cache import COUNTERS, clear_cache, driver_cache, refresh_index_snapshot
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.manage import delete_segments
 from carbonstore.store import Store
 from tests.indexfiles.segbuild import add_segments
@@ -114,8 +114,8 @@ def _fresh_process_plan(store: Store, where: str) -> dict:
     code = textwrap.dedent(f"""
         import json, sys
         from carbonstore.store import Store
-        from carbonstore.indexfiles.cache import COUNTERS
-        from carbonstore.indexfiles.tableplan import prune
+        from carbonstore.pruning.cache import COUNTERS
+        from carbonstore.pruning.plan import prune
         plan = prune(Store({store.location!r}).table("db.t"), {where!r})
         print(json.dumps({{"counters": dict(COUNTERS), "rows": plan.levels["rows"].kept,
                            "segments": list(plan.segments)}}))

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles.evaluator import (
+from carbonstore.pruning.evaluator import (
     LEVEL_COUNTS,
     LEVEL_MINMAX,
     ROWS_CANNOT_MATCH,
@@ -29,7 +29,7 @@ from carbonstore.indexfiles.evaluator import (
     evaluate_rows,
     prefix_successor,
 )
-from carbonstore.indexfiles.expr import (
+from carbonstore.expressions.expr import (
     And,
     BoundRef,
     Eq,

@@ -17,9 +17,9 @@ import numpy as np
 import numpy.typing as npt
 
 from carbonstore.indexfiles.arrays import IndexArrays
-from carbonstore.indexfiles.evaluator import UnitStats
-from carbonstore.indexfiles.expr import BoundRef
-from carbonstore.indexfiles.planner import _usable, find_column
+from carbonstore.pruning.evaluator import UnitStats
+from carbonstore.expressions.expr import BoundRef
+from carbonstore.pruning.planner import _usable, find_column
 from carbonstore.store.schema import Column, TableSchema, parse_type
 
 __all__ = ["ColumnBounds", "SegmentBounds", "segment_bounds"]

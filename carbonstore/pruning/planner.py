@@ -22,7 +22,7 @@ from carbonstore.errors import ExpressionError
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles.arrays import ColumnArrays, IndexArrays
 from carbonstore.indexfiles.coltypes import physical_name
-from carbonstore.indexfiles.evaluator import (
+from carbonstore.pruning.evaluator import (
     LEVEL_BLOOM,
     LEVEL_COUNTS,
     LEVEL_MINMAX,
@@ -30,7 +30,7 @@ from carbonstore.indexfiles.evaluator import (
     StatsEvaluator,
     UnitStats,
 )
-from carbonstore.indexfiles.expr import (
+from carbonstore.expressions.expr import (
     BoundRef,
     Eq,
     Expr,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles.expr import (
+from carbonstore.expressions.expr import (
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -207,7 +207,7 @@ def test_python_literals(literal: Any, bound: str) -> None:
 def test_session_time_zones_resolve_like_spark_ids() -> None:
     import datetime as dt
 
-    from carbonstore.indexfiles.expr import session_zone
+    from carbonstore.expressions.expr import session_zone
 
     hour = dt.timedelta(hours=1)
     assert session_zone("UTC") is dt.UTC and session_zone(None) is dt.UTC

@@ -47,7 +47,7 @@ import pyarrow.fs as pafs
 
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.arrays import BloomSource, IndexArrays, load_arrays
-from carbonstore.indexfiles.bounds import ColumnBounds, SegmentBounds, segment_bounds
+from carbonstore.pruning.bounds import ColumnBounds, SegmentBounds, segment_bounds
 from carbonstore.indexfiles.concat import merge_runs
 from carbonstore.indexfiles.indexfile import REBUILD_HINT, load_indexes, read_bitset, read_index
 from carbonstore.indexfiles.snapshot import (

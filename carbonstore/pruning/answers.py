@@ -38,16 +38,16 @@ import numpy as np
 import numpy.typing as npt
 
 from carbonstore.errors import CarbonStoreError
-from carbonstore.indexfiles import planner as planner_mod
-from carbonstore.indexfiles.cache import readable_segments, table_index
-from carbonstore.indexfiles.evaluator import (
+from carbonstore.pruning import planner as planner_mod
+from carbonstore.pruning.cache import readable_segments, table_index
+from carbonstore.pruning.evaluator import (
     LEVEL_COUNTS,
     LEVEL_MINMAX,
     StatsEvaluator,
     UnitStats,
     prefix_successor,
 )
-from carbonstore.indexfiles.expr import (
+from carbonstore.expressions.expr import (
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -71,7 +71,7 @@ from carbonstore.indexfiles.expr import (
     flatten,
     nodes,
 )
-from carbonstore.indexfiles.tableplan import bind_where, dictionary_safe
+from carbonstore.pruning.plan import bind_where, dictionary_safe
 from carbonstore.store.schema import Column, parse_type
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
@@ -144,7 +144,7 @@ class AllRowsEvaluator:
     """Visitor: a mask over units, ``ROWS_ALL_MATCH`` where the statistics prove that every
     row of the unit satisfies the bound, ``Not``-free expression (TRUE, not NULL).
 
-    The dual of :class:`carbonstore.indexfiles.evaluator.StatsEvaluator`; missing statistics
+    The dual of :class:`carbonstore.pruning.evaluator.StatsEvaluator`; missing statistics
     mean "some row may fail". Valid bounds suffice (an inexact string minimum is still below
     every value, a strict maximum above every value).
     """

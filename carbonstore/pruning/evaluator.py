@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles.expr import (
+from carbonstore.expressions.expr import (
     AlwaysFalse,
     AlwaysTrue,
     And,

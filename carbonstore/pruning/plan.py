@@ -5,7 +5,7 @@ subset), drops whole segments on their bounds (one vectorised pass over all segm
 cache.SegmentBounds), takes the surviving segments' row-group and page arrays from the
 table-level index snapshot (segments committed since it: their merge indexes, through the
 driver cache) as one concatenated index and hands it to
-:func:`carbonstore.indexfiles.planner.prune` for one vectorised pass. The result, :class:`TablePlan`,
+:func:`carbonstore.pruning.planner.prune` for one vectorised pass. The result, :class:`TablePlan`,
 serialises to the JSON contract of ``carbonstore prune --json``::
 
     {"table", "where", "planning_ms",
@@ -35,11 +35,11 @@ import numpy.typing as npt
 
 from carbonstore.errors import SegmentNotFoundError
 from carbonstore.indexfiles import bloom as bloom_mod
-from carbonstore.indexfiles import partition_prune
-from carbonstore.indexfiles import planner as planner_mod
-from carbonstore.indexfiles.cache import readable_segments, table_index
-from carbonstore.indexfiles.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
-from carbonstore.indexfiles.expr import (
+from carbonstore.pruning import partition_prune
+from carbonstore.pruning import planner as planner_mod
+from carbonstore.pruning.cache import readable_segments, table_index
+from carbonstore.pruning.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
+from carbonstore.expressions.expr import (
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -55,7 +55,7 @@ from carbonstore.indexfiles.expr import (
     parse_where,
     references,
 )
-from carbonstore.indexfiles.partition_prune import partition_masks
+from carbonstore.pruning.partition_prune import partition_masks
 from carbonstore.store.partitioning import live_deleted_rows, removed_rows
 from carbonstore.store.paths import check_segment_id
 from carbonstore.store.schema import Column, parse_type

@@ -1,0 +1,1 @@
+"""Expressions: nodes and builders, binding to a schema, the SQL WHERE parser, visitors."""
