@@ -45,9 +45,6 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     # Table.delete / update / merge: the user's API (docs/dml.md) runs segments' DML code;
     # the layout change moves these methods to the public API module.
     ("carbonstore.store.table", "segments"),
-    # partition values as bounds for pruning use the evaluator's prefix successor; they
-    # move to the pruning package in the layout change.
-    ("carbonstore.store.partitioning", "indexfiles"),
 }
 KNOWN_PRIVATE: set[tuple[str, str]] = {
     ("carbonstore.segments.rebuild", "carbonstore.segments.writer._NanTracker"),

@@ -50,8 +50,8 @@ import xxhash
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, DataFile, ValueKind
 from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE, BloomSource
-from carbonstore.pruning.bounds import ColumnBounds, SegmentBounds
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, RG_ARRAYS, Lazy
+from carbonstore.indexfiles.segment_bounds import ColumnBounds, SegmentBounds
 
 __all__ = ["DESC_FIELDS", "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "Snapshot", "SnapshotArrays", "decode_snapshot", "encode_snapshot",
            "frame_snapshot", "index_rows", "snapshot_payload"]

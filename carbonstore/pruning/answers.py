@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,15 +39,6 @@ import numpy as np
 import numpy.typing as npt
 
 from carbonstore.errors import CarbonStoreError
-from carbonstore.pruning import planner as planner_mod
-from carbonstore.pruning.cache import readable_segments, table_index
-from carbonstore.pruning.evaluator import (
-    LEVEL_COUNTS,
-    LEVEL_MINMAX,
-    StatsEvaluator,
-    UnitStats,
-    prefix_successor,
-)
 from carbonstore.expressions.expr import (
     AlwaysFalse,
     AlwaysTrue,
@@ -71,7 +63,17 @@ from carbonstore.expressions.expr import (
     flatten,
     nodes,
 )
+from carbonstore.pruning import planner as planner_mod
+from carbonstore.pruning.bounds import segment_unit_stats
+from carbonstore.pruning.cache import readable_segments, table_index
+from carbonstore.pruning.evaluator import (
+    LEVEL_COUNTS,
+    LEVEL_MINMAX,
+    StatsEvaluator,
+    UnitStats,
+)
 from carbonstore.pruning.plan import bind_where, dictionary_safe
+from carbonstore.store.ordering import prefix_successor
 from carbonstore.store.schema import Column, parse_type
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
@@ -364,9 +366,10 @@ def answer(
         return tuple(0 if a.func == "count" else None for a in aggregates)
     expr = dictionary_safe(expr, table, bounds=view.bounds)
     b = view.bounds
-    might = (StatsEvaluator(n, b.unit_stats, level=LEVEL_COUNTS).evaluate(expr)
-             & StatsEvaluator(n, b.unit_stats, level=LEVEL_MINMAX).evaluate(expr))
-    whole = AllRowsEvaluator(n, b.unit_stats).evaluate(expr) & might
+    seg_stats = functools.partial(segment_unit_stats, b)
+    might = (StatsEvaluator(n, seg_stats, level=LEVEL_COUNTS).evaluate(expr)
+             & StatsEvaluator(n, seg_stats, level=LEVEL_MINMAX).evaluate(expr))
+    whole = AllRowsEvaluator(n, seg_stats).evaluate(expr) & might
     deleted = {i: deleted_row_counts(table, entries[i]) for i in np.flatnonzero(might).tolist()}
     if all(a.func == "count" and a.column is None for a in aggregates):
         # segments that match whole count without loading their row-group arrays

@@ -47,9 +47,9 @@ import pyarrow.fs as pafs
 
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.arrays import BloomSource, IndexArrays, load_arrays
-from carbonstore.pruning.bounds import ColumnBounds, SegmentBounds, segment_bounds
 from carbonstore.indexfiles.concat import merge_runs
 from carbonstore.indexfiles.indexfile import REBUILD_HINT, load_indexes, read_bitset, read_index
+from carbonstore.indexfiles.segment_bounds import ColumnBounds, SegmentBounds
 from carbonstore.indexfiles.snapshot import (
     DESC_FIELDS,
     SNAPSHOT_VERSION,
@@ -59,6 +59,7 @@ from carbonstore.indexfiles.snapshot import (
     encode_snapshot,
     index_rows,
 )
+from carbonstore.pruning.bounds import segment_bounds
 from carbonstore.store.entries import check_plain_file_name
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (

@@ -55,10 +55,11 @@ from carbonstore.expressions.expr import (
     flatten,
     nodes,
 )
+from carbonstore.store.ordering import prefix_successor
 
 __all__ = [
     "LEVEL_BLOOM", "LEVEL_COUNTS", "LEVEL_MINMAX", "ROWS_CANNOT_MATCH", "ROWS_MIGHT_MATCH",
-    "BloomProbe", "StatsEvaluator", "UnitStats", "evaluate_rows", "narrows", "prefix_successor",
+    "BloomProbe", "StatsEvaluator", "UnitStats", "evaluate_rows", "narrows",
     "rows_exact", "rows_may_match",
 ]
 
@@ -74,17 +75,6 @@ _NP = npt.NDArray[Any]
 
 # (expression leaf, candidate unit indices) -> mask over those candidates (True = might hold)
 BloomProbe = Callable[[Expr, npt.NDArray[np.intp]], Mask]
-
-
-def prefix_successor(prefix: bytes) -> bytes | None:
-    """The smallest byte string greater than every string starting with ``prefix``.
-
-    None when there is none (empty prefix or all 0xff bytes).
-    """
-    p = prefix.rstrip(b"\xff")
-    if not p:
-        return None
-    return p[:-1] + bytes([p[-1] + 1])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

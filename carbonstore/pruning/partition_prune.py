@@ -27,8 +27,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from carbonstore.pruning.evaluator import LEVEL_BLOOM, StatsEvaluator, UnitStats
 from carbonstore.expressions.expr import And, BoundRef, Eq, Expr, In, flatten
+from carbonstore.pruning.evaluator import LEVEL_BLOOM, StatsEvaluator, UnitStats
 from carbonstore.store.partitioning import (
     PARTITIONING_KEY,
     REMOVED_KEY,

@@ -24,6 +24,7 @@ pruning: pages of dropped segments are never loaded.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -34,11 +35,6 @@ import numpy.ma  # noqa: F401 - np.unique imports it lazily: pay at import, not 
 import numpy.typing as npt
 
 from carbonstore.errors import SegmentNotFoundError
-from carbonstore.indexfiles import bloom as bloom_mod
-from carbonstore.pruning import partition_prune
-from carbonstore.pruning import planner as planner_mod
-from carbonstore.pruning.cache import readable_segments, table_index
-from carbonstore.pruning.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
 from carbonstore.expressions.expr import (
     AlwaysFalse,
     AlwaysTrue,
@@ -55,6 +51,12 @@ from carbonstore.expressions.expr import (
     parse_where,
     references,
 )
+from carbonstore.indexfiles import bloom as bloom_mod
+from carbonstore.pruning import partition_prune
+from carbonstore.pruning import planner as planner_mod
+from carbonstore.pruning.bounds import segment_unit_stats
+from carbonstore.pruning.cache import readable_segments, table_index
+from carbonstore.pruning.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
 from carbonstore.pruning.partition_prune import partition_masks
 from carbonstore.store.partitioning import live_deleted_rows, removed_rows
 from carbonstore.store.paths import check_segment_id
@@ -327,9 +329,10 @@ def prune(
     n = view.size
     b = view.bounds
     if n:
-        s0 = StatsEvaluator(n, b.unit_stats, level=LEVEL_COUNTS).evaluate(expr)
-        s1 = StatsEvaluator(n, b.unit_stats, level=LEVEL_MINMAX).evaluate(expr) & s0
-        s2 = StatsEvaluator(n, b.unit_stats, level=LEVEL_BLOOM, bloom=_SegmentBlooms(view),
+        seg_stats = functools.partial(segment_unit_stats, b)
+        s0 = StatsEvaluator(n, seg_stats, level=LEVEL_COUNTS).evaluate(expr)
+        s1 = StatsEvaluator(n, seg_stats, level=LEVEL_MINMAX).evaluate(expr) & s0
+        s2 = StatsEvaluator(n, seg_stats, level=LEVEL_BLOOM, bloom=_SegmentBlooms(view),
                             alive=s1).evaluate(expr) & s1
     else:
         s0 = s1 = s2 = np.zeros(0, dtype=bool)

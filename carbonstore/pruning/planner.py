@@ -19,6 +19,15 @@ import numpy as np
 import numpy.typing as npt
 
 from carbonstore.errors import ExpressionError
+from carbonstore.expressions.expr import (
+    BoundRef,
+    Eq,
+    Expr,
+    In,
+    Not,
+    nodes,
+    references,
+)
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles.arrays import ColumnArrays, IndexArrays
 from carbonstore.indexfiles.coltypes import physical_name
@@ -29,15 +38,6 @@ from carbonstore.pruning.evaluator import (
     Mask,
     StatsEvaluator,
     UnitStats,
-)
-from carbonstore.expressions.expr import (
-    BoundRef,
-    Eq,
-    Expr,
-    In,
-    Not,
-    nodes,
-    references,
 )
 
 __all__ = ["LevelCounts", "PrunePlan", "RowGroupSelection", "find_column", "prune",

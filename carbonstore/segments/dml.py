@@ -41,8 +41,8 @@ from carbonstore.errors import (
     CommitConflictError,
     UserError,
 )
-from carbonstore.pruning.evaluator import evaluate_rows
 from carbonstore.expressions.expr import AlwaysTrue, Expr, references
+from carbonstore.pruning.evaluator import evaluate_rows
 from carbonstore.segments.deltas import deleted_mask, positions, read_delta, write_delta
 from carbonstore.store.entries import DeleteDelta
 from carbonstore.store.evolution import (

@@ -15,16 +15,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carbonstore.pruning import cache
-from carbonstore.pruning.cache import COUNTERS, clear_cache, refresh_index_snapshot
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, ConcatArrays
-from carbonstore.pruning.evaluator import evaluate_rows
 from carbonstore.indexfiles.snapshot import (
     SNAPSHOT_VERSION,
     SnapshotArrays,
     frame_snapshot,
     snapshot_payload,
 )
+from carbonstore.pruning import cache
+from carbonstore.pruning.cache import COUNTERS, clear_cache, refresh_index_snapshot
+from carbonstore.pruning.evaluator import evaluate_rows
 from carbonstore.pruning.plan import TablePlan, bind_where, prune
 from carbonstore.segments.manage import delete_segments
 from carbonstore.store import Store

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles.arrays import IndexArrays, load_arrays
 from carbonstore.expressions.expr import Not, bind, parse_where
+from carbonstore.indexfiles.arrays import IndexArrays, load_arrays
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.packing import pack
 from carbonstore.pruning.planner import prune, selections

@@ -25,8 +25,6 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carbonstore.indexfiles.arrays import load_arrays
-from carbonstore.pruning.evaluator import evaluate_rows
 from carbonstore.expressions.expr import (
     And,
     Comparison,
@@ -47,8 +45,10 @@ from carbonstore.expressions.expr import (
     StartsWith,
     bind,
 )
+from carbonstore.indexfiles.arrays import load_arrays
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.packing import pack
+from carbonstore.pruning.evaluator import evaluate_rows
 from carbonstore.pruning.planner import prune
 from carbonstore.store.schema import Column, DataType, TableSchema
 

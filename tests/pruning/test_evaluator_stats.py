@@ -19,16 +19,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import ExpressionError
-from carbonstore.pruning.evaluator import (
-    LEVEL_COUNTS,
-    LEVEL_MINMAX,
-    ROWS_CANNOT_MATCH,
-    ROWS_MIGHT_MATCH,
-    StatsEvaluator,
-    UnitStats,
-    evaluate_rows,
-    prefix_successor,
-)
 from carbonstore.expressions.expr import (
     And,
     BoundRef,
@@ -50,6 +40,16 @@ from carbonstore.expressions.expr import (
     StartsWith,
     bind,
 )
+from carbonstore.pruning.evaluator import (
+    LEVEL_COUNTS,
+    LEVEL_MINMAX,
+    ROWS_CANNOT_MATCH,
+    ROWS_MIGHT_MATCH,
+    StatsEvaluator,
+    UnitStats,
+    evaluate_rows,
+)
+from carbonstore.store.ordering import prefix_successor
 from carbonstore.store.schema import Column, DataType, TableSchema
 
 _KINDS = {

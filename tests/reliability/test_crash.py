@@ -25,8 +25,8 @@ import pytest
 
 from carbonstore.cli import main
 from carbonstore.dictionary import clear_cache as clear_dictionary_cache
-from carbonstore.pruning.cache import clear_cache
 from carbonstore.indexfiles.indexfile import read_index
+from carbonstore.pruning.cache import clear_cache
 from carbonstore.segments.compaction import compact
 from carbonstore.store import Store, load_conf
 from carbonstore.store.table import Table

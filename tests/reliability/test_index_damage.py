@@ -40,9 +40,9 @@ import pytest
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles import tio
 from carbonstore.indexfiles._gen.carbonindex.ttypes import IndexHeader
-from carbonstore.pruning.cache import COUNTERS, clear_cache, refresh_index_snapshot
 from carbonstore.indexfiles.indexfile import encode_index, read_index
 from carbonstore.indexfiles.snapshot import frame_snapshot, snapshot_payload
+from carbonstore.pruning.cache import COUNTERS, clear_cache, refresh_index_snapshot
 from carbonstore.pruning.plan import prune
 from carbonstore.segments.rebuild import rebuild_indexes
 from carbonstore.store import Store, load_conf

@@ -9,8 +9,8 @@ import pytest
 
 from carbonstore.cli import main
 from carbonstore.errors import CorruptIndexError, SegmentNotFoundError
-from carbonstore.pruning.cache import clear_cache
 from carbonstore.indexfiles.indexfile import load_index
+from carbonstore.pruning.cache import clear_cache
 from carbonstore.pruning.plan import prune
 from carbonstore.segments.rebuild import rebuild_indexes
 from carbonstore.store import Store

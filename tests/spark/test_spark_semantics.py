@@ -28,7 +28,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import ExpressionError
-from carbonstore.pruning.evaluator import evaluate_rows, rows_exact, rows_may_match
 from carbonstore.expressions.expr import (
     And,
     Comparison,
@@ -51,6 +50,7 @@ from carbonstore.expressions.expr import (
     parse_where,
     session_zone,
 )
+from carbonstore.pruning.evaluator import evaluate_rows, rows_exact, rows_may_match
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store.schema import Column, DataType, TableSchema
 from tests.pruning import test_evaluator_soundness as sound
