@@ -49,11 +49,6 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
 KNOWN_PRIVATE: set[tuple[str, str]] = {
     ("carbonstore.segments.rebuild", "carbonstore.segments.writer._NanTracker"),
     ("carbonstore.segments.sketches", "carbonstore.segments.statistics._CLASSES"),
-    ("carbonstore.pruning.bounds", "carbonstore.pruning.planner._usable"),
-    ("carbonstore.pruning.plan", "carbonstore.pruning.planner._usable"),
-    ("carbonstore.pruning.plan", "carbonstore.pruning.planner._plain_literal"),
-    ("carbonstore.pruning.plan", "carbonstore.pruning.planner._Parts"),
-    ("carbonstore.pruning.plan", "carbonstore.pruning.planner._levels"),
 }
 
 

@@ -22,7 +22,7 @@ from carbonstore.indexfiles.segment_bounds import (
     SegmentBounds,
 )
 from carbonstore.pruning.evaluator import UnitStats
-from carbonstore.pruning.planner import _usable, find_column
+from carbonstore.pruning.planner import find_column, value_kind
 from carbonstore.store.schema import Column, TableSchema, parse_type
 
 __all__ = ["segment_bounds", "segment_unit_stats"]
@@ -99,7 +99,7 @@ def segment_bounds(
             col = arrays.column(physical) if physical and arrays.has_column(physical) else None
         else:
             col = find_column(arrays, ref)
-        kind = None if col is None else _usable(col, ref)
+        kind = None if col is None else value_kind(col, ref)
         if col is None or kind is None or kind == "NONE":
             continue
         cols[c.column_id] = _aggregate(UnitStats.from_arrays(col, rows, kind=kind), kind)

@@ -5,7 +5,7 @@ subset), drops whole segments on their bounds (one vectorised pass over all segm
 cache.SegmentBounds), takes the surviving segments' row-group and page arrays from the
 table-level index snapshot (segments committed since it: their merge indexes, through the
 driver cache) as one concatenated index and hands it to
-:func:`carbonstore.pruning.planner.prune` for one vectorised pass. The result, :class:`TablePlan`,
+:func:`carbonstore.pruning.planner.prune_row_groups` for one vectorised pass. The result, :class:`TablePlan`,
 serialises to the JSON contract of ``carbonstore prune --json``::
 
     {"table", "where", "planning_ms",
@@ -340,7 +340,7 @@ def prune(
     parts, rg_seg = _units(view, surv)
     pm = partition_masks(view, parts, rg_seg, values_expr) if parts else None
     keep = pm.masks if pm is not None else None
-    plan = (planner_mod.prune(expr, parts, keep=keep)
+    plan = (planner_mod.prune_row_groups(expr, parts, keep=keep)
             if parts and not isinstance(expr, AlwaysFalse) else None)
     out = _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0,
                     files_by_partition=pm.files_dropped if pm is not None and plan else 0,
@@ -389,10 +389,10 @@ class _SegmentBlooms:
                                                         "logical_type", "unit", "scale", "nested")})
             col = SimpleNamespace(kind=d["kind"], desc=desc)
             hashes = None
-            if planner_mod._usable(col, ref) is not None:  # type: ignore[arg-type]
+            if planner_mod.value_kind(col, ref) is not None:  # type: ignore[arg-type]
                 encoded: list[bytes] = []
                 for v in literals:
-                    enc = planner_mod._plain_literal(v, col, ref)  # type: ignore[arg-type]
+                    enc = planner_mod.bloom_encodings(v, col, ref)  # type: ignore[arg-type]
                     if enc is None:
                         encoded = []
                         break
@@ -625,8 +625,8 @@ def _explain(
         out.append(Dropped(level="segment", segment=view.entries[i].load_name, reason=reason))
     if plan is None or not parts:
         return tuple(out)
-    g = planner_mod._Parts(parts)
-    m0, m1, m2 = planner_mod._levels(expr, g.size, g.stats, bloom=g.bloom_probe)
+    g = planner_mod.RowGroupUnits(parts)
+    m0, m1, m2 = planner_mod.level_masks(expr, g.size, g.stats, bloom=g.bloom_probe)
     kp = np.concatenate([np.asarray(k, dtype=bool) for k in keep]) if keep else np.ones(g.size, bool)
     for gi in range(g.size):
         pi, local = int(g.part[gi]), int(g.local[gi])

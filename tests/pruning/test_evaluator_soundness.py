@@ -49,7 +49,7 @@ from carbonstore.indexfiles.arrays import load_arrays
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.packing import pack
 from carbonstore.pruning.evaluator import evaluate_rows
-from carbonstore.pruning.planner import prune
+from carbonstore.pruning.planner import prune_row_groups
 from carbonstore.store.schema import Column, DataType, TableSchema
 
 _TMP = Path(tempfile.mkdtemp(prefix="carbonstore-prune-"))
@@ -247,7 +247,7 @@ def test_every_matching_row_lies_in_the_plan(case: tuple[dict[str, list[Any]], l
     for expr in exprs:
         bound = bind(expr, schema)
         truth = evaluate_rows(bound, table)
-        plan = prune(bound, parts)
+        plan = prune_row_groups(bound, parts)
         for row in np.flatnonzero(truth).tolist():
             rg = int(np.searchsorted(rg_first, row, side="right") - 1)
             assert plan.kept[rg], f"row {row} matches {bound} but row group {rg} was dropped"
