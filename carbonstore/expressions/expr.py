@@ -38,7 +38,7 @@ __all__ = [
     "In", "IsNaN", "IsNotNull", "IsNull", "Lt", "LtEq", "Not", "NotEq", "NotIn", "NotNaN",
     "MAX_DEPTH", "MAX_NESTING", "NotStartsWith", "Or", "StartsWith", "Term", "and_", "bind",
     "col", "flatten", "nodes", "not_", "or_", "parse_where", "push_not", "references",
-    "session_zone", "sql_error_message",
+    "session_zone", "sql_error_message", "balanced", "rebalance", "depth", "too_deep_error",
 ]
 
 # Limits that keep every walk over an expression (binding, the evaluators, the planner,
@@ -287,7 +287,7 @@ def and_(*exprs: Expr) -> Expr:
     items = list(exprs)
     while len(items) > 1 and isinstance(items[0], AlwaysTrue):
         items.pop(0)
-    return _balanced(And, items) if items else AlwaysTrue()
+    return balanced(And, items) if items else AlwaysTrue()
 
 
 def or_(*exprs: Expr) -> Expr:
@@ -295,7 +295,7 @@ def or_(*exprs: Expr) -> Expr:
     items = list(exprs)
     while len(items) > 1 and isinstance(items[0], AlwaysFalse):
         items.pop(0)
-    return _balanced(Or, items) if items else AlwaysFalse()
+    return balanced(Or, items) if items else AlwaysFalse()
 
 
 def not_(expr: Expr) -> Expr:
@@ -354,7 +354,7 @@ def _text(expr: Expr) -> str:
     return "".join(out)
 
 
-def _balanced(kind: type[And] | type[Or], items: list[Expr]) -> Expr:
+def balanced(kind: type[And] | type[Or], items: list[Expr]) -> Expr:
     """``items`` joined by ``kind`` as a balanced tree (depth log2 of their number)."""
     while len(items) > 1:
         items = [kind(items[i], items[i + 1]) if i + 1 < len(items) else items[i]
@@ -362,16 +362,17 @@ def _balanced(kind: type[And] | type[Or], items: list[Expr]) -> Expr:
     return items[0]
 
 
-def _rebalance(expr: Expr) -> Expr:
+def rebalance(expr: Expr) -> Expr:
     """``expr`` with every And / Or chain balanced; recursion only where connectives alternate."""
     if isinstance(expr, (And, Or)):
-        return _balanced(type(expr), [_rebalance(e) for e in flatten(expr)])
+        return balanced(type(expr), [rebalance(e) for e in flatten(expr)])
     if isinstance(expr, Not):
-        return Not(_rebalance(expr.child))
+        return Not(rebalance(expr.child))
     return expr
 
 
-def _depth(expr: Expr) -> int:
+def depth(expr: Expr) -> int:
+    """Levels of ``expr`` (a leaf is 1), counted with an explicit stack."""
     deepest = 0
     stack = [(expr, 1)]
     while stack:
@@ -384,7 +385,8 @@ def _depth(expr: Expr) -> int:
     return deepest
 
 
-def _too_deep(what: str) -> ExpressionError:
+def too_deep_error(what: str) -> ExpressionError:
+    """The error for a ``what`` (filter, expression) nested beyond :data:`MAX_NESTING`."""
     return ExpressionError(
         f"{what} nests too deeply: at most {MAX_NESTING} levels of parentheses / NOT are "
         "supported (a long AND / OR chain or an IN list needs no nesting)"
@@ -475,12 +477,12 @@ def bind(
     by_name = {c.name if case_sensitive else c.name.lower(): c for c in schema.columns}
     try:
         bound = _simplify(
-            _bind(push_not(_rebalance(expr)), schema, by_name, case_sensitive, time_zone)
+            _bind(push_not(rebalance(expr)), schema, by_name, case_sensitive, time_zone)
         )
     except RecursionError:
-        raise _too_deep("the filter") from None
-    if _depth(bound) > MAX_DEPTH:
-        raise _too_deep("the filter")
+        raise too_deep_error("the filter") from None
+    if depth(bound) > MAX_DEPTH:
+        raise too_deep_error("the filter")
     return bound
 
 
@@ -581,14 +583,14 @@ def _bind_in(expr: In | NotIn, ref: BoundRef, zone: dt.tzinfo) -> Expr:
         out: Expr = AlwaysFalse()
         if values:
             out = Eq(ref, values[0]) if len(values) == 1 else In(ref, tuple(values))
-        return _simplify(_balanced(Or, [out, *(_bind_comparison(Eq, ref, lit, zone) for lit in ranges)]))
+        return _simplify(balanced(Or, [out, *(_bind_comparison(Eq, ref, lit, zone) for lit in ranges)]))
     if has_null:  # x NOT IN (..., NULL) is never true
         return AlwaysFalse()
     out = IsNotNull(ref)
     if values:
         out = NotEq(ref, values[0]) if len(values) == 1 else NotIn(ref, tuple(values))
     return _simplify(
-        _balanced(And, [out, *(_bind_comparison(NotEq, ref, lit, zone) for lit in ranges)])
+        balanced(And, [out, *(_bind_comparison(NotEq, ref, lit, zone) for lit in ranges)])
     )
 
 
@@ -889,7 +891,7 @@ def parse_where(sql: str) -> Expr:
     except TokenError:
         raise ExpressionError(f"cannot parse filter {_shown(sql)}: {_unclosed(sql)}") from None
     if _nesting(tokens) > MAX_NESTING:
-        raise _too_deep(f"filter {_shown(sql)}")
+        raise too_deep_error(f"filter {_shown(sql)}")
     try:
         trees = spark.parser().parse(tokens, sql)
         if len(trees) != 1 or trees[0] is None:
@@ -898,7 +900,7 @@ def parse_where(sql: str) -> Expr:
     except ParseError as err:
         raise ExpressionError(f"cannot parse filter {_shown(sql)}: {_syntax_error(err)}") from None
     except RecursionError:
-        raise _too_deep(f"filter {_shown(sql)}") from None
+        raise too_deep_error(f"filter {_shown(sql)}") from None
 
 
 def _shown(text: str, limit: int = 120) -> str:
@@ -1042,7 +1044,7 @@ class _SqlConverter:
             node = node.this
         if isinstance(node, (exp.And, exp.Or)):
             kind = And if isinstance(node, exp.And) else Or
-            return _balanced(kind, [self.convert(n) for n in self.chain(node)])
+            return balanced(kind, [self.convert(n) for n in self.chain(node)])
         if isinstance(node, exp.Alias):  # "a IS" reads as "a AS IS"
             raise ExpressionError(
                 f"cannot parse filter {_shown(self.sql)}: unexpected {node.alias!r} after "
