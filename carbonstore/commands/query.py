@@ -66,7 +66,7 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def _prune(args: argparse.Namespace) -> int:
-    from carbonstore.expressions.expr import session_zone
+    from carbonstore.expressions.bind import session_zone
     from carbonstore.pruning.plan import prune
 
     started = time.perf_counter()

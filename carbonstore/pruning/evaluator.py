@@ -2,7 +2,7 @@
 
 A *unit* is a row group or a page fragment. :class:`UnitStats` holds one column's statistics
 for ``n`` units as numpy arrays (see arrays.py for the representation). The visitor
-:class:`StatsEvaluator` turns a bound, ``Not``-free expression (see expr.bind) into a bool
+:class:`StatsEvaluator` turns a bound, ``Not``-free expression (see expressions.bind) into a bool
 mask of length ``n``: ``ROWS_MIGHT_MATCH`` where a unit may hold a matching row,
 ``ROWS_CANNOT_MATCH`` where the statistics prove that no row matches. Missing statistics
 always mean "might match". Semantics (Spark): NaN = NaN, NaN is greater than every other

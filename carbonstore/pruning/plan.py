@@ -35,6 +35,7 @@ import numpy.ma  # noqa: F401 - np.unique imports it lazily: pay at import, not 
 import numpy.typing as npt
 
 from carbonstore.errors import SegmentNotFoundError
+from carbonstore.expressions.bind import bind
 from carbonstore.expressions.expr import (
     AlwaysFalse,
     AlwaysTrue,
@@ -46,11 +47,10 @@ from carbonstore.expressions.expr import (
     In,
     LtEq,
     Or,
-    bind,
     nodes,
-    parse_where,
     references,
 )
+from carbonstore.expressions.parser import parse_where
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.pruning import partition_prune
 from carbonstore.pruning import planner as planner_mod

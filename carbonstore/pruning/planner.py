@@ -1,6 +1,6 @@
 """Driver-side pruning plan: row groups, then page row ranges, over index arrays.
 
-:func:`prune` takes a bound expression (expr.bind) and the :class:`IndexArrays` of one or
+:func:`prune_row_groups` takes a bound expression (expressions.bind) and the :class:`IndexArrays` of one or
 more segments. Row groups of all parts are evaluated in one vectorised pass per level
 (null/NaN counts, min/max, bloom); surviving row groups are then cut into fragments at the
 page boundaries of every referenced column, the fragments evaluated the same way, and the

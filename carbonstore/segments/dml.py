@@ -165,7 +165,7 @@ def row_filter(table: Table, where: str | Expr | None) -> RowFilter:
             raise
     import sqlglot
 
-    from carbonstore.expressions.expr import and_terms
+    from carbonstore.expressions.parser import and_terms
 
     terms = and_terms(sqlglot.parse_one(where, read="spark"))
     bound: Expr = AlwaysTrue()

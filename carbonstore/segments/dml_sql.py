@@ -62,7 +62,7 @@ def parse_dml(statement: str) -> DmlStatement | None:
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError, RecursionError) as err:
-        from carbonstore.expressions.expr import sql_error_message
+        from carbonstore.expressions.parser import sql_error_message
 
         raise UserError(f"cannot parse {head}: {sql_error_message(err)}") from err
     if isinstance(tree, exp.Delete):

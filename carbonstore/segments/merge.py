@@ -30,7 +30,8 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import UserError
-from carbonstore.expressions.expr import AlwaysTrue, Expr, and_terms
+from carbonstore.expressions.expr import AlwaysTrue, Expr
+from carbonstore.expressions.parser import and_terms
 from carbonstore.segments.dml import (
     FILE_COLUMN,
     POS_COLUMN,

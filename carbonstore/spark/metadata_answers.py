@@ -185,7 +185,7 @@ def _answer(
 def answer_frame(spark: Any, store: Store, statement: str, *, as_of: int | str | None = None,
                  aliases: Mapping[str, Table] | None = None) -> Any:
     """The answer of ``statement`` as a one-row DataFrame with Spark's types, or None."""
-    from carbonstore.expressions.expr import session_zone
+    from carbonstore.expressions.bind import session_zone
 
     zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone")))
     if zone is None:

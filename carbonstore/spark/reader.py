@@ -35,7 +35,8 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from carbonstore.errors import CorruptIndexError, UserError
-from carbonstore.expressions.expr import AlwaysTrue, Expr, references, session_zone
+from carbonstore.expressions.bind import session_zone
+from carbonstore.expressions.expr import AlwaysTrue, Expr, references
 from carbonstore.pruning.evaluator import narrows, rows_exact, rows_may_match
 from carbonstore.pruning.plan import TablePlan, bind_where, prune
 from carbonstore.segments.deltas import decode_delta, deleted_mask, positions

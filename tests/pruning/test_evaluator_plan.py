@@ -12,7 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from carbonstore.errors import ExpressionError
-from carbonstore.expressions.expr import Not, bind, parse_where
+from carbonstore.expressions.bind import bind
+from carbonstore.expressions.expr import Not
+from carbonstore.expressions.parser import parse_where
 from carbonstore.indexfiles.arrays import IndexArrays, load_arrays
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.packing import pack

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from carbonstore.expressions.bind import bind
 from carbonstore.expressions.expr import (
     And,
     Comparison,
@@ -43,7 +44,6 @@ from carbonstore.expressions.expr import (
     NotIn,
     Or,
     StartsWith,
-    bind,
 )
 from carbonstore.indexfiles.arrays import load_arrays
 from carbonstore.indexfiles.footer import read_file_index

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import ExpressionError
+from carbonstore.expressions.bind import bind
 from carbonstore.expressions.expr import (
     And,
     BoundRef,
@@ -38,7 +39,6 @@ from carbonstore.expressions.expr import (
     NotNaN,
     Or,
     StartsWith,
-    bind,
 )
 from carbonstore.pruning.evaluator import (
     LEVEL_COUNTS,

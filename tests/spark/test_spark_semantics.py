@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import ExpressionError
+from carbonstore.expressions.bind import bind, session_zone
 from carbonstore.expressions.expr import (
     And,
     Comparison,
@@ -46,10 +47,8 @@ from carbonstore.expressions.expr import (
     NotIn,
     Or,
     StartsWith,
-    bind,
-    parse_where,
-    session_zone,
 )
+from carbonstore.expressions.parser import parse_where
 from carbonstore.pruning.evaluator import evaluate_rows, rows_exact, rows_may_match
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store.schema import Column, DataType, TableSchema
