@@ -5,7 +5,7 @@ A change is computed on one tablestatus snapshot and committed as ONE new versio
 1. plan: the filter (or the merge's key range) prunes segments, files and row groups with
    the index (``pruning.plan.prune`` on the pinned snapshot);
 2. match: the kept row groups are read with pyarrow and the predicate is evaluated row by
-   row (``evaluator.evaluate_rows``, Spark's semantics); rows an earlier delta deleted are
+   row (``pruning.rows.evaluate_rows``, Spark's semantics); rows an earlier delta deleted are
    skipped; each match is a (segment, data file, row position);
 3. write: per touched data file a NEW delta holding the union of its current delta and the
    new positions (``segments.deltas``); UPDATE / MERGE write their new and changed rows as
@@ -42,7 +42,7 @@ from carbonstore.errors import (
     UserError,
 )
 from carbonstore.expressions.expr import AlwaysTrue, Expr, references
-from carbonstore.pruning.evaluator import evaluate_rows
+from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.deltas import deleted_mask, positions, read_delta, write_delta
 from carbonstore.store.entries import DeleteDelta
 from carbonstore.store.evolution import (

@@ -37,8 +37,8 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from carbonstore.errors import CorruptIndexError, UserError
 from carbonstore.expressions.bind import session_zone
 from carbonstore.expressions.expr import AlwaysTrue, Expr, references
-from carbonstore.pruning.evaluator import narrows, rows_exact, rows_may_match
 from carbonstore.pruning.plan import TablePlan, bind_where, prune
+from carbonstore.pruning.rows import narrows, rows_exact, rows_may_match
 from carbonstore.segments.deltas import decode_delta, deleted_mask, positions
 from carbonstore.segments.writer import arrow_type
 from carbonstore.spark.datasource import one_line_errors

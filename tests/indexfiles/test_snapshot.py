@@ -24,8 +24,8 @@ from carbonstore.indexfiles.snapshot import (
 )
 from carbonstore.pruning import cache
 from carbonstore.pruning.cache import COUNTERS, clear_cache, refresh_index_snapshot
-from carbonstore.pruning.evaluator import evaluate_rows
 from carbonstore.pruning.plan import TablePlan, bind_where, prune
+from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.manage import delete_segments
 from carbonstore.store import Store
 from carbonstore.store.table import Table

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from carbonstore.errors import ExpressionError
 from carbonstore.pruning import answers as answers_mod
 from carbonstore.pruning.answers import Aggregate, answer
-from carbonstore.pruning.evaluator import evaluate_rows
 from carbonstore.pruning.plan import bind_where
+from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.manage import delete_segments
 from carbonstore.store import Store, Table, load_conf
 

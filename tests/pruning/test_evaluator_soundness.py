@@ -48,8 +48,8 @@ from carbonstore.expressions.expr import (
 from carbonstore.indexfiles.arrays import load_arrays
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.packing import pack
-from carbonstore.pruning.evaluator import evaluate_rows
 from carbonstore.pruning.planner import prune_row_groups
+from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.store.schema import Column, DataType, TableSchema
 
 _TMP = Path(tempfile.mkdtemp(prefix="carbonstore-prune-"))

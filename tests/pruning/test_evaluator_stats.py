@@ -47,8 +47,8 @@ from carbonstore.pruning.evaluator import (
     ROWS_MIGHT_MATCH,
     StatsEvaluator,
     UnitStats,
-    evaluate_rows,
 )
+from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.store.ordering import prefix_successor
 from carbonstore.store.schema import Column, DataType, TableSchema
 

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import ExpressionError
-from carbonstore.pruning.evaluator import evaluate_rows
 from carbonstore.pruning.plan import LEVELS, TablePlan, bind_where, prune
+from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.manage import delete_segments
 from carbonstore.store import Store
 from carbonstore.store.tablestatus import COMPACTED, TableStatusSnapshot

@@ -49,7 +49,7 @@ from carbonstore.expressions.expr import (
     StartsWith,
 )
 from carbonstore.expressions.parser import parse_where
-from carbonstore.pruning.evaluator import evaluate_rows, rows_exact, rows_may_match
+from carbonstore.pruning.rows import evaluate_rows, rows_exact, rows_may_match
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store.schema import Column, DataType, TableSchema
 from tests.pruning import test_evaluator_soundness as sound
