@@ -54,6 +54,7 @@ from carbonstore.expressions.expr import (
     IsNull,
     Lt,
     LtEq,
+    Not,
     NotEq,
     NotIn,
     NotNaN,
@@ -63,6 +64,7 @@ from carbonstore.expressions.expr import (
     flatten,
     nodes,
 )
+from carbonstore.expressions.visitors import ExprVisitor
 from carbonstore.pruning import planner as planner_mod
 from carbonstore.pruning.bounds import segment_unit_stats
 from carbonstore.pruning.cache import readable_segments, table_index
@@ -142,7 +144,7 @@ def _is_nan(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
-class AllRowsEvaluator:
+class AllRowsEvaluator(ExprVisitor[Mask]):
     """Visitor: a mask over units, ``ROWS_ALL_MATCH`` where the statistics prove that every
     row of the unit satisfies the bound, ``Not``-free expression (TRUE, not NULL).
 
@@ -154,32 +156,88 @@ class AllRowsEvaluator:
     def __init__(self, size: int, stats_for: Callable[[BoundRef], UnitStats | None]) -> None:
         self.size = size
         self.stats_for = stats_for
-        self._leaf: dict[type[Expr], Callable[[Any, UnitStats], Mask]] = {
-            Eq: self.eq, NotEq: self.not_eq, Lt: self.lt, LtEq: self.lt_eq, Gt: self.gt,
-            GtEq: self.gt_eq, In: self.in_, NotIn: self.not_in, IsNull: self.is_null,
-            IsNotNull: self.is_not_null, IsNaN: self.is_nan, NotNaN: self.not_nan,
-            StartsWith: self.starts_with, NotStartsWith: self.not_starts_with,
-        }
 
     def evaluate(self, expr: Expr) -> Mask:
-        if isinstance(expr, AlwaysTrue):
-            return np.full(self.size, ROWS_ALL_MATCH)
-        if isinstance(expr, AlwaysFalse):
-            return np.full(self.size, ROWS_SOME_MAY_FAIL)
-        if isinstance(expr, (And, Or)):
-            first, *rest = flatten(expr)
-            out = self.evaluate(first)
-            for e in rest:  # an OR matches whole where one side does (sufficient, not necessary)
-                out = out & self.evaluate(e) if isinstance(expr, And) else out | self.evaluate(e)
-            return out
-        leaf = self._leaf.get(type(expr))
+        return self.visit(expr)
+
+    # ---- connectives ------------------------------------------------------------------------
+    def visit_unknown(self, expr: Expr) -> Mask:
+        return np.full(self.size, ROWS_SOME_MAY_FAIL)
+
+    def visit_always_true(self, expr: AlwaysTrue) -> Mask:
+        return np.full(self.size, ROWS_ALL_MATCH)
+
+    def visit_always_false(self, expr: AlwaysFalse) -> Mask:
+        return np.full(self.size, ROWS_SOME_MAY_FAIL)
+
+    def visit_and(self, expr: And) -> Mask:
+        first, *rest = flatten(expr)
+        out = self.evaluate(first)
+        for e in rest:
+            out = out & self.evaluate(e)
+        return out
+
+    def visit_or(self, expr: Or) -> Mask:
+        first, *rest = flatten(expr)
+        out = self.evaluate(first)
+        for e in rest:  # an OR matches whole where one side does (sufficient, not necessary)
+            out = out | self.evaluate(e)
+        return out
+
+    def visit_not(self, expr: Not) -> Mask:  # bound expressions hold no Not
+        return self.visit_unknown(expr)
+
+    # ---- leaves: the column's statistics, then the operator's evidence ----------------------
+    def _on_stats(self, expr: Any, leaf: Callable[[Any, UnitStats], Mask]) -> Mask:
         term = getattr(expr, "term", None)
-        if leaf is None or not isinstance(term, BoundRef):
+        if not isinstance(term, BoundRef):
             return np.full(self.size, ROWS_SOME_MAY_FAIL)
         s = self.stats_for(term)
         if s is None:
             return np.full(self.size, ROWS_SOME_MAY_FAIL)
         return leaf(expr, s)
+
+    def visit_eq(self, expr: Eq) -> Mask:
+        return self._on_stats(expr, self.eq)
+
+    def visit_not_eq(self, expr: NotEq) -> Mask:
+        return self._on_stats(expr, self.not_eq)
+
+    def visit_lt(self, expr: Lt) -> Mask:
+        return self._on_stats(expr, self.lt)
+
+    def visit_lt_eq(self, expr: LtEq) -> Mask:
+        return self._on_stats(expr, self.lt_eq)
+
+    def visit_gt(self, expr: Gt) -> Mask:
+        return self._on_stats(expr, self.gt)
+
+    def visit_gt_eq(self, expr: GtEq) -> Mask:
+        return self._on_stats(expr, self.gt_eq)
+
+    def visit_in(self, expr: In) -> Mask:
+        return self._on_stats(expr, self.in_)
+
+    def visit_not_in(self, expr: NotIn) -> Mask:
+        return self._on_stats(expr, self.not_in)
+
+    def visit_is_null(self, expr: IsNull) -> Mask:
+        return self._on_stats(expr, self.is_null)
+
+    def visit_is_not_null(self, expr: IsNotNull) -> Mask:
+        return self._on_stats(expr, self.is_not_null)
+
+    def visit_is_nan(self, expr: IsNaN) -> Mask:
+        return self._on_stats(expr, self.is_nan)
+
+    def visit_not_nan(self, expr: NotNaN) -> Mask:
+        return self._on_stats(expr, self.not_nan)
+
+    def visit_starts_with(self, expr: StartsWith) -> Mask:
+        return self._on_stats(expr, self.starts_with)
+
+    def visit_not_starts_with(self, expr: NotStartsWith) -> Mask:
+        return self._on_stats(expr, self.not_starts_with)
 
     # ---- evidence ---------------------------------------------------------------------------
     @staticmethod

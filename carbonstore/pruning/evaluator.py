@@ -50,6 +50,7 @@ from carbonstore.expressions.expr import (
     StartsWith,
     flatten,
 )
+from carbonstore.expressions.visitors import ExprVisitor
 from carbonstore.store.ordering import prefix_successor
 
 __all__ = [
@@ -186,7 +187,7 @@ def _is_nan(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
-class StatsEvaluator:
+class StatsEvaluator(ExprVisitor[Mask]):
     """Visitor: one method per operator, each returning a "might match" mask over units.
 
     Args:
@@ -208,16 +209,16 @@ class StatsEvaluator:
         self.alive = alive
 
     def evaluate(self, expr: Expr) -> Mask:
-        method = getattr(self, "visit_" + type(expr).__name__.lower(), None)
-        if method is None:
-            raise ExpressionError(f"cannot evaluate {expr} against statistics")
-        return method(expr)  # type: ignore[no-any-return]
+        return self.visit(expr)
+
+    def visit_unknown(self, expr: Expr) -> Mask:
+        raise ExpressionError(f"cannot evaluate {expr} against statistics")
 
     # ---- connectives --------------------------------------------------------------------
-    def visit_alwaystrue(self, expr: AlwaysTrue) -> Mask:
+    def visit_always_true(self, expr: AlwaysTrue) -> Mask:
         return np.full(self.size, ROWS_MIGHT_MATCH)
 
-    def visit_alwaysfalse(self, expr: AlwaysFalse) -> Mask:
+    def visit_always_false(self, expr: AlwaysFalse) -> Mask:
         return np.full(self.size, ROWS_CANNOT_MATCH)
 
     # A chain of one connective is evaluated in a loop: recursion only where they alternate.
@@ -335,13 +336,13 @@ class StatsEvaluator:
     def visit_eq(self, expr: Eq) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         return self._probe(expr, self._eq_mask(s, expr.literal))
 
-    def visit_noteq(self, expr: NotEq) -> Mask:
+    def visit_not_eq(self, expr: NotEq) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         v = expr.literal
         if _is_nan(v):
             return self._nonnan_possible(s)
@@ -350,15 +351,15 @@ class StatsEvaluator:
     def visit_lt(self, expr: Lt) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         if _is_nan(expr.literal):
             return self._nonnan_possible(s)
         return self._nonnan_possible(s) & self._some_lt(s, expr.literal)
 
-    def visit_lteq(self, expr: LtEq) -> Mask:
+    def visit_lt_eq(self, expr: LtEq) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         if _is_nan(expr.literal):
             return self._nonnull(s)
         return self._nonnan_possible(s) & self._some_le(s, expr.literal)
@@ -366,16 +367,16 @@ class StatsEvaluator:
     def visit_gt(self, expr: Gt) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         if _is_nan(expr.literal):
-            return self.visit_alwaysfalse(AlwaysFalse())
+            return self.visit_always_false(AlwaysFalse())
         nan = self._nonnull(s) & self._nan_possible(s)
         return nan | (self._nonnan_possible(s) & self._some_gt(s, expr.literal))
 
-    def visit_gteq(self, expr: GtEq) -> Mask:
+    def visit_gt_eq(self, expr: GtEq) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         nan = self._nonnull(s) & self._nan_possible(s)
         if _is_nan(expr.literal):
             return nan
@@ -384,7 +385,7 @@ class StatsEvaluator:
     def visit_in(self, expr: In) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         lits = [v for v in expr.literals if not _is_nan(v)]
         out = np.zeros(s.size, dtype=bool)
         if len(lits) < len(expr.literals):
@@ -411,45 +412,45 @@ class StatsEvaluator:
                                 np.searchsorted(arr, hi, side="right"))
         return j > i
 
-    def visit_notin(self, expr: NotIn) -> Mask:
+    def visit_not_in(self, expr: NotIn) -> Mask:
         out = np.ones(self.size, dtype=bool)
         for v in expr.literals:  # x NOT IN (a, b) = x <> a AND x <> b
-            out &= self.visit_noteq(NotEq(expr.term, v))
+            out &= self.visit_not_eq(NotEq(expr.term, v))
         return out
 
-    def visit_isnull(self, expr: IsNull) -> Mask:
+    def visit_is_null(self, expr: IsNull) -> Mask:
         s = self._stats(expr)
-        return self.visit_alwaystrue(AlwaysTrue()) if s is None else self._has_null(s)
+        return self.visit_always_true(AlwaysTrue()) if s is None else self._has_null(s)
 
-    def visit_isnotnull(self, expr: IsNotNull) -> Mask:
+    def visit_is_not_null(self, expr: IsNotNull) -> Mask:
         s = self._stats(expr)
-        return self.visit_alwaystrue(AlwaysTrue()) if s is None else self._nonnull(s)
+        return self.visit_always_true(AlwaysTrue()) if s is None else self._nonnull(s)
 
-    def visit_isnan(self, expr: IsNaN) -> Mask:
+    def visit_is_nan(self, expr: IsNaN) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         return self._nonnull(s) & self._nan_possible(s)
 
-    def visit_notnan(self, expr: NotNaN) -> Mask:
+    def visit_not_nan(self, expr: NotNaN) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         return self._has_null(s) | self._nonnan_possible(s)
 
-    def visit_startswith(self, expr: StartsWith) -> Mask:
+    def visit_starts_with(self, expr: StartsWith) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         p = expr.prefix
         succ = prefix_successor(p)
         out = self._nonnull(s) & self._some_ge(s, p)
         return out if succ is None else out & self._some_lt(s, succ)
 
-    def visit_notstartswith(self, expr: NotStartsWith) -> Mask:
+    def visit_not_starts_with(self, expr: NotStartsWith) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         p = expr.prefix
         succ = prefix_successor(p)
         if succ is None:
