@@ -67,7 +67,6 @@ from carbonstore.expressions.expr import (
 from carbonstore.expressions.visitors import ExprVisitor
 from carbonstore.pruning import planner as planner_mod
 from carbonstore.pruning.bounds import segment_unit_stats
-from carbonstore.pruning.cache import readable_segments, table_index
 from carbonstore.pruning.evaluator import (
     LEVEL_COUNTS,
     LEVEL_MINMAX,
@@ -75,6 +74,7 @@ from carbonstore.pruning.evaluator import (
     UnitStats,
 )
 from carbonstore.pruning.plan import bind_where, dictionary_safe
+from carbonstore.pruning.table_index import readable_segments, table_index
 from carbonstore.store.ordering import prefix_successor
 from carbonstore.store.schema import Column, parse_type
 from carbonstore.store.table import Table

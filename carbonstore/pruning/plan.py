@@ -2,7 +2,7 @@
 
 :func:`prune` reads one tablestatus snapshot, chooses the readable segments (optionally a
 subset), drops whole segments on their bounds (one vectorised pass over all segments,
-cache.SegmentBounds), takes the surviving segments' row-group and page arrays from the
+SegmentBounds), takes the surviving segments' row-group and page arrays from the
 table-level index snapshot (segments committed since it: their merge indexes, through the
 driver cache) as one concatenated index and hands it to
 :func:`carbonstore.pruning.planner.prune_row_groups` for one vectorised pass. The result, :class:`TablePlan`,
@@ -55,9 +55,9 @@ from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.pruning import partition_prune
 from carbonstore.pruning import planner as planner_mod
 from carbonstore.pruning.bounds import segment_unit_stats
-from carbonstore.pruning.cache import readable_segments, table_index
 from carbonstore.pruning.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
 from carbonstore.pruning.partition_prune import partition_masks
+from carbonstore.pruning.table_index import readable_segments, table_index
 from carbonstore.store.partitioning import live_deleted_rows, removed_rows
 from carbonstore.store.paths import check_segment_id
 from carbonstore.store.schema import Column, parse_type
@@ -371,7 +371,7 @@ def _with_deltas(plan: TablePlan, entries: Sequence[Any], version: int) -> Table
 class _SegmentBlooms:
     """Bloom probe over segments: drop one when every row group's bitset excludes the value.
 
-    Uses the bloom directory (cache.TableIndex.bloom_dir), so a segment known only from the
+    Uses the bloom directory (table_index.TableIndex.bloom_dir), so a segment known only from the
     index snapshot is probed without decoding its index header.
     """
 
@@ -439,7 +439,7 @@ def _units(view: Any, surv: npt.NDArray[np.intp]) -> tuple[list[Any], list[npt.N
 
     Surviving segments with one column layout are one unit (snapshot segments: one
     SnapshotArrays over the table-level arrays; others concatenated), so row groups and
-    pages of all of them are evaluated in one vectorised pass (cache.TableIndex.units).
+    pages of all of them are evaluated in one vectorised pass (table_index.TableIndex.units).
     """
     return view.units(surv)  # type: ignore[no-any-return]
 

@@ -42,8 +42,9 @@ from carbonstore.indexfiles import tio
 from carbonstore.indexfiles._gen.carbonindex.ttypes import IndexHeader
 from carbonstore.indexfiles.indexfile import encode_index, read_index
 from carbonstore.indexfiles.snapshot import frame_snapshot, snapshot_payload
-from carbonstore.pruning.cache import COUNTERS, clear_cache, refresh_index_snapshot
+from carbonstore.pruning.cache import COUNTERS, clear_cache
 from carbonstore.pruning.plan import prune
+from carbonstore.pruning.table_index import refresh_index_snapshot
 from carbonstore.segments.rebuild import rebuild_indexes
 from carbonstore.store import Store, load_conf
 from carbonstore.store.table import Table
