@@ -10,7 +10,7 @@ from carbonstore.errors import ExpressionError
 from carbonstore.expressions import expr as expr_mod
 from carbonstore.expressions.expr import Comparison, Eq, Expr, col
 from carbonstore.expressions.visitors import VISIT_METHODS, ExprVisitor
-from carbonstore.pruning.answers import AllRowsEvaluator
+from carbonstore.pruning.all_rows import AllRowsEvaluator
 from carbonstore.pruning.evaluator import StatsEvaluator
 
 
