@@ -49,12 +49,13 @@ from carbonstore.expressions.expr import (
 from carbonstore.pruning import planner as planner_mod
 from carbonstore.pruning.all_rows import AllRowsEvaluator
 from carbonstore.pruning.bounds import segment_unit_stats
+from carbonstore.pruning.dictionary_rewrite import IN_SURROGATES, dictionary_safe
 from carbonstore.pruning.evaluator import (
     LEVEL_COUNTS,
     LEVEL_MINMAX,
     StatsEvaluator,
 )
-from carbonstore.pruning.plan import bind_where, dictionary_safe
+from carbonstore.pruning.plan import bind_where
 from carbonstore.pruning.table_index import readable_segments, table_index
 from carbonstore.store.schema import Column, parse_type
 from carbonstore.store.table import Table
@@ -66,7 +67,6 @@ __all__ = ["Aggregate", "answer", "deleted_row_counts"]
 Mask = npt.NDArray[np.bool_]
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH_TS = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_IN_SURROGATES = 64  # dictionary_safe turns a longer IN into a surrogate interval (inexact)
 _FIRST_SURROGATE = 2  # surrogate 1 is null (docs/dictionary.md)
 
 
@@ -113,7 +113,7 @@ def _dictionary_ok(expr: Expr, table: Table) -> bool:
     for e in nodes(expr):
         term = getattr(e, "term", None)
         if isinstance(term, BoundRef) and term.name in dict_cols:
-            if isinstance(e, In) and len(e.literals) <= _IN_SURROGATES:
+            if isinstance(e, In) and len(e.literals) <= IN_SURROGATES:
                 continue
             if not isinstance(e, Eq):
                 return False
