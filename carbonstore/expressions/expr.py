@@ -1,8 +1,9 @@
 """Pruning expressions: small frozen value objects, bound to a table schema once.
 
 An expression is built unbound (column names as ``str``), from SQL with
-:func:`parse_where` or from Python with :func:`col` / :func:`eq` and friends.
-:func:`bind` then does three things, once:
+``parser.parse_where`` or from Python with :func:`col` and friends (this module: the nodes,
+the builders, iterative tree walks, NOT push-down). ``bind.bind`` then does three things,
+once:
 
 1. pushes ``NOT`` down to the leaves (De Morgan; ``NOT (x < 3)`` becomes ``x >= 3``, which
    is exact under Spark's total order where NaN is the greatest value and nulls stay null);
