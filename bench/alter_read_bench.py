@@ -21,7 +21,7 @@ sys.path.insert(0, "tests/schema")
 from schema_helpers import load, read  # noqa: E402
 
 from carbonstore import Store  # noqa: E402
-from carbonstore.indexfiles.cache import clear_cache  # noqa: E402
+from carbonstore.pruning.cache import clear_cache  # noqa: E402
 from carbonstore.store.alter import SUB_ACTIONS, alter_table  # noqa: E402
 
 REPEATS = 5

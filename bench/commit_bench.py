@@ -62,7 +62,7 @@ FRESH = """
 import sys, time, json
 t0 = time.perf_counter()
 from carbonstore import Store
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 t1 = time.perf_counter()
 table = Store(sys.argv[1]).table("db.t")
 snap = table.status.read()
@@ -204,7 +204,7 @@ def main() -> None:
 
     store_dir = build(args.loads, workdir)
     from carbonstore import Store
-    from carbonstore.indexfiles.tableplan import prune
+    from carbonstore.pruning.plan import prune
 
     legacy = workdir / "legacy"
     if not legacy.exists():

@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from carbonstore import Store, Table  # noqa: E402
-from carbonstore.indexfiles.tableplan import prune  # noqa: E402
+from carbonstore.pruning.plan import prune  # noqa: E402
 from carbonstore.segments.compaction import write_segment  # noqa: E402
 from carbonstore.store.tablestatus import SUCCESS  # noqa: E402
 

@@ -41,7 +41,7 @@ CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from carbonstore import Store
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 from carbonstore.store.objectstore import request_counts
 imported = time.perf_counter()
 store, name, where = sys.argv[1:4]
@@ -73,7 +73,7 @@ def build(folder: Path, segments: int, rows: int) -> float:
     from workload import rows as make_rows
 
     from carbonstore import Store
-    from carbonstore.indexfiles.tableplan import prune
+    from carbonstore.pruning.plan import prune
 
     t0 = time.perf_counter()
     table = Store(str(folder)).create_table("db.t", SCHEMA)

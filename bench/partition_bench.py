@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from carbonstore import Store
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task

@@ -158,7 +158,7 @@ def ours_open(meta: dict[str, Any]) -> Any:
 
 
 def ours_plan(handle: Any, sql: str) -> dict[str, int]:
-    from carbonstore.indexfiles.tableplan import prune
+    from carbonstore.pruning.plan import prune
 
     lv = prune(handle, sql).levels
     out = {k: lv[k].kept for k in ("files", "row_groups", "pages", "rows")}
@@ -355,7 +355,7 @@ def _fresh_main(spec: str, meta_path: str, sql: str) -> None:
     if kind == "ours":  # imports are start-up, not planning
         import sqlglot.dialects.spark  # noqa: F401
 
-        import carbonstore.indexfiles.tableplan  # noqa: F401
+        import carbonstore.pruning.plan  # noqa: F401
     t0 = time.perf_counter()
     plan_fn(open_fn(), sql)
     print((time.perf_counter() - t0) * 1000)

@@ -92,7 +92,7 @@ def main() -> None:
     meta = generate(args.loads, args.rows)
 
     from carbonstore import Store
-    from carbonstore.indexfiles.tableplan import prune
+    from carbonstore.pruning.plan import prune
     from carbonstore.spark.api import to_spark
     from carbonstore.spark.native import native_frame
     from carbonstore.spark.session import get_spark

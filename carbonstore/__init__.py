@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from carbonstore import errors
     from carbonstore.api import Store, Table
-    from carbonstore.indexfiles.tableplan import TablePlan, prune
+    from carbonstore.pruning.plan import TablePlan, prune
     from carbonstore.segments.clean import clean_files
     from carbonstore.segments.compaction import compact
 
@@ -33,8 +33,8 @@ __all__ = ["Store", "Table", "TablePlan", "clean_files", "compact", "errors", "p
 _LAZY: dict[str, tuple[str, str | None]] = {
     "Store": ("carbonstore.api", "Store"),
     "Table": ("carbonstore.api", "Table"),
-    "TablePlan": ("carbonstore.indexfiles.tableplan", "TablePlan"),
-    "prune": ("carbonstore.indexfiles.tableplan", "prune"),
+    "TablePlan": ("carbonstore.pruning.plan", "TablePlan"),
+    "prune": ("carbonstore.pruning.plan", "prune"),
     "compact": ("carbonstore.segments.compaction", "compact"),
     "clean_files": ("carbonstore.segments.clean", "clean_files"),
     "errors": ("carbonstore.errors", None),

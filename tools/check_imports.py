@@ -41,18 +41,8 @@ LAYERS: list[set[str]] = [
 
 # Edges that exist today and are scheduled to go (issue 17's layout), as (module, imported
 # package). A new entry here needs a reason in the commit that adds it.
-KNOWN_UPWARD: set[tuple[str, str]] = {
-    # partition values as bounds for pruning use the evaluator's prefix successor; they
-    # move to the pruning package in the layout change.
-    ("carbonstore.store.partitioning", "indexfiles"),
-}
-KNOWN_PRIVATE: set[tuple[str, str]] = {
-    ("carbonstore.indexfiles.bounds", "carbonstore.indexfiles.planner._usable"),
-    ("carbonstore.indexfiles.tableplan", "carbonstore.indexfiles.planner._usable"),
-    ("carbonstore.indexfiles.tableplan", "carbonstore.indexfiles.planner._plain_literal"),
-    ("carbonstore.indexfiles.tableplan", "carbonstore.indexfiles.planner._Parts"),
-    ("carbonstore.indexfiles.tableplan", "carbonstore.indexfiles.planner._levels"),
-}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
+KNOWN_PRIVATE: set[tuple[str, str]] = set()
 
 
 def _layer(package: str) -> int | None:

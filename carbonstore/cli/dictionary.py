@@ -46,7 +46,7 @@ def _dictionary(args: argparse.Namespace) -> int:
     col = dictionary_column(table, args.column)
     d = load_dictionary(table, col)
     # The segments' surrogates must all be in it: no dictionary file is not "0 values".
-    from carbonstore.indexfiles.cache import readable_segments, table_index
+    from carbonstore.pruning.table_index import readable_segments, table_index
 
     view = table_index(table, readable_segments(table.status.read()))
     check_covers(d, max_surrogate(view.bounds, col.column_id),

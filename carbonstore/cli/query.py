@@ -66,8 +66,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def _prune(args: argparse.Namespace) -> int:
-    from carbonstore.indexfiles.expr import session_zone
-    from carbonstore.indexfiles.tableplan import prune
+    from carbonstore.expressions.bind import session_zone
+    from carbonstore.pruning.plan import prune
 
     started = time.perf_counter()
     zone = session_zone(args.time_zone)
@@ -127,11 +127,11 @@ def _query(args: argparse.Namespace) -> int:
             )
     else:
         names = list(table.schema.column_names)
-    from carbonstore.indexfiles.tableplan import bind_where
+    from carbonstore.pruning.plan import bind_where
 
     bind_where(table, args.where)  # a bad filter is a user error before Spark starts
     if args.count and args.segments is None:
-        from carbonstore.indexfiles.answers import Aggregate, answer
+        from carbonstore.pruning.answers import Aggregate, answer
 
         counted = answer(table, [Aggregate(func="count")], args.where)
         if counted is not None:  # decided by the index: no Spark, no data read

@@ -22,6 +22,7 @@ __all__ = [
     "SALTS",
     "bloom_insert",
     "build_bloom",
+    "parse_bloom_header",
     "read_bloom_blob",
     "hash_plain",
     "hash_value",
@@ -155,21 +156,24 @@ def build_bloom(
     return bytes(bitset)
 
 
-def read_bloom_blob(data: bytes, *, name: str = "bloom filter") -> bytes:
-    """Parse a Thrift BloomFilterHeader followed by its bitset; return the bitset.
+def parse_bloom_header(head: bytes, *, name: str, where: str = "") -> tuple[int, int] | None:
+    """Decode the Thrift BloomFilterHeader at the start of ``head`` (the one header parser).
+
+    Returns:
+        (header length, bitset length in bytes; None when the header has none), or None when
+        the header describes another algorithm, hash or compression than split-block /
+        xxHash / uncompressed.
 
     Raises:
-        CorruptIndexError: the header is not a valid split-block / xxHash / uncompressed
-            header or the bitset is short.
+        CorruptIndexError: the header does not decode.
     """
     from carbonstore.indexfiles import tio
     from carbonstore.indexfiles._gen.parquet.ttypes import BloomFilterHeader
 
     try:
-        hdr, used = tio.decode_prefix(BloomFilterHeader(), data[:64])
+        hdr, used = tio.decode_prefix(BloomFilterHeader(), head)
     except tio.DECODE_ERRORS as err:
-        raise CorruptIndexError(f"{name}: cannot decode bloom filter header: {err}") from err
-    n = hdr.numBytes
+        raise CorruptIndexError(f"{name}: cannot decode bloom filter header{where}: {err}") from err
     if (
         hdr.algorithm is None
         or hdr.algorithm.BLOCK is None
@@ -178,7 +182,21 @@ def read_bloom_blob(data: bytes, *, name: str = "bloom filter") -> bytes:
         or hdr.compression is None
         or hdr.compression.UNCOMPRESSED is None
     ):
+        return None
+    return used, hdr.numBytes
+
+
+def read_bloom_blob(data: bytes, *, name: str = "bloom filter") -> bytes:
+    """Parse a Thrift BloomFilterHeader followed by its bitset; return the bitset.
+
+    Raises:
+        CorruptIndexError: the header is not a valid split-block / xxHash / uncompressed
+            header or the bitset is short.
+    """
+    parsed = parse_bloom_header(data[:64], name=name)
+    if parsed is None:
         raise CorruptIndexError(f"{name}: not a split-block xxHash uncompressed bloom filter")
+    used, n = parsed
     if n is None or n < BLOCK_BYTES or n % BLOCK_BYTES or used + n > len(data):
         raise CorruptIndexError(f"{name}: bloom filter size {n} is invalid or exceeds the data")
     return data[used : used + n]

@@ -1,6 +1,6 @@
 """Several indexes' arrays seen as one, so the planner runs one vectorised pass.
 
-:func:`planner.prune` evaluates row groups of all parts at once but cuts pages part by part;
+:func:`planner.prune_row_groups` evaluates row groups of all parts at once but cuts pages part by part;
 with hundreds of surviving segments that per-part loop dominates planning. A
 :class:`ConcatArrays` presents the arrays of several indexes with the same column layout
 (:class:`IndexArrays`, or the snapshot's :class:`~carbonstore.indexfiles.snapshot.SnapshotArrays`)

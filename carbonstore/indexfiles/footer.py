@@ -18,7 +18,6 @@ from carbonstore.errors import CorruptIndexError, UnsupportedParquetError
 from carbonstore.indexfiles import tio
 from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, ValueKind
 from carbonstore.indexfiles._gen.parquet.ttypes import (
-    BloomFilterHeader,
     ColumnChunk,
     ColumnIndex,
     ColumnOrder,
@@ -26,6 +25,7 @@ from carbonstore.indexfiles._gen.parquet.ttypes import (
     OffsetIndex,
     Statistics,
 )
+from carbonstore.indexfiles.bloom import parse_bloom_header
 from carbonstore.indexfiles.coltypes import Leaf, decode_bound, leaves_from_schema
 
 __all__ = ["ChunkIndex", "FileIndex", "PageIndex", "RowGroupIndex", "read_file_index"]
@@ -335,22 +335,10 @@ def _read_bloom(r: _Reader, cc: ColumnChunk) -> bytes | None:
         return None
     off = md.bloom_filter_offset
     head = r.get(off, min(64, r.size - off))
-    try:
-        hdr, used = tio.decode_prefix(BloomFilterHeader(), head)
-    except tio.DECODE_ERRORS as err:
-        raise CorruptIndexError(
-            f"{r.name}: cannot decode bloom filter header at {off}: {err}"
-        ) from err
-    n = hdr.numBytes
-    if (
-        hdr.algorithm is None
-        or hdr.algorithm.BLOCK is None
-        or hdr.hash is None
-        or hdr.hash.XXHASH is None
-        or hdr.compression is None
-        or hdr.compression.UNCOMPRESSED is None
-    ):
+    parsed = parse_bloom_header(head, name=r.name, where=f" at {off}")
+    if parsed is None:
         return None  # an algorithm we do not know: no bloom, never a wrong answer
+    used, n = parsed
     if n is None or n < 32 or n % 32 or n > _MAX_BLOOM:
         raise CorruptIndexError(f"{r.name}: bloom filter at {off} has invalid size {n}")
     if md.bloom_filter_length is not None and md.bloom_filter_length < used + n:

@@ -50,8 +50,8 @@ import xxhash
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, DataFile, ValueKind
 from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE, BloomSource
-from carbonstore.indexfiles.bounds import ColumnBounds, SegmentBounds
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, RG_ARRAYS, Lazy
+from carbonstore.indexfiles.segment_bounds import ColumnBounds, SegmentBounds
 
 __all__ = ["BOUNDS_TYPES", "COL_COLUMNS", "DESC_FIELDS", "FILE_STRUCT", "FLAG_BITS", "PAGE_COLUMNS", "RG_COLUMNS",
            "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "VALUE_TYPES", "Snapshot", "SnapshotArrays", "SnapshotFiles", "decode_snapshot",

@@ -12,7 +12,7 @@ import orjson
 import pyarrow as pa
 
 from carbonstore.indexfiles._gen.carbonindex.ttypes import ValueKind
-from carbonstore.indexfiles.bounds import SegmentBounds
+from carbonstore.indexfiles.segment_bounds import SegmentBounds
 from carbonstore.indexfiles.snapshot import (
     BOUNDS_TYPES,
     COL_COLUMNS,

@@ -3,9 +3,9 @@
 A change is computed on one tablestatus snapshot and committed as ONE new version:
 
 1. plan: the filter (or the merge's key range) prunes segments, files and row groups with
-   the index (``indexfiles.tableplan.prune`` on the pinned snapshot);
+   the index (``pruning.plan.prune`` on the pinned snapshot);
 2. match: the kept row groups are read with pyarrow and the predicate is evaluated row by
-   row (``evaluator.evaluate_rows``, Spark's semantics); rows an earlier delta deleted are
+   row (``pruning.rows.evaluate_rows``, Spark's semantics); rows an earlier delta deleted are
    skipped; each match is a (segment, data file, row position);
 3. write: per touched data file a NEW delta holding the union of its current delta and the
    new positions (``segments.deltas``); UPDATE / MERGE write their new and changed rows as
@@ -41,8 +41,8 @@ from carbonstore.errors import (
     CommitConflictError,
     UserError,
 )
-from carbonstore.indexfiles.evaluator import evaluate_rows
-from carbonstore.indexfiles.expr import AlwaysTrue, Expr, references
+from carbonstore.expressions.expr import AlwaysTrue, Expr, references
+from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.deltas import deleted_mask, positions, read_delta, write_delta
 from carbonstore.statistics.analyze import store_task_statistics
 from carbonstore.statistics.store import delete_segment_statistics
@@ -155,8 +155,8 @@ def row_filter(table: Table, where: str | Expr | None) -> RowFilter:
         ExpressionError: a conjunct names an unknown column or the text does not parse.
     """
     from carbonstore.errors import ExpressionError
-    from carbonstore.indexfiles.expr import And
-    from carbonstore.indexfiles.tableplan import bind_where
+    from carbonstore.expressions.expr import And
+    from carbonstore.pruning.plan import bind_where
 
     if where is None or not isinstance(where, str):
         return RowFilter(bind_where(table, where))
@@ -167,7 +167,7 @@ def row_filter(table: Table, where: str | Expr | None) -> RowFilter:
             raise
     import sqlglot
 
-    from carbonstore.indexfiles.expr import and_terms
+    from carbonstore.expressions.parser import and_terms
 
     terms = and_terms(sqlglot.parse_one(where, read="spark"))
     bound: Expr = AlwaysTrue()
@@ -193,12 +193,12 @@ def scan_rows(
 
     Args:
         table: the table (its latest version, or the version it is pinned at).
-        expr: a bound filter (``tableplan.bind_where``); ``AlwaysTrue`` matches every row.
+        expr: a bound filter (``plan.bind_where``); ``AlwaysTrue`` matches every row.
         with_rows: also return the matched rows (``columns`` only, default every column),
             values decoded, with their segment, file and position.
         snapshot: plan on this snapshot (default: read now).
     """
-    from carbonstore.indexfiles.tableplan import prune
+    from carbonstore.pruning.plan import prune
 
     residual = expr.residual if isinstance(expr, RowFilter) else None
     expr = expr.expr if isinstance(expr, RowFilter) else expr

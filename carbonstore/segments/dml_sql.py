@@ -62,7 +62,7 @@ def parse_dml(statement: str) -> DmlStatement | None:
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError, RecursionError) as err:
-        from carbonstore.indexfiles.expr import sql_error_message
+        from carbonstore.expressions.parser import sql_error_message
 
         raise UserError(f"cannot parse {head}: {sql_error_message(err)}") from err
     if isinstance(tree, exp.Delete):
@@ -116,7 +116,7 @@ def run_dml(
 def _merge(
     store: Store, table: Table, tree: Any, read_source: Callable[[str], pa.Table] | None
 ) -> DmlResult:
-    from carbonstore.indexfiles.expr import AlwaysTrue
+    from carbonstore.expressions.expr import AlwaysTrue
     from carbonstore.segments.dml import FILE_COLUMN, POS_COLUMN, SEGMENT_COLUMN, scan_rows
 
     target_alias = tree.this.alias_or_name

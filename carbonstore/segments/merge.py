@@ -30,7 +30,8 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import UserError
-from carbonstore.indexfiles.expr import AlwaysTrue, Expr, and_terms
+from carbonstore.expressions.expr import AlwaysTrue, Expr
+from carbonstore.expressions.parser import and_terms
 from carbonstore.segments.dml import (
     FILE_COLUMN,
     POS_COLUMN,
@@ -307,7 +308,7 @@ def merge_rows(
     on_columns = _target_columns(on, ta, names)
 
     def step(snap: TableStatusSnapshot) -> DmlResult:
-        from carbonstore.indexfiles.tableplan import bind_where
+        from carbonstore.pruning.plan import bind_where
 
         expr = bind_where(table, where) if where else AlwaysTrue()
         # The join reads only the target columns ON names; the matched rows are then

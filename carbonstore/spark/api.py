@@ -16,9 +16,10 @@ from typing import Any
 import pyarrow as pa
 
 from carbonstore.errors import UserError
-from carbonstore.indexfiles.evaluator import rows_exact
-from carbonstore.indexfiles.expr import AlwaysTrue, Expr, session_zone
-from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
+from carbonstore.expressions.bind import session_zone
+from carbonstore.expressions.expr import AlwaysTrue, Expr
+from carbonstore.pruning.plan import TablePlan, bind_where, prune
+from carbonstore.pruning.rows import rows_exact
 from carbonstore.spark.reader import (
     LOCAL_ROWS_KEY,
     SEGMENTS_OPTION,

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from carbonstore.indexfiles.tableplan import FilePlan, TablePlan
+from carbonstore.pruning.plan import FilePlan, TablePlan
 from carbonstore.segments.deltas import decode_delta, positions
 from carbonstore.store.table import Table
 

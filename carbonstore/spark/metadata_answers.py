@@ -3,7 +3,7 @@
 :func:`match_aggregates` recognises a statement whose every output is one of those
 aggregates over one store table, with no GROUP BY, HAVING, DISTINCT, join, window or ORDER
 BY, at most a positive LIMIT, and a WHERE on the table's own columns.
-:func:`answer_statement` answers it through :func:`carbonstore.indexfiles.answers.answer`
+:func:`answer_statement` answers it through :func:`carbonstore.pruning.answers.answer`
 (exact or None: the caller then runs the statement through Spark), with Spark's output
 column names (``count(1)``, ``min(c)``, or the alias). No Spark is needed to answer.
 
@@ -23,7 +23,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import ExpressionError, TableNotFoundError, UserError
-from carbonstore.indexfiles.answers import Aggregate, answer
+from carbonstore.pruning.answers import Aggregate, answer
 from carbonstore.store.table import Store, Table
 
 __all__ = ["AggregateStatement", "answer_frame", "answer_statement", "match_aggregates"]
@@ -185,7 +185,7 @@ def _answer(
 def answer_frame(spark: Any, store: Store, statement: str, *, as_of: int | str | None = None,
                  aliases: Mapping[str, Table] | None = None) -> Any:
     """The answer of ``statement`` as a one-row DataFrame with Spark's types, or None."""
-    from carbonstore.indexfiles.expr import session_zone
+    from carbonstore.expressions.bind import session_zone
 
     zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone")))
     if zone is None:

@@ -30,7 +30,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from carbonstore.indexfiles.tableplan import TablePlan
+from carbonstore.pruning.plan import TablePlan
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store.ddl import quote_name
 from carbonstore.store.table import Table

@@ -7,7 +7,7 @@
 
 Where pyspark calls what: ``reader()`` and ``partitions()`` run on the driver (in the
 planning Python worker), ``read()`` once per partition on the executors. ``partitions`` plans
-the table for the ``where`` option (indexfiles.tableplan: segments, files, row groups, page
+the table for the ``where`` option (pruning.plan: segments, files, row groups, page
 row ranges) and groups the surviving row groups into partitions of about
 ``carbon.read.partition.size.mb`` (default 128 MB). ``read`` yields Arrow batches of only
 those row groups, cut to the surviving row ranges, dictionary columns decoded, with the
@@ -33,9 +33,10 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from carbonstore.errors import CorruptIndexError, UserError
-from carbonstore.indexfiles.evaluator import narrows, rows_may_match
-from carbonstore.indexfiles.expr import AlwaysTrue, Expr, references, session_zone
-from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
+from carbonstore.expressions.bind import session_zone
+from carbonstore.expressions.expr import AlwaysTrue, Expr, references
+from carbonstore.pruning.plan import TablePlan, bind_where, prune
+from carbonstore.pruning.rows import narrows, rows_may_match
 from carbonstore.segments.deltas import decode_delta, deleted_mask, positions
 from carbonstore.segments.writer import arrow_type
 from carbonstore.spark.types import one_line_errors

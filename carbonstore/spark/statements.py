@@ -23,7 +23,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import TableNotFoundError, UserError
-from carbonstore.indexfiles.expr import and_terms
+from carbonstore.expressions.parser import and_terms
 from carbonstore.store.table import Store, Table
 
 __all__ = ["Occurrence", "PlannedStatement", "conjuncts", "count_only", "parse_statement",
@@ -50,7 +50,7 @@ def parse_statement(statement: str) -> exp.Expr:
     try:
         trees = sqlglot.parse(statement, read="spark")
     except (ParseError, TokenError) as err:
-        from carbonstore.indexfiles.expr import sql_error_message
+        from carbonstore.expressions.parser import sql_error_message
 
         raise UserError(f"cannot parse SQL: {sql_error_message(err)}") from err
     except RecursionError as err:

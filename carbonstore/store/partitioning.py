@@ -19,7 +19,7 @@ bucket id. Folder names are Hive-style escaped (see :func:`escape`), so any valu
 folder names serve pruning and humans, every read path reads the files as they are.
 
 The transform values, their folder text and the bounds they imply on the source column use
-the comparable representation of bound expressions (indexfiles/expr.py): days since epoch
+the comparable representation of bound expressions (expressions/expr.py): days since epoch
 for dates, microseconds since epoch (UTC) for timestamps, UTF-8 bytes for strings.
 """
 
@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 
 from carbonstore.errors import CorruptMetadataError, SchemaError, UserError
 from carbonstore.store.murmur3 import bucket_ids, spark_hash
+from carbonstore.store.ordering import prefix_successor
 
 __all__ = [
     "live_deleted_rows",
@@ -474,8 +475,6 @@ def field_bounds(
                 prefix = text.encode("utf-8", "surrogatepass")
                 if len(text) < f.param:  # shorter than W: the value itself
                     return prefix, prefix, False
-                from carbonstore.indexfiles.evaluator import prefix_successor
-
                 succ = prefix_successor(prefix)
                 return (prefix, succ, True) if succ is not None else None
             lo = int(text)

@@ -22,8 +22,8 @@ from carbonstore.cli import main
 from carbonstore.cli._common import parse_key_values
 from carbonstore.cli.load import infer_format
 from carbonstore.errors import UserError
-from carbonstore.indexfiles.expr import MAX_NESTING, or_
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.expressions.expr import MAX_NESTING, or_
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.addsegment import add_segment
 from carbonstore.store.tablestatus import COMPACTED, MARKED_FOR_DELETE
 
@@ -142,7 +142,7 @@ def test_an_or_of_many_terms_prunes_like_an_in_list(
 
 def test_python_api_chains_of_thousands_of_terms(st: str) -> None:
     table = Store(st).table("t")
-    from carbonstore.indexfiles.expr import Eq, Or
+    from carbonstore.expressions.expr import Eq, Or
 
     left_deep = Eq("order_id", 7)
     for i in range(5000):

@@ -18,8 +18,8 @@ from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.dictionary import clear_cache
 from carbonstore.errors import DictionaryError
-from carbonstore.indexfiles.cache import clear_cache as clear_index_cache
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.cache import clear_cache as clear_index_cache
+from carbonstore.pruning.plan import prune
 from carbonstore.store.table import Table
 from tests.reliability.workload import SCHEMA, load, rows, scan
 

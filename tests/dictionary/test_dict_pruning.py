@@ -8,7 +8,7 @@ import pytest
 
 from carbonstore import Store, Table
 from carbonstore.dictionary import prepare_dictionaries
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.compaction import write_segment
 from carbonstore.store import LoadEntry, Table
 from carbonstore.store.tablestatus import SUCCESS

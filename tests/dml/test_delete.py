@@ -7,8 +7,8 @@ import pytest
 
 from carbonstore import Store, Table
 from carbonstore.errors import CorruptMetadataError, ExpressionError, UserError
-from carbonstore.indexfiles.expr import AlwaysTrue
-from carbonstore.indexfiles.tableplan import bind_where, prune
+from carbonstore.expressions.expr import AlwaysTrue
+from carbonstore.pruning.plan import bind_where, prune
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact, merge_local
 from carbonstore.segments.deltas import DELTA_SUFFIX, read_delta

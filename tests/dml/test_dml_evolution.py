@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from carbonstore import Store, Table
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.analyze import compute_segment_statistics
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.dml import delete_rows

@@ -16,22 +16,28 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore import Store
-from carbonstore.indexfiles import cache
-from carbonstore.indexfiles.cache import COUNTERS, clear_cache, refresh_index_snapshot
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, ConcatArrays
-from carbonstore.indexfiles.evaluator import evaluate_rows
 from carbonstore.indexfiles.snapshot import (
     SNAPSHOT_VERSION,
     SnapshotArrays,
     frame_snapshot,
     snapshot_payload,
 )
-from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
+from carbonstore.pruning.cache import COUNTERS, clear_cache
+from carbonstore.pruning.plan import TablePlan, bind_where, prune
+from carbonstore.pruning.rows import evaluate_rows
+from carbonstore.pruning.segment_index import load_segment
+from carbonstore.pruning.table_index import (
+    read_snapshot,
+    readable_segments,
+    refresh_index_snapshot,
+    snapshot_names,
+)
 from carbonstore.segments.manage import delete_segments
 from carbonstore.store.table import Table
 from tests.indexfiles.segbuild import add_segments
-from tests.indexfiles.test_cache import _fresh_process_plan
-from tests.indexfiles.test_tableplan import _PRED, _ROW, SCHEMA, _check_levels, _table
+from tests.pruning.test_cache import _fresh_process_plan
+from tests.pruning.test_plan import _PRED, _ROW, SCHEMA, _check_levels, _table
 
 
 @pytest.fixture(autouse=True)
@@ -95,8 +101,8 @@ def _assert_same_arrays(got: Any, want: Any) -> None:
 
 
 def _segments(t: Table) -> list[Any]:
-    entries = cache.readable_segments(t.status.read())
-    return [cache._load_segment(t, e).arrays for e in entries]
+    entries = readable_segments(t.status.read())
+    return [load_segment(t, e).arrays for e in entries]
 
 
 def test_snapshot_arrays_equal_the_merge_index_arrays(store: Store) -> None:
@@ -105,7 +111,7 @@ def test_snapshot_arrays_equal_the_merge_index_arrays(store: Store) -> None:
         add_segments(t, [_all_types(k * 300, 300 - 40 * k, k)], row_group_size=70, page_rows=9,
                      bloom_columns=["s", "id"], with_column_ids=k != 3)
     refresh_index_snapshot(t)
-    snap, _ = cache._read_snapshot(t)
+    snap, _ = read_snapshot(t)
     assert snap is not None and snap.size == 6
     merged = _segments(t)
     for rows in ([0], [5], [0, 1, 2], [4, 5], [0, 2, 5], [5, 4, 0], [3], [0, 1, 2, 4, 5]):
@@ -230,7 +236,7 @@ def test_a_snapshot_of_another_version_is_ignored_and_rewritten(store: Store) ->
     # ten segments uncovered (more than the lag of 8): planning wrote a current snapshot
     assert COUNTERS["snapshot_errors"] == 1 and COUNTERS["merge_index_reads"] == 10
     assert COUNTERS["snapshot_writes"] == 1
-    newest = cache._snapshot_names(t)[-1]
+    newest = snapshot_names(t)[-1]
     assert newest != name
     meta = pa.ipc.open_file(
         snapshot_payload(newest, Path(t.paths.index_snapshot_dir, newest).read_bytes())).schema.metadata

@@ -24,7 +24,7 @@ from s3fixtures import S3Store
 from carbonstore import Store
 from carbonstore.dictionary import clear_cache as clear_dictionary_cache
 from carbonstore.dictionary import load_dictionary
-from carbonstore.indexfiles.cache import clear_cache
+from carbonstore.pruning.cache import clear_cache
 from carbonstore.segments.clean import clean_files
 from carbonstore.store.tablestatus import COMPACTED, IN_PROGRESS, SUCCESS
 

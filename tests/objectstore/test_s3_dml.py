@@ -23,7 +23,7 @@ from s3fixtures import BUCKET, S3Store
 
 from carbonstore import Store, Table
 from carbonstore.errors import CorruptMetadataError, VersionNotFoundError
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.deltas import DELTA_SUFFIX

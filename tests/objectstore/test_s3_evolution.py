@@ -18,7 +18,7 @@ import pytest
 from s3fixtures import S3Store
 
 from carbonstore import Store
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.compaction import compact
 from carbonstore.spark.reader import (
     arrow_read_schema,

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from carbonstore import Store
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.dml import delete_rows
 from carbonstore.spark.reader import arrow_read_schema, plan_partitions, read_row_groups

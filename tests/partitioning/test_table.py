@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 from carbonstore import Store
 from carbonstore.errors import SchemaError, UserError
-from carbonstore.indexfiles.expr import col
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.expressions.expr import col
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.load import parse_load_options, write_settings

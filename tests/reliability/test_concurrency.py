@@ -17,7 +17,7 @@ import pytest
 from carbonstore import Store
 from carbonstore.dictionary import clear_cache as clear_dictionary_cache
 from carbonstore.dictionary import load_dictionary
-from carbonstore.indexfiles.cache import clear_cache
+from carbonstore.pruning.cache import clear_cache
 from carbonstore.store import load_conf
 from carbonstore.store.tablestatus import COMPACTED, SUCCESS
 from tests.reliability.test_crash import WORKLOAD, _env, assert_no_orphans, check_rows, clean

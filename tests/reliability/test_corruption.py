@@ -18,7 +18,7 @@ import pytest
 from carbonstore import Store
 from carbonstore.dictionary import clear_cache as clear_dictionary_cache
 from carbonstore.errors import CarbonStoreError, CorruptMetadataError
-from carbonstore.indexfiles.cache import clear_cache
+from carbonstore.pruning.cache import clear_cache
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import forget_decoded
 from tests.reliability.workload import SCHEMA, load, rows, scan

@@ -26,8 +26,8 @@ import pytest
 from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.dictionary import clear_cache as clear_dictionary_cache
-from carbonstore.indexfiles.cache import clear_cache
 from carbonstore.indexfiles.indexfile import read_index
+from carbonstore.pruning.cache import clear_cache
 from carbonstore.segments.compaction import compact
 from carbonstore.store import load_conf
 from carbonstore.store.table import Table

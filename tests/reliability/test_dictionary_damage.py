@@ -34,7 +34,7 @@ from carbonstore.cli import main
 from carbonstore.dictionary import clear_cache, prepare_dictionaries
 from carbonstore.dictionary.codec import encode_chunk
 from carbonstore.errors import CarbonStoreError
-from carbonstore.indexfiles.cache import clear_cache as clear_index_cache
+from carbonstore.pruning.cache import clear_cache as clear_index_cache
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task

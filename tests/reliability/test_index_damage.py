@@ -41,10 +41,11 @@ from carbonstore import Store
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles import tio
 from carbonstore.indexfiles._gen.carbonindex.ttypes import IndexHeader
-from carbonstore.indexfiles.cache import COUNTERS, clear_cache, refresh_index_snapshot
 from carbonstore.indexfiles.indexfile import encode_index, read_index
 from carbonstore.indexfiles.snapshot import frame_snapshot, snapshot_payload
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.cache import COUNTERS, clear_cache
+from carbonstore.pruning.plan import prune
+from carbonstore.pruning.table_index import refresh_index_snapshot
 from carbonstore.segments.rebuild import rebuild_indexes
 from carbonstore.store import load_conf
 from carbonstore.store.table import Table

@@ -10,9 +10,9 @@ import pytest
 from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.errors import CorruptIndexError, SegmentNotFoundError
-from carbonstore.indexfiles.cache import clear_cache
 from carbonstore.indexfiles.indexfile import load_index
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.cache import clear_cache
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.rebuild import rebuild_indexes
 from carbonstore.store.table import Table
 from tests.reliability.workload import SCHEMA, load, rows, scan

@@ -16,7 +16,7 @@ import pytest
 from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.errors import TableNotFoundError, UserError, VersionNotFoundError
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.compaction import compact

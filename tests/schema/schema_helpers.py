@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from carbonstore import Store, Table
-from carbonstore.indexfiles.evaluator import evaluate_rows
-from carbonstore.indexfiles.tableplan import TablePlan, bind_where, prune
+from carbonstore.pruning.plan import TablePlan, bind_where, prune
+from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.compaction import write_settings
 from carbonstore.segments.writer import arrow_schema, write_task

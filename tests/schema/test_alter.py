@@ -156,7 +156,7 @@ def test_compaction_writes_the_current_schema(store: Store) -> None:
 
 
 def test_index_rebuild_labels_columns_with_the_segments_schema(table: Table) -> None:
-    from carbonstore.indexfiles.cache import clear_cache
+    from carbonstore.pruning.cache import clear_cache
     from carbonstore.segments.rebuild import rebuild_segment
 
     t = alter(table, "drop-column", "name")

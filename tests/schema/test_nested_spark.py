@@ -119,7 +119,7 @@ def _truth(where: str, r: dict[str, Any]) -> bool:
 
 
 def test_lists_and_maps_never_prune(store: Store) -> None:
-    from carbonstore.indexfiles.cache import table_index
+    from carbonstore.pruning.table_index import table_index
 
     t = store.create_table("db.lm", SCHEMA)
     from schema_helpers import load as local_load

@@ -17,7 +17,7 @@ from carbonstore.segments.writer import arrow_type
 from carbonstore.spark.metadata_answers import answer_frame
 from carbonstore.spark.sql import run_statement
 from carbonstore.store import load_conf
-from tests.indexfiles.test_answers import TINY, add_segments
+from tests.pruning.test_answers import TINY, add_segments
 
 SCHEMA = ("id long not null, x double, f float, s string, d date, ts timestamp, "
           "m decimal(10,2), b boolean, city string, n int")

@@ -15,7 +15,7 @@ from pyspark.sql.utils import AnalysisException
 
 from carbonstore import Store
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.plan import prune
 from carbonstore.spark.api import to_spark
 from carbonstore.spark.reader import plan_partitions, read_row_groups
 from tests.indexfiles.segbuild import add_segments
@@ -122,7 +122,7 @@ def test_read_row_groups_with_the_filter_keeps_the_rows_it_may_match(
     store: Store, where: str, want: list[int]
 ) -> None:
     """Executors read the filter columns first and pass on only the rows that may match."""
-    from carbonstore.indexfiles.tableplan import bind_where
+    from carbonstore.pruning.plan import bind_where
 
     t = store.create_table("db.t", "id long not null, v double, d decimal(9,2)")
     ids = np.arange(5000)
@@ -205,7 +205,7 @@ def test_plans_above_the_local_limit_are_read_by_sparks_parquet_reader(
 
 def test_driver_reads_keep_only_rows_the_filter_may_match(spark: object, typed: object) -> None:
     """The plan keeps whole pages; the local DataFrame holds only the rows that may match."""
-    from carbonstore.indexfiles.tableplan import bind_where
+    from carbonstore.pruning.plan import bind_where
     from carbonstore.spark.api import local_frame
 
     # d > 390.0 holds for NaN too (NaN is above every number): 17 numbers and 109 NaNs

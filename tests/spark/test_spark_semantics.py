@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles.evaluator import evaluate_rows, rows_exact, rows_may_match
-from carbonstore.indexfiles.expr import (
+from carbonstore.expressions.bind import bind, session_zone
+from carbonstore.expressions.expr import (
     And,
     Comparison,
     Eq,
@@ -46,13 +46,12 @@ from carbonstore.indexfiles.expr import (
     NotIn,
     Or,
     StartsWith,
-    bind,
-    parse_where,
-    session_zone,
 )
+from carbonstore.expressions.parser import parse_where
+from carbonstore.pruning.rows import evaluate_rows, rows_exact, rows_may_match
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store.schema import Column, DataType, TableSchema
-from tests.indexfiles import test_evaluator_soundness as sound
+from tests.pruning import test_evaluator_soundness as sound
 
 _PLAIN = st.characters(blacklist_categories=["Cs", "Cc"], blacklist_characters="'\\%_")
 

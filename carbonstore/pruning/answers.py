@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -38,53 +39,34 @@ import numpy as np
 import numpy.typing as npt
 
 from carbonstore.errors import CarbonStoreError
-from carbonstore.indexfiles import planner as planner_mod
-from carbonstore.indexfiles.cache import readable_segments, table_index
-from carbonstore.indexfiles.evaluator import (
-    LEVEL_COUNTS,
-    LEVEL_MINMAX,
-    StatsEvaluator,
-    UnitStats,
-    prefix_successor,
-)
-from carbonstore.indexfiles.expr import (
-    AlwaysFalse,
-    AlwaysTrue,
-    And,
+from carbonstore.expressions.expr import (
     BoundRef,
     Eq,
     Expr,
-    Gt,
-    GtEq,
     In,
-    IsNaN,
-    IsNotNull,
-    IsNull,
-    Lt,
-    LtEq,
-    NotEq,
-    NotIn,
-    NotNaN,
-    NotStartsWith,
-    Or,
-    StartsWith,
-    flatten,
     nodes,
 )
-from carbonstore.indexfiles.tableplan import bind_where, dictionary_safe
+from carbonstore.pruning import planner as planner_mod
+from carbonstore.pruning.all_rows import AllRowsEvaluator
+from carbonstore.pruning.bounds import segment_unit_stats
+from carbonstore.pruning.dictionary_rewrite import IN_SURROGATES, dictionary_safe
+from carbonstore.pruning.evaluator import (
+    LEVEL_COUNTS,
+    LEVEL_MINMAX,
+    StatsEvaluator,
+)
+from carbonstore.pruning.plan import bind_where
+from carbonstore.pruning.table_index import readable_segments, table_index
 from carbonstore.store.schema import Column, parse_type
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
-__all__ = ["ROWS_ALL_MATCH", "Aggregate", "AllRowsEvaluator", "answer", "deleted_row_counts"]
+__all__ = ["Aggregate", "answer", "deleted_row_counts"]
 
-ROWS_ALL_MATCH = True  # AllRowsEvaluator: every row of the unit satisfies the filter
-ROWS_SOME_MAY_FAIL = False
 
 Mask = npt.NDArray[np.bool_]
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH_TS = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_IN_SURROGATES = 64  # dictionary_safe turns a longer IN into a surrogate interval (inexact)
 _FIRST_SURROGATE = 2  # surrogate 1 is null (docs/dictionary.md)
 
 
@@ -119,183 +101,6 @@ def _index_describes_reads(table: Table, entries: Sequence[LoadEntry]) -> bool:
     return not segment_projections(table, entries)
 
 
-# ---- the "every row matches" evaluator --------------------------------------------------------
-
-
-def _cmp(values: Any, ok: Mask, op: Callable[[Any, Any], Any], literal: Any) -> Mask:
-    """``op(values, literal)`` where ``ok``; False (not proved) elsewhere."""
-    out = np.zeros(len(ok), dtype=bool)
-    if ok.any():
-        sel = values[ok]
-        if sel.dtype == object:
-            boxed = np.empty((), dtype=object)
-            boxed[()] = literal
-            literal = boxed
-        with np.errstate(invalid="ignore"):
-            out[ok] = np.asarray(op(sel, literal), dtype=bool)
-    return out
-
-
-def _is_nan(v: Any) -> bool:
-    return isinstance(v, float) and math.isnan(v)
-
-
-class AllRowsEvaluator:
-    """Visitor: a mask over units, ``ROWS_ALL_MATCH`` where the statistics prove that every
-    row of the unit satisfies the bound, ``Not``-free expression (TRUE, not NULL).
-
-    The dual of :class:`carbonstore.indexfiles.evaluator.StatsEvaluator`; missing statistics
-    mean "some row may fail". Valid bounds suffice (an inexact string minimum is still below
-    every value, a strict maximum above every value).
-    """
-
-    def __init__(self, size: int, stats_for: Callable[[BoundRef], UnitStats | None]) -> None:
-        self.size = size
-        self.stats_for = stats_for
-        self._leaf: dict[type[Expr], Callable[[Any, UnitStats], Mask]] = {
-            Eq: self.eq, NotEq: self.not_eq, Lt: self.lt, LtEq: self.lt_eq, Gt: self.gt,
-            GtEq: self.gt_eq, In: self.in_, NotIn: self.not_in, IsNull: self.is_null,
-            IsNotNull: self.is_not_null, IsNaN: self.is_nan, NotNaN: self.not_nan,
-            StartsWith: self.starts_with, NotStartsWith: self.not_starts_with,
-        }
-
-    def evaluate(self, expr: Expr) -> Mask:
-        if isinstance(expr, AlwaysTrue):
-            return np.full(self.size, ROWS_ALL_MATCH)
-        if isinstance(expr, AlwaysFalse):
-            return np.full(self.size, ROWS_SOME_MAY_FAIL)
-        if isinstance(expr, (And, Or)):
-            first, *rest = flatten(expr)
-            out = self.evaluate(first)
-            for e in rest:  # an OR matches whole where one side does (sufficient, not necessary)
-                out = out & self.evaluate(e) if isinstance(expr, And) else out | self.evaluate(e)
-            return out
-        leaf = self._leaf.get(type(expr))
-        term = getattr(expr, "term", None)
-        if leaf is None or not isinstance(term, BoundRef):
-            return np.full(self.size, ROWS_SOME_MAY_FAIL)
-        s = self.stats_for(term)
-        if s is None:
-            return np.full(self.size, ROWS_SOME_MAY_FAIL)
-        return leaf(expr, s)
-
-    # ---- evidence ---------------------------------------------------------------------------
-    @staticmethod
-    def _no_null(s: UnitStats) -> Mask:
-        return (s.null_count == 0) & ~s.null_unit
-
-    @staticmethod
-    def _no_nan(s: UnitStats) -> Mask:
-        return s.nan_count == 0 if s.floating else np.ones(s.size, dtype=bool)
-
-    @staticmethod
-    def _all_nan(s: UnitStats) -> Mask:
-        """Every row is NaN (with _no_null)."""
-        return (s.nan_count == s.num_rows) if s.floating else np.zeros(s.size, dtype=bool)
-
-    @staticmethod
-    def _bounds(s: UnitStats) -> tuple[Mask, Mask]:
-        """Where lo / hi bound the non-NaN values (a NaN bound: only NaN values)."""
-        if not s.floating:
-            return s.lo_ok, s.hi_ok
-        lo_ok = s.lo_ok & ~_cmp(s.lo, s.lo_ok, lambda a, _: np.isnan(a), None)
-        hi_ok = s.hi_ok & ~_cmp(s.hi, s.hi_ok, lambda a, _: np.isnan(a), None)
-        return lo_ok, hi_ok
-
-    def _all_above(self, s: UnitStats, v: Any, *, strict: bool) -> Mask:
-        """Every non-NaN value is > v (``strict``) or >= v."""
-        lo_ok, _ = self._bounds(s)
-        return _cmp(s.lo, lo_ok, (lambda a, b: a > b) if strict else (lambda a, b: a >= b), v)
-
-    def _all_below(self, s: UnitStats, v: Any, *, strict: bool) -> Mask:
-        """Every non-NaN value is < v (``strict``) or <= v."""
-        _, hi_ok = self._bounds(s)
-        below = _cmp(s.hi, hi_ok, (lambda a, b: a < b) if strict else (lambda a, b: a <= b), v)
-        # values lie strictly below a strict bound: hi <= v proves < v
-        return np.where(s.hi_strict, _cmp(s.hi, hi_ok, lambda a, b: a <= b, v), below)
-
-    # ---- leaves -----------------------------------------------------------------------------
-    def eq(self, expr: Eq, s: UnitStats) -> Mask:
-        v = expr.literal
-        if _is_nan(v):
-            return self._no_null(s) & self._all_nan(s)
-        lo_ok, hi_ok = self._bounds(s)
-        both = lo_ok & hi_ok & ~s.hi_strict
-        return (self._no_null(s) & self._no_nan(s) & _cmp(s.lo, both, lambda a, b: a == b, v)
-                & _cmp(s.hi, both, lambda a, b: a == b, v))
-
-    def not_eq(self, expr: NotEq, s: UnitStats) -> Mask:
-        v = expr.literal
-        if _is_nan(v):
-            return self._no_null(s) & self._no_nan(s)
-        # NaN rows differ from every number
-        return self._no_null(s) & (self._all_above(s, v, strict=True)
-                                   | self._all_below(s, v, strict=True) | self._all_nan(s))
-
-    def lt(self, expr: Lt, s: UnitStats) -> Mask:
-        if _is_nan(expr.literal):  # every number is below NaN
-            return self._no_null(s) & self._no_nan(s)
-        return self._no_null(s) & self._no_nan(s) & self._all_below(s, expr.literal, strict=True)
-
-    def lt_eq(self, expr: LtEq, s: UnitStats) -> Mask:
-        if _is_nan(expr.literal):
-            return self._no_null(s)
-        return self._no_null(s) & self._no_nan(s) & self._all_below(s, expr.literal, strict=False)
-
-    def gt(self, expr: Gt, s: UnitStats) -> Mask:
-        if _is_nan(expr.literal):
-            return np.full(s.size, ROWS_SOME_MAY_FAIL)
-        # NaN rows are greater than every number
-        return self._no_null(s) & (self._all_above(s, expr.literal, strict=True) | self._all_nan(s))
-
-    def gt_eq(self, expr: GtEq, s: UnitStats) -> Mask:
-        if _is_nan(expr.literal):
-            return self._no_null(s) & self._all_nan(s)
-        return self._no_null(s) & (self._all_above(s, expr.literal, strict=False) | self._all_nan(s))
-
-    def in_(self, expr: In, s: UnitStats) -> Mask:
-        out = np.zeros(s.size, dtype=bool)
-        if any(v is None for v in expr.literals):
-            return out
-        for v in expr.literals:  # every row holds one and the same listed value
-            out |= self.eq(Eq(expr.term, v), s)
-        return out
-
-    def not_in(self, expr: NotIn, s: UnitStats) -> Mask:
-        out = self._no_null(s)
-        if any(v is None for v in expr.literals):
-            return np.zeros(s.size, dtype=bool)
-        for v in expr.literals:
-            out &= self.not_eq(NotEq(expr.term, v), s)
-        return out
-
-    def is_null(self, expr: IsNull, s: UnitStats) -> Mask:
-        return (s.null_count == s.num_rows) | s.null_unit
-
-    def is_not_null(self, expr: IsNotNull, s: UnitStats) -> Mask:
-        return self._no_null(s)
-
-    def is_nan(self, expr: IsNaN, s: UnitStats) -> Mask:
-        return self._no_null(s) & self._all_nan(s)
-
-    def not_nan(self, expr: NotNaN, s: UnitStats) -> Mask:
-        return self._no_null(s) & self._no_nan(s)
-
-    def starts_with(self, expr: StartsWith, s: UnitStats) -> Mask:
-        p = expr.prefix
-        out = self._no_null(s) & self._all_above(s, p, strict=False)
-        succ = prefix_successor(p)
-        return out if succ is None else out & self._all_below(s, succ, strict=True)
-
-    def not_starts_with(self, expr: NotStartsWith, s: UnitStats) -> Mask:
-        p = expr.prefix
-        out = self._all_below(s, p, strict=True)  # a string that starts with p is >= p
-        succ = prefix_successor(p)
-        if succ is not None:
-            out = out | self._all_above(s, succ, strict=False)
-        return self._no_null(s) & out
-
-
 # ---- answers ----------------------------------------------------------------------------------
 
 
@@ -308,7 +113,7 @@ def _dictionary_ok(expr: Expr, table: Table) -> bool:
     for e in nodes(expr):
         term = getattr(e, "term", None)
         if isinstance(term, BoundRef) and term.name in dict_cols:
-            if isinstance(e, In) and len(e.literals) <= _IN_SURROGATES:
+            if isinstance(e, In) and len(e.literals) <= IN_SURROGATES:
                 continue
             if not isinstance(e, Eq):
                 return False
@@ -364,9 +169,10 @@ def answer(
         return tuple(0 if a.func == "count" else None for a in aggregates)
     expr = dictionary_safe(expr, table, bounds=view.bounds)
     b = view.bounds
-    might = (StatsEvaluator(n, b.unit_stats, level=LEVEL_COUNTS).evaluate(expr)
-             & StatsEvaluator(n, b.unit_stats, level=LEVEL_MINMAX).evaluate(expr))
-    whole = AllRowsEvaluator(n, b.unit_stats).evaluate(expr) & might
+    seg_stats = functools.partial(segment_unit_stats, b)
+    might = (StatsEvaluator(n, seg_stats, level=LEVEL_COUNTS).evaluate(expr)
+             & StatsEvaluator(n, seg_stats, level=LEVEL_MINMAX).evaluate(expr))
+    whole = AllRowsEvaluator(n, seg_stats).evaluate(expr) & might
     deleted = {i: deleted_row_counts(table, entries[i]) for i in np.flatnonzero(might).tolist()}
     if all(a.func == "count" and a.column is None for a in aggregates):
         # segments that match whole count without loading their row-group arrays

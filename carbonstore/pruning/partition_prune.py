@@ -27,8 +27,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from carbonstore.indexfiles.evaluator import LEVEL_BLOOM, StatsEvaluator, UnitStats
-from carbonstore.indexfiles.expr import And, BoundRef, Eq, Expr, In, flatten
+from carbonstore.expressions.expr import And, BoundRef, Eq, Expr, In, flatten
+from carbonstore.pruning.evaluator import LEVEL_BLOOM, StatsEvaluator, UnitStats
 from carbonstore.store.partitioning import (
     PARTITIONING_KEY,
     REMOVED_KEY,
@@ -65,7 +65,7 @@ def applies(entries: Sequence[Any]) -> bool:
 def partition_masks(
     view: Any, parts: Sequence[Any], rg_seg: Sequence[npt.NDArray[np.intp]], expr: Expr
 ) -> PartitionMasks | None:
-    """Row-group masks over ``parts`` (tableplan units) from the files' partitions; None
+    """Row-group masks over ``parts`` (plan units) from the files' partitions; None
     when no planned segment is partitioned."""
     entries = view.entries
     if not applies(entries):

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from carbonstore import Store
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles.evaluator import evaluate_rows
-from carbonstore.indexfiles.tableplan import LEVELS, TablePlan, bind_where, prune
+from carbonstore.pruning.plan import LEVELS, TablePlan, bind_where, prune
+from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.manage import delete_segments
 from carbonstore.store.tablestatus import COMPACTED, TableStatusSnapshot
 from tests.indexfiles.segbuild import add_segments

@@ -12,11 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from carbonstore.errors import ExpressionError
+from carbonstore.expressions.bind import bind
+from carbonstore.expressions.expr import Not
+from carbonstore.expressions.parser import parse_where
 from carbonstore.indexfiles.arrays import IndexArrays, load_arrays
-from carbonstore.indexfiles.expr import Not, bind, parse_where
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.packing import pack
-from carbonstore.indexfiles.planner import prune, selections
+from carbonstore.pruning.planner import prune_row_groups, selections
 from carbonstore.store.schema import TableSchema, parse_schema_string
 
 SCHEMA = TableSchema(
@@ -42,7 +44,7 @@ def arrays(tmp_path_factory: pytest.TempPathFactory) -> IndexArrays:
 
 
 def _plan(arrays: IndexArrays, where: str, **kw: Any) -> Any:
-    return prune(bind(parse_where(where), SCHEMA), [arrays], **kw)
+    return prune_row_groups(bind(parse_where(where), SCHEMA), [arrays], **kw)
 
 
 def test_min_max_and_page_ranges(arrays: IndexArrays) -> None:
@@ -82,7 +84,7 @@ def test_float_max_cannot_exclude_nan_without_nan_count(arrays: IndexArrays) -> 
 
 
 def test_several_parts_are_one_pass(arrays: IndexArrays) -> None:
-    plan = prune(bind(parse_where("i = 301"), SCHEMA), [arrays, arrays])
+    plan = prune_row_groups(bind(parse_where("i = 301"), SCHEMA), [arrays, arrays])
     assert plan.part.tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
     assert plan.row_group.tolist() == [0, 1, 2, 3, 0, 1, 2, 3]
     assert np.flatnonzero(plan.kept).tolist() == [1, 5]
@@ -91,9 +93,9 @@ def test_several_parts_are_one_pass(arrays: IndexArrays) -> None:
 
 def test_unbound_expression_is_refused(arrays: IndexArrays) -> None:
     with pytest.raises(ExpressionError, match="bound expression"):
-        prune(Not(parse_where("i = 1")), [arrays])
+        prune_row_groups(Not(parse_where("i = 1")), [arrays])
     with pytest.raises(ExpressionError, match="bind the expression"):
-        prune(parse_where("i = 1"), [arrays])
+        prune_row_groups(parse_where("i = 1"), [arrays])
 
 
 def test_selections_name_file_and_row_group(arrays: IndexArrays) -> None:

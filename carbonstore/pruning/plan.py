@@ -2,10 +2,10 @@
 
 :func:`prune` reads one tablestatus snapshot, chooses the readable segments (optionally a
 subset), drops whole segments on their bounds (one vectorised pass over all segments,
-cache.SegmentBounds), takes the surviving segments' row-group and page arrays from the
+SegmentBounds), takes the surviving segments' row-group and page arrays from the
 table-level index snapshot (segments committed since it: their merge indexes, through the
 driver cache) as one concatenated index and hands it to
-:func:`carbonstore.indexfiles.planner.prune` for one vectorised pass. The result, :class:`TablePlan`,
+:func:`carbonstore.pruning.planner.prune_row_groups` for one vectorised pass. The result, :class:`TablePlan`,
 serialises to the JSON contract of ``carbonstore prune --json``::
 
     {"table", "where", "planning_ms",
@@ -24,6 +24,7 @@ pruning: pages of dropped segments are never loaded.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -34,32 +35,31 @@ import numpy.ma  # noqa: F401 - np.unique imports it lazily: pay at import, not 
 import numpy.typing as npt
 
 from carbonstore.errors import SegmentNotFoundError
-from carbonstore.indexfiles import bloom as bloom_mod
-from carbonstore.indexfiles import partition_prune
-from carbonstore.indexfiles import planner as planner_mod
-from carbonstore.indexfiles.bloom_probe import might_contain_any
-from carbonstore.indexfiles.cache import readable_segments, table_index
-from carbonstore.indexfiles.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
-from carbonstore.indexfiles.expr import (
+from carbonstore.expressions.bind import bind
+from carbonstore.expressions.expr import (
     AlwaysFalse,
     AlwaysTrue,
     And,
     BoundRef,
     Eq,
     Expr,
-    GtEq,
     In,
-    LtEq,
     Or,
-    bind,
     nodes,
-    parse_where,
     references,
 )
-from carbonstore.indexfiles.partition_prune import partition_masks
+from carbonstore.expressions.parser import parse_where
+from carbonstore.indexfiles import bloom as bloom_mod
+from carbonstore.indexfiles.bloom_probe import might_contain_any
+from carbonstore.pruning import partition_prune
+from carbonstore.pruning import planner as planner_mod
+from carbonstore.pruning.bounds import segment_unit_stats
+from carbonstore.pruning.dictionary_rewrite import dictionary_safe
+from carbonstore.pruning.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
+from carbonstore.pruning.partition_prune import partition_masks
+from carbonstore.pruning.table_index import readable_segments, table_index
 from carbonstore.store.partitioning import live_deleted_rows, removed_rows
 from carbonstore.store.paths import check_segment_id
-from carbonstore.store.schema import Column, parse_type
 from carbonstore.store.table import Table
 
 __all__ = ["FilePlan", "LevelSummary", "RowGroupPlan", "TablePlan", "bind_where", "prune"]
@@ -223,64 +223,6 @@ def _is_bound(expr: Expr) -> bool:
     )
 
 
-def dictionary_safe(expr: Expr, table: Table, *, bounds: Any = None) -> Expr:
-    """Make a bound filter prune correctly on tables with dictionary columns.
-
-    Their data files hold INT32 surrogates, not values. An ``=`` or ``IN`` leaf on such a
-    column becomes the same leaf on the surrogates of its values
-    (carbonstore.dictionary.filters), which then prunes by min/max, pages and bloom like any
-    int column; a value the dictionary does not hold matches no row (AlwaysFalse). Every
-    other leaf on a dictionary column becomes AlwaysTrue (a bound expression has no NOT, so
-    widening a leaf only keeps more). Call it after reading the tablestatus the plan uses:
-    a load adds its values to the dictionary before its segment commits, so the dictionary
-    read then holds every value of every segment planned. ``bounds`` (the planned segments'
-    SegmentBounds) lets each dictionary used be checked to hold every surrogate the
-    segments hold (DictionaryError otherwise: a missing dictionary is not an empty one).
-    """
-    dict_cols = set(table.schema.dictionary_columns)
-    if not dict_cols:
-        return expr
-    from carbonstore.dictionary import filters as dict_filters
-    from carbonstore.dictionary.column import check_covers, load_dictionary, max_surrogate
-
-    def dictionary(ref: BoundRef) -> Any:
-        d = load_dictionary(table, ref.name)
-        check_covers(d, max_surrogate(bounds, ref.column.column_id), what="the planned segments")
-        return d
-
-    def surrogates(ref: BoundRef) -> BoundRef:
-        c = ref.column
-        return BoundRef(Column(name=c.name, type=parse_type("int"), nullable=c.nullable,
-                               column_id=c.column_id))
-
-    def leaf(e: Expr, ref: BoundRef) -> Expr:
-        if isinstance(e, Eq):
-            s = dict_filters.eq(dictionary(ref), e.literal)
-            return AlwaysFalse() if s is None else Eq(surrogates(ref), int(s))
-        if isinstance(e, In):
-            found = dict_filters.in_(dictionary(ref), e.literals)
-            if not len(found):
-                return AlwaysFalse()
-            if len(found) > _IN_SURROGATES:  # as an interval: min/max prunes, bloom does not
-                return And(GtEq(surrogates(ref), int(found[0])),
-                           LtEq(surrogates(ref), int(found[-1])))
-            return In(surrogates(ref), tuple(int(x) for x in found))
-        return AlwaysTrue()
-
-    def walk(e: Expr) -> Expr:
-        if isinstance(e, (And, Or)):
-            return type(e)(walk(e.left), walk(e.right))
-        term = getattr(e, "term", None)
-        if isinstance(term, BoundRef) and term.name in dict_cols:
-            return leaf(e, term)
-        return e
-
-    return walk(expr)
-
-
-_IN_SURROGATES = 64  # an IN on a dictionary column lists at most this many surrogates
-
-
 def _choose(
     table: Table, segments: str | Sequence[str] | None, snapshot: Any = None
 ) -> tuple[list[Any], bool]:
@@ -328,9 +270,10 @@ def prune(
     n = view.size
     b = view.bounds
     if n:
-        s0 = StatsEvaluator(n, b.unit_stats, level=LEVEL_COUNTS).evaluate(expr)
-        s1 = StatsEvaluator(n, b.unit_stats, level=LEVEL_MINMAX).evaluate(expr) & s0
-        s2 = StatsEvaluator(n, b.unit_stats, level=LEVEL_BLOOM, bloom=_SegmentBlooms(view),
+        seg_stats = functools.partial(segment_unit_stats, b)
+        s0 = StatsEvaluator(n, seg_stats, level=LEVEL_COUNTS).evaluate(expr)
+        s1 = StatsEvaluator(n, seg_stats, level=LEVEL_MINMAX).evaluate(expr) & s0
+        s2 = StatsEvaluator(n, seg_stats, level=LEVEL_BLOOM, bloom=_SegmentBlooms(view),
                             alive=s1).evaluate(expr) & s1
     else:
         s0 = s1 = s2 = np.zeros(0, dtype=bool)
@@ -338,7 +281,7 @@ def prune(
     parts, rg_seg = _units(view, surv)
     pm = partition_masks(view, parts, rg_seg, values_expr) if parts else None
     keep = pm.masks if pm is not None else None
-    plan = (planner_mod.prune(expr, parts, keep=keep)
+    plan = (planner_mod.prune_row_groups(expr, parts, keep=keep)
             if parts and not isinstance(expr, AlwaysFalse) else None)
     out = _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0,
                     files_by_partition=pm.files_dropped if pm is not None and plan else 0,
@@ -369,7 +312,7 @@ def _with_deltas(plan: TablePlan, entries: Sequence[Any], version: int) -> Table
 class _SegmentBlooms:
     """Bloom probe over segments: drop one when every row group's bitset excludes the value.
 
-    Uses the bloom directory (cache.TableIndex.bloom_dir), so a segment known only from the
+    Uses the bloom directory (table_index.TableIndex.bloom_dir), so a segment known only from the
     index snapshot is probed without decoding its index header.
     """
 
@@ -387,10 +330,10 @@ class _SegmentBlooms:
                                                         "logical_type", "unit", "scale", "nested")})
             col = SimpleNamespace(kind=d["kind"], desc=desc)
             hashes = None
-            if planner_mod._usable(col, ref) is not None:  # type: ignore[arg-type]
+            if planner_mod.value_kind(col, ref) is not None:  # type: ignore[arg-type]
                 encoded: list[bytes] = []
                 for v in literals:
-                    enc = planner_mod._plain_literal(v, col, ref)  # type: ignore[arg-type]
+                    enc = planner_mod.bloom_encodings(v, col, ref)  # type: ignore[arg-type]
                     if enc is None:
                         encoded = []
                         break
@@ -439,7 +382,7 @@ def _units(view: Any, surv: npt.NDArray[np.intp]) -> tuple[list[Any], list[npt.N
 
     Surviving segments with one column layout are one unit (snapshot segments: one
     SnapshotArrays over the table-level arrays; others concatenated), so row groups and
-    pages of all of them are evaluated in one vectorised pass (cache.TableIndex.units).
+    pages of all of them are evaluated in one vectorised pass (table_index.TableIndex.units).
     """
     return view.units(surv)  # type: ignore[no-any-return]
 
@@ -628,8 +571,8 @@ def _explain(
         out.append(Dropped(level="segment", segment=view.entries[i].load_name, reason=reason))
     if plan is None or not parts:
         return tuple(out)
-    g = planner_mod._Parts(parts)
-    m0, m1, m2 = planner_mod._levels(expr, g.size, g.stats, bloom=g.bloom_probe)
+    g = planner_mod.RowGroupUnits(parts)
+    m0, m1, m2 = planner_mod.level_masks(expr, g.size, g.stats, bloom=g.bloom_probe)
     kp = np.concatenate([np.asarray(k, dtype=bool) for k in keep]) if keep else np.ones(g.size, bool)
     for gi in range(g.size):
         pi, local = int(g.part[gi]), int(g.local[gi])

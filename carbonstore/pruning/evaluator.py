@@ -2,7 +2,7 @@
 
 A *unit* is a row group or a page fragment. :class:`UnitStats` holds one column's statistics
 for ``n`` units as numpy arrays (see arrays.py for the representation). The visitor
-:class:`StatsEvaluator` turns a bound, ``Not``-free expression (see expr.bind) into a bool
+:class:`StatsEvaluator` turns a bound, ``Not``-free expression (see expressions.bind) into a bool
 mask of length ``n``: ``ROWS_MIGHT_MATCH`` where a unit may hold a matching row,
 ``ROWS_CANNOT_MATCH`` where the statistics prove that no row matches. Missing statistics
 always mean "might match". Semantics (Spark): NaN = NaN, NaN is greater than every other
@@ -11,13 +11,12 @@ value, -0.0 = 0.0, nulls never satisfy a comparison. See docs/pruning.md.
 Evaluation runs at increasing *levels* so that each drop is attributed to the first kind
 of evidence that proves it: null/NaN counts, then min/max, then bloom filters.
 
-The row-level oracle :func:`evaluate_rows` implements the same semantics on real rows with
-SQL three-valued logic; tests use it as the brute-force truth.
+The row-level filter (the oracle :func:`carbonstore.pruning.rows.evaluate_rows`) implements
+the same semantics on real rows.
 """
 
 from __future__ import annotations
 
-import decimal
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -25,16 +24,13 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles.expr import (
+from carbonstore.expressions.expr import (
     AlwaysFalse,
     AlwaysTrue,
     And,
     BoundRef,
-    Comparison,
     Eq,
     Expr,
     Gt,
@@ -53,13 +49,13 @@ from carbonstore.indexfiles.expr import (
     Or,
     StartsWith,
     flatten,
-    nodes,
 )
+from carbonstore.expressions.visitors import ExprVisitor
+from carbonstore.store.ordering import prefix_successor
 
 __all__ = [
     "LEVEL_BLOOM", "LEVEL_COUNTS", "LEVEL_MINMAX", "ROWS_CANNOT_MATCH", "ROWS_MIGHT_MATCH",
-    "BloomProbe", "StatsEvaluator", "UnitStats", "evaluate_rows", "narrows", "prefix_successor",
-    "rows_exact", "rows_may_match",
+    "BloomProbe", "Mask", "StatsEvaluator", "UnitStats",
 ]
 
 ROWS_MIGHT_MATCH = True
@@ -74,17 +70,6 @@ _NP = npt.NDArray[Any]
 
 # (expression leaf, candidate unit indices) -> mask over those candidates (True = might hold)
 BloomProbe = Callable[[Expr, npt.NDArray[np.intp]], Mask]
-
-
-def prefix_successor(prefix: bytes) -> bytes | None:
-    """The smallest byte string greater than every string starting with ``prefix``.
-
-    None when there is none (empty prefix or all 0xff bytes).
-    """
-    p = prefix.rstrip(b"\xff")
-    if not p:
-        return None
-    return p[:-1] + bytes([p[-1] + 1])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,7 +187,7 @@ def _is_nan(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
-class StatsEvaluator:
+class StatsEvaluator(ExprVisitor[Mask]):
     """Visitor: one method per operator, each returning a "might match" mask over units.
 
     Args:
@@ -224,16 +209,16 @@ class StatsEvaluator:
         self.alive = alive
 
     def evaluate(self, expr: Expr) -> Mask:
-        method = getattr(self, "visit_" + type(expr).__name__.lower(), None)
-        if method is None:
-            raise ExpressionError(f"cannot evaluate {expr} against statistics")
-        return method(expr)  # type: ignore[no-any-return]
+        return self.visit(expr)
+
+    def visit_unknown(self, expr: Expr) -> Mask:
+        raise ExpressionError(f"cannot evaluate {expr} against statistics")
 
     # ---- connectives --------------------------------------------------------------------
-    def visit_alwaystrue(self, expr: AlwaysTrue) -> Mask:
+    def visit_always_true(self, expr: AlwaysTrue) -> Mask:
         return np.full(self.size, ROWS_MIGHT_MATCH)
 
-    def visit_alwaysfalse(self, expr: AlwaysFalse) -> Mask:
+    def visit_always_false(self, expr: AlwaysFalse) -> Mask:
         return np.full(self.size, ROWS_CANNOT_MATCH)
 
     # A chain of one connective is evaluated in a loop: recursion only where they alternate.
@@ -351,13 +336,13 @@ class StatsEvaluator:
     def visit_eq(self, expr: Eq) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         return self._probe(expr, self._eq_mask(s, expr.literal))
 
-    def visit_noteq(self, expr: NotEq) -> Mask:
+    def visit_not_eq(self, expr: NotEq) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         v = expr.literal
         if _is_nan(v):
             return self._nonnan_possible(s)
@@ -366,15 +351,15 @@ class StatsEvaluator:
     def visit_lt(self, expr: Lt) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         if _is_nan(expr.literal):
             return self._nonnan_possible(s)
         return self._nonnan_possible(s) & self._some_lt(s, expr.literal)
 
-    def visit_lteq(self, expr: LtEq) -> Mask:
+    def visit_lt_eq(self, expr: LtEq) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         if _is_nan(expr.literal):
             return self._nonnull(s)
         return self._nonnan_possible(s) & self._some_le(s, expr.literal)
@@ -382,16 +367,16 @@ class StatsEvaluator:
     def visit_gt(self, expr: Gt) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         if _is_nan(expr.literal):
-            return self.visit_alwaysfalse(AlwaysFalse())
+            return self.visit_always_false(AlwaysFalse())
         nan = self._nonnull(s) & self._nan_possible(s)
         return nan | (self._nonnan_possible(s) & self._some_gt(s, expr.literal))
 
-    def visit_gteq(self, expr: GtEq) -> Mask:
+    def visit_gt_eq(self, expr: GtEq) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         nan = self._nonnull(s) & self._nan_possible(s)
         if _is_nan(expr.literal):
             return nan
@@ -400,7 +385,7 @@ class StatsEvaluator:
     def visit_in(self, expr: In) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         lits = [v for v in expr.literals if not _is_nan(v)]
         out = np.zeros(s.size, dtype=bool)
         if len(lits) < len(expr.literals):
@@ -427,45 +412,45 @@ class StatsEvaluator:
                                 np.searchsorted(arr, hi, side="right"))
         return j > i
 
-    def visit_notin(self, expr: NotIn) -> Mask:
+    def visit_not_in(self, expr: NotIn) -> Mask:
         out = np.ones(self.size, dtype=bool)
         for v in expr.literals:  # x NOT IN (a, b) = x <> a AND x <> b
-            out &= self.visit_noteq(NotEq(expr.term, v))
+            out &= self.visit_not_eq(NotEq(expr.term, v))
         return out
 
-    def visit_isnull(self, expr: IsNull) -> Mask:
+    def visit_is_null(self, expr: IsNull) -> Mask:
         s = self._stats(expr)
-        return self.visit_alwaystrue(AlwaysTrue()) if s is None else self._has_null(s)
+        return self.visit_always_true(AlwaysTrue()) if s is None else self._has_null(s)
 
-    def visit_isnotnull(self, expr: IsNotNull) -> Mask:
+    def visit_is_not_null(self, expr: IsNotNull) -> Mask:
         s = self._stats(expr)
-        return self.visit_alwaystrue(AlwaysTrue()) if s is None else self._nonnull(s)
+        return self.visit_always_true(AlwaysTrue()) if s is None else self._nonnull(s)
 
-    def visit_isnan(self, expr: IsNaN) -> Mask:
+    def visit_is_nan(self, expr: IsNaN) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         return self._nonnull(s) & self._nan_possible(s)
 
-    def visit_notnan(self, expr: NotNaN) -> Mask:
+    def visit_not_nan(self, expr: NotNaN) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         return self._has_null(s) | self._nonnan_possible(s)
 
-    def visit_startswith(self, expr: StartsWith) -> Mask:
+    def visit_starts_with(self, expr: StartsWith) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         p = expr.prefix
         succ = prefix_successor(p)
         out = self._nonnull(s) & self._some_ge(s, p)
         return out if succ is None else out & self._some_lt(s, succ)
 
-    def visit_notstartswith(self, expr: NotStartsWith) -> Mask:
+    def visit_not_starts_with(self, expr: NotStartsWith) -> Mask:
         s = self._stats(expr)
         if s is None:
-            return self.visit_alwaystrue(AlwaysTrue())
+            return self.visit_always_true(AlwaysTrue())
         p = expr.prefix
         succ = prefix_successor(p)
         if succ is None:
@@ -478,176 +463,3 @@ class StatsEvaluator:
                        _cmp(s.hi, hi_ok, lambda a, b: a < b, succ))
         )
         return self._nonnull(s) & ~all_prefixed
-
-
-# ---- the row-level oracle ----------------------------------------------------------------
-
-
-def _comparable(column: pa.ChunkedArray | pa.Array, ref: BoundRef) -> tuple[Any, Mask]:
-    """Column values in the comparable representation, and the validity mask."""
-    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    t = ref.type
-    if t.is_floating:
-        vals = np.asarray(pc.fill_null(arr.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False))
-        return vals, valid
-    if t.name in ("string", "binary"):
-        # a pyarrow binary array: compared by pyarrow's byte-wise kernels, as Spark compares
-        # UTF-8 strings
-        big = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
-        return arr.cast(pa.large_binary() if big else pa.binary()), valid
-    if t.name == "decimal":
-        out = np.empty(len(arr), dtype=object)
-        exact = decimal.Context(prec=100)  # the default 28 digits would round decimal(38)
-        out[:] = [0 if v is None else int(v.scaleb(t.scale, exact)) for v in arr.to_pylist()]
-        return out, valid
-    if t.name == "date":
-        ints = arr.cast(pa.int32())
-    elif t.name == "timestamp":
-        tz = getattr(arr.type, "tz", None)
-        ints = arr.cast(pa.timestamp("us", tz=tz)).cast(pa.int64())
-    elif t.name == "boolean":
-        ints = arr.cast(pa.int8())
-    else:
-        ints = arr
-    return np.asarray(pc.fill_null(ints.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)), valid
-
-
-_PC_OPS: dict[type[Comparison], Callable[[Any, Any], Any]] = {
-    Eq: pc.equal, NotEq: pc.not_equal, Lt: pc.less, LtEq: pc.less_equal,
-    Gt: pc.greater, GtEq: pc.greater_equal,
-}
-
-
-def _row_compare(vals: Any, op: type[Comparison], v: Any, floating: bool) -> Mask:
-    """Spark comparison of non-null values with a non-null literal (NaN greatest, NaN = NaN)."""
-    if isinstance(vals, pa.Array):  # binary: nulls come out False, masked by valid anyway
-        res = pc.fill_null(_PC_OPS[op](vals, pa.scalar(v, vals.type)), False)
-        return np.asarray(res.to_numpy(zero_copy_only=False), dtype=bool)
-    if floating:
-        nan = np.isnan(vals)
-        if _is_nan(v):
-            table = {Eq: nan, NotEq: ~nan, Lt: ~nan, LtEq: np.ones_like(nan), Gt: np.zeros_like(nan), GtEq: nan}
-            return table[op]
-        with np.errstate(invalid="ignore"):
-            base = {Eq: vals == v, NotEq: vals != v, Lt: vals < v, LtEq: vals <= v,
-                    Gt: vals > v, GtEq: vals >= v}[op]
-        return base | nan if op in (Gt, GtEq) else base
-    fn = {Eq: lambda a: a == v, NotEq: lambda a: a != v, Lt: lambda a: a < v,
-          LtEq: lambda a: a <= v, Gt: lambda a: a > v, GtEq: lambda a: a >= v}[op]
-    if vals.dtype == object:
-        return np.fromiter((bool(fn(a)) for a in vals), dtype=bool, count=len(vals))
-    return np.asarray(fn(vals), dtype=bool)
-
-
-def evaluate_rows(expr: Expr, table: pa.Table) -> Mask:
-    """The rows of ``table`` for which the bound ``expr`` is TRUE (not FALSE, not NULL).
-
-    SQL three-valued logic over every row; columns are looked up by name. Tests use it as
-    the truth the pruner must cover; tests/spark/test_spark_semantics.py checks it against
-    Spark.
-    """
-    true, _false = _rows3(expr, table, {}, exact=True)
-    return true
-
-
-# ---- driver-side row filter -------------------------------------------------------------------
-
-_FAST_TYPES = frozenset({"byte", "short", "int", "long", "float", "double", "date", "timestamp",
-                         "boolean", "string", "binary"})
-
-
-def rows_may_match(expr: Expr, table: pa.Table) -> Mask:
-    """A superset of the rows of ``table`` for which the bound ``expr`` is TRUE.
-
-    :func:`evaluate_rows` with vectorised kernels only (numpy and pyarrow, no per-row
-    Python): a leaf without one (decimals, prefixes) keeps every row, so the mask may hold
-    rows that do not match but never drops one that does. The reader narrows its reads with
-    it; Spark still applies the filter unless :func:`rows_exact`.
-    """
-    may_true, _may_false = _rows3(expr, table, {}, exact=False)
-    return may_true
-
-
-def narrows(expr: Expr) -> bool:
-    """Whether :func:`rows_may_match` can drop rows for ``expr`` (a leaf with a kernel in a
-    conjunction, or on both sides of a disjunction)."""
-    if isinstance(expr, And):
-        return any(narrows(e) for e in flatten(expr))
-    if isinstance(expr, Or):
-        return all(narrows(e) for e in flatten(expr))
-    if isinstance(expr, Not):
-        return narrows(expr.child)
-    if isinstance(expr, AlwaysFalse):
-        return True
-    return _fast_leaf(expr)
-
-
-def rows_exact(expr: Expr) -> bool:
-    """Whether :func:`rows_may_match` is exactly the rows ``expr`` is TRUE for (every leaf
-    has a kernel): then a reader that applied it need not filter again."""
-    return all(
-        isinstance(e, (And, Or, Not, AlwaysTrue, AlwaysFalse)) or _fast_leaf(e) for e in nodes(expr)
-    )
-
-
-def _fast_leaf(expr: Expr) -> bool:
-    ref = getattr(expr, "term", None)
-    return (isinstance(ref, BoundRef) and ref.type.name in _FAST_TYPES
-            and not isinstance(expr, (StartsWith, NotStartsWith)))
-
-
-def _rows3(
-    expr: Expr, table: pa.Table, cache: dict[str, tuple[Any, Mask]], *, exact: bool
-) -> tuple[Mask, Mask]:
-    """(is TRUE, is FALSE) masks; NULL is neither. Not ``exact``: a leaf without a vectorised
-    kernel is (every row, every row), so both masks are supersets of the exact ones."""
-    n = table.num_rows
-    if isinstance(expr, AlwaysTrue):
-        return np.ones(n, bool), np.zeros(n, bool)
-    if isinstance(expr, AlwaysFalse):
-        return np.zeros(n, bool), np.ones(n, bool)
-    if isinstance(expr, (And, Or)):
-        first, *rest = flatten(expr)
-        t, f = _rows3(first, table, cache, exact=exact)
-        for e in rest:
-            rt, rf = _rows3(e, table, cache, exact=exact)
-            t, f = (t & rt, f | rf) if isinstance(expr, And) else (t | rt, f & rf)
-        return t, f
-    if isinstance(expr, Not):
-        t, f = _rows3(expr.child, table, cache, exact=exact)
-        return f, t
-    ref = expr.term  # type: ignore[attr-defined]
-    if not isinstance(ref, BoundRef):
-        raise ExpressionError(f"bind the expression before evaluating it: {expr}")
-    if not exact and not _fast_leaf(expr):
-        return np.ones(n, bool), np.ones(n, bool)
-    if ref.name not in cache:
-        cache[ref.name] = _comparable(table.column(ref.name), ref)
-    vals, valid = cache[ref.name]
-    floating = ref.type.is_floating
-    if isinstance(expr, IsNull):
-        return ~valid, valid
-    if isinstance(expr, IsNotNull):
-        return valid, ~valid
-    if isinstance(expr, (IsNaN, NotNaN)):
-        nan = valid & np.isnan(vals) if floating else np.zeros(n, bool)
-        return (nan, ~nan) if isinstance(expr, IsNaN) else (~nan, nan)
-    if isinstance(expr, Comparison):
-        hit = _row_compare(vals, type(expr), expr.literal, floating)
-    elif isinstance(expr, (In, NotIn)):
-        if isinstance(vals, pa.Array):
-            hit = np.asarray(pc.is_in(vals, value_set=pa.array(list(expr.literals), vals.type))
-                             .to_numpy(zero_copy_only=False), dtype=bool)
-        else:
-            hit = np.zeros(n, bool)
-            for v in expr.literals:
-                hit |= _row_compare(vals, Eq, v, floating)
-        hit = ~hit if isinstance(expr, NotIn) else hit
-    elif isinstance(expr, (StartsWith, NotStartsWith)):
-        hit = np.fromiter((v is not None and v.startswith(expr.prefix) for v in vals.to_pylist()),
-                          dtype=bool, count=n)
-        hit = ~hit if isinstance(expr, NotStartsWith) else hit
-    else:
-        raise ExpressionError(f"cannot evaluate {expr} on rows")
-    return valid & hit, valid & ~hit

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pytest
 
 from carbonstore import Store
-from carbonstore.indexfiles import cache
-from carbonstore.indexfiles.cache import COUNTERS, clear_cache, driver_cache, refresh_index_snapshot
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.cache import COUNTERS, clear_cache, driver_cache
+from carbonstore.pruning.plan import prune
+from carbonstore.pruning.table_index import refresh_index_snapshot, snapshot_names
 from carbonstore.segments.manage import delete_segments
 from tests.indexfiles.segbuild import add_segments
 
@@ -96,7 +96,7 @@ def test_snapshots_count_in_the_cache_budget(store: Store) -> None:
     c = driver_cache()
     a, b = tables
     prune(a, "id >= 0")  # every segment planned from a's snapshot
-    snap_a = c.get_snapshot(a.paths.root, cache._snapshot_names(a)[-1])
+    snap_a = c.get_snapshot(a.paths.root, snapshot_names(a)[-1])
     assert snap_a is not None
     counted = c._snapshots[a.paths.root][1]
     assert counted == snap_a.nbytes > snap_a.table.nbytes  # flat arrays decoded by the plan
@@ -114,8 +114,8 @@ def _fresh_process_plan(store: Store, where: str) -> dict:
     code = textwrap.dedent(f"""
         import json, sys
         from carbonstore import Store
-        from carbonstore.indexfiles.cache import COUNTERS
-        from carbonstore.indexfiles.tableplan import prune
+        from carbonstore.pruning.cache import COUNTERS
+        from carbonstore.pruning.plan import prune
         plan = prune(Store({store.location!r}).table("db.t"), {where!r})
         print(json.dumps({{"counters": dict(COUNTERS), "rows": plan.levels["rows"].kept,
                            "segments": list(plan.segments)}}))
@@ -165,7 +165,7 @@ def test_lagging_snapshot_is_refreshed_at_plan_time(store: Store) -> None:
     clear_cache()
     prune(t, None)
     assert COUNTERS["snapshot_writes"] == 1
-    names = cache._snapshot_names(t)
+    names = snapshot_names(t)
     assert len(names) == 1 and names[0].split("_")[2] == "10"
     res = _fresh_process_plan(store, "id >= 0")
     assert res["rows"] == 1000 and res["counters"].get("merge_index_reads", 0) == 0

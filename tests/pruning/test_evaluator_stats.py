@@ -19,17 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles.evaluator import (
-    LEVEL_COUNTS,
-    LEVEL_MINMAX,
-    ROWS_CANNOT_MATCH,
-    ROWS_MIGHT_MATCH,
-    StatsEvaluator,
-    UnitStats,
-    evaluate_rows,
-    prefix_successor,
-)
-from carbonstore.indexfiles.expr import (
+from carbonstore.expressions.bind import bind
+from carbonstore.expressions.expr import (
     And,
     BoundRef,
     Eq,
@@ -48,8 +39,17 @@ from carbonstore.indexfiles.expr import (
     NotNaN,
     Or,
     StartsWith,
-    bind,
 )
+from carbonstore.pruning.evaluator import (
+    LEVEL_COUNTS,
+    LEVEL_MINMAX,
+    ROWS_CANNOT_MATCH,
+    ROWS_MIGHT_MATCH,
+    StatsEvaluator,
+    UnitStats,
+)
+from carbonstore.pruning.rows import evaluate_rows
+from carbonstore.store.ordering import prefix_successor
 from carbonstore.store.schema import Column, DataType, TableSchema
 
 _KINDS = {

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from carbonstore import Store, Table
-from carbonstore.indexfiles.answers import Aggregate, answer
-from carbonstore.indexfiles.tableplan import prune
+from carbonstore.pruning.answers import Aggregate, answer
+from carbonstore.pruning.plan import prune
 from carbonstore.segments.dml import delete_rows
 from carbonstore.spark.reader import (
     arrow_read_schema,

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles.expr import (
+from carbonstore.expressions.bind import bind
+from carbonstore.expressions.expr import (
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -33,13 +34,12 @@ from carbonstore.indexfiles.expr import (
     Or,
     StartsWith,
     and_,
-    bind,
     col,
     or_,
-    parse_where,
     push_not,
     references,
 )
+from carbonstore.expressions.parser import parse_where
 from carbonstore.store.schema import TableSchema, parse_schema_string
 
 SCHEMA = TableSchema(
@@ -207,7 +207,7 @@ def test_python_literals(literal: Any, bound: str) -> None:
 def test_session_time_zones_resolve_like_spark_ids() -> None:
     import datetime as dt
 
-    from carbonstore.indexfiles.expr import session_zone
+    from carbonstore.expressions.bind import session_zone
 
     hour = dt.timedelta(hours=1)
     assert session_zone("UTC") is dt.UTC and session_zone(None) is dt.UTC

@@ -24,9 +24,8 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carbonstore.indexfiles.arrays import load_arrays
-from carbonstore.indexfiles.evaluator import evaluate_rows
-from carbonstore.indexfiles.expr import (
+from carbonstore.expressions.bind import bind
+from carbonstore.expressions.expr import (
     And,
     Comparison,
     Eq,
@@ -44,11 +43,12 @@ from carbonstore.indexfiles.expr import (
     NotIn,
     Or,
     StartsWith,
-    bind,
 )
+from carbonstore.indexfiles.arrays import load_arrays
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.packing import pack
-from carbonstore.indexfiles.planner import prune
+from carbonstore.pruning.planner import prune_row_groups
+from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.store.schema import Column, DataType, TableSchema
 
 _FS = pafs.LocalFileSystem()
@@ -247,7 +247,7 @@ def test_every_matching_row_lies_in_the_plan(
     for expr in exprs:
         bound = bind(expr, schema)
         truth = evaluate_rows(bound, table)
-        plan = prune(bound, parts)
+        plan = prune_row_groups(bound, parts)
         for row in np.flatnonzero(truth).tolist():
             rg = int(np.searchsorted(rg_first, row, side="right") - 1)
             assert plan.kept[rg], f"row {row} matches {bound} but row group {rg} was dropped"
@@ -260,6 +260,47 @@ def test_every_matching_row_lies_in_the_plan(
         assert c.total == len(rg_rows)
         assert c.kept + c.dropped_by_counts + c.dropped_by_minmax + c.dropped_by_bloom == c.total
         assert set(plan.row_ranges) == set(np.flatnonzero(plan.kept).tolist())
+
+
+# ---- the converse: what the statistics exclude is dropped ----------------------------------
+
+# types whose statistics pyarrow writes exactly (no truncation, no NaN, a total order)
+_EXACT_STATS = ("byte", "short", "int", "long", "date")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_case())
+def test_what_the_statistics_exclude_is_pruned(case: tuple[dict[str, list[Any]], list[Expr], dict[str, Any]]) -> None:
+    """A pruner that keeps everything is sound but useless: predicates whose answer is empty
+    on a row group whose statistics prove it (beyond the max, below the min, IS NULL without
+    nulls, IS NOT NULL over nulls only) must drop that row group."""
+    data, _exprs, options = case
+    table = _to_arrow(data)
+    schema = _schema(list(data))
+    parts = _write_and_index(table, options, "complete")
+    rg_rows = np.concatenate([p.rg_num_rows for p in parts])
+    rg_first = np.concatenate([[0], np.cumsum(rg_rows)])
+    rg_of_row = np.searchsorted(rg_first, np.arange(table.num_rows), side="right") - 1
+    for name in data:
+        if name not in _EXACT_STATS:
+            continue
+        is_null = np.array([v is None for v in data[name]], dtype=bool)
+        nulls = np.bincount(rg_of_row[is_null], minlength=len(rg_rows))
+        rows = rg_rows > 0
+        values = [v for v in data[name] if v is not None]
+        obligations: list[tuple[Expr, np.ndarray]] = [
+            (IsNull(name), rows & (nulls == 0)),
+            (IsNotNull(name), rows & (nulls == rg_rows)),
+        ]
+        if values:
+            obligations += [(Gt(name, max(values)), rows), (Lt(name, min(values)), rows)]
+        for expr, must_drop in obligations:
+            bound = bind(expr, schema)
+            truth = evaluate_rows(bound, table)
+            assert not (truth & must_drop[rg_of_row]).any()  # the oracle agrees: nothing to find there
+            plan = prune_row_groups(bound, parts)
+            kept = np.flatnonzero(plan.kept & must_drop).tolist()
+            assert not kept, f"{bound} cannot match in row groups {kept}, but they were kept"
 
 
 # ---- binding against a naive evaluator of the unbound expression ---------------------------

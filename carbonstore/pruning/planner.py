@@ -1,6 +1,6 @@
 """Driver-side pruning plan: row groups, then page row ranges, over index arrays.
 
-:func:`prune` takes a bound expression (expr.bind) and the :class:`IndexArrays` of one or
+:func:`prune_row_groups` takes a bound expression (expressions.bind) and the :class:`IndexArrays` of one or
 more segments. Row groups of all parts are evaluated in one vectorised pass per level
 (null/NaN counts, min/max, bloom); surviving row groups are then cut into fragments at the
 page boundaries of every referenced column, the fragments evaluated the same way, and the
@@ -19,18 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles import bloom as bloom_mod
-from carbonstore.indexfiles.arrays import ColumnArrays, IndexArrays
-from carbonstore.indexfiles.coltypes import physical_name
-from carbonstore.indexfiles.evaluator import (
-    LEVEL_BLOOM,
-    LEVEL_COUNTS,
-    LEVEL_MINMAX,
-    Mask,
-    StatsEvaluator,
-    UnitStats,
-)
-from carbonstore.indexfiles.expr import (
+from carbonstore.expressions.expr import (
     BoundRef,
     Eq,
     Expr,
@@ -39,9 +28,21 @@ from carbonstore.indexfiles.expr import (
     nodes,
     references,
 )
+from carbonstore.indexfiles import bloom as bloom_mod
+from carbonstore.indexfiles.arrays import ColumnArrays, IndexArrays
+from carbonstore.indexfiles.coltypes import physical_name
+from carbonstore.pruning.evaluator import (
+    LEVEL_BLOOM,
+    LEVEL_COUNTS,
+    LEVEL_MINMAX,
+    Mask,
+    StatsEvaluator,
+    UnitStats,
+)
 
-__all__ = ["LevelCounts", "PrunePlan", "RowGroupSelection", "find_column", "prune",
-           "row_group_might_match", "selections", "value_kind"]
+__all__ = ["LevelCounts", "PrunePlan", "RowGroupSelection", "RowGroupUnits", "bloom_encodings",
+           "find_column", "level_masks", "prune_row_groups", "row_group_might_match", "selections",
+           "value_kind"]
 
 _KIND_NAMES = {0: "NONE", 1: "INT64", 2: "FLOAT64", 3: "BYTES", 4: "BIGINT"}
 
@@ -121,8 +122,8 @@ def find_column(arrays: IndexArrays, ref: BoundRef) -> ColumnArrays | None:
     return None
 
 
-def _usable(col: ColumnArrays, ref: BoundRef) -> str | None:
-    """The value kind name if the index column compares like the schema type, else None."""
+def value_kind(col: ColumnArrays, ref: BoundRef) -> str | None:
+    """The value kind name (arrays.py) if the index column compares like the schema type, else None."""
     kind = _KIND_NAMES.get(col.kind, "NONE")
     if col.desc.nested:
         return None
@@ -143,12 +144,7 @@ def _usable(col: ColumnArrays, ref: BoundRef) -> str | None:
     return None
 
 
-def value_kind(col: ColumnArrays, ref: BoundRef) -> str | None:
-    """The value kind name (arrays.py) if the index column compares like the schema type."""
-    return _usable(col, ref)
-
-
-def _plain_literal(value: Any, col: ColumnArrays, ref: BoundRef) -> list[bytes] | None:
+def bloom_encodings(value: Any, col: ColumnArrays, ref: BoundRef) -> list[bytes] | None:
     """PLAIN encodings a matching value may have in the file, or None (do not use bloom)."""
     phys = physical_name(col.desc.physical_type)
     t = ref.type
@@ -185,7 +181,7 @@ def _plain_literal(value: Any, col: ColumnArrays, ref: BoundRef) -> list[bytes] 
     return None
 
 
-class _Parts:
+class RowGroupUnits:
     """Row groups of several IndexArrays addressed by one global index."""
 
     def __init__(self, parts: Sequence[IndexArrays]) -> None:
@@ -212,7 +208,7 @@ class _Parts:
         kinds: set[str] = set()
         for p in self.parts:
             col = find_column(p, ref)
-            kind = None if col is None else _usable(col, ref)
+            kind = None if col is None else value_kind(col, ref)
             if col is None or kind is None:
                 pieces.append(None)
                 continue
@@ -236,10 +232,11 @@ class _Parts:
             if pi not in hashes_by_part:
                 col = find_column(p, ref)
                 hashes: npt.NDArray[np.uint64] | None = None
-                if col is not None and _usable(col, ref) is not None and bool((col.bloom_offset >= 0).any()):
+                if col is not None and value_kind(col, ref) is not None \
+                        and bool((col.bloom_offset >= 0).any()):
                     encoded: list[bytes] = []  # (a column without any bitset: nothing to probe)
                     for v in literals:
-                        enc = _plain_literal(v, col, ref)
+                        enc = bloom_encodings(v, col, ref)
                         if enc is None:
                             encoded = []
                             hashes = None
@@ -296,7 +293,7 @@ def _concat_stats(
     )
 
 
-def _levels(
+def level_masks(
     expr: Expr, size: int, stats_for: Any, *, bloom: Any = None, alive: Mask | None = None
 ) -> tuple[Mask, Mask, Mask]:
     """Masks after counts, after min/max, after bloom (each a subset of the previous);
@@ -311,20 +308,20 @@ def _levels(
     return m0, m1, m2
 
 
-def row_group_might_match(expr: Expr, parts: Sequence[IndexArrays]) -> tuple[Mask, _Parts]:
+def row_group_might_match(expr: Expr, parts: Sequence[IndexArrays]) -> tuple[Mask, RowGroupUnits]:
     """The row groups of ``parts`` that may hold a match (counts, min/max, bloom), and the
     row groups under one global index (``size``, ``start``, ``stats(ref)``)."""
     _check_bound(expr)
-    g = _Parts(parts)
-    return _levels(expr, g.size, g.stats, bloom=g.bloom_probe)[2], g
+    g = RowGroupUnits(parts)
+    return level_masks(expr, g.size, g.stats, bloom=g.bloom_probe)[2], g
 
 
 def _check_bound(expr: Expr) -> None:
     if any(isinstance(e, Not) for e in nodes(expr)):
-        raise ExpressionError("prune() needs a bound expression: call expr.bind first")
+        raise ExpressionError("prune_row_groups() needs a bound expression: call expr.bind first")
 
 
-def prune(
+def prune_row_groups(
     expr: Expr, parts: Sequence[IndexArrays], *, use_bloom: bool = True, use_pages: bool = True,
     keep: Sequence[Mask] | None = None,
 ) -> PrunePlan:
@@ -336,10 +333,10 @@ def prune(
     whose partition cannot match (``dropped_by_partition``).
     """
     _check_bound(expr)
-    g = _Parts(parts)
+    g = RowGroupUnits(parts)
     kp = None if keep is None else np.concatenate(
         [np.asarray(k, dtype=bool) for k in keep] or [np.zeros(0, bool)])
-    m0, m1, m2 = _levels(expr, g.size, g.stats, bloom=g.bloom_probe if use_bloom else None,
+    m0, m1, m2 = level_masks(expr, g.size, g.stats, bloom=g.bloom_probe if use_bloom else None,
                          alive=kp)
     by_partition = 0 if kp is None else int((~kp).sum())
     rg_counts = LevelCounts(
@@ -393,7 +390,7 @@ def _page_ranges(
     for name in sorted(references(expr)):
         ref = _first_ref(expr, name)
         col = find_column(p, ref) if ref is not None else None
-        kind = None if col is None or ref is None else _usable(col, ref)
+        kind = None if col is None or ref is None else value_kind(col, ref)
         if col is None or kind is None:
             continue
         has = col.has_pages[surv]
@@ -425,7 +422,7 @@ def _page_ranges(
             stats_cache[ref.name] = page_stats.take(page_idx[pos], known)
         return stats_cache[ref.name]
 
-    m0, m1, _ = _levels(expr, len(frag), stats_for)
+    m0, m1, _ = level_masks(expr, len(frag), stats_for)
     length = frag_end - frag
     dropped = np.array([int(length[~m0].sum()), int(length[m0 & ~m1].sum())], dtype=np.int64)
     out: dict[int, npt.NDArray[np.int64]] = {}

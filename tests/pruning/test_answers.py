@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from carbonstore import Store, Table
 from carbonstore.errors import ExpressionError
-from carbonstore.indexfiles import answers as answers_mod
-from carbonstore.indexfiles.answers import Aggregate, answer
-from carbonstore.indexfiles.evaluator import evaluate_rows
-from carbonstore.indexfiles.tableplan import bind_where
+from carbonstore.pruning import answers as answers_mod
+from carbonstore.pruning.answers import Aggregate, answer
+from carbonstore.pruning.plan import bind_where
+from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.manage import delete_segments
 from carbonstore.store import load_conf
 
@@ -106,7 +106,7 @@ def _same(got: tuple[Any, ...], want: tuple[Any, ...]) -> bool:
 def _rows(t: Any) -> pa.Table:
     import pyarrow.parquet as pq
 
-    from carbonstore.indexfiles.tableplan import prune
+    from carbonstore.pruning.plan import prune
 
     plan = prune(t)
     parts = [pq.read_table(plan.absolute(f.path)) for f in plan.files]
@@ -174,7 +174,7 @@ def test_deleted_rows_are_honoured(store: Store, monkeypatch: pytest.MonkeyPatch
     t = store.create_table("db.t", SCHEMA)
     add_segments(t, [_data(0, 1000)], row_group_size=250)
     # the row-level delete writer is the one source of these counts: stand in for it
-    from carbonstore.indexfiles.tableplan import prune
+    from carbonstore.pruning.plan import prune
 
     (name,) = [f.path.rsplit("/", 1)[-1] for f in prune(t).files]
     monkeypatch.setattr(answers_mod, "deleted_row_counts", lambda table, entry: {name: 7})

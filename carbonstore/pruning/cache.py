@@ -1,0 +1,203 @@
+"""The driver index cache: least-recently-used, in one byte budget per process.
+
+:class:`DriverIndexCache` holds loaded segment indexes (segment_index.py) in an LRU bounded
+by ``carbon.driver.index.cache.size.mb`` (bytes estimated from the arrays; the tables'
+decoded index snapshots, table_index.py, count in the same budget), keyed by (table folder,
+segment id, merge file name), and the last table views planned with. The readable set
+always comes from a fresh tablestatus snapshot, so a new load, a compaction or a delete is
+seen at once; a rewritten segment has a new merge file name and so a new key. Bloom bitsets
+read for = / IN probes are kept in their own LRU within a quarter of the budget.
+
+I/O is counted in :data:`COUNTERS` so tests and benchmarks can assert how many files a
+plan opened and how much it decoded: ``merge_index_reads``, ``snapshot_reads``,
+``snapshot_errors``, ``snapshot_writes``, ``bloom_reads``, ``header_decodes`` (snapshot
+segments whose row-group and page arrays were handed to the planner) and
+``snapshot_array_decodes`` (table-level snapshot arrays decoded: a constant number per
+filter, whatever the number of segments).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, OrderedDict
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
+
+from carbonstore.indexfiles.indexfile import read_bitset
+from carbonstore.indexfiles.snapshot import Snapshot
+from carbonstore.store.tablestatus import forget_decoded
+
+if TYPE_CHECKING:
+    from carbonstore.pruning.segment_index import SegmentIndex
+    from carbonstore.pruning.table_index import TableIndex
+
+__all__ = ["COUNTERS", "DriverIndexCache", "bloom_source", "clear_cache", "driver_cache"]
+
+#: I/O counters of this process (see the module docstring).
+COUNTERS: Counter[str] = Counter()
+
+
+class _BloomCache:
+    """Bitsets read for = / IN probes, LRU within a quarter of the index cache budget."""
+
+    def __init__(self) -> None:
+        self.items: OrderedDict[tuple[str, int, int], bytes] = OrderedDict()
+        self.used = 0
+
+    def get(self, key: tuple[str, int, int]) -> bytes | None:
+        data = self.items.get(key)
+        if data is not None:
+            self.items.move_to_end(key)
+        return data
+
+    def put(self, key: tuple[str, int, int], data: bytes, budget: int) -> None:
+        if key not in self.items:
+            self.items[key] = data
+            self.used += len(data)
+        while self.used > budget and len(self.items) > 1:
+            _, old = self.items.popitem(last=False)
+            self.used -= len(old)
+
+    def clear(self) -> None:
+        self.items.clear()
+        self.used = 0
+
+
+_BLOOMS = _BloomCache()
+
+
+def bloom_source(fs: pafs.FileSystem, path: str, base: int) -> Any:
+    def read(off: int, ln: int) -> bytes:
+        key = (path, base + off, ln)
+        cached = _BLOOMS.get(key)
+        if cached is not None:
+            return cached
+        data = _read_bloom(off, ln)
+        _BLOOMS.put(key, data, _CACHE.capacity // 4)
+        return data
+
+    def _read_bloom(off: int, ln: int) -> bytes:
+        COUNTERS["bloom_reads"] += 1
+        return read_bitset(fs, path, base + off, ln)  # verified against its checksum
+
+    return read
+
+
+# ---- the LRU ----------------------------------------------------------------------------------
+class DriverIndexCache:
+    """Loaded segment indexes, least recently used dropped first beyond ``capacity`` bytes."""
+
+    def __init__(self, capacity: int = 512 << 20) -> None:
+        self.capacity = capacity
+        self.used = 0
+        self._items: OrderedDict[tuple[str, str, str], SegmentIndex] = OrderedDict()
+        self._views: OrderedDict[tuple[Any, ...], TableIndex] = OrderedDict()
+        # Table folder -> (its index snapshot, the bytes counted for it in ``used``).
+        self._snapshots: OrderedDict[str, tuple[Snapshot, int]] = OrderedDict()
+        self.evictions = 0  # entries dropped over budget, ever
+        self.lock = threading.RLock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: tuple[str, str, str]) -> SegmentIndex | None:
+        with self.lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key: tuple[str, str, str], item: SegmentIndex) -> None:
+        with self.lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.used -= old.nbytes
+            self._items[key] = item
+            self.used += item.nbytes
+            self._evict(keep_items=1)
+
+    def get_view(self, key: tuple[Any, ...]) -> TableIndex | None:
+        """The cached table view under ``key`` (most recently used now), or None."""
+        with self.lock:
+            view = self._views.get(key)
+            if view is not None:
+                self._views.move_to_end(key)
+            return view
+
+    def put_view(self, key: tuple[Any, ...], view: TableIndex, *, evictions_before: int) -> None:
+        """Keep ``view`` unless entries were evicted since ``evictions_before`` (a view built
+        over the budget is not worth keeping); at most 16 views."""
+        with self.lock:
+            if self.evictions == evictions_before:  # built within the budget: worth keeping
+                self._views[key] = view
+                while len(self._views) > 16:
+                    self._views.popitem(last=False)
+
+    def get_snapshot(self, root: str, name: str) -> Snapshot | None:
+        """The cached snapshot ``name`` of the table at ``root``; its bytes are counted again
+        (flat arrays decoded since grow it), which may evict other entries."""
+        with self.lock:
+            got = self._snapshots.get(root)
+            if got is None or got[0].name != name:
+                return None
+            self.put_snapshot(root, got[0])
+            return got[0]
+
+    def put_snapshot(self, root: str, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` as the table's, counted in the same budget as segment indexes:
+        beyond it, segment indexes go first (least recently used), then other tables'
+        snapshots; the table's own snapshot stays."""
+        with self.lock:
+            old = self._snapshots.pop(root, None)
+            if old is not None:
+                self.used -= old[1]
+            size = snapshot.nbytes
+            self._snapshots[root] = (snapshot, size)
+            self.used += size
+            self._evict(keep_items=0)
+
+    def _evict(self, *, keep_items: int) -> None:
+        """Drop least recently used entries while over capacity: segment indexes (all but the
+        newest ``keep_items``), then the snapshots of tables other than the newest one.
+
+        The cached table views go too when anything does: a view holds the arrays it
+        planned with (segment indexes, a snapshot), which must not outlive the budget; and
+        a view built or planned while entries were dropped is not kept (``evictions``).
+        """
+        dropped_any = False
+        while self.used > self.capacity:
+            if len(self._items) > keep_items:
+                _, dropped = self._items.popitem(last=False)
+                self.used -= dropped.nbytes
+            elif len(self._snapshots) > 1:
+                _, (_, size) = self._snapshots.popitem(last=False)
+                self.used -= size
+            else:
+                break
+            dropped_any = True
+            self.evictions += 1
+        if dropped_any:
+            self._views.clear()
+
+    def clear(self) -> None:
+        with self.lock:
+            self._items.clear()
+            self._views.clear()
+            self._snapshots.clear()
+            self.used = 0
+        _BLOOMS.clear()
+        forget_decoded()
+
+
+_CACHE = DriverIndexCache()
+
+
+def driver_cache() -> DriverIndexCache:
+    """The process-wide driver index cache."""
+    return _CACHE
+
+
+def clear_cache() -> None:
+    """Forget every cached index, view and snapshot of this process."""
+    _CACHE.clear()

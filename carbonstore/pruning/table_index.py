@@ -1,0 +1,365 @@
+"""The table index: a table's view over its readable segments, and its index snapshot.
+
+The table-level index snapshot (like a Delta checkpoint) under
+``table.paths.index_snapshot_dir``: ONE Arrow IPC file holding, for every readable segment
+it covers, its segment bounds and its whole index column-oriented (all min/max/count arrays
+of row groups and pages, concatenated over the segments with segment offsets - see
+indexfiles/snapshot.py; NOT the bloom bitsets: they stay in the merge file and are read
+lazily for = / IN candidates only). A fresh process reads the tablestatus, the newest
+snapshot and the merge indexes of segments committed since, and decodes each array a
+filter touches once for all segments. :func:`refresh_index_snapshot` rewrites it
+(atomically, under a lock); planning also refreshes it lazily when it lags by more than
+``carbon.index.snapshot.max.lag`` segments. A snapshot of another format version, or a
+damaged one, is ignored (planning reads the merge indexes) and rewritten.
+
+:class:`TableIndex` plans segments the snapshot covers from its table-level arrays, the
+others from their merge indexes loaded through the driver cache (cache.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from carbonstore.errors import CorruptIndexError
+from carbonstore.indexfiles.arrays import BloomSource, IndexArrays
+from carbonstore.indexfiles.concat import merge_runs
+from carbonstore.indexfiles.segment_bounds import SegmentBounds
+from carbonstore.indexfiles.snapshot import (
+    DESC_FIELDS,
+    SNAPSHOT_VERSION,
+    Snapshot,
+    SnapshotArrays,
+    decode_snapshot,
+)
+from carbonstore.indexfiles.snapshot_write import encode_snapshot, index_rows
+from carbonstore.pruning.cache import COUNTERS, bloom_source, driver_cache
+from carbonstore.pruning.segment_index import (
+    SegmentIndex,
+    bloom_directory,
+    load_segment,
+    merge_index_names,
+)
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms
+
+__all__ = [
+    "SNAPSHOT_LOCK", "SNAPSHOT_SUFFIX", "SNAPSHOT_VERSION", "TableIndex", "read_snapshot",
+    "readable_segments", "refresh_index_snapshot", "snapshot_names", "table_index",
+    "write_snapshot",
+]
+
+SNAPSHOT_SUFFIX = ".carbonsnap"
+SNAPSHOT_LOCK = "index_snapshot.lock"
+
+
+# ---- the table-level snapshot ---------------------------------------------------------------
+def snapshot_names(table: Table) -> list[str]:
+    infos = table.store.sfs.list_dir(table.paths.index_snapshot_dir)
+    return sorted(i.base_name for i in infos if i.is_file and i.base_name.endswith(SNAPSHOT_SUFFIX))
+
+
+def _snapshot_blooms(table: Table) -> Any:
+    fs = table.store.sfs.fs
+
+    def source(segment_id: str, merge: str, base: int) -> BloomSource:
+        return bloom_source(fs, merge_index_names(table, segment_id, merge)[0], base)
+
+    return source
+
+
+def read_snapshot(table: Table) -> tuple[Snapshot | None, bool]:
+    """The table's newest snapshot, and whether a snapshot file was there but refused."""
+    names = snapshot_names(table)
+    if not names:
+        return None, False
+    name = names[-1]
+    cached = driver_cache().get_snapshot(table.paths.root, name)
+    if cached is not None:
+        return cached, False
+    COUNTERS["snapshot_reads"] += 1
+    path = f"{table.paths.index_snapshot_dir}/{name}"
+    try:
+        data = table.store.sfs.read_bytes(path)
+        snap = decode_snapshot(name, data, bloom_source=_snapshot_blooms(table), counters=COUNTERS)
+    except (OSError, pa.ArrowException, KeyError, ValueError, TypeError, CorruptIndexError):
+        # A damaged (or older) snapshot only costs speed: plan from the merge indexes
+        # instead, and write a new one.
+        COUNTERS["snapshot_errors"] += 1
+        return None, True
+    driver_cache().put_snapshot(table.paths.root, snap)
+    return snap, False
+
+
+def write_snapshot(table: Table, view: TableIndex) -> str:
+    """Write a snapshot covering ``view``'s segments: rows of the current one are copied,
+    the others encoded from their (loaded) merge indexes."""
+    sfs = table.store.sfs
+    folder = table.paths.index_snapshot_dir
+    pieces: list[pa.Table] = []
+    slots: dict[str, dict[str, Any]] = {}
+    snap = view.snapshot
+    if snap is not None:
+        slots.update({k: {f: getattr(d, f) for f in DESC_FIELDS} for k, d in snap.slots.items()})
+    copied: list[int] = []
+    loaded: list[tuple[str, str, int, Any]] = []
+
+    def flush() -> None:
+        if copied and snap is not None:
+            pieces.append(snap.rows_table(np.array(copied, dtype=np.intp)))
+            copied.clear()
+        if loaded:
+            rows, used = index_rows(loaded)
+            pieces.append(rows)
+            slots.update(used)
+            loaded.clear()
+
+    for i, e in enumerate(view.entries):
+        row = view.snapshot_row(i)
+        if row is not None:
+            if loaded:
+                flush()
+            copied.append(row)
+        else:
+            if copied:
+                flush()
+            item = view.segment(i)
+            loaded.append((e.load_name, e.segment_file or "", item.bloom_base, item.arrays))
+    flush()
+    data = encode_snapshot(pieces, view.bounds, slots)
+    sfs.makedirs(folder)
+    covered = ",".join(f"{e.load_name}:{e.segment_file or ''}" for e in view.entries)
+    digest = hashlib.sha1(covered.encode()).hexdigest()[:12]
+    name = f"snapshot_{now_ms():015d}_{len(view.entries)}_{digest}{SNAPSHOT_SUFFIX}"
+    sfs.write_atomic(f"{folder}/{name}", data)
+    COUNTERS["snapshot_writes"] += 1
+    for old in snapshot_names(table)[:-2]:  # keep the previous one for readers mid-switch
+        try:
+            sfs.delete_file(f"{folder}/{old}")
+        except OSError:
+            pass
+    return name
+
+
+# ---- a table's view over its readable segments ----------------------------------------------
+class TableIndex:
+    """The indexes of an ordered list of segments: bounds for all, arrays on demand.
+
+    A segment the snapshot covers is planned from the snapshot's table-level arrays; the
+    others (committed since) from their merge indexes, loaded through the LRU.
+    """
+
+    def __init__(self, table: Table, entries: Sequence[LoadEntry], snapshot: Snapshot | None) -> None:
+        self.table = table
+        self.entries = list(entries)
+        self.root = table.paths.root
+        self.snapshot = snapshot
+        self._snap_row: dict[int, int] = {}
+        pieces: list[SegmentBounds] = []
+        snap_rows: list[int] = []
+        order: list[int] = []  # >= 0: index into pieces, < 0: -1 - index into snap_rows
+        self.disagrees = False  # a snapshot row that does not match its entry was ignored
+        snap_rows_count = [] if snapshot is None else snapshot.bounds.num_rows.tolist()
+        for i, e in enumerate(self.entries):
+            row = None if snapshot is None else snapshot.rows.get((e.load_name, e.segment_file or ""))
+            if row is not None and e.row_count and snap_rows_count[row] != e.row_count:
+                # Not this segment's index (a snapshot is verified whole, not against the
+                # tablestatus): plan the segment from its merge index, and write a new one.
+                row = None
+                self.disagrees = True
+            if row is not None:
+                self._snap_row[i] = row
+                order.append(-1 - len(snap_rows))
+                snap_rows.append(row)
+                continue
+            key = (self.root, e.load_name, e.segment_file or "")
+            item = driver_cache().get(key)
+            if item is None:
+                item = load_segment(table, e)
+                driver_cache().put(key, item)
+            order.append(len(pieces))
+            pieces.append(item.bounds)
+        self.uncovered = len(pieces)
+        parts = list(pieces)
+        if snap_rows and snapshot is not None:
+            rows = np.array(snap_rows, dtype=np.intp)
+            whole = len(rows) == snapshot.size and bool((rows == np.arange(len(rows))).all())
+            parts.append(snapshot.bounds if whole else snapshot.bounds.take(rows))
+        n_own = len(pieces)
+        take = np.array([o if o >= 0 else n_own + (-1 - o) for o in order], dtype=np.intp)
+        if not parts:
+            self.bounds = SegmentBounds(num_rows=np.zeros(0, np.int64), num_files=np.zeros(0, np.int64),
+                                        num_row_groups=np.zeros(0, np.int64))
+        else:
+            merged = SegmentBounds.concat(parts)
+            self.bounds = merged if np.array_equal(take, np.arange(len(take))) else merged.take(take)
+        self._bloom_dirs: dict[tuple[int, str], dict[str, Any] | None] = {}
+        self.evictions_seen = driver_cache().evictions
+        self._units: OrderedDict[tuple[int, ...], tuple[list[Any], list[npt.NDArray[np.intp]]]] = OrderedDict()
+
+    @property
+    def size(self) -> int:
+        return len(self.entries)
+
+    def snapshot_row(self, i: int) -> int | None:
+        """Segment ``i``'s row in the snapshot, or None when it is planned from its merge index."""
+        return self._snap_row.get(i)
+
+    def segment(self, i: int) -> SegmentIndex:
+        """Segment ``i``'s index: a one-segment view of the snapshot, else loaded (LRU)."""
+        e = self.entries[i]
+        row = self._snap_row.get(i)
+        if row is not None and self.snapshot is not None:
+            snap = self.snapshot
+            COUNTERS["header_decodes"] += 1
+            return SegmentIndex(
+                segment_id=e.load_name, merge_name=e.segment_file or "",
+                arrays=SnapshotArrays(snap, np.array([row], dtype=np.intp)),  # type: ignore[arg-type]
+                bounds=snap.bounds.take(np.array([row], dtype=np.intp)),
+                bloom_base=int(snap.bloom_base[row]), nbytes=0,
+            )
+        key = (self.root, e.load_name, e.segment_file or "")
+        item = driver_cache().get(key)
+        if item is None:
+            item = load_segment(self.table, e)
+            driver_cache().put(key, item)
+        return item
+
+    def units(self, surv: npt.NDArray[np.intp]) -> tuple[list[Any], list[npt.NDArray[np.intp]]]:
+        """What the planner evaluates for surviving segments ``surv`` (view indices, in order).
+
+        Returns the parts and, per part, the view index of each of its row groups. A run of
+        snapshot segments with one column layout is one :class:`SnapshotArrays` (its arrays
+        gathered from the table-level ones, no per-segment decoding); neighbouring parts with
+        one layout become one ConcatArrays, so the planner runs one vectorised pass. Cached
+        per surviving set.
+        """
+        key = tuple(surv.tolist())
+        got = self._units.get(key)
+        if got is not None:
+            return got
+        snap = self.snapshot
+        pieces: list[tuple[Any, npt.NDArray[np.intp]]] = []
+        run: list[int] = []
+        run_rows: list[int] = []
+
+        def flush() -> None:
+            if run and snap is not None:
+                arrays = SnapshotArrays(snap, np.array(run_rows, dtype=np.intp))
+                COUNTERS["header_decodes"] += len(run_rows)
+                pieces.append((arrays, np.array(run, dtype=np.intp)[arrays.rg_part]))
+                run.clear()
+                run_rows.clear()
+
+        for i in key:
+            row = self._snap_row.get(i)
+            if row is not None and snap is not None:
+                if run_rows and snap.group[run_rows[-1]] != snap.group[row]:
+                    flush()
+                run.append(i)
+                run_rows.append(row)
+                continue
+            flush()
+            arrays = self.segment(i).arrays
+            pieces.append((arrays, np.full(arrays.num_row_groups, i, dtype=np.intp)))
+        flush()
+        got = merge_runs(pieces)
+        if driver_cache().evictions != self.evictions_seen:
+            return got  # the budget is short: keep nothing the LRU does not count
+        if len(self._units) >= 4:
+            self._units.popitem(last=False)
+        self._units[key] = got
+        return got
+
+    def bloom_dir(self, i: int, name: str) -> tuple[dict[str, Any], Any] | None:
+        """Segment ``i``'s bloom directory entry of column ``name`` and a bitset reader.
+
+        From the snapshot (no row-group arrays are built), else from the loaded index.
+        """
+        row = self._snap_row.get(i)
+        if row is not None and self.snapshot is not None:
+            if (i, name) not in self._bloom_dirs:
+                self._bloom_dirs[(i, name)] = self.snapshot.bloom_dir(row, name)
+            d = self._bloom_dirs[(i, name)]
+            source = None if d is None else self.snapshot.bloom_source(row)
+            if d is None or source is None:
+                return None
+            return d, source
+        item = self.segment(i)
+        if not item.arrays.has_column(name):
+            return None
+        d = bloom_directory(item.arrays).get(name)
+        if d is None:
+            return None
+        col = item.arrays.column(name)
+        offsets = col.bloom_offset
+
+        def read(off: int, ln: int, arrays: IndexArrays = item.arrays) -> bytes | None:
+            rg = int(np.flatnonzero(offsets == off)[0])
+            return arrays.bloom_bitset(rg, name)
+
+        return d, read
+
+
+def readable_segments(snapshot: TableStatusSnapshot) -> list[LoadEntry]:
+    """Readable segments of one tablestatus snapshot, in segment order."""
+    return snapshot.readable_in_order()
+
+
+def _lag_limit(table: Table) -> int:
+    return table.conf.get_int("carbon.index.snapshot.max.lag")
+
+
+def table_index(table: Table, entries: Sequence[LoadEntry], *, all_readable: bool = False) -> TableIndex:
+    """The (cached) view over ``entries``; refreshes a lagging snapshot when ``all_readable``."""
+    cache = driver_cache()
+    cache.capacity = max(1, table.conf.get_int("carbon.driver.index.cache.size.mb")) << 20
+    root = table.paths.root
+    key = (root, tuple((e.load_name, e.segment_file or "") for e in entries))
+    cached = cache.get_view(key)
+    if cached is not None:
+        return cached
+    before = cache.evictions
+    snapshot, refused = read_snapshot(table) if entries else (None, False)
+    view = TableIndex(table, entries, snapshot)
+    if all_readable and (view.uncovered > _lag_limit(table) or refused or view.disagrees):
+        _refresh_best_effort(table, view)
+    cache.put_view(key, view, evictions_before=before)
+    return view
+
+
+def _refresh_best_effort(table: Table, view: TableIndex) -> None:
+    try:
+        lock = table.locks.lock(SNAPSHOT_LOCK)
+        lock.acquire(timeout=0)
+    except (TimeoutError, OSError):
+        return  # another process is writing one, or the store is read-only for us
+    try:
+        write_snapshot(table, view)
+    except (OSError, pa.ArrowException):
+        COUNTERS["snapshot_errors"] += 1  # only speed is lost; the next plan retries
+    finally:
+        lock.release()
+
+
+def refresh_index_snapshot(table: Table) -> str | None:
+    """Write a new index snapshot covering every readable segment (atomic, under a lock).
+
+    Call it after a commit that changes the readable set (load, compaction, delete). The
+    merge indexes of segments the previous snapshot covers are not re-read.
+
+    Returns:
+        The new snapshot's file name, or None when the table has no readable segment.
+    """
+    with table.locks.hold(SNAPSHOT_LOCK):
+        entries = readable_segments(table.status.read())
+        if not entries:
+            return None
+        view = TableIndex(table, entries, read_snapshot(table)[0])
+        return write_snapshot(table, view)
