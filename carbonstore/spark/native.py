@@ -26,12 +26,14 @@ Only local stores are read this way (``table.store.sfs.local``): the JVM opens t
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from typing import Any
 
 import pyarrow as pa
 
 from carbonstore.indexfiles.tableplan import TablePlan
 from carbonstore.segments.writer import arrow_type
+from carbonstore.spark.nullability import not_null_relation
 from carbonstore.store.ddl import quote_name
 from carbonstore.store.table import Table
 
@@ -84,6 +86,9 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
     from carbonstore.spark.reader import plan_projections
 
     raw: Any = None
+    dictionary = set(table.schema.dictionary_columns)
+    not_null = {c.name for c in table.schema.columns if not c.nullable}
+    known: set[str] = set()  # NOT NULL columns the relation itself marks non-nullable
     projections = plan_projections(table, plan)
     if projections:  # segments of older schema versions: one projection per version
         raw = evolved_frame(spark, table, plan, projections, storage_ddl(table), _uri)
@@ -92,6 +97,10 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
     else:
         if paths:
             raw = spark.read.schema(storage_ddl(table)).parquet(*paths)
+            if len(paths) == len(plan.files):
+                exact = not_null_relation(spark, raw, not_null - dictionary)
+                if exact is not None:
+                    raw, known = exact, not_null - dictionary
             if pushable:
                 raw = raw.where(pushable)
         if len(paths) < len(plan.files):
@@ -100,22 +109,26 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
 
             live = without_deleted_rows(spark, table, plan, pushable=pushable)
             raw = live if raw is None else raw.unionByName(live)
-    dictionary = set(table.schema.dictionary_columns)
     out = raw
     for name in sorted(dictionary):
         values = _dictionary_frame(spark, table, name)
         out = out.join(F.broadcast(values), out[f"`{name}`"] == values[_SURROGATE], "left") \
             .drop(name, _SURROGATE).withColumnRenamed(_VALUE, name)
-    cols = []
+    # one selectExpr of SQL texts: a handful of JVM calls, not several per column
+    return out.selectExpr(*projection_exprs(table, known))
+
+
+def projection_exprs(table: Table, known: Collection[str] = ()) -> list[str]:
+    """The SQL expressions of the frame's final projection (see the module contract);
+    ``known``: NOT NULL columns already non-nullable in the frame (no ``coalesce``)."""
+    exprs = []
     for c in table.schema.columns:
-        col = F.col(quote_name(c.name))
-        if c.type.name in _FLOATING:
-            col = F.nanvl(col, col)
-        if not c.nullable:
-            zero = _ZERO.get(c.type.name, f"CAST(0 AS {c.type})")
-            col = F.coalesce(col, F.expr(zero).cast(str(c.type)))
-        cols.append(col.alias(c.name))
-    return out.select(*cols)
+        name = quote_name(c.name)
+        text = f"nanvl({name}, {name})" if c.type.name in _FLOATING else name
+        if not c.nullable and c.name not in known:
+            text = f"coalesce({text}, CAST({_ZERO.get(c.type.name, '0')} AS {c.type}))"
+        exprs.append(text if text == name else f"{text} AS {name}")
+    return exprs
 
 
 _dictionaries: dict[tuple[int, str, str, int], Any] = {}
