@@ -11,8 +11,12 @@ vectorised reader reads the kept files with the table's storage schema. Contract
   on them reaches parquet-java's row-group filter: it knows no NaN counts and would skip a
   row group whose max is below ``x`` for ``c > x`` although NaN rows (greater than every
   number in Spark) match. Our index still prunes on them, with NaN counts;
-- ``NOT NULL`` columns are projected through ``coalesce(c, <zero>)``, which Spark knows
-  is never null (the load rejects nulls there, so the zero is never taken);
+- ``NOT NULL`` columns are marked non-nullable on the Parquet relation itself
+  (:func:`carbonstore.spark.nullability.not_null_relation`; the load rejects nulls there),
+  so they stay plain columns to Spark's optimizer: filters and join keys on them are pushed
+  and inferred as over ``spark.read.parquet``. Where the relation cannot carry the mark
+  (older schema versions, files with deletes, dictionary columns) they are projected
+  through ``coalesce(c, <zero>)`` instead, which Spark knows is never null;
 - ``pushable``, a condition over plain columns, is applied under those projections, so
   Spark pushes it to the Parquet reader (row-group statistics, dictionary and page-index
   filters), which the projections above would prevent;
