@@ -66,10 +66,12 @@ def plain_columns(table: Table) -> frozenset[str]:
                      if c.name not in dictionary and c.type.name not in _FLOATING)
 
 
-def storage_ddl(table: Table) -> str:
-    """The Spark schema of the table's Parquet files: dictionary columns as INT surrogates."""
+def storage_ddl(table: Table, not_null: Collection[str] = ()) -> str:
+    """The Spark schema of the table's Parquet files: dictionary columns as INT surrogates;
+    the columns ``not_null`` marked ``NOT NULL``."""
     dictionary = set(table.schema.dictionary_columns)
     return ", ".join(f"{quote_name(c.name)} {'int' if c.name in dictionary else c.type}"
+                     + (" NOT NULL" if c.name in not_null else "")
                      for c in table.schema.columns)
 
 
@@ -102,7 +104,7 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
         if paths:
             raw = spark.read.schema(storage_ddl(table)).parquet(*paths)
             if len(paths) == len(plan.files):
-                exact = not_null_relation(spark, raw, not_null - dictionary)
+                exact = not_null_relation(spark, raw, storage_ddl(table, not_null - dictionary))
                 if exact is not None:
                     raw, known = exact, not_null - dictionary
             if pushable:

@@ -19,30 +19,41 @@ relation, the caller falls back to ``coalesce``.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
 __all__ = ["not_null_relation"]
 
 
-def not_null_relation(spark: Any, df: Any, not_null: Collection[str]) -> Any | None:
-    """``df`` (a bare Parquet read, columns in the order of its schema) with the columns
-    ``not_null`` non-nullable, or None when Spark's internal API does not allow it."""
+def not_null_relation(spark: Any, df: Any, ddl: str) -> Any | None:
+    """``df`` (a bare Parquet read) with the output attributes of ``ddl`` (its read schema,
+    ``NOT NULL`` where the table says so), or None when Spark's internal API does not allow
+    it. A handful of JVM calls, whatever the number of columns."""
     from py4j.protocol import Py4JError
     from pyspark.sql import DataFrame
 
     try:
+        struct_type, utils, dataset = _classes(spark)
         plan = df._jdf.queryExecution().analyzed()
         if plan.getClass().getSimpleName() != "LogicalRelation":
             return None
-        output = plan.output()
-        attrs = []
-        for i, name in enumerate(df.columns):
-            attr = output.apply(i)
-            attrs.append(attr.withNullability(False) if name in not_null else attr)
-        copy = plan.copy(plan.relation(), spark._jvm.PythonUtils.toSeq(attrs),
-                         plan.catalogTable(), plan.isStreaming(), plan.stream())
-        jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, copy)
-        return DataFrame(jdf, spark)
+        attrs = utils.toAttributes(struct_type.fromDDL(ddl))
+        copy = plan.copy(plan.relation(), attrs, plan.catalogTable(), plan.isStreaming(),
+                         plan.stream())
+        return DataFrame(dataset.ofRows(spark._jsparkSession, copy), spark)
     except (Py4JError, AttributeError, TypeError):
         return None
+
+
+_class_cache: dict[int, tuple[Any, Any, Any]] = {}
+
+
+def _classes(spark: Any) -> tuple[Any, Any, Any]:
+    """The JVM classes used above, looked up once per gateway (each lookup is JVM calls)."""
+    jvm = spark._jvm
+    hit = _class_cache.get(id(jvm))
+    if hit is None:
+        hit = (jvm.org.apache.spark.sql.types.StructType,
+               jvm.org.apache.spark.sql.catalyst.types.DataTypeUtils,
+               jvm.org.apache.spark.sql.classic.Dataset)
+        _class_cache[id(jvm)] = hit
+    return hit
