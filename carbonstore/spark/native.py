@@ -120,8 +120,13 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
         values = _dictionary_frame(spark, table, name)
         out = out.join(F.broadcast(values), out[f"`{name}`"] == values[_SURROGATE], "left") \
             .drop(name, _SURROGATE).withColumnRenamed(_VALUE, name)
-    # one selectExpr of SQL texts: a handful of JVM calls, not several per column
-    return out.selectExpr(*projection_exprs(table, known))
+    exprs = projection_exprs(table, known)
+    if projections or len(paths) < len(plan.files) or dictionary \
+            or exprs != [quote_name(c.name) for c in table.schema.columns]:
+        # one selectExpr of SQL texts: a handful of JVM calls, not several per column
+        out = out.selectExpr(*exprs)
+    # else: a bare read whose schema is the table's already (no projection to analyze)
+    return out
 
 
 def projection_exprs(table: Table, known: Collection[str] = ()) -> list[str]:
