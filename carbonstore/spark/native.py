@@ -11,8 +11,12 @@ vectorised reader reads the kept files with the table's storage schema. Contract
   on them reaches parquet-java's row-group filter: it knows no NaN counts and would skip a
   row group whose max is below ``x`` for ``c > x`` although NaN rows (greater than every
   number in Spark) match. Our index still prunes on them, with NaN counts;
-- ``NOT NULL`` columns are projected through ``coalesce(c, <zero>)``, which Spark knows
-  is never null (the load rejects nulls there, so the zero is never taken);
+- ``NOT NULL`` columns are marked non-nullable on the Parquet relation itself
+  (:func:`carbonstore.spark.nullability.not_null_relation`; the load rejects nulls there),
+  so they stay plain columns to Spark's optimizer: filters and join keys on them are pushed
+  and inferred as over ``spark.read.parquet``. Where the relation cannot carry the mark
+  (older schema versions, files with deletes, dictionary columns) they are projected
+  through ``coalesce(c, <zero>)`` instead, which Spark knows is never null;
 - ``pushable``, a condition over plain columns, is applied under those projections, so
   Spark pushes it to the Parquet reader (row-group statistics, dictionary and page-index
   filters), which the projections above would prevent;
@@ -26,12 +30,14 @@ Only local stores are read this way (``table.store.sfs.local``): the JVM opens t
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from typing import Any
 
 import pyarrow as pa
 
 from carbonstore.pruning.plan import TablePlan
 from carbonstore.segments.writer import arrow_type
+from carbonstore.spark.nullability import not_null_relation
 from carbonstore.store.ddl import quote_name
 from carbonstore.store.table import Table
 
@@ -60,10 +66,12 @@ def plain_columns(table: Table) -> frozenset[str]:
                      if c.name not in dictionary and c.type.name not in _FLOATING)
 
 
-def storage_ddl(table: Table) -> str:
-    """The Spark schema of the table's Parquet files: dictionary columns as INT surrogates."""
+def storage_ddl(table: Table, not_null: Collection[str] = ()) -> str:
+    """The Spark schema of the table's Parquet files: dictionary columns as INT surrogates;
+    the columns ``not_null`` marked ``NOT NULL``."""
     dictionary = set(table.schema.dictionary_columns)
     return ", ".join(f"{quote_name(c.name)} {'int' if c.name in dictionary else c.type}"
+                     + (" NOT NULL" if c.name in not_null else "")
                      for c in table.schema.columns)
 
 
@@ -84,6 +92,9 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
     from carbonstore.spark.reader import plan_projections
 
     raw: Any = None
+    dictionary = set(table.schema.dictionary_columns)
+    not_null = {c.name for c in table.schema.columns if not c.nullable}
+    known: set[str] = set()  # NOT NULL columns the relation itself marks non-nullable
     projections = plan_projections(table, plan)
     if projections:  # segments of older schema versions: one projection per version
         raw = evolved_frame(spark, table, plan, projections, storage_ddl(table), _uri)
@@ -92,6 +103,10 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
     else:
         if paths:
             raw = spark.read.schema(storage_ddl(table)).parquet(*paths)
+            if len(paths) == len(plan.files):
+                exact = not_null_relation(spark, raw, storage_ddl(table, not_null - dictionary))
+                if exact is not None:
+                    raw, known = exact, not_null - dictionary
             if pushable:
                 raw = raw.where(pushable)
         if len(paths) < len(plan.files):
@@ -100,22 +115,31 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
 
             live = without_deleted_rows(spark, table, plan, pushable=pushable)
             raw = live if raw is None else raw.unionByName(live)
-    dictionary = set(table.schema.dictionary_columns)
     out = raw
     for name in sorted(dictionary):
         values = _dictionary_frame(spark, table, name)
         out = out.join(F.broadcast(values), out[f"`{name}`"] == values[_SURROGATE], "left") \
             .drop(name, _SURROGATE).withColumnRenamed(_VALUE, name)
-    cols = []
+    exprs = projection_exprs(table, known)
+    if projections or len(paths) < len(plan.files) or dictionary \
+            or exprs != [quote_name(c.name) for c in table.schema.columns]:
+        # one selectExpr of SQL texts: a handful of JVM calls, not several per column
+        out = out.selectExpr(*exprs)
+    # else: a bare read whose schema is the table's already (no projection to analyze)
+    return out
+
+
+def projection_exprs(table: Table, known: Collection[str] = ()) -> list[str]:
+    """The SQL expressions of the frame's final projection (see the module contract);
+    ``known``: NOT NULL columns already non-nullable in the frame (no ``coalesce``)."""
+    exprs = []
     for c in table.schema.columns:
-        col = F.col(quote_name(c.name))
-        if c.type.name in _FLOATING:
-            col = F.nanvl(col, col)
-        if not c.nullable:
-            zero = _ZERO.get(c.type.name, f"CAST(0 AS {c.type})")
-            col = F.coalesce(col, F.expr(zero).cast(str(c.type)))
-        cols.append(col.alias(c.name))
-    return out.select(*cols)
+        name = quote_name(c.name)
+        text = f"nanvl({name}, {name})" if c.type.name in _FLOATING else name
+        if not c.nullable and c.name not in known:
+            text = f"coalesce({text}, CAST({_ZERO.get(c.type.name, '0')} AS {c.type}))"
+        exprs.append(text if text == name else f"{text} AS {name}")
+    return exprs
 
 
 _dictionaries: dict[tuple[int, str, str, int], Any] = {}
