@@ -269,15 +269,17 @@ _EXACT_STATS = ("byte", "short", "int", "long", "date")
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_case())
-def test_what_the_statistics_exclude_is_pruned(case: tuple[dict[str, list[Any]], list[Expr], dict[str, Any]]) -> None:
+@given(case=_case())
+def test_what_the_statistics_exclude_is_pruned(
+    scratch_dir: Path, case: tuple[dict[str, list[Any]], list[Expr], dict[str, Any]]
+) -> None:
     """A pruner that keeps everything is sound but useless: predicates whose answer is empty
     on a row group whose statistics prove it (beyond the max, below the min, IS NULL without
     nulls, IS NOT NULL over nulls only) must drop that row group."""
     data, _exprs, options = case
     table = _to_arrow(data)
     schema = _schema(list(data))
-    parts = _write_and_index(table, options, "complete")
+    parts = _write_and_index(table, options, scratch_dir, "complete")
     rg_rows = np.concatenate([p.rg_num_rows for p in parts])
     rg_first = np.concatenate([[0], np.cumsum(rg_rows)])
     rg_of_row = np.searchsorted(rg_first, np.arange(table.num_rows), side="right") - 1
