@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from carbonstore.spark.reader import to_spark
+from carbonstore.spark.api import to_spark
 from carbonstore.store import Store
 from tests.indexfiles.segbuild import add_segments
 
