@@ -59,6 +59,7 @@ from carbonstore.pruning.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMA
 from carbonstore.pruning.partition_prune import partition_masks
 from carbonstore.pruning.plan_types import (
     LEVELS,
+    DeferredFiles,
     Dropped,
     FilePlan,
     LevelSummary,
@@ -158,18 +159,16 @@ def prune(
     keep = pm.masks if pm is not None else None
     plan = (planner_mod.prune_row_groups(expr, parts, keep=keep)
             if parts and not isinstance(expr, AlwaysFalse) else None)
-    out = _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0,
-                    files_by_partition=pm.files_dropped if pm is not None and plan else 0,
-                    keep=keep)
-    return _with_deltas(out, entries, snapshot.version)
+    return _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0,
+                     files_by_partition=pm.files_dropped if pm is not None and plan else 0,
+                     keep=keep, entries=entries, version=snapshot.version)
 
 
-def _with_deltas(plan: TablePlan, entries: Sequence[Any], version: int) -> TablePlan:
+def _with_deltas(files: tuple[FilePlan, ...], entries: Sequence[Any]) -> tuple[FilePlan, ...]:
     """Name each kept file's live delete delta of the planned version (from the entries read
     now, never from the cached index view, whose entries may predate a DELETE)."""
     deltas = {e.load_name: {d.data_file: d for d in e.delete_deltas}
               for e in entries if e.delete_deltas}
-    files = plan.files
     if deltas:
         out = []
         for f in files:
@@ -180,8 +179,7 @@ def _with_deltas(plan: TablePlan, entries: Sequence[Any], version: int) -> Table
                 f, delete_delta=f"{seg_dir}/Segment_{f.segment}/{d.delta_file}",
                 deleted_rows=d.deleted_rows))
         files = tuple(out)
-    return replace(plan, files=files, version=version,
-                   deleted_rows=sum(live_deleted_rows(e) for e in entries))
+    return files
 
 
 class _SegmentBlooms:
@@ -267,46 +265,33 @@ def _assemble(
     masks: tuple[npt.NDArray[np.bool_], ...], rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
     plan: planner_mod.PrunePlan | None, explain: bool, t0: float, *,
     files_by_partition: int = 0, keep: Sequence[Any] | None = None,
+    entries: Sequence[Any] = (), version: int | None = None,
 ) -> TablePlan:
     b = view.bounds
     s0, s1, s2 = masks
     paths = table.paths
     seg_dir = _SegDirs(paths)
     dropped_seg = ~s2
-    files: list[FilePlan] = []
-    kept_seg: list[str] = []
     kept_files = kept_rgs = 0
     pages_total = pages_kept = pages_rg = 0
     rg_lc = plan.row_groups if plan is not None else None
     pg_lc = plan.pages if plan is not None else None
-    for pi, arrays in enumerate(parts):
-        rgs: dict[int, list[RowGroupPlan]] = {}
-        file_seg: dict[int, str] = {}
-        if plan is not None:
+    file_segs: list[npt.NDArray[np.intp]] = []  # view index of each kept file, in plan order
+    if plan is not None:
+        for pi, arrays in enumerate(parts):
             lo, hi = np.searchsorted(plan.part, [pi, pi + 1])
-            mask = plan.kept[lo:hi]
-            kept = np.flatnonzero(mask)
-            for local, f, seg, index, num_rows, length in zip(
-                kept.tolist(), arrays.rg_file[kept].tolist(), rg_seg[pi][kept].tolist(),
-                arrays.rg_index[kept].tolist(), arrays.rg_num_rows[kept].tolist(),
-                arrays.rg_length[kept].tolist(), strict=True,
-            ):  # Python numbers taken once per array: a plan may keep thousands of row groups
-                file_seg[f] = view.entries[seg].load_name
-                rgs.setdefault(f, []).append(RowGroupPlan(
-                    index=index, num_rows=num_rows,
-                    row_ranges=tuple(map(tuple, plan.row_ranges[int(lo) + local].tolist())),
-                    length=length,
-                ))
+            kept = np.flatnonzero(plan.kept[lo:hi])
+            if len(kept):  # files in ascending order; a file's row groups share its segment
+                _, first = np.unique(arrays.rg_file[kept], return_index=True)
+                file_segs.append(rg_seg[pi][kept[first]])
+                kept_files += len(first)
+                kept_rgs += len(kept)
             t, k, d = _page_counts(arrays, plan, int(lo), int(hi), expr)
             pages_total, pages_kept, pages_rg = pages_total + t, pages_kept + k, pages_rg + d
-        for f in sorted(rgs):
-            sid = file_seg[f]
-            if not kept_seg or kept_seg[-1] != sid:
-                kept_seg.append(sid)
-            files.append(FilePlan(segment=sid, path=f"{seg_dir[sid]}/{arrays.files[f].path}",
-                                  row_groups=tuple(rgs[f])))
-            kept_files += 1
-            kept_rgs += len(rgs[f])
+    segs = np.concatenate(file_segs) if file_segs else np.zeros(0, np.intp)
+    if len(segs):
+        segs = segs[np.concatenate([[True], segs[1:] != segs[:-1]])]
+    kept_seg = [view.entries[i].load_name for i in segs.tolist()]
     in_dropped = dropped_seg
     seg_bounds_pass = int(s2.sum())
     levels = {
@@ -337,8 +322,41 @@ def _assemble(
     return TablePlan(
         table=str(table.name), where=where_text, expr=expr,
         planning_ms=(time.perf_counter() - t0) * 1000.0, root=paths.root,
-        segments=tuple(kept_seg), levels=levels, files=tuple(files), dropped=dropped,
+        segments=tuple(kept_seg), levels=levels, dropped=dropped,
+        files=DeferredFiles(functools.partial(_file_plans, view, rg_seg, parts, plan, seg_dir, entries)),
+        version=version, deleted_rows=sum(live_deleted_rows(e) for e in entries),
     )
+
+
+def _file_plans(
+    view: Any, rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
+    plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs, entries: Sequence[Any],
+) -> tuple[FilePlan, ...]:
+    """The kept files and row groups as objects (built when a caller reads TablePlan.files)."""
+    files: list[FilePlan] = []
+    if plan is None:
+        return ()
+    for pi, arrays in enumerate(parts):
+        rgs: dict[int, list[RowGroupPlan]] = {}
+        file_seg: dict[int, str] = {}
+        lo, hi = np.searchsorted(plan.part, [pi, pi + 1])
+        kept = np.flatnonzero(plan.kept[lo:hi])
+        for local, f, seg, index, num_rows, length in zip(
+            kept.tolist(), arrays.rg_file[kept].tolist(), rg_seg[pi][kept].tolist(),
+            arrays.rg_index[kept].tolist(), arrays.rg_num_rows[kept].tolist(),
+            arrays.rg_length[kept].tolist(), strict=True,
+        ):  # Python numbers taken once per array: a plan may keep thousands of row groups
+            file_seg[f] = view.entries[seg].load_name
+            rgs.setdefault(f, []).append(RowGroupPlan(
+                index=index, num_rows=num_rows,
+                row_ranges=tuple(map(tuple, plan.row_ranges[int(lo) + local].tolist())),
+                length=length,
+            ))
+        for f in sorted(rgs):
+            sid = file_seg[f]
+            files.append(FilePlan(segment=sid, path=f"{seg_dir[sid]}/{arrays.files[f].path}",
+                                  row_groups=tuple(rgs[f])))
+    return _with_deltas(tuple(files), entries)
 
 
 _SEG_DIRS: dict[tuple[str, str], str] = {}  # (table root, segment id) -> relative folder

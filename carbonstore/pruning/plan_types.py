@@ -6,12 +6,13 @@ the contract of ``carbonstore prune --json`` (described in plan.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from carbonstore.expressions.expr import Expr
 
-__all__ = ["LEVELS", "Dropped", "FilePlan", "LevelSummary", "RowGroupPlan", "TablePlan"]
+__all__ = ["LEVELS", "DeferredFiles", "Dropped", "FilePlan", "LevelSummary", "RowGroupPlan", "TablePlan"]
 
 LEVELS = ("segments", "files", "row_groups", "pages", "rows")
 
@@ -78,9 +79,30 @@ class Dropped:
     rows: tuple[tuple[int, int], ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+class DeferredFiles:
+    """A plan's kept files not built yet: ``build()`` makes the FilePlan objects (once).
+
+    A plan keeps column arrays until a caller reads :attr:`TablePlan.files`, so planning
+    that only needs the counters (``carbonstore prune``, metadata answers) builds no
+    per-row-group objects.
+    """
+
+    __slots__ = ("_build",)
+
+    def __init__(self, build: Callable[[], tuple[FilePlan, ...]]) -> None:
+        self._build = build
+
+    def build(self) -> tuple[FilePlan, ...]:
+        return tuple(self._build())
+
+
+@dataclass(frozen=True, kw_only=True)
 class TablePlan:
-    """What a scan of the table must read for a filter, and what pruning saved."""
+    """What a scan of the table must read for a filter, and what pruning saved.
+
+    ``files`` may be given as a :class:`DeferredFiles`: it is built on first read and is
+    then an ordinary tuple of FilePlan (equality, ``replace`` and JSON see the same plan).
+    """
 
     table: str
     where: str | None
@@ -145,3 +167,19 @@ class TablePlan:
                 spans = ", ".join(f"[{a}, {b})" for a, b in rg.row_ranges)
                 lines.append(f"  read segment {f.segment} {f.path} row group {rg.index}: rows {spans}")
         return "\n".join(lines)
+
+
+def _files_get(plan: TablePlan) -> tuple[FilePlan, ...]:
+    files = plan.__dict__["files"]
+    if isinstance(files, DeferredFiles):
+        files = files.build()
+        plan.__dict__["files"] = files
+    return files  # type: ignore[no-any-return]
+
+
+def _files_set(plan: TablePlan, files: tuple[FilePlan, ...] | DeferredFiles) -> None:
+    plan.__dict__["files"] = files
+
+
+# the dataclass field ``files`` is read through this property: built on first read
+TablePlan.files = property(_files_get, _files_set)  # type: ignore[assignment,method-assign]

@@ -204,3 +204,30 @@ def test_plan_is_sound(segs: list[list[tuple]], where: str, rg: int, page: int, 
                 assert any(a <= r % rg < b for a, b in ranges), (where, sid, r, ranges)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_files_built_on_first_read_are_the_plan_everyone_sees(store: Store) -> None:
+    """A plan keeps column arrays until ``files`` is read; then it is an ordinary tuple of
+    FilePlan, the same for equality, ``replace``, JSON and the counters."""
+    from dataclasses import replace
+
+    from carbonstore.pruning.plan import FilePlan, RowGroupPlan
+    from carbonstore.segments.dml import delete_rows
+
+    t = store.create_table("db.t", SCHEMA)
+    add_segments(t, [_data(k * 1000, 1000) for k in range(4)], row_group_size=250, page_rows=50)
+    delete_rows(t, "id = 1105")
+    a = prune(t, "id between 1100 and 1120 or id = 3999")
+    b = prune(t, "id between 1100 and 1120 or id = 3999")
+    files = a.files
+    assert type(files) is tuple and all(type(f) is FilePlan for f in files)
+    assert all(type(r) is RowGroupPlan for f in files for r in f.row_groups)
+    assert a.files is files  # built once
+    assert [f.segment for f in files] == list(a.segments) == ["1", "3"]
+    assert len(files) == a.levels["files"].kept
+    assert sum(len(f.row_groups) for f in files) == a.levels["row_groups"].kept
+    assert files[0].delete_delta is not None and files[0].deleted_rows == 1
+    assert files[1].delete_delta is None and a.deleted_rows == 1
+    assert replace(b, planning_ms=a.planning_ms) == a  # b's files are built by the comparison
+    assert replace(a, where="x").files == files
+    assert b.to_json()["files"] == [f.to_json() for f in files]
