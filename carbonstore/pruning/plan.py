@@ -67,7 +67,7 @@ from carbonstore.pruning.plan_types import (
     TablePlan,
 )
 from carbonstore.pruning.table_index import readable_segments, table_index
-from carbonstore.store.partitioning import live_deleted_rows, removed_rows
+from carbonstore.store.partitioning import REMOVED_KEY, live_deleted_rows, removed_rows
 from carbonstore.store.paths import check_segment_id
 from carbonstore.store.table import Table
 
@@ -223,7 +223,8 @@ class _SegmentBlooms:
         ref = expr.term
         literals = (expr.literal,) if isinstance(expr, Eq) else tuple(expr.literals)
         probes: dict[int, tuple[Any, list[int], list[Any]]] = {}
-        for k, i in enumerate(idx.tolist()):
+        has = self.view.bloom_segments(ref.name)  # segments without a bitset are kept as they are
+        for k, i in zip(np.flatnonzero(has[idx]).tolist(), idx[has[idx]].tolist(), strict=True):
             found = self.view.bloom_dir(i, ref.name)
             if found is None:
                 continue
@@ -324,7 +325,8 @@ def _assemble(
         planning_ms=(time.perf_counter() - t0) * 1000.0, root=paths.root,
         segments=tuple(kept_seg), levels=levels, dropped=dropped,
         files=DeferredFiles(functools.partial(_file_plans, view, rg_seg, parts, plan, seg_dir, entries)),
-        version=version, deleted_rows=sum(live_deleted_rows(e) for e in entries),
+        version=version,
+        deleted_rows=sum(live_deleted_rows(e) for e in entries if e.delete_deltas or REMOVED_KEY in e.extra),
     )
 
 
@@ -425,13 +427,10 @@ def _page_counts(
     kept = plan.kept[lo:hi]
     rows = arrays.rg_num_rows.astype(np.int64)
     vstart = np.concatenate([[0], np.cumsum(rows)])
-    starts: list[int] = []
-    ends: list[int] = []
-    for local in np.flatnonzero(kept).tolist():
-        for a, c in plan.row_ranges[lo + local].tolist():
-            starts.append(int(vstart[local] + a))
-            ends.append(int(vstart[local] + c))
-    rs, re_ = np.array(starts, np.int64), np.array(ends, np.int64)
+    r0, r1 = np.searchsorted(plan.range_group, [lo, hi])
+    local = plan.range_group[r0:r1] - lo
+    rs = vstart[local] + plan.range_rows[r0:r1, 0]
+    re_ = vstart[local] + plan.range_rows[r0:r1, 1]
     total = kept_n = in_dropped = 0
     refs = references(expr)
     for col in arrays.columns:

@@ -9,6 +9,7 @@ kept fragments merged into ``[start, end)`` row ranges per row group.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Sequence
@@ -64,7 +65,7 @@ class LevelCounts:
     dropped_by_partition: int = 0  # its file's partition proves no match (partition_prune.py)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)
 class PrunePlan:
     """Result of :func:`prune`.
 
@@ -72,15 +73,26 @@ class PrunePlan:
     group lives: ``parts[part[i]]`` and its row group ``row_group[i]`` (index into that
     part's arrays; ``rg_file`` / ``rg_index`` give file and ordinal). ``kept`` is the
     row-group mask after all levels including pages. ``row_ranges[i]`` is an int64 array of
-    shape (k, 2) of ``[start, end)`` rows within row group ``i``, merged, for kept ``i``.
+    shape (k, 2) of ``[start, end)`` rows within row group ``i``, merged, for kept ``i``;
+    the same as columns: ``range_rows[j]`` is a ``[start, end)`` of row group
+    ``range_group[j]`` (ascending), so callers that count need no per-row-group objects.
     """
 
     part: npt.NDArray[np.int32]
     row_group: npt.NDArray[np.int32]
     kept: Mask
-    row_ranges: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict)
+    range_group: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    range_rows: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 2), np.int64))
     row_groups: LevelCounts
     pages: LevelCounts
+
+    @functools.cached_property
+    def row_ranges(self) -> dict[int, npt.NDArray[np.int64]]:
+        if not len(self.range_group):
+            return {}
+        cuts = np.flatnonzero(self.range_group[1:] != self.range_group[:-1]) + 1
+        firsts = self.range_group[np.concatenate([[0], cuts])].tolist()
+        return dict(zip(firsts, np.split(self.range_rows, cuts), strict=True))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -346,42 +358,42 @@ def prune_row_groups(
         dropped_by_partition=by_partition,
     )
     kept = m2.copy()
-    ranges: dict[int, npt.NDArray[np.int64]] = {}
+    groups: list[npt.NDArray[np.int64]] = []
+    pairs: list[npt.NDArray[np.int64]] = []
     totals = np.zeros(3, dtype=np.int64)  # rows: total, dropped by counts, dropped by min/max
     for pi, p in enumerate(g.parts):
         surv = np.flatnonzero(m2[g.start[pi] : g.start[pi + 1]])
         if len(surv) == 0:
             continue
         if use_pages:
-            part_ranges, dropped = _page_ranges(expr, p, surv)
+            owners, part_pairs, dropped = _page_ranges(expr, p, surv)
         else:
-            rows = p.rg_num_rows[surv]
-            part_ranges = {int(s): np.array([[0, r]], dtype=np.int64) for s, r in zip(surv, rows, strict=True)}
+            rows = p.rg_num_rows[surv].astype(np.int64)
+            owners = surv.astype(np.int64)
+            part_pairs = np.stack([np.zeros(len(rows), np.int64), rows], axis=1)
             dropped = np.zeros(2, dtype=np.int64)
         totals += np.concatenate([[int(p.rg_num_rows[surv].sum())], dropped])
-        for local in surv.tolist():
-            rr = part_ranges.get(local)
-            gi = int(g.start[pi]) + local
-            if rr is None or len(rr) == 0:
-                kept[gi] = False
-            else:
-                ranges[gi] = rr
-    every = np.concatenate(list(ranges.values())) if ranges else np.zeros((0, 2), dtype=np.int64)
-    kept_rows = int((every[:, 1] - every[:, 0]).sum())
+        kept[int(g.start[pi]) + surv] = np.isin(surv, owners)  # no range left: dropped by pages
+        groups.append(owners.astype(np.int64) + int(g.start[pi]))
+        pairs.append(part_pairs)
+    range_group = np.concatenate(groups) if groups else np.zeros(0, np.int64)
+    range_rows = np.concatenate(pairs) if pairs else np.zeros((0, 2), np.int64)
+    kept_rows = int((range_rows[:, 1] - range_rows[:, 0]).sum())
     page_counts = LevelCounts(
         unit="rows", total=int(totals[0]), kept=kept_rows, dropped_by_counts=int(totals[1]),
         dropped_by_minmax=int(totals[2]),
     )
     return PrunePlan(
-        part=g.part, row_group=g.local, kept=kept, row_ranges=ranges, row_groups=rg_counts,
-        pages=page_counts,
+        part=g.part, row_group=g.local, kept=kept, range_group=range_group, range_rows=range_rows,
+        row_groups=rg_counts, pages=page_counts,
     )
 
 
 def _page_ranges(
     expr: Expr, p: IndexArrays, surv: npt.NDArray[np.intp]
-) -> tuple[dict[int, npt.NDArray[np.int64]], npt.NDArray[np.int64]]:
-    """Row ranges of surviving row groups ``surv`` of one part, from the page statistics."""
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Row ranges of surviving row groups ``surv`` of one part, from the page statistics:
+    the row group of each range (ascending), the ``[start, end)`` pairs, rows dropped."""
     rows = p.rg_num_rows[surv].astype(np.int64)
     vstart = np.concatenate([[0], np.cumsum(rows)]).astype(np.int64)  # virtual row space
     total = int(vstart[-1])
@@ -425,7 +437,8 @@ def _page_ranges(
     m0, m1, _ = level_masks(expr, len(frag), stats_for)
     length = frag_end - frag
     dropped = np.array([int(length[~m0].sum()), int(length[m0 & ~m1].sum())], dtype=np.int64)
-    out: dict[int, npt.NDArray[np.int64]] = {}
+    owners = np.zeros(0, np.int64)
+    pairs = np.zeros((0, 2), np.int64)
     keep = np.flatnonzero(m1)
     if len(keep):
         k_rg, k_start, k_end = frag_rg[keep], frag[keep], frag_end[keep]
@@ -436,11 +449,9 @@ def _page_ranges(
         r_start = k_start[new] - vstart[r_rg]
         r_end = np.zeros(len(r_rg), dtype=np.int64)
         np.maximum.at(r_end, run, k_end - vstart[k_rg])
-        owners = surv[r_rg]  # ascending: runs are in row order
-        cuts = np.flatnonzero(owners[1:] != owners[:-1]) + 1
+        owners = surv[r_rg].astype(np.int64)  # ascending: runs are in row order
         pairs = np.stack([r_start, r_end], axis=1).astype(np.int64)
-        out = dict(zip(owners[np.concatenate([[0], cuts])].tolist(), np.split(pairs, cuts), strict=True))
-    return out, dropped
+    return owners, pairs, dropped
 
 
 def _first_ref(expr: Expr, name: str) -> BoundRef | None:

@@ -200,6 +200,7 @@ class TableIndex:
             merged = SegmentBounds.concat(parts)
             self.bounds = merged if np.array_equal(take, np.arange(len(take))) else merged.take(take)
         self._bloom_dirs: dict[tuple[int, str], dict[str, Any] | None] = {}
+        self._bloom_segs: dict[str, npt.NDArray[np.bool_]] = {}
         self.evictions_seen = driver_cache().evictions
         self._units: OrderedDict[tuple[int, ...], tuple[list[Any], list[npt.NDArray[np.intp]]]] = OrderedDict()
 
@@ -275,6 +276,17 @@ class TableIndex:
         if len(self._units) >= 4:
             self._units.popitem(last=False)
         self._units[key] = got
+        return got
+
+    def bloom_segments(self, name: str) -> npt.NDArray[np.bool_]:
+        """Per segment of the view: False where the index snapshot shows that :meth:`bloom_dir`
+        finds no bitset of column ``name`` (cached; segments planned from their merge index
+        are True: nothing of theirs is loaded here)."""
+        got = self._bloom_segs.get(name)
+        if got is None:
+            got = np.array([i not in self._snap_row or self.bloom_dir(i, name) is not None
+                            for i in range(self.size)], dtype=bool)
+            self._bloom_segs[name] = got
         return got
 
     def bloom_dir(self, i: int, name: str) -> tuple[dict[str, Any], Any] | None:
