@@ -238,7 +238,14 @@ class RowGroupUnits:
         ref = expr.term
         literals = (expr.literal,) if isinstance(expr, Eq) else expr.literals
         hashes_by_part: dict[int, npt.NDArray[np.uint64] | None] = {}
-        for k, g in enumerate(idx.tolist()):
+        idx_part = self.part[idx]
+        for pi in np.unique(idx_part).tolist():  # parts without a bitset of the column: skipped
+            p = self.parts[pi]
+            col = find_column(p, ref)
+            if col is None or value_kind(col, ref) is None or not bool((col.bloom_offset >= 0).any()):
+                hashes_by_part[pi] = None
+        probed = np.flatnonzero(~np.isin(idx_part, np.array(list(hashes_by_part), dtype=idx_part.dtype)))
+        for k, g in zip(probed.tolist(), idx[probed].tolist(), strict=True):
             pi = int(self.part[g])
             p = self.parts[pi]
             if pi not in hashes_by_part:
@@ -417,7 +424,8 @@ def _page_ranges(
         page_v = vstart[owner] + col.pages.first_row_index[page_idx]
         cols[name] = (col, kind, page_v, page_idx, has)
         bounds.append(page_v)
-    frag = np.unique(np.concatenate(bounds))
+    every = np.sort(np.concatenate(bounds), kind="stable")  # sorted runs: merged, not hashed
+    frag = every[np.concatenate([[True], every[1:] != every[:-1]])] if len(every) else every
     frag = frag[frag < total]
     frag_end = np.append(frag[1:], total)
     frag_rg = np.searchsorted(vstart, frag, side="right") - 1  # position in surv

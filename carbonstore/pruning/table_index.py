@@ -19,6 +19,7 @@ others from their merge indexes loaded through the driver cache (cache.py).
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -328,12 +329,30 @@ def _lag_limit(table: Table) -> int:
     return table.conf.get_int("carbon.index.snapshot.max.lag")
 
 
+_ENTRY_KEYS: dict[tuple[int, ...], tuple[tuple[LoadEntry, ...], tuple[tuple[str, str], ...]]] = {}
+
+
+def _entries_key(entries: Sequence[LoadEntry]) -> tuple[tuple[str, str], ...]:
+    """(segment id, merge index) of each entry; remembered per set of entry objects (each
+    plan of a tablestatus version gets the same immutable entries), so a plan over
+    thousands of segments does not rebuild it."""
+    ids = tuple(map(id, entries))
+    hit = _ENTRY_KEYS.get(ids)
+    if hit is not None and all(map(operator.is_, hit[0], entries)):
+        return hit[1]
+    key = tuple((e.load_name, e.segment_file or "") for e in entries)
+    if len(_ENTRY_KEYS) >= 16:  # a few versions are live at a time: start over
+        _ENTRY_KEYS.clear()
+    _ENTRY_KEYS[ids] = (tuple(entries), key)  # holding the entries keeps their ids unique
+    return key
+
+
 def table_index(table: Table, entries: Sequence[LoadEntry], *, all_readable: bool = False) -> TableIndex:
     """The (cached) view over ``entries``; refreshes a lagging snapshot when ``all_readable``."""
     cache = driver_cache()
     cache.capacity = max(1, table.conf.get_int("carbon.driver.index.cache.size.mb")) << 20
     root = table.paths.root
-    key = (root, tuple((e.load_name, e.segment_file or "") for e in entries))
+    key = (root, _entries_key(entries))
     cached = cache.get_view(key)
     if cached is not None:
         return cached
