@@ -122,6 +122,10 @@ class TablePlan:
     def rows(self) -> int:
         return self.levels["rows"].kept
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (e.g. shipped to Spark executors) with its files built: never the index view."""
+        return {**self.__dict__, "files": self.files}
+
     def absolute(self, path: str) -> str:
         return f"{self.root.rstrip('/')}/{path}"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import pickle
 import shutil
 import tempfile
 from pathlib import Path
@@ -231,3 +232,6 @@ def test_files_built_on_first_read_are_the_plan_everyone_sees(store: Store) -> N
     assert replace(b, planning_ms=a.planning_ms) == a  # b's files are built by the comparison
     assert replace(a, where="x").files == files
     assert b.to_json()["files"] == [f.to_json() for f in files]
+    c = prune(t, "id between 1100 and 1120 or id = 3999")
+    back = pickle.loads(pickle.dumps(c))  # files not read yet: pickled built
+    assert back.files == files and replace(back, planning_ms=a.planning_ms) == a
