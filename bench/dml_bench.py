@@ -200,7 +200,7 @@ def bench_scan(root: Path, repeat: int, spark: bool) -> None:
         run(clean)
         s0 = [run(clean) for _ in range(repeat)]
         s1 = [run(t) for _ in range(repeat)]
-        print(f"| native Spark (anti join on _metadata.row_index) | {median(s0):.2f} s | "
+        print(f"| native Spark (bitmap filter on _metadata.row_index) | {median(s0):.2f} s | "
               f"{median(s1):.2f} s | {(median(s1) / median(s0) - 1) * 100:+.0f} % |", flush=True)
     shutil.rmtree(work)
 

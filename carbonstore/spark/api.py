@@ -10,6 +10,7 @@ session -> reader is no longer a cycle.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -120,7 +121,11 @@ def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = N
 
     With the bound filter ``expr``, rows it cannot match are left out here already
     (:func:`rows_may_match` keeps a superset of the matches); the caller applies the filter
-    in Spark too unless ``rows_exact(expr)``. One partition: an aggregate over it (``count()``) runs as one stage.
+    in Spark too unless ``rows_exact(expr)``. One partition: an aggregate over it runs as
+    one stage. Spark makes the rows a local relation, which ``collect()`` returns without a
+    Spark job; a relation of one row is one partition already (no ``coalesce(1)``, which
+    would cost ``collect()`` a job), and ``count()`` of the frame itself is answered from
+    the rows held here, without a job (frames derived from it count in Spark).
     """
     slices = [sl for part in plan_partitions(plan, projections=plan_projections(table, plan))
               for sl in part.slices]
@@ -128,7 +133,36 @@ def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = N
                                  schema=arrow_read_schema(table))
     if rows.num_rows == 0:  # one empty chunk: pyspark fails on a nested column of none
         rows = rows.schema.empty_table()
-    return spark.createDataFrame(rows, schema=struct_type(schema_ddl(table))).coalesce(1)
+    df = spark.createDataFrame(rows, schema=struct_type(schema_ddl(table)))
+    if rows.num_rows > 1:
+        df = df.coalesce(1)
+    return _counted(df, rows.num_rows)
+
+
+def _counted(df: Any, rows: int) -> Any:
+    """``df`` whose ``count()`` is ``rows`` (its known row count) without running Spark."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    if type(df) is not DataFrame:  # not a classic DataFrame: left as it is
+        return df
+    out = _local_frame_class()(df._jdf, df.sparkSession)
+    out._carbon_rows = rows
+    return out
+
+
+@functools.cache
+def _local_frame_class() -> type:
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    class LocalFrame(DataFrame):
+        """A DataFrame over rows held on the driver: ``count()`` needs no Spark job."""
+
+        _carbon_rows: int
+
+        def count(self) -> int:
+            return self._carbon_rows
+
+    return LocalFrame
 
 
 def _user_error(err: Exception) -> UserError:

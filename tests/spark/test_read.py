@@ -217,6 +217,28 @@ def test_driver_reads_keep_only_rows_the_filter_may_match(spark: object, typed: 
         assert df.rdd.getNumPartitions() == 1
 
 
+def test_driver_read_lookups_count_and_collect_like_spark(spark: object, typed: object) -> None:
+    """A lookup read on the driver: ``count()`` of the frame (answered from the rows held on
+    the driver) equals Spark's count of the same rows and of frames derived from it, and
+    ``collect()`` of a one-row frame runs no Spark job."""
+    tracker = spark.sparkContext.statusTracker()  # type: ignore[attr-defined]
+    for where, want in [("s = 's1100'", 1), ("i32 IN (3, 650, 1199)", 3), ("i32 = -5", 0),
+                        ("d > 390.0 AND i32 < 1190", 126)]:
+        df = to_spark(typed, spark, where=where)
+        assert "FileScan" not in _plan_text(df), where  # read on the driver
+        assert df.count() == want == len(df.collect()), where
+        assert df.where("true").count() == want, where
+        assert df.groupBy().count().collect()[0][0] == want, where
+        assert df.rdd.getNumPartitions() <= 1, where  # none when empty
+    spark.sparkContext.setJobGroup("lookup", "one-row lookup")  # type: ignore[attr-defined]
+    try:
+        rows = to_spark(typed, spark, where="s = 's1100'").collect()
+        assert len(rows) == 1 and rows[0]["s"] == "s1100"
+        assert tracker.getJobIdsForGroup("lookup") == []
+    finally:
+        spark.sparkContext.setJobGroup(None, None)  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("zone", ["America/Los_Angeles", "+05:30"])
 def test_timestamp_literals_are_read_in_the_session_time_zone(
     spark: object, typed: object, zone: str
