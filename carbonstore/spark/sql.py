@@ -9,6 +9,7 @@ like :func:`run_statement` (each occurrence pruned by its own conjuncts).
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,6 +20,11 @@ __all__ = ["register", "registered", "run_statement", "sql"]
 # per session (id of the SparkSession): view name (lower case) -> the table it shows
 _views: dict[int, dict[str, Table]] = {}
 _views_lock = threading.Lock()
+
+# (session, table, version, conjuncts, ...) -> the occurrence's DataFrame; see _scan
+_scans: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_scans_lock = threading.Lock()
+_SCANS_KEPT = 64
 
 
 def run_statement(
@@ -35,7 +41,7 @@ def run_statement(
         UserError: the statement does not parse, names a missing table, or Spark's analysis
             rejects it.
     """
-    from carbonstore.spark.api import run_sql, scan_frame
+    from carbonstore.spark.api import run_sql
     from carbonstore.spark.metadata_answers import answer_frame
     from carbonstore.spark.statements import plan_statement
 
@@ -44,13 +50,43 @@ def run_statement(
         return answered
     planned = plan_statement(statement, store, as_of=as_of, aliases=aliases)
     for occ in planned.occurrences:
-        scan_frame(occ.table, spark, occ.where).createOrReplaceTempView(occ.view)
+        _scan(spark, occ.table, occ.where).createOrReplaceTempView(occ.view)
     try:
         return run_sql(spark, planned.sql)
     finally:
         for occ in planned.occurrences:
             # the DataFrame keeps its plan; the session's name space stays clean
             spark.catalog.dropTempView(occ.view)
+
+
+def _scan(spark: Any, table: Table, where: str | None) -> Any:
+    """The DataFrame of one occurrence (``scan_frame``), reused while nothing it depends on
+    changes, as a temp view over ``spark.read.parquet`` reuses its file listing.
+
+    Key: the session, the table (store, name, id), the version the statement pinned (a
+    commit makes a new version, which misses), the schema and conf, the occurrence's
+    conjuncts and the session time zone. A table read as of no version is not cached.
+    """
+    from carbonstore.spark.api import scan_frame
+
+    if table.pinned_version is None:
+        return scan_frame(table, spark, where)
+    key = (id(spark), table.store.location, str(table.name), table.table_id,
+           table.pinned_version, repr(table.schema),
+           tuple(sorted(table.store.conf.values.items())), where,
+           str(spark.conf.get("spark.sql.session.timeZone")))
+    with _scans_lock:
+        hit = _scans.get(key)
+        if hit is not None:
+            _scans.move_to_end(key)
+    if hit is not None and hit.sparkSession is spark:
+        return hit
+    df = scan_frame(table, spark, where)
+    with _scans_lock:
+        _scans[key] = df
+        while len(_scans) > _SCANS_KEPT:
+            _scans.popitem(last=False)
+    return df
 
 
 def register(spark: Any, *, store: str | Store | None = None,
