@@ -21,8 +21,10 @@ __all__ = ["register", "registered", "run_statement", "sql"]
 _views: dict[int, dict[str, Table]] = {}
 _views_lock = threading.Lock()
 
-# (session, table, version, conjuncts, ...) -> the occurrence's DataFrame; see _scan
-_scans: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+# (session, table, version, conjuncts, ...) -> (session, qualified view name, view name,
+# DataFrame) of the occurrence; see _scan_view
+_scans: OrderedDict[tuple[Any, ...], tuple[Any, str, str, Any]] = OrderedDict()
+_view_number = 0
 _scans_lock = threading.Lock()
 _SCANS_KEPT = 64
 
@@ -48,29 +50,24 @@ def run_statement(
     answered = answer_frame(spark, store, statement, as_of=as_of, aliases=aliases)
     if answered is not None:  # count / min / max the index decides exactly: nothing read
         return answered
-    planned = plan_statement(statement, store, as_of=as_of, aliases=aliases)
-    for occ in planned.occurrences:
-        _scan(spark, occ.table, occ.where).createOrReplaceTempView(occ.view)
-    try:
-        return run_sql(spark, planned.sql)
-    finally:
-        for occ in planned.occurrences:
-            # the DataFrame keeps its plan; the session's name space stays clean
-            spark.catalog.dropTempView(occ.view)
+    planned = plan_statement(statement, store, as_of=as_of, aliases=aliases,
+                             view=lambda table, where: _scan_view(spark, table, where))
+    return run_sql(spark, planned.sql)
 
 
-def _scan(spark: Any, table: Table, where: str | None) -> Any:
-    """The DataFrame of one occurrence (``scan_frame``), reused while nothing it depends on
-    changes, as a temp view over ``spark.read.parquet`` reuses its file listing.
+def _scan_view(spark: Any, table: Table, where: str | None) -> str:
+    """The global temporary view (``global_temp.carbonstore_scan_N``) of one occurrence's
+    DataFrame (``scan_frame``), reused while nothing it depends on changes, as a temp view
+    over ``spark.read.parquet`` reuses its file listing: no planning, file listing or view
+    creation per statement. The views live in Spark's global temporary database, so the
+    session's own name space stays clean; the least recently used are dropped beyond 64.
 
     Key: the session, the table (store, name, id), the version the statement pinned (a
     commit makes a new version, which misses), the schema and conf, the occurrence's
-    conjuncts and the session time zone. A table read as of no version is not cached.
+    conjuncts and the session time zone.
     """
     from carbonstore.spark.api import scan_frame
 
-    if table.pinned_version is None:
-        return scan_frame(table, spark, where)
     key = (id(spark), table.store.location, str(table.name), table.table_id,
            table.pinned_version, repr(table.schema),
            tuple(sorted(table.store.conf.values.items())), where,
@@ -79,14 +76,28 @@ def _scan(spark: Any, table: Table, where: str | None) -> Any:
         hit = _scans.get(key)
         if hit is not None:
             _scans.move_to_end(key)
-    if hit is not None and hit.sparkSession is spark:
-        return hit
+    if hit is not None and hit[0] is spark:
+        return str(hit[1])
     df = scan_frame(table, spark, where)
+    global _view_number
     with _scans_lock:
-        _scans[key] = df
+        _view_number += 1
+        name = f"carbonstore_scan_{_view_number}"
+    df.createOrReplaceGlobalTempView(name)
+    qualified = f"{spark.conf.get('spark.sql.globalTempDatabase', 'global_temp')}.{name}"
+    evicted = []
+    with _scans_lock:
+        if hit is not None:
+            evicted.append(hit)
+        _scans[key] = (spark, qualified, name, df)  # df: keeps Python-side state alive
         while len(_scans) > _SCANS_KEPT:
-            _scans.popitem(last=False)
-    return df
+            evicted.append(_scans.popitem(last=False)[1])
+    for session, _, old, _ in evicted:
+        try:
+            session.catalog.dropGlobalTempView(old)
+        except Exception:  # noqa: BLE001 - a stopped session took its views with it
+            pass
+    return qualified
 
 
 def register(spark: Any, *, store: str | Store | None = None,
