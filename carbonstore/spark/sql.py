@@ -9,6 +9,7 @@ like :func:`run_statement` (each occurrence pruned by its own conjuncts).
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,6 +20,13 @@ __all__ = ["register", "registered", "run_statement", "sql"]
 # per session (id of the SparkSession): view name (lower case) -> the table it shows
 _views: dict[int, dict[str, Table]] = {}
 _views_lock = threading.Lock()
+
+# (session, table, version, conjuncts, ...) -> (session, qualified view name, view name,
+# DataFrame) of the occurrence; see _scan_view
+_scans: OrderedDict[tuple[Any, ...], tuple[Any, str, str, Any]] = OrderedDict()
+_view_number = 0
+_scans_lock = threading.Lock()
+_SCANS_KEPT = 64
 
 
 def run_statement(
@@ -35,22 +43,61 @@ def run_statement(
         UserError: the statement does not parse, names a missing table, or Spark's analysis
             rejects it.
     """
-    from carbonstore.spark.api import run_sql, scan_frame
+    from carbonstore.spark.api import run_sql
     from carbonstore.spark.metadata_answers import answer_frame
     from carbonstore.spark.statements import plan_statement
 
     answered = answer_frame(spark, store, statement, as_of=as_of, aliases=aliases)
     if answered is not None:  # count / min / max the index decides exactly: nothing read
         return answered
-    planned = plan_statement(statement, store, as_of=as_of, aliases=aliases)
-    for occ in planned.occurrences:
-        scan_frame(occ.table, spark, occ.where).createOrReplaceTempView(occ.view)
-    try:
-        return run_sql(spark, planned.sql)
-    finally:
-        for occ in planned.occurrences:
-            # the DataFrame keeps its plan; the session's name space stays clean
-            spark.catalog.dropTempView(occ.view)
+    planned = plan_statement(statement, store, as_of=as_of, aliases=aliases,
+                             view=lambda table, where: _scan_view(spark, table, where))
+    return run_sql(spark, planned.sql)
+
+
+def _scan_view(spark: Any, table: Table, where: str | None) -> str:
+    """The global temporary view (``global_temp.carbonstore_scan_N``) of one occurrence's
+    DataFrame (``scan_frame``), reused while nothing it depends on changes, as a temp view
+    over ``spark.read.parquet`` reuses its file listing: no planning, file listing or view
+    creation per statement. The views live in Spark's global temporary database, so the
+    session's own name space stays clean; the least recently used are dropped beyond 64.
+
+    Key: the session, the table (store, name, id), the version the statement pinned (a
+    commit makes a new version, which misses), the schema and conf, the occurrence's
+    conjuncts and the session time zone.
+    """
+    from carbonstore.spark.api import scan_frame
+
+    key = (id(spark), table.store.location, str(table.name), table.table_id,
+           table.pinned_version, repr(table.schema),
+           tuple(sorted(table.store.conf.values.items())), where,
+           str(spark.conf.get("spark.sql.session.timeZone")))
+    with _scans_lock:
+        hit = _scans.get(key)
+        if hit is not None:
+            _scans.move_to_end(key)
+    if hit is not None and hit[0] is spark:
+        return str(hit[1])
+    df = scan_frame(table, spark, where)
+    global _view_number
+    with _scans_lock:
+        _view_number += 1
+        name = f"carbonstore_scan_{_view_number}"
+    df.createOrReplaceGlobalTempView(name)
+    qualified = f"{spark.conf.get('spark.sql.globalTempDatabase', 'global_temp')}.{name}"
+    evicted = []
+    with _scans_lock:
+        if hit is not None:
+            evicted.append(hit)
+        _scans[key] = (spark, qualified, name, df)  # df: keeps Python-side state alive
+        while len(_scans) > _SCANS_KEPT:
+            evicted.append(_scans.popitem(last=False)[1])
+    for session, _, old, _ in evicted:
+        try:
+            session.catalog.dropGlobalTempView(old)
+        except Exception:  # noqa: BLE001 - a stopped session took its views with it
+            pass
+    return qualified
 
 
 def register(spark: Any, *, store: str | Store | None = None,

@@ -15,7 +15,7 @@ Pure sqlglot: no pyspark import, testable without a JVM.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import sqlglot
@@ -115,6 +115,7 @@ def _sources(select: exp.Select) -> list[tuple[exp.Expr, str, bool]]:
 def plan_statement(
     statement: str, store: Store, *, as_of: int | str | None = None,
     aliases: Mapping[str, Table] | None = None,
+    view: Callable[[Table, str | None], str] | None = None,
 ) -> PlannedStatement:
     """Rewrite every store table reference to its own view and find its conjuncts.
 
@@ -122,7 +123,9 @@ def plan_statement(
     ``table`` resolves to ``default.table`` when that exists. Every occurrence of one table
     reads one version: ``as_of`` (a version, a local time or ``@epoch ms``) when given, else
     the latest version when the statement is planned. ``aliases``: more names (lower case,
-    without a database) that stand for tables, e.g. the views of ``register``.
+    without a database) that stand for tables, e.g. the views of ``register``. ``view``:
+    the name (``[db.]name``) of an occurrence's view, given its pinned table and conjuncts
+    (default: ``db_table__N``, N its position).
 
     Raises:
         UserError: the statement does not parse, or names ``db.table`` that does not exist.
@@ -185,11 +188,12 @@ def plan_statement(
         table = tables.get(id(node))
         if table is None:
             continue
-        view = f"{table.name.database}_{table.name.table}__{len(occurrences)}"
         parts = wheres.get(id(node))
-        occurrences.append(Occurrence(view, table, " AND ".join(f"({p})" for p in parts)
-                                      if parts else None))
-        new = exp.to_table(view)
+        where = " AND ".join(f"({p})" for p in parts) if parts else None
+        name = f"{table.name.database}_{table.name.table}__{len(occurrences)}" \
+            if view is None else view(table, where)
+        occurrences.append(Occurrence(name, table, where))
+        new = exp.to_table(name)
         alias = node.args.get("alias")
         # keep the name the statement uses for the table's columns (``db.t.c`` -> ``t``)
         new.set("alias", alias if alias is not None else exp.TableAlias(

@@ -47,3 +47,35 @@ def test_registered_views_are_pruned_by_each_occurrences_filters(spark: Any, tmp
     assert sql(spark, "SELECT count(*) FROM shop_orders WHERE city = 'x'").collect()[0][0] == 100
     spark.catalog.dropTempView("shop_orders")
     assert registered(spark) == {}
+
+
+def test_a_repeated_statement_sees_every_new_version(spark: Any, tmp_path: Path) -> None:
+    # run_statement reuses an occurrence's DataFrame while the table's version is unchanged;
+    # a load, a restore, and a dropped and re-created table of the same name must all miss
+    from carbonstore.spark.sql import run_statement
+
+    orders = _orders(tmp_path)
+    store = orders.store
+    q = "SELECT city, count(*) AS n FROM shop.orders WHERE order_id >= 500 GROUP BY city"
+    unfiltered = "SELECT city, count(*) AS n FROM shop.orders GROUP BY city"
+
+    def counts(statement: str) -> dict[str, int]:
+        return {r.city: r.n for r in run_statement(spark, store, statement).collect()}
+
+    assert counts(q) == {"c0": 126, "c1": 126, "c2": 124, "c3": 124}
+    assert counts(q) == counts(q)  # the same version: the same rows
+    assert sum(counts(unfiltered).values()) == 1000
+    loaded = orders.status.read().version
+    add_segments(orders, [pa.table({"order_id": np.arange(1000, 1100), "city": ["x"] * 100,
+                                    "v": np.zeros(100)})])
+    assert counts(q)["x"] == 100
+    assert counts(unfiltered)["x"] == 100
+    assert sum(counts(unfiltered).values()) == 1100
+    store.table("shop.orders").restore(loaded)  # back to the rows before the load
+    assert "x" not in counts(q) and sum(counts(unfiltered).values()) == 1000
+    store.drop_table("shop.orders")
+    again = store.create_table("shop.orders", "order_id long not null, city string, v double")
+    add_segments(again, [pa.table({"order_id": np.arange(600, 610), "city": ["y"] * 10,
+                                   "v": np.zeros(10)})])
+    assert counts(q) == {"y": 10}
+    assert counts(unfiltered) == {"y": 10}

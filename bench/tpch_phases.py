@@ -1,0 +1,92 @@
+"""Where ``run_statement`` spends its time on TPC-H, phase by phase (driver side, before collect).
+
+Wraps the functions ``carbonstore.spark.sql.run_statement`` calls with timers and runs each
+query once to warm up, then three times; per run it prints ``run_statement`` (everything
+before the first Spark job), ``collect`` and the time inside each phase: ``answer_frame``
+(index answers), ``plan_statement`` (sqlglot), ``_scan_view`` (an occurrence's view; on a
+miss ``scan_frame``: binding, pruning, ``spark.read.parquet``'s file listing, the NOT NULL
+relation) and ``run_sql`` (``spark.sql``: Spark's parse and analysis, paid by plain Spark
+too). Uses the data of bench/tpch_bench.py. Usage::
+
+    .venv/bin/python bench/tpch_phases.py --sf 0.1 --queries 14,16,22,6
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import os
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+T: dict[str, float] = collections.defaultdict(float)
+
+
+def _wrap(owner: Any, name: str, label: str) -> None:
+    f = getattr(owner, name)
+
+    @functools.wraps(f)
+    def timed(*a: Any, **k: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            T[label] += time.perf_counter() - t0
+
+    setattr(owner, name, timed)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sf", type=float, default=0.1)
+    p.add_argument("--segments", type=int, default=4)
+    p.add_argument("--queries", default="14,16,22,6")
+    args = p.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    import sqlglot
+    import tpch_bench
+    from pyspark.sql import SparkSession
+
+    import carbonstore.spark.api as api
+    import carbonstore.spark.metadata_answers as answers
+    import carbonstore.spark.native as native
+    import carbonstore.spark.sql as csql
+    import carbonstore.spark.statements as statements
+    from carbonstore import Store
+    from carbonstore.spark.session import get_spark
+
+    _wrap(answers, "answer_frame", "answer_frame")
+    _wrap(statements, "plan_statement", "plan_statement")
+    _wrap(csql, "_scan_view", "_scan_view")
+    _wrap(api, "scan_frame", "scan_frame")
+    _wrap(api, "prune", "prune")
+    _wrap(native, "native_frame", "native_frame")
+    _wrap(api, "run_sql", "run_sql")
+    meta = tpch_bench.generate(args.sf, args.segments)
+    SparkSession.builder.config("spark.driver.memory", "3g").config(
+        "spark.sql.shuffle.partitions", "4").master("local[*]").getOrCreate()
+    spark = get_spark()
+    store = Store(meta["store"])
+    for n in (int(q) for q in args.queries.split(",")):
+        statement = sqlglot.transpile(meta["queries"][str(n)], read="duckdb", write="spark")[0]
+        csql.run_statement(spark, store, statement).collect()
+        for rep in range(3):
+            T.clear()
+            t0 = time.perf_counter()
+            df = csql.run_statement(spark, store, statement)
+            t1 = time.perf_counter()
+            df.collect()
+            t2 = time.perf_counter()
+            print(f"Q{n} run {rep}: run_statement {1000 * (t1 - t0):.0f} ms, collect "
+                  f"{1000 * (t2 - t1):.0f} ms | "
+                  + ", ".join(f"{k} {1000 * v:.0f}" for k, v in T.items()), flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
