@@ -21,7 +21,7 @@ vectorised reader reads the kept files with the table's storage schema. Contract
   Spark pushes it to the Parquet reader (row-group statistics, dictionary and page-index
   filters), which the projections above would prevent;
 - files with a delete delta (row-level DML) lose their deleted rows: they are read with
-  ``_metadata.row_index`` and anti-joined with the plan's deleted positions
+  ``_metadata.row_index`` and filtered by a bitmap of each file's deleted positions
   (:func:`carbonstore.spark.dml.without_deleted_rows`).
 
 Only local stores are read this way (``table.store.sfs.local``): the JVM opens the paths.
@@ -110,7 +110,7 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
             if pushable:
                 raw = raw.where(pushable)
         if len(paths) < len(plan.files):
-            # files with a delete delta: their deleted rows are anti-joined away (spark/dml.py)
+            # files with a delete delta: a bitmap filter drops their deleted rows (spark/dml.py)
             from carbonstore.spark.dml import without_deleted_rows
 
             live = without_deleted_rows(spark, table, plan, pushable=pushable)
