@@ -554,7 +554,7 @@ def delete_rows(table: Table, where: str | Expr | None) -> DmlResult:
     return run_replanned(table, "DELETE", step)
 
 
-def update_rows(
+def apply_update(
     table: Table,
     assignments: Mapping[str, str],
     where: str | Expr | None,
@@ -565,7 +565,8 @@ def update_rows(
     written again with the new values as a new segment, in one version.
 
     ``evaluate(rows, assignments)`` returns ``rows`` (table columns) with the assignments
-    applied (``carbonstore.segments.sqlexpr.evaluate_assignments``).
+    applied (``carbonstore.segments.merge.evaluate_assignments``, which ``merge.update_rows``
+    passes).
     """
     unknown = [c for c in assignments if c.lower() not in table.schema.column_names]
     if unknown or not assignments:

@@ -155,8 +155,8 @@ def update_rows(
     """``UPDATE table SET ... WHERE ...`` with SQL expressions evaluated here (DuckDB)."""
     from carbonstore.segments import dml
 
-    return dml.update_rows(table, assignments, where,
-                           evaluate=lambda rows, sets: evaluate_assignments(table, rows, sets))
+    return dml.apply_update(table, assignments, where,
+                            evaluate=lambda rows, sets: evaluate_assignments(table, rows, sets))
 
 
 # ---- MERGE ------------------------------------------------------------------------------------

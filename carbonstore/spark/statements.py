@@ -26,7 +26,7 @@ from carbonstore.errors import TableNotFoundError, UserError
 from carbonstore.expressions.parser import and_terms
 from carbonstore.store.table import Store, Table
 
-__all__ = ["Occurrence", "PlannedStatement", "conjuncts", "count_only", "parse_statement",
+__all__ = ["Occurrence", "PlannedStatement", "conjuncts", "parse_statement",
            "plan_statement", "pushable_where", "split_where"]
 
 
@@ -239,40 +239,3 @@ def _owner(
 
 def _is_store_source(sources: list[tuple[exp.Expr, str, bool]], src_id: int) -> bool:
     return any(id(s) == src_id and isinstance(s, exp.Table) for s, _, _ in sources)
-
-
-def count_only(statement: str) -> tuple[str, list[str]] | None:
-    """(table name, output column names) when ``statement`` is ``SELECT count(*) [AS a],
-    ... FROM db.table`` and nothing else (no WHERE, GROUP BY, HAVING, join, DISTINCT,
-    window, ORDER BY or LIMIT other than a positive one): its answer is the table's row
-    count, which the index knows exactly. None otherwise (or if it does not parse)."""
-    try:
-        tree = sqlglot.parse_one(statement, read="spark")
-    except (ParseError, TokenError, RecursionError):
-        return None
-    if not isinstance(tree, exp.Select) or tree.args.get("joins") or tree.args.get("distinct"):
-        return None
-    for key in ("where", "group", "having", "qualify", "order", "with_", "with", "windows"):
-        if tree.args.get(key):
-            return None
-    limit = tree.args.get("limit")
-    if limit is not None:
-        value = limit.expression
-        if not (isinstance(value, exp.Literal) and value.is_int and int(value.this) > 0):
-            return None
-    from_ = tree.args.get("from_") or tree.args.get("from")
-    if from_ is None or not isinstance(from_.this, exp.Table) or not from_.this.name:
-        return None
-    names = []
-    for e in tree.expressions:
-        inner = e.this if isinstance(e, exp.Alias) else e
-        if not isinstance(inner, exp.Count) or inner.args.get("big_int") is False:
-            return None
-        arg = inner.this
-        if not (isinstance(arg, exp.Star) or (isinstance(arg, exp.Literal) and not arg.is_string
-                                             and arg.this not in ("NULL",))):
-            return None
-        names.append(e.alias if isinstance(e, exp.Alias) else "count(1)")
-    table = from_.this
-    name = f"{table.db}.{table.name}" if table.db else table.name
-    return (name, names) if names else None
