@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
+from collections import OrderedDict
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -39,6 +41,12 @@ from carbonstore.expressions.expr import (
 __all__ = ["and_terms", "parse_where", "sql_error_message"]
 
 
+_PARSED: OrderedDict[str, Expr] = OrderedDict()  # filter text -> its (immutable) expression
+_PARSED_LOCK = threading.Lock()
+_PARSED_ENTRIES = 256  # filters remembered, least recently used first out
+_PARSED_TEXT_LIMIT = 4096  # longer filters are parsed every time (their parse dominates anyway)
+
+
 def parse_where(sql: str) -> Expr:
     """Parse a Spark SQL boolean condition, e.g. ``"d >= DATE '2024-01-01' AND s LIKE 'ab%'"``.
 
@@ -47,10 +55,30 @@ def parse_where(sql: str) -> Expr:
     numbers, strings, TRUE / FALSE, NULL, DATE '...', TIMESTAMP '...', CAST('...' AS type).
     The result is unbound; :func:`bind` checks the column names and literal types.
 
+    The expressions of the last few hundred filter texts are remembered (a bounded LRU):
+    expressions are immutable and parsing depends on the text alone, so planning the same
+    filter again does not run sqlglot again. Refused filters are not remembered.
+
     Raises:
         ExpressionError: a syntax error (with sqlglot's message) or an unsupported construct
             such as a column compared with a column.
     """
+    if not isinstance(sql, str) or len(sql) > _PARSED_TEXT_LIMIT:
+        return _parse_where(sql)
+    with _PARSED_LOCK:
+        hit = _PARSED.get(sql)
+        if hit is not None:
+            _PARSED.move_to_end(sql)
+            return hit
+    expr = _parse_where(sql)
+    with _PARSED_LOCK:
+        _PARSED[sql] = expr
+        while len(_PARSED) > _PARSED_ENTRIES:
+            _PARSED.popitem(last=False)
+    return expr
+
+
+def _parse_where(sql: str) -> Expr:
     from sqlglot import exp
     from sqlglot.dialects.dialect import Dialect
     from sqlglot.errors import ParseError, TokenError

@@ -218,3 +218,22 @@ def test_session_time_zones_resolve_like_spark_ids() -> None:
     assert paris is not None and dt.datetime(2024, 7, 1, tzinfo=paris).utcoffset() == 2 * hour
     assert session_zone("Etc/GMT+3") is not None
     assert session_zone("Bogus/Zone") is None and session_zone("+19:00") is None
+
+
+def test_parse_where_remembers_texts_not_refusals() -> None:
+    """Parsing the same text again gives the equal (immutable) expression without sqlglot;
+    a refused text is refused every time; the memory is bounded."""
+    from carbonstore.expressions import parser
+
+    text = "a = 1 AND b IN ('x', 'y') OR c IS NULL"
+    first = parse_where(text)
+    assert parse_where(text) is first
+    assert parse_where(" " + text) == first  # another text: parsed, equal
+    for _ in range(2):
+        with pytest.raises(ExpressionError):
+            parse_where("a = ")
+    assert "a = " not in parser._PARSED
+    for i in range(parser._PARSED_ENTRIES + 10):
+        parse_where(f"x = {i}")
+    assert len(parser._PARSED) == parser._PARSED_ENTRIES
+    assert parse_where("x = 5") == parse_where("x  =  5")
