@@ -196,20 +196,39 @@ class StatsEvaluator(ExprVisitor[Mask]):
         level: LEVEL_COUNTS, LEVEL_MINMAX or LEVEL_BLOOM.
         bloom: at LEVEL_BLOOM, probes Eq / In leaves for the candidate units.
         alive: at LEVEL_BLOOM, units still alive after min/max (only those are probed).
+        leaves: at LEVEL_MINMAX, filled with each leaf's mask (by the leaf's ``id``); at
+            LEVEL_BLOOM, the masks an evaluation of the same expression at LEVEL_MINMAX left
+            there: a leaf found in it is not evaluated again (its bloom probe only runs).
     """
 
     def __init__(
         self, size: int, stats_for: Callable[[BoundRef], UnitStats | None], *, level: int,
         bloom: BloomProbe | None = None, alive: Mask | None = None,
+        leaves: dict[int, Mask] | None = None,
     ) -> None:
         self.size = size
         self.stats_for = stats_for
         self.level = level
         self.bloom = bloom
         self.alive = alive
+        self.leaves = leaves
 
     def evaluate(self, expr: Expr) -> Mask:
         return self.visit(expr)
+
+    def visit(self, expr: Expr) -> Mask:
+        leaves = self.leaves
+        if leaves is None or isinstance(expr, (And, Or)):
+            return super().visit(expr)
+        if self.level >= LEVEL_BLOOM:
+            known = leaves.get(id(expr))
+            if known is not None:  # min/max evidence is the same at both levels
+                return self._probe(expr, known) if isinstance(expr, (Eq, In)) else known
+            return super().visit(expr)
+        out = super().visit(expr)
+        if self.level == LEVEL_MINMAX:
+            leaves[id(expr)] = out
+        return out
 
     def visit_unknown(self, expr: Expr) -> Mask:
         raise ExpressionError(f"cannot evaluate {expr} against statistics")

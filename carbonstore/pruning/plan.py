@@ -55,7 +55,6 @@ from carbonstore.pruning import partition_prune
 from carbonstore.pruning import planner as planner_mod
 from carbonstore.pruning.bounds import segment_unit_stats
 from carbonstore.pruning.dictionary_rewrite import dictionary_safe
-from carbonstore.pruning.evaluator import LEVEL_BLOOM, LEVEL_COUNTS, LEVEL_MINMAX, StatsEvaluator
 from carbonstore.pruning.partition_prune import partition_masks
 from carbonstore.pruning.plan_types import (
     LEVELS,
@@ -147,10 +146,7 @@ def prune(
     b = view.bounds
     if n:
         seg_stats = functools.partial(segment_unit_stats, b)
-        s0 = StatsEvaluator(n, seg_stats, level=LEVEL_COUNTS).evaluate(expr)
-        s1 = StatsEvaluator(n, seg_stats, level=LEVEL_MINMAX).evaluate(expr) & s0
-        s2 = StatsEvaluator(n, seg_stats, level=LEVEL_BLOOM, bloom=_SegmentBlooms(view),
-                            alive=s1).evaluate(expr) & s1
+        s0, s1, s2 = planner_mod.level_masks(expr, n, seg_stats, bloom=_SegmentBlooms(view))
     else:
         s0 = s1 = s2 = np.zeros(0, dtype=bool)
     surv = np.flatnonzero(s2)

@@ -320,10 +320,12 @@ def level_masks(
     m0 = StatsEvaluator(size, stats_for, level=LEVEL_COUNTS).evaluate(expr)
     if alive is not None:
         m0 = m0 & alive
-    m1 = StatsEvaluator(size, stats_for, level=LEVEL_MINMAX).evaluate(expr) & m0
-    if bloom is None:
-        return m0, m1, m1
-    m2 = StatsEvaluator(size, stats_for, level=LEVEL_BLOOM, bloom=bloom, alive=m1).evaluate(expr) & m1
+    leaves: dict[int, Mask] = {}  # the bloom level reuses each leaf's min/max mask
+    m1 = StatsEvaluator(size, stats_for, level=LEVEL_MINMAX, leaves=leaves).evaluate(expr) & m0
+    if bloom is None or not any(isinstance(e, (Eq, In)) for e in nodes(expr)):
+        return m0, m1, m1  # only = and IN leaves are probed
+    m2 = StatsEvaluator(size, stats_for, level=LEVEL_BLOOM, bloom=bloom, alive=m1,
+                        leaves=leaves).evaluate(expr) & m1
     return m0, m1, m2
 
 
