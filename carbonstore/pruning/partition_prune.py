@@ -43,7 +43,7 @@ from carbonstore.store.partitioning import (
     removed_partitions,
 )
 
-__all__ = ["PartitionMasks", "partition_masks"]
+__all__ = ["PartitionMasks", "applies", "partition_masks"]
 
 Mask = npt.NDArray[np.bool_]
 _MAX_COMBINATIONS = 4096  # IN lists over several bucket columns: beyond this, keep all
@@ -68,7 +68,7 @@ def partition_masks(
     """Row-group masks over ``parts`` (plan units) from the files' partitions; None
     when no planned segment is partitioned."""
     entries = view.entries
-    if not applies(entries):
+    if not view.partitioned:  # TableIndex.partitioned: applies(entries), once per view
         return None
     by_spec: dict[int, list[tuple[int, int, str]]] = {}  # entry -> (part, unit file, path)
     part_keep: list[Mask] = []

@@ -51,7 +51,6 @@ from carbonstore.expressions.expr import (
 from carbonstore.expressions.parser import parse_where
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles.bloom_probe import might_contain_any
-from carbonstore.pruning import partition_prune
 from carbonstore.pruning import planner as planner_mod
 from carbonstore.pruning.bounds import segment_unit_stats
 from carbonstore.pruning.dictionary_rewrite import dictionary_safe
@@ -390,7 +389,7 @@ def _level(total: int, kept: int, by_segment: int, rest: str, *, by_partition: i
 
 def _removed_rows(view: Any) -> npt.NDArray[np.int64] | None:
     """Rows per planned segment in partitions a dynamic overwrite replaced (None: none)."""
-    if not partition_prune.applies(view.entries):
+    if not view.partitioned:
         return None
     return np.array([removed_rows(e) for e in view.entries], dtype=np.int64)
 

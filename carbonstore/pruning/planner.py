@@ -408,6 +408,7 @@ def _page_ranges(
     total = int(vstart[-1])
     cols: dict[str, tuple[ColumnArrays, str, npt.NDArray[np.int64], npt.NDArray[np.intp], Mask]] = {}
     bounds = [vstart]
+    frag_of_one: tuple[npt.NDArray[np.int64], npt.NDArray[np.intp]] | None = None
     for name in sorted(references(expr)):
         ref = _first_ref(expr, name)
         col = find_column(p, ref) if ref is not None else None
@@ -426,11 +427,19 @@ def _page_ranges(
         page_v = vstart[owner] + col.pages.first_row_index[page_idx]
         cols[name] = (col, kind, page_v, page_idx, has)
         bounds.append(page_v)
-    every = np.sort(np.concatenate(bounds), kind="stable")  # sorted runs: merged, not hashed
-    frag = every[np.concatenate([[True], every[1:] != every[:-1]])] if len(every) else every
-    frag = frag[frag < total]
+        if len(bounds) == 2 and _pages_are_fragments(page_v, counts, col.pages.first_row_index, starts, total):
+            frag_of_one = (page_v, owner)
+    if len(bounds) == 2 and frag_of_one is not None:
+        # One column whose pages tile every surviving row group: its pages are the fragments
+        # (what the merge below gives, without sorting and searching).
+        frag, frag_rg = frag_of_one
+    else:
+        frag_of_one = None
+        every = np.sort(np.concatenate(bounds), kind="stable")  # sorted runs: merged, not hashed
+        frag = every[np.concatenate([[True], every[1:] != every[:-1]])] if len(every) else every
+        frag = frag[frag < total]
+        frag_rg = np.searchsorted(vstart, frag, side="right") - 1  # position in surv
     frag_end = np.append(frag[1:], total)
-    frag_rg = np.searchsorted(vstart, frag, side="right") - 1  # position in surv
     stats_cache: dict[str, UnitStats | None] = {}
 
     def stats_for(ref: BoundRef) -> UnitStats | None:
@@ -438,10 +447,14 @@ def _page_ranges(
             return None
         if ref.name not in stats_cache:
             col, kind, page_v, page_idx, has = cols[ref.name]
-            pos = np.clip(np.searchsorted(page_v, frag, side="right") - 1, 0, len(page_v) - 1)
-            known = has[frag_rg]
             page_stats = UnitStats.from_arrays(col.pages, col.pages.row_count, kind=kind)
-            stats_cache[ref.name] = page_stats.take(page_idx[pos], known)
+            if frag_of_one is not None:  # fragment i is page page_idx[i]
+                whole = len(page_idx) == page_stats.size and (
+                    not len(page_idx) or (page_idx[0] == 0 and page_idx[-1] == len(page_idx) - 1))
+                stats_cache[ref.name] = page_stats if whole else page_stats.take(page_idx)
+            else:
+                pos = np.clip(np.searchsorted(page_v, frag, side="right") - 1, 0, len(page_v) - 1)
+                stats_cache[ref.name] = page_stats.take(page_idx[pos], has[frag_rg])
         return stats_cache[ref.name]
 
     m0, m1, _ = level_masks(expr, len(frag), stats_for)
@@ -462,6 +475,20 @@ def _page_ranges(
         owners = surv[r_rg].astype(np.int64)  # ascending: runs are in row order
         pairs = np.stack([r_start, r_end], axis=1).astype(np.int64)
     return owners, pairs, dropped
+
+
+def _pages_are_fragments(
+    page_v: npt.NDArray[np.int64], counts: npt.NDArray[np.int64], first_row: npt.NDArray[np.int64],
+    starts: npt.NDArray[np.int64], total: int,
+) -> bool:
+    """True when the pages (starts ``page_v`` in the virtual row space) tile the surviving
+    row groups: every row group has pages, its first page starts at its row 0, and the page
+    starts ascend strictly below ``total`` - so merging them with the row-group starts
+    changes nothing."""
+    return bool(
+        len(page_v) and (counts > 0).all() and not first_row[starts].any()
+        and int(page_v[-1]) < total and (page_v[1:] > page_v[:-1]).all()
+    )
 
 
 def _first_ref(expr: Expr, name: str) -> BoundRef | None:

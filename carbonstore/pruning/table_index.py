@@ -18,6 +18,7 @@ others from their merge indexes loaded through the driver cache (cache.py).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import operator
 from collections import OrderedDict
@@ -41,6 +42,7 @@ from carbonstore.indexfiles.snapshot import (
 )
 from carbonstore.indexfiles.snapshot_write import encode_snapshot, index_rows
 from carbonstore.pruning.cache import COUNTERS, bloom_source, driver_cache
+from carbonstore.pruning.partition_prune import applies as partition_applies
 from carbonstore.pruning.segment_index import (
     SegmentIndex,
     bloom_directory,
@@ -208,6 +210,12 @@ class TableIndex:
     @property
     def size(self) -> int:
         return len(self.entries)
+
+    @functools.cached_property
+    def partitioned(self) -> bool:
+        """Some entry is partitioned, bucketed or lost partitions to an overwrite
+        (partition_prune.applies; asked once per view, not per plan)."""
+        return partition_applies(self.entries)
 
     def snapshot_row(self, i: int) -> int | None:
         """Segment ``i``'s row in the snapshot, or None when it is planned from its merge index."""
