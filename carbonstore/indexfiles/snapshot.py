@@ -212,7 +212,8 @@ class Snapshot:
         """Bytes held now: the decoded file and the flat arrays decoded from it so far
         (object arrays of big integers counted at 32 bytes a value)."""
         flat = sum(a.nbytes if a.dtype != object else 32 * len(a) for a in self._flat.values())
-        return int(self.table.nbytes) + flat + sum(o.nbytes for o in self._offsets.values())
+        # the file's buffers (not Table.nbytes: that walks every array to count slices)
+        return int(self.table.get_total_buffer_size()) + flat + sum(o.nbytes for o in self._offsets.values())
 
     # -- structure ------------------------------------------------------------------------
     def _list(self, column: str) -> tuple[pa.Array, _NP]:
@@ -343,9 +344,8 @@ class Snapshot:
                                  self._bloom_source(self.segments[row], self.merges[row], base))
         return self._blooms[row]
 
-    def bloom_dir(self, row: int, name: str) -> dict[str, Any] | None:
-        """Segment ``row``'s bloom directory entry of index column ``name`` (see cache.bloom_directory)."""
-        group = int(self.group[row])
+    def _bloom_slot(self, group: int, name: str) -> str | None:
+        """The slot of index column ``name`` in layout ``group`` (None: no such column)."""
         found = self._bloom_slots.get((group, name), "")
         if found == "":
             found = None
@@ -353,16 +353,39 @@ class Snapshot:
                 if self.slots[key].name == name:
                     found = key
             self._bloom_slots[(group, name)] = found
+        return found
+
+    def _segments_with_bloom(self, key: str) -> _NP:
+        """Per segment: does any row group have a bitset in slot ``key`` (all at once)."""
+        any_bloom = self._any_bloom.get(key)
+        if any_bloom is None:
+            column = f"{key}:bloom_off"
+            offs = self.offsets(column)
+            seen = np.concatenate([[0], np.cumsum(self.values(column) >= 0)])
+            any_bloom = seen[offs[1:]] > seen[offs[:-1]]
+            self._any_bloom[key] = any_bloom
+        return any_bloom
+
+    def bloom_rows(self, rows: npt.NDArray[np.intp], name: str) -> npt.NDArray[np.bool_]:
+        """For segments ``rows``: whether :meth:`bloom_dir` finds an entry of column ``name``
+        (a bitset of some row group, and a bloom region to read it from)."""
+        out = np.zeros(len(rows), dtype=bool)
+        groups = self.group[rows]
+        for group in np.unique(groups).tolist():
+            key = self._bloom_slot(int(group), name)
+            if key is not None:
+                sel = groups == group
+                out[sel] = self._segments_with_bloom(key)[rows[sel]]
+        return out & (self.bloom_base[rows] >= 0)
+
+    def bloom_dir(self, row: int, name: str) -> dict[str, Any] | None:
+        """Segment ``row``'s bloom directory entry of index column ``name`` (see cache.bloom_directory)."""
+        found = self._bloom_slot(int(self.group[row]), name)
         if found is None:
             return None
         column = f"{found}:bloom_off"
         offs = self.offsets(column)
-        any_bloom = self._any_bloom.get(found)
-        if any_bloom is None:  # per segment: does any row group have a bitset (all at once)
-            seen = np.concatenate([[0], np.cumsum(self.values(column) >= 0)])
-            any_bloom = seen[offs[1:]] > seen[offs[:-1]]
-            self._any_bloom[found] = any_bloom
-        if not any_bloom[row]:
+        if not self._segments_with_bloom(found)[row]:
             return None
         a, b = int(offs[row]), int(offs[row + 1])
         d = self.slots[found]

@@ -133,12 +133,15 @@ class UnitStats:
             inexact = hi_ok & ~np.asarray(stats.max_exact, dtype=bool)
             if inexact.any():
                 hi = hi.copy()
-                for i in np.flatnonzero(inexact).tolist():
-                    succ = prefix_successor(hi[i])
-                    if succ is None:
-                        hi_ok[i] = False
-                    else:
-                        hi[i] = succ
+                idx = np.flatnonzero(inexact)
+                values = hi[idx].tolist()
+                succs = {v: prefix_successor(v) for v in set(values)}  # pages repeat maxima
+                new = [succs[v] for v in values]
+                none = np.fromiter((v is None for v in new), dtype=bool, count=len(new))
+                hi_ok[idx[none]] = False
+                put = np.empty(len(new), dtype=object)
+                put[:] = new
+                hi[idx[~none]] = put[~none]
                 hi_strict = inexact & hi_ok
         null_unit = getattr(stats, "null_page", None)
         if null_unit is None:

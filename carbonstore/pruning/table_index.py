@@ -164,6 +164,7 @@ class TableIndex:
         self.root = table.paths.root
         self.snapshot = snapshot
         self._snap_row: dict[int, int] = {}
+        self._snap_rows_np: npt.NDArray[np.intp] | None = None
         pieces: list[SegmentBounds] = []
         snap_rows: list[int] = []
         order: list[int] = []  # >= 0: index into pieces, < 0: -1 - index into snap_rows
@@ -256,6 +257,14 @@ class TableIndex:
             return got
         snap = self.snapshot
         pieces: list[tuple[Any, npt.NDArray[np.intp]]] = []
+        if snap is not None and len(surv) and len(self._snap_row) == self.size:
+            rows = self._snap_rows_array()[surv]  # every segment is a snapshot row: one
+            groups = snap.group[rows]           # layout is one run (what the loop below gives)
+            if not (groups != groups[0]).any():
+                arrays = SnapshotArrays(snap, rows)
+                COUNTERS["header_decodes"] += len(rows)
+                pieces.append((arrays, np.asarray(surv, dtype=np.intp)[arrays.rg_part]))
+                return self._keep_units(key, merge_runs(pieces))
         run: list[int] = []
         run_rows: list[int] = []
 
@@ -279,12 +288,26 @@ class TableIndex:
             arrays = self.segment(i).arrays
             pieces.append((arrays, np.full(arrays.num_row_groups, i, dtype=np.intp)))
         flush()
-        got = merge_runs(pieces)
+        return self._keep_units(key, merge_runs(pieces))
+
+    def _keep_units(
+        self, key: tuple[int, ...], got: tuple[list[Any], list[npt.NDArray[np.intp]]]
+    ) -> tuple[list[Any], list[npt.NDArray[np.intp]]]:
         if driver_cache().evictions != self.evictions_seen:
             return got  # the budget is short: keep nothing the LRU does not count
         if len(self._units) >= 4:
             self._units.popitem(last=False)
         self._units[key] = got
+        return got
+
+    def _snap_rows_array(self) -> npt.NDArray[np.intp]:
+        """Each segment's snapshot row (-1: planned from its merge index), built once."""
+        got = self._snap_rows_np
+        if got is None:
+            got = np.full(self.size, -1, dtype=np.intp)
+            if self._snap_row:
+                got[np.fromiter(self._snap_row.keys(), np.intp)] = np.fromiter(self._snap_row.values(), np.intp)
+            self._snap_rows_np = got
         return got
 
     def bloom_segments(self, name: str) -> npt.NDArray[np.bool_]:
@@ -293,8 +316,12 @@ class TableIndex:
         are True: nothing of theirs is loaded here)."""
         got = self._bloom_segs.get(name)
         if got is None:
-            got = np.array([i not in self._snap_row or self.bloom_dir(i, name) is not None
-                            for i in range(self.size)], dtype=bool)
+            snap = self.snapshot
+            rows = self._snap_rows_array()
+            got = np.ones(self.size, dtype=bool)  # merge-index segments: True
+            mine = np.flatnonzero(rows >= 0)
+            if snap is not None and len(mine):
+                got[mine] = snap.bloom_rows(rows[mine], name)
             self._bloom_segs[name] = got
         return got
 
