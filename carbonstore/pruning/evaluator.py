@@ -173,16 +173,21 @@ class UnitStats:
 
 def _cmp(values: _NP, ok: Mask, op: Callable[[Any, Any], Any], literal: Any) -> Mask:
     """``op(values, literal)`` where ``ok``; True (might) elsewhere. Filler values are never read."""
+    every = bool(ok.all()) and len(ok) > 0
+    if not every and not ok.any():
+        return np.ones(len(ok), dtype=bool)
+    sel = values if every else values[ok]  # every bound usable: no gather
+    if sel.dtype == object:
+        # A bare bytes literal would become numpy 'S', which drops trailing NULs
+        # (b"a\x00" -> b"a"); a 0-d object array keeps Python comparisons.
+        boxed = np.empty((), dtype=object)
+        boxed[()] = literal
+        literal = boxed
+    got = np.asarray(op(sel, literal), dtype=bool)
+    if every:
+        return got if got is not sel and got.base is None else got.copy()  # a new array
     out = np.ones(len(ok), dtype=bool)
-    if ok.any():
-        sel = values[ok]
-        if sel.dtype == object:
-            # A bare bytes literal would become numpy 'S', which drops trailing NULs
-            # (b"a\x00" -> b"a"); a 0-d object array keeps Python comparisons.
-            boxed = np.empty((), dtype=object)
-            boxed[()] = literal
-            literal = boxed
-        out[ok] = np.asarray(op(sel, literal), dtype=bool)
+    out[ok] = got
     return out
 
 

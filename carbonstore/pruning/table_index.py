@@ -382,10 +382,27 @@ def _entries_key(entries: Sequence[LoadEntry]) -> tuple[tuple[str, str], ...]:
     return key
 
 
+_CONF_INTS: dict[tuple[str, str | None, tuple[tuple[str, str], ...]], int] = {}
+
+
+def _conf_int(table: Table, key: str) -> int:
+    """``table.conf.get_int(key)``, remembered per store value and table properties
+    (layering the table's properties over the store conf costs more than the rest of a
+    cached plan's lookups)."""
+    memo_key = (key, table.store.conf.values.get(key), tuple(sorted(table.schema.properties.items())))
+    value = _CONF_INTS.get(memo_key)
+    if value is None:
+        value = table.conf.get_int(key)
+        if len(_CONF_INTS) >= 64:
+            _CONF_INTS.clear()
+        _CONF_INTS[memo_key] = value
+    return value
+
+
 def table_index(table: Table, entries: Sequence[LoadEntry], *, all_readable: bool = False) -> TableIndex:
     """The (cached) view over ``entries``; refreshes a lagging snapshot when ``all_readable``."""
     cache = driver_cache()
-    cache.capacity = max(1, table.conf.get_int("carbon.driver.index.cache.size.mb")) << 20
+    cache.capacity = max(1, _conf_int(table, "carbon.driver.index.cache.size.mb")) << 20
     root = table.paths.root
     key = (root, _entries_key(entries))
     cached = cache.get_view(key)
