@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -92,6 +92,9 @@ class UnitStats:
     nan_count: npt.NDArray[np.int64]
     num_rows: npt.NDArray[np.int64]
     null_unit: Mask
+    # masks derived from these statistics alone (not from a literal), computed once per
+    # object: a cached UnitStats serves many plans (read-only arrays, see StatsEvaluator)
+    derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def size(self) -> int:
@@ -191,6 +194,12 @@ def _cmp(values: _NP, ok: Mask, op: Callable[[Any, Any], Any], literal: Any) -> 
     return out
 
 
+def _frozen(mask: Mask) -> Mask:
+    """``mask`` made read-only (a derived mask is shared by later evaluations)."""
+    mask.flags.writeable = False
+    return mask
+
+
 def _is_nan(v: Any) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
@@ -277,16 +286,33 @@ class StatsEvaluator(ExprVisitor[Mask]):
     def _minmax(self) -> bool:
         return self.level >= LEVEL_MINMAX
 
+    # The masks below depend on the statistics (and the level) only: each is computed once
+    # per UnitStats and kept read-only in ``s.derived`` (callers combine them into new arrays).
     @staticmethod
     def _nonnull(s: UnitStats) -> Mask:
         """Some non-null value may exist."""
-        return ~((s.null_count == s.num_rows) | s.null_unit)
+        got = s.derived.get("nonnull")
+        if got is None:
+            got = _frozen(~((s.null_count == s.num_rows) | s.null_unit))
+            s.derived["nonnull"] = got
+        return got  # type: ignore[no-any-return]
 
     @staticmethod
     def _has_null(s: UnitStats) -> Mask:
-        return (s.null_count != 0) | s.null_unit
+        got = s.derived.get("has_null")
+        if got is None:
+            got = _frozen((s.null_count != 0) | s.null_unit)
+            s.derived["has_null"] = got
+        return got  # type: ignore[no-any-return]
 
     def _nan_possible(self, s: UnitStats) -> Mask:
+        key = ("nan_possible", self._minmax)
+        got = s.derived.get(key)
+        if got is None:
+            got = s.derived[key] = _frozen(self._nan_possible_now(s))
+        return got  # type: ignore[no-any-return]
+
+    def _nan_possible_now(self, s: UnitStats) -> Mask:
         if not s.floating:
             return np.zeros(s.size, dtype=bool)
         out = s.nan_count != 0
@@ -296,6 +322,13 @@ class StatsEvaluator(ExprVisitor[Mask]):
 
     def _nonnan_possible(self, s: UnitStats) -> Mask:
         """Some non-null, non-NaN value may exist."""
+        key = ("nonnan_possible", self._minmax)
+        got = s.derived.get(key)
+        if got is None:
+            got = s.derived[key] = _frozen(self._nonnan_possible_now(s))
+        return got  # type: ignore[no-any-return]
+
+    def _nonnan_possible_now(self, s: UnitStats) -> Mask:
         if not s.floating:
             return self._nonnull(s)
         known = (s.null_count >= 0) & (s.nan_count >= 0)
@@ -307,6 +340,14 @@ class StatsEvaluator(ExprVisitor[Mask]):
         return out
 
     def _bound_ok(self, s: UnitStats) -> tuple[Mask, Mask]:
+        key = ("bound_ok", self._minmax)
+        got = s.derived.get(key)
+        if got is None:
+            lo_ok, hi_ok = self._bound_ok_now(s)
+            got = s.derived[key] = (_frozen(lo_ok), _frozen(hi_ok))
+        return got  # type: ignore[no-any-return]
+
+    def _bound_ok_now(self, s: UnitStats) -> tuple[Mask, Mask]:
         if not self._minmax:
             none = np.zeros(s.size, dtype=bool)
             return none, none
@@ -314,7 +355,7 @@ class StatsEvaluator(ExprVisitor[Mask]):
             lo_ok = s.lo_ok & ~_cmp(s.lo, s.lo_ok, lambda a, _: np.isnan(a), None)
             hi_ok = s.hi_ok & ~_cmp(s.hi, s.hi_ok, lambda a, _: np.isnan(a), None)
             return lo_ok, hi_ok
-        return s.lo_ok, s.hi_ok
+        return s.lo_ok.copy(), s.hi_ok.copy()
 
     def _some_le(self, s: UnitStats, v: Any) -> Mask:
         """Some non-NaN value may be <= v."""

@@ -52,7 +52,6 @@ from carbonstore.expressions.parser import parse_where
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles.bloom_probe import might_contain_any
 from carbonstore.pruning import planner as planner_mod
-from carbonstore.pruning.bounds import segment_unit_stats
 from carbonstore.pruning.dictionary_rewrite import dictionary_safe
 from carbonstore.pruning.partition_prune import partition_masks
 from carbonstore.pruning.plan_types import (
@@ -142,10 +141,8 @@ def prune(
     values_expr = expr  # partitions hold values, not dictionary surrogates
     expr = dictionary_safe(expr, table, bounds=view.bounds)  # after the tablestatus read
     n = view.size
-    b = view.bounds
     if n:
-        seg_stats = functools.partial(segment_unit_stats, b)
-        s0, s1, s2 = planner_mod.level_masks(expr, n, seg_stats, bloom=_SegmentBlooms(view))
+        s0, s1, s2 = planner_mod.level_masks(expr, n, view.segment_stats, bloom=_SegmentBlooms(view))
     else:
         s0 = s1 = s2 = np.zeros(0, dtype=bool)
     surv = np.flatnonzero(s2)
@@ -278,7 +275,7 @@ def _assemble(
             lo, hi = np.searchsorted(plan.part, [pi, pi + 1])
             kept = np.flatnonzero(plan.kept[lo:hi])
             if len(kept):  # files in ascending order; a file's row groups share its segment
-                _, first = np.unique(arrays.rg_file[kept], return_index=True)
+                first = _first_of_each(arrays.rg_file[kept])
                 file_segs.append(rg_seg[pi][kept[first]])
                 kept_files += len(first)
                 kept_rgs += len(kept)
@@ -323,6 +320,16 @@ def _assemble(
         version=version,
         deleted_rows=sum(live_deleted_rows(e) for e in entries if e.delete_deltas or REMOVED_KEY in e.extra),
     )
+
+
+def _first_of_each(values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
+    """Where each distinct value first occurs, in value order (``np.unique``'s
+    ``return_index``), without sorting when the values ascend already (they do: row groups
+    are in file order)."""
+    if len(values) < 2 or bool((values[1:] >= values[:-1]).all()):
+        return np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]])) if len(values) else \
+            np.zeros(0, np.intp)
+    return np.unique(values, return_index=True)[1]  # type: ignore[no-any-return]
 
 
 def _file_plans(
@@ -431,20 +438,41 @@ def _page_counts(
     for col in arrays.columns:
         if refs and col.name.lower() not in refs and (col.desc.column_id or "") not in refs:
             continue
-        pages = col.pages
-        counts = np.where(col.has_pages, np.diff(pages.rg_start), 0) if n else np.zeros(0, np.int64)
+        counts, page_rg, page_start, page_end = _page_layout(col, vstart, n)
         total += int(counts.sum())
-        if not len(pages.row_group):
+        if not len(page_rg):
             continue
         in_dropped += int(counts[~kept].sum())
-        sel = col.has_pages[pages.row_group] & kept[pages.row_group]
-        a = vstart[pages.row_group[sel]] + pages.first_row_index[sel]
-        e = a + pages.row_count[sel]
+        sel = kept[page_rg]
+        a = page_start[sel]
+        e = page_end[sel]
         if len(rs):
             idx = np.searchsorted(rs, e, side="left") - 1
             ok = (idx >= 0) & (re_[np.clip(idx, 0, None)] > a)
             kept_n += int(ok.sum())
     return total, kept_n, in_dropped
+
+
+_LAYOUTS: dict[int, tuple[Any, npt.NDArray[np.int64], tuple[npt.NDArray[Any], ...]]] = {}
+
+
+def _page_layout(col: Any, vstart: npt.NDArray[np.int64], n: int) -> tuple[npt.NDArray[Any], ...]:
+    """A column's pages per row group, and (of row groups with pages) each page's row
+    group and ``[start, end)`` in the part's row space - remembered per column object
+    (index arrays are immutable once loaded, and a cached plan unit keeps its columns)."""
+    hit = _LAYOUTS.get(id(col))
+    if hit is not None and hit[0] is col and np.array_equal(hit[1], vstart):
+        return hit[2]
+    pages = col.pages
+    counts = np.where(col.has_pages, np.diff(pages.rg_start), 0) if n else np.zeros(0, np.int64)
+    sel = col.has_pages[pages.row_group] if len(pages.row_group) else np.zeros(0, dtype=bool)
+    page_rg = pages.row_group[sel]
+    start = vstart[page_rg] + pages.first_row_index[sel]
+    got = (counts, page_rg, start, start + pages.row_count[sel])
+    if len(_LAYOUTS) >= 32:  # a few live plan units; their arrays stay alive meanwhile
+        _LAYOUTS.clear()
+    _LAYOUTS[id(col)] = (col, vstart, got)  # holding the column keeps its id unique
+    return got
 
 
 def _explain(

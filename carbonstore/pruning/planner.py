@@ -382,7 +382,9 @@ def prune_row_groups(
             part_pairs = np.stack([np.zeros(len(rows), np.int64), rows], axis=1)
             dropped = np.zeros(2, dtype=np.int64)
         totals += np.concatenate([[int(p.rg_num_rows[surv].sum())], dropped])
-        kept[int(g.start[pi]) + surv] = np.isin(surv, owners)  # no range left: dropped by pages
+        ranged = np.zeros(p.num_row_groups, dtype=bool)  # owners: a subset of surv
+        ranged[owners] = True
+        kept[int(g.start[pi]) + surv] = ranged[surv]  # no range left: dropped by pages
         groups.append(owners.astype(np.int64) + int(g.start[pi]))
         pairs.append(part_pairs)
     range_group = np.concatenate(groups) if groups else np.zeros(0, np.int64)

@@ -41,6 +41,7 @@ from carbonstore.indexfiles.snapshot import (
     decode_snapshot,
 )
 from carbonstore.indexfiles.snapshot_write import encode_snapshot, index_rows
+from carbonstore.pruning.bounds import segment_unit_stats
 from carbonstore.pruning.cache import COUNTERS, bloom_source, driver_cache
 from carbonstore.pruning.partition_prune import applies as partition_applies
 from carbonstore.pruning.segment_index import (
@@ -165,6 +166,7 @@ class TableIndex:
         self.snapshot = snapshot
         self._snap_row: dict[int, int] = {}
         self._snap_rows_np: npt.NDArray[np.intp] | None = None
+        self._seg_stats: dict[str, Any] = {}
         pieces: list[SegmentBounds] = []
         snap_rows: list[int] = []
         order: list[int] = []  # >= 0: index into pieces, < 0: -1 - index into snap_rows
@@ -211,6 +213,16 @@ class TableIndex:
     @property
     def size(self) -> int:
         return len(self.entries)
+
+    def segment_stats(self, ref: Any) -> Any:
+        """The segments as evaluator units for column ``ref`` (bounds.segment_unit_stats,
+        which depends on the column id only), built once per view: its derived masks are
+        kept with it (evaluator.UnitStats.derived)."""
+        key = ref.column.column_id
+        got = self._seg_stats.get(key, self)
+        if got is self:
+            got = self._seg_stats[key] = segment_unit_stats(self.bounds, ref)
+        return got
 
     @functools.cached_property
     def partitioned(self) -> bool:
@@ -364,6 +376,17 @@ def _lag_limit(table: Table) -> int:
     return table.conf.get_int("carbon.index.snapshot.max.lag")
 
 
+class _EntriesKey(tuple):  # type: ignore[type-arg]
+    """A view key that hashes once: a tuple of thousands of (segment, merge) pairs is
+    otherwise hashed again on every cache lookup (equal to, and hashing as, the plain tuple)."""
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("hash")
+        if h is None:
+            h = self.__dict__["hash"] = tuple.__hash__(self)
+        return h  # type: ignore[no-any-return]
+
+
 _ENTRY_KEYS: dict[tuple[int, ...], tuple[tuple[LoadEntry, ...], tuple[tuple[str, str], ...]]] = {}
 
 
@@ -375,7 +398,7 @@ def _entries_key(entries: Sequence[LoadEntry]) -> tuple[tuple[str, str], ...]:
     hit = _ENTRY_KEYS.get(ids)
     if hit is not None and all(map(operator.is_, hit[0], entries)):
         return hit[1]
-    key = tuple((e.load_name, e.segment_file or "") for e in entries)
+    key = _EntriesKey((e.load_name, e.segment_file or "") for e in entries)
     if len(_ENTRY_KEYS) >= 16:  # a few versions are live at a time: start over
         _ENTRY_KEYS.clear()
     _ENTRY_KEYS[ids] = (tuple(entries), key)  # holding the entries keeps their ids unique
