@@ -192,10 +192,13 @@ class Snapshot:
         self.bloom_base = table.column("bloom_base").to_numpy().astype(np.int64)
         self.bloom_len = table.column("bloom_len").to_numpy().astype(np.int64)
         self.slots = {k: ColumnDesc(**d) for k, d in orjson.loads(meta[b"carbonstore.slots"]).items()}
-        groups: dict[str, int] = {}
-        self.group = np.array([groups.setdefault(lay, len(groups)) for lay in table.column("layout").to_pylist()],
-                              dtype=np.int32)
-        self.group_slots = [[k for k in lay.split(",") if k] for lay in groups]
+        # one group per distinct layout, numbered in order of first use (dictionary
+        # encoding numbers values that way), without a Python string per segment
+        layouts = table.column("layout").combine_chunks().dictionary_encode()
+        if layouts.null_count:
+            raise ValueError("snapshot column layout holds nulls")
+        self.group = layouts.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+        self.group_slots = [[k for k in lay.split(",") if k] for lay in layouts.dictionary.to_pylist()]
         self._arrays: dict[str, pa.Array] = {}
         self._offsets: dict[str, _NP] = {}
         self._flat: dict[str, _NP] = {}

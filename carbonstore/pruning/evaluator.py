@@ -139,12 +139,13 @@ class UnitStats:
                 idx = np.flatnonzero(inexact)
                 values = hi[idx].tolist()
                 succs = {v: prefix_successor(v) for v in set(values)}  # pages repeat maxima
-                new = [succs[v] for v in values]
-                none = np.fromiter((v is None for v in new), dtype=bool, count=len(new))
-                hi_ok[idx[none]] = False
-                put = np.empty(len(new), dtype=object)
-                put[:] = new
-                hi[idx[~none]] = put[~none]
+                put = np.empty(len(values), dtype=object)
+                put[:] = [succs[v] for v in values]
+                if any(v is None for v in succs.values()):  # no successor: no usable bound
+                    none = np.array([succs[v] is None for v in values], dtype=bool)
+                    hi_ok[idx[none]] = False
+                    idx, put = idx[~none], put[~none]
+                hi[idx] = put
                 hi_strict = inexact & hi_ok
         null_unit = getattr(stats, "null_page", None)
         if null_unit is None:

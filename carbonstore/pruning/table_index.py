@@ -171,6 +171,12 @@ class TableIndex:
         snap_rows: list[int] = []
         order: list[int] = []  # >= 0: index into pieces, < 0: -1 - index into snap_rows
         self.disagrees = False  # a snapshot row that does not match its entry was ignored
+        self._bloom_dirs: dict[tuple[int, str], dict[str, Any] | None] = {}
+        self._bloom_segs: dict[str, npt.NDArray[np.bool_]] = {}
+        self.evictions_seen = driver_cache().evictions
+        self._units: OrderedDict[tuple[int, ...], tuple[list[Any], list[npt.NDArray[np.intp]]]] = OrderedDict()
+        if snapshot is not None and self.entries and self._all_in_snapshot(snapshot):
+            return
         snap_rows_count = [] if snapshot is None else snapshot.bounds.num_rows.tolist()
         for i, e in enumerate(self.entries):
             row = None if snapshot is None else snapshot.rows.get((e.load_name, e.segment_file or ""))
@@ -205,10 +211,25 @@ class TableIndex:
         else:
             merged = SegmentBounds.concat(parts)
             self.bounds = merged if np.array_equal(take, np.arange(len(take))) else merged.take(take)
-        self._bloom_dirs: dict[tuple[int, str], dict[str, Any] | None] = {}
-        self._bloom_segs: dict[str, npt.NDArray[np.bool_]] = {}
-        self.evictions_seen = driver_cache().evictions
-        self._units: OrderedDict[tuple[int, ...], tuple[list[Any], list[npt.NDArray[np.intp]]]] = OrderedDict()
+
+    def _all_in_snapshot(self, snapshot: Snapshot) -> bool:
+        """The common case at once: every entry is a snapshot row whose row count agrees
+        (what the loop in __init__ finds then, without a Python step per segment); False,
+        with nothing set, otherwise."""
+        get = snapshot.rows.get
+        found = [get((e.load_name, e.segment_file or "")) for e in self.entries]
+        if None in found:
+            return False
+        rows = np.array(found, dtype=np.intp)
+        counts = np.fromiter((e.row_count for e in self.entries), dtype=np.int64, count=len(found))
+        if bool(((counts != 0) & (snapshot.bounds.num_rows[rows] != counts)).any()):
+            return False  # the loop plans those from their merge indexes
+        self._snap_row = dict(zip(range(len(found)), found, strict=True))
+        self._snap_rows_np = rows
+        self.uncovered = 0
+        whole = len(rows) == snapshot.size and bool((rows == np.arange(len(rows))).all())
+        self.bounds = SegmentBounds.concat([snapshot.bounds if whole else snapshot.bounds.take(rows)])
+        return True
 
     @property
     def size(self) -> int:
