@@ -102,11 +102,38 @@ def _check_same(spark: Any, table: Table, where: str) -> None:
     }
     for key in want:
         assert got[key] == want[key], (where, key)
+    _check_pandas(spark, local, through)
     assert local.where("true").schema == local.schema  # the JVM's schema is the one given
     # plain Spark over the same files: the same rows (file order differs: sorted by id)
     assert _outcome(lambda: _by_id(local.collect())) == _outcome(lambda: _by_id(plain.collect()))
     assert _outcome(lambda: sorted(local.toArrow().to_pylist(), key=lambda r: r["id"])) == \
         _outcome(lambda: sorted(plain.toArrow().to_pylist(), key=lambda r: r["id"]))
+
+
+def _check_pandas(spark: Any, local: Any, through: Any) -> None:
+    """``toPandas`` (pyspark's own code, with and without Arrow) equals Spark's; pandas is
+    not a dependency of the store: checked where it is installed."""
+    try:
+        import pandas as pd
+    except ImportError:
+        return
+    key = "spark.sql.execution.arrow.pyspark.enabled"
+    old = spark.conf.get(key)
+    try:
+        for arrow in ("true", "false"):
+            spark.conf.set(key, arrow)
+            try:  # a timestamp outside pandas' range fails the same way on both paths
+                b = through.toPandas()
+            except ValueError as err:
+                with pytest.raises(type(err)):
+                    local.toPandas()
+                continue
+            a = local.toPandas()
+            assert list(a.dtypes) == list(b.dtypes), arrow
+            assert _norm(a.to_dict("list")) == _norm(b.to_dict("list")), arrow
+            pd.testing.assert_frame_equal(a, b)
+    finally:
+        spark.conf.set(key, old)
 
 
 @pytest.fixture
