@@ -255,11 +255,15 @@ def _local_frame_class() -> type:
             return self._rows(self._carbon_rows)
 
         def take(self, num: int) -> list[Any]:
-            return self._rows(self._carbon_rows.slice(0, max(num, 0)))
+            if not isinstance(num, int) or num < 0:  # Spark's own error
+                return super().take(num)
+            return self._rows(self._carbon_rows.slice(0, num))
 
         def tail(self, num: int) -> list[Any]:
+            if not isinstance(num, int) or num < 0:  # Spark's own error
+                return super().tail(num)
             n = self._carbon_rows.num_rows
-            return self._rows(self._carbon_rows.slice(max(n - max(num, 0), 0)))
+            return self._rows(self._carbon_rows.slice(max(n - num, 0)))
 
         def _collect_as_arrow(
             self, split_batches: bool = False, empty_list_if_zero_records: bool = True,

@@ -66,6 +66,17 @@ def _outcome(fn: Callable[[], Any]) -> Any:
         return ("raises", type(err).__name__)
 
 
+def _error(fn: Callable[[], Any]) -> str:
+    """The error class of what ``fn`` raises ("none" if nothing)."""
+    from pyspark.errors import PySparkException
+
+    try:
+        fn()
+    except (PySparkException, ValueError) as err:
+        return f"{type(err).__name__}: {getattr(err, 'getCondition', lambda: None)()}"
+    return "none"
+
+
 def _by_id(rows: list[Any]) -> list[Any]:
     return sorted(rows, key=lambda r: r["id"])
 
@@ -104,6 +115,9 @@ def _check_same(spark: Any, table: Table, where: str) -> None:
         assert got[key] == want[key], (where, key)
     _check_pandas(spark, local, through)
     assert local.where("true").schema == local.schema  # the JVM's schema is the one given
+    for action in ("take", "tail"):  # a negative count: Spark's error, both ways
+        assert _error(lambda a=action: getattr(local, a)(-1)) == \
+            _error(lambda a=action: getattr(through, a)(-1)), where
     # plain Spark over the same files: the same rows (file order differs: sorted by id)
     assert _outcome(lambda: _by_id(local.collect())) == _outcome(lambda: _by_id(plain.collect()))
     assert _outcome(lambda: sorted(local.toArrow().to_pylist(), key=lambda r: r["id"])) == \
