@@ -132,13 +132,13 @@ def read_row_groups(
     schema = arrow_read_schema(table)
     decode = _decoder(table)
     fs = table.store.sfs.fs
-    # pre-buffering fetches every column chunk of a row group at once: one request per row
-    # group on an object store, but on a local disk it only costs copies (a lookup that
-    # needs one page of a 25,000-row group: 3.9 -> 2.3 ms; bench/prune_bench.py
-    # --lookup-phases)
-    pre_buffer = not table.store.sfs.local
     if expr is not None and not narrows(expr):
         expr = None
+    # pre-buffering fetches every column chunk of a row group at once: one request per row
+    # group on an object store, and a few percent faster for whole row groups on a local
+    # disk; but a filtered read on a local disk decodes only some rows of the other columns
+    # (a lookup: 3.5 -> 2.9 ms, BENCHMARKS.md "Lookups answered on the driver")
+    pre_buffer = expr is None or not table.store.sfs.local
     stypes = storage_types(table) if any(sl.projection for sl in slices) else {}
     for sl in slices:
         try:
