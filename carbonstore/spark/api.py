@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -127,8 +127,9 @@ def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = N
     one stage.
 
     In a classic session the frame answers ``count()``, ``collect()``, ``take``, ``head``,
-    ``first``, ``tail``, ``isEmpty``, ``toArrow`` and ``toPandas`` from the rows held here,
-    with the values and types Spark's own would return, without the JVM; the JVM relation
+    ``first``, ``tail``, ``isEmpty``, ``toLocalIterator``, ``toArrow`` and ``toPandas`` from
+    the rows held here, with the values and types Spark's own would return, without the
+    JVM; the JVM relation
     (``spark.createDataFrame`` of the rows) is built only when Spark needs it: for a frame
     derived from this one, ``explain``, ``show``, ``rdd``, ``cache``. Frames derived from
     it run in Spark as usual.
@@ -253,6 +254,11 @@ def _local_frame_class() -> type:
 
         def collect(self) -> list[Any]:
             return self._rows(self._carbon_rows)
+
+        def toLocalIterator(  # noqa: N802 - pyspark's name
+            self, prefetchPartitions: bool = False  # noqa: N803 - pyspark's name
+        ) -> Iterator[Any]:
+            return iter(self.collect())
 
         def take(self, num: int) -> list[Any]:
             if not isinstance(num, int) or num < 0:  # Spark's own error

@@ -66,15 +66,14 @@ def _outcome(fn: Callable[[], Any]) -> Any:
         return ("raises", type(err).__name__)
 
 
-def _error(fn: Callable[[], Any]) -> str:
-    """The error class of what ``fn`` raises ("none" if nothing)."""
+def _either(fn: Callable[[], Any]) -> Any:
+    """What ``fn`` returns (normalised) or the error class of what it raises."""
     from pyspark.errors import PySparkException
 
     try:
-        fn()
+        return _norm(fn())
     except (PySparkException, ValueError) as err:
         return f"{type(err).__name__}: {getattr(err, 'getCondition', lambda: None)()}"
-    return "none"
 
 
 def _by_id(rows: list[Any]) -> list[Any]:
@@ -95,6 +94,7 @@ def _check_same(spark: Any, table: Table, where: str) -> None:
             "head": _outcome(local.head), "head3": _outcome(lambda: local.head(3)),
             "first": _outcome(local.first), "tail2": _outcome(lambda: local.tail(2)),
             "take0": _outcome(lambda: local.take(0)), "count": local.count(),
+            "iterator": _outcome(lambda: list(local.toLocalIterator())),
             "isEmpty": local.isEmpty(), "arrow": _outcome(lambda: local.toArrow().to_pylist()),
             "arrow_schema": local.toArrow().schema, "schema": local.schema,
         }
@@ -108,6 +108,7 @@ def _check_same(spark: Any, table: Table, where: str) -> None:
         "head": _outcome(through.head), "head3": _outcome(lambda: through.head(3)),
         "first": _outcome(through.first), "tail2": _outcome(lambda: through.tail(2)),
         "take0": _outcome(lambda: through.take(0)), "count": through.count(),
+        "iterator": _outcome(lambda: list(through.toLocalIterator())),
         "isEmpty": through.isEmpty(), "arrow": _outcome(lambda: through.toArrow().to_pylist()),
         "arrow_schema": through.toArrow().schema, "schema": through.schema,
     }
@@ -115,9 +116,9 @@ def _check_same(spark: Any, table: Table, where: str) -> None:
         assert got[key] == want[key], (where, key)
     _check_pandas(spark, local, through)
     assert local.where("true").schema == local.schema  # the JVM's schema is the one given
-    for action in ("take", "tail"):  # a negative count: Spark's error, both ways
-        assert _error(lambda a=action: getattr(local, a)(-1)) == \
-            _error(lambda a=action: getattr(through, a)(-1)), where
+    for action in ("take", "tail"):  # a negative count: what Spark does, both ways
+        assert _either(lambda a=action: getattr(local, a)(-1)) == \
+            _either(lambda a=action: getattr(through, a)(-1)), where
     # plain Spark over the same files: the same rows (file order differs: sorted by id)
     assert _outcome(lambda: _by_id(local.collect())) == _outcome(lambda: _by_id(plain.collect()))
     assert _outcome(lambda: sorted(local.toArrow().to_pylist(), key=lambda r: r["id"])) == \
