@@ -20,6 +20,7 @@ every system's imports excluded; the systems' fresh processes take turns, ``max(
 
     .venv/bin/python bench/prune_bench.py --segments 100,400 [--spark]
     .venv/bin/python bench/prune_bench.py --segments 1600 --repeat 3
+    .venv/bin/python bench/prune_bench.py --segments 100 --lookup-phases  # a lookup's steps
 
 Each size's data (and the peers' tables) is generated once and reused by later runs; delete
 bench/data/n<N>_r<rows> to regenerate it. The first warm plan of a run writes the
@@ -461,6 +462,76 @@ def _spark_e2e(meta: dict[str, Any], repeat: int = 11) -> list[dict[str, Any]]:
     return out
 
 
+def lookup_phases(meta: dict[str, Any], runs: int = 25) -> str:
+    """Where a lookup's time goes (``--lookup-phases``): each step of ``to_spark`` and of
+    the frame's actions, ``runs`` times in turn, median of the last ``runs - 5``; markdown."""
+    from carbonstore.pruning.plan import bind_where, prune
+    from carbonstore.spark.api import arrow_rows, to_spark
+    from carbonstore.spark.reader import (
+        arrow_read_schema,
+        plan_partitions,
+        plan_projections,
+        read_row_groups,
+    )
+    from carbonstore.spark.session import get_spark
+    from carbonstore.spark.types import schema_ddl, struct_type
+
+    s = get_spark()
+    table = ours_open(meta)
+    schema = struct_type(schema_ddl(table))
+    lookups = [(label, sql) for label, sql in predicates(meta) if label in ("id = x", "k = key")]
+    steps: dict[str, dict[str, Any]] = {}
+    for label, sql in lookups:
+        expr = bind_where(table, sql)
+        plan = prune(table, expr)
+        slices = [sl for part in plan_partitions(plan, projections=plan_projections(table, plan))
+                  for sl in part.slices]
+        rows = pa.Table.from_batches(list(read_row_groups(table, slices, expr=expr)),
+                                     schema=arrow_read_schema(table))
+        steps[label] = {
+            "`bind_where`": lambda q=sql: bind_where(table, q),
+            "`prune` (plan from the indexes)": lambda e=expr: prune(table, e),
+            "`plan_partitions`": lambda p=plan: plan_partitions(
+                p, projections=plan_projections(table, p)),
+            "`read_row_groups` (driver read + row filter)": lambda sl=slices, e=expr: list(
+                read_row_groups(table, sl, expr=e)),
+            "Arrow rows to `Row`s (the frame's `collect()`)": lambda r=rows: arrow_rows(r, schema),
+            "`to_spark` in all": lambda q=sql: to_spark(table, s, where=q),
+            "`to_spark(...).count()`": lambda q=sql: to_spark(table, s, where=q).count(),
+            "`to_spark(...).collect()`": lambda q=sql: to_spark(table, s, where=q).collect(),
+            "`to_spark(...).toArrow()`": lambda q=sql: to_spark(table, s, where=q).toArrow(),
+            "`spark.createDataFrame` of the rows (built when Spark needs the frame)":
+                lambda r=rows: s.createDataFrame(r, schema=schema),
+            "`to_spark(...).select(\"*\").collect()` (through Spark)":
+                lambda q=sql: to_spark(table, s, where=q).select("*").collect(),
+            "Spark's floor, `spark.sql(\"SELECT 1\").collect()`": lambda: s.sql("SELECT 1").collect(),
+        }
+        steps[label]["_info"] = (f"{len(plan.files)} files, {plan.rows} rows planned, "
+                                 f"{rows.num_rows} read")
+    times: dict[tuple[str, str], list[float]] = {}
+    # the driver's own steps first, then those that call Spark: the JVM's work after a Spark
+    # action (cleanup, GC threads) would otherwise land on the next round's driver steps
+    spark_steps = [n for n in steps[lookups[0][0]] if "Spark" in n]  # those that run Spark
+    for group in (lambda n: n not in spark_steps, lambda n: n in spark_steps):
+        for _ in range(runs):
+            for label, fns in steps.items():
+                for name, fn in fns.items():
+                    if name == "_info" or not group(name):
+                        continue
+                    t0 = time.perf_counter()
+                    fn()
+                    times.setdefault((label, name), []).append((time.perf_counter() - t0) * 1000)
+    labels = list(steps)
+    lines = ["| step | " + " | ".join(f"`{lb}` ({steps[lb]['_info']})" for lb in labels) + " |",
+             "|---|" + "---|" * len(labels)]
+    for name in steps[labels[0]]:
+        if name == "_info":
+            continue
+        cells = [f"{statistics.median(times[(lb, name)][5:]):.1f} ms" for lb in labels]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def to_markdown(results: list[dict[str, Any]]) -> str:
     lines = ["| segments | predicate | system | warm ms | reused ms | fresh ms | segments kept | files | "
              "row groups | pages | rows |", "|" + "---|" * 11]
@@ -488,6 +559,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peers", default="pyarrow,iceberg,delta")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--spark", action="store_true", help="also time end to end through Spark")
+    p.add_argument("--lookup-phases", action="store_true",
+                   help="only time the steps of a lookup through Spark (first size)")
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--fresh", help=argparse.SUPPRESS)
     p.add_argument("--meta", help=argparse.SUPPRESS)
@@ -495,6 +568,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.fresh:
         _fresh_main(args.fresh, args.meta, args.sql)
+        return 0
+    if args.lookup_phases:
+        print(lookup_phases(generate(int(args.segments.split(",")[0]), args.rows)))
         return 0
     peers = {x.strip() for x in args.peers.split(",") if x.strip()}
     results: list[dict[str, Any]] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -34,7 +34,9 @@ from carbonstore.spark.reader import (
 from carbonstore.spark.types import schema_ddl, struct_type
 from carbonstore.store.table import Table
 
-__all__ = ["collect_rows", "local_frame", "run_sql", "scan_frame", "to_spark"]
+BINARY_AS_BYTES_KEY = "spark.sql.execution.pyspark.binaryAsBytes"  # Spark's; default true
+
+__all__ = ["arrow_rows", "collect_rows", "local_frame", "run_sql", "scan_frame", "to_spark"]
 
 
 def to_spark(
@@ -122,10 +124,15 @@ def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = N
     With the bound filter ``expr``, rows it cannot match are left out here already
     (:func:`rows_may_match` keeps a superset of the matches); the caller applies the filter
     in Spark too unless ``rows_exact(expr)``. One partition: an aggregate over it runs as
-    one stage. Spark makes the rows a local relation, which ``collect()`` returns without a
-    Spark job; a relation of one row is one partition already (no ``coalesce(1)``, which
-    would cost ``collect()`` a job), and ``count()`` of the frame itself is answered from
-    the rows held here, without a job (frames derived from it count in Spark).
+    one stage.
+
+    In a classic session the frame answers ``count()``, ``collect()``, ``take``, ``head``,
+    ``first``, ``tail``, ``isEmpty``, ``toLocalIterator``, ``toArrow`` and ``toPandas`` from
+    the rows held here, with the values and types Spark's own would return, without the
+    JVM; the JVM relation
+    (``spark.createDataFrame`` of the rows) is built only when Spark needs it: for a frame
+    derived from this one, ``explain``, ``show``, ``rdd``, ``cache``. Frames derived from
+    it run in Spark as usual.
     """
     slices = [sl for part in plan_partitions(plan, projections=plan_projections(table, plan))
               for sl in part.slices]
@@ -133,34 +140,152 @@ def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = N
                                  schema=arrow_read_schema(table))
     if rows.num_rows == 0:  # one empty chunk: pyspark fails on a nested column of none
         rows = rows.schema.empty_table()
-    df = spark.createDataFrame(rows, schema=struct_type(schema_ddl(table)))
-    if rows.num_rows > 1:
-        df = df.coalesce(1)
-    return _counted(df, rows.num_rows)
+    schema = struct_type(schema_ddl(table))
+    from pyspark.sql.session import SparkSession  # the classic session (Connect's is another)
+
+    if isinstance(spark, SparkSession):
+        return _local_frame_class()(spark, rows, schema)
+    return _jvm_frame(spark, rows, schema)  # Spark Connect: a plain frame of the rows
 
 
-def _counted(df: Any, rows: int) -> Any:
-    """``df`` whose ``count()`` is ``rows`` (its known row count) without running Spark."""
-    from pyspark.sql.classic.dataframe import DataFrame
+def _jvm_frame(spark: Any, rows: pa.Table, schema: Any) -> Any:
+    """The rows as a Spark frame: a local relation, which ``collect()`` returns without a
+    Spark job; a relation of one row is one partition already (a ``coalesce(1)``, needed
+    above one row so aggregates run as one stage, would cost ``collect()`` a job)."""
+    df = spark.createDataFrame(rows, schema=schema)
+    return df.coalesce(1) if rows.num_rows > 1 else df
 
-    if type(df) is not DataFrame:  # not a classic DataFrame: left as it is
-        return df
-    out = _local_frame_class()(df._jdf, df.sparkSession)
-    out._carbon_rows = rows
-    return out
+
+def _internal_values(
+    column: pa.Array | pa.ChunkedArray, dtype: Any, *, binary_as_bytes: bool = True
+) -> list[Any]:
+    """The values of an Arrow column as pyspark's internal Python values of Spark type
+    ``dtype`` (what the JVM sends a classic ``collect()``: timestamps and dates as integers,
+    binary as bytes, or bytearray when ``spark.sql.execution.pyspark.binaryAsBytes`` is
+    false, structs as tuples, maps as dicts), for ``StructType.fromInternal``."""
+    from pyspark.sql import types as T
+
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
+        return arr.cast(pa.timestamp("us", tz=getattr(arr.type, "tz", None))).cast(pa.int64()).to_pylist()
+    if isinstance(dtype, T.DateType):
+        return arr.cast(pa.int32()).to_pylist()
+    if isinstance(dtype, T.BinaryType):
+        values = arr.to_pylist()
+        return values if binary_as_bytes else [None if v is None else bytearray(v) for v in values]
+    if isinstance(dtype, T.StructType):
+        fields = [_internal_values(arr.field(i), f.dataType, binary_as_bytes=binary_as_bytes) for i, f in enumerate(dtype.fields)]
+        valid = arr.is_valid().to_pylist()
+        rows = zip(*fields, strict=True) if fields else [()] * len(arr)
+        return [tuple(vals) if ok else None for ok, vals in zip(valid, rows, strict=True)]
+    if isinstance(dtype, T.ArrayType):
+        values = _internal_values(arr.values, dtype.elementType, binary_as_bytes=binary_as_bytes)  # the whole child
+        return _per_row(arr, values)
+    if isinstance(dtype, T.MapType):
+        entries = arr.values  # the whole child (offsets below are absolute in it)
+        keys = _internal_values(entries.field(0), dtype.keyType, binary_as_bytes=binary_as_bytes)
+        items = _internal_values(entries.field(1), dtype.valueType,
+                                 binary_as_bytes=binary_as_bytes)
+        return [None if pairs is None else dict(pairs)
+                for pairs in _per_row(arr, list(zip(keys, items, strict=True)))]
+    return arr.to_pylist()
+
+
+def _per_row(arr: Any, values: list[Any]) -> list[Any]:
+    """The whole child ``values`` of a list or map array cut into its rows (None: null);
+    the offsets of a sliced array index the whole child."""
+    offsets = arr.offsets.to_pylist()
+    valid = arr.is_valid().to_pylist()
+    return [values[offsets[i]:offsets[i + 1]] if valid[i] else None for i in range(len(arr))]
+
+
+def arrow_rows(rows: pa.Table, schema: Any, *, binary_as_bytes: bool = True) -> list[Any]:
+    """The rows of ``rows`` as the ``Row`` objects a classic ``collect()`` returns for a
+    frame of Spark schema ``schema``: pyspark's own ``fromInternal`` over the values the
+    JVM would send (timestamps naive in this process's local time zone, as pyspark gives
+    them; ``binary_as_bytes``: the session's ``spark.sql.execution.pyspark.binaryAsBytes``)."""
+    columns = [_internal_values(rows.column(i), f.dataType, binary_as_bytes=binary_as_bytes)
+               for i, f in enumerate(schema.fields)]
+    if not columns:
+        return [schema.fromInternal(()) for _ in range(rows.num_rows)]
+    return [schema.fromInternal(values) for values in zip(*columns, strict=True)]
 
 
 @functools.cache
 def _local_frame_class() -> type:
     from pyspark.sql.classic.dataframe import DataFrame
+    from pyspark.sql.pandas.types import to_arrow_schema
 
     class LocalFrame(DataFrame):
-        """A DataFrame over rows held on the driver: ``count()`` needs no Spark job."""
+        """A DataFrame over rows held on the driver. Its own actions answer from them;
+        its JVM relation is built on first use (derived frames, ``show``, ``rdd``, ...)."""
 
-        _carbon_rows: int
+        def __init__(self, session: Any, rows: pa.Table, schema: Any) -> None:
+            # DataFrame.__init__ would need the JVM frame; the fields it sets, lazily
+            self._session = session
+            self._sc = session._sc
+            self.is_cached = False
+            self._support_repr_html = False
+            self._carbon_rows = rows
+            self._carbon_schema = schema
+            self._carbon_jdf: Any = None
+
+        @property
+        def _jdf(self) -> Any:  # type: ignore[override]
+            if self._carbon_jdf is None:
+                self._carbon_jdf = _jvm_frame(self._session, self._carbon_rows,
+                                              self._carbon_schema)._jdf
+            return self._carbon_jdf
+
+        @property
+        def schema(self) -> Any:  # type: ignore[override]
+            return self._carbon_schema
 
         def count(self) -> int:
-            return self._carbon_rows
+            return self._carbon_rows.num_rows
+
+        def isEmpty(self) -> bool:  # noqa: N802 - pyspark's name
+            return self._carbon_rows.num_rows == 0
+
+        def _rows(self, rows: pa.Table) -> list[Any]:
+            as_bytes = self._session.conf.get(BINARY_AS_BYTES_KEY, "true")
+            return arrow_rows(rows, self._carbon_schema,
+                              binary_as_bytes=str(as_bytes).lower() == "true")
+
+        def collect(self) -> list[Any]:
+            return self._rows(self._carbon_rows)
+
+        def toLocalIterator(  # noqa: N802 - pyspark's name
+            self, prefetchPartitions: bool = False  # noqa: N803 - pyspark's name
+        ) -> Iterator[Any]:
+            return iter(self.collect())
+
+        def take(self, num: int) -> list[Any]:
+            if not isinstance(num, int) or num < 0:  # Spark's own error
+                return super().take(num)
+            return self._rows(self._carbon_rows.slice(0, num))
+
+        def tail(self, num: int) -> list[Any]:
+            if not isinstance(num, int) or num < 0:  # Spark's own error
+                return super().tail(num)
+            n = self._carbon_rows.num_rows
+            return self._rows(self._carbon_rows.slice(max(n - num, 0)))
+
+        def _collect_as_arrow(
+            self, split_batches: bool = False, empty_list_if_zero_records: bool = True,
+            prefers_large_var_types: bool = False,
+        ) -> list[pa.RecordBatch]:
+            # the batches Spark's collectAsArrowToPython sends: the frame's Arrow schema,
+            # timestamps tagged with the session time zone (toArrow and toPandas, both
+            # pyspark's own code, take them from here)
+            zone = str(self._session.conf.get("spark.sql.session.timeZone"))
+            schema = to_arrow_schema(self._carbon_schema, timezone=zone,
+                                     prefers_large_types=prefers_large_var_types)
+            table = self._carbon_rows.cast(schema)
+            if table.num_rows == 0:
+                return [] if empty_list_if_zero_records else [
+                    pa.RecordBatch.from_pylist([], schema=schema)]
+            return table.combine_chunks().to_batches()
 
     return LocalFrame
 
