@@ -114,12 +114,14 @@ class BitsetReader:
         if _BLOOMS.get(key) is None:
             _BLOOMS.put(key, bytes(data), _CACHE.capacity // 4)
 
-    def block(self, offsets: Sequence[int], lengths: Sequence[int]) -> tuple[bytes, int]:
-        """The bitsets at ``offsets`` (one contiguous range of the region) in one read, each
-        verified against its checksum: the bytes from the first offset, and that offset."""
+    def block(self, offsets: Sequence[int], lengths: Sequence[int],
+              into: memoryview | None = None) -> tuple[memoryview, int]:
+        """The bitsets at ``offsets`` (one contiguous range of the region) in one read (into
+        ``into`` when given), each verified against its checksum: the bytes from the first
+        offset, and that offset (indexfile.read_bitsets)."""
         COUNTERS["bloom_reads"] += 1
         COUNTERS["bloom_bitsets"] += len(offsets)
-        return read_bitsets(self.fs, self.path, self.base, offsets, lengths)
+        return read_bitsets(self.fs, self.path, self.base, offsets, lengths, into)
 
 
 def bloom_source(fs: pafs.FileSystem, path: str, base: int) -> BitsetReader:
@@ -128,8 +130,8 @@ def bloom_source(fs: pafs.FileSystem, path: str, base: int) -> BitsetReader:
 
 
 # Packed bitset tables (pruning/segment_blooms.py) of a table view and column, counted in
-# the bitset budget. Keyed by a number given once to each view object (never reused, so a
-# table kept for a view that is gone is never found again; the LRU drops it).
+# the bitset budget. Keyed by a number given once to each view object (never reused); a
+# view's tables are dropped when the view is.
 _VIEW_TOKENS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 _NEXT_TOKEN = itertools.count()
 
@@ -139,7 +141,14 @@ def _token(view: Any) -> int:
         got = _VIEW_TOKENS.get(view)
         if got is None:
             got = _VIEW_TOKENS[view] = next(_NEXT_TOKEN)
+            weakref.finalize(view, _forget_view, got)  # its tables go with it
         return got
+
+
+def _forget_view(token: int) -> None:
+    with _CACHE.lock:
+        for key in [k for k in _BLOOMS.items if k[0] == "packed" and k[1] == token]:
+            _BLOOMS.drop(key)
 
 
 def packed_bitsets(view: Any, name: str) -> Any:

@@ -30,6 +30,7 @@ from carbonstore.expressions.expr import BoundRef, Eq, Expr, In
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles.bloom import BLOCK_BYTES
 from carbonstore.indexfiles.bloom_probe import might_contain_packed
+from carbonstore.indexfiles.indexfile import bitsets_span
 from carbonstore.pruning import planner as planner_mod
 from carbonstore.pruning.cache import keep_packed, packed_bitsets
 
@@ -78,42 +79,53 @@ class _Packed:
             self.where[i] = (offsets, lengths, read)
 
     def load(self, segs: list[int]) -> None:
-        """Read the bitsets of ``segs`` (classified, unread): one chunk."""
-        parts: list[Any] = []
-        start: list[int] = []
-        blocks: list[int] = []
-        owner: list[int] = []
-        pos = 0
+        """Read the bitsets of ``segs`` (classified, unread) into one new chunk: each
+        segment's in one ranged read straight into the chunk's words where its reader can
+        (indexfile.read_bitsets), else bitset by bitset."""
+        ranged: list[tuple[int, list[int], list[int], Any, int, int]] = []
+        single: list[int] = []
+        size = 0
         for i in segs:
             offsets, lengths, read = self.where[i]
             for n in lengths:
                 if n < BLOCK_BYTES or n % BLOCK_BYTES:
                     raise CorruptIndexError(f"bloom bitset of {n} bytes is not a whole number of 32-byte blocks")
-            block = getattr(read, "block", None)
-            if block is not None:  # one read of the segment's contiguous bitsets
-                data, first = block(offsets, lengths)
-                words = np.frombuffer(data, dtype="<u4", count=len(data) // 4)
-                parts.append(words)
-                start.extend(pos + (o - first) // 4 for o in offsets)
-                pos += len(words)
-            else:
-                for o, n in zip(offsets, lengths, strict=True):
-                    got = read(int(o), int(n))
-                    if got is None:  # no bitset after all: the segment may hold anything
-                        self.group[i] = _KEEP
-                        break
-                    parts.append(np.frombuffer(got, dtype="<u4"))
-                    start.append(pos)
-                    pos += len(got) // 4
-                if self.group[i] == _KEEP:
-                    del start[len(owner):]
-                    continue
+            if getattr(read, "block", None) is None:
+                single.append(i)
+                continue
+            first, end = bitsets_span(offsets, lengths)
+            ranged.append((i, offsets, lengths, read, first, size))
+            size += -(-(end - first) // 4) * 4
+        words = np.empty(size // 4, dtype="<u4")
+        raw = memoryview(words).cast("B")
+        start: list[int] = []
+        blocks: list[int] = []
+        owner: list[int] = []
+        for i, offsets, lengths, read, first, pos in ranged:
+            read.block(offsets, lengths, raw[pos:])
+            start.extend((pos + o - first) // 4 for o in offsets)
+            blocks.extend(n // BLOCK_BYTES for n in lengths)
+            owner.extend([i] * len(lengths))
+            self.read[i] = True
+        extra: list[Any] = []
+        pos = len(words)
+        for i in single:
+            offsets, lengths, read = self.where[i]
+            got = [read(int(o), int(n)) for o, n in zip(offsets, lengths, strict=True)]
+            if any(b is None for b in got):  # no bitset after all: the segment may hold anything
+                self.group[i] = _KEEP
+                continue
+            for b in got:
+                extra.append(np.frombuffer(b, dtype="<u4"))
+                start.append(pos)
+                pos += len(b) // 4
             blocks.extend(n // BLOCK_BYTES for n in lengths)
             owner.extend([i] * len(lengths))
             self.read[i] = True
         if not owner:
             return
-        words = np.concatenate(parts) if len(parts) != 1 else parts[0].copy()
+        if extra:
+            words = np.concatenate([words, *extra])
         self.chunks.append((words, np.array(start, dtype=np.int64), np.array(blocks, dtype=np.int64),
                             np.array(owner, dtype=np.intp)))
         self.nbytes += words.nbytes + 24 * len(owner)
@@ -124,7 +136,6 @@ class _Packed:
                             np.concatenate([c[1] + o for c, o in zip(self.chunks, offs, strict=True)]),
                             np.concatenate([c[2] for c in self.chunks]),
                             np.concatenate([c[3] for c in self.chunks]))]
-
 
     def remember(self, segs: npt.NDArray[np.bool_]) -> None:
         """Hand the bitsets of segments ``segs`` (a mask: those the probe keeps) to their
