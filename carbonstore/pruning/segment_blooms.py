@@ -52,6 +52,7 @@ class _Packed:
     def __init__(self, size: int) -> None:
         self.group = np.full(size, _UNSEEN, dtype=np.int32)
         self.read = np.zeros(size, dtype=bool)
+        self.remembered = np.zeros(size, dtype=bool)  # bitsets handed to the bitset cache
         self.descs: list[dict[str, Any]] = []
         self._desc_ids: dict[tuple[Any, ...], int] = {}
         self.where: dict[int, tuple[list[int], list[int], Any]] = {}  # each segment's bitsets
@@ -141,8 +142,10 @@ class _Packed:
         """Hand the bitsets of segments ``segs`` (a mask: those the probe keeps) to their
         readers' bitset cache, so the row-group probe that follows does not read them again
         (a few: beyond 256 bitsets, that probe reads them itself, once)."""
-        if sum(int(segs[c[3]].sum()) for c in self.chunks) > 256:
+        segs = segs & ~self.remembered  # once per segment (the cache may drop them: then that
+        if not segs.any() or sum(int(segs[c[3]].sum()) for c in self.chunks) > 256:  # probe reads)
             return
+        self.remembered |= segs
         for words, start, blocks, owner in self.chunks:
             b = np.flatnonzero(segs[owner])
             if not len(b):
