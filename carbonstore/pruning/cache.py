@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from carbonstore.pruning.table_index import TableIndex
 
 __all__ = ["COUNTERS", "BitsetReader", "DriverIndexCache", "bloom_source", "clear_cache", "driver_cache",
-           "keep_packed", "packed_bitsets"]
+           "keep_packed", "latest_packed", "packed_bitsets"]
 
 #: I/O counters of this process (see the module docstring).
 COUNTERS: Counter[str] = Counter()
@@ -157,6 +157,18 @@ def packed_bitsets(view: Any, name: str) -> Any:
         return _BLOOMS.get(("packed", _token(view), name))
 
 
+# (table folder, column) -> token of the view whose packed table was kept last.
+_LATEST: dict[tuple[str, str], int] = {}
+
+
+def latest_packed(view: Any, name: str) -> Any:
+    """The packed table of column ``name`` kept last for another view of ``view``'s table
+    (still in the budget), or None: a new view copies the bitsets it read."""
+    with _CACHE.lock:
+        token = _LATEST.get((getattr(view, "root", ""), name))
+        return None if token is None else _BLOOMS.get(("packed", token, name))
+
+
 def keep_packed(view: Any, name: str, packed: Any, nbytes: int) -> bool:
     """Keep (or re-count, after it grew) the packed bitset table of ``view`` and column
     ``name``: ``nbytes`` count in the bitset budget. One larger than the whole budget is
@@ -168,6 +180,7 @@ def keep_packed(view: Any, name: str, packed: Any, nbytes: int) -> bool:
             _BLOOMS.drop(key)
             return False
         _BLOOMS.put(key, packed, budget, nbytes)
+        _LATEST[(getattr(view, "root", ""), name)] = key[1]
         return True
 
 
@@ -274,6 +287,7 @@ class DriverIndexCache:
             self._snapshots.clear()
             self.used = 0
         _BLOOMS.clear()
+        _LATEST.clear()
         forget_decoded()
 
 

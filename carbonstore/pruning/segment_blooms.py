@@ -18,7 +18,9 @@ probed without decoding its index header.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -32,7 +34,7 @@ from carbonstore.indexfiles.bloom import BLOCK_BYTES
 from carbonstore.indexfiles.bloom_probe import might_contain_packed
 from carbonstore.indexfiles.indexfile import bitsets_span
 from carbonstore.pruning import planner as planner_mod
-from carbonstore.pruning.cache import keep_packed, packed_bitsets
+from carbonstore.pruning.cache import keep_packed, latest_packed, packed_bitsets
 
 __all__ = ["SegmentBlooms"]
 
@@ -49,7 +51,10 @@ class _Packed:
     of each bitset, its number of 32-byte blocks, its segment).
     """
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, seed: _Packed | None = None) -> None:
+        # the table's previous one (an older view): verified bitsets to copy while it is kept
+        self.seed = None if seed is None else weakref.ref(seed)
+        self.spans: dict[tuple[Any, ...], list[int]] = {}  # (file, span) -> [chunk, word, words]
         self.group = np.full(size, _UNSEEN, dtype=np.int32)
         self.read = np.zeros(size, dtype=bool)
         self.remembered = np.zeros(size, dtype=bool)  # bitsets handed to the bitset cache
@@ -102,8 +107,10 @@ class _Packed:
         start: list[int] = []
         blocks: list[int] = []
         owner: list[int] = []
-        for i, offsets, lengths, read, first, pos in ranged:
-            read.block(offsets, lengths, raw[pos:])
+        seed = None if self.seed is None else self.seed()
+        with seed.lock if seed is not None else contextlib.nullcontext():  # (its chunks stay put)
+            self._read_ranged(ranged, words, raw, seed)
+        for i, offsets, lengths, _read, first, pos in ranged:
             start.extend((pos + o - first) // 4 for o in offsets)
             blocks.extend(n // BLOCK_BYTES for n in lengths)
             owner.extend([i] * len(lengths))
@@ -133,10 +140,27 @@ class _Packed:
         if len(self.chunks) > 4:  # few chunks: a probe costs a few numpy calls per chunk
             ws = [c[0] for c in self.chunks]
             offs = np.cumsum([0, *[len(w) for w in ws[:-1]]])
+            for loc in self.spans.values():
+                loc[0], loc[1] = 0, loc[1] + int(offs[loc[0]])
             self.chunks = [(np.concatenate(ws),
                             np.concatenate([c[1] + o for c, o in zip(self.chunks, offs, strict=True)]),
                             np.concatenate([c[2] for c in self.chunks]),
                             np.concatenate([c[3] for c in self.chunks]))]
+
+    def _read_ranged(self, ranged: list[tuple[int, list[int], list[int], Any, int, int]],
+                     words: npt.NDArray[np.uint32], raw: memoryview, seed: _Packed | None) -> None:
+        """Each segment's span of bitsets into ``words``: copied from ``seed`` when an older
+        view read the same span of the same file (verified then), else one ranged read."""
+        for _i, offsets, lengths, read, first, pos in ranged:
+            span = (read.path, read.base, tuple(offsets), tuple(lengths)) if hasattr(read, "path") else None
+            old = seed.spans.get(span) if seed is not None and span is not None else None
+            nwords = -(-(bitsets_span(offsets, lengths)[1] - first) // 4)
+            if old is not None and seed is not None and old[2] == nwords:
+                words[pos // 4 : pos // 4 + nwords] = seed.chunks[old[0]][0][old[1] : old[1] + nwords]
+            else:
+                read.block(offsets, lengths, raw[pos:])
+            if span is not None:
+                self.spans[span] = [len(self.chunks), pos // 4, nwords]
 
     def remember(self, segs: npt.NDArray[np.bool_]) -> None:
         """Hand the bitsets of segments ``segs`` (a mask: those the probe keeps) to their
@@ -201,8 +225,8 @@ class SegmentBlooms:
             return out
         packed = packed_bitsets(view, ref.name)
         fresh = packed is None
-        if fresh:
-            packed = _Packed(view.size)
+        if fresh:  # a new view (e.g. after a load): what an older one read is copied, not re-read
+            packed = _Packed(view.size, latest_packed(view, ref.name))
         with packed.lock:
             out, grown = self._probe(packed, ref, literals, idx, cand, out)
         if fresh or grown:

@@ -58,9 +58,16 @@ def _build(root: Path, *, snapshot: bool) -> tuple[Table, list[list[str]]]:
 def table(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         tuple[Table, list[list[str]], dict[str, list[bytes]]]]:
     t, keys = _build(tmp_path_factory.mktemp("blooms") / "store", snapshot=request.param)
+    bitsets = _oracle_bitsets(t)
+    clear_cache()
+    yield t, keys, bitsets
+    clear_cache()
+
+
+def _oracle_bitsets(t: Table) -> dict[str, list[bytes]]:
     bitsets: dict[str, list[bytes]] = {}
     status = t.status.read()
-    for sid in (str(s) for s in range(SEGMENTS)):
+    for sid in (e.load_name for e in status.readable_in_order()):
         path = f"{t.paths.segment_dir(sid)}/{status.get(sid).segment_file}"
         loaded = read_index(LOCAL, path, with_blooms=True)  # the region checksum verified
         region = loaded.bloom_region or b""
@@ -68,9 +75,7 @@ def table(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         got = [arrays.bloom_bitset(rg, "k") for rg in range(arrays.num_row_groups)]
         assert len(got) == ROWS // RG and all(b is not None for b in got)
         bitsets[sid] = [b for b in got if b is not None]
-    clear_cache()
-    yield t, keys, bitsets
-    clear_cache()
+    return bitsets
 
 
 literal = st.one_of(
@@ -145,3 +150,26 @@ def test_one_read_per_segment_and_none_for_a_reused_plan(
     again = prune(t, f"k = '{keys[0][7]}'")
     assert again.segments == first.segments and again.levels == first.levels
     assert COUNTERS.get("bloom_reads", 0) == 0
+
+
+def test_a_new_view_copies_what_an_older_one_read(tmp_path: Path) -> None:
+    """After a load, the next plan (a new view of the table) reads only the new segment's
+    bitsets: the others come from the packed table of the view before, and the drops are
+    still the oracle's."""
+    t, keys = _build(tmp_path / "store", snapshot=True)
+    clear_cache()
+    before = _oracle_bitsets(t)
+    for s in range(SEGMENTS):  # one chunk per segment of a range of its own: merged on the way
+        _check(t, [keys[s][3]], before)
+    rng = np.random.default_rng(12)
+    more = [f"{v:016x}" for v in rng.integers(0, 2**63, ROWS).tolist()]
+    add_segments(t, [pa.table({"k": more, "n": np.arange(ROWS)})], row_group_size=RG, page_rows=50,
+                 bloom_columns=["k"], bloom_fpp=0.05)
+    bitsets = _oracle_bitsets(t)
+    COUNTERS.clear()
+    assert str(SEGMENTS) in _check(t, [more[8]], bitsets).segments  # same candidates as before
+    assert COUNTERS["bloom_bitsets"] == ROWS // RG  # and the new one: its bitsets only are read
+    for s in range(SEGMENTS):
+        for values in ([keys[s][3]], [keys[s][1], f"{s:02x}{777:014x}"]):
+            _check(t, values, bitsets)
+    assert COUNTERS["bloom_bitsets"] == ROWS // RG  # nothing read twice
