@@ -18,9 +18,7 @@ probed without decoding its index header.
 
 from __future__ import annotations
 
-import contextlib
 import threading
-import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -51,10 +49,9 @@ class _Packed:
     of each bitset, its number of 32-byte blocks, its segment).
     """
 
-    def __init__(self, size: int, seed: _Packed | None = None) -> None:
-        # the table's previous one (an older view): verified bitsets to copy while it is kept
-        self.seed = None if seed is None else weakref.ref(seed)
-        self.spans: dict[tuple[Any, ...], list[int]] = {}  # (file, span) -> [chunk, word, words]
+    def __init__(self, ids: list[tuple[str, str]], seed: _Packed | None = None) -> None:
+        size = len(ids)
+        self.ids = ids  # each segment's (segment id, merge index name)
         self.group = np.full(size, _UNSEEN, dtype=np.int32)
         self.read = np.zeros(size, dtype=bool)
         self.remembered = np.zeros(size, dtype=bool)  # bitsets handed to the bitset cache
@@ -64,6 +61,32 @@ class _Packed:
         self.chunks: list[tuple[Any, Any, Any, Any]] = []
         self.nbytes = 0
         self.lock = threading.Lock()  # one plan at a time reads into it
+        if seed is not None:
+            with seed.lock:
+                self._adopt(seed)
+
+    def _adopt(self, old: _Packed) -> None:
+        """Take over what ``old`` (a table view before this one: same table and column) read
+        of the segments both views have (same segment id and merge index: the same bitsets,
+        verified then): its chunks' words are shared, not copied, and not read again."""
+        mine = {x: i for i, x in enumerate(self.ids)}
+        moved = np.array([mine.get(x, -1) for x in old.ids], dtype=np.intp)
+        both = np.flatnonzero(moved >= 0)
+        self.descs = list(old.descs)
+        self._desc_ids = dict(old._desc_ids)
+        self.group[moved[both]] = old.group[both]
+        self.read[moved[both]] = old.read[both]
+        self.remembered[moved[both]] = old.remembered[both]
+        self.where = {int(moved[i]): w for i, w in old.where.items() if moved[i] >= 0}
+        for words, start, blocks, owner in old.chunks:
+            to = moved[owner]
+            kept = to >= 0
+            if not kept.any():
+                continue
+            if not kept.all():
+                start, blocks, to = start[kept], blocks[kept], to[kept]
+            self.chunks.append((words, start, blocks, to))
+            self.nbytes += words.nbytes + 24 * len(to)
 
     def classify(self, view: Any, name: str, segs: npt.NDArray[np.intp]) -> None:
         for i in segs[self.group[segs] == _UNSEEN].tolist():
@@ -107,10 +130,8 @@ class _Packed:
         start: list[int] = []
         blocks: list[int] = []
         owner: list[int] = []
-        seed = None if self.seed is None else self.seed()
-        with seed.lock if seed is not None else contextlib.nullcontext():  # (its chunks stay put)
-            self._read_ranged(ranged, words, raw, seed)
-        for i, offsets, lengths, _read, first, pos in ranged:
+        for i, offsets, lengths, read, first, pos in ranged:
+            read.block(offsets, lengths, raw[pos:])
             start.extend((pos + o - first) // 4 for o in offsets)
             blocks.extend(n // BLOCK_BYTES for n in lengths)
             owner.extend([i] * len(lengths))
@@ -137,30 +158,14 @@ class _Packed:
         self.chunks.append((words, np.array(start, dtype=np.int64), np.array(blocks, dtype=np.int64),
                             np.array(owner, dtype=np.intp)))
         self.nbytes += words.nbytes + 24 * len(owner)
-        if len(self.chunks) > 4:  # few chunks: a probe costs a few numpy calls per chunk
-            ws = [c[0] for c in self.chunks]
+        if len(self.chunks) > 4:  # few chunks: a probe costs a few numpy calls per chunk;
+            big = max(range(len(self.chunks)), key=lambda k: len(self.chunks[k][0]))
+            rest = [c for k, c in enumerate(self.chunks) if k != big]  # the largest is not copied
+            ws = [c[0] for c in rest]
             offs = np.cumsum([0, *[len(w) for w in ws[:-1]]])
-            for loc in self.spans.values():
-                loc[0], loc[1] = 0, loc[1] + int(offs[loc[0]])
-            self.chunks = [(np.concatenate(ws),
-                            np.concatenate([c[1] + o for c, o in zip(self.chunks, offs, strict=True)]),
-                            np.concatenate([c[2] for c in self.chunks]),
-                            np.concatenate([c[3] for c in self.chunks]))]
-
-    def _read_ranged(self, ranged: list[tuple[int, list[int], list[int], Any, int, int]],
-                     words: npt.NDArray[np.uint32], raw: memoryview, seed: _Packed | None) -> None:
-        """Each segment's span of bitsets into ``words``: copied from ``seed`` when an older
-        view read the same span of the same file (verified then), else one ranged read."""
-        for _i, offsets, lengths, read, first, pos in ranged:
-            span = (read.path, read.base, tuple(offsets), tuple(lengths)) if hasattr(read, "path") else None
-            old = seed.spans.get(span) if seed is not None and span is not None else None
-            nwords = -(-(bitsets_span(offsets, lengths)[1] - first) // 4)
-            if old is not None and seed is not None and old[2] == nwords:
-                words[pos // 4 : pos // 4 + nwords] = seed.chunks[old[0]][0][old[1] : old[1] + nwords]
-            else:
-                read.block(offsets, lengths, raw[pos:])
-            if span is not None:
-                self.spans[span] = [len(self.chunks), pos // 4, nwords]
+            self.chunks = [self.chunks[big], (
+                np.concatenate(ws), np.concatenate([c[1] + o for c, o in zip(rest, offs, strict=True)]),
+                np.concatenate([c[2] for c in rest]), np.concatenate([c[3] for c in rest]))]
 
     def remember(self, segs: npt.NDArray[np.bool_]) -> None:
         """Hand the bitsets of segments ``segs`` (a mask: those the probe keeps) to their
@@ -225,8 +230,9 @@ class SegmentBlooms:
             return out
         packed = packed_bitsets(view, ref.name)
         fresh = packed is None
-        if fresh:  # a new view (e.g. after a load): what an older one read is copied, not re-read
-            packed = _Packed(view.size, latest_packed(view, ref.name))
+        if fresh:  # a new view (e.g. after a load): what an older one read is taken over
+            packed = _Packed([(e.load_name, e.segment_file or "") for e in view.entries],
+                             latest_packed(view, ref.name))
         with packed.lock:
             out, grown = self._probe(packed, ref, literals, idx, cand, out)
         if fresh or grown:

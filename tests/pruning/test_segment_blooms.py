@@ -28,6 +28,7 @@ from carbonstore.pruning.cache import COUNTERS, clear_cache
 from carbonstore.pruning.plan import prune
 from carbonstore.pruning.plan_types import TablePlan
 from carbonstore.pruning.table_index import refresh_index_snapshot
+from carbonstore.segments.manage import delete_segments
 from carbonstore.store import load_conf
 from carbonstore.store.table import Table
 from tests.indexfiles.segbuild import add_segments
@@ -173,3 +174,10 @@ def test_a_new_view_copies_what_an_older_one_read(tmp_path: Path) -> None:
         for values in ([keys[s][3]], [keys[s][1], f"{s:02x}{777:014x}"]):
             _check(t, values, bitsets)
     assert COUNTERS["bloom_bitsets"] == ROWS // RG  # nothing read twice
+    delete_segments(t, ["1"])  # the next view numbers every later segment one lower
+    bitsets = _oracle_bitsets(t)
+    COUNTERS.clear()
+    for s in range(SEGMENTS):
+        for values in ([keys[s][3]], [keys[s][1], f"{s:02x}{777:014x}"]):
+            _check(t, values, bitsets)
+    assert COUNTERS.get("bloom_bitsets", 0) == 0
