@@ -11,7 +11,8 @@ Layout, format 2 (all integers little-endian)::
 
 Every read verifies before it decodes: loading for min/max pruning reads the first 40 + H
 bytes and checks the header checksum, then the size and the trailer; a bloom bitset is read
-on demand together with its own checksum; reading the whole bloom region (merging) checks
+on demand together with its own checksum (several bitsets of a segment's column in one
+ranged read, each checked from memory); reading the whole bloom region (merging) checks
 the region checksum. Any mismatch, a truncated, empty or foreign file, or a file of the
 other kind (a task index where a merge index is named, or the reverse) is a
 :class:`CorruptIndexError` naming the file: the index is derived data, rebuilt from the
@@ -21,6 +22,7 @@ the same way (they need that rebuild once).
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,6 +46,7 @@ __all__ = [
     "REBUILD_HINT",
     "IndexFileKind",
     "LoadedIndex",
+    "bitsets_span",
     "build_task_index",
     "check_bitset",
     "expected_kind",
@@ -51,6 +54,7 @@ __all__ = [
     "load_indexes",
     "merge_indexes",
     "read_bitset",
+    "read_bitsets",
     "read_index",
     "write_index",
 ]
@@ -294,14 +298,67 @@ def read_index(fs: pafs.FileSystem, path: str, *, with_blooms: bool = False) -> 
         raise CorruptIndexError(f"{path}: cannot read index file: {err}{REBUILD_HINT}") from err
 
 
+def _read_range(fs: pafs.FileSystem, path: str, position: int, out: memoryview) -> int:
+    """Read ``len(out)`` bytes at ``position`` into ``out``; returns how many were there. A
+    local file is read with one ``preadv`` straight into ``out`` (a fifth of the cost of
+    opening it through pyarrow, which matters when a plan reads one range from each of
+    1,600 merge indexes)."""
+    try:
+        if isinstance(fs, pafs.LocalFileSystem):
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            try:
+                return os.preadv(fd, [out], position)
+            finally:
+                os.close(fd)
+        with fs.open_input_file(path) as f:
+            data = f.read_at(len(out), position)
+        out[: len(data)] = data
+        return len(data)
+    except (OSError, ValueError) as err:
+        raise CorruptIndexError(f"{path}: cannot read bloom bitset: {err}{REBUILD_HINT}") from err
+
+
 def read_bitset(fs: pafs.FileSystem, path: str, position: int, length: int) -> bytes:
     """One bloom bitset at ``position`` of the file, verified against its checksum."""
-    try:
-        with fs.open_input_file(path) as f:
-            raw = f.read_at(length + BLOOM_CHECKSUM_SIZE, position)
-    except OSError as err:
-        raise CorruptIndexError(f"{path}: cannot read bloom bitset: {err}{REBUILD_HINT}") from err
-    return check_bitset(raw, length, path)
+    raw = bytearray(length + BLOOM_CHECKSUM_SIZE)
+    got = _read_range(fs, path, position, memoryview(raw))
+    return check_bitset(raw[:got], length, path)
+
+
+def bitsets_span(offsets: Sequence[int], lengths: Sequence[int]) -> tuple[int, int]:
+    """The range ``[first, end)`` of the bloom region that bitsets at ``offsets`` and their
+    checksums cover (one read, see :func:`read_bitsets`)."""
+    first = min(offsets)
+    return first, max(o + n for o, n in zip(offsets, lengths, strict=True)) + BLOOM_CHECKSUM_SIZE
+
+
+def read_bitsets(
+    fs: pafs.FileSystem, path: str, base: int, offsets: Sequence[int], lengths: Sequence[int],
+    into: memoryview | None = None,
+) -> tuple[memoryview, int]:
+    """Several bloom bitsets of one file in ONE read, each verified against its checksum.
+
+    ``offsets`` / ``lengths`` are relative to ``base`` (the bloom region). The bloom region
+    holds a column's bitsets of all row groups one after the other (packing.py), so the
+    bitsets of a segment's column are one contiguous range. Reads :func:`bitsets_span`
+    (into ``into`` when given: at least that many bytes) and returns the bytes and the
+    span's first offset; a bitset ``o, n`` is ``data[o - first : o - first + n]``.
+
+    Raises:
+        CorruptIndexError: a short read, a bitset that fails its checksum (naming the file).
+    """
+    if not len(offsets):
+        return memoryview(b""), 0
+    first, end = bitsets_span(offsets, lengths)
+    data = memoryview(bytearray(end - first)) if into is None else into[: end - first]
+    got = _read_range(fs, path, base + first, data)
+    for o, n in zip(offsets, lengths, strict=True):
+        a = o - first
+        if n <= 0 or a < 0 or a + n + BLOOM_CHECKSUM_SIZE > got:
+            raise CorruptIndexError(f"{path}: bloom bitset truncated{REBUILD_HINT}")
+        if _BLOOM_SUM.unpack_from(data, a + n)[0] != xxhash.xxh64_intdigest(data[a : a + n]):
+            raise CorruptIndexError(f"{path}: bloom bitset fails its checksum (damaged file){REBUILD_HINT}")
+    return data, first
 
 
 def _bloom_reader(fs: pafs.FileSystem, path: str, base: int) -> object:

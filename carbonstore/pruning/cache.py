@@ -6,11 +6,14 @@ decoded index snapshots, table_index.py, count in the same budget), keyed by (ta
 segment id, merge file name), and the last table views planned with. The readable set
 always comes from a fresh tablestatus snapshot, so a new load, a compaction or a delete is
 seen at once; a rewritten segment has a new merge file name and so a new key. Bloom bitsets
-read for = / IN probes are kept in their own LRU within a quarter of the budget.
+read for = / IN probes are kept in their own LRU within a quarter of the budget, and so are
+the packed tables of a column's bitsets over a view's segments (the segment-level probe).
 
 I/O is counted in :data:`COUNTERS` so tests and benchmarks can assert how many files a
 plan opened and how much it decoded: ``merge_index_reads``, ``snapshot_reads``,
-``snapshot_errors``, ``snapshot_writes``, ``bloom_reads``, ``header_decodes`` (snapshot
+``snapshot_errors``, ``snapshot_writes``, ``bloom_reads`` (reads of bloom bitsets: one per
+bitset, or one per segment's contiguous bitsets of a column), ``bloom_bitsets`` (bitsets
+read and verified), ``header_decodes`` (snapshot
 segments whose row-group and page arrays were handed to the planner) and
 ``snapshot_array_decodes`` (table-level snapshot arrays decoded: a constant number per
 filter, whatever the number of segments).
@@ -18,13 +21,16 @@ filter, whatever the number of segments).
 
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 from collections import Counter, OrderedDict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from carbonstore.indexfiles.indexfile import read_bitset
+from carbonstore.indexfiles.indexfile import read_bitset, read_bitsets
 from carbonstore.indexfiles.snapshot import Snapshot
 from carbonstore.store.tablestatus import forget_decoded
 
@@ -32,32 +38,43 @@ if TYPE_CHECKING:
     from carbonstore.pruning.segment_index import SegmentIndex
     from carbonstore.pruning.table_index import TableIndex
 
-__all__ = ["COUNTERS", "DriverIndexCache", "bloom_source", "clear_cache", "driver_cache"]
+__all__ = ["COUNTERS", "BitsetReader", "DriverIndexCache", "bloom_source", "clear_cache", "driver_cache",
+           "keep_packed", "latest_packed", "packed_bitsets"]
 
 #: I/O counters of this process (see the module docstring).
 COUNTERS: Counter[str] = Counter()
 
 
 class _BloomCache:
-    """Bitsets read for = / IN probes, LRU within a quarter of the index cache budget."""
+    """Bitsets read for = / IN probes (and packed bitset tables, see :func:`keep_packed`),
+    LRU within a quarter of the index cache budget."""
 
     def __init__(self) -> None:
-        self.items: OrderedDict[tuple[str, int, int], bytes] = OrderedDict()
+        self.items: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()
         self.used = 0
 
-    def get(self, key: tuple[str, int, int]) -> bytes | None:
-        data = self.items.get(key)
-        if data is not None:
-            self.items.move_to_end(key)
-        return data
+    def get(self, key: tuple[Any, ...]) -> Any:
+        got = self.items.get(key)
+        if got is None:
+            return None
+        self.items.move_to_end(key)
+        return got[0]
 
-    def put(self, key: tuple[str, int, int], data: bytes, budget: int) -> None:
-        if key not in self.items:
-            self.items[key] = data
-            self.used += len(data)
+    def put(self, key: tuple[Any, ...], data: Any, budget: int, size: int | None = None) -> None:
+        size = len(data) if size is None else size
+        old = self.items.pop(key, None)
+        if old is not None:
+            self.used -= old[1]
+        self.items[key] = (data, size)
+        self.used += size
         while self.used > budget and len(self.items) > 1:
-            _, old = self.items.popitem(last=False)
-            self.used -= len(old)
+            _, (_, dropped) = self.items.popitem(last=False)
+            self.used -= dropped
+
+    def drop(self, key: tuple[Any, ...]) -> None:
+        old = self.items.pop(key, None)
+        if old is not None:
+            self.used -= old[1]
 
     def clear(self) -> None:
         self.items.clear()
@@ -67,21 +84,104 @@ class _BloomCache:
 _BLOOMS = _BloomCache()
 
 
-def bloom_source(fs: pafs.FileSystem, path: str, base: int) -> Any:
-    def read(off: int, ln: int) -> bytes:
-        key = (path, base + off, ln)
+class BitsetReader:
+    """Reads the bloom bitsets of one index file's bloom region (at ``base``), verified.
+
+    Called as ``reader(offset, length)`` (an ``arrays.BloomSource``): one bitset, through
+    the bitset cache. :meth:`block` reads several contiguous bitsets in one read.
+    """
+
+    __slots__ = ("base", "fs", "path")
+
+    def __init__(self, fs: pafs.FileSystem, path: str, base: int) -> None:
+        self.fs, self.path, self.base = fs, path, base
+
+    def __call__(self, off: int, ln: int) -> bytes:
+        key = (self.path, self.base + off, ln)
         cached = _BLOOMS.get(key)
         if cached is not None:
-            return cached
-        data = _read_bloom(off, ln)
+            return cached  # type: ignore[no-any-return]
+        COUNTERS["bloom_reads"] += 1
+        COUNTERS["bloom_bitsets"] += 1
+        data = read_bitset(self.fs, self.path, self.base + off, ln)  # verified against its checksum
         _BLOOMS.put(key, data, _CACHE.capacity // 4)
         return data
 
-    def _read_bloom(off: int, ln: int) -> bytes:
-        COUNTERS["bloom_reads"] += 1
-        return read_bitset(fs, path, base + off, ln)  # verified against its checksum
+    def remember(self, off: int, ln: int, data: Any) -> None:
+        """Keep the bitset at ``off`` (``data``: its bytes, read and verified by
+        :meth:`block`) for later calls."""
+        key = (self.path, self.base + off, ln)
+        if _BLOOMS.get(key) is None:
+            _BLOOMS.put(key, bytes(data), _CACHE.capacity // 4)
 
-    return read
+    def block(self, offsets: Sequence[int], lengths: Sequence[int],
+              into: memoryview | None = None) -> tuple[memoryview, int]:
+        """The bitsets at ``offsets`` (one contiguous range of the region) in one read (into
+        ``into`` when given), each verified against its checksum: the bytes from the first
+        offset, and that offset (indexfile.read_bitsets)."""
+        COUNTERS["bloom_reads"] += 1
+        COUNTERS["bloom_bitsets"] += len(offsets)
+        return read_bitsets(self.fs, self.path, self.base, offsets, lengths, into)
+
+
+def bloom_source(fs: pafs.FileSystem, path: str, base: int) -> BitsetReader:
+    """The bitset reader of the bloom region at ``base`` of index file ``path``."""
+    return BitsetReader(fs, path, base)
+
+
+# Packed bitset tables (pruning/segment_blooms.py) of a table view and column, counted in
+# the bitset budget. Keyed by a number given once to each view object (never reused); a
+# view's tables are dropped when the view is.
+_VIEW_TOKENS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_NEXT_TOKEN = itertools.count()
+
+
+def _token(view: Any) -> int:
+    with _CACHE.lock:
+        got = _VIEW_TOKENS.get(view)
+        if got is None:
+            got = _VIEW_TOKENS[view] = next(_NEXT_TOKEN)
+            weakref.finalize(view, _forget_view, got)  # its tables go with it
+        return got
+
+
+def _forget_view(token: int) -> None:
+    with _CACHE.lock:
+        for key in [k for k in _BLOOMS.items if k[0] == "packed" and k[1] == token]:
+            _BLOOMS.drop(key)
+
+
+def packed_bitsets(view: Any, name: str) -> Any:
+    """The packed bitset table kept for ``view`` and column ``name`` (see :func:`keep_packed`)."""
+    with _CACHE.lock:
+        return _BLOOMS.get(("packed", _token(view), name))
+
+
+# (table folder, column) -> token of the view whose packed table was kept last.
+_LATEST: dict[tuple[str, str], int] = {}
+
+
+def latest_packed(view: Any, name: str) -> Any:
+    """The packed table of column ``name`` kept last for another view of ``view``'s table
+    (still in the budget), or None: a new view copies the bitsets it read."""
+    with _CACHE.lock:
+        token = _LATEST.get((getattr(view, "root", ""), name))
+        return None if token is None else _BLOOMS.get(("packed", token, name))
+
+
+def keep_packed(view: Any, name: str, packed: Any, nbytes: int) -> bool:
+    """Keep (or re-count, after it grew) the packed bitset table of ``view`` and column
+    ``name``: ``nbytes`` count in the bitset budget. One larger than the whole budget is
+    not kept (False): it serves the plan that built it only."""
+    budget = _CACHE.capacity // 4
+    key = ("packed", _token(view), name)
+    with _CACHE.lock:
+        if nbytes > budget:
+            _BLOOMS.drop(key)
+            return False
+        _BLOOMS.put(key, packed, budget, nbytes)
+        _LATEST[(getattr(view, "root", ""), name)] = key[1]
+        return True
 
 
 # ---- the LRU ----------------------------------------------------------------------------------
@@ -187,6 +287,7 @@ class DriverIndexCache:
             self._snapshots.clear()
             self.used = 0
         _BLOOMS.clear()
+        _LATEST.clear()
         forget_decoded()
 
 

@@ -41,16 +41,12 @@ from carbonstore.expressions.expr import (
     AlwaysTrue,
     And,
     BoundRef,
-    Eq,
     Expr,
-    In,
     Or,
     nodes,
     references,
 )
 from carbonstore.expressions.parser import parse_where
-from carbonstore.indexfiles import bloom as bloom_mod
-from carbonstore.indexfiles.bloom_probe import might_contain_any
 from carbonstore.pruning import planner as planner_mod
 from carbonstore.pruning.dictionary_rewrite import dictionary_safe
 from carbonstore.pruning.partition_prune import partition_masks
@@ -63,6 +59,7 @@ from carbonstore.pruning.plan_types import (
     RowGroupPlan,
     TablePlan,
 )
+from carbonstore.pruning.segment_blooms import SegmentBlooms
 from carbonstore.pruning.table_index import readable_segments, table_index
 from carbonstore.store.partitioning import REMOVED_KEY, live_deleted_rows, removed_rows
 from carbonstore.store.paths import check_segment_id
@@ -142,7 +139,7 @@ def prune(
     expr = dictionary_safe(expr, table, bounds=view.bounds)  # after the tablestatus read
     n = view.size
     if n:
-        s0, s1, s2 = planner_mod.level_masks(expr, n, view.segment_stats, bloom=_SegmentBlooms(view))
+        s0, s1, s2 = planner_mod.level_masks(expr, n, view.segment_stats, bloom=SegmentBlooms(view))
     else:
         s0 = s1 = s2 = np.zeros(0, dtype=bool)
     surv = np.flatnonzero(s2)
@@ -172,75 +169,6 @@ def _with_deltas(files: tuple[FilePlan, ...], entries: Sequence[Any]) -> tuple[F
                 deleted_rows=d.deleted_rows))
         files = tuple(out)
     return files
-
-
-class _SegmentBlooms:
-    """Bloom probe over segments: drop one when every row group's bitset excludes the value.
-
-    Uses the bloom directory (table_index.TableIndex.bloom_dir), so a segment known only from the
-    index snapshot is probed without decoding its index header.
-    """
-
-    def __init__(self, view: Any) -> None:
-        self.view = view
-        self.hashes: dict[tuple[Any, ...], Any] = {}
-
-    def _hashes(self, d: dict[str, Any], ref: BoundRef, literals: tuple[Any, ...]) -> Any:
-        from types import SimpleNamespace
-
-        key = (ref.name, literals, d["kind"], d["physical_type"], d["type_length"], d["logical_type"],
-               d["unit"], d["scale"], d["nested"])
-        if key not in self.hashes:
-            desc = SimpleNamespace(**{k: d[k] for k in ("column_id", "physical_type", "type_length",
-                                                        "logical_type", "unit", "scale", "nested")})
-            col = SimpleNamespace(kind=d["kind"], desc=desc)
-            hashes = None
-            if planner_mod.value_kind(col, ref) is not None:  # type: ignore[arg-type]
-                encoded: list[bytes] = []
-                for v in literals:
-                    enc = planner_mod.bloom_encodings(v, col, ref)  # type: ignore[arg-type]
-                    if enc is None:
-                        encoded = []
-                        break
-                    encoded.extend(enc)
-                else:
-                    hashes = np.array([bloom_mod.hash_plain(e) for e in encoded], dtype=np.uint64)
-            self.hashes[key] = hashes
-        return self.hashes[key]
-
-    def __call__(self, expr: Expr, idx: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
-        out = np.ones(len(idx), dtype=bool)
-        if not isinstance(expr, (Eq, In)) or not isinstance(expr.term, BoundRef):
-            return out
-        ref = expr.term
-        literals = (expr.literal,) if isinstance(expr, Eq) else tuple(expr.literals)
-        probes: dict[int, tuple[Any, list[int], list[Any]]] = {}
-        has = self.view.bloom_segments(ref.name)  # segments without a bitset are kept as they are
-        for k, i in zip(np.flatnonzero(has[idx]).tolist(), idx[has[idx]].tolist(), strict=True):
-            found = self.view.bloom_dir(i, ref.name)
-            if found is None:
-                continue
-            d, read = found
-            if (d.get("column_id") or ref.name) not in (ref.column.column_id, ref.name):
-                continue  # another column of that name (dropped, or renamed away)
-            offsets, lengths = d["offset"], d["length"]
-            if not offsets or min(offsets) < 0:
-                continue  # a row group without a bloom may hold anything
-            hashes = self._hashes(d, ref, literals)
-            if hashes is None:
-                continue
-            if not len(hashes):
-                out[k] = False
-                continue
-            group = probes.setdefault(id(hashes), (hashes, [], []))  # probed all at once below
-            for off, ln in zip(offsets, lengths, strict=True):
-                group[1].append(k)
-                group[2].append(read(int(off), int(ln)))
-        for hashes, owners, bitsets in probes.values():
-            kept = np.asarray(owners, dtype=np.intp)
-            out[kept] = False
-            out[kept[might_contain_any(bitsets, hashes)]] = True
-        return out
 
 
 def _units(view: Any, surv: npt.NDArray[np.intp]) -> tuple[list[Any], list[npt.NDArray[np.intp]]]:

@@ -31,6 +31,7 @@ from carbonstore.expressions.expr import (
 )
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles.arrays import ColumnArrays, IndexArrays
+from carbonstore.indexfiles.bloom_probe import might_contain_any
 from carbonstore.indexfiles.coltypes import physical_name
 from carbonstore.pruning.evaluator import (
     LEVEL_BLOOM,
@@ -245,6 +246,7 @@ class RowGroupUnits:
             if col is None or value_kind(col, ref) is None or not bool((col.bloom_offset >= 0).any()):
                 hashes_by_part[pi] = None
         probed = np.flatnonzero(~np.isin(idx_part, np.array(list(hashes_by_part), dtype=idx_part.dtype)))
+        batches: dict[int, tuple[npt.NDArray[np.uint64], list[int], list[bytes]]] = {}
         for k, g in zip(probed.tolist(), idx[probed].tolist(), strict=True):
             pi = int(self.part[g])
             p = self.parts[pi]
@@ -271,7 +273,11 @@ class RowGroupUnits:
             bitset = p.bloom_bitset(int(self.local[g]), col.name) if col is not None else None
             if bitset is None:
                 continue
-            out[k] = bool(len(hashes)) and bool(bloom_mod.might_contain_many(bitset, hashes).any())
+            batch = batches.setdefault(id(hashes), (hashes, [], []))  # probed all at once below
+            batch[1].append(k)
+            batch[2].append(bitset)
+        for hashes, ks, bitsets in batches.values():
+            out[np.asarray(ks, dtype=np.intp)] = might_contain_any(bitsets, hashes)
         return out
 
 

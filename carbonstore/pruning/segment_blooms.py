@@ -1,0 +1,274 @@
+"""The segment-level bloom probe: drop a segment when every row group's bitset excludes the value.
+
+A ``k = key`` plan over 1,600 segments probes a bitset of every candidate segment. Probing
+them one by one (a directory lookup, a cache lookup, a checksum and a numpy call each) cost
+more than the rest of the plan; here a column's bitsets over the view's segments are read
+once per segment - one ranged read of the segment's contiguous bitsets of the column, each
+bitset verified against its checksum from memory (indexfiles.indexfile.read_bitsets) - and
+laid out in one array of 32-bit words (a "packed table", kept in the bitset budget of the
+driver cache, pruning/cache.py). A probe is then a few numpy operations over all of them
+(indexfiles.bloom_probe.might_contain_packed), whatever the number of segments.
+
+Only candidate segments are read (those min/max kept), the first time a plan needs them;
+segments whose directory entry names another column (dropped or renamed away) or whose
+literal cannot be hashed are kept unread, as before. Uses the bloom directory
+(table_index.TableIndex.bloom_dir), so a segment known only from the index snapshot is
+probed without decoding its index header.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from carbonstore.errors import CorruptIndexError
+from carbonstore.expressions.expr import BoundRef, Eq, Expr, In
+from carbonstore.indexfiles import bloom as bloom_mod
+from carbonstore.indexfiles.bloom import BLOCK_BYTES
+from carbonstore.indexfiles.bloom_probe import might_contain_packed
+from carbonstore.indexfiles.indexfile import bitsets_span
+from carbonstore.pruning import planner as planner_mod
+from carbonstore.pruning.cache import keep_packed, latest_packed, packed_bitsets
+
+__all__ = ["SegmentBlooms"]
+
+_UNSEEN = -2  # segment not looked at yet
+_KEEP = -1  # no usable bitsets of the column: kept as it is
+_DESC = ("column_id", "kind", "physical_type", "type_length", "logical_type", "unit", "scale", "nested")
+
+
+class _Packed:
+    """A column's bitsets of the segments of one view read so far.
+
+    ``group[i]``: segment ``i``'s directory group (same column id and encoding), or
+    _UNSEEN / _KEEP; ``read[i]``: its bitsets are in a chunk. A chunk is (words, start word
+    of each bitset, its number of 32-byte blocks, its segment).
+    """
+
+    def __init__(self, ids: list[tuple[str, str]], seed: _Packed | None = None) -> None:
+        size = len(ids)
+        self.ids = ids  # each segment's (segment id, merge index name)
+        self.group = np.full(size, _UNSEEN, dtype=np.int32)
+        self.read = np.zeros(size, dtype=bool)
+        self.remembered = np.zeros(size, dtype=bool)  # bitsets handed to the bitset cache
+        self.descs: list[dict[str, Any]] = []
+        self._desc_ids: dict[tuple[Any, ...], int] = {}
+        self.where: dict[int, tuple[list[int], list[int], Any]] = {}  # each segment's bitsets
+        self.chunks: list[tuple[Any, Any, Any, Any]] = []
+        self.nbytes = 0
+        self.lock = threading.Lock()  # one plan at a time reads into it
+        if seed is not None:
+            with seed.lock:
+                self._adopt(seed)
+
+    def _adopt(self, old: _Packed) -> None:
+        """Take over what ``old`` (a table view before this one: same table and column) read
+        of the segments both views have (same segment id and merge index: the same bitsets,
+        verified then): its chunks' words are shared, not copied, and not read again."""
+        mine = {x: i for i, x in enumerate(self.ids)}
+        moved = np.array([mine.get(x, -1) for x in old.ids], dtype=np.intp)
+        both = np.flatnonzero(moved >= 0)
+        self.descs = list(old.descs)
+        self._desc_ids = dict(old._desc_ids)
+        self.group[moved[both]] = old.group[both]
+        self.read[moved[both]] = old.read[both]
+        self.remembered[moved[both]] = old.remembered[both]
+        self.where = {int(moved[i]): w for i, w in old.where.items() if moved[i] >= 0}
+        for words, start, blocks, owner in old.chunks:
+            to = moved[owner]
+            kept = to >= 0
+            if not kept.any():
+                continue
+            if not kept.all():
+                start, blocks, to = start[kept], blocks[kept], to[kept]
+            self.chunks.append((words, start, blocks, to))
+            self.nbytes += words.nbytes + 24 * len(to)
+
+    def classify(self, view: Any, name: str, segs: npt.NDArray[np.intp]) -> None:
+        for i in segs[self.group[segs] == _UNSEEN].tolist():
+            found = view.bloom_dir(i, name)
+            if found is None:
+                self.group[i] = _KEEP
+                continue
+            d, read = found
+            offsets, lengths = d["offset"], d["length"]
+            if not offsets or min(offsets) < 0:
+                self.group[i] = _KEEP  # a row group without a bloom may hold anything
+                continue
+            key = tuple(repr(d.get(k)) for k in _DESC)
+            g = self._desc_ids.get(key)
+            if g is None:
+                g = self._desc_ids[key] = len(self.descs)
+                self.descs.append({k: d.get(k) for k in _DESC})
+            self.group[i] = g
+            self.where[i] = (offsets, lengths, read)
+
+    def load(self, segs: list[int]) -> None:
+        """Read the bitsets of ``segs`` (classified, unread) into one new chunk: each
+        segment's in one ranged read straight into the chunk's words where its reader can
+        (indexfile.read_bitsets), else bitset by bitset."""
+        ranged: list[tuple[int, list[int], list[int], Any, int, int]] = []
+        single: list[int] = []
+        size = 0
+        for i in segs:
+            offsets, lengths, read = self.where[i]
+            for n in lengths:
+                if n < BLOCK_BYTES or n % BLOCK_BYTES:
+                    raise CorruptIndexError(f"bloom bitset of {n} bytes is not a whole number of 32-byte blocks")
+            if getattr(read, "block", None) is None:
+                single.append(i)
+                continue
+            first, end = bitsets_span(offsets, lengths)
+            ranged.append((i, offsets, lengths, read, first, size))
+            size += -(-(end - first) // 4) * 4
+        words = np.empty(size // 4, dtype="<u4")
+        raw = memoryview(words).cast("B")
+        start: list[int] = []
+        blocks: list[int] = []
+        owner: list[int] = []
+        for i, offsets, lengths, read, first, pos in ranged:
+            read.block(offsets, lengths, raw[pos:])
+            start.extend((pos + o - first) // 4 for o in offsets)
+            blocks.extend(n // BLOCK_BYTES for n in lengths)
+            owner.extend([i] * len(lengths))
+            self.read[i] = True
+        extra: list[Any] = []
+        pos = len(words)
+        for i in single:
+            offsets, lengths, read = self.where[i]
+            got = [read(int(o), int(n)) for o, n in zip(offsets, lengths, strict=True)]
+            if any(b is None for b in got):  # no bitset after all: the segment may hold anything
+                self.group[i] = _KEEP
+                continue
+            for b in got:
+                extra.append(np.frombuffer(b, dtype="<u4"))
+                start.append(pos)
+                pos += len(b) // 4
+            blocks.extend(n // BLOCK_BYTES for n in lengths)
+            owner.extend([i] * len(lengths))
+            self.read[i] = True
+        if not owner:
+            return
+        if extra:
+            words = np.concatenate([words, *extra])
+        self.chunks.append((words, np.array(start, dtype=np.int64), np.array(blocks, dtype=np.int64),
+                            np.array(owner, dtype=np.intp)))
+        self.nbytes += words.nbytes + 24 * len(owner)
+        if len(self.chunks) > 4:  # few chunks: a probe costs a few numpy calls per chunk;
+            big = max(range(len(self.chunks)), key=lambda k: len(self.chunks[k][0]))
+            rest = [c for k, c in enumerate(self.chunks) if k != big]  # the largest is not copied
+            ws = [c[0] for c in rest]
+            offs = np.cumsum([0, *[len(w) for w in ws[:-1]]])
+            self.chunks = [self.chunks[big], (
+                np.concatenate(ws), np.concatenate([c[1] + o for c, o in zip(rest, offs, strict=True)]),
+                np.concatenate([c[2] for c in rest]), np.concatenate([c[3] for c in rest]))]
+
+    def remember(self, segs: npt.NDArray[np.bool_]) -> None:
+        """Hand the bitsets of segments ``segs`` (a mask: those the probe keeps) to their
+        readers' bitset cache, so the row-group probe that follows does not read them again
+        (a few: beyond 256 bitsets, that probe reads them itself, once)."""
+        segs = segs & ~self.remembered  # once per segment (the cache may drop them: then that
+        if not segs.any() or sum(int(segs[c[3]].sum()) for c in self.chunks) > 256:  # probe reads)
+            return
+        self.remembered |= segs
+        for words, start, blocks, owner in self.chunks:
+            b = np.flatnonzero(segs[owner])
+            if not len(b):
+                continue
+            seen: dict[int, int] = {}
+            for j, i in zip(b.tolist(), owner[b].tolist(), strict=True):
+                offsets, lengths, read = self.where[i]
+                remember = getattr(read, "remember", None)
+                if remember is None:
+                    continue
+                k = seen[i] = seen.get(i, -1) + 1  # the segment's k-th bitset
+                a = int(start[j])
+                remember(int(offsets[k]), int(lengths[k]), memoryview(words[a : a + int(blocks[j]) * 8]))
+
+
+class SegmentBlooms:
+    """Bloom probe over the segments of a table view (the ``bloom`` of a StatsEvaluator)."""
+
+    def __init__(self, view: Any) -> None:
+        self.view = view
+        self.hashes: dict[tuple[Any, ...], Any] = {}
+
+    def _hashes(self, d: dict[str, Any], ref: BoundRef, literals: tuple[Any, ...]) -> Any:
+        key = (ref.name, literals, *(repr(d[k]) for k in _DESC[1:]))
+        if key not in self.hashes:
+            desc = SimpleNamespace(**{k: d[k] for k in ("column_id", "physical_type", "type_length",
+                                                        "logical_type", "unit", "scale", "nested")})
+            col = SimpleNamespace(kind=d["kind"], desc=desc)
+            hashes = None
+            if planner_mod.value_kind(col, ref) is not None:  # type: ignore[arg-type]
+                encoded: list[bytes] = []
+                for v in literals:
+                    enc = planner_mod.bloom_encodings(v, col, ref)  # type: ignore[arg-type]
+                    if enc is None:
+                        encoded = []
+                        break
+                    encoded.extend(enc)
+                else:
+                    hashes = np.array([bloom_mod.hash_plain(e) for e in encoded], dtype=np.uint64)
+            self.hashes[key] = hashes
+        return self.hashes[key]
+
+    def __call__(self, expr: Expr, idx: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+        out = np.ones(len(idx), dtype=bool)
+        if not isinstance(expr, (Eq, In)) or not isinstance(expr.term, BoundRef) or not len(idx):
+            return out
+        ref = expr.term
+        literals = (expr.literal,) if isinstance(expr, Eq) else tuple(expr.literals)
+        view = self.view
+        has = view.bloom_segments(ref.name)  # segments without a bitset are kept as they are
+        cand = idx[has[idx]]
+        if not len(cand):
+            return out
+        packed = packed_bitsets(view, ref.name)
+        fresh = packed is None
+        if fresh:  # a new view (e.g. after a load): what an older one read is taken over
+            packed = _Packed([(e.load_name, e.segment_file or "") for e in view.entries],
+                             latest_packed(view, ref.name))
+        with packed.lock:
+            out, grown = self._probe(packed, ref, literals, idx, cand, out)
+        if fresh or grown:
+            keep_packed(view, ref.name, packed, packed.nbytes)
+        return out
+
+    def _probe(self, packed: _Packed, ref: BoundRef, literals: tuple[Any, ...], idx: npt.NDArray[np.intp],
+               cand: npt.NDArray[np.intp], out: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], bool]:
+        view = self.view
+        packed.classify(view, ref.name, cand)
+        group = packed.group[idx]
+        grown = False
+        for g, d in enumerate(packed.descs):
+            mine = group == g
+            if not mine.any():
+                continue
+            if (d.get("column_id") or ref.name) not in (ref.column.column_id, ref.name):
+                continue  # another column of that name (dropped, or renamed away)
+            hashes = self._hashes(d, ref, literals)
+            if hashes is None:
+                continue
+            if not len(hashes):
+                out[mine] = False
+                continue
+            segs = idx[mine]
+            unread = segs[~packed.read[segs]]
+            if len(unread):
+                packed.load(unread.tolist())
+                grown = True
+            wanted = np.zeros(view.size, dtype=bool)
+            wanted[segs] = True
+            hit = np.zeros(view.size, dtype=bool)
+            for words, start, blocks, owner in packed.chunks:
+                b = np.flatnonzero(wanted[owner])
+                if len(b):
+                    hit[owner[b[might_contain_packed(words, start[b], blocks[b], hashes)]]] = True
+            out[mine] = hit[segs] | (packed.group[segs] == _KEEP)  # (a bitset that was None)
+            packed.remember(hit)
+        return out, grown
