@@ -180,12 +180,28 @@ def _conform(table: Table, data: pa.Table, what: str) -> pa.Table:
         want = arrow_type(c.type)
         if col.type != want:
             try:
-                col = col.cast(want, safe=True)
+                col = _store_assignment(col, want).cast(want, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
                 raise UserError(f"{what}: column {c.name} ({c.type}) cannot hold the new "
                                 f"values: {err}") from err
         arrays.append(col)
     return pa.table(arrays, names=list(table.schema.column_names))
+
+
+def _store_assignment(col: Any, want: pa.DataType) -> Any:
+    """``col`` rounded as Spark's ANSI store assignment rounds before the cast to ``want``:
+    toward zero into an integer column (3.5 -> 3), half away from zero into a decimal of
+    smaller scale (1.225 -> 1.23). What is still out of range (NaN, Infinity, overflow)
+    then fails the safe cast, as it fails in Spark."""
+    import pyarrow.compute as pc
+
+    fractional = pa.types.is_floating(col.type) or pa.types.is_decimal(col.type)
+    if pa.types.is_integer(want) and fractional:
+        return pc.round(col, 0, round_mode="towards_zero")
+    if pa.types.is_decimal(want) and (pa.types.is_floating(col.type) or (
+            pa.types.is_decimal(col.type) and col.type.scale > want.scale)):
+        return pc.round(col, want.scale, round_mode="half_towards_infinity")
+    return col
 
 
 def evaluate_assignments(

@@ -97,6 +97,23 @@ def test_update_writes_sparks_values(spark: Any, store: Any) -> None:
                                        (4, 7, "tt"), (5, 6, "uu")]
     from carbonstore.errors import UserError
 
+    # ANSI store assignment: toward zero into an integer column, half up into a decimal
+    t.update({"n": "d * 2"}, where="id IN (0, 1, 2)")  # 3.8 -> 3, -3.8 -> -3, 5.0 -> 5
+    assert sorted(tuple(r) for r in spark.read.format("carbonstore").option(  # type: ignore[attr-defined]
+        "store", store.location).load("db.u").where("id < 3").select("id", "n").collect()) == [
+        (0, 3), (1, -3), (2, 5)]
+    dec = store.create_table("db.dec", "id long not null, p decimal(10,2)")
+    add_segments(dec, [pa.table({"id": pa.array([0, 1, 2], pa.int64()),
+                                 "p": pa.array([Decimal("1.25"), Decimal("-1.25"), Decimal("2.10")],
+                                               pa.decimal128(10, 2))})])
+    dec.update({"p": "p * 0.5"}, where="true")  # 0.625 -> 0.63, -0.625 -> -0.63, 1.05
+    assert tuple(spark.sql(  # type: ignore[attr-defined]
+        "SELECT cast(1.25 * 0.5 AS decimal(10,2)), cast(-1.25 * 0.5 AS decimal(10,2)), "
+        "cast(3.8 AS int), cast(-3.8 AS int)").collect()[0]) == (
+        Decimal("0.63"), Decimal("-0.63"), 3, -3)  # Spark's own rounding of the same values
+    got_p = sorted(tuple(r) for r in spark.read.format("carbonstore").option(  # type: ignore[attr-defined]
+        "store", store.location).load("db.dec").collect())
+    assert got_p == [(0, Decimal("0.63")), (1, Decimal("-0.63")), (2, Decimal("1.05"))]
     before = t.status.read().version
     with pytest.raises(UserError):
         t.update({"n": "n / 0"}, where="id = 1")  # Spark: DIVIDE_BY_ZERO; nothing changes
