@@ -130,6 +130,9 @@ class _DropPy4J(logging.Filter):
 def _route_logging() -> None:
     """Give the root logger a handler (as ``logging.lastResort`` would print: the message
     alone, WARNING and above, on stderr) that drops py4j's records."""
+    # sqlglot warns "contains unsupported syntax" for statements it falls back on; the
+    # statement is then refused (or run) with its own one-line message
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
     root = logging.getLogger()
     if root.handlers:  # configured by the embedding program: leave it alone
         return
@@ -175,6 +178,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _interrupted()
         return 130
+    except Exception as err:
+        spark = _spark_error(err)
+        if spark is None:
+            raise
+        user, message = spark
+        _report(f"carbonstore: error: {message}" if user else f"carbonstore: SparkError: {message}")
+        return 2 if user else 1
+
+
+def _spark_error(err: BaseException) -> tuple[bool, str] | None:
+    """(a user error?, its first line) of an error Spark raised while it ran a statement
+    (ANSI casts, division by zero, overflow: SQLSTATE class 22, or an analysis error: 42),
+    or None for an error that is not Spark's."""
+    module = type(err).__module__
+    if not module.startswith(("pyspark.", "py4j.")):
+        return None
+    text = ""
+    state = ""
+    get_message = getattr(err, "getMessage", None)
+    get_state = getattr(err, "getSqlState", None)
+    try:
+        text = str(get_message() if callable(get_message) else err)
+        state = str(get_state() or "") if callable(get_state) else ""
+    except Exception:  # noqa: BLE001 - the gateway may be gone; fall back on str()
+        text = str(err)
+    if not state:
+        found = re.search(r"SQLSTATE: (\w{5})", text)
+        state = found.group(1) if found else ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    first = next((ln for ln in lines if "SQLSTATE" in ln), lines[0] if lines else type(err).__name__)
+    first = re.sub(r"^.*?(?=\[[A-Z_.]+\])", "", first) if "[" in first else first
+    return state[:2] in ("22", "42"), first[:500]
 
 
 def _interrupted() -> None:

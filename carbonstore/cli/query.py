@@ -252,6 +252,30 @@ def match_verb(statement: str) -> tuple[str, dict[str, str | None]] | None:
     return None
 
 
+_CLEAN_OPTIONS = ("force", "dryrun", "dry_run", "stale_inprogress")
+
+
+def _clean_options(text: str | None) -> dict[str, bool]:
+    """CLEAN FILES' OPTIONS('force'='true', ...): every pair quoted, known keys, true/false
+    values; anything else is refused rather than ignored (a dropped 'dryrun' removes files)."""
+    if text is None:
+        return {}
+    pairs = _PAIR.findall(text)
+    rest = _PAIR.sub("", text).replace(",", "").strip()
+    if rest or (text.strip() and not pairs):
+        raise UserError(f"CLEAN FILES: cannot read OPTIONS({text.strip()}); write "
+                        f"OPTIONS('key'='value', ...) with keys {', '.join(_CLEAN_OPTIONS)}")
+    out: dict[str, bool] = {}
+    for key, value in pairs:
+        k, v = key.strip().lower(), value.strip().lower()
+        if k not in _CLEAN_OPTIONS:
+            raise UserError(f"CLEAN FILES: unknown option '{key}'; use {', '.join(_CLEAN_OPTIONS)}")
+        if v not in ("true", "false"):
+            raise UserError(f"CLEAN FILES: option '{k}' takes 'true' or 'false', got '{value}'")
+        out[k] = v == "true"
+    return out
+
+
 def _ids(text: str | None) -> list[str]:
     ids = [x.strip().strip("'\"") for x in (text or "").split(",") if x.strip()]
     if not ids:
@@ -266,8 +290,8 @@ def run_verb(store: Store, verb: str, parts: dict[str, str | None]) -> tuple[lis
     name = str(parts["name"])
     if verb == "show_segments":
         entries = list(store.table(name).status.read().entries)
-        if parts.get("limit"):
-            entries = entries[-int(str(parts["limit"])):]
+        if parts.get("limit") is not None:  # the newest n; LIMIT 0 shows none
+            entries = entries[len(entries) - min(int(str(parts["limit"])), len(entries)):]
         cols = ["id", "status", "loadStartTime", "timeTakenMs", "rows", "dataSize", "indexSize",
                 "mergedTo", "format"]
         return cols, [segment_row(e) for e in entries]
@@ -286,11 +310,11 @@ def run_verb(store: Store, verb: str, parts: dict[str, str | None]) -> tuple[lis
     if verb == "clean":
         from carbonstore.segments.clean import clean_files
 
-        opts = {k.lower(): v.lower() for k, v in _PAIR.findall(parts.get("options") or "")}
+        opts = _clean_options(parts.get("options"))
         table = store.table(name)
-        report = clean_files(table, dry_run=opts.get("dryrun", opts.get("dry_run")) == "true",
-                             force=opts.get("force") == "true",
-                             stale_inprogress=opts.get("stale_inprogress") == "true")
+        report = clean_files(table, dry_run=opts.get("dryrun", opts.get("dry_run", False)),
+                             force=opts.get("force", False),
+                             stale_inprogress=opts.get("stale_inprogress", False))
         rows = [i.to_json() | {"path": table.paths.relative(i.path)} for i in report.items]
         return ["kind", "segment", "bytes", "path", "reason"], rows
     if verb in ("delete_ids", "delete_before"):

@@ -78,12 +78,77 @@ class WhenNotMatched:
 
 
 def to_duckdb(text: str, what: str) -> str:
-    """A Spark SQL expression as DuckDB SQL; a user error when it does not parse."""
+    """A Spark SQL expression as DuckDB SQL with Spark's meaning (:func:`_spark_meaning`);
+    a user error when it does not parse."""
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError, RecursionError) as err:
         raise UserError(f"{what}: cannot parse {text!r}: {str(err).splitlines()[0]}") from err
-    return tree.sql(dialect="duckdb")
+    return tree.transform(_spark_meaning).sql(dialect="duckdb")
+
+
+_INTEGRAL = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
+             exp.DataType.Type.BIGINT}
+
+
+def _fail(message: str) -> exp.Expr:
+    return exp.Anonymous(this="error", expressions=[exp.Literal.string(message)])
+
+
+def _nonzero(divisor: exp.Expr) -> exp.Expr:
+    """``divisor``, or an error where it is zero (Spark's ANSI DIVIDE_BY_ZERO)."""
+    return exp.Case(ifs=[exp.If(this=exp.EQ(this=divisor.copy(), expression=exp.Literal.number(0)),
+                                true=_fail("[DIVIDE_BY_ZERO] Division by zero"))],
+                    default=divisor.copy())
+
+
+def _spark_meaning(node: exp.Expr) -> exp.Expr:
+    """Rewrite one node whose DuckDB translation means something else than in Spark (ANSI
+    mode, Spark 4's default): where Spark fails, DuckDB must fail (the statement then
+    changes nothing), never write another value. tests/spark/test_wrong_answers_dml.py
+    compares each with Spark."""
+    if isinstance(node, exp.TryCast) and not node.args.get("safe"):
+        # sqlglot reads Spark's CAST as TRY_CAST (NULL on failure); ANSI CAST fails
+        to = node.args["to"]
+        value = node.this
+        if to.this in _INTEGRAL:
+            # Spark truncates toward zero (DuckDB rounds) and fails on NaN, Infinity and
+            # text that is not a number
+            exact = exp.Anonymous(this="trunc", expressions=[
+                exp.TryCast(this=value.copy(), to=exp.DataType.build("DECIMAL(38, 10)"))])
+            checked = exp.Case(
+                ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null())],
+                default=exp.Coalesce(this=exact, expressions=[
+                    _fail(f"[CAST_INVALID_INPUT] cannot cast the value to {to.sql(dialect='spark')}")]))
+            return exp.Cast(this=checked, to=to.copy())
+        return exp.Cast(this=value.copy(), to=to.copy())
+    if isinstance(node, exp.Div) and node.args.get("safe"):
+        return exp.Div(this=node.this.copy(), expression=_nonzero(node.expression),
+                       typed=node.args.get("typed"), safe=False)
+    if isinstance(node, (exp.IntDiv, exp.Mod)):
+        return type(node)(this=node.this.copy(), expression=_nonzero(node.expression))
+    if isinstance(node, exp.Substring):
+        # Spark: position 0 is position 1; a negative length is the empty string
+        start = node.args.get("start")
+        length = node.args.get("length")
+        if start is not None:
+            start = exp.Case(ifs=[exp.If(this=exp.EQ(this=start.copy(), expression=exp.Literal.number(0)),
+                                         true=exp.Literal.number(1))], default=start.copy())
+        if length is not None:
+            length = exp.Greatest(this=length.copy(), expressions=[exp.Literal.number(0)])
+        return exp.Substring(this=node.this.copy(), start=start, length=length)
+    if isinstance(node, exp.DayOfWeek):  # Spark: 1 = Sunday; DuckDB: 0 = Sunday
+        return exp.Add(this=node.copy(), expression=exp.Literal.number(1))
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "weekday" and len(node.expressions) == 1:
+        # Spark: 0 = Monday; DuckDB's ISODOW: 1 = Monday
+        return exp.Sub(this=exp.Anonymous(this="isodow", expressions=[node.expressions[0].copy()]),
+                       expression=exp.Literal.number(1))
+    if isinstance(node, exp.IsNan):  # Spark: isnan(NULL) is false
+        return exp.Coalesce(this=node.copy(), expressions=[exp.false()])
+    if isinstance(node, exp.Like) and not isinstance(node.parent, exp.Escape):
+        # Spark's LIKE escapes with a backslash unless told otherwise
+        return exp.Escape(this=node.copy(), expression=exp.Literal.string("\\"))
+    return node
 
 
 def _quote(name: str) -> str:
@@ -115,12 +180,28 @@ def _conform(table: Table, data: pa.Table, what: str) -> pa.Table:
         want = arrow_type(c.type)
         if col.type != want:
             try:
-                col = col.cast(want, safe=True)
+                col = _store_assignment(col, want).cast(want, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
                 raise UserError(f"{what}: column {c.name} ({c.type}) cannot hold the new "
                                 f"values: {err}") from err
         arrays.append(col)
     return pa.table(arrays, names=list(table.schema.column_names))
+
+
+def _store_assignment(col: Any, want: pa.DataType) -> Any:
+    """``col`` rounded as Spark's ANSI store assignment rounds before the cast to ``want``:
+    toward zero into an integer column (3.5 -> 3), half away from zero into a decimal of
+    smaller scale (1.225 -> 1.23). What is still out of range (NaN, Infinity, overflow)
+    then fails the safe cast, as it fails in Spark."""
+    import pyarrow.compute as pc
+
+    fractional = pa.types.is_floating(col.type) or pa.types.is_decimal(col.type)
+    if pa.types.is_integer(want) and fractional:
+        return pc.round(col, 0, round_mode="towards_zero")
+    if pa.types.is_decimal(want) and (pa.types.is_floating(col.type) or (
+            pa.types.is_decimal(col.type) and col.type.scale > want.scale)):
+        return pc.round(col, want.scale, round_mode="half_towards_infinity")
+    return col
 
 
 def evaluate_assignments(

@@ -60,8 +60,8 @@ def match_aggregates(statement: str) -> AggregateStatement | None:
     if from_ is None or not isinstance(from_.this, exp.Table) or not from_.this.name:
         return None
     source = from_.this
-    if source.args.get("pivots") or source.args.get("joins"):
-        return None
+    if source.args.get("pivots") or source.args.get("joins") or source.args.get("version"):
+        return None  # VERSION / TIMESTAMP AS OF: planned (and pinned) by plan_statement
     qualifiers = {source.name.lower(), source.alias_or_name.lower()}
     aggregates: list[Aggregate] = []
     names: list[str] = []

@@ -152,6 +152,15 @@ def plan_statement(
             if db:
                 raise
             continue
+        version = node.args.get("version")  # FROM t VERSION|TIMESTAMP AS OF x: this occurrence
+        if isinstance(version, exp.Version) and isinstance(version.expression, exp.Literal):
+            when = version.expression.name
+            tables[id(node)] = found.as_of(int(when) if version.name.upper() == "VERSION"
+                                           and when.isdigit() else when)
+            continue
+        if version is not None:
+            raise UserError(f"{version.sql(dialect='spark')}: give a version number or a "
+                            "'yyyy-MM-dd HH:mm:ss' literal")
         key = f"{found.store.location}|{found.name}"
         if key not in pinned:
             pinned[key] = found.as_of(as_of) if as_of is not None else found.as_of(
