@@ -15,8 +15,8 @@ Fairness (both sides get the same treatment, neither is favoured by its position
 
 - session warm-up: before the first measured query, ``--warmup`` queries (default Q1 and
   Q6) run once on each side, untimed, so the JVM's JIT compiler has warmed the Parquet
-  reader, code generation and aggregation paths before anything is timed (without it the
-  first query of a session measured its own side's JIT warm-up: Q6 0.60 once);
+  reader, code generation and aggregation paths before anything is timed (the first
+  measured query then runs in the same state as the last);
 - per query: one untimed run of each side (answers compared: row count and values,
   order-insensitive; our side also creates its occurrence views there, as plain Spark's
   views were created before the run), then ``--repeat`` rounds of one run each; which side
