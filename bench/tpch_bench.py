@@ -11,11 +11,29 @@ reused). Both sides run in one warm SparkSession:
 - plain: ``spark.read.parquet`` of exactly the same data files as temp views named like the
   tables, then ``spark.sql``.
 
-Per query: one warm-up run of each side, then the sides take turns ``--repeat`` times
-(``collect()``), median; ratio = plain ms / carbonstore ms (> 1: carbonstore faster). The
-answers of both sides are compared (row count and values, order-insensitive). Usage::
+Fairness (both sides get the same treatment, neither is favoured by its position):
 
-    .venv/bin/python bench/tpch_bench.py --sf 1 --repeat 3 [--queries 1,6,14]
+- session warm-up: before the first measured query, ``--warmup`` queries (default Q1 and
+  Q6) run once on each side, untimed, so the JVM's JIT compiler has warmed the Parquet
+  reader, code generation and aggregation paths before anything is timed (the first
+  measured query then runs in the same state as the last);
+- per query: one untimed run of each side (answers compared: row count and values,
+  order-insensitive; our side also creates its occurrence views there, as plain Spark's
+  views were created before the run), then ``--repeat`` rounds of one run each; which side
+  goes first alternates from round to round and from query to query (over a full run each
+  side leads equally often); a JVM garbage collection before every timed run, so a full GC
+  left over by the other side does not land inside this one;
+- ratio = median plain ms / median carbonstore ms (> 1: carbonstore faster); beside it the
+  ratio of the minima (the least disturbed run of each side) and the CPU ratio: median CPU
+  time of a run (the JVM's, i.e. the driver's and the local executors', from /proc, plus
+  this Python process's) plain / carbonstore - the work each side does, which the other
+  processes on a shared machine change far less than the wall time;
+- ``--aa``: both sides run plain ``spark.sql``: the noise floor of the same procedure (a
+  ratio away from 1.0 there is the machine, not either reader).
+
+Usage::
+
+    .venv/bin/python bench/tpch_bench.py --sf 1 --repeat 5 [--queries 1,6,14] [--aa]
 """
 
 from __future__ import annotations
@@ -115,7 +133,11 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sf", type=float, default=1.0)
     p.add_argument("--segments", type=int, default=4, help="segments per table of >100,000 rows")
-    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=5, help="timed rounds per query (median)")
+    p.add_argument("--warmup", default="1,6",
+                   help="queries run once on each side before measuring (JIT warm-up)")
+    p.add_argument("--aa", action="store_true",
+                   help="noise floor: both sides run plain spark.sql")
     p.add_argument("--queries", default="1-22", help="e.g. 1,6,14 or 1-22")
     p.add_argument("--json", help="write the results to this file")
     args = p.parse_args()
@@ -140,38 +162,73 @@ def main() -> int:
     for part in args.queries.split(","):
         a, _, b = part.partition("-")
         wanted.extend(range(int(a), int(b or a) + 1))
-    results = []
+
+    def run_query(statement: str, side: str) -> list[Any]:
+        if side == "carbonstore" and not args.aa:
+            return list(run_statement(spark, store, statement).collect())
+        return list(spark.sql(statement).collect())
+
+    jvm_stat = Path(f"/proc/{spark._jvm.java.lang.ProcessHandle.current().pid()}/stat")
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu_ms() -> float:
+        """CPU time of the JVM (driver and local executors) plus this process, in ms."""
+        fields = jvm_stat.read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000 / tick + time.process_time() * 1000
+
+    statements = {n: sqlglot.transpile(meta["queries"][str(n)], read="duckdb", write="spark")[0]
+                  for n in range(1, 23)}
     load0 = os.getloadavg()[0]
+    for n in (int(q) for q in args.warmup.split(",") if q):  # session warm-up (JIT), untimed
+        for side in ("plain", "carbonstore"):
+            run_query(statements[n], side)
+    results = []
     for n in wanted:
-        statement = sqlglot.transpile(meta["queries"][str(n)], read="duckdb", write="spark")[0]
-        sides = {"carbonstore": lambda s=statement: run_statement(spark, store, s).collect(),
-                 "plain": lambda s=statement: spark.sql(s).collect()}
-        answers = {k: fn() for k, fn in sides.items()}  # warm-up run, answers compared
+        statement = statements[n]
+        sides = ("carbonstore", "plain") if n % 2 else ("plain", "carbonstore")
+        answers = {k: run_query(statement, k) for k in sides}  # untimed; answers compared
         same = sorted(map(_norm, answers["carbonstore"]), key=repr) == \
             sorted(map(_norm, answers["plain"]), key=repr)
         times: dict[str, list[float]] = {k: [] for k in sides}
+        cpu: dict[str, list[float]] = {k: [] for k in sides}
         for i in range(args.repeat):
-            order = list(sides.items()) if i % 2 == 0 else list(reversed(sides.items()))
-            for k, fn in order:
-                t0 = time.perf_counter()
-                fn()
+            for k in (sides if i % 2 == 0 else sides[::-1]):
+                spark._jvm.System.gc()
+                c0, t0 = cpu_ms(), time.perf_counter()
+                run_query(statement, k)
                 times[k].append((time.perf_counter() - t0) * 1000)
+                cpu[k].append(cpu_ms() - c0)
         ours, plain = statistics.median(times["carbonstore"]), statistics.median(times["plain"])
+        low = min(times["plain"]) / min(times["carbonstore"])
+        cpu_ratio = statistics.median(cpu["plain"]) / statistics.median(cpu["carbonstore"])
         results.append({"query": n, "carbonstore_ms": ours, "plain_ms": plain, "ratio": plain / ours,
-                        "rows": len(answers["carbonstore"]), "same_answer": same})
+                        "ratio_of_minima": low, "cpu_ratio": cpu_ratio,
+                        "rows": len(answers["carbonstore"]), "same_answer": same,
+                        "first": sides[0], "times": times, "cpu_ms": cpu,
+                        "load": os.getloadavg()[0]})
         print(f"  Q{n:02d} carbonstore {ours:7.0f} ms  plain {plain:7.0f} ms  ratio {plain / ours:5.2f}"
-              f"  rows {len(answers['carbonstore'])}  same {same}  load {os.getloadavg()[0]:.1f}",
-              file=sys.stderr)
+              f"  (minima {low:4.2f}, cpu {cpu_ratio:4.2f})  rows {len(answers['carbonstore'])}"
+              f"  same {same}  load "
+              f"{os.getloadavg()[0]:.1f} | first {sides[0]}; carbonstore "
+              f"{' '.join(f'{t:.0f}' for t in times['carbonstore'])}; plain "
+              f"{' '.join(f'{t:.0f}' for t in times['plain'])}", file=sys.stderr, flush=True)
     geo = math.exp(sum(math.log(r["ratio"]) for r in results) / len(results))
-    print("| query | carbonstore ms | spark.read.parquet ms | ratio | rows | same answer |\n"
-          "|---|---|---|---|---|---|")
+    geo_low = math.exp(sum(math.log(r["ratio_of_minima"]) for r in results) / len(results))
+    geo_cpu = math.exp(sum(math.log(r["cpu_ratio"]) for r in results) / len(results))
+    print("| query | carbonstore ms | spark.read.parquet ms | ratio | ratio of minima | CPU ratio "
+          "| rows | same answer |\n|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| Q{r['query']} | {r['carbonstore_ms']:.0f} | {r['plain_ms']:.0f} | {r['ratio']:.2f} | "
-              f"{r['rows']} | {'yes' if r['same_answer'] else 'NO'} |")
-    print(f"\ngeometric mean ratio {geo:.3f} over {len(results)} queries; load average "
+              f"{r['ratio_of_minima']:.2f} | {r['cpu_ratio']:.2f} | {r['rows']} | "
+              f"{'yes' if r['same_answer'] else 'NO'} |")
+    print(f"\ngeometric mean ratio {geo:.3f} (of minima {geo_low:.3f}, CPU {geo_cpu:.3f}) over "
+          f"{len(results)} "
+          f"queries{' (A/A: plain against plain)' if args.aa else ''}; load average "
           f"{load0:.1f} at start, {os.getloadavg()[0]:.1f} at end")
     if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, "geomean": geo}, indent=1))
+        Path(args.json).write_text(json.dumps({"results": results, "geomean": geo,
+                                               "geomean_of_minima": geo_low,
+                                               "geomean_cpu": geo_cpu}, indent=1))
     return 0
 
 

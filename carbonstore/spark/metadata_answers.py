@@ -40,13 +40,17 @@ class AggregateStatement:
     limit: int | None
 
 
-def match_aggregates(statement: str) -> AggregateStatement | None:
+def match_aggregates(statement: str | exp.Expr) -> AggregateStatement | None:
     """The statement's parts when it has the answerable shape, else None (also when it does
-    not parse: Spark reports that)."""
-    try:
-        tree = sqlglot.parse_one(statement, read="spark")
-    except (ParseError, TokenError, RecursionError):
-        return None
+    not parse: Spark reports that). ``statement``: SQL text or its parsed tree (read, not
+    changed)."""
+    if isinstance(statement, exp.Expr):
+        tree = statement
+    else:
+        try:
+            tree = sqlglot.parse_one(statement, read="spark")
+        except (ParseError, TokenError, RecursionError):
+            return None
     if not isinstance(tree, exp.Select) or tree.args.get("joins") or tree.args.get("distinct"):
         return None
     for key in ("group", "having", "qualify", "order", "with_", "with", "windows", "laterals",
@@ -163,7 +167,7 @@ def answer_statement(
 
 
 def _answer(
-    store: Store, statement: str, *, as_of: int | str | None, time_zone: dt.tzinfo,
+    store: Store, statement: str | exp.Expr, *, as_of: int | str | None, time_zone: dt.tzinfo,
     aliases: Mapping[str, Table] | None = None,
 ) -> tuple[AggregateStatement, Table, tuple[Any, ...]] | None:
     shape = match_aggregates(statement)
@@ -182,9 +186,11 @@ def _answer(
     return None if values is None else (shape, table, values)
 
 
-def answer_frame(spark: Any, store: Store, statement: str, *, as_of: int | str | None = None,
+def answer_frame(spark: Any, store: Store, statement: str | exp.Expr, *,
+                 as_of: int | str | None = None,
                  aliases: Mapping[str, Table] | None = None) -> Any:
-    """The answer of ``statement`` as a one-row DataFrame with Spark's types, or None."""
+    """The answer of ``statement`` (SQL text or its parsed tree, not changed) as a one-row
+    DataFrame with Spark's types, or None."""
     from carbonstore.expressions.bind import session_zone
 
     zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone")))

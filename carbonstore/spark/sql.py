@@ -45,12 +45,13 @@ def run_statement(
     """
     from carbonstore.spark.api import run_sql
     from carbonstore.spark.metadata_answers import answer_frame
-    from carbonstore.spark.statements import plan_statement
+    from carbonstore.spark.statements import parse_statement, plan_statement
 
-    answered = answer_frame(spark, store, statement, as_of=as_of, aliases=aliases)
+    tree = parse_statement(statement)  # parsed once: the index answer only reads the tree
+    answered = answer_frame(spark, store, tree, as_of=as_of, aliases=aliases)
     if answered is not None:  # count / min / max the index decides exactly: nothing read
         return answered
-    planned = plan_statement(statement, store, as_of=as_of, aliases=aliases,
+    planned = plan_statement(tree, store, as_of=as_of, aliases=aliases,
                              view=lambda table, where: _scan_view(spark, table, where))
     return run_sql(spark, planned.sql)
 

@@ -113,7 +113,7 @@ def _sources(select: exp.Select) -> list[tuple[exp.Expr, str, bool]]:
 
 
 def plan_statement(
-    statement: str, store: Store, *, as_of: int | str | None = None,
+    statement: str | exp.Expr, store: Store, *, as_of: int | str | None = None,
     aliases: Mapping[str, Table] | None = None,
     view: Callable[[Table, str | None], str] | None = None,
 ) -> PlannedStatement:
@@ -127,12 +127,15 @@ def plan_statement(
     the name (``[db.]name``) of an occurrence's view, given its pinned table and conjuncts
     (default: ``db_table__N``, N its position).
 
+    ``statement``: SQL text, or its tree from :func:`parse_statement` (rewritten in place).
+
     Raises:
         UserError: the statement does not parse, or names ``db.table`` that does not exist.
     """
-    tree = parse_statement(statement)
+    tree = statement if isinstance(statement, exp.Expr) else parse_statement(statement)
     if not isinstance(tree, exp.Query):
-        first = statement.split()[0].upper() if statement.split() else ""
+        text = tree.sql(dialect="spark") if isinstance(statement, exp.Expr) else statement
+        first = text.split()[0].upper() if text.split() else ""
         raise UserError(
             f"carbonstore sql runs queries (SELECT, WITH ..., UNION, VALUES) and the CarbonData "
             f"verbs (SHOW SEGMENTS FOR TABLE, ALTER TABLE t COMPACT, CLEAN FILES FOR TABLE, "
