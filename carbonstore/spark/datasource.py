@@ -47,7 +47,8 @@ __all__ = ["CarbonCommitMessage", "CarbonDataSource", "CarbonWriter"]
 # Options that are not load options.
 STORE_OPTION = "store"
 SEGMENT_OPTION = "segment"
-_INTERNAL = frozenset({"path", STORE_OPTION, SEGMENT_OPTION, "versionasof", "timestampasof"})
+TABLE_OPTION = "table"
+_INTERNAL = frozenset({"path", STORE_OPTION, SEGMENT_OPTION, TABLE_OPTION, "versionasof", "timestampasof"})
 
 
 def _split_options(options: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -128,7 +129,12 @@ class CarbonDataSource(DataSource):
         return "carbonstore"
 
     def _opts(self) -> dict[str, str]:
-        return {str(k): str(v) for k, v in dict(self.options).items()}
+        opts = {str(k): str(v) for k, v in dict(self.options).items()}
+        # a catalog table (register's views) names its table by the ``table`` option:
+        # Spark sets a catalog table's ``path`` option to its location
+        if opts.get(TABLE_OPTION):
+            opts["path"] = opts.pop(TABLE_OPTION)
+        return opts
 
     @one_line_errors
     def schema(self) -> str:
