@@ -8,6 +8,8 @@ like :func:`run_statement` (each occurrence pruned by its own conjuncts).
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -140,7 +142,9 @@ def register(spark: Any, *, store: str | Store | None = None,
     names = list(tables) if tables is not None else [str(t) for t in st.tables()]
     register_data_source(spark)
     tables_found = [st.table(name) for name in names]  # a missing table fails before any view
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS {VIEWS_DATABASE}")
+    # no files of its own: its location is a temporary directory, not the warehouse's
+    location = os.path.join(tempfile.gettempdir(), VIEWS_DATABASE)
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {VIEWS_DATABASE} LOCATION {_literal(location)}")
     views = []
     for table in tables_found:
         view = f"{table.name.database}_{table.name.table}"
