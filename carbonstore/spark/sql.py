@@ -8,7 +8,8 @@ like :func:`run_statement` (each occurrence pruned by its own conjuncts).
 
 from __future__ import annotations
 
-import os
+import atexit
+import shutil
 import tempfile
 import threading
 from collections import OrderedDict
@@ -106,6 +107,18 @@ def _scan_view(spark: Any, table: Table, where: str | None) -> str:
 VIEWS_DATABASE = "carbonstore_views"
 
 
+_location: list[str] = []
+
+
+def _views_location() -> str:
+    """The directory of the views' catalog database (one per process, removed at exit)."""
+    with _views_lock:
+        if not _location:
+            _location.append(tempfile.mkdtemp(prefix=f"{VIEWS_DATABASE}-"))
+            atexit.register(shutil.rmtree, _location[0], ignore_errors=True)
+        return _location[0]
+
+
 def _literal(value: str) -> str:
     """``value`` as a Spark SQL string literal."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -142,8 +155,9 @@ def register(spark: Any, *, store: str | Store | None = None,
     names = list(tables) if tables is not None else [str(t) for t in st.tables()]
     register_data_source(spark)
     tables_found = [st.table(name) for name in names]  # a missing table fails before any view
-    # no files of its own: its location is a temporary directory, not the warehouse's
-    location = os.path.join(tempfile.gettempdir(), VIEWS_DATABASE)
+    # its tables hold no files (Spark makes an empty directory for each): its location is
+    # a temporary directory of this process, not the warehouse
+    location = _views_location()
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {VIEWS_DATABASE} LOCATION {_literal(location)}")
     views = []
     for table in tables_found:
