@@ -135,7 +135,8 @@ def register(spark: Any, *, store: str | Store | None = None,
     each time a statement names it, so every occurrence gets a new data source relation
     that plans the table's readable segments then: each ``spark.sql`` call sees the newest
     version (a load, DELETE, compaction, clean files, a table dropped and re-created with
-    the same columns). A DataFrame keeps the version of its first run, as any DataFrame
+    the same columns; after the table's columns change, statements fail with a one-line
+    error until ``register`` runs again). A DataFrame keeps the version of its first run, as any DataFrame
     keeps its plan; each occurrence of a view in one statement plans on its own, so a
     commit landing while Spark plans the statement can be seen by one occurrence and not by
     another (:func:`sql` reads every occurrence of a table at one version).

@@ -19,6 +19,7 @@ from carbonstore.segments.compaction import compact
 from carbonstore.segments.dml import delete_rows
 from carbonstore.spark.sql import register, run_statement
 from carbonstore.store import load_conf
+from carbonstore.store.alter import alter_table, rename_column
 from carbonstore.store.tablestatus import now_ms
 from tests.indexfiles.segbuild import add_segments
 
@@ -120,6 +121,24 @@ def test_registered_view_of_a_dropped_and_recreated_table(spark: Any, tmp_path: 
         t = store.create_table("db.r", "id long not null, city string, v double")
         add_segments(t, [_part(5)])
         assert _values(spark.sql("SELECT count(*), min(id), max(id) FROM db_r")) == [(100, 500, 599)]
+    finally:
+        spark.catalog.dropTempView("db_r")
+
+
+def test_a_registered_view_of_an_altered_table_fails_clearly_until_registered_again(
+    spark: Any, tmp_path: Path
+) -> None:
+    store = Store(str(tmp_path / "store"), conf=load_conf(None))
+    t = store.create_table("db.r", "id long not null, city string, v double")
+    add_segments(t, [_part(0)])
+    register(spark, store=store, tables=["db.r"])
+    try:
+        assert _values(spark.sql("SELECT city FROM db_r WHERE id = 5")) == [("c1",)]
+        alter_table(t, rename_column("city", "town"), operation="rename")
+        with pytest.raises(Exception, match="now has the columns id, town, v"):
+            spark.sql("SELECT city FROM db_r WHERE id = 5").collect()
+        register(spark, store=store, tables=["db.r"])
+        assert _values(spark.sql("SELECT town FROM db_r WHERE id = 5")) == [("c1",)]
     finally:
         spark.catalog.dropTempView("db_r")
 
