@@ -136,10 +136,11 @@ def register(spark: Any, *, store: str | Store | None = None,
     that plans the table's readable segments then: each ``spark.sql`` call sees the newest
     version (a load, DELETE, compaction, clean files, a table dropped and re-created with
     the same columns; after the table's columns change, statements fail with a one-line
-    error until ``register`` runs again). A DataFrame keeps the version of its first run, as any DataFrame
-    keeps its plan; each occurrence of a view in one statement plans on its own, so a
-    commit landing while Spark plans the statement can be seen by one occurrence and not by
-    another (:func:`sql` reads every occurrence of a table at one version).
+    error until ``register`` runs again). A DataFrame keeps the version of its first run,
+    as any DataFrame keeps its plan; each occurrence of a view in one statement plans on
+    its own, so a commit landing while Spark plans the statement can be seen by one
+    occurrence and not by another (:func:`sql` reads every occurrence of a table at one
+    version).
 
     ``spark.sql`` cannot prune these views by the query's filters (the data source takes no
     pushed filters: docs/semantics.md, "Spark's reader reuse"); :func:`sql` runs a
@@ -168,7 +169,8 @@ def register(spark: Any, *, store: str | Store | None = None,
         # serve Spark's schema lookup
         spark.sql(f"DROP TABLE IF EXISTS {VIEWS_DATABASE}.`{view}`")
         spark.sql(f"CREATE TABLE {VIEWS_DATABASE}.`{view}` USING carbonstore OPTIONS ({options})")
-        _create_sql_view(spark, view, f"SELECT * FROM {VIEWS_DATABASE}.`{view}` WITH ({options})")
+        spark.sql(f"CREATE OR REPLACE TEMP VIEW `{view}` AS "
+                  f"SELECT * FROM {VIEWS_DATABASE}.`{view}` WITH ({options})")
         views.append(view)
         with _views_lock:
             known = _views.setdefault(id(spark), {})
@@ -176,21 +178,6 @@ def register(spark: Any, *, store: str | Store | None = None,
             if table.name.database == "default":
                 known[table.name.table.lower()] = table
     return views
-
-
-def _create_sql_view(spark: Any, view: str, text: str) -> None:
-    """``CREATE OR REPLACE TEMP VIEW view AS text`` keeping the text, not the analyzed plan
-    (which holds one relation, planned once), whatever
-    ``spark.sql.legacy.storeAnalyzedPlanForView`` says."""
-    key = "spark.sql.legacy.storeAnalyzedPlanForView"
-    before = spark.conf.get(key, None)
-    if before is not None and before.lower() == "true":
-        spark.conf.set(key, "false")
-    try:
-        spark.sql(f"CREATE OR REPLACE TEMP VIEW `{view}` AS {text}")
-    finally:
-        if before is not None and before.lower() == "true":
-            spark.conf.set(key, before)
 
 
 def registered(spark: Any) -> dict[str, Table]:
