@@ -47,7 +47,8 @@ __all__ = ["CarbonCommitMessage", "CarbonDataSource", "CarbonWriter"]
 # Options that are not load options.
 STORE_OPTION = "store"
 SEGMENT_OPTION = "segment"
-_INTERNAL = frozenset({"path", STORE_OPTION, SEGMENT_OPTION, "versionasof", "timestampasof"})
+TABLE_OPTION = "table"
+_INTERNAL = frozenset({"path", STORE_OPTION, SEGMENT_OPTION, TABLE_OPTION, "versionasof", "timestampasof"})
 
 
 def _split_options(options: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -128,7 +129,12 @@ class CarbonDataSource(DataSource):
         return "carbonstore"
 
     def _opts(self) -> dict[str, str]:
-        return {str(k): str(v) for k, v in dict(self.options).items()}
+        opts = {str(k): str(v) for k, v in dict(self.options).items()}
+        # a catalog table (register's views) names its table by the ``table`` option:
+        # Spark sets a catalog table's ``path`` option to its location
+        if opts.get(TABLE_OPTION):
+            opts["path"] = opts.pop(TABLE_OPTION)
+        return opts
 
     @one_line_errors
     def schema(self) -> str:
@@ -139,7 +145,20 @@ class CarbonDataSource(DataSource):
 
     @one_line_errors
     def reader(self, schema: StructType) -> Any:
-        return CarbonReader(self._opts())
+        from carbonstore.store.table import as_of_option
+
+        opts = self._opts()
+        # Spark keeps a catalog table's schema (register's views): a table altered or
+        # re-created with other columns since then is a clear error, not PySpark's
+        # DATA_SOURCE_RETURN_SCHEMA_MISMATCH from every task
+        table = open_table(opts).as_of(as_of_option(opts), check_files=False)
+        have = [c.name.lower() for c in table.schema.columns]
+        if [f.name.lower() for f in schema.fields] != have:
+            raise UserError(
+                f"table {table.name} now has the columns {', '.join(have)}, this relation "
+                f"was made for {', '.join(f.name for f in schema.fields)}: run "
+                "carbonstore.spark.sql.register again (or load the DataFrame again)")
+        return CarbonReader(opts)
 
     @one_line_errors
     def writer(self, schema: StructType, overwrite: bool) -> CarbonWriter:

@@ -8,6 +8,9 @@ like :func:`run_statement` (each occurrence pruned by its own conjuncts).
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -101,17 +104,49 @@ def _scan_view(spark: Any, table: Table, where: str | None) -> str:
     return qualified
 
 
+# the Spark database of register's catalog tables (one per view)
+VIEWS_DATABASE = "carbonstore_views"
+
+
+_location: list[str] = []
+
+
+def _views_location() -> str:
+    """The directory of the views' catalog database (one per process, removed at exit)."""
+    with _views_lock:
+        if not _location:
+            _location.append(tempfile.mkdtemp(prefix=f"{VIEWS_DATABASE}-"))
+            atexit.register(shutil.rmtree, _location[0], ignore_errors=True)
+        return _location[0]
+
+
+def _literal(value: str) -> str:
+    """``value`` as a Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def register(spark: Any, *, store: str | Store | None = None,
              tables: Iterable[str] | None = None) -> list[str]:
-    """Expose tables of ``store`` to ``spark.sql`` as temporary views ``db_table`` (and
-    ``table`` for tables of database ``default``). Returns the view names.
+    """Expose tables of ``store`` to ``spark.sql`` as temporary views ``db_table``.
+    Returns the view names.
 
-    Each view is a ``carbonstore`` data source relation: it reads the table's readable
-    segments when a query runs, so every query sees the newest version. ``spark.sql``
-    cannot prune it by the query's filters (the data source takes no pushed filters:
-    docs/semantics.md, "Spark's reader reuse"); :func:`sql` runs a statement over these
-    names with every occurrence planned by its own filters and read by Spark's Parquet
-    reader.
+    Each view is a SQL view (``SELECT * FROM carbonstore_views.db_table WITH (...)``) over
+    a catalog table of the ``carbonstore`` data source in Spark's session catalog (database
+    ``carbonstore_views``, no files of its own). Spark analyzes a SQL view's text again
+    each time a statement names it, so every occurrence gets a new data source relation
+    that plans the table's readable segments then: each ``spark.sql`` call sees the newest
+    version (a load, DELETE, compaction, clean files, a table dropped and re-created with
+    the same columns; after the table's columns change, statements fail with a one-line
+    error until ``register`` runs again). A DataFrame keeps the version of its first run,
+    as any DataFrame keeps its plan; each occurrence of a view in one statement plans on
+    its own, so a commit landing while Spark plans the statement can be seen by one
+    occurrence and not by another (:func:`sql` reads every occurrence of a table at one
+    version).
+
+    ``spark.sql`` cannot prune these views by the query's filters (the data source takes no
+    pushed filters: docs/semantics.md, "Spark's reader reuse"); :func:`sql` runs a
+    statement over these names with every occurrence planned by its own filters and read
+    by Spark's Parquet reader.
 
     Args:
         store: a Store, a store location, or None for ``carbon.storelocation``.
@@ -122,12 +157,21 @@ def register(spark: Any, *, store: str | Store | None = None,
     st = store if isinstance(store, Store) else Store(store)
     names = list(tables) if tables is not None else [str(t) for t in st.tables()]
     register_data_source(spark)
+    tables_found = [st.table(name) for name in names]  # a missing table fails before any view
+    # its tables hold no files (Spark makes an empty directory for each): its location is
+    # a temporary directory of this process, not the warehouse
+    location = _views_location()
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {VIEWS_DATABASE} LOCATION {_literal(location)}")
     views = []
-    for name in names:
-        table = st.table(name)
-        df = spark.read.format("carbonstore").option("store", st.location).load(str(table.name))
+    for table in tables_found:
         view = f"{table.name.database}_{table.name.table}"
-        df.createOrReplaceTempView(view)
+        options = f"'store' = {_literal(st.location)}, 'table' = {_literal(str(table.name))}"
+        # the relation's read options are the statement's (WITH ...); the table's OPTIONS
+        # serve Spark's schema lookup
+        spark.sql(f"DROP TABLE IF EXISTS {VIEWS_DATABASE}.`{view}`")
+        spark.sql(f"CREATE TABLE {VIEWS_DATABASE}.`{view}` USING carbonstore OPTIONS ({options})")
+        spark.sql(f"CREATE OR REPLACE TEMP VIEW `{view}` AS "
+                  f"SELECT * FROM {VIEWS_DATABASE}.`{view}` WITH ({options})")
         views.append(view)
         with _views_lock:
             known = _views.setdefault(id(spark), {})

@@ -14,8 +14,13 @@ import pytest
 
 from carbonstore import Store
 from carbonstore.errors import UserError
+from carbonstore.segments.clean import clean_files
+from carbonstore.segments.compaction import compact
+from carbonstore.segments.dml import delete_rows
 from carbonstore.spark.sql import register, run_statement
 from carbonstore.store import load_conf
+from carbonstore.store.alter import alter_table, rename_column
+from carbonstore.store.tablestatus import now_ms
 from tests.indexfiles.segbuild import add_segments
 
 
@@ -75,11 +80,10 @@ def test_a_version_that_does_not_exist_is_an_error(spark: Any, versions: dict[st
         run_statement(spark, store, "SELECT count(*) FROM db.t TIMESTAMP AS OF '2001-01-01 00:00:00'").collect()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "PySpark 4.3 plans a Python data source relation's partitions once (PythonDataSourceV2."
-    "getOrCreateReadInfo keeps them on the relation), so a temp view over the carbonstore "
-    "data source reads the version of its first scan for ever; register() needs views "
-    "re-created per query (docs/semantics.md)"))
+def _count(spark: Any, statement: str) -> Any:
+    return spark.sql(statement).collect()[0][0]
+
+
 def test_registered_views_see_new_versions_through_spark_sql(spark: Any, tmp_path: Path) -> None:
     store = Store(str(tmp_path / "store"), conf=load_conf(None))
     t = store.create_table("db.r", "id long not null, city string, v double")
@@ -89,5 +93,96 @@ def test_registered_views_see_new_versions_through_spark_sql(spark: Any, tmp_pat
         assert spark.sql("SELECT count(*) FROM db_r").collect()[0][0] == 100
         add_segments(t, [_part(1)])
         assert spark.sql("SELECT count(*) FROM db_r").collect()[0][0] == 200
+        # DELETE: a delete delta, a new version
+        delete_rows(t, "id < 30")
+        assert _count(spark, "SELECT count(*) FROM db_r") == 170
+        assert _count(spark, "SELECT min(id) FROM db_r") == 30
+        # compaction, then clean files removes the compacted segments' files: a view that
+        # kept its old plan would read files that are gone
+        compact(t, "major")
+        report = clean_files(t, dry_run=False, now=now_ms() + 2 * 3600 * 1000)
+        assert report.removed_entries
+        assert _count(spark, "SELECT count(*) FROM db_r") == 170
+        assert _count(spark, "SELECT sum(id) FROM db_r") == sum(range(30, 200))
+    finally:
+        spark.catalog.dropTempView("db_r")
+
+
+def test_registered_view_of_a_dropped_and_recreated_table(spark: Any, tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "store"), conf=load_conf(None))
+    t = store.create_table("db.r", "id long not null, city string, v double")
+    add_segments(t, [_part(0), _part(1)])
+    register(spark, store=store, tables=["db.r"])
+    try:
+        assert _count(spark, "SELECT count(*) FROM db_r") == 200
+        store.drop_table("db.r")
+        with pytest.raises(Exception, match="db.r"):
+            spark.sql("SELECT count(*) FROM db_r").collect()
+        t = store.create_table("db.r", "id long not null, city string, v double")
+        add_segments(t, [_part(5)])
+        assert _values(spark.sql("SELECT count(*), min(id), max(id) FROM db_r")) == [(100, 500, 599)]
+    finally:
+        spark.catalog.dropTempView("db_r")
+
+
+def test_a_registered_view_of_an_altered_table_fails_clearly_until_registered_again(
+    spark: Any, tmp_path: Path
+) -> None:
+    store = Store(str(tmp_path / "store"), conf=load_conf(None))
+    t = store.create_table("db.r", "id long not null, city string, v double")
+    add_segments(t, [_part(0)])
+    register(spark, store=store, tables=["db.r"])
+    try:
+        assert _values(spark.sql("SELECT city FROM db_r WHERE id = 5")) == [("c1",)]
+        alter_table(t, rename_column("city", "town"), operation="rename")
+        with pytest.raises(Exception, match="now has the columns id, town, v"):
+            spark.sql("SELECT city FROM db_r WHERE id = 5").collect()
+        register(spark, store=store, tables=["db.r"])
+        assert _values(spark.sql("SELECT town FROM db_r WHERE id = 5")) == [("c1",)]
+    finally:
+        spark.catalog.dropTempView("db_r")
+
+
+def test_two_registered_views_in_one_statement(spark: Any, tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "store"), conf=load_conf(None))
+    r = store.create_table("db.r", "id long not null, city string, v double")
+    s = store.create_table("db.s", "id long not null, city string, v double")
+    add_segments(r, [_part(0)])
+    add_segments(s, [_part(0), _part(1)])
+    register(spark, store=store, tables=["db.r", "db.s"])
+    join = "SELECT count(*) FROM db_r JOIN db_s ON db_r.id = db_s.id"
+    try:
+        assert _count(spark, join) == 100
+        add_segments(r, [_part(1), _part(2)])
+        assert _count(spark, join) == 200
+        delete_rows(s, "id >= 150")
+        assert _count(spark, join) == 150
+    finally:
+        spark.catalog.dropTempView("db_r")
+        spark.catalog.dropTempView("db_s")
+
+
+def test_a_registered_view_twice_in_one_statement_with_different_filters(
+    spark: Any, tmp_path: Path
+) -> None:
+    store = Store(str(tmp_path / "store"), conf=load_conf(None))
+    t = store.create_table("db.r", "id long not null, city string, v double")
+    add_segments(t, [_part(0), _part(1)], row_group_size=50, page_rows=10)
+    register(spark, store=store, tables=["db.r"])
+    two = ("SELECT (SELECT count(*) FROM db_r WHERE id < 50), "
+           "(SELECT count(*) FROM db_r WHERE city = 'c1' AND id >= 150)")
+    self_join = ("SELECT count(*) FROM db_r a JOIN db_r b ON a.id = b.id + 100 "
+                 "WHERE a.id >= 120 AND b.id < 60")
+    union = ("SELECT 'lo', count(*) FROM db_r WHERE id < 10 "
+             "UNION ALL SELECT 'hi', count(*) FROM db_r WHERE id >= 190")
+    try:
+        for _ in range(2):  # the second round: the statements again, same answers
+            assert _values(spark.sql(two)) == [(50, sum(i % 4 == 1 for i in range(150, 200)))]
+            assert _count(spark, self_join) == 40
+            assert sorted(_values(spark.sql(union))) == [("hi", 10), ("lo", 10)]
+        add_segments(t, [_part(2)], row_group_size=50, page_rows=10)
+        assert _values(spark.sql(two)) == [(50, sum(i % 4 == 1 for i in range(150, 300)))]
+        assert _count(spark, self_join) == 40
+        assert sorted(_values(spark.sql(union))) == [("hi", 110), ("lo", 10)]
     finally:
         spark.catalog.dropTempView("db_r")
