@@ -15,36 +15,16 @@ import pyarrow as pa
 import pytest
 
 from carbonstore import Store
-from carbonstore.cli import main
 from carbonstore.cli.query import rewrite_table_names
 from carbonstore.errors import TableNotFoundError
+from tests.cli.conftest import RunCli
 from tests.indexfiles.segbuild import add_segments
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def table(store: Store) -> object:
-    t = store.create_table("db.sales", "id long not null, cat string, v double")
-    datasets = []
-    for k in range(3):
-        ids = np.arange(k * 100, (k + 1) * 100)
-        datasets.append(pa.table({"id": ids, "cat": [f"cat_{i % 7}" for i in ids], "v": ids / 2}))
-    add_segments(t, datasets, row_group_size=50, page_rows=10)
-    return t
-
-
-def _run(capsys: pytest.CaptureFixture[str], store: Store, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(["--store", store.location, *argv])
-    except SystemExit as done:  # argparse's own checks (e.g. --limit's range) exit
-        code = int(done.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_prune_json_contract(capsys: pytest.CaptureFixture[str], store: Store, table: object) -> None:
-    code, out, _ = _run(capsys, store, "prune", "db.sales", "--where", "id = 123", "--json")
+def test_prune_json_contract(run_cli: RunCli, store: Store, table: object) -> None:
+    code, out, _ = run_cli(store, "prune", "db.sales", "--where", "id = 123", "--json")
     assert code == 0
     j = json.loads(out)
     assert list(j) == ["table", "where", "planning_ms", "levels", "files"]
@@ -55,7 +35,7 @@ def test_prune_json_contract(capsys: pytest.CaptureFixture[str], store: Store, t
         "segment": "1", "path": "Fact/Part0/Segment_1/part-00000-1.parquet",
         "row_groups": [{"index": 0, "num_rows": 50, "row_ranges": [[20, 30]]}],
     }]
-    code, out, _ = _run(capsys, store, "prune", "db.sales", "--where", "id > 10", "--segments", "0,2",
+    code, out, _ = run_cli(store, "prune", "db.sales", "--where", "id > 10", "--segments", "0,2",
                         "--explain")
     assert code == 0
     assert "rows [0, 10) of segment 0" in out and "read segment 2" in out
@@ -74,9 +54,9 @@ def test_prune_json_contract(capsys: pytest.CaptureFixture[str], store: Store, t
     (["sql", "SELECT * FROM db.sales", "--limit", "2147483648"], "--limit: must be an integer from 0 to"),
 ])
 def test_user_mistakes_exit_2_with_one_line(
-    capsys: pytest.CaptureFixture[str], store: Store, table: object, argv: list[str], message: str
+    run_cli: RunCli, store: Store, table: object, argv: list[str], message: str
 ) -> None:
-    code, out, err = _run(capsys, store, *argv)
+    code, out, err = run_cli(store, *argv)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err
 
@@ -100,32 +80,32 @@ def test_rewrite_table_names(store: Store, table: object) -> None:
         rewrite_table_names("SELECT 1 FROM other.t", store)
 
 
-def test_query_and_sql(capsys: pytest.CaptureFixture[str], spark: object, store: Store, table: object) -> None:
-    code, out, _ = _run(capsys, store, "query", "db.sales", "--select", "id,cat", "--where",
+def test_query_and_sql(run_cli: RunCli, spark: object, store: Store, table: object) -> None:
+    code, out, _ = run_cli(store, "query", "db.sales", "--select", "id,cat", "--where",
                         "id >= 140 AND id < 143", "--json")
     assert code == 0
     assert sorted(json.loads(out), key=lambda r: r["id"]) == [
         {"id": 140, "cat": "cat_0"}, {"id": 141, "cat": "cat_1"}, {"id": 142, "cat": "cat_2"},
     ]
-    code, out, _ = _run(capsys, store, "query", "db.sales", "--segments", "2", "--limit", "5", "--csv")
+    code, out, _ = run_cli(store, "query", "db.sales", "--segments", "2", "--limit", "5", "--csv")
     rows = list(csv.reader(io.StringIO(out)))
     assert code == 0 and rows[0] == ["id", "cat", "v"] and len(rows) == 6
     assert all(200 <= int(r[0]) < 300 for r in rows[1:])
-    code, out, _ = _run(capsys, store, "sql",
+    code, out, _ = run_cli(store, "sql",
                         "SELECT cat, count(*) AS n FROM db.sales WHERE id < 70 GROUP BY cat ORDER BY cat",
                         "--json")
     assert code == 0
     assert json.loads(out)[:2] == [{"cat": "cat_0", "n": 10}, {"cat": "cat_1", "n": 10}]
-    code, _, err = _run(capsys, store, "sql", "SELECT nope FROM db.sales")
+    code, _, err = run_cli(store, "sql", "SELECT nope FROM db.sales")
     assert code == 2 and len(err.strip().splitlines()) == 1
     # a filter the index cannot decide (cat_3 rows in every row group): counted by Spark
-    code, out, err = _run(capsys, store, "query", "db.sales", "--where", "cat = 'cat_3'",
+    code, out, err = run_cli(store, "query", "db.sales", "--where", "cat = 'cat_3'",
                           "--count", "--json")
     assert code == 0 and json.loads(out) == [{"count": sum(1 for i in range(300) if i % 7 == 3)}], err
 
 
 def test_query_shows_timestamps_in_the_session_zone_whatever_the_process_zone(
-    capsys: pytest.CaptureFixture[str], spark: object, store: Store, monkeypatch: pytest.MonkeyPatch
+    run_cli: RunCli, spark: object, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import datetime as dt
     import time
@@ -137,8 +117,8 @@ def test_query_shows_timestamps_in_the_session_zone_whatever_the_process_zone(
     monkeypatch.setenv("TZ", "America/New_York")
     time.tzset()
     try:
-        code, out, _ = _run(capsys, store, "query", "db.events", "--csv")
-        jcode, jout, _ = _run(capsys, store, "sql", "SELECT at FROM db.events", "--json")
+        code, out, _ = run_cli(store, "query", "db.events", "--csv")
+        jcode, jout, _ = run_cli(store, "sql", "SELECT at FROM db.events", "--json")
     finally:
         monkeypatch.undo()
         time.tzset()
@@ -167,21 +147,21 @@ def test_a_limit_ends_the_scan_without_a_traceback(store: Store, tmp_path: Path)
 
 
 def test_json_keeps_nan_and_null_apart(
-    capsys: pytest.CaptureFixture[str], spark: object, store: Store
+    run_cli: RunCli, spark: object, store: Store
 ) -> None:
     t = store.create_table("db.f", "id long not null, v double")
     add_segments(t, [pa.table({"id": [0, 1, 2, 3, 4],
                                "v": [float("nan"), None, float("inf"), -float("inf"), 1.5]})])
-    code, out, _ = _run(capsys, store, "query", "db.f", "--json")
+    code, out, _ = run_cli(store, "query", "db.f", "--json")
     assert code == 0
     got = {r["id"]: r["v"] for r in json.loads(out)}
     assert got == {0: "NaN", 1: None, 2: "Infinity", 3: "-Infinity", 4: 1.5}
-    code, out, _ = _run(capsys, store, "sql", "SELECT id, v FROM db.f ORDER BY id", "--csv")
+    code, out, _ = run_cli(store, "sql", "SELECT id, v FROM db.f ORDER BY id", "--csv")
     assert out.splitlines()[1:] == ["0,NaN", "1,", "2,Infinity", "3,-Infinity", "4,1.5"]
 
 
 def test_prune_reads_timestamps_in_the_given_time_zone(
-    capsys: pytest.CaptureFixture[str], store: Store
+    run_cli: RunCli, store: Store
 ) -> None:
     import datetime as dt
 
@@ -191,7 +171,7 @@ def test_prune_reads_timestamps_in_the_given_time_zone(
     where = "ts < TIMESTAMP '2024-01-01 02:00:00'"
 
     def kept(*extra: str) -> int:
-        code, out, _ = _run(capsys, store, "prune", "db.ev", "--where", where, "--json", *extra)
+        code, out, _ = run_cli(store, "prune", "db.ev", "--where", where, "--json", *extra)
         assert code == 0
         return int(json.loads(out)["levels"]["segments"]["kept"])
 
@@ -200,23 +180,23 @@ def test_prune_reads_timestamps_in_the_given_time_zone(
     assert kept("--time-zone", "America/New_York") == 7  # 07:00 UTC
 
 
-def test_carbondata_sql_verbs_run_the_cli_code(capsys: pytest.CaptureFixture[str], store: Store) -> None:
+def test_carbondata_sql_verbs_run_the_cli_code(run_cli: RunCli, store: Store) -> None:
     """No Spark: the verbs are answered by the same code as the CLI commands."""
-    code, out, err = _run(capsys, store, "sql", "CREATE TABLE db.v (id long NOT NULL, c string) "
+    code, out, err = run_cli(store, "sql", "CREATE TABLE db.v (id long NOT NULL, c string) "
                           "STORED AS carbondata TBLPROPERTIES ('sort_columns'='id')", "--json")
     assert code == 0, err
     assert json.loads(out) == [{"table": "db.v", "created": True}]
     assert list(store.table("db.v").schema.column_names) == ["id", "c"]
     add_segments(store.table("db.v"), [pa.table({"id": [1, 2], "c": ["a", "b"]})] * 3)
-    code, out, _ = _run(capsys, store, "sql", "show segments for table db.v", "--json")
+    code, out, _ = run_cli(store, "sql", "show segments for table db.v", "--json")
     assert [r["id"] for r in json.loads(out)] == ["0", "1", "2"]
-    code, out, _ = _run(capsys, store, "sql", "DELETE FROM TABLE db.v WHERE SEGMENT.ID IN (1)", "--json")
+    code, out, _ = run_cli(store, "sql", "DELETE FROM TABLE db.v WHERE SEGMENT.ID IN (1)", "--json")
     assert code == 0 and json.loads(out) == [{"id": "1", "status": "Marked for Delete"}]
-    code, out, _ = _run(capsys, store, "sql", "SHOW SEGMENTS FOR TABLE db.v", "--json")
+    code, out, _ = run_cli(store, "sql", "SHOW SEGMENTS FOR TABLE db.v", "--json")
     assert {r["id"]: r["status"] for r in json.loads(out)}["1"] == "Marked for Delete"
-    code, out, _ = _run(capsys, store, "sql", "CLEAN FILES FOR TABLE db.v OPTIONS('dryrun'='true')", "--json")
+    code, out, _ = run_cli(store, "sql", "CLEAN FILES FOR TABLE db.v OPTIONS('dryrun'='true')", "--json")
     assert code == 0
-    code, out, _ = _run(capsys, store, "sql", "DROP TABLE db.v")
+    code, out, _ = run_cli(store, "sql", "DROP TABLE db.v")
     assert code == 0 and not store.exists("db.v")
 
 
@@ -228,15 +208,15 @@ def test_carbondata_sql_verbs_run_the_cli_code(capsys: pytest.CaptureFixture[str
     ("DELETE FROM TABLE db.sales WHERE SEGMENT.ID IN ()", "Segment ids should not be empty"),
 ])
 def test_statements_we_cannot_honour_are_one_line_errors(
-    capsys: pytest.CaptureFixture[str], store: Store, table: object, statement: str, message: str
+    run_cli: RunCli, store: Store, table: object, statement: str, message: str
 ) -> None:
-    code, out, err = _run(capsys, store, "sql", statement)
+    code, out, err = run_cli(store, "sql", statement)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err, err
 
 
 def test_count_star_is_answered_from_the_index_without_spark(
-    capsys: pytest.CaptureFixture[str], store: Store, table: object, monkeypatch: pytest.MonkeyPatch
+    run_cli: RunCli, store: Store, table: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import carbonstore.spark.session as session
 
@@ -244,18 +224,18 @@ def test_count_star_is_answered_from_the_index_without_spark(
         raise AssertionError("Spark was started")
 
     monkeypatch.setattr(session, "get_spark", no_spark)
-    code, out, err = _run(capsys, store, "sql", "SELECT count(*) AS n, COUNT(1) FROM db.sales", "--json")
+    code, out, err = run_cli(store, "sql", "SELECT count(*) AS n, COUNT(1) FROM db.sales", "--json")
     assert code == 0, err
     assert json.loads(out) == [{"n": 300, "count(1)": 300}]
     from carbonstore.segments.manage import delete_segments
 
     delete_segments(store.table("db.sales"), ["1"])
-    code, out, _ = _run(capsys, store, "sql", "select count(*) from db.sales", "--csv")
+    code, out, _ = run_cli(store, "sql", "select count(*) from db.sales", "--csv")
     assert out.splitlines() == ["count(1)", "200"]
 
 
 def test_count_where_min_max_and_query_count_without_spark(
-    capsys: pytest.CaptureFixture[str], store: Store, table: object, monkeypatch: pytest.MonkeyPatch
+    run_cli: RunCli, store: Store, table: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import carbonstore.spark.session as session
 
@@ -263,11 +243,11 @@ def test_count_where_min_max_and_query_count_without_spark(
         raise AssertionError("Spark was started")
 
     monkeypatch.setattr(session, "get_spark", no_spark)
-    code, out, err = _run(capsys, store, "sql", "SELECT count(*) AS n, min(id), MAX(cat) "
+    code, out, err = run_cli(store, "sql", "SELECT count(*) AS n, min(id), MAX(cat) "
                           "FROM db.sales WHERE id >= 100", "--json")
     assert code == 0, err
     assert json.loads(out) == [{"n": 200, "min(id)": 100, "max(cat)": "cat_6"}]  # as Spark names it
-    code, out, err = _run(capsys, store, "sql", "SELECT min(id) lo FROM db.sales WHERE id < 0", "--csv")
+    code, out, err = run_cli(store, "sql", "SELECT min(id) lo FROM db.sales WHERE id < 0", "--csv")
     assert code == 0 and out.splitlines() == ["lo", '""'], err  # one empty field
-    code, out, err = _run(capsys, store, "query", "db.sales", "--where", "id < 150", "--count", "--json")
+    code, out, err = run_cli(store, "query", "db.sales", "--where", "id < 150", "--count", "--json")
     assert code == 0 and json.loads(out) == [{"count": 150}], err

@@ -9,35 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
 import pytest
 
 from carbonstore import Store
-from carbonstore.cli import main
-from tests.indexfiles.segbuild import add_segments
+from tests.cli.conftest import RunCli
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def table(store: Store) -> object:
-    t = store.create_table("db.sales", "id long not null, cat string, v double")
-    datasets = []
-    for k in range(3):
-        ids = np.arange(k * 100, (k + 1) * 100)
-        datasets.append(pa.table({"id": ids, "cat": [f"cat_{i % 7}" for i in ids], "v": ids / 2}))
-    add_segments(t, datasets, row_group_size=50, page_rows=10)
-    return t
-
-
-def _run(capsys: pytest.CaptureFixture[str], store: Store, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(["--store", store.location, *argv])
-    except SystemExit as done:
-        code = int(done.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _one_line_error(code: int, out: str, err: str, message: str) -> None:
@@ -53,7 +30,7 @@ def _one_line_error(code: int, out: str, err: str, message: str) -> None:
     ("OPTIONS('dryrun'='true', junk)", "OPTIONS('key'='value', ...)"),
 ])
 def test_clean_files_refuses_options_it_would_ignore(
-    capsys: pytest.CaptureFixture[str], store: Store, table: object, options: str, message: str
+    run_cli: RunCli, store: Store, table: object, options: str, message: str
 ) -> None:
     """A misspelt or malformed option must not run CLEAN FILES without it (a forgotten
     dry run removes files)."""
@@ -61,15 +38,15 @@ def test_clean_files_refuses_options_it_would_ignore(
 
     delete_segments(store.table("db.sales"), ["1"])
     before = sorted(p.relative_to(store.location) for p in Path(store.location).rglob("*"))
-    code, out, err = _run(capsys, store, "sql", f"CLEAN FILES FOR TABLE db.sales {options}")
+    code, out, err = run_cli(store, "sql", f"CLEAN FILES FOR TABLE db.sales {options}")
     _one_line_error(code, out, err, message)
     assert sorted(p.relative_to(store.location) for p in Path(store.location).rglob("*")) == before
 
 
 def test_clean_files_options_are_case_blind(
-    capsys: pytest.CaptureFixture[str], store: Store, table: object
+    run_cli: RunCli, store: Store, table: object
 ) -> None:
-    code, out, err = _run(capsys, store, "sql",
+    code, out, err = run_cli(store, "sql",
                           "clean files for table db.sales options ('DryRun' = 'TRUE', 'force'='false')",
                           "--json")
     assert code == 0, err
@@ -77,10 +54,10 @@ def test_clean_files_options_are_case_blind(
 
 
 def test_show_segments_limit_counts_from_the_newest(
-    capsys: pytest.CaptureFixture[str], store: Store, table: object
+    run_cli: RunCli, store: Store, table: object
 ) -> None:
     def ids(limit: str) -> list[str]:
-        code, out, err = _run(capsys, store, "sql", f"SHOW SEGMENTS FOR TABLE db.sales{limit}", "--json")
+        code, out, err = run_cli(store, "sql", f"SHOW SEGMENTS FOR TABLE db.sales{limit}", "--json")
         assert code == 0, err
         return [r["id"] for r in json.loads(out)]
 
@@ -116,16 +93,16 @@ def test_unknown_verb_forms_say_one_line_in_a_real_process(
     ("SELECT CAST(cat AS INT) FROM db.sales", "CAST_INVALID_INPUT"),
 ])
 def test_errors_spark_raises_while_running_are_one_line(
-    capsys: pytest.CaptureFixture[str], spark: object, store: Store, table: object,
+    run_cli: RunCli, spark: object, store: Store, table: object,
     statement: str, message: str,
 ) -> None:
-    code, out, err = _run(capsys, store, "sql", statement)
+    code, out, err = run_cli(store, "sql", statement)
     _one_line_error(code, out, err, message)
     assert "Traceback" not in err and "JVM stacktrace" not in err
 
 
 def test_query_filter_errors_while_running_are_one_line(
-    capsys: pytest.CaptureFixture[str], spark: object, store: Store, table: object,
+    run_cli: RunCli, spark: object, store: Store, table: object,
 ) -> None:
-    code, out, err = _run(capsys, store, "sql", "SELECT id FROM db.sales WHERE id = 5 AND 1 / 0 > 0")
+    code, out, err = run_cli(store, "sql", "SELECT id FROM db.sales WHERE id = 5 AND 1 / 0 > 0")
     _one_line_error(code, out, err, "DIVIDE_BY_ZERO")

@@ -80,6 +80,19 @@ def _by_id(rows: list[Any]) -> list[Any]:
     return sorted(rows, key=lambda r: r["id"])
 
 
+def _actions(frame: Any) -> dict[str, Any]:
+    """What each driver-side action of ``frame`` gives (normalised)."""
+    return {
+        "collect": _outcome(frame.collect), "take2": _outcome(lambda: frame.take(2)),
+        "head": _outcome(frame.head), "head3": _outcome(lambda: frame.head(3)),
+        "first": _outcome(frame.first), "tail2": _outcome(lambda: frame.tail(2)),
+        "take0": _outcome(lambda: frame.take(0)), "count": frame.count(),
+        "iterator": _outcome(lambda: list(frame.toLocalIterator())),
+        "isEmpty": frame.isEmpty(), "arrow": _outcome(lambda: frame.toArrow().to_pylist()),
+        "arrow_schema": frame.toArrow().schema, "schema": frame.schema,
+    }
+
+
 def _check_same(spark: Any, table: Table, where: str) -> None:
     local = to_spark(table, spark, where=where)
     assert type(local).__name__ == "LocalFrame", where  # read on the driver, exact filter
@@ -89,29 +102,13 @@ def _check_same(spark: Any, table: Table, where: str) -> None:
     group = f"lookup-{uuid.uuid4().hex}"
     spark.sparkContext.setJobGroup(group, "driver-local actions")
     try:
-        got = {
-            "collect": _outcome(local.collect), "take2": _outcome(lambda: local.take(2)),
-            "head": _outcome(local.head), "head3": _outcome(lambda: local.head(3)),
-            "first": _outcome(local.first), "tail2": _outcome(lambda: local.tail(2)),
-            "take0": _outcome(lambda: local.take(0)), "count": local.count(),
-            "iterator": _outcome(lambda: list(local.toLocalIterator())),
-            "isEmpty": local.isEmpty(), "arrow": _outcome(lambda: local.toArrow().to_pylist()),
-            "arrow_schema": local.toArrow().schema, "schema": local.schema,
-        }
+        got = _actions(local)
         assert tracker.getJobIdsForGroup(group) == [], where  # no Spark job ran
     finally:
         spark.sparkContext.setJobGroup(None, None)
     assert local._carbon_jdf is None  # and no JVM relation was built
     through = local.select("*")  # a no-op transformation: runs in Spark
-    want = {
-        "collect": _outcome(through.collect), "take2": _outcome(lambda: through.take(2)),
-        "head": _outcome(through.head), "head3": _outcome(lambda: through.head(3)),
-        "first": _outcome(through.first), "tail2": _outcome(lambda: through.tail(2)),
-        "take0": _outcome(lambda: through.take(0)), "count": through.count(),
-        "iterator": _outcome(lambda: list(through.toLocalIterator())),
-        "isEmpty": through.isEmpty(), "arrow": _outcome(lambda: through.toArrow().to_pylist()),
-        "arrow_schema": through.toArrow().schema, "schema": through.schema,
-    }
+    want = _actions(through)
     for key in want:
         assert got[key] == want[key], (where, key)
     _check_pandas(spark, local, through)
