@@ -7,9 +7,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
-import threading
-from collections import OrderedDict
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -41,8 +40,6 @@ from carbonstore.expressions.expr import (
 __all__ = ["and_terms", "parse_where", "sql_error_message"]
 
 
-_PARSED: OrderedDict[str, Expr] = OrderedDict()  # filter text -> its (immutable) expression
-_PARSED_LOCK = threading.Lock()
 _PARSED_ENTRIES = 256  # filters remembered, least recently used first out
 _PARSED_TEXT_LIMIT = 4096  # longer filters are parsed every time (their parse dominates anyway)
 
@@ -65,20 +62,11 @@ def parse_where(sql: str) -> Expr:
     """
     if not isinstance(sql, str) or len(sql) > _PARSED_TEXT_LIMIT:
         return _parse_where(sql)
-    with _PARSED_LOCK:
-        hit = _PARSED.get(sql)
-        if hit is not None:
-            _PARSED.move_to_end(sql)
-            return hit
-    expr = _parse_where(sql)
-    with _PARSED_LOCK:
-        _PARSED[sql] = expr
-        while len(_PARSED) > _PARSED_ENTRIES:
-            _PARSED.popitem(last=False)
-    return expr
+    return _parsed(sql)
 
 
 def _parse_where(sql: str) -> Expr:
+    """:func:`parse_where` without the memory."""
     from sqlglot import exp
     from sqlglot.dialects.dialect import Dialect
     from sqlglot.errors import ParseError, TokenError
@@ -414,3 +402,7 @@ def and_terms(condition: Any) -> list[Any]:
         else:
             out.append(node)
     return out
+
+
+# filter text -> its (immutable) expression; an exception is not remembered
+_parsed = functools.lru_cache(maxsize=_PARSED_ENTRIES)(_parse_where)

@@ -229,11 +229,12 @@ def test_parse_where_remembers_texts_not_refusals() -> None:
     first = parse_where(text)
     assert parse_where(text) is first
     assert parse_where(" " + text) == first  # another text: parsed, equal
+    before = parser._parsed.cache_info().currsize
     for _ in range(2):
         with pytest.raises(ExpressionError):
             parse_where("a = ")
-    assert "a = " not in parser._PARSED
+    assert parser._parsed.cache_info().currsize == before  # the refusal is not remembered
     for i in range(parser._PARSED_ENTRIES + 10):
         parse_where(f"x = {i}")
-    assert len(parser._PARSED) == parser._PARSED_ENTRIES
+    assert parser._parsed.cache_info().currsize == parser._PARSED_ENTRIES
     assert parse_where("x = 5") == parse_where("x  =  5")
