@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "ALL_STATUSES",
@@ -335,6 +335,10 @@ def decode_entries(raw: Iterable[Any]) -> tuple[LoadEntry, ...]:
     Raises:
         ValueError: an entry is malformed or a loadName appears twice.
     """
+    if type(raw) is list:
+        plain = _decode_plain_list(raw)
+        if plain is not None:
+            return plain
     out = tuple(LoadEntry.from_json(o) for o in raw)
     seen: set[str] = set()
     for e in out:
@@ -353,3 +357,110 @@ def next_compacted_name(first_source: str) -> str:
     """``N`` -> ``N.1``; ``N.k`` -> ``N.(k+1)``."""
     major, _, minor = first_source.partition(".")
     return f"{major}.{int(minor or 0) + 1}"
+
+
+_NAME_LIST_RE = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?\n)*", re.ASCII)
+_BAD_FILE_CHARS = ("/", "\\", "\x00", ":")
+
+
+def _names_ok(names: list[Any]) -> bool:
+    """Every item a str matching ``_LOAD_NAME_RE`` (one regex over the joined list: a name
+    holding the separator changes the separator count)."""
+    if not set(map(type, names)) <= _STR_ONLY:
+        return False
+    joined = "\n".join(names) + "\n" if names else ""
+    return joined.count("\n") == len(names) and _NAME_LIST_RE.fullmatch(joined) is not None
+
+
+def _plain_files_ok(files: list[str]) -> bool:
+    """``check_plain_file_name`` of every item, at once."""
+    if not files:
+        return True
+    if set(files) & _NOT_FILE_NAMES:
+        return False
+    joined = "".join(files)
+    return not any(c in joined for c in _BAD_FILE_CHARS)
+
+
+_STR_ONLY = frozenset({str})
+_DICT_ONLY = frozenset({dict})
+_INT_ONLY = frozenset({int})
+_NOT_FILE_NAMES = frozenset({"", ".", ".."})
+_FLAG_SET = frozenset(_FLAG_TEXT)
+
+
+def _decode_plain_list(raw: list[Any]) -> tuple[LoadEntry, ...] | None:
+    """``decode_entries`` of a list every item of which ``_decode_plain`` accepts, with
+    distinct load names, checked key by key over the whole list; None when anything
+    differs (the per-entry decoder then decides, and raises its errors)."""
+    try:
+        if not (set(map(type, raw)) <= _DICT_ONLY and set().union(*raw) <= _KNOWN_KEYS):
+            return None
+        if any(o.get("deleteDeltas") for o in raw):
+            return None
+        names = [o.get("loadName") for o in raw]
+        statuses = [o.get("loadStatus") for o in raw]
+        starts = [o.get("loadStartTime") for o in raw]
+        merged = [o.get("mergedLoadName") for o in raw]
+        files = [o.get("segmentFile") for o in raw]
+        formats = [o.get("fileFormat") or "parquet" for o in raw]
+        visible = [o.get("visibility") for o in raw]
+        major = [o.get("majorCompacted") for o in raw]
+        ints = [[o.get(key) for o in raw] for key in _OPTIONAL_INTS]
+        if not (
+            _names_ok(names) and len(set(names)) == len(names)
+            and set(statuses) <= _STATUS_SET and set(map(type, starts)) <= _INT_ONLY
+            and all(set(map(type, col)) <= _INT_OR_NONE for col in ints)
+            and set(map(type, formats)) <= _STR_ONLY
+            and set(visible) <= _FLAG_SET and set(major) <= _FLAG_SET
+            and _names_ok([m for m in merged if m is not None])
+            and set(map(type, files)) <= _STR_OR_NONE
+            and _plain_files_ok([f for f in files if f is not None])
+        ):
+            return None
+    except TypeError:  # an unhashable value where a string belongs: the full decoder says what
+        return None
+    return tuple(map(_BUILD_PLAIN, names, statuses, starts, *ints, merged, visible, major,
+                     formats, files))
+
+
+# loadStartTime aside, the integer keys, in the order _PlainEntry takes them
+_OPTIONAL_INTS = ("timestamp", "dataSize", "indexSize", "rowCount", "badRecordCount",
+                  "modificationOrDeletionTimestamp")
+
+
+class _PlainEntry:
+    """Builds a LoadEntry from checked values, as ``_decode_plain`` does, at a third of the
+    cost: a frozen dataclass's __init__ sets each of its 16 fields through
+    ``object.__setattr__``, and every fresh open builds every entry of the table. The slots
+    are LoadEntry's (same names, same order, same layout), so once they are filled the
+    instance becomes a LoadEntry (``__class__`` assignment between layout-identical classes)."""
+
+    __slots__ = LoadEntry.__slots__
+
+    def __init__(
+        self, name: str, status: str, start: int, timestamp: int | None, data: int | None,
+        index: int | None, rows: int | None, bad: int | None, modified: int | None,
+        merged: str | None, visible: str | None, major: str | None, file_format: str,
+        segment_file: str | None,
+    ) -> None:
+        self.load_name = name
+        self.status = status
+        self.load_start_time = start
+        self.timestamp = timestamp
+        self.data_size = data or 0
+        self.index_size = index or 0
+        self.row_count = rows or 0
+        self.bad_record_count = bad or 0
+        self.merged_load_name = merged
+        self.modification_or_deletion_timestamp = modified
+        self.visibility = visible != "false"
+        self.major_compacted = major == "true"
+        self.file_format = file_format
+        self.segment_file = segment_file
+        self.delete_deltas = ()
+        self.extra: dict[str, Any] = {}
+        self.__class__ = LoadEntry  # type: ignore[assignment]
+
+
+_BUILD_PLAIN = cast("Callable[..., LoadEntry]", _PlainEntry)  # it returns LoadEntry objects
