@@ -32,6 +32,8 @@ __all__ = [
     "check_plain_file_name",
     "check_relative_path",
     "decode_entries",
+    "decode_entry_columns",
+    "encode_entry_columns",
     "next_compacted_name",
     "now_ms",
     "segment_sort_key",
@@ -398,15 +400,18 @@ def _decode_plain_list(raw: list[Any]) -> tuple[LoadEntry, ...] | None:
             return None
         if any(o.get("deleteDeltas") for o in raw):
             return None
-        names = [o.get("loadName") for o in raw]
-        statuses = [o.get("loadStatus") for o in raw]
-        starts = [o.get("loadStartTime") for o in raw]
-        merged = [o.get("mergedLoadName") for o in raw]
-        files = [o.get("segmentFile") for o in raw]
-        formats = [o.get("fileFormat") or "parquet" for o in raw]
-        visible = [o.get("visibility") for o in raw]
-        major = [o.get("majorCompacted") for o in raw]
-        ints = [[o.get(key) for o in raw] for key in _OPTIONAL_INTS]
+    except TypeError:
+        return None
+    return _decode_plain_columns([[o.get(key) for o in raw] for key in _PLAIN_KEYS])
+
+
+def _decode_plain_columns(columns: list[list[Any]]) -> tuple[LoadEntry, ...] | None:
+    """Entries from one column per ``_PLAIN_KEYS`` key (None: absent), when every entry is
+    one ``_decode_plain`` accepts and the load names are distinct; None otherwise."""
+    names, statuses, starts, *ints, merged, visible, major, formats, files = columns
+    try:
+        if not set(map(type, formats)) <= _STR_ONLY:
+            formats = [f or "parquet" for f in formats]
         if not (
             _names_ok(names) and len(set(names)) == len(names)
             and set(statuses) <= _STATUS_SET and set(map(type, starts)) <= _INT_ONLY
@@ -424,9 +429,48 @@ def _decode_plain_list(raw: list[Any]) -> tuple[LoadEntry, ...] | None:
                      formats, files))
 
 
-# loadStartTime aside, the integer keys, in the order _PlainEntry takes them
-_OPTIONAL_INTS = ("timestamp", "dataSize", "indexSize", "rowCount", "badRecordCount",
-                  "modificationOrDeletionTimestamp")
+def encode_entry_columns(entries: Iterable[LoadEntry]) -> dict[str, list[Any]] | None:
+    """The entries as one array per CarbonData key (docs/tablestatus.md, "Entry columns");
+    None when an entry carries keys beyond CarbonData's (``extra``): those stay rows."""
+    entries = tuple(entries)
+    if any(e.extra for e in entries):
+        return None
+    rows = [e.to_json() for e in entries]
+    keys = _PLAIN_KEYS + (("deleteDeltas",) if any(e.delete_deltas for e in entries) else ())
+    return {key: [r.get(key) for r in rows] for key in keys}
+
+
+def decode_entry_columns(columns: Any) -> tuple[LoadEntry, ...]:
+    """``decode_entries`` of entries written as columns: every check and error is the rows'.
+
+    Raises:
+        ValueError: the columns are malformed, an entry is, or a loadName appears twice.
+    """
+    if type(columns) is not dict:
+        raise ValueError("entry columns must be a JSON object")
+    unknown = sorted(columns.keys() - _KNOWN_KEYS)
+    if unknown:
+        raise ValueError(f"unknown entry column {unknown[0]!r}")
+    if not all(type(c) is list for c in columns.values()):
+        raise ValueError("every entry column must be an array")
+    lengths = set(map(len, columns.values()))
+    if len(lengths) > 1:
+        raise ValueError(f"entry columns differ in length ({sorted(lengths)})")
+    n = lengths.pop() if lengths else 0
+    missing = [None] * n  # an absent key reads as null, as in a row
+    if not any(columns.get("deleteDeltas") or ()):
+        plain = _decode_plain_columns([columns.get(key, missing) for key in _PLAIN_KEYS])
+        if plain is not None:
+            return plain
+    keys = list(columns)
+    return decode_entries([dict(zip(keys, values, strict=True))
+                           for values in zip(*columns.values(), strict=True)])
+
+
+# The keys of a plain entry, in the order _PlainEntry takes their values.
+_PLAIN_KEYS = ("loadName", "loadStatus", "loadStartTime", "timestamp", "dataSize", "indexSize",
+               "rowCount", "badRecordCount", "modificationOrDeletionTimestamp", "mergedLoadName",
+               "visibility", "majorCompacted", "fileFormat", "segmentFile")
 
 
 class _PlainEntry:

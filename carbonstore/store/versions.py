@@ -17,10 +17,19 @@ from typing import Any
 import orjson
 
 from carbonstore.errors import CarbonStoreError, CorruptMetadataError, SegmentNotFoundError
-from carbonstore.store.entries import LoadEntry, decode_entries, now_ms, segment_sort_key
+from carbonstore.store.entries import (
+    LoadEntry,
+    decode_entries,
+    decode_entry_columns,
+    encode_entry_columns,
+    now_ms,
+    segment_sort_key,
+)
 
 __all__ = [
     "CHECKPOINT_INTERVAL",
+    "COLUMNS_FORMAT_VERSION",
+    "COLUMNS_FROM",
     "FORMAT_VERSION",
     "State",
     "TableStatusSnapshot",
@@ -41,6 +50,14 @@ __all__ = [
 
 CHECKPOINT_INTERVAL = 50
 FORMAT_VERSION = 1
+#: a version file whose entries (or upserts) are written as columns (``entryColumns`` /
+#: ``upsertColumns``); readers take both formats, so tables written before still open
+COLUMNS_FORMAT_VERSION = 2
+#: lists of at least this many entries are written as columns (parsed and checked about
+#: three times faster: one array per key instead of an object per entry); shorter ones,
+#: the common delta, stay one object per entry
+COLUMNS_FROM = 128
+_FORMAT_VERSIONS = (FORMAT_VERSION, COLUMNS_FORMAT_VERSION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +198,7 @@ def _checked_object(data: bytes, *, version: int, table_id: str) -> dict[str, An
     obj = orjson.loads(data)
     if not isinstance(obj, dict):
         raise ValueError("expected a JSON object")
-    if obj.get("formatVersion") != FORMAT_VERSION:
+    if obj.get("formatVersion") not in _FORMAT_VERSIONS:
         raise ValueError(f"unknown formatVersion {obj.get('formatVersion')!r}")
     if obj.get("version") != version:
         raise ValueError(f"it says version {obj.get('version')!r}")
@@ -211,9 +228,14 @@ def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> Ver
         obj = _checked_object(data, version=version, table_id=table_id)
         parent = obj.get("parent")
         entries = None
+        columns = obj.get("formatVersion") == COLUMNS_FORMAT_VERSION
         if obj.get("checkpoint"):
-            entries = decode_entries(obj["entries"])
-        upserts = decode_entries(obj.get("upserts") or [])
+            entries = (decode_entry_columns(obj["entryColumns"])
+                       if columns and "entryColumns" in obj else decode_entries(obj["entries"]))
+        if columns and "upsertColumns" in obj:
+            upserts = decode_entry_columns(obj["upsertColumns"])
+        else:
+            upserts = decode_entries(obj.get("upserts") or [])
         removes = tuple(str(n) for n in obj.get("removes") or [])
         return VersionRecord(
             version=version,
@@ -333,9 +355,19 @@ def encode_version(
     }
     if dropped:
         obj["dropped"] = True
+    listed = checkpoint if checkpoint is not None else upserts
+    columns = encode_entry_columns(listed) if len(listed) >= COLUMNS_FROM else None
+    if columns is not None:
+        obj["formatVersion"] = COLUMNS_FORMAT_VERSION
     if checkpoint is not None:
-        obj["entries"] = [e.to_json() for e in checkpoint]
+        if columns is not None:
+            obj["entryColumns"] = columns
+        else:
+            obj["entries"] = [e.to_json() for e in checkpoint]
     else:
-        obj["upserts"] = [e.to_json() for e in upserts]
+        if columns is not None:
+            obj["upsertColumns"] = columns
+        else:
+            obj["upserts"] = [e.to_json() for e in upserts]
         obj["removes"] = list(removes)
     return orjson.dumps(obj)
