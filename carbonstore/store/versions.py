@@ -132,7 +132,7 @@ class TableStatusSnapshot:
         hit = _IN_ORDER.get(id(self.entries))
         if hit is not None and hit[0] is self.entries:
             return list(hit[1])
-        got = tuple(sorted(self.readable, key=lambda e: segment_sort_key(e.load_name)))
+        got = _in_segment_order(self.readable)
         if len(_IN_ORDER) >= 16:  # a few versions are live at a time: start over
             _IN_ORDER.clear()
         _IN_ORDER[id(self.entries)] = (self.entries, got)  # holding the tuple keeps its id unique
@@ -145,6 +145,16 @@ class TableStatusSnapshot:
 
 # id(entries tuple) -> (that tuple, its readable entries in segment order)
 _IN_ORDER: dict[int, tuple[tuple[LoadEntry, ...], tuple[LoadEntry, ...]]] = {}
+
+
+def _in_segment_order(entries: list[LoadEntry]) -> tuple[LoadEntry, ...]:
+    """``entries`` sorted by ``segment_sort_key`` of their load names; when no name has a
+    compaction suffix (``3.1``) the key is the number itself, computed in one pass."""
+    names = [e.load_name for e in entries]
+    if "." in "".join(names):
+        return tuple(sorted(entries, key=lambda e: segment_sort_key(e.load_name)))
+    keys = list(map(int, names))
+    return tuple(entries[i] for i in sorted(range(len(keys)), key=keys.__getitem__))
 
 
 def floor_of(entries: Iterable[LoadEntry], floor: int) -> int:

@@ -147,3 +147,16 @@ def test_whole_list_entries_are_frozen_and_replaceable() -> None:
     assert e == LoadEntry.from_json({**_GOOD, "unknownKey": 1}).__class__(**{
         s: getattr(e, s) for s in LoadEntry.__slots__})
     assert hash(e.load_name) and e.extra == {} and e.delete_deltas == ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 3), st.booleans()), max_size=30,
+                unique_by=lambda t: t[:2]))
+def test_readable_in_order_is_segment_order(names: list[tuple[int, int, bool]]) -> None:
+    from carbonstore.store.entries import segment_sort_key
+    from carbonstore.store.versions import TableStatusSnapshot
+
+    entries = tuple(LoadEntry(load_name=f"{major}.{minor}" if minor else str(major), status="Success",
+                              load_start_time=0, visibility=visible) for major, minor, visible in names)
+    want = sorted((e for e in entries if e.readable), key=lambda e: segment_sort_key(e.load_name))
+    assert TableStatusSnapshot(entries).readable_in_order() == want
