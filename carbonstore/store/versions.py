@@ -4,8 +4,10 @@ One version file is a JSON object: ``formatVersion``, ``tableId``, ``version``, 
 ``operation``, ``timestamp``, ``writer``, ``segmentIdFloor``, ``checkpoint`` and either all
 ``entries`` (a checkpoint, every ``CHECKPOINT_INTERVAL``-th version) or the ``upserts`` and
 ``removes`` it makes, plus ``readableAdded`` / ``readableRemoved`` / ``readableRows`` for the
-history. Decoding checks that a file is the version its name says, of the table it belongs
-to, with the right parent; every entry is checked (``carbonstore.store.entries``).
+history. Lists of ``COLUMNS_FROM`` entries or more are written as one array per key
+(``entryColumns`` / ``upsertColumns``, ``formatVersion`` 2); both formats are read.
+Decoding checks that a file is the version its name says, of the table it belongs to, with
+the right parent; every entry is checked (``carbonstore.store.entries``).
 """
 
 from __future__ import annotations
@@ -246,7 +248,7 @@ def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> Ver
             upserts = decode_entry_columns(obj["upsertColumns"])
         else:
             upserts = decode_entries(obj.get("upserts") or [])
-        removes = tuple(str(n) for n in obj.get("removes") or [])
+        removes = tuple(map(str, obj.get("removes") or []))
         return VersionRecord(
             version=version,
             parent=parent,
@@ -258,8 +260,8 @@ def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> Ver
             entries=entries,
             upserts=upserts,
             removes=removes,
-            added=tuple(str(n) for n in obj.get("readableAdded") or []),
-            removed=tuple(str(n) for n in obj.get("readableRemoved") or []),
+            added=tuple(map(str, obj.get("readableAdded") or [])),
+            removed=tuple(map(str, obj.get("readableRemoved") or [])),
             rows=int(obj.get("readableRows", 0)),
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
