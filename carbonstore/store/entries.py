@@ -435,9 +435,25 @@ def encode_entry_columns(entries: Iterable[LoadEntry]) -> dict[str, list[Any]] |
     entries = tuple(entries)
     if any(e.extra for e in entries):
         return None
-    rows = [e.to_json() for e in entries]
-    keys = _PLAIN_KEYS + (("deleteDeltas",) if any(e.delete_deltas for e in entries) else ())
-    return {key: [r.get(key) for r in rows] for key in keys}
+    columns: dict[str, list[Any]] = {  # what LoadEntry.to_json writes, key by key
+        "loadName": [e.load_name for e in entries],
+        "loadStatus": [e.status for e in entries],
+        "loadStartTime": [e.load_start_time for e in entries],
+        "timestamp": [e.timestamp for e in entries],
+        "dataSize": [e.data_size for e in entries],
+        "indexSize": [e.index_size for e in entries],
+        "rowCount": [e.row_count for e in entries],
+        "badRecordCount": [e.bad_record_count for e in entries],
+        "mergedLoadName": [e.merged_load_name for e in entries],
+        "modificationOrDeletionTimestamp": [e.modification_or_deletion_timestamp for e in entries],
+        "visibility": ["true" if e.visibility else "false" for e in entries],
+        "majorCompacted": ["true" if e.major_compacted else "false" for e in entries],
+        "fileFormat": [e.file_format for e in entries],
+        "segmentFile": [e.segment_file for e in entries],
+    }
+    if any(e.delete_deltas for e in entries):
+        columns["deleteDeltas"] = [[d.to_json() for d in e.delete_deltas] or None for e in entries]
+    return columns
 
 
 def decode_entry_columns(columns: Any) -> tuple[LoadEntry, ...]:
