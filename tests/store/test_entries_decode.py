@@ -147,6 +147,10 @@ def test_whole_list_entries_are_frozen_and_replaceable() -> None:
     assert e == LoadEntry.from_json({**_GOOD, "unknownKey": 1}).__class__(**{
         s: getattr(e, s) for s in LoadEntry.__slots__})
     assert hash(e.load_name) and e.extra == {} and e.delete_deltas == ()
+    import copy
+    import pickle
+
+    assert pickle.loads(pickle.dumps(e)) == e == copy.deepcopy(e)  # Spark ships entries pickled
 
 
 @settings(max_examples=200, deadline=None)
