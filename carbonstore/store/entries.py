@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "ALL_STATUSES",
@@ -32,6 +32,8 @@ __all__ = [
     "check_plain_file_name",
     "check_relative_path",
     "decode_entries",
+    "decode_entry_columns",
+    "encode_entry_columns",
     "next_compacted_name",
     "now_ms",
     "segment_sort_key",
@@ -335,6 +337,10 @@ def decode_entries(raw: Iterable[Any]) -> tuple[LoadEntry, ...]:
     Raises:
         ValueError: an entry is malformed or a loadName appears twice.
     """
+    if type(raw) is list:
+        plain = _decode_plain_list(raw)
+        if plain is not None:
+            return plain
     out = tuple(LoadEntry.from_json(o) for o in raw)
     seen: set[str] = set()
     for e in out:
@@ -353,3 +359,168 @@ def next_compacted_name(first_source: str) -> str:
     """``N`` -> ``N.1``; ``N.k`` -> ``N.(k+1)``."""
     major, _, minor = first_source.partition(".")
     return f"{major}.{int(minor or 0) + 1}"
+
+
+_NAME_LIST_RE = re.compile(r"(?:[0-9]+(?:\.[0-9]+)?\n)*", re.ASCII)
+_BAD_FILE_CHARS = ("/", "\\", "\x00", ":")
+
+
+def _names_ok(names: list[Any]) -> bool:
+    """Every item a str matching ``_LOAD_NAME_RE`` (one regex over the joined list: a name
+    holding the separator changes the separator count)."""
+    if not set(map(type, names)) <= _STR_ONLY:
+        return False
+    joined = "\n".join(names) + "\n" if names else ""
+    return joined.count("\n") == len(names) and _NAME_LIST_RE.fullmatch(joined) is not None
+
+
+def _plain_files_ok(files: list[str]) -> bool:
+    """``check_plain_file_name`` of every item, at once."""
+    if not files:
+        return True
+    if set(files) & _NOT_FILE_NAMES:
+        return False
+    joined = "".join(files)
+    return not any(c in joined for c in _BAD_FILE_CHARS)
+
+
+_STR_ONLY = frozenset({str})
+_DICT_ONLY = frozenset({dict})
+_INT_ONLY = frozenset({int})
+_NOT_FILE_NAMES = frozenset({"", ".", ".."})
+_FLAG_SET = frozenset(_FLAG_TEXT)
+
+
+def _decode_plain_list(raw: list[Any]) -> tuple[LoadEntry, ...] | None:
+    """``decode_entries`` of a list every item of which ``_decode_plain`` accepts, with
+    distinct load names, checked key by key over the whole list; None when anything
+    differs (the per-entry decoder then decides, and raises its errors)."""
+    try:
+        if not (set(map(type, raw)) <= _DICT_ONLY and set().union(*raw) <= _KNOWN_KEYS):
+            return None
+        if any(o.get("deleteDeltas") for o in raw):
+            return None
+    except TypeError:
+        return None
+    return _decode_plain_columns([[o.get(key) for o in raw] for key in _PLAIN_KEYS])
+
+
+def _decode_plain_columns(columns: list[list[Any]]) -> tuple[LoadEntry, ...] | None:
+    """Entries from one column per ``_PLAIN_KEYS`` key (None: absent), when every entry is
+    one ``_decode_plain`` accepts and the load names are distinct; None otherwise."""
+    names, statuses, starts, *ints, merged, visible, major, formats, files = columns
+    try:
+        if not set(map(type, formats)) <= _STR_ONLY:
+            formats = [f or "parquet" for f in formats]
+        if not (
+            _names_ok(names) and len(set(names)) == len(names)
+            and set(statuses) <= _STATUS_SET and set(map(type, starts)) <= _INT_ONLY
+            and all(set(map(type, col)) <= _INT_OR_NONE for col in ints)
+            and set(map(type, formats)) <= _STR_ONLY
+            and set(visible) <= _FLAG_SET and set(major) <= _FLAG_SET
+            and _names_ok([m for m in merged if m is not None])
+            and set(map(type, files)) <= _STR_OR_NONE
+            and _plain_files_ok([f for f in files if f is not None])
+        ):
+            return None
+    except TypeError:  # an unhashable value where a string belongs: the full decoder says what
+        return None
+    return tuple(map(_BUILD_PLAIN, names, statuses, starts, *ints, merged, visible, major,
+                     formats, files))
+
+
+def encode_entry_columns(entries: Iterable[LoadEntry]) -> dict[str, list[Any]] | None:
+    """The entries as one array per CarbonData key (docs/tablestatus.md, "Entry columns");
+    None when an entry carries keys beyond CarbonData's (``extra``): those stay rows."""
+    entries = tuple(entries)
+    if any(e.extra for e in entries):
+        return None
+    columns: dict[str, list[Any]] = {  # what LoadEntry.to_json writes, key by key
+        "loadName": [e.load_name for e in entries],
+        "loadStatus": [e.status for e in entries],
+        "loadStartTime": [e.load_start_time for e in entries],
+        "timestamp": [e.timestamp for e in entries],
+        "dataSize": [e.data_size for e in entries],
+        "indexSize": [e.index_size for e in entries],
+        "rowCount": [e.row_count for e in entries],
+        "badRecordCount": [e.bad_record_count for e in entries],
+        "mergedLoadName": [e.merged_load_name for e in entries],
+        "modificationOrDeletionTimestamp": [e.modification_or_deletion_timestamp for e in entries],
+        "visibility": ["true" if e.visibility else "false" for e in entries],
+        "majorCompacted": ["true" if e.major_compacted else "false" for e in entries],
+        "fileFormat": [e.file_format for e in entries],
+        "segmentFile": [e.segment_file for e in entries],
+    }
+    if any(e.delete_deltas for e in entries):
+        columns["deleteDeltas"] = [[d.to_json() for d in e.delete_deltas] or None for e in entries]
+    return columns
+
+
+def decode_entry_columns(columns: Any) -> tuple[LoadEntry, ...]:
+    """``decode_entries`` of entries written as columns: every check and error is the rows'.
+
+    Raises:
+        ValueError: the columns are malformed, an entry is, or a loadName appears twice.
+    """
+    if type(columns) is not dict:
+        raise ValueError("entry columns must be a JSON object")
+    unknown = sorted(columns.keys() - _KNOWN_KEYS)
+    if unknown:
+        raise ValueError(f"unknown entry column {unknown[0]!r}")
+    if not all(type(c) is list for c in columns.values()):
+        raise ValueError("every entry column must be an array")
+    lengths = set(map(len, columns.values()))
+    if len(lengths) > 1:
+        raise ValueError(f"entry columns differ in length ({sorted(lengths)})")
+    n = lengths.pop() if lengths else 0
+    missing = [None] * n  # an absent key reads as null, as in a row
+    if not any(columns.get("deleteDeltas") or ()):
+        plain = _decode_plain_columns([columns.get(key, missing) for key in _PLAIN_KEYS])
+        if plain is not None:
+            return plain
+    keys = list(columns)
+    return decode_entries([dict(zip(keys, values, strict=True))
+                           for values in zip(*columns.values(), strict=True)])
+
+
+# The keys of a plain entry, in the order _PlainEntry takes their values.
+_PLAIN_KEYS = ("loadName", "loadStatus", "loadStartTime", "timestamp", "dataSize", "indexSize",
+               "rowCount", "badRecordCount", "modificationOrDeletionTimestamp", "mergedLoadName",
+               "visibility", "majorCompacted", "fileFormat", "segmentFile")
+
+
+class _PlainEntry:
+    """Builds a LoadEntry from checked values, as ``_decode_plain`` does, at a third of the
+    cost: a frozen dataclass's __init__ sets each of its 16 fields through
+    ``object.__setattr__``, and every fresh open builds every entry of the table. The slots
+    are LoadEntry's (same names, same order, same layout), so once they are filled the
+    instance becomes a LoadEntry (``__class__`` assignment between layout-identical classes)."""
+
+    __slots__ = LoadEntry.__slots__
+
+    def __init__(
+        self, name: str, status: str, start: int, timestamp: int | None, data: int | None,
+        index: int | None, rows: int | None, bad: int | None, modified: int | None,
+        merged: str | None, visible: str | None, major: str | None, file_format: str,
+        segment_file: str | None,
+    ) -> None:
+        self.load_name = name
+        self.status = status
+        self.load_start_time = start
+        self.timestamp = timestamp
+        self.data_size = data or 0
+        self.index_size = index or 0
+        self.row_count = rows or 0
+        self.bad_record_count = bad or 0
+        self.merged_load_name = merged
+        self.modification_or_deletion_timestamp = modified
+        self.visibility = visible != "false"
+        self.major_compacted = major == "true"
+        self.file_format = file_format
+        self.segment_file = segment_file
+        self.delete_deltas = ()
+        self.extra: dict[str, Any] = {}
+        self.__class__ = LoadEntry  # type: ignore[assignment]
+
+
+_BUILD_PLAIN = cast("Callable[..., LoadEntry]", _PlainEntry)  # it returns LoadEntry objects

@@ -90,3 +90,77 @@ def test_readable_in_order_is_sorted_and_shared_safely() -> None:
     assert [e.load_name for e in again] == ["0", "1.1", "2", "10"]
     other = TableStatusSnapshot(entries[:2], 5).readable_in_order()
     assert [e.load_name for e in other] == ["2", "10"]
+
+
+def _decode_list(raw: list[Any]) -> tuple[LoadEntry, ...] | str:
+    try:
+        return decode_entries(raw)
+    except ValueError as err:
+        return f"refused: {err}"
+
+
+def _decode_each(raw: list[Any]) -> tuple[LoadEntry, ...] | str:
+    """The oracle: entry by entry through ``LoadEntry.from_json``, then the duplicate check."""
+    try:
+        out = tuple(LoadEntry.from_json(o) for o in raw)
+    except ValueError as err:
+        return f"refused: {err}"
+    names = [e.load_name for e in out]
+    dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    return out if dup is None else f"refused: loadName {dup} appears twice"
+
+
+_ENTRY = st.builds(lambda base, changes: {**base, **changes},
+                   st.sampled_from([_GOOD, {**_GOOD, "segmentFile": None, "timestamp": None}]),
+                   st.fixed_dictionaries({}, optional=_VALUES))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(
+    _ENTRY.map(lambda o: {**o, "loadName": o["loadName"]}),
+    st.integers(0, 40).map(lambda i: {**_GOOD, "loadName": str(i), "segmentFile": f"{i}_1.carbonindexmerge"}),
+    st.integers(0, 40).map(lambda i: {**_GOOD, "loadName": f"{i}.1", "mergedLoadName": None}),
+    st.sampled_from([{**_GOOD, "loadName": "1\n2"}, {**_GOOD, "mergedLoadName": "3\n"},
+                     {**_GOOD, "segmentFile": "a\x00b"}, {**_GOOD, "segmentFile": ""},
+                     {**_GOOD, "extraKey": 1}, [1], "x", {**_GOOD, "loadStatus": ["Success"]},
+                     {**_GOOD, "visibility": {}}, {**_GOOD, "deleteDeltas": ""}]),
+), max_size=12))
+def test_whole_list_decoder_agrees_with_entry_by_entry(raw: list[Any]) -> None:
+    """Plain lists are checked key by key over the whole list and built without the
+    dataclass __init__; every entry and every refusal must be the entry-by-entry one."""
+    got, want = _decode_list(raw), _decode_each(raw)
+    assert got == want
+    if isinstance(got, tuple):
+        again = decode_entries(raw)
+        extras = {id(e.extra) for e in (*got, *again)}
+        assert len(extras) == 2 * len(got)  # a fresh extra dict per entry, never shared
+        for e in got:
+            assert type(e) is LoadEntry
+            assert [getattr(e, s) for s in LoadEntry.__slots__]  # every slot is set
+
+
+def test_whole_list_entries_are_frozen_and_replaceable() -> None:
+    (e,) = decode_entries([dict(_GOOD)])
+    with pytest.raises(AttributeError):
+        e.status = "Failure"  # type: ignore[misc]
+    assert replace(e, status="Compacted").status == "Compacted"
+    assert e == LoadEntry.from_json({**_GOOD, "unknownKey": 1}).__class__(**{
+        s: getattr(e, s) for s in LoadEntry.__slots__})
+    assert hash(e.load_name) and e.extra == {} and e.delete_deltas == ()
+    import copy
+    import pickle
+
+    assert pickle.loads(pickle.dumps(e)) == e == copy.deepcopy(e)  # Spark ships entries pickled
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 3), st.booleans()), max_size=30,
+                unique_by=lambda t: t[:2]))
+def test_readable_in_order_is_segment_order(names: list[tuple[int, int, bool]]) -> None:
+    from carbonstore.store.entries import segment_sort_key
+    from carbonstore.store.versions import TableStatusSnapshot
+
+    entries = tuple(LoadEntry(load_name=f"{major}.{minor}" if minor else str(major), status="Success",
+                              load_start_time=0, visibility=visible) for major, minor, visible in names)
+    want = sorted((e for e in entries if e.readable), key=lambda e: segment_sort_key(e.load_name))
+    assert TableStatusSnapshot(entries).readable_in_order() == want
