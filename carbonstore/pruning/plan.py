@@ -205,7 +205,10 @@ def _remember(view: Any, key: Any, entries: Any, plan: TablePlan) -> None:
         return
     plans = view.plans
     if len(plans) >= _PLANS_PER_VIEW:
-        del plans[next(iter(plans))]
+        try:  # the oldest out (another thread planning over the view may have taken it)
+            del plans[next(iter(plans))]
+        except (KeyError, RuntimeError, StopIteration):
+            pass
     plans[key] = (entries, plan)
 
 
