@@ -170,8 +170,8 @@ def prune(
     result = _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0,
                        files_by_partition=pm.files_dropped if pm is not None and plan else 0,
                        keep=keep, entries=entries, version=snapshot.version)
-    if memo_key is not None:
-        _remember(view, memo_key, snapshot.entries, result)
+    if memo_key is not None:  # a copy of its own: the caller may change its levels dict
+        _remember(view, memo_key, snapshot.entries, result.reissued(result.planning_ms))
     return result
 
 
