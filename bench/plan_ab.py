@@ -11,7 +11,8 @@ alternate, so a busy spell of the shared machine hits all of them. Usage::
 
 Prints one table row per size and predicate: the median over rounds of each system's
 warm / reused / fresh milliseconds, the ratio of each tree to delta-rs, the CPU time of a
-reused-handle plan (``time.process_time``, every thread: on a busy shared machine the
+reused-handle plan (the same filter again; a second table: a new literal every plan, which
+no memo of a whole plan serves) (``time.process_time``, every thread: on a busy shared machine the
 wall clock also counts time spent waiting for a core), and whether the trees' survivors
 at every level agree (the plans must be the same).
 """
@@ -69,7 +70,36 @@ def _worker(kind: str, meta_path: str, mode: str, sql: str | None, repeat: int) 
             cpu.append((time.process_time() - c0) * 1000)  # all threads' CPU: not the waits
         out[label] = {"warm": statistics.median(warm), "reused": statistics.median(reused),
                       "reused_cpu": statistics.median(cpu), "survivors": survivors}
+    handle = open_fn()
+    for label, texts in new_literals(meta, 20 + 4 * repeat).items():  # each text planned once
+        for q in texts[:20]:
+            plan_fn(handle, q)
+        cpu = []
+        for q in texts[20:]:
+            c0 = time.process_time()
+            plan_fn(handle, q)
+            cpu.append((time.process_time() - c0) * 1000)
+        out[label]["new_cpu"] = statistics.median(cpu)
     print(json.dumps(out))
+
+
+def new_literals(meta: dict[str, Any], count: int) -> dict[str, list[str]]:
+    """Per predicate, ``count`` filters of its shape with a new literal each (the same list in
+    every process): a reused handle planning lookups of other keys, other ranges."""
+    import random
+
+    rng = random.Random(7)
+    total = meta["n"] * meta["rows"]
+    width = total // 100
+    gens = {
+        "id = x": lambda: f"id = {rng.randrange(total)}",
+        "id between (1 %)": lambda: (lambda lo: f"id >= {lo} and id <= {lo + width - 1}")(
+            rng.randrange(total - width)),
+        "k = key": lambda: f"k = '{rng.getrandbits(63):016x}'",
+        "cat = 'cat_42'": lambda: f"cat = 'cat_{rng.randrange(100)}'",  # 100 values: some repeat
+        "v > 0.999": lambda: f"v > {rng.uniform(0.99, 0.9999):.6f}",
+    }
+    return {label: [gen() for _ in range(count)] for label, gen in gens.items()}
 
 
 def _run(tree: str | None, kind: str, meta_path: str, mode: str, sql: str | None, repeat: int) -> Any:
@@ -127,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                     "warm": statistics.median(r[label]["warm"] for r in runs),
                     "reused": statistics.median(r[label]["reused"] for r in runs),
                     "reused_cpu": statistics.median(r[label]["reused_cpu"] for r in runs),
+                    "new_cpu": statistics.median(r[label]["new_cpu"] for r in runs),
                     "fresh": statistics.median(fresh[name]),
                     "survivors": runs[0][label]["survivors"],
                 }
@@ -134,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             row["same_plan"] = len(survivors) == 1
             results.append(row)
             cells = "  ".join(f"{name} {row[name]['warm']:.1f}/{row[name]['reused']:.1f}/{row[name]['fresh']:.1f}"
-                              f" (cpu {row[name]['reused_cpu']:.2f})"
+                              f" (cpu {row[name]['reused_cpu']:.2f}, new literal {row[name]['new_cpu']:.2f})"
                               for name, _, _ in systems)
             print(f"  {n} {label:<18} {cells}  same plan: {row['same_plan']}", file=sys.stderr)
         load.append(os.getloadavg()[0])
@@ -163,6 +194,14 @@ def to_markdown(results: list[dict[str, Any]], trees: list[str]) -> str:
         cpu = " / ".join(f"{row[t]['reused_cpu']:.2f}" for t in [*trees, "delta-rs"])
         lines.append("| " + " | ".join([str(row["segments"]), row["predicate"], *[cell(row[t]) for t in trees],
                                          cell(d), *ratios, cpu, "yes" if row["same_plan"] else "NO"]) + " |")
+    head = ["N", "predicate", "new-literal CPU ms " + " / ".join([*trees, "delta-rs"]),
+            *[f"{t} / delta-rs" for t in trees]]
+    lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in results:
+        d = row["delta-rs"]["new_cpu"]
+        cpu = " / ".join(f"{row[t]['new_cpu']:.2f}" for t in [*trees, "delta-rs"])
+        lines.append("| " + " | ".join([str(row["segments"]), row["predicate"], cpu,
+                                         *[f"{row[t]['new_cpu'] / d:.2f}" for t in trees]]) + " |")
     return "\n".join(lines)
 
 

@@ -404,5 +404,56 @@ def and_terms(condition: Any) -> list[Any]:
     return out
 
 
+# ---- the common shape without sqlglot -------------------------------------------------------
+# ``name op literal [AND name op literal ...]`` with a plain number or string literal: a
+# lookup with a new key each time. Anything else (or anything unusual inside it) goes to
+# sqlglot; the result is the expression sqlglot's parse gives (tests compare the two).
+_TERM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|=|<|>)\s*(-?[0-9]{1,18}(?:\.[0-9]{1,18})?|'[^'\\\x00-\x1f\x7f\ud800-\udfff]*')\s*")
+_AND = re.compile(r"(?i:and)\s")
+_OPS: dict[str, type[Comparison]] = {"=": Eq, "<": Lt, "<=": LtEq, ">": Gt, ">=": GtEq}
+_NAMES: dict[str, bool] = {}  # identifier -> sqlglot reads it as that column
+
+
+def _plain_name(name: str) -> bool:
+    """``name`` is a column name to sqlglot (not a keyword or a function without
+    parentheses such as CURRENT_DATE): asked once per identifier."""
+    ok = _NAMES.get(name)
+    if ok is None:
+        try:
+            ok = _parse_where(f"{name} = 1") == Eq(name, 1)
+        except ExpressionError:
+            ok = False
+        if len(_NAMES) >= 1024:
+            _NAMES.clear()
+        _NAMES[name] = ok
+    return ok
+
+
+def _simple(sql: str) -> Expr | None:
+    """The expression of a filter of the common shape, or None (parse it with sqlglot)."""
+    terms: list[Expr] = []
+    pos, end = 0, len(sql)
+    while True:
+        m = _TERM.match(sql, pos)
+        if m is None:
+            return None
+        name, op, lit = m.groups()
+        if not _plain_name(name):
+            return None
+        value = lit[1:-1] if lit[0] == "'" else Decimal(lit) if "." in lit else int(lit)
+        terms.append(_OPS[op](name, value))
+        pos = m.end()
+        if pos == end:
+            return balanced(And, terms)
+        if not sql[pos - 1].isspace() or (a := _AND.match(sql, pos)) is None:
+            return None
+        pos = a.end()
+
+
+def _parse_text(sql: str) -> Expr:
+    got = _simple(sql)
+    return got if got is not None else _parse_where(sql)
+
+
 # filter text -> its (immutable) expression; an exception is not remembered
-_parsed = functools.lru_cache(maxsize=_PARSED_ENTRIES)(_parse_where)
+_parsed = functools.lru_cache(maxsize=_PARSED_ENTRIES)(_parse_text)

@@ -48,6 +48,7 @@ from carbonstore.expressions.expr import (
 )
 from carbonstore.expressions.parser import parse_where
 from carbonstore.pruning import planner as planner_mod
+from carbonstore.pruning.cache import driver_cache
 from carbonstore.pruning.dictionary_rewrite import dictionary_safe
 from carbonstore.pruning.partition_prune import partition_masks
 from carbonstore.pruning.plan_types import (
@@ -80,8 +81,22 @@ def bind_where(table: Table, where: str | Expr | None, *, time_zone: dt.tzinfo =
     if where is None or (isinstance(where, str) and not where.strip()):
         return AlwaysTrue()
     if isinstance(where, str):
-        return bind(parse_where(where), table.schema, time_zone=time_zone)
+        schema = table.schema
+        key = (where, id(schema), time_zone)
+        hit = _BOUND.get(key)
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        bound = bind(parse_where(where), schema, time_zone=time_zone)
+        if len(_BOUND) >= 256:  # a few tables and filters are live at a time: start over
+            _BOUND.clear()
+        _BOUND[key] = (schema, bound)  # holding the schema keeps its id unique
+        return bound
     return where if _is_bound(where) else bind(where, table.schema, time_zone=time_zone)
+
+
+#: (filter text, id of the schema, time zone) -> (schema, bound expression): a handle's
+#: schema is one immutable object, and binding is a pure function of the three
+_BOUND: dict[tuple[str, int, dt.tzinfo], tuple[Any, Expr]] = {}
 
 
 def _is_bound(expr: Expr) -> bool:
@@ -137,6 +152,10 @@ def prune(
     view = table_index(table, entries, all_readable=all_readable)
     values_expr = expr  # partitions hold values, not dictionary surrogates
     expr = dictionary_safe(expr, table, bounds=view.bounds)  # after the tablestatus read
+    memo_key = _memo_key(where, values_expr, expr, segments, explain, table, snapshot.version)
+    hit = view.plans.get(memo_key) if memo_key is not None else None
+    if hit is not None and hit[0] is snapshot.entries:
+        return hit[1].reissued((time.perf_counter() - t0) * 1000.0)  # type: ignore[no-any-return]
     n = view.size
     if n:
         s0, s1, s2 = planner_mod.level_masks(expr, n, view.segment_stats, bloom=SegmentBlooms(view))
@@ -148,9 +167,49 @@ def prune(
     keep = pm.masks if pm is not None else None
     plan = (planner_mod.prune_row_groups(expr, parts, keep=keep)
             if parts and not isinstance(expr, AlwaysFalse) else None)
-    return _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0,
-                     files_by_partition=pm.files_dropped if pm is not None and plan else 0,
-                     keep=keep, entries=entries, version=snapshot.version)
+    result = _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0,
+                       files_by_partition=pm.files_dropped if pm is not None and plan else 0,
+                       keep=keep, entries=entries, version=snapshot.version)
+    if memo_key is not None:  # a copy of its own: the caller may change its levels dict
+        _remember(view, memo_key, snapshot.entries, result.reissued(result.planning_ms))
+    return result
+
+
+_PLANS_PER_VIEW = 32
+
+
+def _memo_key(
+    where: str | Expr | None, values_expr: Expr, expr: Expr, segments: str | Sequence[str] | None,
+    explain: bool, table: Table, version: int,
+) -> Any:
+    """What a plan over one view depends on besides the tablestatus entries (None: do not
+    memoize). The filter text is part of it: equal expressions may be written differently,
+    and the plan reports the text it was given."""
+    segs = segments if segments is None or isinstance(segments, str) else tuple(segments)
+    key = (where, values_expr, expr, segs, explain, str(table.name), version)
+    try:
+        hash(key)
+    except TypeError:  # an expression holding an unhashable literal
+        return None
+    return key
+
+
+def _remember(view: Any, key: Any, entries: Any, plan: TablePlan) -> None:
+    """Keep ``plan`` with its view for later plans of the same filter over the same
+    tablestatus entries (the view's memo goes with the view when the driver cache drops it).
+
+    Nothing is kept while the driver cache is over its budget (the kept plan holds its
+    units' arrays, which the LRU does not count), and at most a few plans per view.
+    """
+    if driver_cache().evictions != view.evictions_seen:
+        return
+    plans = view.plans
+    if len(plans) >= _PLANS_PER_VIEW:
+        try:  # the oldest out (another thread planning over the view may have taken it)
+            del plans[next(iter(plans))]
+        except (KeyError, RuntimeError, StopIteration):
+            pass
+    plans[key] = (entries, plan)
 
 
 def _with_deltas(files: tuple[FilePlan, ...], entries: Sequence[Any]) -> tuple[FilePlan, ...]:

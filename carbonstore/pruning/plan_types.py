@@ -87,13 +87,19 @@ class DeferredFiles:
     per-row-group objects.
     """
 
-    __slots__ = ("_build",)
+    __slots__ = ("_build", "_built")
 
     def __init__(self, build: Callable[[], tuple[FilePlan, ...]]) -> None:
         self._build = build
+        self._built: tuple[FilePlan, ...] | None = None
 
     def build(self) -> tuple[FilePlan, ...]:
-        return tuple(self._build())
+        """The files, built on the first call (plans reissued from one memo share them:
+        FilePlan and RowGroupPlan are immutable)."""
+        got = self._built
+        if got is None:
+            got = self._built = tuple(self._build())
+        return got
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,6 +131,15 @@ class TablePlan:
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (e.g. shipped to Spark executors) with its files built: never the index view."""
         return {**self.__dict__, "files": self.files}
+
+    def reissued(self, planning_ms: float) -> TablePlan:
+        """The same plan as a new object (its own ``levels`` dict and ``planning_ms``); the
+        immutable parts - files, drops, expression - are shared, files built at most once."""
+        out = object.__new__(TablePlan)
+        out.__dict__.update(self.__dict__)
+        out.__dict__["levels"] = dict(self.levels)
+        out.__dict__["planning_ms"] = planning_ms
+        return out
 
     def absolute(self, path: str) -> str:
         return f"{self.root.rstrip('/')}/{path}"

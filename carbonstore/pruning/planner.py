@@ -245,6 +245,8 @@ class RowGroupUnits:
             col = find_column(p, ref)
             if col is None or value_kind(col, ref) is None or not bool((col.bloom_offset >= 0).any()):
                 hashes_by_part[pi] = None
+        if len(hashes_by_part) == len(self.parts):
+            return out  # no part has a bitset of the column (e.g. not a bloom column)
         probed = np.flatnonzero(~np.isin(idx_part, np.array(list(hashes_by_part), dtype=idx_part.dtype)))
         batches: dict[int, tuple[npt.NDArray[np.uint64], list[int], list[bytes]]] = {}
         for k, g in zip(probed.tolist(), idx[probed].tolist(), strict=True):

@@ -175,6 +175,7 @@ class TableIndex:
         self._bloom_segs: dict[str, npt.NDArray[np.bool_]] = {}
         self.evictions_seen = driver_cache().evictions
         self._units: OrderedDict[tuple[int, ...], tuple[list[Any], list[npt.NDArray[np.intp]]]] = OrderedDict()
+        self.plans: dict[Any, Any] = {}  # whole plans over this view (plan.py), gone with it
         if snapshot is not None and self.entries and self._all_in_snapshot(snapshot):
             return
         snap_rows_count = [] if snapshot is None else snapshot.bounds.num_rows.tolist()
