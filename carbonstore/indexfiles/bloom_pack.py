@@ -150,6 +150,8 @@ class BloomPack:
                     if size < _PREFIX_SIZE:
                         raise CorruptIndexError(f"{name}: bloom pack truncated")
                     mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                if hasattr(mapped, "madvise"):  # a probe touches scattered chunks: no read-ahead
+                    mapped.madvise(mmap.MADV_RANDOM)
                 view = memoryview(mapped)
                 doff, dlen, nchunks, chunk = cls._prefix(name, view[:_PREFIX_SIZE], size)
                 words = np.frombuffer(mapped, dtype="<u4")
@@ -216,7 +218,7 @@ class BloomPack:
         block = (((h >> np.uint64(32))[None, :] * nb[:, None]) >> np.uint64(32)).astype(np.int64)
         byte = self.bs_offset[bitsets][:, None] + block * BLOCK_BYTES  # (bitset, hash)
         chunk = byte // self.chunk_bytes
-        self._verify(np.unique(chunk))
+        self._verify(chunk)
         ok = np.all(self._state[chunk] == _OK, axis=1)
         base = self.data_offset if self._fetch is None else 0
         first = (byte + base) // 4
@@ -227,8 +229,12 @@ class BloomPack:
         return hit, ok
 
     def _verify(self, chunks: npt.NDArray[np.int64]) -> None:
+        """Check every chunk of ``chunks`` (any shape, repeats allowed) not checked yet."""
         with self._lock:
-            todo = chunks[self._state[chunks] == 0]
+            need = self._state == 0
+            seen = np.zeros(self.num_chunks, dtype=bool)
+            seen[chunks.reshape(-1)] = True
+            todo = np.flatnonzero(seen & need)  # sorted, once each
             if not len(todo):
                 return
             if self._fetch is not None:

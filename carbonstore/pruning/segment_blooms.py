@@ -277,7 +277,7 @@ class SegmentBlooms:
         seg_bad = np.zeros(len(pack.segments), dtype=bool)
         seg_has = np.zeros(len(pack.segments), dtype=bool)
         groups = pack.bs_group[mine]
-        for g in np.unique(groups).tolist():
+        for g in np.flatnonzero(np.bincount(groups)).tolist():
             these = mine[groups == g]
             owners = pack.bs_seg[these]
             seg_has[owners] = True
