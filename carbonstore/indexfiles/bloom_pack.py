@@ -4,10 +4,16 @@ A ``k = key`` probe needs ONE 32-byte block of a bitset per hash, but a merge in
 each bitset whole (one xxh64 over it), so a fresh plan over 1,600 segments reads and hashes
 every bitset of the column. The pack (``Metadata/index/blooms_<ms>_<segments>_<hash>
 .carbonbloom``, written beside the index snapshot and covering the same segments) holds
-the bitsets of the covered segments' bloom columns in one data region cut into fixed chunks
+the bitsets of the covered segments' bloom columns in a data region cut into fixed chunks
 (4 KiB by default), each with its own xxh64: a probe maps the file (local) or reads the
 chunks it needs (object stores) and verifies only the chunks holding the blocks its hashes
 select.
+
+Bitsets of the same size are laid out in STRIPES of up to 128, block-major: row ``b`` of a
+stripe holds block ``b`` of each of its bitsets, one after the other. A hash selects the
+same block number in every bitset of one size, so the blocks a probe needs from 128
+segments are one contiguous row (one 4 KiB chunk): a probe of 1,600 segments verifies 13
+chunks, not 1,600.
 
 Layout (little-endian)::
 
@@ -15,17 +21,20 @@ Layout (little-endian)::
         | u64 chunks | u64 data offset | u64 xxh64 of the directory | u64 xxh64 of bytes [0, 48)
         | 8 zero bytes
     directory: u32 JSON length | JSON {"table_id", "segments": [[segment id, merge index name]],
-        "groups": [{"name", column descriptor}], "bitsets": n} | int64 first chunk of each
-        segment | int64 chunks of each segment | int32 segment of each bitset | int32 group of
-        each bitset | int64 byte offset of each bitset in the data region | int64 32-byte
-        blocks of each bitset
+        "groups": [{"name", column descriptor}], "stripes": m, "bitsets": n} | per stripe int64
+        first chunk, int64 chunks, int64 width (bitsets), int64 blocks per bitset | per bitset
+        int32 segment, int32 group, int32 stripe, int32 slot
     chunk checksums: u64 xxh64 of each chunk
-    data region (at the data offset, a multiple of the chunk size): the chunks
+    data region (at the data offset, a multiple of the chunk size): the stripes, each from a
+        chunk boundary, its last chunk zero-padded
 
-Each segment's bitsets start on a chunk boundary and its last chunk is zero-padded, so a
-segment's chunks and their checksums are copied verbatim into the next pack (no merge index
-read, no re-hashing). The prefix and the directory are verified whole when the pack is
-opened; a pack that fails them, whose size disagrees, or that names another table is refused
+Block ``b`` of the bitset in slot ``k`` of stripe ``t`` is at byte ``first_chunk[t] * chunk +
+(b * width[t] + k) * 32`` of the data region. A new pack copies the stripes of the previous
+one whose bitsets all belong to segments it still covers verbatim, chunks and checksums (no
+merge index read, no hashing); the bitsets of the other stripes (the last, partial one; one
+that held a removed segment) are taken from their verified chunks and laid out again with
+the new segments'. The prefix and the directory are verified whole when the pack is opened;
+a pack that fails them, whose size disagrees, or that names another table is refused
 (:class:`CorruptIndexError`): the caller plans without it. A chunk that fails its checksum
 makes the probe report its bitsets as not answered (``ok`` False): the caller probes those
 segments from their merge indexes. A damaged pack never says "absent" on its own authority.
@@ -49,14 +58,15 @@ from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.bloom import BLOCK_BYTES, SALTS
 
 __all__ = [
-    "BLOOM_PACK_PREFIX", "BLOOM_PACK_SUFFIX", "BLOOM_PACK_VERSION", "CHUNK_BYTES", "BloomPack",
-    "PackBuilder",
+    "BLOOM_PACK_PREFIX", "BLOOM_PACK_SUFFIX", "BLOOM_PACK_VERSION", "CHUNK_BYTES", "STRIPE_WIDTH",
+    "BloomPack", "PackBuilder",
 ]
 
 BLOOM_PACK_PREFIX = "blooms_"
 BLOOM_PACK_SUFFIX = ".carbonbloom"
 BLOOM_PACK_VERSION = 1
 CHUNK_BYTES = 4096
+STRIPE_WIDTH = 128  # bitsets per stripe: a row of 32-byte blocks fills one 4 KiB chunk
 _MAGIC = b"CSBLPACK"
 _PREFIX = struct.Struct("<8sIIQQQQ")  # magic, version, chunk bytes, dir len, chunks, data offset, dir sum
 _PREFIX_SIZE = 64
@@ -75,13 +85,15 @@ class BloomPack:
         segments: (segment id, merge index name) of each covered segment.
         groups: per group, the column name and the descriptor (``column_id``, ``kind``,
             ``physical_type``, ...) its bitsets were written with.
-        bs_seg, bs_group, bs_offset, bs_blocks: per bitset, its segment, group, byte offset
-            in the data region and number of 32-byte blocks (row groups in segment order).
+        st_chunk0, st_chunks, st_width, st_blocks: per stripe, its first chunk, its number
+            of chunks, its number of bitsets and their number of 32-byte blocks.
+        bs_seg, bs_group, bs_stripe, bs_slot: per bitset, its segment, group, stripe and
+            place in the stripe.
     """
 
     def __init__(self, name: str, *, head: bytes, directory: bytes, sums: npt.NDArray[np.uint64],
                  data: Any, fetch: Any, table_id: str | None) -> None:
-        magic, version, chunk, dlen, nchunks, doff, dsum = _PREFIX.unpack_from(head, 0)
+        _, _, chunk, _, nchunks, doff, dsum = _PREFIX.unpack_from(head, 0)
         self.name = name
         self.chunk_bytes = int(chunk)
         self.num_chunks = int(nchunks)
@@ -91,13 +103,13 @@ class BloomPack:
         try:
             jlen = struct.unpack_from("<I", directory, 0)[0]
             meta = orjson.loads(directory[4 : 4 + jlen])
-            nseg, nbs = len(meta["segments"]), int(meta["bitsets"])
+            nst, nbs = int(meta["stripes"]), int(meta["bitsets"])
             pos = 4 + jlen
             arrays = []
-            for dtype, count in (("<i8", nseg), ("<i8", nseg), ("<i4", nbs), ("<i4", nbs), ("<i8", nbs),
-                                 ("<i8", nbs)):
-                arrays.append(np.frombuffer(directory, dtype=dtype, count=count, offset=pos))
-                pos += arrays[-1].nbytes
+            for dtype, count in (("<i8", nst), ("<i8", nst), ("<i8", nst), ("<i8", nst),
+                                 ("<i4", nbs), ("<i4", nbs), ("<i4", nbs), ("<i4", nbs)):
+                arrays.append(np.frombuffer(directory, dtype=dtype, count=count, offset=pos).astype(np.int64))
+                pos += count * int(dtype[-1])
             self.table_id = str(meta["table_id"])
             self.segments = [(str(s), str(m)) for s, m in meta["segments"]]
             self.groups: list[dict[str, Any]] = [dict(g) for g in meta["groups"]]
@@ -107,7 +119,8 @@ class BloomPack:
             raise CorruptIndexError(f"{name}: bloom pack directory has {len(directory) - pos} stray bytes")
         if table_id is not None and self.table_id != table_id:
             raise CorruptIndexError(f"{name}: bloom pack of another table ({self.table_id})")
-        self.seg_chunk0, self.seg_chunks, self.bs_seg, self.bs_group, self.bs_offset, self.bs_blocks = arrays
+        (self.st_chunk0, self.st_chunks, self.st_width, self.st_blocks,
+         self.bs_seg, self.bs_group, self.bs_stripe, self.bs_slot) = arrays
         self._check_layout()
         self.sums = sums
         self.index = {s: i for i, s in enumerate(self.segments)}
@@ -118,15 +131,15 @@ class BloomPack:
         self._by_name: dict[str, npt.NDArray[np.intp]] = {}
 
     def _check_layout(self) -> None:
-        c0, cn, off, nb = self.seg_chunk0, self.seg_chunks, self.bs_offset, self.bs_blocks
-        bad = (
-            len(c0) and (c0.min() < 0 or cn.min() < 0 or int((c0 + cn).max()) > self.num_chunks)
-        ) or (len(self.bs_seg) and (
+        c0, cn, w, nb = self.st_chunk0, self.st_chunks, self.st_width, self.st_blocks
+        t = self.bs_stripe
+        bad = (len(c0) and (
+            c0.min() < 0 or cn.min() < 0 or int((c0 + cn).max()) > self.num_chunks or w.min() < 1
+            or nb.min() < 1 or (w * nb * BLOCK_BYTES > cn * self.chunk_bytes).any())
+        ) or (len(t) and (
             self.bs_seg.min() < 0 or self.bs_seg.max() >= len(self.segments) or self.bs_group.min() < 0
-            or self.bs_group.max() >= len(self.groups) or nb.min() < 1 or off.min() < 0
-            or (off % BLOCK_BYTES).any()
-            or (off < c0[self.bs_seg] * self.chunk_bytes).any()
-            or (off + nb * BLOCK_BYTES > (c0 + cn)[self.bs_seg] * self.chunk_bytes).any()))
+            or self.bs_group.max() >= len(self.groups) or t.min() < 0 or t.max() >= len(c0)
+            or self.bs_slot.min() < 0 or (self.bs_slot >= w[t]).any()))
         if bad or self.chunk_bytes < BLOCK_BYTES or self.chunk_bytes % BLOCK_BYTES:
             raise CorruptIndexError(f"{self.name}: bloom pack directory describes bitsets outside its data")
 
@@ -214,9 +227,12 @@ class BloomPack:
         n = len(bitsets)
         if not n or not len(h):
             return np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
-        nb = self.bs_blocks[bitsets].astype(np.uint64)
+        t = self.bs_stripe[bitsets]
+        nb = self.st_blocks[t].astype(np.uint64)
         block = (((h >> np.uint64(32))[None, :] * nb[:, None]) >> np.uint64(32)).astype(np.int64)
-        byte = self.bs_offset[bitsets][:, None] + block * BLOCK_BYTES  # (bitset, hash)
+        # block b of the bitset in slot k of a stripe of width w: row b, column k
+        byte = ((self.st_chunk0[t] * self.chunk_bytes)[:, None]
+                + (block * self.st_width[t][:, None] + self.bs_slot[bitsets][:, None]) * BLOCK_BYTES)
         chunk = byte // self.chunk_bytes
         self._verify(chunk)
         ok = np.all(self._state[chunk] == _OK, axis=1)
@@ -267,19 +283,32 @@ class BloomPack:
                 continue
             raw[first * cb : (first + count) * cb] = got
 
-    def segment_chunks(self, seg: int) -> tuple[bytes, npt.NDArray[np.uint64]]:
-        """Segment ``seg``'s chunks (bytes as stored, unverified) and their checksums."""
-        first, count = int(self.seg_chunk0[seg]), int(self.seg_chunks[seg])
+    def stripe_chunks(self, t: int) -> tuple[bytes, npt.NDArray[np.uint64]]:
+        """Stripe ``t``'s chunks (bytes as stored, unverified) and their checksums."""
+        first, count = int(self.st_chunk0[t]), int(self.st_chunks[t])
+        return self._raw(first, count), self.sums[first : first + count]
+
+    def stripe_bitsets(self, t: int) -> list[bytes] | None:
+        """The bitsets of stripe ``t`` by slot, its chunks verified; None when one fails."""
+        first, count = int(self.st_chunk0[t]), int(self.st_chunks[t])
+        chunks = np.arange(first, first + count, dtype=np.int64)
+        self._verify(chunks)
+        if (self._state[chunks] != _OK).any():
+            return None
+        w, nb = int(self.st_width[t]), int(self.st_blocks[t])
+        rows = np.frombuffer(self._raw(first, count), dtype=np.uint8, count=w * nb * BLOCK_BYTES)
+        by_slot = rows.reshape(nb, w, BLOCK_BYTES).transpose(1, 0, 2)
+        return [by_slot[k].tobytes() for k in range(w)]
+
+    def _raw(self, first: int, count: int) -> bytes:
         cb = self.chunk_bytes
         if self._fetch is None:
-            raw = memoryview(self._data).cast("B")
             a = self.data_offset + first * cb
-            data = bytes(raw[a : a + count * cb])
-        else:
-            data = self._fetch(first, count) if count else b""
-            if len(data) != count * cb:
-                raise CorruptIndexError(f"{self.name}: bloom pack truncated")
-        return data, self.sums[first : first + count]
+            return bytes(memoryview(self._data).cast("B")[a : a + count * cb])
+        data = self._fetch(first, count) if count else b""
+        if len(data) != count * cb:
+            raise CorruptIndexError(f"{self.name}: bloom pack truncated")
+        return bytes(data)
 
     def segment_bitsets(self, seg: int) -> npt.NDArray[np.intp]:
         """The bitsets of segment ``seg``, in order."""
@@ -287,23 +316,32 @@ class BloomPack:
 
 
 class PackBuilder:
-    """Builds a bloom pack segment by segment (new bitsets, or chunks copied from a pack)."""
+    """Builds a bloom pack: segments, then their bitsets (new, or whole stripes copied from a
+    pack); :meth:`encode` lays the pending bitsets out in stripes of equal block counts."""
 
-    def __init__(self, table_id: str, *, chunk_bytes: int = CHUNK_BYTES) -> None:
+    def __init__(self, table_id: str, *, chunk_bytes: int = CHUNK_BYTES, stripe_width: int | None = None) -> None:
         self.table_id = table_id
         self.chunk_bytes = chunk_bytes
+        self.stripe_width = STRIPE_WIDTH if stripe_width is None else stripe_width
         self.segments: list[tuple[str, str]] = []
+        self._seg_ids: dict[tuple[str, str], int] = {}
         self.groups: list[dict[str, Any]] = []
         self._group_ids: dict[bytes, int] = {}
-        self.seg_chunk0: list[int] = []
-        self.seg_chunks: list[int] = []
-        self.bs_seg: list[int] = []
-        self.bs_group: list[int] = []
-        self.bs_offset: list[int] = []
-        self.bs_blocks: list[int] = []
+        self.stripes: list[tuple[int, int, int, int]] = []  # first chunk, chunks, width, blocks
+        self.bitsets: list[tuple[int, int, int, int]] = []  # segment, group, stripe, slot
+        self.pending: dict[int, list[tuple[int, int, bytes]]] = {}  # blocks -> (segment, group, bytes)
         self.parts: list[bytes] = []
         self.sums: list[npt.NDArray[np.uint64]] = []
         self.chunks = 0
+
+    def segment(self, segment_id: str, merge: str) -> int:
+        """The index of a covered segment (added the first time)."""
+        key = (segment_id, merge)
+        got = self._seg_ids.get(key)
+        if got is None:
+            got = self._seg_ids[key] = len(self.segments)
+            self.segments.append(key)
+        return got
 
     def _group(self, group: dict[str, Any]) -> int:
         key = orjson.dumps(group, option=orjson.OPT_SORT_KEYS)
@@ -313,61 +351,68 @@ class PackBuilder:
             self.groups.append(group)
         return g
 
-    def add_segment(self, segment_id: str, merge: str,
-                    bitsets: Sequence[tuple[dict[str, Any], bytes]]) -> None:
-        """Add a segment's bitsets: (group: column name and descriptor, bitset bytes) each."""
-        seg = len(self.segments)
-        self.segments.append((segment_id, merge))
-        base = self.chunks * self.chunk_bytes
-        pos = 0
-        for group, bitset in bitsets:
-            n = len(bitset)
-            if n < BLOCK_BYTES or n % BLOCK_BYTES:
-                raise CorruptIndexError(f"bloom bitset of {n} bytes is not a whole number of 32-byte blocks")
-            self.bs_seg.append(seg)
-            self.bs_group.append(self._group(group))
-            self.bs_offset.append(base + pos)
-            self.bs_blocks.append(n // BLOCK_BYTES)
-            pos += n
-        body = b"".join(b for _, b in bitsets)
-        body += bytes(_round_up(len(body), self.chunk_bytes) - len(body))
-        cb = self.chunk_bytes
-        count = len(body) // cb
-        self.sums.append(np.array([xxhash.xxh64_intdigest(body[i * cb : (i + 1) * cb]) for i in range(count)],
-                                  dtype=np.uint64))
-        self._append(body, count)
+    def add_bitset(self, seg: int, group: dict[str, Any], bitset: bytes) -> None:
+        """Add a bitset of segment ``seg`` (group: its column name and descriptor)."""
+        n = len(bitset)
+        if n < BLOCK_BYTES or n % BLOCK_BYTES:
+            raise CorruptIndexError(f"bloom bitset of {n} bytes is not a whole number of 32-byte blocks")
+        self.pending.setdefault(n // BLOCK_BYTES, []).append((seg, self._group(group), bytes(bitset)))
 
-    def copy_segment(self, pack: BloomPack, seg: int) -> None:
-        """Copy segment ``seg`` of ``pack``: its chunks and their checksums verbatim."""
+    def add_segment(self, segment_id: str, merge: str, bitsets: Sequence[tuple[dict[str, Any], bytes]]) -> None:
+        """Add a segment and its bitsets."""
+        seg = self.segment(segment_id, merge)
+        for group, bitset in bitsets:
+            self.add_bitset(seg, group, bitset)
+
+    def copy_stripe(self, pack: BloomPack, t: int, segs: npt.NDArray[np.intp],
+                    raw: tuple[bytes, npt.NDArray[np.uint64]] | None = None) -> None:
+        """Copy stripe ``t`` of ``pack`` verbatim (chunks and checksums, or ``raw``: what
+        ``pack.stripe_chunks(t)`` returned); ``segs[i]`` is this pack's index of ``pack``'s
+        segment ``i``."""
         if pack.chunk_bytes != self.chunk_bytes:
             raise ValueError("chunk sizes differ")
-        data, sums = pack.segment_chunks(seg)
-        mine = len(self.segments)
-        self.segments.append(pack.segments[seg])
-        shift = self.chunks * self.chunk_bytes - int(pack.seg_chunk0[seg]) * pack.chunk_bytes
-        for b in pack.segment_bitsets(seg).tolist():
-            self.bs_seg.append(mine)
-            self.bs_group.append(self._group(pack.groups[int(pack.bs_group[b])]))
-            self.bs_offset.append(int(pack.bs_offset[b]) + shift)
-            self.bs_blocks.append(int(pack.bs_blocks[b]))
+        data, sums = pack.stripe_chunks(t) if raw is None else raw
+        mine = len(self.stripes)
+        self.stripes.append((self.chunks, len(sums), int(pack.st_width[t]), int(pack.st_blocks[t])))
+        for b in np.flatnonzero(pack.bs_stripe == t).tolist():
+            self.bitsets.append((int(segs[pack.bs_seg[b]]), self._group(pack.groups[int(pack.bs_group[b])]),
+                                 mine, int(pack.bs_slot[b])))
         self.sums.append(np.array(sums, dtype=np.uint64))
-        self._append(data, len(sums))
+        self.parts.append(data)
+        self.chunks += len(sums)
 
-    def _append(self, body: bytes, count: int) -> None:
-        self.seg_chunk0.append(self.chunks)
-        self.seg_chunks.append(count)
-        self.parts.append(body)
-        self.chunks += count
+    def _flush(self) -> None:
+        cb = self.chunk_bytes
+        for blocks, items in sorted(self.pending.items()):
+            for at in range(0, len(items), self.stripe_width):
+                these = items[at : at + self.stripe_width]
+                w = len(these)
+                mine = len(self.stripes)
+                cols = np.frombuffer(b"".join(b for _, _, b in these), dtype=np.uint8).reshape(w, blocks, BLOCK_BYTES)
+                body = cols.transpose(1, 0, 2).tobytes()  # row b: block b of every bitset
+                body += bytes(_round_up(len(body), cb) - len(body))
+                count = len(body) // cb
+                self.stripes.append((self.chunks, count, w, blocks))
+                for k, (seg, group, _) in enumerate(these):
+                    self.bitsets.append((seg, group, mine, k))
+                view = memoryview(body)
+                self.sums.append(np.fromiter((xxhash.xxh64_intdigest(view[i * cb : (i + 1) * cb]) for i in range(count)),
+                                             dtype=np.uint64, count=count))
+                self.parts.append(body)
+                self.chunks += count
+        self.pending.clear()
 
     def encode(self) -> bytes:
         """The pack file's bytes."""
+        self._flush()
         meta = orjson.dumps({"table_id": self.table_id, "segments": self.segments, "groups": self.groups,
-                             "bitsets": len(self.bs_seg)})
+                             "stripes": len(self.stripes), "bitsets": len(self.bitsets)})
+        st = np.array(self.stripes, dtype=np.int64).reshape(-1, 4)
+        bs = np.array(self.bitsets, dtype=np.int64).reshape(-1, 4)
         directory = b"".join([
             struct.pack("<I", len(meta)), meta,
-            np.array(self.seg_chunk0, dtype="<i8").tobytes(), np.array(self.seg_chunks, dtype="<i8").tobytes(),
-            np.array(self.bs_seg, dtype="<i4").tobytes(), np.array(self.bs_group, dtype="<i4").tobytes(),
-            np.array(self.bs_offset, dtype="<i8").tobytes(), np.array(self.bs_blocks, dtype="<i8").tobytes(),
+            *[st[:, i].astype("<i8").tobytes() for i in range(4)],
+            *[bs[:, i].astype("<i4").tobytes() for i in range(4)],
         ])
         sums = (np.concatenate(self.sums) if self.sums else np.zeros(0, np.uint64)).astype("<u8").tobytes()
         doff = _round_up(_PREFIX_SIZE + len(directory) + len(sums), self.chunk_bytes)

@@ -1,7 +1,8 @@
 """The bloom pack format (indexfiles/bloom_pack.py): probes agree with probing each bitset
-whole (bloom.might_contain), through a mapped local file and through ranged reads; copied
-segments keep their chunks and checksums; a damaged chunk makes exactly the bitsets whose
-probed blocks lie in it unanswered."""
+whole (bloom.might_contain), through a mapped local file and through ranged reads, whatever the
+chunk size and stripe width; a pack built from another (full stripes copied, the others laid
+out again, a segment dropped and one added) answers the same; a damaged chunk makes exactly
+the bitsets whose probed blocks lie in it unanswered."""
 
 from __future__ import annotations
 
@@ -40,43 +41,63 @@ def _open(path: Path, ranged: bool) -> BloomPack:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(segment_st, min_size=1, max_size=6), st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=5),
-       st.booleans(), st.sampled_from([32, 256, 4096]))
+       st.booleans(), st.sampled_from([32, 256, 4096]), st.integers(1, 5), st.integers(1, 5))
 def test_probe_matches_each_bitset(tmp_path: Path, segments: list[list[tuple[int, list[int]]]],
-                                   probes: list[int], ranged: bool, chunk: int) -> None:
-    builder = PackBuilder("t", chunk_bytes=chunk)
-    whole: list[bytes] = []
+                                   probes: list[int], ranged: bool, chunk: int, width: int, width2: int) -> None:
+    builder = PackBuilder("t", chunk_bytes=chunk, stripe_width=width)
+    whole: list[list[bytes]] = []
     for s, bitsets in enumerate(segments):
         got = [_bitset(n, vals) for n, vals in bitsets]
-        whole.extend(got)
+        whole.append(got)
         builder.add_segment(str(s), f"{s}_1.carbonindexmerge", [(GROUP, b) for b in got])
-    path = tmp_path / f"p{chunk}{ranged}.carbonbloom"
+    path = tmp_path / f"p{chunk}{ranged}{width}.carbonbloom"
     path.write_bytes(builder.encode())
     pack = _open(path, ranged)
-    mine = pack.column_bitsets("k")
-    assert len(mine) == len(whole) and not len(pack.column_bitsets("other"))
+    assert len(pack.column_bitsets("k")) == sum(map(len, whole)) and not len(pack.column_bitsets("other"))
     # some of the probed values are inserted: the probe must find them
     hashes = np.array(probes + [v for _, vals in segments[0][:1] for v in vals[:2]], dtype=np.uint64)
-    hit, ok = pack.probe(mine, hashes)
-    assert ok.all()
-    expected = [any(might_contain(b, int(h)) for h in hashes) for b in whole]
-    assert hit.tolist() == expected
-    # copied into a new pack: the same bytes and checksums, the same answers
-    again = PackBuilder("t", chunk_bytes=chunk)
+
+    def answers(p: BloomPack) -> dict[tuple[str, str], bool]:
+        mine = p.column_bitsets("k")
+        hit, ok = p.probe(mine, hashes)
+        assert ok.all()
+        out = {k: False for k in p.segments}
+        for b, h in zip(mine.tolist(), hit.tolist(), strict=True):
+            out[p.segments[int(p.bs_seg[b])]] |= h
+        return out
+
+    expected = {(str(s), f"{s}_1.carbonindexmerge"): any(might_contain(b, int(h)) for b in bs for h in hashes)
+                for s, bs in enumerate(whole)}
+    assert answers(pack) == expected
+    # a new pack (another stripe width) from this one: full stripes copied verbatim, the
+    # others' bitsets taken from their verified chunks; one segment dropped, one added
+    again = PackBuilder("t", chunk_bytes=chunk, stripe_width=width2)
+    keep = pack.segments[1:] if len(pack.segments) > 1 else pack.segments
+    mine = np.array([again.segment(*k) if k in keep else -1 for k in pack.segments], dtype=np.intp)
+    for t in range(len(pack.st_chunk0)):
+        members = np.flatnonzero(pack.bs_stripe == t)
+        if (mine[pack.bs_seg[members]] >= 0).all() and len(members) == width2:
+            again.copy_stripe(pack, t, mine)
+            continue
+        got = pack.stripe_bitsets(t)
+        assert got is not None
+        for b in members.tolist():
+            if mine[pack.bs_seg[b]] >= 0:
+                assert got[int(pack.bs_slot[b])] in whole[int(pack.segments[int(pack.bs_seg[b])][0])]
+                again.add_bitset(int(mine[pack.bs_seg[b]]), pack.groups[int(pack.bs_group[b])], got[int(pack.bs_slot[b])])
     again.add_segment("new", "new_1.carbonindexmerge", [(GROUP, _bitset(3, [1, 2, 3]))])
-    for s in reversed(range(len(pack.segments))):
-        again.copy_segment(pack, s)
-    path2 = tmp_path / f"q{chunk}{ranged}.carbonbloom"
+    path2 = tmp_path / f"q{chunk}{ranged}{width}.carbonbloom"
     path2.write_bytes(again.encode())
     copy = _open(path2, ranged)
-    for s in range(len(pack.segments)):
-        a, b = pack.segment_bitsets(s), copy.segment_bitsets(copy.index[pack.segments[s]])
-        assert pack.segment_chunks(s)[0] == copy.segment_chunks(copy.index[pack.segments[s]])[0]
-        assert pack.probe(a, hashes)[0].tolist() == copy.probe(b, hashes)[0].tolist()
+    got = answers(copy)
+    assert got.pop(("new", "new_1.carbonindexmerge")) == any(might_contain(_bitset(3, [1, 2, 3]), int(h))
+                                                             for h in hashes)
+    assert got == {k: v for k, v in expected.items() if k in keep}
 
 
 @pytest.mark.parametrize("ranged", [False, True], ids=["mapped", "ranged"])
 def test_a_damaged_chunk_leaves_its_bitsets_unanswered(tmp_path: Path, ranged: bool) -> None:
-    builder = PackBuilder("t", chunk_bytes=256)
+    builder = PackBuilder("t", chunk_bytes=256, stripe_width=1)
     bitsets = [_bitset(8, [i * 7919 + j for j in range(20)]) for i in range(6)]  # 256 bytes: one chunk each
     for i, b in enumerate(bitsets):
         builder.add_segment(str(i), "m", [(GROUP, b)])

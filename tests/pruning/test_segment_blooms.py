@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carbonstore import Store
+from carbonstore.indexfiles import bloom_pack
 from carbonstore.indexfiles.arrays import load_arrays
 from carbonstore.indexfiles.bloom import hash_value, might_contain
 from carbonstore.indexfiles.indexfile import read_index
@@ -196,3 +197,33 @@ def test_a_new_view_copies_what_an_older_one_read(tmp_path: Path) -> None:
         for values in ([keys[s][3]], [keys[s][1], f"{s:02x}{777:014x}"]):
             _check(t, values, bitsets)
     assert COUNTERS.get("bloom_bitsets", 0) == 0
+
+
+@pytest.mark.parametrize("width", [128, 2])
+def test_a_new_pack_takes_the_previous_ones_bitsets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    width: int) -> None:
+    """Each refresh after a load or a delete writes a pack from the previous one (full
+    stripes copied, the others' bitsets from their chunks; width 2 makes full stripes) and
+    reads only new segments' merge indexes; the drops stay the oracle's."""
+    monkeypatch.setattr(bloom_pack, "STRIPE_WIDTH", width)
+    t, keys = _build(tmp_path / "store", snapshot=True, pack=True)
+    rng = np.random.default_rng(13)
+    for step in range(3):
+        more = [f"{v:016x}" for v in rng.integers(0, 2**63, ROWS).tolist()]
+        add_segments(t, [pa.table({"k": more, "n": np.arange(ROWS)})], row_group_size=RG, page_rows=50,
+                     bloom_columns=["k"], bloom_fpp=0.05)
+        keys.append(more)
+        if step == 1:
+            delete_segments(t, ["4"])
+        COUNTERS.clear()
+        refresh_index_snapshot(t)
+        assert COUNTERS["bloom_bitsets"] == ROWS // RG  # the new segment's bitsets only
+        assert COUNTERS["bloom_pack_writes"] == 1 and not COUNTERS["bloom_pack_errors"]
+        clear_cache()
+        bitsets = _oracle_bitsets(t)
+        COUNTERS.clear()
+        for s in range(len(keys)):
+            if s != 4 or step == 0:
+                for values in ([keys[s][3]], [keys[s][1], f"{s:02x}{777:014x}"]):
+                    _check(t, values, bitsets)
+        assert COUNTERS["bloom_pack_probes"] and not COUNTERS["bloom_pack_fallbacks"]

@@ -180,13 +180,14 @@ def _chunks_read(t: Table, pack: Path, keys: list[list[str]]) -> list[int]:
     clear_cache()
     bp = BloomPack.open(LOCAL, str(pack), table_id=t.schema.table_id)
     spots: set[int] = set()
+    mine = bp.column_bitsets("k")
+    t = bp.bs_stripe[mine]
+    nb = bp.st_blocks[t].astype(np.uint64)
     for s in range(SEGMENTS):
-        h = np.array([hash_value(keys[s][10 + s], "BYTE_ARRAY")], dtype=np.uint64)
-        mine = bp.column_bitsets("k")
-        nb = bp.bs_blocks[mine].astype(np.uint64)
-        block = ((h[0] >> np.uint64(32)) * nb) >> np.uint64(32)
-        for byte in (bp.bs_offset[mine] + block.astype(np.int64) * 32).tolist():
-            spots.add(bp.data_offset + (byte // bp.chunk_bytes) * bp.chunk_bytes + byte % bp.chunk_bytes)
+        h = np.uint64(hash_value(keys[s][10 + s], "BYTE_ARRAY"))
+        block = ((h >> np.uint64(32)) * nb) >> np.uint64(32)  # row of the stripe; the column is the slot
+        byte = bp.st_chunk0[t] * bp.chunk_bytes + (block.astype(np.int64) * bp.st_width[t] + bp.bs_slot[mine]) * 32
+        spots.update((bp.data_offset + byte + 5).tolist())
     return sorted(spots)
 
 
@@ -270,8 +271,8 @@ def test_a_pack_of_another_table_is_ignored(packed: tuple[Table, list[list[str]]
         forged = PackBuilder(table_id)
         for seg in range(len(bp.segments)):
             bits = bp.segment_bitsets(seg).tolist()
-            forged.add_segment(*bp.segments[seg], [(bp.groups[int(bp.bs_group[b])], bytes(int(bp.bs_blocks[b]) * 32))
-                                                   for b in bits])
+            forged.add_segment(*bp.segments[seg], [
+                (bp.groups[int(bp.bs_group[b])], bytes(int(bp.st_blocks[bp.bs_stripe[b]]) * 32)) for b in bits])
         newer = pack.with_name(pack.name.replace("blooms_", "blooms_9"))
         newer.write_bytes(forged.encode())
         try:
