@@ -246,7 +246,19 @@ class SegmentBlooms:
         rest = np.arange(len(idx))
         found = view_bloom_pack(view, lambda: _find_pack(view))
         if found is not None:  # segments in the table's bloom pack: only the blocks probed
-            done, hit = self._probe_pack(found, ref, literals, idx[has[idx]])
+            segs = idx[has[idx]]
+            try:  # the view's answers so far (a reused handle plans the same filter again)
+                key: Any = (ref.name, ref.column.column_id, literals, segs.tobytes())
+                got = found[2].get(key)
+            except TypeError:  # an unhashable literal
+                key, got = None, None
+            if got is None:
+                got = self._probe_pack(found, ref, literals, segs)
+                if key is not None:
+                    if len(found[2]) >= 64:
+                        found[2].clear()
+                    found[2][key] = got
+            done, hit = got
             if done.any():
                 pos = np.flatnonzero(has[idx])
                 out[pos[done]] = hit[done]
@@ -255,13 +267,13 @@ class SegmentBlooms:
             out[rest] = self._probe_segments(ref, literals, idx[rest], has)
         return out
 
-    def _probe_pack(self, found: tuple[BloomPack, npt.NDArray[np.intp]], ref: BoundRef,
+    def _probe_pack(self, found: tuple[BloomPack, npt.NDArray[np.intp], dict[Any, Any]], ref: BoundRef,
                     literals: tuple[Any, ...], segs: npt.NDArray[np.intp]) -> tuple[
                         npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
         """Probe segments ``segs`` in the pack. Returns (answered, might hold) per segment:
         a segment not in the pack, without a bitset of the column there, or with a chunk that
         failed its checksum is not answered (its merge index is probed instead)."""
-        pack, where = found
+        pack, where, _ = found
         done = np.zeros(len(segs), dtype=bool)
         hit = np.ones(len(segs), dtype=bool)
         rows = where[segs]  # each segment's place in the pack, or -1
@@ -381,8 +393,9 @@ def _open_pack(table: Table, name: str) -> BloomPack | None:
         return None
 
 
-def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp]] | None:
-    """The table's newest usable pack and each view segment's place in it (-1: not in it)."""
+def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, Any]] | None:
+    """The table's newest usable pack, each view segment's place in it (-1: not in it), and
+    the answers of the view's probes of it (a chunk's verdict never changes: remembered)."""
     table = view.table
     try:
         names = bloom_pack_names(table)
@@ -395,7 +408,7 @@ def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp]] | None:
         index = pack.index
         where = np.fromiter((index.get((e.load_name, e.segment_file or ""), -1) for e in view.entries),
                             dtype=np.intp, count=len(view.entries))
-        return pack, where
+        return pack, where, {}
     return None
 
 
