@@ -20,8 +20,9 @@ Layout (little-endian)::
     prefix (64 bytes): magic "CSBLPACK" | u32 version | u32 chunk bytes | u64 directory length
         | u64 chunks | u64 data offset | u64 xxh64 of the directory | u64 xxh64 of bytes [0, 48)
         | 8 zero bytes
-    directory: u32 JSON length | JSON {"table_id", "segments": [[segment id, merge index name]],
-        "groups": [{"name", column descriptor}], "stripes": m, "bitsets": n} | per stripe int64
+    directory: u32 JSON length | JSON {"table_id", "segment_ids": the covered segments' ids
+        joined by line breaks, "merges": their merge index names likewise, "groups": [{"name",
+        column descriptor}], "stripes": m, "bitsets": n} | per stripe int64
         first chunk, int64 chunks, int64 width (bitsets), int64 blocks per bitset | per bitset
         int32 segment, int32 group, int32 stripe, int32 slot
     chunk checksums: u64 xxh64 of each chunk
@@ -42,6 +43,7 @@ segments from their merge indexes. A damaged pack never says "absent" on its own
 
 from __future__ import annotations
 
+import functools
 import mmap
 import struct
 import threading
@@ -111,7 +113,10 @@ class BloomPack:
                 arrays.append(np.frombuffer(directory, dtype=dtype, count=count, offset=pos).astype(np.int64))
                 pos += count * int(dtype[-1])
             self.table_id = str(meta["table_id"])
-            self.segments = [(str(s), str(m)) for s, m in meta["segments"]]
+            ids, merges = meta["segment_ids"].split("\n"), meta["merges"].split("\n")
+            if len(ids) != len(merges):
+                raise ValueError("segment ids and merge index names disagree")
+            self.segments: list[tuple[str, str]] = [] if meta["segment_ids"] == "" else list(zip(ids, merges, strict=True))
             self.groups: list[dict[str, Any]] = [dict(g) for g in meta["groups"]]
         except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as err:
             raise CorruptIndexError(f"{name}: bloom pack directory does not decode: {err}") from err
@@ -123,12 +128,16 @@ class BloomPack:
          self.bs_seg, self.bs_group, self.bs_stripe, self.bs_slot) = arrays
         self._check_layout()
         self.sums = sums
-        self.index = {s: i for i, s in enumerate(self.segments)}
         self._data = data  # the whole file as words (local) or the data region (filled by fetch)
         self._fetch = fetch
         self._state = np.zeros(self.num_chunks, dtype=np.int8)  # 0 unchecked, _OK, _BAD
         self._lock = threading.Lock()
         self._by_name: dict[str, npt.NDArray[np.intp]] = {}
+
+    @functools.cached_property
+    def index(self) -> dict[tuple[str, str], int]:
+        """Each covered segment's place, by (segment id, merge index name)."""
+        return {s: i for i, s in enumerate(self.segments)}
 
     def _check_layout(self) -> None:
         c0, cn, w, nb = self.st_chunk0, self.st_chunks, self.st_width, self.st_blocks
@@ -405,7 +414,10 @@ class PackBuilder:
     def encode(self) -> bytes:
         """The pack file's bytes."""
         self._flush()
-        meta = orjson.dumps({"table_id": self.table_id, "segments": self.segments, "groups": self.groups,
+        if any("\n" in x for seg in self.segments for x in seg):
+            raise ValueError("a segment id or merge index name holds a line break")
+        meta = orjson.dumps({"table_id": self.table_id, "segment_ids": "\n".join(s for s, _ in self.segments),
+                             "merges": "\n".join(m for _, m in self.segments), "groups": self.groups,
                              "stripes": len(self.stripes), "bitsets": len(self.bitsets)})
         st = np.array(self.stripes, dtype=np.int64).reshape(-1, 4)
         bs = np.array(self.bitsets, dtype=np.int64).reshape(-1, 4)

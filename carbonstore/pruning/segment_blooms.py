@@ -405,9 +405,12 @@ def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, An
         pack = _open_pack(table, name)
         if pack is None:
             continue
-        index = pack.index
-        where = np.fromiter((index.get((e.load_name, e.segment_file or ""), -1) for e in view.entries),
-                            dtype=np.intp, count=len(view.entries))
+        keys = [(e.load_name, e.segment_file or "") for e in view.entries]
+        if keys == pack.segments:  # the pack was written over this view's segments
+            where = np.arange(len(keys), dtype=np.intp)
+        else:
+            index = pack.index
+            where = np.fromiter((index.get(k, -1) for k in keys), dtype=np.intp, count=len(keys))
         return pack, where, {}
     return None
 
