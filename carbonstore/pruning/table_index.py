@@ -151,7 +151,7 @@ def write_snapshot(table: Table, view: TableIndex) -> str:
             pass
     try:  # the bloom pack over the same segments (segment_blooms.py); without it only speed is lost
         write_bloom_pack(table, view)
-    except (OSError, CorruptIndexError):
+    except (OSError, CorruptIndexError, ValueError):
         COUNTERS["bloom_pack_errors"] += 1
     return name
 
