@@ -25,7 +25,7 @@ import itertools
 import threading
 import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from carbonstore.pruning.table_index import TableIndex
 
 __all__ = ["COUNTERS", "BitsetReader", "DriverIndexCache", "bloom_source", "clear_cache", "driver_cache",
-           "keep_packed", "latest_packed", "packed_bitsets"]
+           "keep_packed", "latest_packed", "open_bloom_pack", "packed_bitsets", "view_bloom_pack"]
 
 #: I/O counters of this process (see the module docstring).
 COUNTERS: Counter[str] = Counter()
@@ -184,6 +184,39 @@ def keep_packed(view: Any, name: str, packed: Any, nbytes: int) -> bool:
         return True
 
 
+# Opened bloom packs (indexfiles/bloom_pack.py) by path, and the pack each view probes with
+# (and where its segments are in it). A pack maps its file: only its directory and the
+# chunks probes verified are held, so packs do not count in the budget; a few are kept.
+_PACKS: OrderedDict[str, Any] = OrderedDict()
+_VIEW_PACKS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def open_bloom_pack(path: str, opener: Callable[[], Any]) -> Any:
+    """The pack at ``path``, opened by ``opener`` the first time (it raises on damage: not kept)."""
+    with _CACHE.lock:
+        got = _PACKS.get(path)
+        if got is not None:
+            _PACKS.move_to_end(path)
+            return got
+    got = opener()
+    with _CACHE.lock:
+        _PACKS[path] = got
+        while len(_PACKS) > 4:
+            _PACKS.popitem(last=False)
+    return got
+
+
+def view_bloom_pack(view: Any, find: Callable[[], Any]) -> Any:
+    """What ``find`` returned for ``view`` (the pack it probes with, or None), once per view."""
+    with _CACHE.lock:
+        if view in _VIEW_PACKS:
+            return _VIEW_PACKS[view]
+    got = find()
+    with _CACHE.lock:
+        _VIEW_PACKS[view] = got
+    return got
+
+
 # ---- the LRU ----------------------------------------------------------------------------------
 class DriverIndexCache:
     """Loaded segment indexes, least recently used dropped first beyond ``capacity`` bytes."""
@@ -288,6 +321,8 @@ class DriverIndexCache:
             self.used = 0
         _BLOOMS.clear()
         _LATEST.clear()
+        _PACKS.clear()
+        _VIEW_PACKS.clear()
         forget_decoded()
 
 

@@ -18,6 +18,7 @@ probed without decoding its index header.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from types import SimpleNamespace
 from typing import Any
@@ -29,12 +30,27 @@ from carbonstore.errors import CorruptIndexError
 from carbonstore.expressions.expr import BoundRef, Eq, Expr, In
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles.bloom import BLOCK_BYTES
+from carbonstore.indexfiles.bloom_pack import (
+    BLOOM_PACK_PREFIX,
+    BLOOM_PACK_SUFFIX,
+    BloomPack,
+    PackBuilder,
+)
 from carbonstore.indexfiles.bloom_probe import might_contain_packed
 from carbonstore.indexfiles.indexfile import bitsets_span
 from carbonstore.pruning import planner as planner_mod
-from carbonstore.pruning.cache import keep_packed, latest_packed, packed_bitsets
+from carbonstore.pruning.cache import (
+    COUNTERS,
+    keep_packed,
+    latest_packed,
+    open_bloom_pack,
+    packed_bitsets,
+    view_bloom_pack,
+)
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import now_ms
 
-__all__ = ["SegmentBlooms"]
+__all__ = ["SegmentBlooms", "bloom_pack_names", "write_bloom_pack"]
 
 _UNSEEN = -2  # segment not looked at yet
 _KEEP = -1  # no usable bitsets of the column: kept as it is
@@ -225,6 +241,90 @@ class SegmentBlooms:
         literals = (expr.literal,) if isinstance(expr, Eq) else tuple(expr.literals)
         view = self.view
         has = view.bloom_segments(ref.name)  # segments without a bitset are kept as they are
+        if not has[idx].any():
+            return out
+        rest = np.arange(len(idx))
+        found = view_bloom_pack(view, lambda: _find_pack(view))
+        if found is not None:  # segments in the table's bloom pack: only the blocks probed
+            segs = idx[has[idx]]
+            try:  # the view's answers so far (a reused handle plans the same filter again)
+                key: Any = (ref.name, ref.column.column_id, literals, segs.tobytes())
+                got = found[2].get(key)
+            except TypeError:  # an unhashable literal
+                key, got = None, None
+            if got is None:
+                got = self._probe_pack(found, ref, literals, segs)
+                if key is not None:
+                    if len(found[2]) >= 64:
+                        found[2].clear()
+                    found[2][key] = got
+            done, hit = got
+            if done.any():
+                pos = np.flatnonzero(has[idx])
+                out[pos[done]] = hit[done]
+                rest = np.setdiff1d(rest, pos[done], assume_unique=True)
+        if len(rest):
+            out[rest] = self._probe_segments(ref, literals, idx[rest], has)
+        return out
+
+    def _probe_pack(self, found: tuple[BloomPack, npt.NDArray[np.intp], dict[Any, Any]], ref: BoundRef,
+                    literals: tuple[Any, ...], segs: npt.NDArray[np.intp]) -> tuple[
+                        npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """Probe segments ``segs`` in the pack. Returns (answered, might hold) per segment:
+        a segment not in the pack, without a bitset of the column there, or with a chunk that
+        failed its checksum is not answered (its merge index is probed instead)."""
+        pack, where, _ = found
+        done = np.zeros(len(segs), dtype=bool)
+        hit = np.ones(len(segs), dtype=bool)
+        rows = where[segs]  # each segment's place in the pack, or -1
+        mine = pack.column_bitsets(ref.name)
+        if not len(mine) or (rows < 0).all():
+            return done, hit
+        wanted = np.zeros(len(pack.segments), dtype=bool)
+        wanted[rows[rows >= 0]] = True
+        mine = mine[wanted[pack.bs_seg[mine]]]
+        if not len(mine):
+            return done, hit
+        seg_hit = np.zeros(len(pack.segments), dtype=bool)
+        seg_bad = np.zeros(len(pack.segments), dtype=bool)
+        seg_has = np.zeros(len(pack.segments), dtype=bool)
+        groups = pack.bs_group[mine]
+        for g in np.flatnonzero(np.bincount(groups)).tolist():
+            these = mine[groups == g]
+            owners = pack.bs_seg[these]
+            seg_has[owners] = True
+            d = pack.groups[g]
+            if (d.get("column_id") or ref.name) not in (ref.column.column_id, ref.name):
+                seg_hit[owners] = True  # another column of that name (dropped, or renamed away)
+                continue
+            try:
+                hashes = self._hashes(d, ref, literals)
+            except KeyError:  # a descriptor the pack does not carry: probe elsewhere
+                seg_bad[owners] = True
+                continue
+            if hashes is None:
+                seg_hit[owners] = True
+                continue
+            if not len(hashes):
+                continue
+            got, ok = pack.probe(these, hashes)
+            seg_hit[owners[got]] = True
+            seg_bad[owners[~ok]] = True
+        COUNTERS["bloom_pack_probes"] += 1
+        bad = int(seg_bad.sum())
+        if bad:
+            COUNTERS["bloom_pack_fallbacks"] += bad
+        inside = rows >= 0
+        r = rows[inside]
+        done[inside] = seg_has[r] & ~seg_bad[r]
+        hit[inside] = seg_hit[r] | ~done[inside]
+        return done, hit
+
+    def _probe_segments(self, ref: BoundRef, literals: tuple[Any, ...], idx: npt.NDArray[np.intp],
+                        has: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """Probe segments ``idx`` through their merge indexes (the packed bitset table)."""
+        out = np.ones(len(idx), dtype=bool)
+        view = self.view
         cand = idx[has[idx]]
         if not len(cand):
             return out
@@ -272,3 +372,149 @@ class SegmentBlooms:
             out[mine] = hit[segs] | (packed.group[segs] == _KEEP)  # (a bitset that was None)
             packed.remember(hit)
         return out, grown
+
+
+# ---- the table-level bloom pack (indexfiles/bloom_pack.py) ---------------------------------------
+def bloom_pack_names(table: Table) -> list[str]:
+    """The table's bloom packs, oldest first."""
+    infos = table.store.sfs.list_dir(table.paths.index_snapshot_dir)
+    return sorted(i.base_name for i in infos
+                  if i.is_file and i.base_name.startswith(BLOOM_PACK_PREFIX) and i.base_name.endswith(BLOOM_PACK_SUFFIX))
+
+
+def _open_pack(table: Table, name: str) -> BloomPack | None:
+    """The pack ``name`` of ``table`` (cached), or None when it is damaged or of another table."""
+    path = f"{table.paths.index_snapshot_dir}/{name}"
+    table_id = table.schema.table_id
+    try:
+        return open_bloom_pack(path, lambda: BloomPack.open(table.store.sfs.fs, path, table_id=table_id))  # type: ignore[no-any-return]
+    except CorruptIndexError:
+        COUNTERS["bloom_pack_errors"] += 1  # only speed is lost: probe the merge indexes
+        return None
+
+
+def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, Any]] | None:
+    """The table's newest usable pack, each view segment's place in it (-1: not in it), and
+    the answers of the view's probes of it (a chunk's verdict never changes: remembered)."""
+    table = view.table
+    try:
+        names = bloom_pack_names(table)
+    except OSError:
+        return None
+    for name in reversed(names[-2:]):  # a damaged newest one: the one before still serves
+        pack = _open_pack(table, name)
+        if pack is None:
+            continue
+        keys = [(e.load_name, e.segment_file or "") for e in view.entries]
+        if keys == pack.segments:  # the pack was written over this view's segments
+            where = np.arange(len(keys), dtype=np.intp)
+        else:
+            index = pack.index
+            where = np.fromiter((index.get(k, -1) for k in keys), dtype=np.intp, count=len(keys))
+        return pack, where, {}
+    return None
+
+
+def write_bloom_pack(table: Table, view: Any) -> str | None:
+    """Write the table's bloom pack over ``view``'s segments (its bloom columns' bitsets).
+
+    Stripes of the newest readable pack whose bitsets all belong to segments of ``view``
+    are copied with their checksums; the bitsets of its other stripes come from their
+    verified chunks; segments it does not cover are read from their merge indexes
+    (verified). The two newest packs are kept (a reader mid-switch), older ones deleted.
+
+    Returns:
+        The new pack's file name, or None when the view has no segment.
+    """
+    if not view.entries:
+        return None
+    sfs = table.store.sfs
+    folder = table.paths.index_snapshot_dir
+    builder = PackBuilder(table.schema.table_id or "")
+    keys = [(e.load_name, e.segment_file or "") for e in view.entries]
+    for key in keys:
+        builder.segment(*key)
+    done = _copy_previous(table, builder, set(keys))
+    names = [c.name for c in table.schema.columns]
+    for i, key in enumerate(keys):
+        if key not in done:
+            builder.add_segment(*key, _segment_bitsets(view, i, names))
+    data = builder.encode()
+    sfs.makedirs(folder)
+    covered = ",".join(f"{k[0]}:{k[1]}" for k in keys)
+    digest = hashlib.sha1(covered.encode()).hexdigest()[:12]
+    name = f"{BLOOM_PACK_PREFIX}{now_ms():015d}_{len(keys)}_{digest}{BLOOM_PACK_SUFFIX}"
+    sfs.write_atomic(f"{folder}/{name}", data)
+    COUNTERS["bloom_pack_writes"] += 1
+    for old in bloom_pack_names(table)[:-2]:
+        try:
+            sfs.delete_file(f"{folder}/{old}")
+        except OSError:
+            pass
+    return name
+
+
+def _copy_previous(table: Table, builder: PackBuilder, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Take what the newest readable pack holds of segments ``keys`` into ``builder``; the
+    segments taken. A stripe whose chunks fail their checksums makes the pack unused (its
+    segments are read from their merge indexes)."""
+    previous = None
+    for name in reversed(bloom_pack_names(table)):
+        previous = _open_pack(table, name)
+        if previous is not None:
+            break
+    if previous is None:
+        return set()
+    mine = np.array([builder.segment(*k) if k in keys else -1 for k in previous.segments], dtype=np.intp)
+    loose: list[tuple[int, int, bytes]] = []
+    copy: list[tuple[int, tuple[bytes, Any]]] = []
+    try:  # read everything first: a failure leaves the builder untouched
+        for t in range(len(previous.st_chunk0)):
+            members = np.flatnonzero(previous.bs_stripe == t)
+            if (mine[previous.bs_seg[members]] >= 0).all() and len(members) == builder.stripe_width:
+                copy.append((t, previous.stripe_chunks(t)))
+                continue
+            got = previous.stripe_bitsets(t)
+            if got is None:
+                raise CorruptIndexError(f"{previous.name}: a chunk fails its checksum")
+            for b in members.tolist():
+                seg = int(mine[previous.bs_seg[b]])
+                if seg >= 0:
+                    loose.append((seg, int(previous.bs_group[b]), got[int(previous.bs_slot[b])]))
+    except (CorruptIndexError, OSError):
+        COUNTERS["bloom_pack_errors"] += 1
+        return set()
+    for t, raw in copy:
+        builder.copy_stripe(previous, t, mine, raw)
+    for seg, g, bitset in loose:
+        builder.add_bitset(seg, previous.groups[g], bitset)
+    return {k for k in previous.segments if k in keys}
+
+
+def _segment_bitsets(view: Any, i: int, names: list[str]) -> list[tuple[dict[str, Any], bytes]]:
+    """Segment ``i``'s bitsets of columns ``names`` read from its merge index (verified); a
+    column with a row group without bitset, or whose bitsets do not read, is left out."""
+    out: list[tuple[dict[str, Any], bytes]] = []
+    for name in names:
+        if not view.bloom_segments(name)[i]:
+            continue
+        try:
+            found = view.bloom_dir(i, name)
+            if found is None:
+                continue
+            d, read = found
+            offsets, lengths = list(d["offset"]), list(d["length"])
+            if not offsets or min(offsets) < 0:
+                continue
+            if getattr(read, "block", None) is not None:
+                raw, first = read.block(offsets, lengths)
+                got = [bytes(raw[o - first : o - first + n]) for o, n in zip(offsets, lengths, strict=True)]
+            else:
+                got = [read(int(o), int(n)) for o, n in zip(offsets, lengths, strict=True)]
+        except CorruptIndexError:
+            continue  # planning meets the damage on the merge index path, as without a pack
+        if any(b is None for b in got):
+            continue
+        group = {"name": name, **{k: d.get(k) for k in _DESC}}
+        out.extend((group, bytes(b)) for b in got)
+    return out

@@ -44,6 +44,7 @@ from carbonstore.indexfiles.snapshot_write import encode_snapshot, index_rows
 from carbonstore.pruning.bounds import segment_unit_stats
 from carbonstore.pruning.cache import COUNTERS, bloom_source, driver_cache
 from carbonstore.pruning.partition_prune import applies as partition_applies
+from carbonstore.pruning.segment_blooms import write_bloom_pack
 from carbonstore.pruning.segment_index import (
     SegmentIndex,
     bloom_directory,
@@ -148,6 +149,10 @@ def write_snapshot(table: Table, view: TableIndex) -> str:
             sfs.delete_file(f"{folder}/{old}")
         except OSError:
             pass
+    try:  # the bloom pack over the same segments (segment_blooms.py); without it only speed is lost
+        write_bloom_pack(table, view)
+    except (OSError, CorruptIndexError, ValueError):
+        COUNTERS["bloom_pack_errors"] += 1
     return name
 
 

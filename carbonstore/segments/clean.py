@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from carbonstore.dictionary.writer import obsolete_sortindex_files
 from carbonstore.errors import LockTimeoutError, UserError
+from carbonstore.indexfiles.bloom_pack import BLOOM_PACK_PREFIX, BLOOM_PACK_SUFFIX
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import entry_is_dead
 from carbonstore.store.locks import acquire
@@ -274,6 +275,7 @@ def _clean(
     items.extend(orphans)
     skipped.extend(orphan_skips)
     items.extend(_stale_merge_indexes(table, dry_run=dry_run, now=now, force=force))
+    items.extend(_stale_bloom_packs(table, dry_run=dry_run, now=now, force=force))
     items.extend(_superseded_deltas(table, dry_run=dry_run, now=now, force=force))
     items.extend(_expire_trash(table, dry_run=dry_run, now=now))
     items.extend(_obsolete_sortindexes(table, dry_run=dry_run, now=now, force=force))
@@ -386,6 +388,35 @@ def _stale_merge_indexes(
                                    reason="merge index replaced by an index rebuild"))
             if not dry_run:
                 _delete(table, info.path)
+    return items
+
+
+def _stale_bloom_packs(
+    table: Table, *, dry_run: bool, now: int, force: bool
+) -> list[CleanItem]:
+    """Bloom packs (``Metadata/index/blooms_*.carbonbloom``) older than the two newest, and
+    temp files of pack writes that did not finish (untouched for the lease time). Writing a
+    pack deletes the older ones already; this catches a writer that died first. A reader of
+    a deleted pack probes the merge indexes instead (same answers)."""
+    sfs = table.paths.sfs
+    folder = table.paths.index_snapshot_dir
+    try:
+        infos = [i for i in sfs.list_dir(folder) if i.is_file and i.base_name.startswith(BLOOM_PACK_PREFIX)]
+    except FileNotFoundError:
+        return []
+    packs = sorted((i for i in infos if i.base_name.endswith(BLOOM_PACK_SUFFIX)), key=lambda i: i.base_name)
+    stale = [(i, "bloom pack superseded by two newer ones") for i in packs[:-2]]
+    lease_ms = _lease_ms(table)
+    for info in infos:
+        if info.base_name.endswith(".tmp"):
+            mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
+            if force or now - mtime >= lease_ms:
+                stale.append((info, "temp file of a bloom pack write that did not finish"))
+    items = []
+    for info, reason in stale:
+        items.append(CleanItem(kind="index", path=info.path, size=int(info.size or 0), reason=reason))
+        if not dry_run:
+            _delete(table, info.path)
     return items
 
 

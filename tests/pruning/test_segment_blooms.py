@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carbonstore import Store
+from carbonstore.indexfiles import bloom_pack
 from carbonstore.indexfiles.arrays import load_arrays
 from carbonstore.indexfiles.bloom import hash_value, might_contain
 from carbonstore.indexfiles.indexfile import read_index
@@ -43,7 +44,7 @@ def _keys(seg: int, rng: np.random.Generator) -> list[str]:
     return [f"{seg:02x}{v:014x}" for v in rng.integers(0, 2**55, ROWS).tolist()]  # a range of its own
 
 
-def _build(root: Path, *, snapshot: bool) -> tuple[Table, list[list[str]]]:
+def _build(root: Path, *, snapshot: bool, pack: bool = False) -> tuple[Table, list[list[str]]]:
     conf = load_conf(None).with_overrides({"carbon.index.snapshot.max.lag": "1000"})
     t = Store(str(root), conf=conf).create_table("db.t", "k string, n long")
     rng = np.random.default_rng(11)
@@ -52,13 +53,20 @@ def _build(root: Path, *, snapshot: bool) -> tuple[Table, list[list[str]]]:
                  page_rows=50, bloom_columns=["k"], bloom_fpp=0.05)
     if snapshot:
         assert refresh_index_snapshot(t) is not None
+    packs = list(Path(t.paths.index_snapshot_dir).glob("*.carbonbloom"))
+    assert len(packs) == snapshot  # the snapshot's refresh writes the bloom pack beside it
+    if not pack:
+        for p in packs:
+            p.unlink()
     return t, keys
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["snapshot", "merge-indexes"])
+@pytest.fixture(scope="module", params=[(True, True), (True, False), (False, False)],
+                ids=["bloom-pack", "snapshot", "merge-indexes"])
 def table(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         tuple[Table, list[list[str]], dict[str, list[bytes]]]]:
-    t, keys = _build(tmp_path_factory.mktemp("blooms") / "store", snapshot=request.param)
+    snapshot, pack = request.param
+    t, keys = _build(tmp_path_factory.mktemp("blooms") / "store", snapshot=snapshot, pack=pack)
     bitsets = _oracle_bitsets(t)
     clear_cache()
     yield t, keys, bitsets
@@ -142,8 +150,16 @@ def test_one_read_per_segment_and_none_for_a_reused_plan(
     assert dict(first.levels["segments"].dropped)["minmax"] == SEGMENTS - candidates
     assert "0" in first.segments
     per_segment = ROWS // RG
-    assert COUNTERS["bloom_bitsets"] == candidates * per_segment  # survivors' not read again
-    if list(Path(t.paths.index_snapshot_dir).glob("*.carbonsnap")):
+    if list(Path(t.paths.index_snapshot_dir).glob("*.carbonbloom")):
+        # the segments' probe reads the pack's blocks only; the survivors' row-group probe
+        # reads their bitsets from their merge indexes
+        assert COUNTERS["bloom_pack_probes"] == 1
+        assert COUNTERS["bloom_bitsets"] == len(first.segments) * per_segment
+    else:
+        assert COUNTERS["bloom_bitsets"] == candidates * per_segment  # survivors' not read again
+    if list(Path(t.paths.index_snapshot_dir).glob("*.carbonbloom")):
+        assert COUNTERS["bloom_reads"] == len(first.segments) * per_segment
+    elif list(Path(t.paths.index_snapshot_dir).glob("*.carbonsnap")):
         assert COUNTERS["bloom_reads"] == candidates  # one read per segment's bitsets
     else:
         assert COUNTERS["bloom_reads"] == candidates * per_segment  # bitset by bitset
@@ -181,3 +197,33 @@ def test_a_new_view_copies_what_an_older_one_read(tmp_path: Path) -> None:
         for values in ([keys[s][3]], [keys[s][1], f"{s:02x}{777:014x}"]):
             _check(t, values, bitsets)
     assert COUNTERS.get("bloom_bitsets", 0) == 0
+
+
+@pytest.mark.parametrize("width", [128, 2])
+def test_a_new_pack_takes_the_previous_ones_bitsets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    width: int) -> None:
+    """Each refresh after a load or a delete writes a pack from the previous one (full
+    stripes copied, the others' bitsets from their chunks; width 2 makes full stripes) and
+    reads only new segments' merge indexes; the drops stay the oracle's."""
+    monkeypatch.setattr(bloom_pack, "STRIPE_WIDTH", width)
+    t, keys = _build(tmp_path / "store", snapshot=True, pack=True)
+    rng = np.random.default_rng(13)
+    for step in range(3):
+        more = [f"{v:016x}" for v in rng.integers(0, 2**63, ROWS).tolist()]
+        add_segments(t, [pa.table({"k": more, "n": np.arange(ROWS)})], row_group_size=RG, page_rows=50,
+                     bloom_columns=["k"], bloom_fpp=0.05)
+        keys.append(more)
+        if step == 1:
+            delete_segments(t, ["4"])
+        COUNTERS.clear()
+        refresh_index_snapshot(t)
+        assert COUNTERS["bloom_bitsets"] == ROWS // RG  # the new segment's bitsets only
+        assert COUNTERS["bloom_pack_writes"] == 1 and not COUNTERS["bloom_pack_errors"]
+        clear_cache()
+        bitsets = _oracle_bitsets(t)
+        COUNTERS.clear()
+        for s in range(len(keys)):
+            if s != 4 or step == 0:
+                for values in ([keys[s][3]], [keys[s][1], f"{s:02x}{777:014x}"]):
+                    _check(t, values, bitsets)
+        assert COUNTERS["bloom_pack_probes"] and not COUNTERS["bloom_pack_fallbacks"]

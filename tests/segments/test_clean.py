@@ -176,3 +176,32 @@ def test_stats_of_segment_0_are_not_those_of_0_1(table: Table) -> None:
     clean_files(table, dry_run=False, now=now_ms() + 2 * HOUR)
     names = sorted(i.base_name for i in sfs.list_dir(table.paths.stats_dir))
     assert names == ["segment_0.1.stats", "segment_10.stats"]
+
+
+def test_bloom_packs_beyond_the_two_newest_and_dead_temp_files_go(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Writing a pack keeps the two newest; a writer that died leaves older packs or a temp
+    file, which clean files removes (the temp file only after the lease time)."""
+    import pyarrow as pa
+
+    from carbonstore.pruning.plan import prune
+    from carbonstore.pruning.table_index import refresh_index_snapshot
+    from tests.indexfiles.segbuild import add_segments
+
+    t = Store(str(tmp_path / "s")).create_table("db.t", "k string, n long")
+    add_segments(t, [pa.table({"k": [f"{s}-{i}" for i in range(50)], "n": list(range(50))}) for s in range(3)],
+                 row_group_size=25, page_rows=25, bloom_columns=["k"], bloom_fpp=0.01)
+    folder = t.paths.index_snapshot_dir
+    sfs = t.store.sfs
+    for _ in range(3):
+        refresh_index_snapshot(t)
+    packs = sorted(i.base_name for i in sfs.list_dir(folder) if i.base_name.endswith(".carbonbloom"))
+    assert len(packs) == 2  # the writer deleted the oldest
+    data = sfs.read_bytes(f"{folder}/{packs[0]}")
+    sfs.write_bytes(f"{folder}/blooms_000000000000001_3_old.carbonbloom", data)  # a writer died before deleting
+    sfs.write_bytes(f"{folder}/{packs[-1]}.0123.tmp", data[:100])  # or mid-write
+    before = prune(t, "k = '1-7'").segments
+    assert clean_files(t, dry_run=False).bytes == len(data)  # the temp file is within the lease time
+    assert clean_files(t, dry_run=False, now=now_ms() + 2 * HOUR).bytes == 100
+    left = sorted(i.base_name for i in sfs.list_dir(folder) if i.base_name.startswith("blooms_"))
+    assert left == packs
+    assert prune(t, "k = '1-7'").segments == before == ("1",)

@@ -1,0 +1,435 @@
+"""The table-level bloom pack: the bloom bitsets of many segments in one file, checked per chunk.
+
+A ``k = key`` probe needs ONE 32-byte block of a bitset per hash, but a merge index checks
+each bitset whole (one xxh64 over it), so a fresh plan over 1,600 segments reads and hashes
+every bitset of the column. The pack (``Metadata/index/blooms_<ms>_<segments>_<hash>
+.carbonbloom``, written beside the index snapshot and covering the same segments) holds
+the bitsets of the covered segments' bloom columns in a data region cut into fixed chunks
+(4 KiB by default), each with its own xxh64: a probe maps the file (local) or reads the
+chunks it needs (object stores) and verifies only the chunks holding the blocks its hashes
+select.
+
+Bitsets of the same size are laid out in STRIPES of up to 128, block-major: row ``b`` of a
+stripe holds block ``b`` of each of its bitsets, one after the other. A hash selects the
+same block number in every bitset of one size, so the blocks a probe needs from 128
+segments are one contiguous row (one 4 KiB chunk): a probe of 1,600 segments verifies 13
+chunks, not 1,600.
+
+Layout (little-endian)::
+
+    prefix (64 bytes): magic "CSBLPACK" | u32 version | u32 chunk bytes | u64 directory length
+        | u64 chunks | u64 data offset | u64 xxh64 of the directory | u64 xxh64 of bytes [0, 48)
+        | 8 zero bytes
+    directory: u32 JSON length | JSON {"table_id", "segment_ids": the covered segments' ids
+        joined by line breaks, "merges": their merge index names likewise, "groups": [{"name",
+        column descriptor}], "stripes": m, "bitsets": n} | per stripe int64
+        first chunk, int64 chunks, int64 width (bitsets), int64 blocks per bitset | per bitset
+        int32 segment, int32 group, int32 stripe, int32 slot
+    chunk checksums: u64 xxh64 of each chunk
+    data region (at the data offset, a multiple of the chunk size): the stripes, each from a
+        chunk boundary, its last chunk zero-padded
+
+Block ``b`` of the bitset in slot ``k`` of stripe ``t`` is at byte ``first_chunk[t] * chunk +
+(b * width[t] + k) * 32`` of the data region. A new pack copies the stripes of the previous
+one whose bitsets all belong to segments it still covers verbatim, chunks and checksums (no
+merge index read, no hashing); the bitsets of the other stripes (the last, partial one; one
+that held a removed segment) are taken from their verified chunks and laid out again with
+the new segments'. The prefix and the directory are verified whole when the pack is opened;
+a pack that fails them, whose size disagrees, or that names another table is refused
+(:class:`CorruptIndexError`): the caller plans without it. A chunk that fails its checksum
+makes the probe report its bitsets as not answered (``ok`` False): the caller probes those
+segments from their merge indexes. A damaged pack never says "absent" on its own authority.
+"""
+
+from __future__ import annotations
+
+import functools
+import mmap
+import struct
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+import pyarrow.fs as pafs
+import xxhash
+
+from carbonstore.errors import CorruptIndexError
+from carbonstore.indexfiles.bloom import BLOCK_BYTES, SALTS
+
+__all__ = [
+    "BLOOM_PACK_PREFIX", "BLOOM_PACK_SUFFIX", "BLOOM_PACK_VERSION", "CHUNK_BYTES", "STRIPE_WIDTH",
+    "BloomPack", "PackBuilder",
+]
+
+BLOOM_PACK_PREFIX = "blooms_"
+BLOOM_PACK_SUFFIX = ".carbonbloom"
+BLOOM_PACK_VERSION = 1
+CHUNK_BYTES = 4096
+STRIPE_WIDTH = 128  # bitsets per stripe: a row of 32-byte blocks fills one 4 KiB chunk
+_MAGIC = b"CSBLPACK"
+_PREFIX = struct.Struct("<8sIIQQQQ")  # magic, version, chunk bytes, dir len, chunks, data offset, dir sum
+_PREFIX_SIZE = 64
+_MASK32 = np.uint64(0xFFFFFFFF)
+_OK, _BAD = 1, -1
+
+
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+class BloomPack:
+    """An opened bloom pack: its directory, and verified access to its chunks.
+
+    Attributes:
+        segments: (segment id, merge index name) of each covered segment.
+        groups: per group, the column name and the descriptor (``column_id``, ``kind``,
+            ``physical_type``, ...) its bitsets were written with.
+        st_chunk0, st_chunks, st_width, st_blocks: per stripe, its first chunk, its number
+            of chunks, its number of bitsets and their number of 32-byte blocks.
+        bs_seg, bs_group, bs_stripe, bs_slot: per bitset, its segment, group, stripe and
+            place in the stripe.
+    """
+
+    def __init__(self, name: str, *, head: bytes, directory: bytes, sums: npt.NDArray[np.uint64],
+                 data: Any, fetch: Any, table_id: str | None) -> None:
+        _, _, chunk, _, nchunks, doff, dsum = _PREFIX.unpack_from(head, 0)
+        self.name = name
+        self.chunk_bytes = int(chunk)
+        self.num_chunks = int(nchunks)
+        self.data_offset = int(doff)
+        if xxhash.xxh64_intdigest(directory) != dsum:
+            raise CorruptIndexError(f"{name}: bloom pack directory fails its checksum")
+        try:
+            jlen = struct.unpack_from("<I", directory, 0)[0]
+            meta = orjson.loads(directory[4 : 4 + jlen])
+            nst, nbs = int(meta["stripes"]), int(meta["bitsets"])
+            pos = 4 + jlen
+            arrays = []
+            for dtype, count in (("<i8", nst), ("<i8", nst), ("<i8", nst), ("<i8", nst),
+                                 ("<i4", nbs), ("<i4", nbs), ("<i4", nbs), ("<i4", nbs)):
+                arrays.append(np.frombuffer(directory, dtype=dtype, count=count, offset=pos).astype(np.int64))
+                pos += count * int(dtype[-1])
+            self.table_id = str(meta["table_id"])
+            ids, merges = meta["segment_ids"].split("\n"), meta["merges"].split("\n")
+            if len(ids) != len(merges):
+                raise ValueError("segment ids and merge index names disagree")
+            self.segments: list[tuple[str, str]] = [] if meta["segment_ids"] == "" else list(zip(ids, merges, strict=True))
+            self.groups: list[dict[str, Any]] = [dict(g) for g in meta["groups"]]
+        except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as err:
+            raise CorruptIndexError(f"{name}: bloom pack directory does not decode: {err}") from err
+        if pos != len(directory):
+            raise CorruptIndexError(f"{name}: bloom pack directory has {len(directory) - pos} stray bytes")
+        if table_id is not None and self.table_id != table_id:
+            raise CorruptIndexError(f"{name}: bloom pack of another table ({self.table_id})")
+        (self.st_chunk0, self.st_chunks, self.st_width, self.st_blocks,
+         self.bs_seg, self.bs_group, self.bs_stripe, self.bs_slot) = arrays
+        self._check_layout()
+        self.sums = sums
+        self._data = data  # the whole file as words (local) or the data region (filled by fetch)
+        self._fetch = fetch
+        self._state = np.zeros(self.num_chunks, dtype=np.int8)  # 0 unchecked, _OK, _BAD
+        self._lock = threading.Lock()
+        self._by_name: dict[str, npt.NDArray[np.intp]] = {}
+
+    @functools.cached_property
+    def index(self) -> dict[tuple[str, str], int]:
+        """Each covered segment's place, by (segment id, merge index name)."""
+        return {s: i for i, s in enumerate(self.segments)}
+
+    def _check_layout(self) -> None:
+        c0, cn, w, nb = self.st_chunk0, self.st_chunks, self.st_width, self.st_blocks
+        t = self.bs_stripe
+        bad = (len(c0) and (
+            c0.min() < 0 or cn.min() < 0 or int((c0 + cn).max()) > self.num_chunks or w.min() < 1
+            or nb.min() < 1 or (w * nb * BLOCK_BYTES > cn * self.chunk_bytes).any())
+        ) or (len(t) and (
+            self.bs_seg.min() < 0 or self.bs_seg.max() >= len(self.segments) or self.bs_group.min() < 0
+            or self.bs_group.max() >= len(self.groups) or t.min() < 0 or t.max() >= len(c0)
+            or self.bs_slot.min() < 0 or (self.bs_slot >= w[t]).any()))
+        if bad or self.chunk_bytes < BLOCK_BYTES or self.chunk_bytes % BLOCK_BYTES:
+            raise CorruptIndexError(f"{self.name}: bloom pack directory describes bitsets outside its data")
+
+    # -- opening ----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, fs: pafs.FileSystem, path: str, *, table_id: str | None) -> BloomPack:
+        """Open and verify the prefix and directory of the pack at ``path``.
+
+        A local file is memory-mapped (a probe touches only the pages it needs); on other
+        filesystems the chunks a probe needs are read with ranged reads.
+
+        Raises:
+            CorruptIndexError: a missing, short or damaged prefix / directory, a size that
+                disagrees with it, or a pack of another table (``table_id``).
+        """
+        name = path.rsplit("/", 1)[-1]
+        try:
+            if isinstance(fs, pafs.LocalFileSystem):
+                with open(path, "rb") as f:
+                    size = f.seek(0, 2)
+                    if size < _PREFIX_SIZE:
+                        raise CorruptIndexError(f"{name}: bloom pack truncated")
+                    mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                if hasattr(mapped, "madvise"):  # a probe touches scattered chunks: no read-ahead
+                    mapped.madvise(mmap.MADV_RANDOM)
+                view = memoryview(mapped)
+                doff, dlen, nchunks, chunk = cls._prefix(name, view[:_PREFIX_SIZE], size)
+                words = np.frombuffer(mapped, dtype="<u4")
+                sums = np.frombuffer(mapped, dtype="<u8", count=nchunks, offset=_PREFIX_SIZE + dlen)
+                return cls(name, head=bytes(view[:_PREFIX_SIZE]),
+                           directory=bytes(view[_PREFIX_SIZE : _PREFIX_SIZE + dlen]), sums=sums,
+                           data=words, fetch=None, table_id=table_id)
+            f = fs.open_input_file(path)
+            size = f.size()
+            head = f.read_at(min(size, 1 << 16), 0)
+            if len(head) < _PREFIX_SIZE:
+                raise CorruptIndexError(f"{name}: bloom pack truncated")
+            doff, dlen, nchunks, chunk = cls._prefix(name, head[:_PREFIX_SIZE], size)
+            meta_end = _PREFIX_SIZE + dlen + 8 * nchunks
+            if meta_end > len(head):
+                head = head + f.read_at(meta_end - len(head), len(head))
+            sums = np.frombuffer(head, dtype="<u8", count=nchunks, offset=_PREFIX_SIZE + dlen)
+            data = np.zeros(nchunks * chunk // 4, dtype="<u4")  # calloc: pages only where written
+
+            def fetch(first: int, count: int) -> bytes:
+                return bytes(f.read_at(count * chunk, doff + first * chunk))
+
+            return cls(name, head=bytes(head[:_PREFIX_SIZE]),
+                       directory=bytes(head[_PREFIX_SIZE : _PREFIX_SIZE + dlen]), sums=sums,
+                       data=data, fetch=fetch, table_id=table_id)
+        except (OSError, ValueError) as err:
+            raise CorruptIndexError(f"{name}: cannot read bloom pack: {err}") from err
+
+    @staticmethod
+    def _prefix(name: str, head: Any, size: int) -> tuple[int, int, int, int]:
+        if xxhash.xxh64_intdigest(bytes(head[:48])) != struct.unpack_from("<Q", head, 48)[0]:
+            raise CorruptIndexError(f"{name}: bloom pack header fails its checksum")
+        magic, version, chunk, dlen, nchunks, doff, _ = _PREFIX.unpack_from(head, 0)
+        if magic != _MAGIC or version != BLOOM_PACK_VERSION:
+            raise CorruptIndexError(f"{name}: not a bloom pack of format version {BLOOM_PACK_VERSION}")
+        if (chunk < BLOCK_BYTES or chunk % BLOCK_BYTES or doff % chunk
+                or doff < _PREFIX_SIZE + dlen + 8 * nchunks or size != doff + nchunks * chunk):
+            raise CorruptIndexError(f"{name}: bloom pack of {size} bytes disagrees with its header (cut?)")
+        return int(doff), int(dlen), int(nchunks), int(chunk)
+
+    # -- probing ----------------------------------------------------------------------------
+    def column_bitsets(self, name: str) -> npt.NDArray[np.intp]:
+        """The bitsets of every group of column ``name``."""
+        got = self._by_name.get(name)
+        if got is None:
+            groups = np.array([g.get("name") == name for g in self.groups] + [False], dtype=bool)
+            got = self._by_name[name] = np.flatnonzero(groups[self.bs_group]).astype(np.intp)
+        return got
+
+    def probe(self, bitsets: npt.NDArray[np.intp], hashes: npt.NDArray[np.uint64]) -> tuple[
+            npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """Probe bitsets ``bitsets`` for ``hashes``.
+
+        Returns:
+            (hit, ok) per bitset: ``hit`` True unless the bitset proves every hash absent;
+            ``ok`` False when a chunk holding one of its selected blocks failed its checksum
+            or could not be read (then ``hit`` means nothing: probe that segment elsewhere).
+        """
+        h = np.asarray(hashes, dtype=np.uint64).reshape(-1)
+        n = len(bitsets)
+        if not n or not len(h):
+            return np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
+        t = self.bs_stripe[bitsets]
+        nb = self.st_blocks[t].astype(np.uint64)
+        block = (((h >> np.uint64(32))[None, :] * nb[:, None]) >> np.uint64(32)).astype(np.int64)
+        # block b of the bitset in slot k of a stripe of width w: row b, column k
+        byte = ((self.st_chunk0[t] * self.chunk_bytes)[:, None]
+                + (block * self.st_width[t][:, None] + self.bs_slot[bitsets][:, None]) * BLOCK_BYTES)
+        chunk = byte // self.chunk_bytes
+        self._verify(chunk)
+        ok = np.all(self._state[chunk] == _OK, axis=1)
+        base = self.data_offset if self._fetch is None else 0
+        first = (byte + base) // 4
+        picked = self._data[first[:, :, None] + np.arange(8, dtype=np.int64)]  # (bitset, hash, 8)
+        key = (h & _MASK32).astype(np.uint32)
+        bits = (key[:, None] * SALTS[None, :]) >> np.uint32(27)  # uint32 multiply wraps mod 2^32
+        hit = np.all((picked >> bits[None, :, :]) & np.uint32(1), axis=2).any(axis=1)
+        return hit, ok
+
+    def _verify(self, chunks: npt.NDArray[np.int64]) -> None:
+        """Check every chunk of ``chunks`` (any shape, repeats allowed) not checked yet."""
+        with self._lock:
+            need = self._state == 0
+            seen = np.zeros(self.num_chunks, dtype=bool)
+            seen[chunks.reshape(-1)] = True
+            todo = np.flatnonzero(seen & need)  # sorted, once each
+            if not len(todo):
+                return
+            if self._fetch is not None:
+                self._read(todo)
+                todo = todo[self._state[todo] == 0]
+            raw = memoryview(self._data).cast("B")
+            base = self.data_offset if self._fetch is None else 0
+            cb = self.chunk_bytes
+            sums = self.sums
+            state = self._state
+            digest = xxhash.xxh64_intdigest
+            for c in todo.tolist():
+                a = base + c * cb
+                state[c] = _OK if digest(raw[a : a + cb]) == sums[c] else _BAD
+
+    def _read(self, chunks: npt.NDArray[np.int64]) -> None:
+        """Fetch ``chunks`` (sorted) into the data buffer, consecutive ones in one read."""
+        raw = memoryview(self._data).cast("B")
+        cb = self.chunk_bytes
+        breaks = np.flatnonzero(np.diff(chunks) != 1) + 1
+        for run in np.split(chunks, breaks):
+            first, count = int(run[0]), len(run)
+            try:
+                got = self._fetch(first, count)
+            except OSError:
+                self._state[run] = _BAD
+                continue
+            if len(got) != count * cb:
+                self._state[run] = _BAD
+                continue
+            raw[first * cb : (first + count) * cb] = got
+
+    def stripe_chunks(self, t: int) -> tuple[bytes, npt.NDArray[np.uint64]]:
+        """Stripe ``t``'s chunks (bytes as stored, unverified) and their checksums."""
+        first, count = int(self.st_chunk0[t]), int(self.st_chunks[t])
+        return self._raw(first, count), self.sums[first : first + count]
+
+    def stripe_bitsets(self, t: int) -> list[bytes] | None:
+        """The bitsets of stripe ``t`` by slot, its chunks verified; None when one fails."""
+        first, count = int(self.st_chunk0[t]), int(self.st_chunks[t])
+        chunks = np.arange(first, first + count, dtype=np.int64)
+        self._verify(chunks)
+        if (self._state[chunks] != _OK).any():
+            return None
+        w, nb = int(self.st_width[t]), int(self.st_blocks[t])
+        rows = np.frombuffer(self._raw(first, count), dtype=np.uint8, count=w * nb * BLOCK_BYTES)
+        by_slot = rows.reshape(nb, w, BLOCK_BYTES).transpose(1, 0, 2)
+        return [by_slot[k].tobytes() for k in range(w)]
+
+    def _raw(self, first: int, count: int) -> bytes:
+        cb = self.chunk_bytes
+        if self._fetch is None:
+            a = self.data_offset + first * cb
+            return bytes(memoryview(self._data).cast("B")[a : a + count * cb])
+        data = self._fetch(first, count) if count else b""
+        if len(data) != count * cb:
+            raise CorruptIndexError(f"{self.name}: bloom pack truncated")
+        return bytes(data)
+
+    def segment_bitsets(self, seg: int) -> npt.NDArray[np.intp]:
+        """The bitsets of segment ``seg``, in order."""
+        return np.flatnonzero(self.bs_seg == seg).astype(np.intp)
+
+
+class PackBuilder:
+    """Builds a bloom pack: segments, then their bitsets (new, or whole stripes copied from a
+    pack); :meth:`encode` lays the pending bitsets out in stripes of equal block counts."""
+
+    def __init__(self, table_id: str, *, chunk_bytes: int = CHUNK_BYTES, stripe_width: int | None = None) -> None:
+        self.table_id = table_id
+        self.chunk_bytes = chunk_bytes
+        self.stripe_width = STRIPE_WIDTH if stripe_width is None else stripe_width
+        self.segments: list[tuple[str, str]] = []
+        self._seg_ids: dict[tuple[str, str], int] = {}
+        self.groups: list[dict[str, Any]] = []
+        self._group_ids: dict[bytes, int] = {}
+        self.stripes: list[tuple[int, int, int, int]] = []  # first chunk, chunks, width, blocks
+        self.bitsets: list[tuple[int, int, int, int]] = []  # segment, group, stripe, slot
+        self.pending: dict[int, list[tuple[int, int, bytes]]] = {}  # blocks -> (segment, group, bytes)
+        self.parts: list[bytes] = []
+        self.sums: list[npt.NDArray[np.uint64]] = []
+        self.chunks = 0
+
+    def segment(self, segment_id: str, merge: str) -> int:
+        """The index of a covered segment (added the first time)."""
+        key = (segment_id, merge)
+        got = self._seg_ids.get(key)
+        if got is None:
+            got = self._seg_ids[key] = len(self.segments)
+            self.segments.append(key)
+        return got
+
+    def _group(self, group: dict[str, Any]) -> int:
+        key = orjson.dumps(group, option=orjson.OPT_SORT_KEYS)
+        g = self._group_ids.get(key)
+        if g is None:
+            g = self._group_ids[key] = len(self.groups)
+            self.groups.append(group)
+        return g
+
+    def add_bitset(self, seg: int, group: dict[str, Any], bitset: bytes) -> None:
+        """Add a bitset of segment ``seg`` (group: its column name and descriptor)."""
+        n = len(bitset)
+        if n < BLOCK_BYTES or n % BLOCK_BYTES:
+            raise CorruptIndexError(f"bloom bitset of {n} bytes is not a whole number of 32-byte blocks")
+        self.pending.setdefault(n // BLOCK_BYTES, []).append((seg, self._group(group), bytes(bitset)))
+
+    def add_segment(self, segment_id: str, merge: str, bitsets: Sequence[tuple[dict[str, Any], bytes]]) -> None:
+        """Add a segment and its bitsets."""
+        seg = self.segment(segment_id, merge)
+        for group, bitset in bitsets:
+            self.add_bitset(seg, group, bitset)
+
+    def copy_stripe(self, pack: BloomPack, t: int, segs: npt.NDArray[np.intp],
+                    raw: tuple[bytes, npt.NDArray[np.uint64]] | None = None) -> None:
+        """Copy stripe ``t`` of ``pack`` verbatim (chunks and checksums, or ``raw``: what
+        ``pack.stripe_chunks(t)`` returned); ``segs[i]`` is this pack's index of ``pack``'s
+        segment ``i``."""
+        if pack.chunk_bytes != self.chunk_bytes:
+            raise ValueError("chunk sizes differ")
+        data, sums = pack.stripe_chunks(t) if raw is None else raw
+        mine = len(self.stripes)
+        self.stripes.append((self.chunks, len(sums), int(pack.st_width[t]), int(pack.st_blocks[t])))
+        for b in np.flatnonzero(pack.bs_stripe == t).tolist():
+            self.bitsets.append((int(segs[pack.bs_seg[b]]), self._group(pack.groups[int(pack.bs_group[b])]),
+                                 mine, int(pack.bs_slot[b])))
+        self.sums.append(np.array(sums, dtype=np.uint64))
+        self.parts.append(data)
+        self.chunks += len(sums)
+
+    def _flush(self) -> None:
+        cb = self.chunk_bytes
+        for blocks, items in sorted(self.pending.items()):
+            for at in range(0, len(items), self.stripe_width):
+                these = items[at : at + self.stripe_width]
+                w = len(these)
+                mine = len(self.stripes)
+                cols = np.frombuffer(b"".join(b for _, _, b in these), dtype=np.uint8).reshape(w, blocks, BLOCK_BYTES)
+                body = cols.transpose(1, 0, 2).tobytes()  # row b: block b of every bitset
+                body += bytes(_round_up(len(body), cb) - len(body))
+                count = len(body) // cb
+                self.stripes.append((self.chunks, count, w, blocks))
+                for k, (seg, group, _) in enumerate(these):
+                    self.bitsets.append((seg, group, mine, k))
+                view = memoryview(body)
+                self.sums.append(np.fromiter((xxhash.xxh64_intdigest(view[i * cb : (i + 1) * cb]) for i in range(count)),
+                                             dtype=np.uint64, count=count))
+                self.parts.append(body)
+                self.chunks += count
+        self.pending.clear()
+
+    def encode(self) -> bytes:
+        """The pack file's bytes."""
+        self._flush()
+        if any("\n" in x for seg in self.segments for x in seg):
+            raise ValueError("a segment id or merge index name holds a line break")
+        meta = orjson.dumps({"table_id": self.table_id, "segment_ids": "\n".join(s for s, _ in self.segments),
+                             "merges": "\n".join(m for _, m in self.segments), "groups": self.groups,
+                             "stripes": len(self.stripes), "bitsets": len(self.bitsets)})
+        st = np.array(self.stripes, dtype=np.int64).reshape(-1, 4)
+        bs = np.array(self.bitsets, dtype=np.int64).reshape(-1, 4)
+        directory = b"".join([
+            struct.pack("<I", len(meta)), meta,
+            *[st[:, i].astype("<i8").tobytes() for i in range(4)],
+            *[bs[:, i].astype("<i4").tobytes() for i in range(4)],
+        ])
+        sums = (np.concatenate(self.sums) if self.sums else np.zeros(0, np.uint64)).astype("<u8").tobytes()
+        doff = _round_up(_PREFIX_SIZE + len(directory) + len(sums), self.chunk_bytes)
+        head = _PREFIX.pack(_MAGIC, BLOOM_PACK_VERSION, self.chunk_bytes, len(directory), self.chunks, doff,
+                            xxhash.xxh64_intdigest(directory))
+        head += struct.pack("<Q", xxhash.xxh64_intdigest(head)) + bytes(8)
+        pad = bytes(doff - _PREFIX_SIZE - len(directory) - len(sums))
+        return b"".join([head, directory, sums, pad, *self.parts])

@@ -1,0 +1,144 @@
+"""The bloom pack format (indexfiles/bloom_pack.py): probes agree with probing each bitset
+whole (bloom.might_contain), through a mapped local file and through ranged reads, whatever the
+chunk size and stripe width; a pack built from another (full stripes copied, the others laid
+out again, a segment dropped and one added) answers the same; a damaged chunk makes exactly
+the bitsets whose probed blocks lie in it unanswered."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow.fs as pafs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from carbonstore.errors import CorruptIndexError
+from carbonstore.indexfiles.bloom import bloom_insert, might_contain
+from carbonstore.indexfiles.bloom_pack import BloomPack, PackBuilder
+
+LOCAL = pafs.LocalFileSystem()
+GROUP = {"name": "k", "column_id": "c1", "kind": 3, "physical_type": 6}
+
+
+def _bitset(blocks: int, values: list[int]) -> bytes:
+    b = bytearray(blocks * 32)
+    bloom_insert(b, np.array(values, dtype=np.uint64))
+    return bytes(b)
+
+
+segment_st = st.lists(  # per segment: bitsets (blocks, hashes set)
+    st.tuples(st.sampled_from([1, 2, 7, 128, 300]), st.lists(st.integers(0, 2**64 - 1), max_size=40)),
+    max_size=4)
+
+
+def _open(path: Path, ranged: bool) -> BloomPack:
+    if ranged:  # not a LocalFileSystem: the chunks are fetched with ranged reads
+        return BloomPack.open(pafs.SubTreeFileSystem(str(path.parent), LOCAL), path.name, table_id="t")
+    return BloomPack.open(LOCAL, str(path), table_id="t")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(segment_st, min_size=1, max_size=6), st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=5),
+       st.booleans(), st.sampled_from([32, 256, 4096]), st.integers(1, 5), st.integers(1, 5))
+def test_probe_matches_each_bitset(tmp_path: Path, segments: list[list[tuple[int, list[int]]]],
+                                   probes: list[int], ranged: bool, chunk: int, width: int, width2: int) -> None:
+    builder = PackBuilder("t", chunk_bytes=chunk, stripe_width=width)
+    whole: list[list[bytes]] = []
+    for s, bitsets in enumerate(segments):
+        got = [_bitset(n, vals) for n, vals in bitsets]
+        whole.append(got)
+        builder.add_segment(str(s), f"{s}_1.carbonindexmerge", [(GROUP, b) for b in got])
+    path = tmp_path / f"p{chunk}{ranged}{width}.carbonbloom"
+    path.write_bytes(builder.encode())
+    pack = _open(path, ranged)
+    assert len(pack.column_bitsets("k")) == sum(map(len, whole)) and not len(pack.column_bitsets("other"))
+    # some of the probed values are inserted: the probe must find them
+    hashes = np.array(probes + [v for _, vals in segments[0][:1] for v in vals[:2]], dtype=np.uint64)
+
+    def answers(p: BloomPack) -> dict[tuple[str, str], bool]:
+        mine = p.column_bitsets("k")
+        hit, ok = p.probe(mine, hashes)
+        assert ok.all()
+        out = {k: False for k in p.segments}
+        for b, h in zip(mine.tolist(), hit.tolist(), strict=True):
+            out[p.segments[int(p.bs_seg[b])]] |= h
+        return out
+
+    expected = {(str(s), f"{s}_1.carbonindexmerge"): any(might_contain(b, int(h)) for b in bs for h in hashes)
+                for s, bs in enumerate(whole)}
+    assert answers(pack) == expected
+    # a new pack (another stripe width) from this one: full stripes copied verbatim, the
+    # others' bitsets taken from their verified chunks; one segment dropped, one added
+    again = PackBuilder("t", chunk_bytes=chunk, stripe_width=width2)
+    keep = pack.segments[1:] if len(pack.segments) > 1 else pack.segments
+    mine = np.array([again.segment(*k) if k in keep else -1 for k in pack.segments], dtype=np.intp)
+    for t in range(len(pack.st_chunk0)):
+        members = np.flatnonzero(pack.bs_stripe == t)
+        if (mine[pack.bs_seg[members]] >= 0).all() and len(members) == width2:
+            again.copy_stripe(pack, t, mine)
+            continue
+        got = pack.stripe_bitsets(t)
+        assert got is not None
+        for b in members.tolist():
+            if mine[pack.bs_seg[b]] >= 0:
+                assert got[int(pack.bs_slot[b])] in whole[int(pack.segments[int(pack.bs_seg[b])][0])]
+                again.add_bitset(int(mine[pack.bs_seg[b]]), pack.groups[int(pack.bs_group[b])], got[int(pack.bs_slot[b])])
+    again.add_segment("new", "new_1.carbonindexmerge", [(GROUP, _bitset(3, [1, 2, 3]))])
+    path2 = tmp_path / f"q{chunk}{ranged}{width}.carbonbloom"
+    path2.write_bytes(again.encode())
+    copy = _open(path2, ranged)
+    got = answers(copy)
+    assert got.pop(("new", "new_1.carbonindexmerge")) == any(might_contain(_bitset(3, [1, 2, 3]), int(h))
+                                                             for h in hashes)
+    assert got == {k: v for k, v in expected.items() if k in keep}
+
+
+@pytest.mark.parametrize("ranged", [False, True], ids=["mapped", "ranged"])
+def test_a_damaged_chunk_leaves_its_bitsets_unanswered(tmp_path: Path, ranged: bool) -> None:
+    builder = PackBuilder("t", chunk_bytes=256, stripe_width=1)
+    bitsets = [_bitset(8, [i * 7919 + j for j in range(20)]) for i in range(6)]  # 256 bytes: one chunk each
+    for i, b in enumerate(bitsets):
+        builder.add_segment(str(i), "m", [(GROUP, b)])
+    data = builder.encode()
+    (tmp_path / "clean").mkdir()
+    path = tmp_path / "clean" / "p.carbonbloom"
+    path.write_bytes(data)
+    clean = _open(path, ranged)
+    damaged = bytearray(data)
+    damaged[clean.data_offset + 2 * 256 + 17] ^= 0x01  # chunk 2: segment 2's bitset
+    path = tmp_path / "p.carbonbloom"
+    path.write_bytes(bytes(damaged))
+    pack = _open(path, ranged)
+    hashes = np.array([5, 2**40 + 3, 2**63 + 11], dtype=np.uint64)
+    hit, ok = pack.probe(pack.column_bitsets("k"), hashes)
+    assert ok.tolist() == [True, True, False, True, True, True]
+    expected, _ = clean.probe(clean.column_bitsets("k"), hashes)
+    assert hit[ok].tolist() == expected[ok].tolist()
+
+
+@pytest.mark.parametrize("damage", ["magic", "header sum", "directory", "cut", "other table", "empty"])
+def test_a_damaged_header_or_directory_is_refused(tmp_path: Path, damage: str) -> None:
+    builder = PackBuilder("t", chunk_bytes=64)
+    builder.add_segment("0", "m", [(GROUP, _bitset(2, [1]))])
+    data = bytearray(builder.encode())
+    table_id = "t"
+    if damage == "magic":
+        data[0] ^= 1
+    elif damage == "header sum":
+        data[50] ^= 1
+    elif damage == "directory":
+        data[70] ^= 1
+    elif damage == "cut":
+        data = data[:-1]
+    elif damage == "other table":
+        table_id = "u"
+    else:
+        data = bytearray()
+    path = tmp_path / "p.carbonbloom"
+    path.write_bytes(bytes(data))
+    for ranged in (False, True):
+        with pytest.raises(CorruptIndexError, match="p.carbonbloom"):
+            BloomPack.open(pafs.SubTreeFileSystem(str(tmp_path), LOCAL) if ranged else LOCAL,
+                           path.name if ranged else str(path), table_id=table_id)
