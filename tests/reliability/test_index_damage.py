@@ -42,7 +42,7 @@ from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles import tio
 from carbonstore.indexfiles._gen.carbonindex.ttypes import IndexHeader
 from carbonstore.indexfiles.indexfile import encode_index, read_index
-from carbonstore.indexfiles.snapshot import frame_snapshot, snapshot_payload
+from carbonstore.indexfiles.snapshot import frame_snapshot, snapshot_table
 from carbonstore.pruning.cache import COUNTERS, clear_cache
 from carbonstore.pruning.plan import prune
 from carbonstore.pruning.table_index import refresh_index_snapshot
@@ -380,16 +380,13 @@ def test_snapshot_truncated_deleted_empty_flipped(tables: dict[str, Table]) -> N
 
 def _snapshot_tampered(data: bytes, *, resign: bool, column: str) -> bytes:
     name = "x.carbonsnap"
-    t = pa.ipc.open_file(pa.py_buffer(snapshot_payload(name, data))).read_all()
+    t = snapshot_table(name, data)
     target = next(n for n in t.column_names if n.startswith("bounds.") and n.endswith(column))
     arr = t.column(target)
     fake = pa.array([10**9] * len(arr), arr.type) if "lo:" in target else pa.array(
         [10**9 + len(arr)] * len(arr), arr.type)
     t = t.set_column(t.schema.get_field_index(target), target, fake)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, t.schema) as w:
-        w.write_table(t)
-    framed = frame_snapshot(sink.getvalue().to_pybytes())
+    framed = frame_snapshot(t)
     return framed if resign else framed[:24] + data[24:32] + framed[32:]
 
 
