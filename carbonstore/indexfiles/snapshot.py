@@ -46,6 +46,7 @@ pass. Bloom bitsets stay in the merge indexes and are read lazily for = / IN can
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 from collections import Counter
@@ -299,7 +300,6 @@ class Snapshot:
         self.size = core.num_rows
         self.segments: list[str] = core.column("segment").to_pylist()
         self.merges: list[str] = core.column("merge").to_pylist()
-        self.rows = {(s, m): i for i, (s, m) in enumerate(zip(self.segments, self.merges, strict=True))}
         self.bounds = _decode_bounds(core, orjson.loads(meta["carbonstore.kinds"]))
         self.bloom_base = core.column("bloom_base").to_numpy().astype(np.int64)
         self.bloom_len = core.column("bloom_len").to_numpy().astype(np.int64)
@@ -324,6 +324,11 @@ class Snapshot:
         self._bloom_slots: dict[tuple[int, str], str | None] = {}
         self._any_bloom: dict[str, _NP] = {}
         self._check_core()
+
+    @functools.cached_property
+    def rows(self) -> dict[tuple[str, str], int]:
+        """(segment id, merge index name) -> row."""
+        return {(s, m): i for i, (s, m) in enumerate(zip(self.segments, self.merges, strict=True))}
 
     @property
     def table(self) -> pa.Table:
@@ -386,12 +391,20 @@ class Snapshot:
     # -- structure ------------------------------------------------------------------------
     def _list(self, column: str) -> tuple[pa.Array, _NP]:
         if column not in self._offsets:
-            arr = self._column(column).combine_chunks()
+            col = self._column(column)
+            arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
             if not pa.types.is_list(arr.type) or arr.null_count:
                 raise ValueError(f"snapshot column {column} is not a list column without nulls")
-            offs = arr.offsets.to_numpy().astype(np.int64)
-            self._arrays[column] = arr.flatten()
-            self._offsets[column] = offs - offs[0]
+            # from the offsets buffer and the child array as they are (no copy, no slice
+            # unless the list array is itself a slice)
+            offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1,
+                                 offset=4 * arr.offset).astype(np.int64)
+            start, end = int(offs[0]), int(offs[-1])
+            values = arr.values
+            if start or end != len(values):
+                values = values.slice(start, end - start)
+            self._arrays[column] = values
+            self._offsets[column] = offs - start if start else offs
         return self._arrays[column], self._offsets[column]
 
     def offsets(self, column: str) -> _NP:

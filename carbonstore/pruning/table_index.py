@@ -257,10 +257,14 @@ class TableIndex:
         """The common case at once: every entry is a snapshot row whose row count agrees
         (what the loop in __init__ finds then, without a Python step per segment); False,
         with nothing set, otherwise."""
-        get = snapshot.rows.get
-        found = [get((e.load_name, e.segment_file or "")) for e in self.entries]
-        if None in found:
-            return False
+        ids = [e.load_name for e in self.entries]
+        if ids == snapshot.segments and [e.segment_file or "" for e in self.entries] == snapshot.merges:
+            found: list[int | None] = list(range(len(ids)))  # the snapshot's rows, in order
+        else:
+            get = snapshot.rows.get
+            found = [get((e.load_name, e.segment_file or "")) for e in self.entries]
+            if None in found:
+                return False
         rows = np.array(found, dtype=np.intp)
         counts = np.fromiter((e.row_count for e in self.entries), dtype=np.int64, count=len(found))
         if bool(((counts != 0) & (snapshot.bounds.num_rows[rows] != counts)).any()):
