@@ -17,10 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore import Store
+from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, ConcatArrays
 from carbonstore.indexfiles.snapshot import (
     SNAPSHOT_VERSION,
     SnapshotArrays,
+    SnapshotFile,
     frame_snapshot,
     snapshot_table,
 )
@@ -316,3 +318,38 @@ def test_arrays_are_decoded_once_per_process(store: Store) -> None:
     assert prune(t, "id = 350 OR x < 0").segments == ("3",)
     assert COUNTERS["snapshot_array_decodes"] == with_id
     assert COUNTERS["snapshot_reads"] == 1 and COUNTERS.get("merge_index_reads", 0) == 0
+
+
+def test_a_damaged_section_is_read_only_when_needed_and_never_used(store: Store) -> None:
+    """Format 6: a plan reads (and verifies) only the sections of the columns it filters on;
+    a damaged one is found before use - its arrays come from the merge indexes (same plan),
+    the next plan does not take the snapshot and writes a new one."""
+    t = store.create_table("db.t", "id long, x double, s string")
+    add_segments(t, [_data(k * 100) for k in range(10)], row_group_size=30, page_rows=10)
+    name = refresh_index_snapshot(t)
+    assert name is not None
+    path = Path(t.paths.index_snapshot_dir, name)
+    data = path.read_bytes()
+    wheres = ("id = 150", "s = 'v00321'", "x > 10")
+    clear_cache()
+    want = {w: _plain_plan(prune(t, w)) for w in wheres}
+    f = SnapshotFile(name, lambda off, n: data[off:off + n], len(data))
+    slots = json.loads(f.meta["carbonstore.slots"])
+    s_key = next(k for k, d in slots.items() if d["name"] == "s")
+    off, n, _ = f.sections[f"{s_key}:p"]
+    damaged = bytearray(data)
+    damaged[f.base + off + n // 2] ^= 0x01
+    path.write_bytes(bytes(damaged))
+    clear_cache()
+    COUNTERS.clear()
+    assert _plain_plan(prune(t, "id = 150")) == want["id = 150"]  # s's pages are not read
+    assert COUNTERS["snapshot_errors"] == 0 and COUNTERS.get("merge_index_reads", 0) == 0
+    assert _plain_plan(prune(t, "s = 'v00321'")) == want["s = 'v00321'"]  # the cached view: found now
+    assert COUNTERS["snapshot_errors"] == 1 and COUNTERS["merge_index_reads"] >= 1
+    assert COUNTERS.get("snapshot_writes", 0) == 0
+    assert _plain_plan(prune(t, "x > 10")) == want["x > 10"]
+    assert COUNTERS["snapshot_writes"] == 1 and snapshot_names(t)[-1] != name
+    # a cut anywhere is refused when the file is opened, before any section is read
+    for cut in range(0, len(data), max(1, len(data) // 300)):
+        with pytest.raises(CorruptIndexError):
+            SnapshotFile(name, lambda off, n: data[off:off + n], cut)
