@@ -50,7 +50,7 @@ import functools
 import hashlib
 import struct
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 import numpy as np
@@ -242,27 +242,59 @@ def snapshot_table(name: str, data: bytes) -> pa.Table:
 
 
 # ---- reading ----------------------------------------------------------------------------------
-def _decode_bounds(t: pa.Table, kinds: dict[str, str]) -> SegmentBounds:
-    cols: dict[str, ColumnBounds] = {}
-    for c, kind in kinds.items():
-        def arr(suffix: str, c: str = c) -> _NP:
-            return t.column(f"bounds.{suffix}:{c}").to_numpy(zero_copy_only=False)
+_BOUNDS_ARRAYS = ("lo", "hi", "lo_ok", "hi_ok", "nulls", "nans")
 
-        lo, hi = arr("lo"), arr("hi")
-        if kind == "BIGINT":
-            lo = np.array([None if v is None else int(v) for v in lo], dtype=object)
-            hi = np.array([None if v is None else int(v) for v in hi], dtype=object)
-        elif kind == "BYTES":
-            lo, hi = lo.astype(object), hi.astype(object)
-        cols[c] = ColumnBounds(
-            kind=kind, lo=lo, hi=hi, lo_ok=arr("lo_ok").astype(bool), hi_ok=arr("hi_ok").astype(bool),
-            null_count=arr("nulls").astype(np.int64), nan_count=arr("nans").astype(np.int64),
-        )
+
+def _column_bounds(t: pa.Table, c: str, kind: str) -> ColumnBounds:
+    def arr(suffix: str) -> _NP:
+        return t.column(f"bounds.{suffix}:{c}").to_numpy(zero_copy_only=False)
+
+    lo, hi = arr("lo"), arr("hi")
+    if kind == "BIGINT":
+        lo = np.array([None if v is None else int(v) for v in lo], dtype=object)
+        hi = np.array([None if v is None else int(v) for v in hi], dtype=object)
+    elif kind == "BYTES":
+        lo, hi = lo.astype(object), hi.astype(object)
+    return ColumnBounds(
+        kind=kind, lo=lo, hi=hi, lo_ok=arr("lo_ok").astype(bool), hi_ok=arr("hi_ok").astype(bool),
+        null_count=arr("nulls").astype(np.int64), nan_count=arr("nans").astype(np.int64),
+    )
+
+
+class _LazyBounds(Mapping[str, ColumnBounds]):
+    """Segment bounds by column id, each column decoded on first use (a plan needs the
+    columns it filters on). Every column's arrays are looked up now (KeyError: not a
+    snapshot)."""
+
+    def __init__(self, t: pa.Table, kinds: dict[str, str]) -> None:
+        names = set(t.column_names)
+        for c in kinds:
+            for suffix in _BOUNDS_ARRAYS:
+                if f"bounds.{suffix}:{c}" not in names:
+                    raise KeyError(f"snapshot column bounds.{suffix}:{c} is missing")
+        self._t = t
+        self._kinds = kinds
+        self._done: dict[str, ColumnBounds] = {}
+
+    def __getitem__(self, c: str) -> ColumnBounds:
+        got = self._done.get(c)
+        if got is None:
+            got = self._done[c] = _column_bounds(self._t, c, self._kinds[c])
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kinds)
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+
+def _decode_bounds(t: pa.Table, kinds: dict[str, str]) -> SegmentBounds:
     return SegmentBounds(
         num_rows=t.column("bounds.num_rows").to_numpy().astype(np.int64),
         num_files=t.column("bounds.num_files").to_numpy().astype(np.int64),
         num_row_groups=t.column("bounds.num_row_groups").to_numpy().astype(np.int64),
-        columns=cols,
+        columns=_LazyBounds(t, kinds),  # type: ignore[arg-type]
     )
 
 
