@@ -698,17 +698,17 @@ class _SnapPages(_Guarded):
 class _SnapColumn(_Guarded):
     LAZY = frozenset(COLUMN_ARRAYS)
 
-    def _fallback(self, name: str) -> Any:
-        if name == "pages":
-            return _SnapPages(self)
-        return getattr(self.owner.fallback_arrays().column(self.name), name)
-
     def __init__(self, owner: SnapshotArrays, key: str, desc: ColumnDesc) -> None:
         self.owner = owner
         self.key = key
         self.desc = desc
         self.name = desc.name or "?"
         self.kind: int = desc.kind if desc.kind is not None else ValueKind.NONE
+
+    def _fallback(self, name: str) -> Any:
+        if name == "pages":
+            return _SnapPages(self)
+        return getattr(self.owner.fallback_arrays().column(self.name), name)
 
     def stat(self, name: str, *, page: bool) -> Any:
         prefix = "p_" if page else ""

@@ -1,13 +1,14 @@
 """The table index: a table's view over its readable segments, and its index snapshot.
 
 The table-level index snapshot (like a Delta checkpoint) under
-``table.paths.index_snapshot_dir``: ONE Arrow IPC file holding, for every readable segment
-it covers, its segment bounds and its whole index column-oriented (all min/max/count arrays
-of row groups and pages, concatenated over the segments with segment offsets - see
-indexfiles/snapshot.py; NOT the bloom bitsets: they stay in the merge file and are read
-lazily for = / IN candidates only). A fresh process reads the tablestatus, the newest
-snapshot and the merge indexes of segments committed since, and decodes each array a
-filter touches once for all segments. :func:`refresh_index_snapshot` rewrites it
+``table.paths.index_snapshot_dir``: ONE file of checksummed Arrow IPC sections holding, for
+every readable segment it covers, its segment bounds and its whole index column-oriented
+(all min/max/count arrays of row groups and pages, concatenated over the segments with
+segment offsets - see indexfiles/snapshot.py; NOT the bloom bitsets: they stay in the merge
+file and are read lazily for = / IN candidates only). A fresh process reads the
+tablestatus, the newest snapshot's directory and core section (the sections of a column
+when a plan first filters on it) and the merge indexes of segments committed since, and
+decodes each array a filter touches once for all segments. :func:`refresh_index_snapshot` rewrites it
 (atomically, under a lock); planning also refreshes it lazily when it lags by more than
 ``carbon.index.snapshot.max.lag`` segments. A snapshot of another format version, or a
 damaged one, is ignored (planning reads the merge indexes) and rewritten.
@@ -23,7 +24,7 @@ import hashlib
 import operator
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -54,7 +55,7 @@ from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms
 
 __all__ = [
-    "SNAPSHOT_LOCK", "SNAPSHOT_SUFFIX", "SNAPSHOT_VERSION", "TableIndex", "read_snapshot",
+    "SNAPSHOT_LOCK", "SNAPSHOT_PREFIX", "SNAPSHOT_SUFFIX", "SNAPSHOT_VERSION", "TableIndex", "read_snapshot",
     "readable_segments", "refresh_index_snapshot", "snapshot_names", "table_index",
     "write_snapshot",
 ]
@@ -259,12 +260,13 @@ class TableIndex:
         with nothing set, otherwise."""
         ids = [e.load_name for e in self.entries]
         if ids == snapshot.segments and [e.segment_file or "" for e in self.entries] == snapshot.merges:
-            found: list[int | None] = list(range(len(ids)))  # the snapshot's rows, in order
+            found = list(range(len(ids)))  # the snapshot's rows, in order
         else:
             get = snapshot.rows.get
-            found = [get((e.load_name, e.segment_file or "")) for e in self.entries]
-            if None in found:
+            got = [get((e.load_name, e.segment_file or "")) for e in self.entries]
+            if None in got:
                 return False
+            found = cast(list[int], got)
         rows = np.array(found, dtype=np.intp)
         counts = np.fromiter((e.row_count for e in self.entries), dtype=np.int64, count=len(found))
         if bool(((counts != 0) & (snapshot.bounds.num_rows[rows] != counts)).any()):
@@ -345,7 +347,7 @@ class TableIndex:
             rows = self._snap_rows_array()[surv]  # every segment is a snapshot row: one
             groups = snap.group[rows]           # layout is one run (what the loop below gives)
             if not (groups != groups[0]).any():
-                arrays = SnapshotArrays(snap, rows, self._fallback(surv))
+                arrays: Any = SnapshotArrays(snap, rows, self._fallback(surv))
                 COUNTERS["header_decodes"] += len(rows)
                 pieces.append((arrays, np.asarray(surv, dtype=np.intp)[arrays.rg_part]))
                 return self._keep_units(key, merge_runs(pieces))
