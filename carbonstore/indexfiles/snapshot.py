@@ -1,18 +1,29 @@
 """The table-level index snapshot format: every covered segment's index, column-oriented.
 
-File layout (format 4; all integers little-endian)::
+File layout (format 6; all integers little-endian)::
 
-    magic b"CARBSNAP" | u32 format version (4) | u32 reserved (0) | u64 payload length N
-    u64 xxh64 of bytes [0, 24) and the payload
-    payload: one Arrow IPC file (N bytes)
+    magic b"CARBSNAP" | u32 format version (6) | u32 reserved (0) | u64 directory length D
+    u64 xxh64 of bytes [0, 24) and the directory
+    directory: D bytes of JSON {"length": L, "meta": {...}, "sections": {name: [offset, length, xxh64]}}
+    sections: L bytes, each one Arrow IPC file (offsets from the end of the directory)
 
-The checksum is verified before the payload is opened; a snapshot that fails it, is
-truncated, empty, of another format or not a snapshot at all is refused
-(:class:`CorruptIndexError`), and cache.py then plans from the merge indexes and writes a
-new snapshot - the snapshot is a cache of derived data, never a source of truth.
+Each section has its own checksum, verified when the section is first read - a plan reads
+and verifies only the sections its filter touches (ranged reads: an object store does
+ranged GETs). The prefix and the directory are verified, and the file's length checked
+against them, before anything else is used. A snapshot whose prefix, directory or a
+section it reads fails its checksum, that is truncated, empty, of another format or not a
+snapshot at all is refused (:class:`CorruptIndexError`; a section found damaged after the
+snapshot was opened raises :class:`SnapshotSectionError`, and the arrays built over it
+answer from the merge indexes instead): planning then plans from the merge indexes and
+writes a new snapshot - the snapshot is a cache of derived data, never a source of truth.
+Snapshots of older formats (4, 5: one checksum over the whole file) are not read; they are
+replaced by the next snapshot written.
 
-The payload (written and read by cache.py) has one row per covered segment, in segment
-order:
+Sections: ``core`` (per segment: the columns below that are not per slot, and the segment
+bounds), and per slot ``<slot>`` (row-group statistics) and ``<slot>:p`` (page statistics).
+
+The sections together are one table (written by snapshot_write.py) with one row per covered
+segment, in segment order:
 
 * ``bounds.*`` - the segment bounds (bounds.py), for whole-segment pruning;
 * ``segment``, ``merge`` (merge index file name), ``bloom_base`` / ``bloom_len`` (where the
@@ -35,32 +46,38 @@ pass. Bloom bitsets stay in the merge indexes and are read lazily for = / IN can
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import struct
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
 import orjson
 import pyarrow as pa
-import xxhash
 
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, DataFile, ValueKind
 from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE, BloomSource
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, RG_ARRAYS, Lazy
 from carbonstore.indexfiles.segment_bounds import ColumnBounds, SegmentBounds
+from carbonstore.indexfiles.snapshot_file import (
+    CORE,
+    SNAPSHOT_MAGIC,
+    SNAPSHOT_VERSION,
+    SnapshotFile,
+    SnapshotSectionError,
+    frame_snapshot,
+    section_of,
+    snapshot_table,
+)
 
 __all__ = ["BOUNDS_TYPES", "COL_COLUMNS", "DESC_FIELDS", "FILE_STRUCT", "FLAG_BITS", "PAGE_COLUMNS", "RG_COLUMNS",
-           "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "VALUE_TYPES", "Snapshot", "SnapshotArrays", "SnapshotFiles", "decode_snapshot",
-           "frame_snapshot", "slot_key", "snapshot_payload"]
+           "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "VALUE_TYPES", "Snapshot", "SnapshotArrays", "SnapshotFile",
+           "SnapshotFiles", "SnapshotSectionError", "decode_snapshot", "frame_snapshot", "section_of", "slot_key",
+           "snapshot_table"]
 
-SNAPSHOT_VERSION = "5"  # 5: segment bounds keyed by column id (docs/schema-evolution.md)
-SNAPSHOT_MAGIC = b"CARBSNAP"
-_SNAP_PREFIX = struct.Struct("<8sIIQQ")
-_SNAP_SUMMED = 24  # prefix bytes covered by the checksum (all but the checksum itself)
 _NP = npt.NDArray[Any]
 DESC_FIELDS = ("column_id", "name", "physical_type", "logical_type", "spark_type", "type_length",
                 "precision", "scale", "kind", "nested", "unit")
@@ -102,101 +119,109 @@ def _ranges(starts: _NP, ends: _NP) -> npt.NDArray[np.intp]:
     return (np.repeat(starts - before, lens) + np.arange(total, dtype=np.int64)).astype(np.intp)
 
 
-def frame_snapshot(payload: bytes) -> bytes:
-    """The snapshot file of an Arrow IPC ``payload``: prefix, checksum, payload."""
-    first = _SNAP_PREFIX.pack(SNAPSHOT_MAGIC, int(SNAPSHOT_VERSION), 0, len(payload), 0)[:_SNAP_SUMMED]
-    h = xxhash.xxh64(first)
-    h.update(payload)
-    return b"".join([first, struct.pack("<Q", h.intdigest()), payload])
-
-
-def snapshot_payload(name: str, data: bytes) -> memoryview:
-    """The verified Arrow IPC payload of snapshot file bytes ``data``.
-
-    Raises:
-        CorruptIndexError: empty, truncated, not a snapshot, another format version, or the
-            checksum does not match.
-    """
-    what = f"index snapshot {name}"
-    if not data:
-        raise CorruptIndexError(f"{what}: empty file")
-    if len(data) < _SNAP_PREFIX.size or data[:8] != SNAPSHOT_MAGIC:
-        raise CorruptIndexError(f"{what}: not an index snapshot (bad magic or truncated)")
-    _magic, version, _reserved, length, checksum = _SNAP_PREFIX.unpack_from(data, 0)
-    if str(version) != SNAPSHOT_VERSION:
-        raise CorruptIndexError(f"{what}: snapshot format {version}, expected {SNAPSHOT_VERSION}")
-    if _SNAP_PREFIX.size + length != len(data):
-        raise CorruptIndexError(
-            f"{what}: {len(data)} bytes where the header says {_SNAP_PREFIX.size + length} (truncated)"
-        )
-    view = memoryview(data)
-    h = xxhash.xxh64(view[:_SNAP_SUMMED])
-    h.update(view[_SNAP_PREFIX.size :])
-    if h.intdigest() != checksum:
-        raise CorruptIndexError(f"{what}: fails its checksum (damaged file)")
-    return view[_SNAP_PREFIX.size :]
-
-
 # ---- reading ----------------------------------------------------------------------------------
-def _decode_bounds(t: pa.Table, kinds: dict[str, str]) -> SegmentBounds:
-    cols: dict[str, ColumnBounds] = {}
-    for c, kind in kinds.items():
-        def arr(suffix: str, c: str = c) -> _NP:
-            return t.column(f"bounds.{suffix}:{c}").to_numpy(zero_copy_only=False)
+_BOUNDS_ARRAYS = ("lo", "hi", "lo_ok", "hi_ok", "nulls", "nans")
 
-        lo, hi = arr("lo"), arr("hi")
-        if kind == "BIGINT":
-            lo = np.array([None if v is None else int(v) for v in lo], dtype=object)
-            hi = np.array([None if v is None else int(v) for v in hi], dtype=object)
-        elif kind == "BYTES":
-            lo, hi = lo.astype(object), hi.astype(object)
-        cols[c] = ColumnBounds(
-            kind=kind, lo=lo, hi=hi, lo_ok=arr("lo_ok").astype(bool), hi_ok=arr("hi_ok").astype(bool),
-            null_count=arr("nulls").astype(np.int64), nan_count=arr("nans").astype(np.int64),
-        )
+
+def _column_bounds(t: pa.Table, c: str, kind: str) -> ColumnBounds:
+    def arr(suffix: str) -> _NP:
+        return t.column(f"bounds.{suffix}:{c}").to_numpy(zero_copy_only=False)
+
+    lo, hi = arr("lo"), arr("hi")
+    if kind == "BIGINT":
+        lo = np.array([None if v is None else int(v) for v in lo], dtype=object)
+        hi = np.array([None if v is None else int(v) for v in hi], dtype=object)
+    elif kind == "BYTES":
+        lo, hi = lo.astype(object), hi.astype(object)
+    return ColumnBounds(
+        kind=kind, lo=lo, hi=hi, lo_ok=arr("lo_ok").astype(bool), hi_ok=arr("hi_ok").astype(bool),
+        null_count=arr("nulls").astype(np.int64), nan_count=arr("nans").astype(np.int64),
+    )
+
+
+class _LazyBounds(Mapping[str, ColumnBounds]):
+    """Segment bounds by column id, each column decoded on first use (a plan needs the
+    columns it filters on). Every column's arrays are looked up now (KeyError: not a
+    snapshot)."""
+
+    def __init__(self, t: pa.Table, kinds: dict[str, str]) -> None:
+        names = set(t.column_names)
+        for c in kinds:
+            for suffix in _BOUNDS_ARRAYS:
+                if f"bounds.{suffix}:{c}" not in names:
+                    raise KeyError(f"snapshot column bounds.{suffix}:{c} is missing")
+        self._t = t
+        self._kinds = kinds
+        self._done: dict[str, ColumnBounds] = {}
+
+    def __getitem__(self, c: str) -> ColumnBounds:
+        got = self._done.get(c)
+        if got is None:
+            got = self._done[c] = _column_bounds(self._t, c, self._kinds[c])
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kinds)
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+
+def _decode_bounds(t: pa.Table, kinds: dict[str, str]) -> SegmentBounds:
     return SegmentBounds(
         num_rows=t.column("bounds.num_rows").to_numpy().astype(np.int64),
         num_files=t.column("bounds.num_files").to_numpy().astype(np.int64),
         num_row_groups=t.column("bounds.num_row_groups").to_numpy().astype(np.int64),
-        columns=cols,
+        columns=_LazyBounds(t, kinds),  # type: ignore[arg-type]
     )
 
 
 class Snapshot:
-    """A decoded snapshot: bounds and segment offsets now, each flat array on first use.
+    """An opened snapshot: bounds and segment offsets now, each section and flat array on
+    first use.
 
     Args:
-        name: the file name.
-        table: the file's table.
+        file: the opened file (directory verified); its ``core`` section is read now.
         bloom_source: ``(segment id, merge name, bloom base) -> reader`` of bloom bitsets.
-        counters: I/O counters; ``snapshot_array_decodes`` counts flat arrays decoded.
+        counters: I/O counters; ``snapshot_array_decodes`` counts flat arrays decoded,
+            ``snapshot_sections`` sections read and verified.
 
     Raises:
-        ValueError: not a readable snapshot of this version (structure checked throughout).
+        CorruptIndexError: the core section fails its checksum.
+        ValueError: not a readable snapshot of this version (structure checked throughout;
+            a slot's sections when they are read: :class:`SnapshotSectionError` then).
     """
 
-    def __init__(self, name: str, table: pa.Table, *, bloom_source: Callable[[str, str, int], BloomSource],
+    def __init__(self, file: SnapshotFile, *, bloom_source: Callable[[str, str, int], BloomSource],
                  counters: Counter[str]) -> None:
-        meta = table.schema.metadata or {}
-        if meta.get(b"carbonstore.snapshot.version") != SNAPSHOT_VERSION.encode():
+        meta = file.meta
+        if meta.get("carbonstore.snapshot.version") != SNAPSHOT_VERSION:
             raise ValueError("unsupported snapshot version")
-        self.name = name
-        self.table = table
+        self.name = file.name
+        self.source = file
         self.counters = counters
+        #: a section was found damaged after opening: planning must not take it again
+        self.damaged = False
+        #: called when a section is read or a flat array decoded (the owner recounts nbytes)
+        self.on_grow: Callable[[], None] | None = None
         self._bloom_source = bloom_source
-        self.size = table.num_rows
-        self.segments: list[str] = table.column("segment").to_pylist()
-        self.merges: list[str] = table.column("merge").to_pylist()
-        self.rows = {(s, m): i for i, (s, m) in enumerate(zip(self.segments, self.merges, strict=True))}
-        self.bounds = _decode_bounds(table, orjson.loads(meta[b"carbonstore.kinds"]))
-        self.bloom_base = table.column("bloom_base").to_numpy().astype(np.int64)
-        self.bloom_len = table.column("bloom_len").to_numpy().astype(np.int64)
-        self.slots = {k: ColumnDesc(**d) for k, d in orjson.loads(meta[b"carbonstore.slots"]).items()}
-        # one group per distinct layout, numbered in order of first use (dictionary
-        # encoding numbers values that way), without a Python string per segment
-        layouts = table.column("layout").combine_chunks().dictionary_encode()
-        if layouts.null_count:
-            raise ValueError("snapshot column layout holds nulls")
+        self._sections: dict[str, pa.Table] = {}
+        core = self._section(CORE)
+        self.size = core.num_rows
+        self.segments: list[str] = core.column("segment").to_pylist()
+        self.merges: list[str] = core.column("merge").to_pylist()
+        self.bounds = _decode_bounds(core, orjson.loads(meta["carbonstore.kinds"]))
+        self.bloom_base = core.column("bloom_base").to_numpy().astype(np.int64)
+        self.bloom_len = core.column("bloom_len").to_numpy().astype(np.int64)
+        self.slots = {k: ColumnDesc(**d) for k, d in orjson.loads(meta["carbonstore.slots"]).items()}
+        # one group per distinct layout, numbered in order of first use; the writer stores
+        # the column dictionary-encoded, so no Python string per segment is made here
+        layouts = core.column("layout").combine_chunks()
+        if not pa.types.is_dictionary(layouts.type):
+            layouts = layouts.dictionary_encode()
+        if layouts.null_count or (len(layouts) and (
+                layouts.indices.to_numpy(zero_copy_only=False).max() >= len(layouts.dictionary))):
+            raise ValueError("snapshot column layout holds nulls or unknown layouts")
         self.group = layouts.indices.to_numpy(zero_copy_only=False).astype(np.int32)
         self.group_slots = [[k for k in lay.split(",") if k] for lay in layouts.dictionary.to_pylist()]
         self._arrays: dict[str, pa.Array] = {}
@@ -208,25 +233,88 @@ class Snapshot:
         self._blooms: dict[int, BloomSource | None] = {}
         self._bloom_slots: dict[tuple[int, str], str | None] = {}
         self._any_bloom: dict[str, _NP] = {}
-        self._check()
+        self._check_core()
+
+    @functools.cached_property
+    def rows(self) -> dict[tuple[str, str], int]:
+        """(segment id, merge index name) -> row."""
+        return {(s, m): i for i, (s, m) in enumerate(zip(self.segments, self.merges, strict=True))}
+
+    @property
+    def table(self) -> pa.Table:
+        """Every section read so far, as one table (without schema metadata)."""
+        cols: dict[str, pa.ChunkedArray] = {}
+        for t in self._sections.values():
+            cols.update(zip(t.column_names, t.columns, strict=True))
+        return pa.table(cols)
 
     @property
     def nbytes(self) -> int:
-        """Bytes held now: the decoded file and the flat arrays decoded from it so far
+        """Bytes held now: the sections read and the flat arrays decoded from them so far
         (object arrays of big integers counted at 32 bytes a value)."""
         flat = sum(a.nbytes if a.dtype != object else 32 * len(a) for a in self._flat.values())
-        # the file's buffers (not Table.nbytes: that walks every array to count slices)
-        return int(self.table.get_total_buffer_size()) + flat + sum(o.nbytes for o in self._offsets.values())
+        # the sections' buffers (not Table.nbytes: that walks every array to count slices)
+        held = sum(int(t.get_total_buffer_size()) for t in self._sections.values())
+        return held + flat + sum(o.nbytes for o in self._offsets.values())
+
+    # -- sections -------------------------------------------------------------------------
+    def _section(self, section: str) -> pa.Table:
+        got = self._sections.get(section)
+        if got is not None:
+            return got
+        try:
+            got = self.source.read(section)
+            if got.num_rows != getattr(self, "size", got.num_rows):
+                raise ValueError(f"section {section} has {got.num_rows} rows, not {self.size}")
+            self._sections[section] = got
+            if section != CORE:
+                self._check_slot(section.partition(":")[0], page=section.endswith(":p"))
+        except SnapshotSectionError:
+            self._sections.pop(section, None)
+            self._found_damaged()
+            raise
+        except (ValueError, KeyError, TypeError, pa.ArrowException) as err:
+            self._sections.pop(section, None)
+            if section == CORE:
+                raise
+            self._found_damaged()
+            raise SnapshotSectionError(f"{self.source.what}: section {section}: {err}") from None
+        self.counters["snapshot_sections"] += 1
+        if self.on_grow is not None:
+            self.on_grow()
+        return got
+
+    def _found_damaged(self) -> None:
+        if not self.damaged and hasattr(self, "size"):  # (the core section: refused by the caller)
+            self.counters["snapshot_errors"] += 1
+        self.damaged = True
+
+    def _column(self, column: str) -> pa.ChunkedArray:
+        return self._section(section_of(column)).column(column)
+
+    def load_all(self) -> pa.Table:
+        """Every section read and verified; the whole snapshot as one table."""
+        for section in self.source.sections:
+            self._section(section)
+        return self.table
 
     # -- structure ------------------------------------------------------------------------
     def _list(self, column: str) -> tuple[pa.Array, _NP]:
         if column not in self._offsets:
-            arr = self.table.column(column).combine_chunks()
+            col = self._column(column)
+            arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
             if not pa.types.is_list(arr.type) or arr.null_count:
                 raise ValueError(f"snapshot column {column} is not a list column without nulls")
-            offs = arr.offsets.to_numpy().astype(np.int64)
-            self._arrays[column] = arr.flatten()
-            self._offsets[column] = offs - offs[0]
+            # from the offsets buffer and the child array as they are (no copy, no slice
+            # unless the list array is itself a slice)
+            offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1,
+                                 offset=4 * arr.offset).astype(np.int64)
+            start, end = int(offs[0]), int(offs[-1])
+            values = arr.values
+            if start or end != len(values):
+                values = values.slice(start, end - start)
+            self._arrays[column] = values
+            self._offsets[column] = offs - start if start else offs
         return self._arrays[column], self._offsets[column]
 
     def offsets(self, column: str) -> _NP:
@@ -236,7 +324,7 @@ class Snapshot:
     def _bounds_of(self, column: str) -> _NP:
         """``column``'s list offsets from zero (equal offsets: equal lengths per segment),
         read from its offsets buffer - nothing is flattened or copied."""
-        col = self.table.column(column)
+        col = self._section(section_of(column)).column(column)
         if col.num_chunks != 1:
             return self.offsets(column)
         arr = col.chunk(0)
@@ -245,8 +333,9 @@ class Snapshot:
         offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
         return offs - offs[0] if offs[0] else offs
 
-    def _check(self) -> None:
-        """Every list agrees with its segment's row groups and pages, files and pages in range."""
+    def _check_core(self) -> None:
+        """Every row-group list agrees with the segment's row groups, files in range, and
+        every layout names known slots with their sections."""
         rg = self.offsets("rg_rows")
         rg_lens = np.diff(rg)
         for name in RG_COLUMNS:
@@ -257,36 +346,43 @@ class Snapshot:
         seg_files = np.repeat(file_lens, rg_lens)
         if len(rg_file) and (rg_file.min() < 0 or bool((rg_file >= seg_files).any())):
             raise ValueError("snapshot row groups point at files that are not in their segment")
-        zero = np.zeros_like(rg)
-        for key, desc in self.slots.items():
+        for key in {k for keys in self.group_slots for k in keys}:
+            if key not in self.slots or key not in self.source.sections or f"{key}:p" not in self.source.sections:
+                raise ValueError(f"snapshot layout names an unknown column slot {key}")
+
+    def _check_slot(self, key: str, *, page: bool) -> None:
+        """Slot ``key``'s row-group (or page) lists agree with the row groups (pages), pages in
+        row-group order (run when the section is read)."""
+        desc = self.slots[key]
+        rg = self.offsets("rg_rows")
+        rg_lens = np.diff(rg)
+        if not page:
             groups = [g for g, keys in enumerate(self.group_slots) if key in keys]
             everywhere = len(groups) == len(self.group_slots)
             has = None if everywhere else np.isin(self.group, groups)
-            want = rg if has is None else (zero if not has.any() else np.concatenate(
+            want = rg if has is None else (np.zeros_like(rg) if not has.any() else np.concatenate(
                 [[0], np.cumsum(np.where(has, rg_lens, 0))]))
             for suffix in COL_COLUMNS:
                 if suffix in ("min", "max") and (desc.kind or 0) not in VALUE_TYPES:
                     continue
                 if not np.array_equal(self._bounds_of(f"{key}:{suffix}"), want):
                     raise ValueError(f"snapshot column {key}:{suffix} does not match the row groups")
-            pages = self._bounds_of(f"{key}:p_rg")
-            for suffix in PAGE_COLUMNS:
-                if suffix in ("p_min", "p_max") and (desc.kind or 0) not in VALUE_TYPES:
-                    continue
-                if not np.array_equal(self._bounds_of(f"{key}:{suffix}"), pages):
-                    raise ValueError(f"snapshot column {key}:{suffix} does not match the pages")
-            page_lens = np.diff(pages)
-            p_rg = self.values(f"{key}:p_rg").astype(np.int64)
-            if len(p_rg):
-                seg_rgs = np.repeat(rg_lens, page_lens)
-                first = np.zeros(len(p_rg), dtype=bool)
-                first[(np.cumsum(page_lens) - page_lens)[page_lens > 0]] = True
-                if (p_rg.min() < 0 or bool((p_rg >= seg_rgs).any())
-                        or bool((np.diff(p_rg) < 0)[~first[1:]].any())):
-                    raise ValueError(f"snapshot pages of {key} are not in row-group order")
-        for key in {k for keys in self.group_slots for k in keys}:
-            if key not in self.slots:
-                raise ValueError(f"snapshot layout names an unknown column slot {key}")
+            return
+        pages = self._bounds_of(f"{key}:p_rg")
+        for suffix in PAGE_COLUMNS:
+            if suffix in ("p_min", "p_max") and (desc.kind or 0) not in VALUE_TYPES:
+                continue
+            if not np.array_equal(self._bounds_of(f"{key}:{suffix}"), pages):
+                raise ValueError(f"snapshot column {key}:{suffix} does not match the pages")
+        page_lens = np.diff(pages)
+        p_rg = self.values(f"{key}:p_rg").astype(np.int64)
+        if len(p_rg):
+            seg_rgs = np.repeat(rg_lens, page_lens)
+            first = np.zeros(len(p_rg), dtype=bool)
+            first[(np.cumsum(page_lens) - page_lens)[page_lens > 0]] = True
+            if (p_rg.min() < 0 or bool((p_rg >= seg_rgs).any())
+                    or bool((np.diff(p_rg) < 0)[~first[1:]].any())):
+                raise ValueError(f"snapshot pages of {key} are not in row-group order")
 
     # -- flat arrays ------------------------------------------------------------------------
     def values(self, column: str) -> _NP:
@@ -307,6 +403,8 @@ class Snapshot:
             out = arr.to_numpy(zero_copy_only=False)
         self.counters["snapshot_array_decodes"] += 1
         self._flat[column] = out
+        if self.on_grow is not None:
+            self.on_grow()
         return out
 
     def gather(self, column: str, rows: npt.NDArray[np.intp]) -> _NP:
@@ -335,9 +433,14 @@ class Snapshot:
         return got
 
     def rows_table(self, rows: npt.NDArray[np.intp]) -> pa.Table:
-        """Segments ``rows`` as snapshot rows without bounds (to write a newer snapshot)."""
-        names = [n for n in self.table.column_names if not n.startswith("bounds.")]
-        return self.table.select(names).take(pa.array(rows, pa.int64())).replace_schema_metadata(None)
+        """Segments ``rows`` as snapshot rows without bounds (to write a newer snapshot;
+        every section is read and verified first)."""
+        t = self.load_all()
+        t = t.select([n for n in t.column_names if not n.startswith("bounds.")]).take(pa.array(rows, pa.int64()))
+        layout = t.column("layout")
+        if pa.types.is_dictionary(layout.type):
+            t = t.set_column(t.schema.get_field_index("layout"), "layout", layout.cast(pa.string()))
+        return t
 
     # -- blooms -------------------------------------------------------------------------------
     def bloom_source(self, row: int) -> BloomSource | None:
@@ -400,10 +503,10 @@ class Snapshot:
 
 def decode_snapshot(name: str, data: bytes, *, bloom_source: Callable[[str, str, int], BloomSource],
                     counters: Counter[str]) -> Snapshot:
-    """Open a snapshot file's bytes once verified (CorruptIndexError when they fail;
-    ValueError / ArrowInvalid / KeyError when the verified payload is still not one)."""
-    t = pa.ipc.open_file(pa.py_buffer(snapshot_payload(name, data))).read_all()
-    return Snapshot(name, t, bloom_source=bloom_source, counters=counters)
+    """Open snapshot file bytes ``data`` (CorruptIndexError when its prefix, directory or core
+    section fail; ValueError / ArrowInvalid / KeyError when they are still not a snapshot)."""
+    file = SnapshotFile(name, lambda off, n: memoryview(data)[off:off + n], len(data))
+    return Snapshot(file, bloom_source=bloom_source, counters=counters)
 
 
 # ---- a run of segments as one index ---------------------------------------------------------
@@ -429,11 +532,32 @@ class SnapshotFiles(Sequence[DataFile]):
         return self._snap.file(self._indices[i])
 
 
-class _SnapPages(Lazy):
+class _Guarded(Lazy):
+    """A lazy attribute whose snapshot section turns out damaged is taken from the same
+    segments' merge indexes (``SnapshotArrays.fallback``): the arrays are equal."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in type(self).LAZY:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        try:
+            value = self._compute(name)
+        except SnapshotSectionError:
+            value = self._fallback(name)
+        setattr(self, name, value)
+        return value
+
+    def _fallback(self, name: str) -> Any:
+        raise NotImplementedError
+
+
+class _SnapPages(_Guarded):
     LAZY = frozenset(PAGE_ARRAYS)
 
     def __init__(self, col: _SnapColumn) -> None:
         self._col = col
+
+    def _fallback(self, name: str) -> Any:
+        return getattr(self._col.owner.fallback_arrays().column(self._col.name).pages, name)
 
     def _compute(self, name: str) -> Any:
         col = self._col
@@ -449,7 +573,7 @@ class _SnapPages(Lazy):
         return col.stat(name, page=True)
 
 
-class _SnapColumn(Lazy):
+class _SnapColumn(_Guarded):
     LAZY = frozenset(COLUMN_ARRAYS)
 
     def __init__(self, owner: SnapshotArrays, key: str, desc: ColumnDesc) -> None:
@@ -458,6 +582,11 @@ class _SnapColumn(Lazy):
         self.desc = desc
         self.name = desc.name or "?"
         self.kind: int = desc.kind if desc.kind is not None else ValueKind.NONE
+
+    def _fallback(self, name: str) -> Any:
+        if name == "pages":
+            return _SnapPages(self)
+        return getattr(self.owner.fallback_arrays().column(self.name), name)
 
     def stat(self, name: str, *, page: bool) -> Any:
         prefix = "p_" if page else ""
@@ -488,18 +617,24 @@ class _SnapColumn(Lazy):
         return self.stat(name, page=False)
 
 
-class SnapshotArrays(Lazy):
+class SnapshotArrays(_Guarded):
     """Duck-typed :class:`IndexArrays` over snapshot segments ``rows`` (one layout group).
 
     Row groups and files are numbered over the run in order; ``rg_part`` gives each row
-    group's position in ``rows``.
+    group's position in ``rows``. ``fallback`` gives the same segments' arrays from their
+    merge indexes (IndexArrays or ConcatArrays, numbered the same way): an array whose
+    snapshot section is damaged comes from there. Without it, the damage is raised
+    (:class:`SnapshotSectionError`).
     """
 
     LAZY = frozenset(RG_ARRAYS)
 
-    def __init__(self, snapshot: Snapshot, rows: npt.NDArray[np.intp]) -> None:
+    def __init__(self, snapshot: Snapshot, rows: npt.NDArray[np.intp],
+                 fallback: Callable[[], Any] | None = None) -> None:
         self.snapshot = snapshot
         self.rows = np.asarray(rows, dtype=np.intp)
+        self._fallback_fn = fallback
+        self._fallback_arrays: Any = None
         groups = snapshot.group[self.rows]
         if not len(self.rows) or bool((groups != groups[0]).any()):
             raise ValueError("SnapshotArrays needs a non-empty run of segments with one layout")
@@ -513,6 +648,21 @@ class SnapshotArrays(Lazy):
 
     def gather(self, column: str) -> _NP:
         return self.snapshot.gather(column, self.rows)
+
+    def fallback_arrays(self) -> Any:
+        """The same segments' arrays from their merge indexes (loaded once).
+
+        Raises:
+            SnapshotSectionError: there is no fallback.
+        """
+        if self._fallback_arrays is None:
+            if self._fallback_fn is None:
+                raise SnapshotSectionError(f"index snapshot {self.snapshot.name}: damaged section, no fallback")
+            self._fallback_arrays = self._fallback_fn()
+        return self._fallback_arrays
+
+    def _fallback(self, name: str) -> Any:
+        return getattr(self.fallback_arrays(), name)
 
     def _compute(self, name: str) -> Any:
         snap = self.snapshot

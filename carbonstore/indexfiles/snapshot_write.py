@@ -1,5 +1,5 @@
 """Writing the index snapshot (format: carbonstore.indexfiles.snapshot): segments' index
-arrays as snapshot rows, and the framed file of rows and segment bounds."""
+arrays as snapshot rows, and the file of rows and segment bounds in checksummed sections."""
 
 from __future__ import annotations
 
@@ -161,8 +161,8 @@ def encode_snapshot(pieces: Sequence[pa.Table], bounds: SegmentBounds, slots: di
         "carbonstore.kinds": orjson.dumps(kinds).decode(),
         "carbonstore.slots": orjson.dumps({k: v for k, v in slots.items() if k in used}).decode(),
     })
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, t.schema) as w:
-        w.write_table(t)
-    return frame_snapshot(sink.getvalue().to_pybytes())
+    # the layout dictionary-encoded: a reader takes its indices as they are
+    t = t.set_column(t.schema.get_field_index("layout"), "layout",
+                     t.column("layout").combine_chunks().dictionary_encode())
+    return frame_snapshot(t)
 

@@ -1,13 +1,14 @@
 """The table index: a table's view over its readable segments, and its index snapshot.
 
 The table-level index snapshot (like a Delta checkpoint) under
-``table.paths.index_snapshot_dir``: ONE Arrow IPC file holding, for every readable segment
-it covers, its segment bounds and its whole index column-oriented (all min/max/count arrays
-of row groups and pages, concatenated over the segments with segment offsets - see
-indexfiles/snapshot.py; NOT the bloom bitsets: they stay in the merge file and are read
-lazily for = / IN candidates only). A fresh process reads the tablestatus, the newest
-snapshot and the merge indexes of segments committed since, and decodes each array a
-filter touches once for all segments. :func:`refresh_index_snapshot` rewrites it
+``table.paths.index_snapshot_dir``: ONE file of checksummed Arrow IPC sections holding, for
+every readable segment it covers, its segment bounds and its whole index column-oriented
+(all min/max/count arrays of row groups and pages, concatenated over the segments with
+segment offsets - see indexfiles/snapshot.py; NOT the bloom bitsets: they stay in the merge
+file and are read lazily for = / IN candidates only). A fresh process reads the
+tablestatus, the newest snapshot's directory and core section (the sections of a column
+when a plan first filters on it) and the merge indexes of segments committed since, and
+decodes each array a filter touches once for all segments. :func:`refresh_index_snapshot` rewrites it
 (atomically, under a lock); planning also refreshes it lazily when it lags by more than
 ``carbon.index.snapshot.max.lag`` segments. A snapshot of another format version, or a
 damaged one, is ignored (planning reads the merge indexes) and rewritten.
@@ -23,7 +24,7 @@ import hashlib
 import operator
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -31,14 +32,14 @@ import pyarrow as pa
 
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.arrays import BloomSource, IndexArrays
-from carbonstore.indexfiles.concat import merge_runs
+from carbonstore.indexfiles.concat import ConcatArrays, merge_runs
 from carbonstore.indexfiles.segment_bounds import SegmentBounds
 from carbonstore.indexfiles.snapshot import (
     DESC_FIELDS,
     SNAPSHOT_VERSION,
     Snapshot,
     SnapshotArrays,
-    decode_snapshot,
+    SnapshotFile,
 )
 from carbonstore.indexfiles.snapshot_write import encode_snapshot, index_rows
 from carbonstore.pruning.bounds import segment_unit_stats
@@ -55,19 +56,31 @@ from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms
 
 __all__ = [
-    "SNAPSHOT_LOCK", "SNAPSHOT_SUFFIX", "SNAPSHOT_VERSION", "TableIndex", "read_snapshot",
+    "SNAPSHOT_LOCK", "SNAPSHOT_PREFIX", "SNAPSHOT_SUFFIX", "SNAPSHOT_VERSION", "TableIndex", "read_snapshot",
     "readable_segments", "refresh_index_snapshot", "snapshot_names", "table_index",
     "write_snapshot",
 ]
 
 SNAPSHOT_SUFFIX = ".carbonsnap"
 SNAPSHOT_LOCK = "index_snapshot.lock"
+#: File names of the current format start so; older formats' snapshots (``snapshot_*``) are
+#: not read (a process of an older release still finds its own) and are deleted when a new
+#: snapshot is written.
+SNAPSHOT_PREFIX = f"snapshot{SNAPSHOT_VERSION}_"
+# (table folder, snapshot name) of snapshots found damaged after they were opened: not
+# taken again (planning falls back to the merge indexes and writes a new one)
+_DAMAGED: set[tuple[str, str]] = set()
 
 
 # ---- the table-level snapshot ---------------------------------------------------------------
-def snapshot_names(table: Table) -> list[str]:
+def _all_snapshot_files(table: Table) -> list[str]:
     infos = table.store.sfs.list_dir(table.paths.index_snapshot_dir)
     return sorted(i.base_name for i in infos if i.is_file and i.base_name.endswith(SNAPSHOT_SUFFIX))
+
+
+def snapshot_names(table: Table) -> list[str]:
+    """The table's snapshot files of the current format, oldest first."""
+    return [n for n in _all_snapshot_files(table) if n.startswith(SNAPSHOT_PREFIX)]
 
 
 def _snapshot_blooms(table: Table) -> Any:
@@ -85,21 +98,36 @@ def read_snapshot(table: Table) -> tuple[Snapshot | None, bool]:
     if not names:
         return None, False
     name = names[-1]
+    if (table.paths.root, name) in _DAMAGED:
+        return None, True
     cached = driver_cache().get_snapshot(table.paths.root, name)
     if cached is not None:
+        if cached.damaged:
+            _DAMAGED.add((table.paths.root, name))
+            return None, True
         return cached, False
     COUNTERS["snapshot_reads"] += 1
     path = f"{table.paths.index_snapshot_dir}/{name}"
     try:
-        data = table.store.sfs.read_bytes(path)
-        snap = decode_snapshot(name, data, bloom_source=_snapshot_blooms(table), counters=COUNTERS)
+        # ranged reads: the directory and the core section now, other sections when a plan
+        # first needs them (verified then)
+        f = table.store.sfs.fs.open_input_file(path)
+        snap = Snapshot(SnapshotFile(name, lambda off, n: f.read_at(n, off), f.size()),
+                        bloom_source=_snapshot_blooms(table), counters=COUNTERS)
     except (OSError, pa.ArrowException, KeyError, ValueError, TypeError, CorruptIndexError):
         # A damaged (or older) snapshot only costs speed: plan from the merge indexes
         # instead, and write a new one.
         COUNTERS["snapshot_errors"] += 1
         return None, True
     driver_cache().put_snapshot(table.paths.root, snap)
+    snap.on_grow = functools.partial(_recount, table.paths.root, name)
     return snap, False
+
+
+def _recount(root: str, name: str) -> None:
+    """Sections and arrays a plan reads count in the budget as they come: get_snapshot
+    recounts the table's snapshot (nothing when the cache no longer holds it)."""
+    driver_cache().get_snapshot(root, name)
 
 
 def write_snapshot(table: Table, view: TableIndex) -> str:
@@ -107,6 +135,36 @@ def write_snapshot(table: Table, view: TableIndex) -> str:
     the others encoded from their (loaded) merge indexes."""
     sfs = table.store.sfs
     folder = table.paths.index_snapshot_dir
+    try:
+        pieces, slots = _snapshot_pieces(view)
+    except CorruptIndexError:  # a section of the snapshot copied from is damaged
+        if view.snapshot is not None:
+            _DAMAGED.add((table.paths.root, view.snapshot.name))
+        pieces, slots = _snapshot_pieces(TableIndex(table, view.entries, None))
+    data = encode_snapshot(pieces, view.bounds, slots)
+    sfs.makedirs(folder)
+    covered = ",".join(f"{e.load_name}:{e.segment_file or ''}" for e in view.entries)
+    digest = hashlib.sha1(covered.encode()).hexdigest()[:12]
+    name = f"{SNAPSHOT_PREFIX}{now_ms():015d}_{len(view.entries)}_{digest}{SNAPSHOT_SUFFIX}"
+    sfs.write_atomic(f"{folder}/{name}", data)
+    COUNTERS["snapshot_writes"] += 1
+    current = snapshot_names(table)
+    # keep the previous one for readers mid-switch; other formats' snapshots go
+    for old in [*current[:-2], *(n for n in _all_snapshot_files(table) if not n.startswith(SNAPSHOT_PREFIX))]:
+        try:
+            sfs.delete_file(f"{folder}/{old}")
+        except OSError:
+            pass
+    try:  # the bloom pack over the same segments (segment_blooms.py); without it only speed is lost
+        write_bloom_pack(table, view)
+    except (OSError, CorruptIndexError, ValueError):
+        COUNTERS["bloom_pack_errors"] += 1
+    return name
+
+
+def _snapshot_pieces(view: TableIndex) -> tuple[list[pa.Table], dict[str, dict[str, Any]]]:
+    """``view``'s segments as snapshot rows: copied from its snapshot (every section verified),
+    the others encoded from their (loaded) merge indexes."""
     pieces: list[pa.Table] = []
     slots: dict[str, dict[str, Any]] = {}
     snap = view.snapshot
@@ -137,23 +195,7 @@ def write_snapshot(table: Table, view: TableIndex) -> str:
             item = view.segment(i)
             loaded.append((e.load_name, e.segment_file or "", item.bloom_base, item.arrays))
     flush()
-    data = encode_snapshot(pieces, view.bounds, slots)
-    sfs.makedirs(folder)
-    covered = ",".join(f"{e.load_name}:{e.segment_file or ''}" for e in view.entries)
-    digest = hashlib.sha1(covered.encode()).hexdigest()[:12]
-    name = f"snapshot_{now_ms():015d}_{len(view.entries)}_{digest}{SNAPSHOT_SUFFIX}"
-    sfs.write_atomic(f"{folder}/{name}", data)
-    COUNTERS["snapshot_writes"] += 1
-    for old in snapshot_names(table)[:-2]:  # keep the previous one for readers mid-switch
-        try:
-            sfs.delete_file(f"{folder}/{old}")
-        except OSError:
-            pass
-    try:  # the bloom pack over the same segments (segment_blooms.py); without it only speed is lost
-        write_bloom_pack(table, view)
-    except (OSError, CorruptIndexError, ValueError):
-        COUNTERS["bloom_pack_errors"] += 1
-    return name
+    return pieces, slots
 
 
 # ---- a table's view over its readable segments ----------------------------------------------
@@ -222,10 +264,15 @@ class TableIndex:
         """The common case at once: every entry is a snapshot row whose row count agrees
         (what the loop in __init__ finds then, without a Python step per segment); False,
         with nothing set, otherwise."""
-        get = snapshot.rows.get
-        found = [get((e.load_name, e.segment_file or "")) for e in self.entries]
-        if None in found:
-            return False
+        ids = [e.load_name for e in self.entries]
+        if ids == snapshot.segments and [e.segment_file or "" for e in self.entries] == snapshot.merges:
+            found = list(range(len(ids)))  # the snapshot's rows, in order
+        else:
+            get = snapshot.rows.get
+            got = [get((e.load_name, e.segment_file or "")) for e in self.entries]
+            if None in got:
+                return False
+            found = cast(list[int], got)
         rows = np.array(found, dtype=np.intp)
         counts = np.fromiter((e.row_count for e in self.entries), dtype=np.int64, count=len(found))
         if bool(((counts != 0) & (snapshot.bounds.num_rows[rows] != counts)).any()):
@@ -270,10 +317,16 @@ class TableIndex:
             COUNTERS["header_decodes"] += 1
             return SegmentIndex(
                 segment_id=e.load_name, merge_name=e.segment_file or "",
-                arrays=SnapshotArrays(snap, np.array([row], dtype=np.intp)),  # type: ignore[arg-type]
+                arrays=SnapshotArrays(snap, np.array([row], dtype=np.intp),  # type: ignore[arg-type]
+                                      lambda: self._loaded(i).arrays),
                 bounds=snap.bounds.take(np.array([row], dtype=np.intp)),
                 bloom_base=int(snap.bloom_base[row]), nbytes=0,
             )
+        return self._loaded(i)
+
+    def _loaded(self, i: int) -> SegmentIndex:
+        """Segment ``i``'s index read from its merge index (through the LRU)."""
+        e = self.entries[i]
         key = (self.root, e.load_name, e.segment_file or "")
         item = driver_cache().get(key)
         if item is None:
@@ -300,7 +353,7 @@ class TableIndex:
             rows = self._snap_rows_array()[surv]  # every segment is a snapshot row: one
             groups = snap.group[rows]           # layout is one run (what the loop below gives)
             if not (groups != groups[0]).any():
-                arrays = SnapshotArrays(snap, rows)
+                arrays: Any = SnapshotArrays(snap, rows, self._fallback(surv))
                 COUNTERS["header_decodes"] += len(rows)
                 pieces.append((arrays, np.asarray(surv, dtype=np.intp)[arrays.rg_part]))
                 return self._keep_units(key, merge_runs(pieces))
@@ -309,7 +362,7 @@ class TableIndex:
 
         def flush() -> None:
             if run and snap is not None:
-                arrays = SnapshotArrays(snap, np.array(run_rows, dtype=np.intp))
+                arrays = SnapshotArrays(snap, np.array(run_rows, dtype=np.intp), self._fallback(list(run)))
                 COUNTERS["header_decodes"] += len(run_rows)
                 pieces.append((arrays, np.array(run, dtype=np.intp)[arrays.rg_part]))
                 run.clear()
@@ -328,6 +381,17 @@ class TableIndex:
             pieces.append((arrays, np.full(arrays.num_row_groups, i, dtype=np.intp)))
         flush()
         return self._keep_units(key, merge_runs(pieces))
+
+    def _fallback(self, segments: Any) -> Any:
+        """The arrays of view segments ``segments`` from their merge indexes, when asked for (a
+        damaged snapshot section: SnapshotArrays takes the arrays from there)."""
+        todo = [int(i) for i in segments]
+
+        def load() -> Any:
+            parts = [self._loaded(i).arrays for i in todo]
+            return parts[0] if len(parts) == 1 else ConcatArrays(parts)
+
+        return load
 
     def _keep_units(
         self, key: tuple[int, ...], got: tuple[list[Any], list[npt.NDArray[np.intp]]]
@@ -360,7 +424,10 @@ class TableIndex:
             got = np.ones(self.size, dtype=bool)  # merge-index segments: True
             mine = np.flatnonzero(rows >= 0)
             if snap is not None and len(mine):
-                got[mine] = snap.bloom_rows(rows[mine], name)
+                try:
+                    got[mine] = snap.bloom_rows(rows[mine], name)
+                except CorruptIndexError:
+                    pass  # a damaged section: every segment is asked (bloom_dir falls back)
             self._bloom_segs[name] = got
         return got
 
@@ -370,15 +437,19 @@ class TableIndex:
         From the snapshot (no row-group arrays are built), else from the loaded index.
         """
         row = self._snap_row.get(i)
-        if row is not None and self.snapshot is not None:
-            if (i, name) not in self._bloom_dirs:
-                self._bloom_dirs[(i, name)] = self.snapshot.bloom_dir(row, name)
-            d = self._bloom_dirs[(i, name)]
-            source = None if d is None else self.snapshot.bloom_source(row)
-            if d is None or source is None:
-                return None
-            return d, source
-        item = self.segment(i)
+        if row is not None and self.snapshot is not None and not self.snapshot.damaged:
+            try:
+                if (i, name) not in self._bloom_dirs:
+                    self._bloom_dirs[(i, name)] = self.snapshot.bloom_dir(row, name)
+            except CorruptIndexError:
+                row = None  # a damaged section: from the merge index below
+            else:
+                d = self._bloom_dirs[(i, name)]
+                source = None if d is None else self.snapshot.bloom_source(row)
+                if d is None or source is None:
+                    return None
+                return d, source
+        item = self._loaded(i)  # not a snapshot row, or its snapshot is damaged
         if not item.arrays.has_column(name):
             return None
         d = bloom_directory(item.arrays).get(name)
@@ -456,7 +527,7 @@ def table_index(table: Table, entries: Sequence[LoadEntry], *, all_readable: boo
     root = table.paths.root
     key = (root, _entries_key(entries))
     cached = cache.get_view(key)
-    if cached is not None:
+    if cached is not None and not (cached.snapshot is not None and cached.snapshot.damaged):
         return cached
     before = cache.evictions
     snapshot, refused = read_snapshot(table) if entries else (None, False)

@@ -42,7 +42,7 @@ from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles import tio
 from carbonstore.indexfiles._gen.carbonindex.ttypes import IndexHeader
 from carbonstore.indexfiles.indexfile import encode_index, read_index
-from carbonstore.indexfiles.snapshot import frame_snapshot, snapshot_payload
+from carbonstore.indexfiles.snapshot import SnapshotFile, frame_snapshot, snapshot_table
 from carbonstore.pruning.cache import COUNTERS, clear_cache
 from carbonstore.pruning.plan import prune
 from carbonstore.pruning.table_index import refresh_index_snapshot
@@ -380,16 +380,13 @@ def test_snapshot_truncated_deleted_empty_flipped(tables: dict[str, Table]) -> N
 
 def _snapshot_tampered(data: bytes, *, resign: bool, column: str) -> bytes:
     name = "x.carbonsnap"
-    t = pa.ipc.open_file(pa.py_buffer(snapshot_payload(name, data))).read_all()
+    t = snapshot_table(name, data)
     target = next(n for n in t.column_names if n.startswith("bounds.") and n.endswith(column))
     arr = t.column(target)
     fake = pa.array([10**9] * len(arr), arr.type) if "lo:" in target else pa.array(
         [10**9 + len(arr)] * len(arr), arr.type)
     t = t.set_column(t.schema.get_field_index(target), target, fake)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, t.schema) as w:
-        w.write_table(t)
-    framed = frame_snapshot(sink.getvalue().to_pybytes())
+    framed = frame_snapshot(t)
     return framed if resign else framed[:24] + data[24:32] + framed[32:]
 
 
@@ -407,6 +404,62 @@ def test_snapshot_tampering(tables: dict[str, Table]) -> None:
     for extra in Path(t.paths.index_snapshot_dir).glob("*.carbonsnap"):
         if extra != path:
             extra.unlink()
+
+
+def _sections(data: bytes) -> tuple[int, dict[str, tuple[int, int, int]]]:
+    """The section table of snapshot bytes: (base offset, name -> (offset, length, xxh64))."""
+    f = SnapshotFile("x.carbonsnap", lambda off, n: data[off:off + n], len(data))
+    return f.base, f.sections
+
+
+def _redirect(data: bytes, entries: dict[str, tuple[int, int, int]], blobs: list[bytes]) -> bytes:
+    """Snapshot bytes with directory ``entries`` over sections ``blobs``, the prefix re-signed
+    (a valid prefix and directory: only the sections' own checksums can tell)."""
+    import struct
+
+    import orjson
+    import xxhash
+
+    base, _ = _sections(data)
+    d = orjson.loads(data[32:base])
+    d["sections"] = {k: list(v) for k, v in entries.items()}
+    d["length"] = sum(len(b) for b in blobs)
+    directory = orjson.dumps(d)
+    first = data[:16] + struct.pack("<Q", len(directory))
+    h = xxhash.xxh64(first)
+    h.update(directory)
+    return b"".join([first, struct.pack("<Q", h.intdigest()), directory, *blobs])
+
+
+def test_snapshot_every_section_flipped_cut_or_swapped(tables: dict[str, Table]) -> None:
+    """Format 6 checks each section when a plan first reads it: a flip at the start, middle
+    and end of every section, the file cut inside every section, and sections swapped under a
+    re-signed directory are each refused, with the answers unchanged."""
+    t = tables["t"]
+    data = _snapshot(t).read_bytes()
+    base, sections = _sections(data)
+    assert {"core"} < set(sections) and len(sections) == 1 + 2 * 4  # core + 2 per column
+    for _name, (off, n, _) in sorted(sections.items()):
+        for pos in (base + off, base + off + n // 2, base + off + n - 1):
+            _damage_snapshot(t, lambda b, pos=pos: _flip(b, pos, 0x10))  # type: ignore[misc]
+        _damage_snapshot(t, lambda b, cut=base + off + n // 2: b[:cut])  # type: ignore[misc]
+        TALLY["snapshot_sections_damaged"] += 1
+    # every pair of sections exchanged: each name now points at the other's bytes, under its
+    # own checksum
+    names = sorted(sections)
+    blobs = {k: data[base + o:base + o + n] for k, (o, n, _) in sections.items()}
+    for a, b in zip(names, names[1:] + names[:1], strict=True):
+        order = [b if k == a else a if k == b else k for k in names]
+        pos, entries, parts = 0, {}, []
+        for k, src in zip(names, order, strict=True):
+            entries[k] = (pos, len(blobs[src]), sections[k][2])
+            parts.append(blobs[src])
+            pos += len(blobs[src])
+        _damage_snapshot(t, lambda _b, e=entries, p=parts: _redirect(data, e, p))  # type: ignore[misc]
+        # ... and the same swap with the checksums following the bytes (a consistent
+        # directory over misplaced sections): the structure checks refuse it
+        entries = {k: (o, n, sections[src][2]) for (k, (o, n, _)), src in zip(entries.items(), order, strict=True)}
+        _damage_snapshot(t, lambda _b, e=entries, p=parts: _redirect(data, e, p))  # type: ignore[misc]
 
 
 @pytest.mark.long
