@@ -47,8 +47,8 @@ from carbonstore.segments.writer import arrow_type
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
-__all__ = ["WhenMatched", "WhenNotMatched", "evaluate_assignments", "filter_mask", "merge_rows",
-           "to_duckdb"]
+__all__ = ["WhenMatched", "WhenNotMatched", "duckdb_connection", "evaluate_assignments",
+           "filter_mask", "merge_rows", "to_duckdb"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,15 +78,102 @@ class WhenNotMatched:
 
 
 def to_duckdb(text: str, what: str) -> str:
-    """A Spark SQL expression as DuckDB SQL with Spark's meaning (:func:`_spark_meaning`);
-    a user error when it does not parse."""
+    """A Spark SQL expression as DuckDB SQL with Spark's meaning (:func:`_spark_meaning`),
+    for a connection of :func:`duckdb_connection`; a user error when it does not parse or
+    uses a function whose DuckDB result is not known to equal Spark's (:data:`_VERIFIED`)."""
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError, RecursionError) as err:
         raise UserError(f"{what}: cannot parse {text!r}: {str(err).splitlines()[0]}") from err
-    return tree.transform(_spark_meaning).sql(dialect="duckdb")
+    _refuse_unverified(tree, what)
+    return _rewrite(tree).sql(dialect="duckdb")
 
 
+def _rewrite(node: exp.Expr) -> exp.Expr:
+    """:func:`_spark_meaning` applied bottom-up: every node sees its rewritten arguments
+    (``cast(substr(c, 0, 2) AS int)`` rewrites both)."""
+    for key, value in list(node.args.items()):
+        if isinstance(value, exp.Expr):
+            node.set(key, _rewrite(value))
+        elif isinstance(value, list):
+            node.set(key, [_rewrite(v) if isinstance(v, exp.Expr) else v for v in value])
+    return _spark_meaning(node)
+
+
+# Expression nodes whose DuckDB translation (after _spark_meaning) gives Spark's value for
+# every input, or fails where Spark fails: tests/spark/test_wrong_answers_dml_functions.py
+# compares each with Spark over NULL, NaN, -0.0, Infinity, extremes and non-ASCII text.
+# Anything else is refused: a DML expression must never store a value Spark would not.
+_VERIFIED: frozenset[type] = frozenset({
+    exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg,
+    exp.Not, exp.And, exp.Or, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.EQ,
+    exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.Is, exp.In, exp.Between,
+    exp.Like, exp.Case, exp.If, exp.Coalesce, exp.Cast, exp.TryCast, exp.DataType,
+    exp.DataTypeParam, exp.Upper, exp.Lower, exp.Length, exp.Substring, exp.Concat, exp.DPipe,
+    exp.Abs, exp.Greatest, exp.Least, exp.Nullif, exp.IsNan, exp.DayOfWeek, exp.Year,
+    exp.Month, exp.Day, exp.DayOfYear, exp.DayOfMonth, exp.TsOrDsToDate, exp.Trim, exp.Sign,
+    exp.Pad, exp.Replace, exp.Left, exp.Right, exp.MD5, exp.SHA, exp.SHA2, exp.Initcap,
+    exp.Ascii, exp.StrPosition, exp.Pow, exp.Reverse, exp.Repeat, exp.Nanvl,
+})
+# Functions sqlglot does not know, kept as calls: Spark name -> verified
+_VERIFIED_CALLS = frozenset({"weekday", "pmod", "btrim"})
+
+
+def _refuse_unverified(tree: exp.Expr, what: str) -> None:
+    for node in tree.walk():
+        if isinstance(node, exp.Anonymous):
+            name = str(node.this).lower()
+            if name in _VERIFIED_CALLS:
+                continue
+        elif type(node) in _VERIFIED and not (isinstance(node, exp.TryCast) and node.args.get("safe")) \
+                and not (isinstance(node, exp.TsOrDsToDate) and node.args.get("format")):
+            continue
+        shown = node.sql(dialect="spark")
+        kind = (f"function {node.sql_name().lower() if not isinstance(node, exp.Anonymous) else str(node.this).lower()}"
+                if isinstance(node, exp.Func) else shown)
+        raise UserError(f"{what}: {kind} is not supported in DML expressions (its result could "
+                        f"differ from Spark's): {shown[:80]}")
+
+
+def _not_float(value: exp.Expr) -> exp.Expr:
+    """``value``, or an error when DuckDB types it FLOAT (4-byte floats mix with other types
+    otherwise than in Spark)."""
+    return exp.Case(ifs=[exp.If(this=exp.EQ(
+        this=exp.Anonymous(this="typeof", expressions=[value.copy()]), expression=exp.Literal.string("FLOAT")),
+        true=_fail("greatest/least of a float value is not supported in DML expressions"))],
+        default=exp.Paren(this=value.copy()))
+
+
+def _integral(value: exp.Expr) -> exp.Expr:
+    """``value``, or an error when DuckDB types it other than an integer."""
+    kinds = [exp.Literal.string(k) for k in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT")]
+    return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.In(
+        this=exp.Anonymous(this="typeof", expressions=[value.copy()]), expressions=kinds)),
+        true=_fail("div of a value that is not an integer is not supported in DML expressions"))],
+        default=exp.Paren(this=value.copy()))
+
+
+# string functions: the arguments Spark casts to their text when they are not strings
+_STRING_ARGS: dict[type, tuple[str, ...]] = {
+    exp.Upper: ("this",), exp.Lower: ("this",), exp.Length: ("this",), exp.Initcap: ("this",),
+    exp.Ascii: ("this",), exp.Reverse: ("this",), exp.Repeat: ("this",),
+    exp.Trim: ("this", "expression"),
+    exp.Pad: ("this", "fill_pattern"), exp.Replace: ("this", "expression", "replacement"),
+    exp.StrPosition: ("this", "substr"),
+    exp.MD5: ("this",), exp.SHA: ("this",), exp.SHA2: ("this",),
+}
+
+
+def _text(value: exp.Expr) -> exp.Expr:
+    """``value`` as Spark's ``CAST(value AS STRING)``: DuckDB's text for every type but
+    floating point (Java's ``Double.toString`` layout: ``NaN``, ``Infinity``, ``1.0E10``) and
+    timestamps with a time zone (refused: Spark's text depends on the session time zone)."""
+    return exp.Anonymous(this="__spark_text", expressions=[
+        exp.Anonymous(this="typeof", expressions=[value.copy()]),
+        exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR"))])
+
+
+_TEXT = {exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR}
 _INTEGRAL = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
              exp.DataType.Type.BIGINT}
 
@@ -107,8 +194,10 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
     mode, Spark 4's default): where Spark fails, DuckDB must fail (the statement then
     changes nothing), never write another value. tests/spark/test_wrong_answers_dml.py
     compares each with Spark."""
-    if isinstance(node, exp.TryCast) and not node.args.get("safe"):
-        # sqlglot reads Spark's CAST as TRY_CAST (NULL on failure); ANSI CAST fails
+    if isinstance(node, exp.TryCast) and not node.args.get("safe") or type(node) is exp.Cast \
+            and node.args["to"].this in _INTEGRAL:
+        # sqlglot reads Spark's CAST as TRY_CAST (NULL on failure); ANSI CAST fails; int(x)
+        # is a CAST
         to = node.args["to"]
         value = node.this
         if to.this in _INTEGRAL:
@@ -121,11 +210,54 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
                 default=exp.Coalesce(this=exact, expressions=[
                     _fail(f"[CAST_INVALID_INPUT] cannot cast the value to {to.sql(dialect='spark')}")]))
             return exp.Cast(this=checked, to=to.copy())
+        if to.this in _TEXT:
+            return _text(value)
         return exp.Cast(this=value.copy(), to=to.copy())
+    if isinstance(node, exp.Cast) and node.args["to"].this in _TEXT:
+        return _text(node.this)
+    if isinstance(node, (exp.Left, exp.Right)):  # Spark: a length below 1 is the empty string
+        return type(node)(this=_text(node.this), expression=exp.Greatest(
+            this=node.expression.copy(), expressions=[exp.Literal.number(0)]))
+    if isinstance(node, (exp.Greatest, exp.Least)):
+        # Spark widens float and integer arguments to double, DuckDB to float: refused
+        return type(node)(this=_not_float(node.this), expressions=[_not_float(e) for e in node.expressions])
+    if isinstance(node, exp.IntDiv):  # Spark's div of integral values; others are refused
+        return exp.IntDiv(this=_integral(node.this), expression=_nonzero(_integral(node.expression)))
+    if isinstance(node, tuple(_STRING_ARGS)):
+        # Spark casts a non-string argument of a string function to its text
+        args = {k: (_text(v) if k in _STRING_ARGS[type(node)] and isinstance(v, exp.Expr) else v)
+                for k, v in node.args.items()}
+        return type(node)(**args)
+    if isinstance(node, (exp.Concat, exp.DPipe)):
+        return node.__class__(**{k: ([_text(a) for a in v] if isinstance(v, list) else
+                                     _text(v) if k in ("this", "expression") else v)
+                                 for k, v in node.args.items()})
+    if isinstance(node, exp.Sign):
+        # Spark's signum is a double: NaN stays NaN, -0.0 stays -0.0
+        x = exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE"))
+        return exp.Case(ifs=[exp.If(this=exp.Or(this=exp.EQ(this=x.copy(), expression=exp.Literal.number(0)),
+                                                expression=exp.Anonymous(this="isnan", expressions=[x.copy()])),
+                                    true=x.copy())],
+                        default=exp.Cast(this=exp.Sign(this=x.copy()), to=exp.DataType.build("DOUBLE")))
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "pmod" and len(node.expressions) == 2:
+        a, b = (exp.Paren(this=e.copy()) for e in node.expressions)
+        m = exp.Paren(this=exp.Mod(this=a, expression=_nonzero(b)))
+        return exp.Case(ifs=[exp.If(this=exp.LT(this=m.copy(), expression=exp.Literal.number(0)),
+                                    true=exp.Mod(this=exp.Paren(this=exp.Add(this=m.copy(), expression=b.copy())),
+                                                 expression=b.copy()))], default=m)
+    if isinstance(node, exp.Nanvl):
+        a, b = exp.Paren(this=node.this.copy()), exp.Paren(this=node.expression.copy())
+        return exp.Case(ifs=[exp.If(this=exp.Anonymous(this="isnan", expressions=[a.copy()]), true=b)],
+                        default=a)
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "btrim" and node.expressions:
+        return exp.Trim(this=node.expressions[0].copy(),
+                        expression=node.expressions[1].copy() if len(node.expressions) > 1 else None)
+    if isinstance(node, exp.TsOrDsToDate):  # to_date(x), year(x), ...: ANSI fails on bad text
+        return exp.Cast(this=node.this.copy(), to=exp.DataType.build("DATE"))
     if isinstance(node, exp.Div) and node.args.get("safe"):
         return exp.Div(this=node.this.copy(), expression=_nonzero(node.expression),
                        typed=node.args.get("typed"), safe=False)
-    if isinstance(node, (exp.IntDiv, exp.Mod)):
+    if isinstance(node, exp.Mod):
         return type(node)(this=node.this.copy(), expression=_nonzero(node.expression))
     if isinstance(node, exp.Substring):
         # Spark: position 0 is position 1; a negative length is the empty string
@@ -136,7 +268,7 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
                                          true=exp.Literal.number(1))], default=start.copy())
         if length is not None:
             length = exp.Greatest(this=length.copy(), expressions=[exp.Literal.number(0)])
-        return exp.Substring(this=node.this.copy(), start=start, length=length)
+        return exp.Substring(this=_text(node.this), start=start, length=length)
     if isinstance(node, exp.DayOfWeek):  # Spark: 1 = Sunday; DuckDB: 0 = Sunday
         return exp.Add(this=node.copy(), expression=exp.Literal.number(1))
     if isinstance(node, exp.Anonymous) and str(node.this).lower() == "weekday" and len(node.expressions) == 1:
@@ -147,7 +279,8 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
         return exp.Coalesce(this=node.copy(), expressions=[exp.false()])
     if isinstance(node, exp.Like) and not isinstance(node.parent, exp.Escape):
         # Spark's LIKE escapes with a backslash unless told otherwise
-        return exp.Escape(this=node.copy(), expression=exp.Literal.string("\\"))
+        return exp.Escape(this=exp.Like(this=_text(node.this), expression=_text(node.expression)),
+                          expression=exp.Literal.string("\\"))
     return node
 
 
@@ -155,12 +288,80 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _connect() -> Any:
+_TWO_53 = 2.0 ** 53
+
+
+def _java_double_text(text: str) -> str:
+    """DuckDB's shortest text of a double as Java's ``Double.toString`` lays it out."""
+    low = text.lower()
+    if low in ("nan", "-nan"):
+        return "NaN"
+    if low in ("inf", "infinity", "-inf", "-infinity"):
+        return "-Infinity" if low.startswith("-") else "Infinity"
+    from decimal import Decimal
+
+    d = Decimal(text)
+    if d == 0:
+        return "-0.0" if text.startswith("-") else "0.0"
+    sign, digits, exponent = d.normalize().as_tuple()
+    s = "".join(map(str, digits))
+    size = abs(float(d))
+    if not (1e-3 <= size < 1e7 or (1e-11 <= size < _TWO_53 and len(s) <= 15)):
+        # Java 17's Double.toString prints some doubles with more digits than the shortest
+        # (whole numbers from 2^53, powers of two, 1e23, ...); Java 19+ prints the shortest.
+        # Inside these ranges both were checked to print the shortest digits.
+        raise ValueError(f"cannot cast the double {text} to string exactly as Spark does (Java "
+                         "versions print it differently): only values from 1e-11 to 2^53 "
+                         "with at most 15 digits, or from 0.001 to 1e7, are cast")
+    e10 = len(s) + int(exponent) - 1
+    neg = "-" if sign else ""
+    if -3 <= e10 < 7:
+        if e10 >= 0:
+            return f"{neg}{s[:e10 + 1].ljust(e10 + 1, '0')}.{s[e10 + 1:] or '0'}"
+        return f"{neg}0.{'0' * (-e10 - 1)}{s}"
+    return f"{neg}{s[0]}.{s[1:] or '0'}E{e10}"
+
+
+_PLAIN_TEXT = ("VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "DECIMAL",
+               "BOOLEAN", "DATE", '"NULL"', "NULL", "TIMESTAMP")
+
+
+def _spark_text(kind: Any, text: Any) -> Any:
+    """Spark's text of a value DuckDB typed ``kind`` and printed as ``text`` (Arrow arrays)."""
+    import pyarrow.compute as pc
+
+    if not any(k == "DOUBLE" or k.startswith("TIMESTAMP WITH") or not k.startswith(_PLAIN_TEXT)
+               for k in pc.unique(kind).to_pylist() if k is not None):
+        return text  # DuckDB's text is Spark's
+    kinds = kind.to_pylist()
+    values = text.to_pylist()
+    out = []
+    for k, v in zip(kinds, values, strict=True):
+        if v is None:
+            out.append(None)
+        elif k == "DOUBLE":
+            out.append(_java_double_text(v))
+        elif k == "FLOAT" or k.startswith(("TIMESTAMP WITH", "INTERVAL", "BLOB", "TIME", "UUID")) \
+                or k.endswith("[]") or k.startswith(("STRUCT", "MAP", "UNION", "BIT")):
+            raise ValueError(f"cast of a {k.lower()} value to string is not supported in DML "
+                             "expressions (its text could differ from Spark's)")
+        else:
+            out.append(v)
+    return pa.array(out, pa.string())
+
+
+def duckdb_connection() -> Any:
+    """A DuckDB connection that evaluates :func:`to_duckdb`'s SQL."""
     import duckdb
 
     con = duckdb.connect()
     con.execute("SET threads TO 2")
+    con.create_function("__spark_text", _spark_text, ["VARCHAR", "VARCHAR"], "VARCHAR",
+                        type="arrow", null_handling="special", side_effects=False)
     return con
+
+
+_connect = duckdb_connection
 
 
 def _run(con: Any, sql: str, what: str) -> pa.Table:
