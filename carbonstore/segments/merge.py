@@ -364,6 +364,15 @@ def duckdb_connection() -> Any:
 _connect = duckdb_connection
 
 
+def _load(con: Any, name: str, data: pa.Table) -> None:
+    """``data`` as DuckDB's table ``name``, copied in: a query over a registered Arrow table
+    pushes its filters into Arrow, where NaN >= 0 is false and NaN = NaN is not true (Spark
+    and DuckDB: NaN is the greatest value and equals NaN)."""
+    con.register("__arrow", data)
+    con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM __arrow")
+    con.unregister("__arrow")
+
+
 def _run(con: Any, sql: str, what: str) -> pa.Table:
     import duckdb
 
@@ -411,7 +420,7 @@ def evaluate_assignments(
     """``rows`` (the table's columns) with ``assignments`` (column -> Spark SQL expression
     over the row's columns) applied, cast to the table's types."""
     con = _connect()
-    con.register("__rows", rows)
+    _load(con, "__rows", rows)
     name = _quote(alias or table.name.table)
     sets = {c.lower(): v for c, v in assignments.items()}
     select = ", ".join(
@@ -424,7 +433,7 @@ def evaluate_assignments(
 def filter_mask(table: Table, rows: pa.Table, condition: str) -> np.ndarray:
     """Rows of ``rows`` (decoded values) for which the Spark SQL ``condition`` is TRUE."""
     con = _connect()
-    con.register("__rows", rows)
+    _load(con, "__rows", rows)
     got = _run(con, f"SELECT COALESCE(({to_duckdb(condition, 'WHERE')}), FALSE) AS m "
                f"FROM __rows AS {_quote(table.name.table)}", "WHERE")
     con.close()
@@ -599,8 +608,8 @@ def merge_rows(
         keys = scan_rows(table, expr, with_rows=True, columns=on_columns or names[:1],
                          snapshot=snap).rows
         con = _connect()
-        con.register("__keys", keys)
-        con.register("__source", source)
+        _load(con, "__keys", keys)
+        _load(con, "__source", source)
         tq, sq = _quote(ta), _quote(sa)
         con.execute(f"CREATE VIEW {sq} AS SELECT * FROM __source")
         loc = f"{tq}.{SEGMENT_COLUMN}, {tq}.{FILE_COLUMN}, {tq}.{POS_COLUMN}"
@@ -611,7 +620,7 @@ def merge_rows(
             for (s_, f_), part in _group_locations(hit).items():
                 wanted[(s_, f_)] = part
         target = fetch_rows(table, snap, wanted)
-        con.register("__target", target)
+        _load(con, "__target", target)
         con.execute(f"CREATE VIEW {tq} AS SELECT * FROM __target")
         join = f"FROM {tq} JOIN {sq} ON ({on_sql})"
         if matched:
