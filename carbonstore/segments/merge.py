@@ -341,6 +341,9 @@ def _spark_text(kind: Any, text: Any) -> Any:
             out.append(None)
         elif k == "DOUBLE":
             out.append(_java_double_text(v))
+        elif k.startswith("TIMESTAMP WITH") and v.endswith("+00") and v[:1].isdigit() \
+                and "BC" not in v:
+            out.append(v[:-3])  # the connection's zone is UTC (duckdb_connection)
         elif k == "FLOAT" or k.startswith(("TIMESTAMP WITH", "INTERVAL", "BLOB", "TIME", "UUID")) \
                 or k.endswith("[]") or k.startswith(("STRUCT", "MAP", "UNION", "BIT")):
             raise ValueError(f"cast of a {k.lower()} value to string is not supported in DML "
@@ -356,6 +359,7 @@ def duckdb_connection() -> Any:
 
     con = duckdb.connect()
     con.execute("SET threads TO 2")
+    con.execute("SET TimeZone = 'UTC'")  # timestamps without an offset are UTC (docs/dml.md)
     con.create_function("__spark_text", _spark_text, ["VARCHAR", "VARCHAR"], "VARCHAR",
                         type="arrow", null_handling="special", side_effects=False)
     return con
@@ -390,7 +394,8 @@ def _conform(table: Table, data: pa.Table, what: str) -> pa.Table:
         want = arrow_type(c.type)
         if col.type != want:
             try:
-                col = _store_assignment(col, want).cast(want, safe=True)
+                col = _store_assignment(col, want, f"{what}: column {c.name} ({c.type})")
+                col = col.cast(want, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
                 raise UserError(f"{what}: column {c.name} ({c.type}) cannot hold the new "
                                 f"values: {err}") from err
@@ -398,12 +403,61 @@ def _conform(table: Table, data: pa.Table, what: str) -> pa.Table:
     return pa.table(arrays, names=list(table.schema.column_names))
 
 
-def _store_assignment(col: Any, want: pa.DataType) -> Any:
-    """``col`` rounded as Spark's ANSI store assignment rounds before the cast to ``want``:
-    toward zero into an integer column (3.5 -> 3), half away from zero into a decimal of
-    smaller scale (1.225 -> 1.23). What is still out of range (NaN, Infinity, overflow)
-    then fails the safe cast, as it fails in Spark."""
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "number"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_date(t) or pa.types.is_timestamp(t):
+        return "datetime"
+    return "other"
+
+
+def _utc_text(v: Any) -> str | None:
+    """Spark's text of a timestamp in the UTC session zone (fraction without trailing zeros)."""
+    if v is None:
+        return None
+    import datetime as dt
+
+    u = v.astimezone(dt.UTC) if v.tzinfo else v
+    text = u.strftime("%Y-%m-%d %H:%M:%S").rjust(19, "0")
+    return text + (f".{u.microsecond:06d}".rstrip("0") if u.microsecond else "")
+
+
+def _store_assignment(col: Any, want: pa.DataType, what: str = "") -> Any:
+    """``col`` as Spark's ANSI store assignment takes it before the cast to ``want``: a
+    number, date or boolean into a string column is its Spark text (doubles as Java prints
+    them, timestamps in UTC; floats refused), a string or boolean into a number column, a
+    number into a boolean one, a string into a date or timestamp one is refused
+    (``INCOMPATIBLE_DATA_FOR_TABLE``); numbers are rounded toward zero into an integer column
+    (3.5 -> 3), half away from zero into a decimal of smaller scale (1.225 -> 1.23). What is
+    still out of range (NaN, Infinity, overflow) then fails the safe cast, as in Spark."""
     import pyarrow.compute as pc
+
+    src, dst = _kind(col.type), _kind(want)
+    if pa.types.is_null(col.type) or src == "other" or dst == "other":
+        return col
+    if dst == "string" and src != "string":
+        if pa.types.is_floating(col.type) and col.type.bit_width == 64:
+            try:
+                return pa.array([None if v is None else _java_double_text(repr(v))
+                                 for v in col.to_pylist()], pa.string())
+            except ValueError as err:
+                raise UserError(f"{what}: {err}") from err
+        if pa.types.is_timestamp(col.type):
+            return pa.array([_utc_text(v) for v in col.to_pylist()], pa.string())
+        if not pa.types.is_floating(col.type):
+            return col
+    elif src == dst:
+        pass
+    else:
+        raise UserError(f"{what} cannot hold {col.type} values (Spark's ANSI store "
+                        "assignment refuses it: write an explicit CAST)")
+    if dst == "string":
+        raise UserError(f"{what} cannot hold float values as text exactly as Spark "
+                        "writes them: cast them to double first")
 
     fractional = pa.types.is_floating(col.type) or pa.types.is_decimal(col.type)
     if pa.types.is_integer(want) and fractional:

@@ -233,3 +233,44 @@ def test_random_rows_give_sparks_values(spark: Any, values: list[tuple[Any, ...]
         elif got not in (want[e], None):
             wrong.append((e, want[e], got))
     assert not wrong
+
+
+def test_update_store_assignment_is_sparks(spark: Any, store: Any, tmp_path: Any) -> None:
+    """SET string_column = double_column stores Spark's text (an INSERT of the same values
+    into a Parquet table through Spark is the oracle); a string into a number column, a
+    number into a boolean one, are refused as Spark refuses them; nothing changes."""
+    import datetime as dt
+
+    from carbonstore import Store
+    from tests.indexfiles.segbuild import add_segments
+
+    store = Store(store.location, conf=store.conf)
+    t = store.create_table("db.sa", "id long not null, v double, s string, n int, ts timestamp, b boolean")
+    v = [math.nan, 1e10, -0.0, math.inf, 0.1, None]
+    ts = [dt.datetime(2024, 2, 29, 13, 45, 1, 120000, tzinfo=dt.UTC), dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
+          None, dt.datetime(1, 1, 1, tzinfo=dt.UTC), dt.datetime(2024, 1, 1, 0, 0, 0, 1, tzinfo=dt.UTC), None]
+    add_segments(t, [pa.table({"id": pa.array(range(6), pa.int64()), "v": v, "s": ["x"] * 6,
+                               "n": pa.array(range(6), pa.int32()), "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+                               "b": [True] * 6})])
+    t.update({"s": "v"}, where="id < 3")
+    t.update({"s": "ts"}, where="id >= 3")
+    got = sorted(tuple(r) for r in spark.read.format("carbonstore").option(  # type: ignore[attr-defined]
+        "store", store.location).load("db.sa").select("id", "s").collect())
+    spark.conf.set("spark.sql.session.timeZone", "UTC")  # type: ignore[attr-defined]
+    oracle = str(tmp_path / "oracle")
+    src = spark.createDataFrame(list(zip(range(6), v, ts, strict=True)), "id long, v double, ts timestamp")  # type: ignore[attr-defined]
+    src.createOrReplaceTempView("sa_src")
+    spark.sql(f"CREATE TABLE sa_oracle (id long, s string) USING parquet LOCATION '{oracle}'")  # type: ignore[attr-defined]
+    try:
+        spark.sql("INSERT INTO sa_oracle SELECT id, CASE WHEN id < 3 THEN v END FROM sa_src WHERE id < 3")  # type: ignore[attr-defined]
+        spark.sql("INSERT INTO sa_oracle SELECT id, ts FROM sa_src WHERE id >= 3")  # type: ignore[attr-defined]
+        want = sorted(tuple(r) for r in spark.table("sa_oracle").collect())  # type: ignore[attr-defined]
+    finally:
+        spark.sql("DROP TABLE sa_oracle")  # type: ignore[attr-defined]
+    assert got == want
+    assert got[:3] == [(0, "NaN"), (1, "1.0E10"), (2, "-0.0")]
+    before = t.status.read().version
+    for bad in ({"n": "s"}, {"v": "'1.5'"}, {"b": "n"}, {"n": "b"}):
+        with pytest.raises(UserError, match="cannot hold"):
+            t.update(bad, where="id >= 0")
+    assert t.status.read().version == before
