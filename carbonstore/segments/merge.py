@@ -220,7 +220,10 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
             this=node.expression.copy(), expressions=[exp.Literal.number(0)]))
     if isinstance(node, (exp.Greatest, exp.Least)):
         # Spark widens float and integer arguments to double, DuckDB to float: refused
-        return type(node)(this=_not_float(node.this), expressions=[_not_float(e) for e in node.expressions])
+        out = node.copy()  # keeps ignore_nulls: Spark's greatest skips NULL arguments
+        out.set("this", _not_float(node.this))
+        out.set("expressions", [_not_float(e) for e in node.expressions])
+        return out
     if isinstance(node, exp.IntDiv):  # Spark's div of integral values; others are refused
         return exp.IntDiv(this=_integral(node.this), expression=_nonzero(_integral(node.expression)))
     if isinstance(node, tuple(_STRING_ARGS)):

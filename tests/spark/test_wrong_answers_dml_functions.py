@@ -92,6 +92,7 @@ EXACT = [
     "pmod(n, 3)", "pmod(n, -3)", "pmod(-7, 3)", "pmod(d, 2)", "nanvl(d, 1.0)", "nanvl(d, -d)",
     "btrim(c)", "btrim(c, 'a')", "trim(c)", "upper(c)", "length(c)", "lpad(c, 5, '*')",
     "concat(c, 'x')", "replace(c, 'a', 'b')", "reverse(c)", "year(day)", "abs(d)", "d + 1",
+    "greatest(n, 2)", "least(d, n)", "greatest(c, 'b')", "least(d, 1.5)", "coalesce(n, 0)",
 ]
 # Spark gives values that DuckDB cannot give surely: ours must be refused or fail
 REFUSED = [
