@@ -144,6 +144,16 @@ def _not_float(value: exp.Expr) -> exp.Expr:
         default=exp.Paren(this=value.copy()))
 
 
+def _boolean(value: exp.Expr) -> exp.Expr:
+    """``value``, or an error when DuckDB types it other than a boolean (Spark refuses a
+    number or a string as a condition; DuckDB would cast it)."""
+    kinds = [exp.Literal.string("BOOLEAN"), exp.Literal.string('"NULL"')]
+    return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.In(
+        this=exp.Anonymous(this="typeof", expressions=[value.copy()]), expressions=kinds)),
+        true=_fail("a condition that is not a boolean is not supported in DML expressions"))],
+        default=exp.Paren(this=value.copy()))
+
+
 def _integral(value: exp.Expr) -> exp.Expr:
     """``value``, or an error when DuckDB types it other than an integer."""
     kinds = [exp.Literal.string(k) for k in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT")]
@@ -218,6 +228,18 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
     if isinstance(node, (exp.Left, exp.Right)):  # Spark: a length below 1 is the empty string
         return type(node)(this=_text(node.this), expression=exp.Greatest(
             this=node.expression.copy(), expressions=[exp.Literal.number(0)]))
+    if isinstance(node, (exp.And, exp.Or)):
+        return type(node)(this=_boolean(node.this), expression=_boolean(node.expression))
+    if isinstance(node, exp.Not):
+        return exp.Not(this=_boolean(node.this))
+    if isinstance(node, exp.If) and isinstance(node.parent, exp.Case):
+        if node.parent.args.get("this") is not None:
+            return node  # CASE x WHEN value: compared with x
+        return exp.If(this=_boolean(node.this), true=node.args["true"])
+    if isinstance(node, exp.If):  # if(c, a, b)
+        out = node.copy()
+        out.set("this", _boolean(node.this))
+        return out
     if isinstance(node, (exp.Greatest, exp.Least)):
         # Spark widens float and integer arguments to double, DuckDB to float: refused
         out = node.copy()  # keeps ignore_nulls: Spark's greatest skips NULL arguments

@@ -93,6 +93,7 @@ EXACT = [
     "btrim(c)", "btrim(c, 'a')", "trim(c)", "upper(c)", "length(c)", "lpad(c, 5, '*')",
     "concat(c, 'x')", "replace(c, 'a', 'b')", "reverse(c)", "year(day)", "abs(d)", "d + 1",
     "greatest(n, 2)", "least(d, n)", "greatest(c, 'b')", "least(d, 1.5)", "coalesce(n, 0)",
+    "if(b, 'y', 'n')", "CASE n WHEN 1 THEN 'a' ELSE 'b' END", "NOT b", "b AND d > 0",
 ]
 # Spark gives values that DuckDB cannot give surely: ours must be refused or fail
 REFUSED = [
@@ -125,8 +126,9 @@ def test_expression_is_refused_or_equal(spark: Any, rows: pa.Table, expr: str) -
 
 
 def test_failing_expressions_fail(spark: Any, rows: pa.Table) -> None:
-    """Where Spark fails (ANSI), ours fails too."""
-    for expr in ("pmod(n, 0)", "to_date(c)", "date_add(day, 1)"):
+    """Where Spark fails (ANSI, or a condition that is not a boolean), ours fails too."""
+    for expr in ("pmod(n, 0)", "to_date(c)", "date_add(day, 1)", "if(n, 1, 0)", "d AND n",
+                 "NOT n", "CASE WHEN n THEN 1 ELSE 0 END", "b OR d"):
         if _spark(spark, expr) is None:
             assert _ours(rows, expr) in (None, "refused"), expr
 
