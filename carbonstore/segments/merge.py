@@ -175,12 +175,17 @@ _STRING_ARGS: dict[type, tuple[str, ...]] = {
 
 
 def _text(value: exp.Expr) -> exp.Expr:
-    """``value`` as Spark's ``CAST(value AS STRING)``: DuckDB's text for every type but
-    floating point (Java's ``Double.toString`` layout: ``NaN``, ``Infinity``, ``1.0E10``) and
-    timestamps with a time zone (refused: Spark's text depends on the session time zone)."""
-    return exp.Anonymous(this="__spark_text", expressions=[
-        exp.Anonymous(this="typeof", expressions=[value.copy()]),
-        exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR"))])
+    """``value`` as Spark's ``CAST(value AS STRING)``: DuckDB's text for strings, integers,
+    decimals, booleans and dates; doubles laid out as Java's ``Double.toString`` (``NaN``,
+    ``Infinity``, ``1.0E10``) and timestamps in UTC by :func:`_spark_text` (floats refused)."""
+    kind = exp.Anonymous(this="typeof", expressions=[value.copy()])
+    text = exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR"))
+    plain = exp.Or(this=exp.In(this=kind.copy(), expressions=[
+        exp.Literal.string(k) for k in ("VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT",
+                                        "BOOLEAN", "DATE", '"NULL"')]),
+        expression=exp.Like(this=kind.copy(), expression=exp.Literal.string("DECIMAL(%")))
+    return exp.Case(ifs=[exp.If(this=plain, true=text)], default=exp.Anonymous(
+        this="__spark_text", expressions=[kind, text.copy()]))
 
 
 _TEXT = {exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR}
@@ -318,6 +323,8 @@ _TWO_53 = 2.0 ** 53
 
 def _java_double_text(text: str) -> str:
     """DuckDB's shortest text of a double as Java's ``Double.toString`` lays it out."""
+    if "e" not in text and "n" not in text and 1e-3 <= abs(float(text)) < 1e7:
+        return text  # DuckDB's shortest digits, in Java's plain layout already ("100.0")
     low = text.lower()
     if low in ("nan", "-nan"):
         return "NaN"
@@ -499,7 +506,7 @@ def evaluate_assignments(
     """``rows`` (the table's columns) with ``assignments`` (column -> Spark SQL expression
     over the row's columns) applied, cast to the table's types."""
     con = _connect()
-    _load(con, "__rows", rows)
+    con.register("__rows", rows)  # a projection: no filter is pushed into Arrow (_load)
     name = _quote(alias or table.name.table)
     sets = {c.lower(): v for c, v in assignments.items()}
     select = ", ".join(
@@ -512,7 +519,7 @@ def evaluate_assignments(
 def filter_mask(table: Table, rows: pa.Table, condition: str) -> np.ndarray:
     """Rows of ``rows`` (decoded values) for which the Spark SQL ``condition`` is TRUE."""
     con = _connect()
-    _load(con, "__rows", rows)
+    con.register("__rows", rows)  # a projection: no filter is pushed into Arrow (_load)
     got = _run(con, f"SELECT COALESCE(({to_duckdb(condition, 'WHERE')}), FALSE) AS m "
                f"FROM __rows AS {_quote(table.name.table)}", "WHERE")
     con.close()
