@@ -47,8 +47,8 @@ from carbonstore.segments.writer import arrow_type
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
-__all__ = ["WhenMatched", "WhenNotMatched", "evaluate_assignments", "filter_mask", "merge_rows",
-           "to_duckdb"]
+__all__ = ["WhenMatched", "WhenNotMatched", "duckdb_connection", "evaluate_assignments",
+           "filter_mask", "merge_rows", "to_duckdb"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,15 +78,117 @@ class WhenNotMatched:
 
 
 def to_duckdb(text: str, what: str) -> str:
-    """A Spark SQL expression as DuckDB SQL with Spark's meaning (:func:`_spark_meaning`);
-    a user error when it does not parse."""
+    """A Spark SQL expression as DuckDB SQL with Spark's meaning (:func:`_spark_meaning`),
+    for a connection of :func:`duckdb_connection`; a user error when it does not parse or
+    uses a function whose DuckDB result is not known to equal Spark's (:data:`_VERIFIED`)."""
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError, RecursionError) as err:
         raise UserError(f"{what}: cannot parse {text!r}: {str(err).splitlines()[0]}") from err
-    return tree.transform(_spark_meaning).sql(dialect="duckdb")
+    _refuse_unverified(tree, what)
+    return _rewrite(tree).sql(dialect="duckdb")
 
 
+def _rewrite(node: exp.Expr) -> exp.Expr:
+    """:func:`_spark_meaning` applied bottom-up: every node sees its rewritten arguments
+    (``cast(substr(c, 0, 2) AS int)`` rewrites both)."""
+    for key, value in list(node.args.items()):
+        if isinstance(value, exp.Expr):
+            node.set(key, _rewrite(value))
+        elif isinstance(value, list):
+            node.set(key, [_rewrite(v) if isinstance(v, exp.Expr) else v for v in value])
+    return _spark_meaning(node)
+
+
+# Expression nodes whose DuckDB translation (after _spark_meaning) gives Spark's value for
+# every input, or fails where Spark fails: tests/spark/test_wrong_answers_dml_functions.py
+# compares each with Spark over NULL, NaN, -0.0, Infinity, extremes and non-ASCII text.
+# Anything else is refused: a DML expression must never store a value Spark would not.
+_VERIFIED: frozenset[type] = frozenset({
+    exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Neg,
+    exp.Not, exp.And, exp.Or, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.EQ,
+    exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.Is, exp.In, exp.Between,
+    exp.Like, exp.Case, exp.If, exp.Coalesce, exp.Cast, exp.TryCast, exp.DataType,
+    exp.DataTypeParam, exp.Upper, exp.Lower, exp.Length, exp.Substring, exp.Concat, exp.DPipe,
+    exp.Abs, exp.Greatest, exp.Least, exp.Nullif, exp.IsNan, exp.DayOfWeek, exp.Year,
+    exp.Month, exp.Day, exp.DayOfYear, exp.DayOfMonth, exp.TsOrDsToDate, exp.Trim, exp.Sign,
+    exp.Pad, exp.Replace, exp.Left, exp.Right, exp.MD5, exp.SHA, exp.SHA2, exp.Initcap,
+    exp.Ascii, exp.StrPosition, exp.Pow, exp.Reverse, exp.Repeat, exp.Nanvl,
+})
+# Functions sqlglot does not know, kept as calls: Spark name -> verified
+_VERIFIED_CALLS = frozenset({"weekday", "pmod", "btrim"})
+
+
+def _refuse_unverified(tree: exp.Expr, what: str) -> None:
+    for node in tree.walk():
+        if isinstance(node, exp.Anonymous):
+            name = str(node.this).lower()
+            if name in _VERIFIED_CALLS:
+                continue
+        elif type(node) in _VERIFIED and not (isinstance(node, exp.TryCast) and node.args.get("safe")) \
+                and not (isinstance(node, exp.TsOrDsToDate) and node.args.get("format")):
+            continue
+        shown = node.sql(dialect="spark")
+        kind = (f"function {node.sql_name().lower() if not isinstance(node, exp.Anonymous) else str(node.this).lower()}"
+                if isinstance(node, exp.Func) else shown)
+        raise UserError(f"{what}: {kind} is not supported in DML expressions (its result could "
+                        f"differ from Spark's): {shown[:80]}")
+
+
+def _not_float(value: exp.Expr) -> exp.Expr:
+    """``value``, or an error when DuckDB types it FLOAT (4-byte floats mix with other types
+    otherwise than in Spark)."""
+    return exp.Case(ifs=[exp.If(this=exp.EQ(
+        this=exp.Anonymous(this="typeof", expressions=[value.copy()]), expression=exp.Literal.string("FLOAT")),
+        true=_fail("greatest/least of a float value is not supported in DML expressions"))],
+        default=exp.Paren(this=value.copy()))
+
+
+def _boolean(value: exp.Expr) -> exp.Expr:
+    """``value``, or an error when DuckDB types it other than a boolean (Spark refuses a
+    number or a string as a condition; DuckDB would cast it)."""
+    kinds = [exp.Literal.string("BOOLEAN"), exp.Literal.string('"NULL"')]
+    return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.In(
+        this=exp.Anonymous(this="typeof", expressions=[value.copy()]), expressions=kinds)),
+        true=_fail("a condition that is not a boolean is not supported in DML expressions"))],
+        default=exp.Paren(this=value.copy()))
+
+
+def _integral(value: exp.Expr) -> exp.Expr:
+    """``value``, or an error when DuckDB types it other than an integer."""
+    kinds = [exp.Literal.string(k) for k in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT")]
+    return exp.Case(ifs=[exp.If(this=exp.Not(this=exp.In(
+        this=exp.Anonymous(this="typeof", expressions=[value.copy()]), expressions=kinds)),
+        true=_fail("div of a value that is not an integer is not supported in DML expressions"))],
+        default=exp.Paren(this=value.copy()))
+
+
+# string functions: the arguments Spark casts to their text when they are not strings
+_STRING_ARGS: dict[type, tuple[str, ...]] = {
+    exp.Upper: ("this",), exp.Lower: ("this",), exp.Length: ("this",), exp.Initcap: ("this",),
+    exp.Ascii: ("this",), exp.Reverse: ("this",), exp.Repeat: ("this",),
+    exp.Trim: ("this", "expression"),
+    exp.Pad: ("this", "fill_pattern"), exp.Replace: ("this", "expression", "replacement"),
+    exp.StrPosition: ("this", "substr"),
+    exp.MD5: ("this",), exp.SHA: ("this",), exp.SHA2: ("this",),
+}
+
+
+def _text(value: exp.Expr) -> exp.Expr:
+    """``value`` as Spark's ``CAST(value AS STRING)``: DuckDB's text for strings, integers,
+    decimals, booleans and dates; doubles laid out as Java's ``Double.toString`` (``NaN``,
+    ``Infinity``, ``1.0E10``) and timestamps in UTC by :func:`_spark_text` (floats refused)."""
+    kind = exp.Anonymous(this="typeof", expressions=[value.copy()])
+    text = exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR"))
+    plain = exp.Or(this=exp.In(this=kind.copy(), expressions=[
+        exp.Literal.string(k) for k in ("VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT",
+                                        "BOOLEAN", "DATE", '"NULL"')]),
+        expression=exp.Like(this=kind.copy(), expression=exp.Literal.string("DECIMAL(%")))
+    return exp.Case(ifs=[exp.If(this=plain, true=text)], default=exp.Anonymous(
+        this="__spark_text", expressions=[kind, text.copy()]))
+
+
+_TEXT = {exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR}
 _INTEGRAL = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
              exp.DataType.Type.BIGINT}
 
@@ -107,8 +209,10 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
     mode, Spark 4's default): where Spark fails, DuckDB must fail (the statement then
     changes nothing), never write another value. tests/spark/test_wrong_answers_dml.py
     compares each with Spark."""
-    if isinstance(node, exp.TryCast) and not node.args.get("safe"):
-        # sqlglot reads Spark's CAST as TRY_CAST (NULL on failure); ANSI CAST fails
+    if isinstance(node, exp.TryCast) and not node.args.get("safe") or type(node) is exp.Cast \
+            and node.args["to"].this in _INTEGRAL:
+        # sqlglot reads Spark's CAST as TRY_CAST (NULL on failure); ANSI CAST fails; int(x)
+        # is a CAST
         to = node.args["to"]
         value = node.this
         if to.this in _INTEGRAL:
@@ -121,11 +225,69 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
                 default=exp.Coalesce(this=exact, expressions=[
                     _fail(f"[CAST_INVALID_INPUT] cannot cast the value to {to.sql(dialect='spark')}")]))
             return exp.Cast(this=checked, to=to.copy())
+        if to.this in _TEXT:
+            return _text(value)
         return exp.Cast(this=value.copy(), to=to.copy())
+    if isinstance(node, exp.Cast) and node.args["to"].this in _TEXT:
+        return _text(node.this)
+    if isinstance(node, (exp.Left, exp.Right)):  # Spark: a length below 1 is the empty string
+        return type(node)(this=_text(node.this), expression=exp.Greatest(
+            this=node.expression.copy(), expressions=[exp.Literal.number(0)]))
+    if isinstance(node, (exp.And, exp.Or)):
+        return type(node)(this=_boolean(node.this), expression=_boolean(node.expression))
+    if isinstance(node, exp.Not):
+        return exp.Not(this=_boolean(node.this))
+    if isinstance(node, exp.If) and isinstance(node.parent, exp.Case):
+        if node.parent.args.get("this") is not None:
+            return node  # CASE x WHEN value: compared with x
+        return exp.If(this=_boolean(node.this), true=node.args["true"])
+    if isinstance(node, exp.If):  # if(c, a, b)
+        out = node.copy()
+        out.set("this", _boolean(node.this))
+        return out
+    if isinstance(node, (exp.Greatest, exp.Least)):
+        # Spark widens float and integer arguments to double, DuckDB to float: refused
+        out = node.copy()  # keeps ignore_nulls: Spark's greatest skips NULL arguments
+        out.set("this", _not_float(node.this))
+        out.set("expressions", [_not_float(e) for e in node.expressions])
+        return out
+    if isinstance(node, exp.IntDiv):  # Spark's div of integral values; others are refused
+        return exp.IntDiv(this=_integral(node.this), expression=_nonzero(_integral(node.expression)))
+    if isinstance(node, tuple(_STRING_ARGS)):
+        # Spark casts a non-string argument of a string function to its text
+        args = {k: (_text(v) if k in _STRING_ARGS[type(node)] and isinstance(v, exp.Expr) else v)
+                for k, v in node.args.items()}
+        return type(node)(**args)
+    if isinstance(node, (exp.Concat, exp.DPipe)):
+        return node.__class__(**{k: ([_text(a) for a in v] if isinstance(v, list) else
+                                     _text(v) if k in ("this", "expression") else v)
+                                 for k, v in node.args.items()})
+    if isinstance(node, exp.Sign):
+        # Spark's signum is a double: NaN stays NaN, -0.0 stays -0.0
+        x = exp.Cast(this=node.this.copy(), to=exp.DataType.build("DOUBLE"))
+        return exp.Case(ifs=[exp.If(this=exp.Or(this=exp.EQ(this=x.copy(), expression=exp.Literal.number(0)),
+                                                expression=exp.Anonymous(this="isnan", expressions=[x.copy()])),
+                                    true=x.copy())],
+                        default=exp.Cast(this=exp.Sign(this=x.copy()), to=exp.DataType.build("DOUBLE")))
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "pmod" and len(node.expressions) == 2:
+        a, b = (exp.Paren(this=e.copy()) for e in node.expressions)
+        m = exp.Paren(this=exp.Mod(this=a, expression=_nonzero(b)))
+        return exp.Case(ifs=[exp.If(this=exp.LT(this=m.copy(), expression=exp.Literal.number(0)),
+                                    true=exp.Mod(this=exp.Paren(this=exp.Add(this=m.copy(), expression=b.copy())),
+                                                 expression=b.copy()))], default=m)
+    if isinstance(node, exp.Nanvl):
+        a, b = exp.Paren(this=node.this.copy()), exp.Paren(this=node.expression.copy())
+        return exp.Case(ifs=[exp.If(this=exp.Anonymous(this="isnan", expressions=[a.copy()]), true=b)],
+                        default=a)
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "btrim" and node.expressions:
+        return exp.Trim(this=node.expressions[0].copy(),
+                        expression=node.expressions[1].copy() if len(node.expressions) > 1 else None)
+    if isinstance(node, exp.TsOrDsToDate):  # to_date(x), year(x), ...: ANSI fails on bad text
+        return exp.Cast(this=node.this.copy(), to=exp.DataType.build("DATE"))
     if isinstance(node, exp.Div) and node.args.get("safe"):
         return exp.Div(this=node.this.copy(), expression=_nonzero(node.expression),
                        typed=node.args.get("typed"), safe=False)
-    if isinstance(node, (exp.IntDiv, exp.Mod)):
+    if isinstance(node, exp.Mod):
         return type(node)(this=node.this.copy(), expression=_nonzero(node.expression))
     if isinstance(node, exp.Substring):
         # Spark: position 0 is position 1; a negative length is the empty string
@@ -136,7 +298,7 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
                                          true=exp.Literal.number(1))], default=start.copy())
         if length is not None:
             length = exp.Greatest(this=length.copy(), expressions=[exp.Literal.number(0)])
-        return exp.Substring(this=node.this.copy(), start=start, length=length)
+        return exp.Substring(this=_text(node.this), start=start, length=length)
     if isinstance(node, exp.DayOfWeek):  # Spark: 1 = Sunday; DuckDB: 0 = Sunday
         return exp.Add(this=node.copy(), expression=exp.Literal.number(1))
     if isinstance(node, exp.Anonymous) and str(node.this).lower() == "weekday" and len(node.expressions) == 1:
@@ -147,7 +309,8 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
         return exp.Coalesce(this=node.copy(), expressions=[exp.false()])
     if isinstance(node, exp.Like) and not isinstance(node.parent, exp.Escape):
         # Spark's LIKE escapes with a backslash unless told otherwise
-        return exp.Escape(this=node.copy(), expression=exp.Literal.string("\\"))
+        return exp.Escape(this=exp.Like(this=_text(node.this), expression=_text(node.expression)),
+                          expression=exp.Literal.string("\\"))
     return node
 
 
@@ -155,12 +318,95 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _connect() -> Any:
+_TWO_53 = 2.0 ** 53
+
+
+def _java_double_text(text: str) -> str:
+    """DuckDB's shortest text of a double as Java's ``Double.toString`` lays it out."""
+    if "e" not in text and "n" not in text and 1e-3 <= abs(float(text)) < 1e7:
+        return text  # DuckDB's shortest digits, in Java's plain layout already ("100.0")
+    low = text.lower()
+    if low in ("nan", "-nan"):
+        return "NaN"
+    if low in ("inf", "infinity", "-inf", "-infinity"):
+        return "-Infinity" if low.startswith("-") else "Infinity"
+    from decimal import Decimal
+
+    d = Decimal(text)
+    if d == 0:
+        return "-0.0" if text.startswith("-") else "0.0"
+    sign, digits, exponent = d.normalize().as_tuple()
+    s = "".join(map(str, digits))
+    size = abs(float(d))
+    if not (1e-3 <= size < 1e7 or (1e-11 <= size < _TWO_53 and len(s) <= 15)):
+        # Java 17's Double.toString prints some doubles with more digits than the shortest
+        # (whole numbers from 2^53, powers of two, 1e23, ...); Java 19+ prints the shortest.
+        # Inside these ranges both were checked to print the shortest digits.
+        raise ValueError(f"cannot cast the double {text} to string exactly as Spark does (Java "
+                         "versions print it differently): only values from 1e-11 to 2^53 "
+                         "with at most 15 digits, or from 0.001 to 1e7, are cast")
+    e10 = len(s) + int(exponent) - 1
+    neg = "-" if sign else ""
+    if -3 <= e10 < 7:
+        if e10 >= 0:
+            return f"{neg}{s[:e10 + 1].ljust(e10 + 1, '0')}.{s[e10 + 1:] or '0'}"
+        return f"{neg}0.{'0' * (-e10 - 1)}{s}"
+    return f"{neg}{s[0]}.{s[1:] or '0'}E{e10}"
+
+
+_PLAIN_TEXT = ("VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "DECIMAL",
+               "BOOLEAN", "DATE", '"NULL"', "NULL", "TIMESTAMP")
+
+
+def _spark_text(kind: Any, text: Any) -> Any:
+    """Spark's text of a value DuckDB typed ``kind`` and printed as ``text`` (Arrow arrays)."""
+    import pyarrow.compute as pc
+
+    if not any(k == "DOUBLE" or k.startswith("TIMESTAMP WITH") or not k.startswith(_PLAIN_TEXT)
+               for k in pc.unique(kind).to_pylist() if k is not None):
+        return text  # DuckDB's text is Spark's
+    kinds = kind.to_pylist()
+    values = text.to_pylist()
+    out = []
+    for k, v in zip(kinds, values, strict=True):
+        if v is None:
+            out.append(None)
+        elif k == "DOUBLE":
+            out.append(_java_double_text(v))
+        elif k.startswith("TIMESTAMP WITH") and v.endswith("+00") and v[:1].isdigit() \
+                and "BC" not in v:
+            out.append(v[:-3])  # the connection's zone is UTC (duckdb_connection)
+        elif k == "FLOAT" or k.startswith(("TIMESTAMP WITH", "INTERVAL", "BLOB", "TIME", "UUID")) \
+                or k.endswith("[]") or k.startswith(("STRUCT", "MAP", "UNION", "BIT")):
+            raise ValueError(f"cast of a {k.lower()} value to string is not supported in DML "
+                             "expressions (its text could differ from Spark's)")
+        else:
+            out.append(v)
+    return pa.array(out, pa.string())
+
+
+def duckdb_connection() -> Any:
+    """A DuckDB connection that evaluates :func:`to_duckdb`'s SQL."""
     import duckdb
 
     con = duckdb.connect()
     con.execute("SET threads TO 2")
+    con.execute("SET TimeZone = 'UTC'")  # timestamps without an offset are UTC (docs/dml.md)
+    con.create_function("__spark_text", _spark_text, ["VARCHAR", "VARCHAR"], "VARCHAR",
+                        type="arrow", null_handling="special", side_effects=False)
     return con
+
+
+_connect = duckdb_connection
+
+
+def _load(con: Any, name: str, data: pa.Table) -> None:
+    """``data`` as DuckDB's table ``name``, copied in: a query over a registered Arrow table
+    pushes its filters into Arrow, where NaN >= 0 is false and NaN = NaN is not true (Spark
+    and DuckDB: NaN is the greatest value and equals NaN)."""
+    con.register("__arrow", data)
+    con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM __arrow")
+    con.unregister("__arrow")
 
 
 def _run(con: Any, sql: str, what: str) -> pa.Table:
@@ -180,7 +426,8 @@ def _conform(table: Table, data: pa.Table, what: str) -> pa.Table:
         want = arrow_type(c.type)
         if col.type != want:
             try:
-                col = _store_assignment(col, want).cast(want, safe=True)
+                col = _store_assignment(col, want, f"{what}: column {c.name} ({c.type})")
+                col = col.cast(want, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
                 raise UserError(f"{what}: column {c.name} ({c.type}) cannot hold the new "
                                 f"values: {err}") from err
@@ -188,12 +435,61 @@ def _conform(table: Table, data: pa.Table, what: str) -> pa.Table:
     return pa.table(arrays, names=list(table.schema.column_names))
 
 
-def _store_assignment(col: Any, want: pa.DataType) -> Any:
-    """``col`` rounded as Spark's ANSI store assignment rounds before the cast to ``want``:
-    toward zero into an integer column (3.5 -> 3), half away from zero into a decimal of
-    smaller scale (1.225 -> 1.23). What is still out of range (NaN, Infinity, overflow)
-    then fails the safe cast, as it fails in Spark."""
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "string"
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "number"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_date(t) or pa.types.is_timestamp(t):
+        return "datetime"
+    return "other"
+
+
+def _utc_text(v: Any) -> str | None:
+    """Spark's text of a timestamp in the UTC session zone (fraction without trailing zeros)."""
+    if v is None:
+        return None
+    import datetime as dt
+
+    u = v.astimezone(dt.UTC) if v.tzinfo else v
+    text = u.strftime("%Y-%m-%d %H:%M:%S").rjust(19, "0")
+    return text + (f".{u.microsecond:06d}".rstrip("0") if u.microsecond else "")
+
+
+def _store_assignment(col: Any, want: pa.DataType, what: str = "") -> Any:
+    """``col`` as Spark's ANSI store assignment takes it before the cast to ``want``: a
+    number, date or boolean into a string column is its Spark text (doubles as Java prints
+    them, timestamps in UTC; floats refused), a string or boolean into a number column, a
+    number into a boolean one, a string into a date or timestamp one is refused
+    (``INCOMPATIBLE_DATA_FOR_TABLE``); numbers are rounded toward zero into an integer column
+    (3.5 -> 3), half away from zero into a decimal of smaller scale (1.225 -> 1.23). What is
+    still out of range (NaN, Infinity, overflow) then fails the safe cast, as in Spark."""
     import pyarrow.compute as pc
+
+    src, dst = _kind(col.type), _kind(want)
+    if pa.types.is_null(col.type) or src == "other" or dst == "other":
+        return col
+    if dst == "string" and src != "string":
+        if pa.types.is_floating(col.type) and col.type.bit_width == 64:
+            try:
+                return pa.array([None if v is None else _java_double_text(repr(v))
+                                 for v in col.to_pylist()], pa.string())
+            except ValueError as err:
+                raise UserError(f"{what}: {err}") from err
+        if pa.types.is_timestamp(col.type):
+            return pa.array([_utc_text(v) for v in col.to_pylist()], pa.string())
+        if not pa.types.is_floating(col.type):
+            return col
+    elif src == dst:
+        pass
+    else:
+        raise UserError(f"{what} cannot hold {col.type} values (Spark's ANSI store "
+                        "assignment refuses it: write an explicit CAST)")
+    if dst == "string":
+        raise UserError(f"{what} cannot hold float values as text exactly as Spark "
+                        "writes them: cast them to double first")
 
     fractional = pa.types.is_floating(col.type) or pa.types.is_decimal(col.type)
     if pa.types.is_integer(want) and fractional:
@@ -210,7 +506,7 @@ def evaluate_assignments(
     """``rows`` (the table's columns) with ``assignments`` (column -> Spark SQL expression
     over the row's columns) applied, cast to the table's types."""
     con = _connect()
-    con.register("__rows", rows)
+    con.register("__rows", rows)  # a projection: no filter is pushed into Arrow (_load)
     name = _quote(alias or table.name.table)
     sets = {c.lower(): v for c, v in assignments.items()}
     select = ", ".join(
@@ -223,7 +519,7 @@ def evaluate_assignments(
 def filter_mask(table: Table, rows: pa.Table, condition: str) -> np.ndarray:
     """Rows of ``rows`` (decoded values) for which the Spark SQL ``condition`` is TRUE."""
     con = _connect()
-    con.register("__rows", rows)
+    con.register("__rows", rows)  # a projection: no filter is pushed into Arrow (_load)
     got = _run(con, f"SELECT COALESCE(({to_duckdb(condition, 'WHERE')}), FALSE) AS m "
                f"FROM __rows AS {_quote(table.name.table)}", "WHERE")
     con.close()
@@ -398,8 +694,8 @@ def merge_rows(
         keys = scan_rows(table, expr, with_rows=True, columns=on_columns or names[:1],
                          snapshot=snap).rows
         con = _connect()
-        con.register("__keys", keys)
-        con.register("__source", source)
+        _load(con, "__keys", keys)
+        _load(con, "__source", source)
         tq, sq = _quote(ta), _quote(sa)
         con.execute(f"CREATE VIEW {sq} AS SELECT * FROM __source")
         loc = f"{tq}.{SEGMENT_COLUMN}, {tq}.{FILE_COLUMN}, {tq}.{POS_COLUMN}"
@@ -410,7 +706,7 @@ def merge_rows(
             for (s_, f_), part in _group_locations(hit).items():
                 wanted[(s_, f_)] = part
         target = fetch_rows(table, snap, wanted)
-        con.register("__target", target)
+        _load(con, "__target", target)
         con.execute(f"CREATE VIEW {tq} AS SELECT * FROM __target")
         join = f"FROM {tq} JOIN {sq} ON ({on_sql})"
         if matched:

@@ -14,7 +14,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from carbonstore.segments.merge import to_duckdb
+from carbonstore.segments.merge import duckdb_connection, to_duckdb
 
 SCHEMA = "id long, n int, d double, c string, day date, b boolean"
 
@@ -55,7 +55,7 @@ def _spark(spark: Any, expr: str) -> list[Any] | None:
 
 
 def _duckdb(rows: pa.Table, expr: str) -> list[Any] | None:
-    con = duckdb.connect()
+    con = duckdb_connection()
     con.register("__rows", rows)
     try:
         got = con.execute(f"SELECT ({to_duckdb(expr, 'x')}) AS v FROM __rows AS t ORDER BY id").fetchall()
