@@ -117,6 +117,32 @@ def scan_frame(table: Table, spark: Any, where: str | None = None) -> Any:
     return to_spark(table, spark, where=where)
 
 
+def prepare_scan(table: Table, where: str | None = None, time_zone: str = "UTC") -> None:
+    """Load what planning :func:`scan_frame` of this occurrence needs, without Spark: the
+    table's indexes through the driver cache (carbonstore.pruning), so the scan's own
+    pruning later finds them there. A one-shot command calls it while the JVM boots
+    (:func:`carbonstore.spark.session.start_spark`). A filter that does not bind is left
+    for the scan to report."""
+    from carbonstore.spark.statements import conjuncts
+
+    zone = session_zone(time_zone) or dt.UTC
+    expr: Expr = AlwaysTrue()
+    if where:
+        import sqlglot
+
+        kept = []
+        for term in conjuncts(sqlglot.parse_one(where, read="spark")):
+            text = term.sql(dialect="spark")
+            try:
+                bind_where(table, text, time_zone=zone)
+            except (UserError, RecursionError):
+                continue
+            kept.append(f"({text})")
+        if kept:
+            expr = bind_where(table, " AND ".join(kept), time_zone=zone)
+    prune(table, expr)
+
+
 def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = None) -> Any:
     """The rows of ``plan`` (whole pages of its surviving row ranges), read in this process,
     as a one-partition DataFrame with the table's exact schema.
