@@ -159,7 +159,16 @@ def start_spark(*, conf: CarbonConf | None = None) -> Callable[[], SparkSession]
         thread.join()
         if failed:
             raise failed[0]
-        return done[0]
+        spark = done[0]
+        # Spark's active session is per thread (the JVM's, one per Python thread): make it
+        # the active one of this thread too, as get_spark would have
+        from pyspark.sql import SparkSession
+
+        if SparkSession.getActiveSession() is not spark:
+            SparkSession._activeSession = spark
+            SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(
+                spark._jsparkSession)
+        return spark
 
     return wait
 
