@@ -83,9 +83,13 @@ def main() -> int:
                 if info is not None:
                     tasks.append(info.numTasks)
             work = collections.Counter()  # the stages' own metrics (Spark's status store)
-            wanted = set(stages)
-            for st in sc._jsc.sc().statusStore().stageList(None):
-                if st.stageId() in wanted and str(st.status()) == "COMPLETE":
+            status = sc._jsc.sc().statusStore()
+            for stage_id in stages:
+                try:
+                    st = status.lastStageAttempt(stage_id)
+                except Exception:  # noqa: BLE001 - a stage that never ran (skipped)
+                    continue
+                if str(st.status()) == "COMPLETE":
                     work["run ms"] += st.executorRunTime()
                     work["cpu ms"] += st.executorCpuTime() // 1_000_000
                     work["input MB"] += st.inputBytes() / 1e6
