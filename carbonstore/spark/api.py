@@ -123,26 +123,34 @@ def prepare_scan(table: Table, where: str | None = None, time_zone: str = "UTC")
     """Load what planning :func:`scan_frame` of this occurrence needs, without Spark: the
     table's indexes through the driver cache (carbonstore.pruning), so the scan's own
     pruning later finds them there. A one-shot command calls it while the JVM boots
-    (:func:`carbonstore.spark.session.start_spark`). A filter that does not bind is left
-    for the scan to report."""
+    (:func:`carbonstore.spark.session.start_spark`). Best effort: whatever fails here (a
+    filter that does not bind, a damaged index) is left for the scan to report, once the
+    session it started is up, as without this call."""
     from carbonstore.spark.statements import conjuncts
 
     zone = session_zone(time_zone) or dt.UTC
     expr: Expr = AlwaysTrue()
+    kept: list[str] = []
     if where:
         import sqlglot
 
-        kept = []
-        for term in conjuncts(sqlglot.parse_one(where, read="spark")):
+        try:
+            terms = conjuncts(sqlglot.parse_one(where, read="spark"))
+        except Exception:  # noqa: BLE001 - the scan itself reports it
+            return
+        for term in terms:
             text = term.sql(dialect="spark")
             try:
                 bind_where(table, text, time_zone=zone)
-            except (UserError, RecursionError):
+            except Exception:  # noqa: BLE001 - as scan_frame: not this table's, or reported there
                 continue
             kept.append(f"({text})")
-        if kept:
+    try:
+        if where and kept:
             expr = bind_where(table, " AND ".join(kept), time_zone=zone)
-    prune(table, expr)
+        prune(table, expr)
+    except Exception:  # noqa: BLE001 - the scan itself reports it (see above)
+        return
 
 
 def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = None) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import carbonstore.spark.session as session
@@ -44,3 +46,27 @@ def test_the_session_is_active_in_the_waiting_thread(spark: object) -> None:
     t.join()
     assert seen[1] is spark
     assert seen[2] is spark
+
+
+def test_prepare_scan_leaves_every_failure_to_the_scan(tmp_path: Path) -> None:
+    """What the command prepares while the JVM boots never fails the command early: a filter
+    that does not bind or parse, a damaged index - the scan reports them, as before."""
+    import pyarrow as pa
+
+    from carbonstore import Store
+    from carbonstore.spark.api import prepare_scan
+    from tests.indexfiles.segbuild import add_segments
+
+    store = Store(str(tmp_path / "s"))
+    rows = pa.table({"k": pa.array(range(100), pa.int32()), "v": pa.array(range(100), pa.int64())})
+    table = store.create_table("db.t", "k int not null, v long")
+    add_segments(table, [rows])
+    for where in (None, "k = 3", "nope = 1", "k = = 3", "k = 3 AND v > 'x'"):
+        prepare_scan(table, where)
+    damaged = store.create_table("db.u", "k int not null, v long")  # never planned before
+    add_segments(damaged, [rows])
+    indexes = list((tmp_path / "s" / "db" / "u").rglob("*.carbonindex*"))
+    assert indexes
+    for index in indexes:
+        index.write_bytes(b"damaged")
+    prepare_scan(Store(str(tmp_path / "s")).table("db.u"), "k = 3")
