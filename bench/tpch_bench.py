@@ -73,8 +73,9 @@ def _column_type(duck: str) -> str:
     return f"decimal({m.group(1)},{m.group(2)})" if m else _TYPES[duck]
 
 
-def generate(sf: float, segments: int) -> dict[str, Any]:
-    """Load (or reuse) the store; returns {store, files: {table: [paths]}, queries}."""
+def generate(sf: float, segments: int, data: str | Path | None = None) -> dict[str, Any]:
+    """Load (or reuse) the store under ``data`` (default bench/data); returns {store, files:
+    {table: [paths]}, queries}."""
     import pyarrow as pa
 
     from carbonstore import Store
@@ -82,7 +83,7 @@ def generate(sf: float, segments: int) -> dict[str, Any]:
     from carbonstore.segments.load import parse_load_options, write_settings
     from carbonstore.segments.writer import write_task
 
-    root = DATA / f"tpch_sf{sf:g}_s{segments}"
+    root = Path(data or os.environ.get("CARBONSTORE_BENCH_DATA") or DATA) / f"tpch_sf{sf:g}_s{segments}"
     meta_path = root / "meta.json"
     if meta_path.exists():
         return dict(json.loads(meta_path.read_text()))
@@ -140,9 +141,11 @@ def main() -> int:
                    help="noise floor: both sides run plain spark.sql")
     p.add_argument("--queries", default="1-22", help="e.g. 1,6,14 or 1-22")
     p.add_argument("--json", help="write the results to this file")
+    p.add_argument("--data", help="directory of the generated data (default bench/data, or "
+                   "$CARBONSTORE_BENCH_DATA)")
     args = p.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    meta = generate(args.sf, args.segments)
+    meta = generate(args.sf, args.segments, args.data)
 
     import sqlglot
     from pyspark.sql import SparkSession

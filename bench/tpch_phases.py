@@ -49,6 +49,7 @@ def main() -> int:
     p.add_argument("--queries", default="14,16,22,6")
     p.add_argument("--plain", action="store_true",
                    help="also time plain spark.sql over spark.read.parquet temp views after each run")
+    p.add_argument("--data", help="directory of the generated data (as bench/tpch_bench.py)")
     args = p.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     import sqlglot
@@ -74,7 +75,7 @@ def main() -> int:
 
     _wrap(DataFrame, "createOrReplaceGlobalTempView", "create_view")
     _wrap(api, "run_sql", "run_sql")
-    meta = tpch_bench.generate(args.sf, args.segments)
+    meta = tpch_bench.generate(args.sf, args.segments, args.data)
     SparkSession.builder.config("spark.driver.memory", "4g").config(
         "spark.sql.shuffle.partitions", "4").master("local[*]").getOrCreate()
     spark = get_spark()

@@ -113,8 +113,7 @@ def _emit(args: argparse.Namespace, columns: list[str], rows: list[dict[str, Any
 
 
 def _query(args: argparse.Namespace) -> int:
-    from carbonstore.spark.api import collect_rows, to_spark
-    from carbonstore.spark.session import get_spark
+    from carbonstore.spark.session import start_spark
 
     table = pin(open_store(args).table(args.table), args)
     if args.select:
@@ -137,7 +136,13 @@ def _query(args: argparse.Namespace) -> int:
         if counted is not None:  # decided by the index: no Spark, no data read
             _emit(args, ["count"], [{"count": counted[0]}] if args.limit != 0 else [])
             return 0
-    spark = get_spark(conf=table.store.conf)
+    # the JVM boots while this process loads the table's indexes
+    wait = start_spark(conf=table.store.conf)
+    from carbonstore.spark.api import collect_rows, prepare_scan, to_spark
+
+    if args.segments is None:
+        prepare_scan(table, args.where)
+    spark = wait()
     df = to_spark(table, spark, where=args.where, segments=split_ids(args.segments)).select(*names)
     if args.count:
         df = df.selectExpr("count(1) AS count")
@@ -186,12 +191,17 @@ def _sql(args: argparse.Namespace) -> int:
         _emit(args, columns, rows[: args.limit] if args.limit is not None else rows)
         return 0
     # a bad statement (or --as-of) is a user error before Spark starts
-    plan_statement(args.statement, store, as_of=args.as_of)
-    from carbonstore.spark.api import collect_rows
-    from carbonstore.spark.session import get_spark
+    planned = plan_statement(args.statement, store, as_of=args.as_of)
+    from carbonstore.spark.session import start_spark
+
+    # the JVM boots while this process imports and loads the occurrences' indexes
+    wait = start_spark(conf=store.conf)
+    from carbonstore.spark.api import collect_rows, prepare_scan
     from carbonstore.spark.sql import run_statement
 
-    spark = get_spark(conf=store.conf)
+    for occurrence in planned.occurrences:
+        prepare_scan(occurrence.table, occurrence.where)
+    spark = wait()
     df = run_statement(spark, store, args.statement, as_of=args.as_of)
     _emit(args, list(df.columns), collect_rows(df, args.limit))
     return 0

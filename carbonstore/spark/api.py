@@ -40,7 +40,8 @@ __all__ = ["arrow_rows", "collect_rows", "local_frame", "run_sql", "scan_frame",
 
 
 def to_spark(
-    table: Table, spark: Any, where: str | None = None, segments: str | Sequence[str] | None = None
+    table: Table, spark: Any, where: str | None = None, segments: str | Sequence[str] | None = None,
+    *, local: bool = True,
 ) -> Any:
     """A DataFrame over ``table`` (its readable segments, or ``segments``), filtered by ``where``.
 
@@ -52,6 +53,7 @@ def to_spark(
     Otherwise Spark's own Parquet reader reads exactly the kept files
     (:func:`carbonstore.spark.native.native_frame`; no row crosses into Python), or, for a
     store the JVM cannot open, the ``carbonstore`` data source with the ``where`` option.
+    ``local=False``: never the driver-local read.
     """
     from carbonstore.spark.native import jvm_readable, native_frame, plain_columns
     from carbonstore.spark.session import register_data_source
@@ -65,7 +67,7 @@ def to_spark(
     if jvm_readable(table) or (where and zone is not None):
         plan = prune(table, expr if zone is not None else AlwaysTrue(), segments=segments)
         limit = table.conf.get_int(LOCAL_ROWS_KEY)
-        if where and limit > 0 and zone is not None and plan.rows <= limit:
+        if local and where and limit > 0 and zone is not None and plan.rows <= limit:
             frame = local_frame(spark, table, plan, expr)
             # The driver filter matches Spark's WHERE exactly for such filters
             # (tests/spark/test_spark_semantics.py); others are filtered again.
@@ -95,10 +97,10 @@ def to_spark(
     return df
 
 
-def scan_frame(table: Table, spark: Any, where: str | None = None) -> Any:
+def scan_frame(table: Table, spark: Any, where: str | None = None, *, local: bool = True) -> Any:
     """One table occurrence of a statement: :func:`to_spark` pruned by the conjuncts of
     ``where`` that bind to the table (the others are left to the statement, which keeps its
-    whole WHERE)."""
+    whole WHERE). ``local``: as :func:`to_spark`'s."""
     from carbonstore.spark.statements import conjuncts
 
     if where:
@@ -114,7 +116,41 @@ def scan_frame(table: Table, spark: Any, where: str | None = None) -> Any:
                 continue
             kept.append(f"({text})")
         where = " AND ".join(kept) or None
-    return to_spark(table, spark, where=where)
+    return to_spark(table, spark, where=where, local=local)
+
+
+def prepare_scan(table: Table, where: str | None = None, time_zone: str = "UTC") -> None:
+    """Load what planning :func:`scan_frame` of this occurrence needs, without Spark: the
+    table's indexes through the driver cache (carbonstore.pruning), so the scan's own
+    pruning later finds them there. A one-shot command calls it while the JVM boots
+    (:func:`carbonstore.spark.session.start_spark`). Best effort: whatever fails here (a
+    filter that does not bind, a damaged index) is left for the scan to report, once the
+    session it started is up, as without this call."""
+    from carbonstore.spark.statements import conjuncts
+
+    zone = session_zone(time_zone) or dt.UTC
+    expr: Expr = AlwaysTrue()
+    kept: list[str] = []
+    if where:
+        import sqlglot
+
+        try:
+            terms = conjuncts(sqlglot.parse_one(where, read="spark"))
+        except Exception:  # noqa: BLE001 - the scan itself reports it
+            return
+        for term in terms:
+            text = term.sql(dialect="spark")
+            try:
+                bind_where(table, text, time_zone=zone)
+            except Exception:  # noqa: BLE001 - as scan_frame: not this table's, or reported there
+                continue
+            kept.append(f"({text})")
+    try:
+        if where and kept:
+            expr = bind_where(table, " AND ".join(kept), time_zone=zone)
+        prune(table, expr)
+    except Exception:  # noqa: BLE001 - the scan itself reports it (see above)
+        return
 
 
 def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = None) -> Any:

@@ -17,14 +17,18 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
-
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING
 
 from carbonstore.errors import ConfigError
 from carbonstore.store import CarbonConf, load_conf
 
-__all__ = ["LOG_LEVEL_KEY", "get_spark", "register_data_source"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["LOG_LEVEL_KEY", "get_spark", "register_data_source", "start_spark"]
 
 _REQUIRED = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -81,6 +85,8 @@ def get_spark(
     ``carbon.spark.log.level`` for a session started here; an active session's logging is
     left alone.
     """
+    from pyspark.sql import SparkSession
+
     active = SparkSession.getActiveSession()
     if active is not None:
         return _adjust(active)
@@ -124,6 +130,47 @@ def get_spark(
     spark.sparkContext.setLogLevel(level)
     register_data_source(spark)
     return spark
+
+
+def start_spark(*, conf: CarbonConf | None = None) -> Callable[[], SparkSession]:
+    """:func:`get_spark` started on a background thread; returns the function that waits for
+    it (and raises what it raised).
+
+    A one-shot command starts the JVM this way before it plans: the JVM boots (seconds)
+    while this process imports PySpark's modules, parses the statement and prunes (Python,
+    the JVM's boot mostly waits on its own process), so the planning costs no wall time.
+    Nothing is shared with the caller while it runs: the caller uses the session only after
+    the wait.
+    """
+    _log_level(conf)  # a bad log level is a user error here, before any thread
+    done: list[SparkSession] = []
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            done.append(get_spark(conf=conf))
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting caller
+            failed.append(err)
+
+    thread = threading.Thread(target=start, name="carbonstore-spark-start", daemon=True)
+    thread.start()
+
+    def wait() -> SparkSession:
+        thread.join()
+        if failed:
+            raise failed[0]
+        spark = done[0]
+        # Spark's active session is per thread (the JVM's, one per Python thread): make it
+        # the active one of this thread too, as get_spark would have
+        from pyspark.sql import SparkSession
+
+        if SparkSession.getActiveSession() is not spark:
+            SparkSession._activeSession = spark
+            SparkSession._get_j_spark_session_class(spark._jvm).setActiveSession(
+                spark._jsparkSession)
+        return spark
+
+    return wait
 
 
 def _adjust(spark: SparkSession) -> SparkSession:

@@ -46,6 +46,8 @@ def run_statement(
         UserError: the statement does not parse, names a missing table, or Spark's analysis
             rejects it.
     """
+    from sqlglot import exp
+
     from carbonstore.spark.api import run_sql
     from carbonstore.spark.metadata_answers import answer_frame
     from carbonstore.spark.statements import parse_statement, plan_statement
@@ -54,12 +56,17 @@ def run_statement(
     answered = answer_frame(spark, store, tree, as_of=as_of, aliases=aliases)
     if answered is not None:  # count / min / max the index decides exactly: nothing read
         return answered
+    # The driver-local read of a tiny result (to_spark) pays when the statement reads that
+    # one table: Spark collects the local rows without a job. Next to other tables it saves
+    # no job (TPC-H Q5, Q20: the same jobs, stages and tasks as a file scan) and costs a
+    # statement's first run the JVM's Arrow ingestion path: read natively there.
+    local = sum(1 for _ in tree.find_all(exp.Table)) <= 1
     planned = plan_statement(tree, store, as_of=as_of, aliases=aliases,
-                             view=lambda table, where: _scan_view(spark, table, where))
+                             view=lambda table, where: _scan_view(spark, table, where, local))
     return run_sql(spark, planned.sql)
 
 
-def _scan_view(spark: Any, table: Table, where: str | None) -> str:
+def _scan_view(spark: Any, table: Table, where: str | None, local: bool = True) -> str:
     """The global temporary view (``global_temp.carbonstore_scan_N``) of one occurrence's
     DataFrame (``scan_frame``), reused while nothing it depends on changes, as a temp view
     over ``spark.read.parquet`` reuses its file listing: no planning, file listing or view
@@ -68,21 +75,21 @@ def _scan_view(spark: Any, table: Table, where: str | None) -> str:
 
     Key: the session, the table (store, name, id), the version the statement pinned (a
     commit makes a new version, which misses), the schema and conf, the occurrence's
-    conjuncts and the session time zone.
+    conjuncts, the session time zone and whether the driver-local read is allowed.
     """
     from carbonstore.spark.api import scan_frame
 
     key = (id(spark), table.store.location, str(table.name), table.table_id,
            table.pinned_version, repr(table.schema),
            tuple(sorted(table.store.conf.values.items())), where,
-           str(spark.conf.get("spark.sql.session.timeZone")))
+           str(spark.conf.get("spark.sql.session.timeZone")), local)
     with _scans_lock:
         hit = _scans.get(key)
         if hit is not None:
             _scans.move_to_end(key)
     if hit is not None and hit[0] is spark:
         return str(hit[1])
-    df = scan_frame(table, spark, where)
+    df = scan_frame(table, spark, where, local=local)
     global _view_number
     with _scans_lock:
         _view_number += 1
