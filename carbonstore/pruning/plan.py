@@ -189,7 +189,7 @@ def _memo_key(
     key = (where, values_expr, expr, segs, explain, str(table.name), version)
     try:
         hash(key)
-    except TypeError:  # an expression holding an unhashable literal
+    except (TypeError, RecursionError):  # an unhashable literal; a filter too deep to hash
         return None
     return key
 
