@@ -38,11 +38,7 @@ def _worker(kind: str, meta_path: str, mode: str, repeat: int) -> None:
     pb.ROWS_PER_FILE[0] = meta["rows"]
     pb.import_system(kind)
     sql = dict(pb.predicates(meta))[SQL_LABEL]
-    if kind == "delta":
-        uri = meta["store"] + "/db/bench"
-        open_fn, plan_fn = (lambda: pb.delta_open(uri)), pb.delta_plan
-    else:
-        open_fn, plan_fn = (lambda: pb.ours_open(meta)), pb.ours_plan
+    open_fn, plan_fn = pb.open_and_plan(kind, meta)
     if mode == "fresh":
         t0, c0 = time.perf_counter(), time.process_time()
         survivors = plan_fn(open_fn(), sql)

@@ -41,11 +41,7 @@ def _worker(kind: str, meta_path: str, mode: str, sql: str | None, repeat: int) 
     meta = json.loads(Path(meta_path).read_text())
     pb.ROWS_PER_FILE[0] = meta["rows"]
     pb.import_system(kind)  # imports are start-up, not planning (every system alike)
-    if kind == "delta":
-        uri = meta["store"] + "/db/bench"
-        open_fn, plan_fn = (lambda: pb.delta_open(uri)), pb.delta_plan
-    else:
-        open_fn, plan_fn = (lambda: pb.ours_open(meta)), pb.ours_plan
+    open_fn, plan_fn = pb.open_and_plan(kind, meta)
     if mode == "fresh":
         t0 = time.perf_counter()
         plan_fn(open_fn(), sql)

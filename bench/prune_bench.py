@@ -341,6 +341,14 @@ def _fresh(meta_path: str, spec: str, sql: str) -> float:
     return float(res.stdout.strip().splitlines()[-1])
 
 
+def open_and_plan(kind: str, meta: dict[str, Any]) -> tuple[Any, Any]:
+    """A measuring process's ``(open, plan)`` functions: delta-rs' ``file_uris`` or ours."""
+    if kind == "delta":
+        uri = meta["store"] + "/db/bench"
+        return (lambda: delta_open(uri)), delta_plan
+    return (lambda: ours_open(meta)), ours_plan
+
+
 def import_system(kind: str) -> None:
     """Import what a system's open and plan import (so a fresh process times its open and
     plan, not its imports: deltalake alone takes ~60 ms to import)."""

@@ -130,6 +130,23 @@ def _norm(row: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+
+def session_and_views(meta: dict[str, Any]) -> tuple[Any, Any]:
+    """The bench's Spark session (room for SF1 joins in local mode), the store, and plain
+    ``spark.read.parquet`` temp views of the TPC-H tables."""
+    from pyspark.sql import SparkSession
+
+    from carbonstore import Store
+    from carbonstore.spark.session import get_spark
+
+    if SparkSession.getActiveSession() is None:
+        SparkSession.builder.config("spark.driver.memory", "4g").config(
+            "spark.sql.shuffle.partitions", "4").master("local[*]").getOrCreate()
+    spark = get_spark()
+    for name, paths in meta["files"].items():
+        spark.read.parquet(*paths).createOrReplaceTempView(name)
+    return spark, Store(meta["store"])
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sf", type=float, default=1.0)
@@ -148,19 +165,10 @@ def main() -> int:
     meta = generate(args.sf, args.segments, args.data)
 
     import sqlglot
-    from pyspark.sql import SparkSession
 
-    from carbonstore import Store
-    from carbonstore.spark.session import get_spark
     from carbonstore.spark.sql import run_statement
 
-    if SparkSession.getActiveSession() is None:  # room for SF1 joins in local mode
-        SparkSession.builder.config("spark.driver.memory", "4g").config(
-            "spark.sql.shuffle.partitions", "4").master("local[*]").getOrCreate()
-    spark = get_spark()
-    store = Store(meta["store"])
-    for name, paths in meta["files"].items():
-        spark.read.parquet(*paths).createOrReplaceTempView(name)
+    spark, store = session_and_views(meta)
     wanted: list[int] = []
     for part in args.queries.split(","):
         a, _, b = part.partition("-")

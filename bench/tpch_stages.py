@@ -46,19 +46,11 @@ def main() -> int:
     sys.path.insert(0, str(HERE))
     import sqlglot
     import tpch_bench
-    from pyspark.sql import SparkSession
 
-    from carbonstore import Store
-    from carbonstore.spark.session import get_spark
     from carbonstore.spark.sql import run_statement
 
     meta = tpch_bench.generate(args.sf, args.segments, args.data)
-    SparkSession.builder.config("spark.driver.memory", "4g").config(
-        "spark.sql.shuffle.partitions", "4").master("local[*]").getOrCreate()
-    spark = get_spark()
-    store = Store(meta["store"])
-    for name, paths in meta["files"].items():
-        spark.read.parquet(*paths).createOrReplaceTempView(name)
+    spark, store = tpch_bench.session_and_views(meta)
     sc = spark.sparkContext
     tracker = sc.statusTracker()
 
