@@ -410,7 +410,7 @@ def _decode_plain_columns(columns: list[list[Any]]) -> tuple[LoadEntry, ...] | N
     one ``_decode_plain`` accepts and the load names are distinct; None otherwise."""
     names, statuses, starts, *ints, merged, visible, major, formats, files = columns
     try:
-        if not set(map(type, formats)) <= _STR_ONLY:
+        if not set(map(type, formats)) <= _STR_ONLY or "" in formats:  # absent/empty: parquet
             formats = [f or "parquet" for f in formats]
         if not (
             _names_ok(names) and len(set(names)) == len(names)

@@ -123,7 +123,8 @@ _ENTRY = st.builds(lambda base, changes: {**base, **changes},
     st.sampled_from([{**_GOOD, "loadName": "1\n2"}, {**_GOOD, "mergedLoadName": "3\n"},
                      {**_GOOD, "segmentFile": "a\x00b"}, {**_GOOD, "segmentFile": ""},
                      {**_GOOD, "extraKey": 1}, [1], "x", {**_GOOD, "loadStatus": ["Success"]},
-                     {**_GOOD, "visibility": {}}, {**_GOOD, "deleteDeltas": ""}]),
+                     {**_GOOD, "visibility": {}}, {**_GOOD, "deleteDeltas": ""},
+                     {**_GOOD, "fileFormat": ""}, {**_GOOD, "fileFormat": None}]),
 ), max_size=12))
 def test_whole_list_decoder_agrees_with_entry_by_entry(raw: list[Any]) -> None:
     """Plain lists are checked key by key over the whole list and built without the
@@ -137,6 +138,14 @@ def test_whole_list_decoder_agrees_with_entry_by_entry(raw: list[Any]) -> None:
         for e in got:
             assert type(e) is LoadEntry
             assert [getattr(e, s) for s in LoadEntry.__slots__]  # every slot is set
+
+
+def test_an_empty_file_format_reads_as_parquet_in_every_decoder() -> None:
+    rows = [{**_GOOD, "loadName": str(i), "fileFormat": f} for i, f in enumerate(["", None, "orc"])]
+    want = [LoadEntry.from_json(o).file_format for o in rows]
+    assert want == ["parquet", "parquet", "orc"]
+    assert [e.file_format for e in decode_entries(rows)] == want
+    assert [e.file_format for e in decode_entries([rows[0]])] == want[:1]
 
 
 def test_whole_list_entries_are_frozen_and_replaceable() -> None:
