@@ -397,9 +397,6 @@ def duckdb_connection() -> Any:
     return con
 
 
-_connect = duckdb_connection
-
-
 def _load(con: Any, name: str, data: pa.Table) -> None:
     """``data`` as DuckDB's table ``name``, copied in: a query over a registered Arrow table
     pushes its filters into Arrow, where NaN >= 0 is false and NaN = NaN is not true (Spark
@@ -505,7 +502,7 @@ def evaluate_assignments(
 ) -> pa.Table:
     """``rows`` (the table's columns) with ``assignments`` (column -> Spark SQL expression
     over the row's columns) applied, cast to the table's types."""
-    con = _connect()
+    con = duckdb_connection()
     con.register("__rows", rows)  # a projection: no filter is pushed into Arrow (_load)
     name = _quote(alias or table.name.table)
     sets = {c.lower(): v for c, v in assignments.items()}
@@ -518,7 +515,7 @@ def evaluate_assignments(
 
 def filter_mask(table: Table, rows: pa.Table, condition: str) -> np.ndarray:
     """Rows of ``rows`` (decoded values) for which the Spark SQL ``condition`` is TRUE."""
-    con = _connect()
+    con = duckdb_connection()
     con.register("__rows", rows)  # a projection: no filter is pushed into Arrow (_load)
     got = _run(con, f"SELECT COALESCE(({to_duckdb(condition, 'WHERE')}), FALSE) AS m "
                f"FROM __rows AS {_quote(table.name.table)}", "WHERE")
@@ -693,7 +690,7 @@ def merge_rows(
         # moves the key columns, not the table.
         keys = scan_rows(table, expr, with_rows=True, columns=on_columns or names[:1],
                          snapshot=snap).rows
-        con = _connect()
+        con = duckdb_connection()
         _load(con, "__keys", keys)
         _load(con, "__source", source)
         tq, sq = _quote(ta), _quote(sa)
