@@ -31,7 +31,7 @@ from carbonstore.expressions.expr import (
 )
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles.arrays import ColumnArrays, IndexArrays
-from carbonstore.indexfiles.bloom_probe import might_contain_any
+from carbonstore.indexfiles.bloom_probe import known_verdict, might_contain_any
 from carbonstore.indexfiles.coltypes import physical_name
 from carbonstore.pruning.evaluator import (
     LEVEL_BLOOM,
@@ -272,7 +272,13 @@ class RowGroupUnits:
             if hashes is None:
                 continue
             col = find_column(p, ref)
-            bitset = p.bloom_bitset(int(self.local[g]), col.name) if col is not None else None
+            if col is None:
+                continue
+            known = known_verdict(p, int(self.local[g]), col.name, hashes)  # the segment level's
+            if known is not None:  # probe of the bloom pack saw this bitset already
+                out[k] = known
+                continue
+            bitset = p.bloom_bitset(int(self.local[g]), col.name)
             if bitset is None:
                 continue
             batch = batches.setdefault(id(hashes), (hashes, [], []))  # probed all at once below
