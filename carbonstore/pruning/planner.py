@@ -238,55 +238,46 @@ class RowGroupUnits:
             return out  # only Eq / In leaves are probed
         ref = expr.term
         literals = (expr.literal,) if isinstance(expr, Eq) else expr.literals
-        hashes_by_part: dict[int, npt.NDArray[np.uint64] | None] = {}
+        if not len(idx):
+            return out
         idx_part = self.part[idx]
-        for pi in np.unique(idx_part).tolist():  # parts without a bitset of the column: skipped
-            p = self.parts[pi]
-            col = find_column(p, ref)
-            if col is None or value_kind(col, ref) is None or not bool((col.bloom_offset >= 0).any()):
-                hashes_by_part[pi] = None
-        if len(hashes_by_part) == len(self.parts):
-            return out  # no part has a bitset of the column (e.g. not a bloom column)
-        probed = np.flatnonzero(~np.isin(idx_part, np.array(list(hashes_by_part), dtype=idx_part.dtype)))
+        single = len(self.parts) == 1 or not (idx_part != idx_part[0]).any()
         batches: dict[int, tuple[npt.NDArray[np.uint64], list[int], list[bytes]]] = {}
-        for k, g in zip(probed.tolist(), idx[probed].tolist(), strict=True):
-            pi = int(self.part[g])
+        for pi in ([int(idx_part[0])] if single else np.unique(idx_part).tolist()):
             p = self.parts[pi]
-            if pi not in hashes_by_part:
-                col = find_column(p, ref)
-                hashes: npt.NDArray[np.uint64] | None = None
-                if col is not None and value_kind(col, ref) is not None \
-                        and bool((col.bloom_offset >= 0).any()):
-                    encoded: list[bytes] = []  # (a column without any bitset: nothing to probe)
-                    for v in literals:
-                        enc = bloom_encodings(v, col, ref)
-                        if enc is None:
-                            encoded = []
-                            hashes = None
-                            break
-                        encoded.extend(enc)
-                    else:
-                        hashes = np.array([bloom_mod.hash_plain(e) for e in encoded], dtype=np.uint64)
-                hashes_by_part[pi] = hashes
-            hashes = hashes_by_part[pi]
+            col = find_column(p, ref)  # parts without a bitset of the column: skipped
+            if col is None or value_kind(col, ref) is None or not bool((col.bloom_offset >= 0).any()):
+                continue
+            hashes = _literal_hashes(literals, col, ref)
             if hashes is None:
                 continue
-            col = find_column(p, ref)
-            if col is None:
-                continue
-            known = known_verdict(p, int(self.local[g]), col.name, hashes)  # the segment level's
-            if known is not None:  # probe of the bloom pack saw this bitset already
-                out[k] = known
-                continue
-            bitset = p.bloom_bitset(int(self.local[g]), col.name)
-            if bitset is None:
-                continue
-            batch = batches.setdefault(id(hashes), (hashes, [], []))  # probed all at once below
-            batch[1].append(k)
-            batch[2].append(bitset)
+            mine = np.arange(len(idx)) if single else np.flatnonzero(idx_part == pi)
+            for k, rg in zip(mine.tolist(), self.local[idx[mine]].tolist(), strict=True):
+                known = known_verdict(p, rg, col.name, hashes)  # the segment level's probe of
+                if known is not None:  # the bloom pack saw this bitset already
+                    out[k] = known
+                    continue
+                bitset = p.bloom_bitset(rg, col.name)
+                if bitset is None:
+                    continue
+                batch = batches.setdefault(id(hashes), (hashes, [], []))  # probed all at once below
+                batch[1].append(k)
+                batch[2].append(bitset)
         for hashes, ks, bitsets in batches.values():
             out[np.asarray(ks, dtype=np.intp)] = might_contain_any(bitsets, hashes)
         return out
+
+
+def _literal_hashes(literals: Sequence[Any], col: ColumnArrays, ref: BoundRef) -> npt.NDArray[np.uint64] | None:
+    """The bloom hashes of every encoding ``literals`` may have in ``col``, or None (a literal
+    the bitsets cannot answer for: do not probe)."""
+    encoded: list[bytes] = []
+    for v in literals:
+        enc = bloom_encodings(v, col, ref)
+        if enc is None:
+            return None
+        encoded.extend(enc)
+    return np.array([bloom_mod.hash_plain(e) for e in encoded], dtype=np.uint64)
 
 
 def _concat_stats(
