@@ -31,7 +31,7 @@ import numpy.typing as npt
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.bloom import BLOCK_BYTES, SALTS
 
-__all__ = ["known_verdict", "might_contain_any", "might_contain_packed", "remember_verdicts"]
+__all__ = ["has_verdicts", "known_verdict", "might_contain_any", "might_contain_packed", "remember_verdicts"]
 
 _MASK32 = np.uint64(0xFFFFFFFF)
 
@@ -106,6 +106,7 @@ def might_contain_packed(
 
 # ---- answers a whole-segment probe already proved ------------------------------------------------
 _VERDICTS: weakref.WeakKeyDictionary[Any, dict[tuple[int, str, bytes], bool]] = weakref.WeakKeyDictionary()
+_VERDICT_COLUMNS: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 _VERDICTS_LOCK = threading.Lock()
 _VERDICTS_PER_SNAPSHOT = 4096  # a few hundred lookups' survivors: then forgotten and relearned
 
@@ -124,8 +125,24 @@ def remember_verdicts(snapshot: Any, rows: Sequence[int], column: str, hashes: n
             return
         if len(known) + len(rows) > _VERDICTS_PER_SNAPSHOT:
             known.clear()
+        _VERDICT_COLUMNS.setdefault(snapshot, set()).add(column)
         for row in rows:
             known[(int(row), column, h)] = might
+
+
+def has_verdicts(arrays: Any, column: str) -> bool:
+    """Whether :func:`known_verdict` may know something of index column ``column`` of
+    ``arrays`` (cheap: ask it per row group only then)."""
+    if not _VERDICT_COLUMNS:
+        return False
+    parts = getattr(arrays, "parts", None)
+    if parts is not None:
+        return any(has_verdicts(p, column) for p in parts)
+    snapshot = getattr(arrays, "snapshot", None)
+    try:
+        return snapshot is not None and column in _VERDICT_COLUMNS.get(snapshot, ())
+    except TypeError:  # not weakly referenceable: nothing kept
+        return False
 
 
 def known_verdict(arrays: Any, rg: int, column: str, hashes: npt.NDArray[np.uint64]) -> bool | None:

@@ -31,7 +31,7 @@ from carbonstore.expressions.expr import (
 )
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles.arrays import ColumnArrays, IndexArrays
-from carbonstore.indexfiles.bloom_probe import known_verdict, might_contain_any
+from carbonstore.indexfiles.bloom_probe import has_verdicts, known_verdict, might_contain_any
 from carbonstore.indexfiles.coltypes import physical_name
 from carbonstore.pruning.evaluator import (
     LEVEL_BLOOM,
@@ -246,17 +246,31 @@ class RowGroupUnits:
         for pi in ([int(idx_part[0])] if single else np.unique(idx_part).tolist()):
             p = self.parts[pi]
             col = find_column(p, ref)  # parts without a bitset of the column: skipped
-            if col is None or value_kind(col, ref) is None or not bool((col.bloom_offset >= 0).any()):
-                continue
-            hashes = _literal_hashes(literals, col, ref)
-            if hashes is None:
+            if col is None or value_kind(col, ref) is None:
                 continue
             mine = np.arange(len(idx)) if single else np.flatnonzero(idx_part == pi)
-            for k, rg in zip(mine.tolist(), self.local[idx[mine]].tolist(), strict=True):
-                known = known_verdict(p, rg, col.name, hashes)  # the segment level's probe of
-                if known is not None:  # the bloom pack saw this bitset already
-                    out[k] = known
+            hashes = None
+            unknown: list[tuple[int, int]] | None = None  # None: every candidate of the part
+            if has_verdicts(p, col.name):  # the segment level's probe of the bloom pack saw
+                hashes = _literal_hashes(literals, col, ref)  # these bitsets (then the part's
+                if hashes is None:  # bitset offsets are not looked at)
                     continue
+                unknown = []
+                for k, rg in zip(mine.tolist(), self.local[idx[mine]].tolist(), strict=True):
+                    known = known_verdict(p, rg, col.name, hashes)
+                    if known is None:
+                        unknown.append((k, rg))
+                    else:
+                        out[k] = known
+            if unknown == [] or not bool((col.bloom_offset >= 0).any()):
+                continue
+            if hashes is None:
+                hashes = _literal_hashes(literals, col, ref)
+                if hashes is None:
+                    continue
+            if unknown is None:
+                unknown = list(zip(mine.tolist(), self.local[idx[mine]].tolist(), strict=True))
+            for k, rg in unknown:
                 bitset = p.bloom_bitset(rg, col.name)
                 if bitset is None:
                     continue

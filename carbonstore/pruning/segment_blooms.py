@@ -240,10 +240,15 @@ class SegmentBlooms:
         ref = expr.term
         literals = (expr.literal,) if isinstance(expr, Eq) else tuple(expr.literals)
         view = self.view
-        has = view.bloom_segments(ref.name)  # segments without a bitset are kept as they are
-        if not has[idx].any():
+        # A bloom column of the table: the pack first, and the snapshot asked which segments
+        # have bitsets (a section decode in a fresh process) only for those it leaves; the
+        # pack holds bitsets of segments that have them only, so the answers are the same.
+        # Another column (bitsets only in segments written before it left the bloom
+        # columns, if any): the snapshot first, so a plan on it never opens the pack.
+        has = None if _is_bloom_column(view, ref.name) else view.bloom_segments(ref.name)
+        if has is not None and not has[idx].any():
             return out
-        rest = has[idx]  # positions still to probe (those without a bitset are kept)
+        rest = np.ones(len(idx), dtype=bool) if has is None else has[idx]  # positions still to probe
         found = view_bloom_pack(view, lambda: _find_pack(view))
         if found is not None:  # segments in the table's bloom pack: only the blocks probed
             pos = np.flatnonzero(rest)
@@ -264,8 +269,12 @@ class SegmentBlooms:
                 out[pos[done]] = hit[done]
                 rest[pos[done]] = False
         if rest.any():
+            if has is None:
+                has = view.bloom_segments(ref.name)
+                rest &= has[idx]
             at = np.flatnonzero(rest)
-            out[at] = self._probe_segments(ref, literals, idx[at], has)
+            if len(at):
+                out[at] = self._probe_segments(ref, literals, idx[at], has)
         return out
 
     def _pack_layout(self, found: tuple[Any, ...], ref: BoundRef, segs: npt.NDArray[np.intp]) -> tuple[Any, ...]:
@@ -413,6 +422,15 @@ class SegmentBlooms:
             out[mine] = hit[segs] | (packed.group[segs] == _KEEP)  # (a bitset that was None)
             packed.remember(hit)
         return out, grown
+
+
+def _is_bloom_column(view: Any, name: str) -> bool:
+    """Whether column ``name`` is one of the table's bloom columns now."""
+    table = getattr(view, "table", None)
+    try:
+        return name in (c.strip().lower() for c in table.schema.bloom_columns)  # type: ignore[union-attr]
+    except AttributeError:
+        return False
 
 
 # ---- the table-level bloom pack (indexfiles/bloom_pack.py) ---------------------------------------
