@@ -74,6 +74,7 @@ _PREFIX = struct.Struct("<8sIIQQQQ")  # magic, version, chunk bytes, dir len, ch
 _PREFIX_SIZE = 64
 _MASK32 = np.uint64(0xFFFFFFFF)
 _OK, _BAD = 1, -1
+_WORDS = np.arange(8, dtype=np.int64)  # the 32-bit words of a 32-byte block
 
 
 def _round_up(n: int, to: int) -> int:
@@ -223,9 +224,19 @@ class BloomPack:
             got = self._by_name[name] = np.flatnonzero(groups[self.bs_group]).astype(np.intp)
         return got
 
-    def probe(self, bitsets: npt.NDArray[np.intp], hashes: npt.NDArray[np.uint64]) -> tuple[
+    def layout(self, bitsets: npt.NDArray[np.intp]) -> tuple[npt.NDArray[Any], ...]:
+        """What a probe of bitsets ``bitsets`` computes before it looks at a hash: per bitset
+        its number of blocks, the data byte of its block 0 and the bytes between two blocks
+        (a reused handle probes the same bitsets for a new key every plan: computed once)."""
+        t = self.bs_stripe[bitsets]
+        return (self.st_blocks[t].astype(np.uint64),
+                self.st_chunk0[t] * self.chunk_bytes + self.bs_slot[bitsets] * BLOCK_BYTES,
+                self.st_width[t] * BLOCK_BYTES)
+
+    def probe(self, bitsets: npt.NDArray[np.intp], hashes: npt.NDArray[np.uint64],
+              layout: tuple[npt.NDArray[Any], ...] | None = None) -> tuple[
             npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-        """Probe bitsets ``bitsets`` for ``hashes``.
+        """Probe bitsets ``bitsets`` for ``hashes`` (``layout``: what :meth:`layout` gave for them).
 
         Returns:
             (hit, ok) per bitset: ``hit`` True unless the bitset proves every hash absent;
@@ -236,21 +247,25 @@ class BloomPack:
         n = len(bitsets)
         if not n or not len(h):
             return np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
-        t = self.bs_stripe[bitsets]
-        nb = self.st_blocks[t].astype(np.uint64)
-        block = (((h >> np.uint64(32))[None, :] * nb[:, None]) >> np.uint64(32)).astype(np.int64)
+        nb, base, stride = self.layout(bitsets) if layout is None else layout
         # block b of the bitset in slot k of a stripe of width w: row b, column k
-        byte = ((self.st_chunk0[t] * self.chunk_bytes)[:, None]
-                + (block * self.st_width[t][:, None] + self.bs_slot[bitsets][:, None]) * BLOCK_BYTES)
+        if len(h) == 1:  # one hash (a lookup of one value): no second axis to broadcast
+            block = ((h[0] >> np.uint64(32)) * nb) >> np.uint64(32)
+            byte = (base + block.astype(np.int64) * stride)[:, None]
+        else:
+            block = ((h >> np.uint64(32))[None, :] * nb[:, None]) >> np.uint64(32)
+            byte = base[:, None] + block.astype(np.int64) * stride[:, None]
         chunk = byte // self.chunk_bytes
-        self._verify(chunk)
-        ok = np.all(self._state[chunk] == _OK, axis=1)
-        base = self.data_offset if self._fetch is None else 0
-        first = (byte + base) // 4
-        picked = self._data[first[:, :, None] + np.arange(8, dtype=np.int64)]  # (bitset, hash, 8)
+        state = self._state[chunk]
+        if not (state == _OK).all():
+            self._verify(chunk)
+            state = self._state[chunk]
+        ok = (state == _OK).all(axis=1)
+        first = byte >> 2 if self._fetch is not None else (byte + self.data_offset) >> 2
+        picked = self._data[first[:, :, None] + _WORDS]  # (bitset, hash, 8)
         key = (h & _MASK32).astype(np.uint32)
         bits = (key[:, None] * SALTS[None, :]) >> np.uint32(27)  # uint32 multiply wraps mod 2^32
-        hit = np.all((picked >> bits[None, :, :]) & np.uint32(1), axis=2).any(axis=1)
+        hit = ((picked >> bits[None, :, :]) & np.uint32(1)).all(axis=2).any(axis=1)
         return hit, ok
 
     def _verify(self, chunks: npt.NDArray[np.int64]) -> None:

@@ -7,10 +7,21 @@ blocks are gathered with one join and tested in one vectorised pass.
 :func:`might_contain_packed` does the same over bitsets already laid out in one array of
 32-bit words (a column's bitsets of many segments, read once and kept): no Python work per
 bitset at all.
+
+A segment-level probe of the table's bloom pack (pruning/segment_blooms.py) sees the
+bitsets of every row group of a candidate segment; where all of them answer alike for a
+set of hashes, :func:`remember_verdicts` keeps that answer with the index snapshot the
+segment is planned from, and the row-group level asks :func:`known_verdict` before it reads
+the bitset again from the segment's merge index (one read and one whole-bitset checksum per
+surviving segment, the same answer). Keys are exact: the snapshot object, the segment's row
+in it, the index column's name and the hash values; a bitset's answer for a hash never
+changes (index files are immutable), so a kept verdict never goes stale.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +31,7 @@ import numpy.typing as npt
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.bloom import BLOCK_BYTES, SALTS
 
-__all__ = ["might_contain_any", "might_contain_packed"]
+__all__ = ["has_verdicts", "known_verdict", "might_contain_any", "might_contain_packed", "remember_verdicts"]
 
 _MASK32 = np.uint64(0xFFFFFFFF)
 
@@ -91,3 +102,69 @@ def might_contain_packed(
     bits = (key[:, None] * SALTS[None, :]) >> np.uint32(27)  # uint32 multiply wraps mod 2^32
     hit = np.all((picked >> bits[None, :, :]) & np.uint32(1), axis=2)
     return hit.any(axis=1)
+
+
+# ---- answers a whole-segment probe already proved ------------------------------------------------
+_VERDICTS: weakref.WeakKeyDictionary[Any, dict[tuple[int, str, bytes], bool]] = weakref.WeakKeyDictionary()
+_VERDICT_COLUMNS: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+_VERDICTS_LOCK = threading.Lock()
+_VERDICTS_PER_SNAPSHOT = 4096  # a few hundred lookups' survivors: then forgotten and relearned
+
+
+def remember_verdicts(snapshot: Any, rows: Sequence[int], column: str, hashes: npt.NDArray[np.uint64],
+                      might: bool) -> None:
+    """Every bitset of index column ``column`` of segment row ``rows[i]`` of ``snapshot``
+    (each of its row groups has one) answers ``might`` for ``hashes``."""
+    if not len(rows):
+        return
+    h = np.asarray(hashes, dtype=np.uint64).tobytes()
+    with _VERDICTS_LOCK:
+        try:
+            known = _VERDICTS.setdefault(snapshot, {})
+        except TypeError:  # an owner that cannot be weakly referenced: nothing kept
+            return
+        if len(known) + len(rows) > _VERDICTS_PER_SNAPSHOT:
+            known.clear()
+        _VERDICT_COLUMNS.setdefault(snapshot, set()).add(column)
+        for row in rows:
+            known[(int(row), column, h)] = might
+
+
+def has_verdicts(arrays: Any, column: str) -> bool:
+    """Whether :func:`known_verdict` may know something of index column ``column`` of
+    ``arrays`` (cheap: ask it per row group only then)."""
+    if not _VERDICT_COLUMNS:
+        return False
+    parts = getattr(arrays, "parts", None)
+    if parts is not None:
+        return any(has_verdicts(p, column) for p in parts)
+    snapshot = getattr(arrays, "snapshot", None)
+    try:
+        return snapshot is not None and column in _VERDICT_COLUMNS.get(snapshot, ())
+    except TypeError:  # not weakly referenceable: nothing kept
+        return False
+
+
+def known_verdict(arrays: Any, rg: int, column: str, hashes: npt.NDArray[np.uint64]) -> bool | None:
+    """What :func:`remember_verdicts` proved of row group ``rg`` of ``arrays`` (index arrays
+    over snapshot segments: ``snapshot``, ``rows``, ``rg_part``; or a concatenation of them:
+    ``parts``, ``rg_part``, ``rg_offsets``) and index column ``column`` for ``hashes``, or
+    None (unknown: probe its bitset)."""
+    parts = getattr(arrays, "parts", None)
+    if parts is not None:  # concatenated indexes: the part holding the row group
+        try:
+            part = int(arrays.rg_part[rg])
+            return known_verdict(parts[part], rg - int(arrays.rg_offsets[part]), column, hashes)
+        except (AttributeError, IndexError, TypeError):
+            return None
+    snapshot = getattr(arrays, "snapshot", None)
+    if snapshot is None or not _VERDICTS:
+        return None
+    try:
+        known = _VERDICTS.get(snapshot)
+        if not known:
+            return None
+        row = int(arrays.rows[int(arrays.rg_part[rg])])
+    except (AttributeError, IndexError, TypeError):
+        return None
+    return known.get((row, column, np.asarray(hashes, dtype=np.uint64).tobytes()))

@@ -31,7 +31,7 @@ from carbonstore.expressions.expr import (
 )
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles.arrays import ColumnArrays, IndexArrays
-from carbonstore.indexfiles.bloom_probe import might_contain_any
+from carbonstore.indexfiles.bloom_probe import has_verdicts, known_verdict, might_contain_any
 from carbonstore.indexfiles.coltypes import physical_name
 from carbonstore.pruning.evaluator import (
     LEVEL_BLOOM,
@@ -238,49 +238,60 @@ class RowGroupUnits:
             return out  # only Eq / In leaves are probed
         ref = expr.term
         literals = (expr.literal,) if isinstance(expr, Eq) else expr.literals
-        hashes_by_part: dict[int, npt.NDArray[np.uint64] | None] = {}
+        if not len(idx):
+            return out
         idx_part = self.part[idx]
-        for pi in np.unique(idx_part).tolist():  # parts without a bitset of the column: skipped
-            p = self.parts[pi]
-            col = find_column(p, ref)
-            if col is None or value_kind(col, ref) is None or not bool((col.bloom_offset >= 0).any()):
-                hashes_by_part[pi] = None
-        if len(hashes_by_part) == len(self.parts):
-            return out  # no part has a bitset of the column (e.g. not a bloom column)
-        probed = np.flatnonzero(~np.isin(idx_part, np.array(list(hashes_by_part), dtype=idx_part.dtype)))
+        single = len(self.parts) == 1 or not (idx_part != idx_part[0]).any()
         batches: dict[int, tuple[npt.NDArray[np.uint64], list[int], list[bytes]]] = {}
-        for k, g in zip(probed.tolist(), idx[probed].tolist(), strict=True):
-            pi = int(self.part[g])
+        for pi in ([int(idx_part[0])] if single else np.unique(idx_part).tolist()):
             p = self.parts[pi]
-            if pi not in hashes_by_part:
-                col = find_column(p, ref)
-                hashes: npt.NDArray[np.uint64] | None = None
-                if col is not None and value_kind(col, ref) is not None \
-                        and bool((col.bloom_offset >= 0).any()):
-                    encoded: list[bytes] = []  # (a column without any bitset: nothing to probe)
-                    for v in literals:
-                        enc = bloom_encodings(v, col, ref)
-                        if enc is None:
-                            encoded = []
-                            hashes = None
-                            break
-                        encoded.extend(enc)
+            col = find_column(p, ref)  # parts without a bitset of the column: skipped
+            if col is None or value_kind(col, ref) is None:
+                continue
+            mine = np.arange(len(idx)) if single else np.flatnonzero(idx_part == pi)
+            hashes = None
+            unknown: list[tuple[int, int]] | None = None  # None: every candidate of the part
+            if has_verdicts(p, col.name):  # the segment level's probe of the bloom pack saw
+                hashes = _literal_hashes(literals, col, ref)  # these bitsets (then the part's
+                if hashes is None:  # bitset offsets are not looked at)
+                    continue
+                unknown = []
+                for k, rg in zip(mine.tolist(), self.local[idx[mine]].tolist(), strict=True):
+                    known = known_verdict(p, rg, col.name, hashes)
+                    if known is None:
+                        unknown.append((k, rg))
                     else:
-                        hashes = np.array([bloom_mod.hash_plain(e) for e in encoded], dtype=np.uint64)
-                hashes_by_part[pi] = hashes
-            hashes = hashes_by_part[pi]
+                        out[k] = known
+            if unknown == [] or not bool((col.bloom_offset >= 0).any()):
+                continue
             if hashes is None:
-                continue
-            col = find_column(p, ref)
-            bitset = p.bloom_bitset(int(self.local[g]), col.name) if col is not None else None
-            if bitset is None:
-                continue
-            batch = batches.setdefault(id(hashes), (hashes, [], []))  # probed all at once below
-            batch[1].append(k)
-            batch[2].append(bitset)
+                hashes = _literal_hashes(literals, col, ref)
+                if hashes is None:
+                    continue
+            if unknown is None:
+                unknown = list(zip(mine.tolist(), self.local[idx[mine]].tolist(), strict=True))
+            for k, rg in unknown:
+                bitset = p.bloom_bitset(rg, col.name)
+                if bitset is None:
+                    continue
+                batch = batches.setdefault(id(hashes), (hashes, [], []))  # probed all at once below
+                batch[1].append(k)
+                batch[2].append(bitset)
         for hashes, ks, bitsets in batches.values():
             out[np.asarray(ks, dtype=np.intp)] = might_contain_any(bitsets, hashes)
         return out
+
+
+def _literal_hashes(literals: Sequence[Any], col: ColumnArrays, ref: BoundRef) -> npt.NDArray[np.uint64] | None:
+    """The bloom hashes of every encoding ``literals`` may have in ``col``, or None (a literal
+    the bitsets cannot answer for: do not probe)."""
+    encoded: list[bytes] = []
+    for v in literals:
+        enc = bloom_encodings(v, col, ref)
+        if enc is None:
+            return None
+        encoded.extend(enc)
+    return np.array([bloom_mod.hash_plain(e) for e in encoded], dtype=np.uint64)
 
 
 def _concat_stats(

@@ -36,7 +36,7 @@ from carbonstore.indexfiles.bloom_pack import (
     BloomPack,
     PackBuilder,
 )
-from carbonstore.indexfiles.bloom_probe import might_contain_packed
+from carbonstore.indexfiles.bloom_probe import might_contain_packed, remember_verdicts
 from carbonstore.indexfiles.indexfile import bitsets_span
 from carbonstore.pruning import planner as planner_mod
 from carbonstore.pruning.cache import (
@@ -240,13 +240,19 @@ class SegmentBlooms:
         ref = expr.term
         literals = (expr.literal,) if isinstance(expr, Eq) else tuple(expr.literals)
         view = self.view
-        has = view.bloom_segments(ref.name)  # segments without a bitset are kept as they are
-        if not has[idx].any():
+        # A bloom column of the table: the pack first, and the snapshot asked which segments
+        # have bitsets (a section decode in a fresh process) only for those it leaves; the
+        # pack holds bitsets of segments that have them only, so the answers are the same.
+        # Another column (bitsets only in segments written before it left the bloom
+        # columns, if any): the snapshot first, so a plan on it never opens the pack.
+        has = None if _is_bloom_column(view, ref.name) else view.bloom_segments(ref.name)
+        if has is not None and not has[idx].any():
             return out
-        rest = np.arange(len(idx))
+        rest = np.ones(len(idx), dtype=bool) if has is None else has[idx]  # positions still to probe
         found = view_bloom_pack(view, lambda: _find_pack(view))
         if found is not None:  # segments in the table's bloom pack: only the blocks probed
-            segs = idx[has[idx]]
+            pos = np.flatnonzero(rest)
+            segs = idx[pos]
             try:  # the view's answers so far (a reused handle plans the same filter again)
                 key: Any = (ref.name, ref.column.column_id, literals, segs.tobytes())
                 got = found[2].get(key)
@@ -260,42 +266,72 @@ class SegmentBlooms:
                     found[2][key] = got
             done, hit = got
             if done.any():
-                pos = np.flatnonzero(has[idx])
                 out[pos[done]] = hit[done]
-                rest = np.setdiff1d(rest, pos[done], assume_unique=True)
-        if len(rest):
-            out[rest] = self._probe_segments(ref, literals, idx[rest], has)
+                rest[pos[done]] = False
+        if rest.any():
+            if has is None:
+                has = view.bloom_segments(ref.name)
+                rest &= has[idx]
+            at = np.flatnonzero(rest)
+            if len(at):
+                out[at] = self._probe_segments(ref, literals, idx[at], has)
         return out
 
-    def _probe_pack(self, found: tuple[BloomPack, npt.NDArray[np.intp], dict[Any, Any]], ref: BoundRef,
+    def _pack_layout(self, found: tuple[Any, ...], ref: BoundRef, segs: npt.NDArray[np.intp]) -> tuple[Any, ...]:
+        """What probing segments ``segs`` in the pack needs besides the literal, computed once
+        per view, column and candidate set (a reused handle looking up a new key every plan
+        probes the same candidates): each segment's place in the pack, and per descriptor
+        group of the column its bitsets, their segments and their pack layout."""
+        pack, where, _, layouts = found
+        key = (ref.name, ref.column.column_id, segs.tobytes())
+        got = layouts.get(key)
+        if got is not None:
+            return got  # type: ignore[no-any-return]
+        rows = where[segs]  # each segment's place in the pack, or -1
+        inside = rows >= 0
+        r = rows[inside]
+        seg_has = np.zeros(len(pack.segments), dtype=bool)
+        groups: list[tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], dict[str, Any] | None, Any]] = []
+        mine = pack.column_bitsets(ref.name)
+        if len(mine) and len(r):
+            wanted = np.zeros(len(pack.segments), dtype=bool)
+            wanted[r] = True
+            mine = mine[wanted[pack.bs_seg[mine]]]
+            of_group = pack.bs_group[mine]
+            for g in (np.flatnonzero(np.bincount(of_group)).tolist() if len(mine) else []):
+                these = mine[of_group == g]
+                owners = pack.bs_seg[these]
+                seg_has[owners] = True
+                d = pack.groups[g]
+                if (d.get("column_id") or ref.name) not in (ref.column.column_id, ref.name):
+                    groups.append((these, owners, None, None))  # another column of that name
+                else:  # (dropped, or renamed away): may hold anything
+                    groups.append((these, owners, d, pack.layout(these)))
+        got = (inside, r, seg_has, groups)
+        if len(layouts) >= 16:
+            layouts.clear()
+        layouts[key] = got
+        return got
+
+    def _probe_pack(self, found: tuple[Any, ...], ref: BoundRef,
                     literals: tuple[Any, ...], segs: npt.NDArray[np.intp]) -> tuple[
                         npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
         """Probe segments ``segs`` in the pack. Returns (answered, might hold) per segment:
         a segment not in the pack, without a bitset of the column there, or with a chunk that
         failed its checksum is not answered (its merge index is probed instead)."""
-        pack, where, _ = found
+        pack = found[0]
         done = np.zeros(len(segs), dtype=bool)
         hit = np.ones(len(segs), dtype=bool)
-        rows = where[segs]  # each segment's place in the pack, or -1
-        mine = pack.column_bitsets(ref.name)
-        if not len(mine) or (rows < 0).all():
-            return done, hit
-        wanted = np.zeros(len(pack.segments), dtype=bool)
-        wanted[rows[rows >= 0]] = True
-        mine = mine[wanted[pack.bs_seg[mine]]]
-        if not len(mine):
+        inside, r, seg_has, groups = self._pack_layout(found, ref, segs)
+        if not groups:
             return done, hit
         seg_hit = np.zeros(len(pack.segments), dtype=bool)
         seg_bad = np.zeros(len(pack.segments), dtype=bool)
-        seg_has = np.zeros(len(pack.segments), dtype=bool)
-        groups = pack.bs_group[mine]
-        for g in np.flatnonzero(np.bincount(groups)).tolist():
-            these = mine[groups == g]
-            owners = pack.bs_seg[these]
-            seg_has[owners] = True
-            d = pack.groups[g]
-            if (d.get("column_id") or ref.name) not in (ref.column.column_id, ref.name):
-                seg_hit[owners] = True  # another column of that name (dropped, or renamed away)
+        seg_unsure = np.zeros(len(pack.segments), dtype=bool)  # some bitset not probed, or missed
+        probed: npt.NDArray[np.uint64] | None = None
+        for these, owners, d, layout in groups:
+            if d is None:
+                seg_hit[owners] = seg_unsure[owners] = True
                 continue
             try:
                 hashes = self._hashes(d, ref, literals)
@@ -303,22 +339,36 @@ class SegmentBlooms:
                 seg_bad[owners] = True
                 continue
             if hashes is None:
-                seg_hit[owners] = True
+                seg_hit[owners] = seg_unsure[owners] = True
                 continue
             if not len(hashes):
+                seg_unsure[owners] = True
                 continue
-            got, ok = pack.probe(these, hashes)
+            got, ok = pack.probe(these, hashes, layout)
             seg_hit[owners[got]] = True
-            seg_bad[owners[~ok]] = True
+            seg_unsure[owners[~got]] = True
+            if not ok.all():
+                seg_bad[owners[~ok]] = True
+            probed = hashes if probed is None or np.array_equal(probed, hashes) else np.zeros(0, np.uint64)
         COUNTERS["bloom_pack_probes"] += 1
         bad = int(seg_bad.sum())
         if bad:
             COUNTERS["bloom_pack_fallbacks"] += bad
-        inside = rows >= 0
-        r = rows[inside]
         done[inside] = seg_has[r] & ~seg_bad[r]
         hit[inside] = seg_hit[r] | ~done[inside]
+        if probed is not None and len(probed):  # every row group of these may hold the value:
+            self._tell_row_groups(segs[inside][done[inside] & ~seg_unsure[r]], ref.name, probed)
         return done, hit
+
+    def _tell_row_groups(self, segs: npt.NDArray[np.intp], column: str, hashes: npt.NDArray[np.uint64]) -> None:
+        """Keep what the pack proved of candidate segments ``segs`` (every bitset of
+        ``column`` might hold ``hashes``) for the row-group level (bloom_probe.known_verdict),
+        which then reads none of their bitsets again."""
+        snapshot = getattr(self.view, "snapshot", None)
+        if snapshot is None or not len(segs):
+            return
+        rows = [row for row in (self.view.snapshot_row(i) for i in segs.tolist()) if row is not None]
+        remember_verdicts(snapshot, rows, column, hashes, True)
 
     def _probe_segments(self, ref: BoundRef, literals: tuple[Any, ...], idx: npt.NDArray[np.intp],
                         has: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
@@ -374,6 +424,15 @@ class SegmentBlooms:
         return out, grown
 
 
+def _is_bloom_column(view: Any, name: str) -> bool:
+    """Whether column ``name`` is one of the table's bloom columns now."""
+    table = getattr(view, "table", None)
+    try:
+        return name in (c.strip().lower() for c in table.schema.bloom_columns)  # type: ignore[union-attr]
+    except AttributeError:
+        return False
+
+
 # ---- the table-level bloom pack (indexfiles/bloom_pack.py) ---------------------------------------
 def bloom_pack_names(table: Table) -> list[str]:
     """The table's bloom packs, oldest first."""
@@ -393,9 +452,10 @@ def _open_pack(table: Table, name: str) -> BloomPack | None:
         return None
 
 
-def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, Any]] | None:
-    """The table's newest usable pack, each view segment's place in it (-1: not in it), and
-    the answers of the view's probes of it (a chunk's verdict never changes: remembered)."""
+def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, Any], dict[Any, Any]] | None:
+    """The table's newest usable pack, each view segment's place in it (-1: not in it), the
+    answers of the view's probes of it (a chunk's verdict never changes: remembered) and
+    the layouts of those probes (SegmentBlooms._pack_layout)."""
     table = view.table
     try:
         names = bloom_pack_names(table)
@@ -411,7 +471,7 @@ def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, An
         else:
             index = pack.index
             where = np.fromiter((index.get(k, -1) for k in keys), dtype=np.intp, count=len(keys))
-        return pack, where, {}
+        return pack, where, {}, {}
     return None
 
 

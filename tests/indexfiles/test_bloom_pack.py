@@ -61,6 +61,10 @@ def test_probe_matches_each_bitset(tmp_path: Path, segments: list[list[tuple[int
         mine = p.column_bitsets("k")
         hit, ok = p.probe(mine, hashes)
         assert ok.all()
+        layout = p.layout(mine)  # computed once, then one hash at a time (a lookup's own path)
+        one = [p.probe(mine, np.array([h], dtype=np.uint64), layout) for h in hashes.tolist()]
+        assert all(o.all() for _, o in one)
+        assert hit.tolist() == np.logical_or.reduce([h for h, _ in one]).tolist()
         out = {k: False for k in p.segments}
         for b, h in zip(mine.tolist(), hit.tolist(), strict=True):
             out[p.segments[int(p.bs_seg[b])]] |= h

@@ -152,12 +152,12 @@ def test_fresh_process_drops_segments_on_blooms_without_decoding_them(store: Sto
     add_segments(t, [pa.table({"k": ks, "n": np.arange(50)}) for ks in keys], bloom_columns=["k"],
                  bloom_fpp=0.0001)
     refresh_index_snapshot(t)
-    # the bloom pack written with the snapshot answers the segment probe: only the survivor's
-    # bitsets are read from its merge index (by the row-group probe)
+    # the bloom pack written with the snapshot answers the segment probe, and the row-group
+    # probe takes its answer for the survivor (one row group): no bitset read from a merge index
     res = _fresh_process_plan(store, f"k = '{keys[23][7]}'")
     assert res["segments"] == ["23"]
     c = res["counters"]
-    assert c.get("merge_index_reads", 0) == 0 and c["bloom_pack_probes"] == 1 and c["bloom_reads"] <= 1
+    assert c.get("merge_index_reads", 0) == 0 and c["bloom_pack_probes"] == 1 and c.get("bloom_reads", 0) == 0
     assert c["header_decodes"] == 1  # only the surviving segment's index is decoded
     for pack in Path(t.paths.index_snapshot_dir).glob("*.carbonbloom"):
         pack.unlink()  # without it: one read per candidate segment's merge index

@@ -44,9 +44,11 @@ def _keys(seg: int, rng: np.random.Generator) -> list[str]:
     return [f"{seg:02x}{v:014x}" for v in rng.integers(0, 2**55, ROWS).tolist()]  # a range of its own
 
 
-def _build(root: Path, *, snapshot: bool, pack: bool = False) -> tuple[Table, list[list[str]]]:
+def _build(root: Path, *, snapshot: bool, pack: bool = False, declared: bool = False) -> tuple[Table, list[list[str]]]:
+    """``declared``: ``k`` is one of the table's bloom columns (its probes ask the pack first)."""
     conf = load_conf(None).with_overrides({"carbon.index.snapshot.max.lag": "1000"})
-    t = Store(str(root), conf=conf).create_table("db.t", "k string, n long")
+    t = Store(str(root), conf=conf).create_table(
+        "db.t", "k string, n long", properties={"bloom_columns": "k"} if declared else None)
     rng = np.random.default_rng(11)
     keys = [_keys(s, rng) for s in range(SEGMENTS)]
     add_segments(t, [pa.table({"k": ks, "n": np.arange(ROWS)}) for ks in keys], row_group_size=RG,
@@ -61,12 +63,13 @@ def _build(root: Path, *, snapshot: bool, pack: bool = False) -> tuple[Table, li
     return t, keys
 
 
-@pytest.fixture(scope="module", params=[(True, True), (True, False), (False, False)],
-                ids=["bloom-pack", "snapshot", "merge-indexes"])
+@pytest.fixture(scope="module", params=[(True, True, True), (True, True, False), (True, False, False),
+                                        (False, False, False)],
+                ids=["bloom-pack-first", "bloom-pack", "snapshot", "merge-indexes"])
 def table(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         tuple[Table, list[list[str]], dict[str, list[bytes]]]]:
-    snapshot, pack = request.param
-    t, keys = _build(tmp_path_factory.mktemp("blooms") / "store", snapshot=snapshot, pack=pack)
+    snapshot, pack, declared = request.param
+    t, keys = _build(tmp_path_factory.mktemp("blooms") / "store", snapshot=snapshot, pack=pack, declared=declared)
     bitsets = _oracle_bitsets(t)
     clear_cache()
     yield t, keys, bitsets
@@ -227,3 +230,49 @@ def test_a_new_pack_takes_the_previous_ones_bitsets(tmp_path: Path, monkeypatch:
                 for values in ([keys[s][3]], [keys[s][1], f"{s:02x}{777:014x}"]):
                     _check(t, values, bitsets)
         assert COUNTERS["bloom_pack_probes"] and not COUNTERS["bloom_pack_fallbacks"]
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["bloom-column", "not-declared"])
+@pytest.mark.parametrize("row_groups", [1, 3])
+def test_the_row_group_level_takes_the_packs_answers(tmp_path: Path, row_groups: int, declared: bool) -> None:
+    """Where every row group's bitset of a surviving segment answered the pack's probe alike
+    (always, with one row group per segment), the row-group level reads none of them again
+    from the merge index; plans at every level are the same as without the pack (the
+    merge-index bitsets probed), for present and absent keys, one plan per new key."""
+    conf = load_conf(None).with_overrides({"carbon.index.snapshot.max.lag": "1000"})
+    t = Store(str(tmp_path / "store"), conf=conf).create_table(
+        "db.t", "k string, n long", properties={"bloom_columns": "k"} if declared else None)
+    rng = np.random.default_rng(21)
+    keys = [[f"{v:016x}" for v in rng.integers(0, 2**63, ROWS).tolist()] for _ in range(SEGMENTS)]
+    add_segments(t, [pa.table({"k": ks, "n": np.arange(ROWS)}) for ks in keys],
+                 row_group_size=ROWS // row_groups, page_rows=50, bloom_columns=["k"], bloom_fpp=0.2)
+    assert refresh_index_snapshot(t) is not None
+    wheres = [f"k = '{keys[s][r]}'" for s, r in ((0, 0), (3, 150), (7, 299), (11, 42))]
+    wheres += [f"k = '{v:016x}'" for v in rng.integers(0, 2**63, 40).tolist()]  # absent: fpp 0.2 keeps some
+    wheres.append(f"k in ('{keys[1][1]}', '{keys[2][2]}')")
+
+    def plans() -> list[tuple[object, ...]]:
+        clear_cache()
+        handle = Store(str(tmp_path / "store"), conf=conf).table("db.t")
+        out = []
+        for where in wheres:
+            p = prune(handle, where, explain=True)
+            out.append((p.segments, p.levels, sorted(repr(f.to_json()) for f in p.files),
+                        sorted(map(str, p.dropped))))
+        return out
+
+    COUNTERS.clear()
+    with_pack = plans()
+    reads = COUNTERS.get("bloom_bitsets", 0)
+    assert COUNTERS["bloom_pack_probes"] and not COUNTERS["bloom_pack_fallbacks"]
+    survivors = sum(len(p[0]) for p in with_pack)
+    assert survivors > 10  # false positives (absent keys) reached the row-group level too
+    if row_groups == 1:
+        assert reads == 0
+    else:
+        assert reads <= survivors * row_groups
+    for pack in Path(t.paths.index_snapshot_dir).glob("*.carbonbloom"):
+        pack.unlink()
+    COUNTERS.clear()
+    assert plans() == with_pack
+    assert not COUNTERS.get("bloom_pack_probes") and COUNTERS["bloom_bitsets"]
