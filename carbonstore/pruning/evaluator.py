@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from carbonstore.errors import ExpressionError
 from carbonstore.expressions.expr import (
@@ -137,12 +138,9 @@ class UnitStats:
             if inexact.any():
                 hi = hi.copy()
                 idx = np.flatnonzero(inexact)
-                values = hi[idx].tolist()
-                succs = {v: prefix_successor(v) for v in set(values)}  # pages repeat maxima
-                put = np.empty(len(values), dtype=object)
-                put[:] = [succs[v] for v in values]
-                if any(v is None for v in succs.values()):  # no successor: no usable bound
-                    none = np.array([succs[v] is None for v in values], dtype=bool)
+                put = _successors(hi[idx])
+                none = np.equal(put, None)
+                if none.any():  # no successor: no usable bound
                     hi_ok[idx[none]] = False
                     idx, put = idx[~none], put[~none]
                 hi[idx] = put
@@ -173,6 +171,23 @@ class UnitStats:
             null_count=np.where(unknown, minus, out.null_count),
             nan_count=np.where(unknown, minus, out.nan_count),
         )
+
+
+def _successors(values: _NP) -> _NP:
+    """``prefix_successor`` of each byte string of ``values`` (None: it has none), computed
+    once per distinct value: pages repeat their maxima (16,000 page maxima of 100 distinct
+    strings at 1,600 segments), so the values are dictionary-encoded by Arrow and the
+    successors of the dictionary gathered by index, without a Python step per value."""
+    try:
+        enc = pa.array(values, pa.binary()).dictionary_encode()
+    except (pa.ArrowException, TypeError):  # not all byte strings: value by value
+        out = np.empty(len(values), dtype=object)
+        out[:] = [prefix_successor(v) for v in values.tolist()]
+        return out
+    succs = np.empty(len(enc.dictionary) + 1, dtype=object)  # the last: None, for a null
+    succs[:-1] = [prefix_successor(v) for v in enc.dictionary.to_pylist()]
+    codes = enc.indices.fill_null(len(enc.dictionary)) if enc.null_count else enc.indices
+    return succs[codes.to_numpy()]  # type: ignore[no-any-return]
 
 
 def _cmp(values: _NP, ok: Mask, op: Callable[[Any, Any], Any], literal: Any) -> Mask:
