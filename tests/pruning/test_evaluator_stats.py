@@ -261,3 +261,31 @@ def test_trailing_nul_bytes_compare_as_bytes(expr_cls: type) -> None:
     stats = UnitStats.from_arrays(raw, np.array([1, 1]), kind="BYTES")
     mask = StatsEvaluator(2, lambda r: stats, level=LEVEL_MINMAX).evaluate(expr_cls(ref, b"a\x00"))
     assert mask[0] == ROWS_MIGHT_MATCH
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    pool=st.lists(st.binary(max_size=4).map(lambda b: b.replace(b"\x01", b"\xff")), min_size=1, max_size=12),
+    picks=st.lists(st.tuples(st.integers(0, 100), st.booleans(), st.booleans()), min_size=1, max_size=400),
+)
+def test_inexact_string_maxima_become_their_successors(
+    pool: list[bytes], picks: list[tuple[int, bool, bool]]
+) -> None:
+    """Every inexact usable max becomes prefix_successor of itself (a strict bound), one with
+    no successor (empty, all 0xff) is no bound; pages repeat their maxima, so the successors
+    are computed per distinct value - the result is the value-by-value one."""
+    n = len(picks)
+    raw = _Raw(n, True, object)
+    for i, (k, usable, exact) in enumerate(picks):
+        raw.min[i], raw.max[i] = b"", pool[k % len(pool)]
+        raw.has_min[i], raw.has_max[i], raw.max_exact[i] = True, usable, exact
+    stats = UnitStats.from_arrays(raw, np.ones(n, np.int64), kind="BYTES")
+    for i, (k, usable, exact) in enumerate(picks):
+        v = pool[k % len(pool)]
+        succ = None if exact or not usable else prefix_successor(v)
+        want_ok = usable and (exact or succ is not None)
+        assert bool(stats.hi_ok[i]) == want_ok
+        assert bool(stats.hi_strict[i]) == (want_ok and not exact)
+        if want_ok:
+            assert stats.hi[i] == (v if exact else succ) and type(stats.hi[i]) is bytes
+    assert raw.max.tolist() == [pool[k % len(pool)] for k, _, _ in picks]  # the input is kept
