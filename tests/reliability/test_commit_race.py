@@ -72,14 +72,21 @@ def _loaders_vs_clean(tmp_path: Path, seconds: float) -> None:
     table = _table(tmp_path)
     loc = table.store.location
     lease = ["--lease", "1"]  # short: clean files judges slow loads dead now and then
+    # Loader 0 also stalls every 3rd load past its lease (renewal stopped until clean files
+    # marked it dead), before its tasks or before its commit, so every run has dead loads
+    # going on after clean removed their folders - not only when the machine is slow.
+    stall = {0: ["--stall-every", "3"]}
     procs = {f"load{k}": _start(loc, "loadloop", "db.t", str(k * 10_000_000), str(seconds),
-                                str(ROWS), *lease) for k in range(3)}
+                                str(ROWS), *lease, *stall.get(k, [])) for k in range(3)}
     procs["clean"] = _start(loc, "cleanloop", "db.t", str(seconds), *lease)
     out = _finish(procs, timeout=seconds + 180)
     loaded: dict[str, int] = {}
     for k in range(3):
         loaded.update(_loaded(out[f"load{k}"]))
     assert len(loaded) >= 3, out
+    # A load that did not commit failed with a CarbonStoreError (never an OSError: the
+    # process would have died) and the stalled ones were marked dead by clean files.
+    assert any(ln.startswith("dead ") for ln in out["load0"]), out["load0"]
     expected = sorted(first + i for first in loaded.values() for i in range(ROWS))
     forget_decoded()
     assert committed_ids(table) == expected  # every successful load, exactly once
