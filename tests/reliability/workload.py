@@ -20,7 +20,8 @@ the versioned tablestatus), each printing one line per operation::
     python workload.py STORE compactloop TABLE SECONDS
     python workload.py STORE deleteloop TABLE SECONDS            # "deleted SEG"
 
-``--lease S`` sets carbon.segment.lease.seconds for any of them.
+``--lease S`` sets carbon.segment.lease.seconds for any of them; ``--own-locks`` gives the
+process courtesy locks no other process sees (as on an object store, where there are none).
 """
 
 from __future__ import annotations
@@ -156,6 +157,12 @@ def main(argv: list[str]) -> int:
     if "--lease" in rest:
         overrides["carbon.segment.lease.seconds"] = rest.pop(rest.index("--lease") + 1)
         rest.remove("--lease")
+    if "--own-locks" in rest:  # courtesy locks no other process sees, as on object stores
+        import os
+
+        rest.remove("--own-locks")
+        overrides["carbon.lock.path"] = os.path.join(
+            f"{store_dir.rstrip('/')}-locks", str(os.getpid()))
     if "--retention-minutes" in rest:
         value = rest.pop(rest.index("--retention-minutes") + 1)
         rest.remove("--retention-minutes")
