@@ -126,7 +126,14 @@ def _removable_entries(
             else:
                 skipped.append(f"segment {e.load_name}: {e.status} within the retention time")
         elif e.status == FAILURE:
-            out.append((e, FAILURE))
+            if "compactionAttempt" in e.extra and not entry_is_dead(
+                table.status, e, now=now, lease_ms=_lease_ms(table)
+            ):
+                # A compaction aborting right now removes its folder, then this entry; a
+                # compaction taking the freed name meanwhile would lose its output to it.
+                skipped.append(f"segment {e.load_name}: {FAILURE}, its compaction is aborting")
+            else:
+                out.append((e, FAILURE))
         elif e.status in RUNNING_STATUSES and stale_inprogress:
             if entry_is_dead(table.status, e, now=now, lease_ms=_lease_ms(table)):
                 out.append((e, f"stale {e.status} (its lease expired: the load is not running)"))
@@ -318,12 +325,15 @@ def _orphans(
         item = CleanItem(kind="orphan", segment_id=sid, path=info.path,
                          size=sfs.tree_size(info.path),
                          reason="no tablestatus entry names it: moved to .Trash")
-        items.append(item)
         if not dry_run:
             target = f"{table.paths.trash_dir}/{now}"
             sfs.makedirs(target)
-            sfs.move(info.path, f"{target}/{info.base_name}")
+            try:
+                sfs.move(info.path, f"{target}/{info.base_name}")
+            except FileNotFoundError:  # its dead writer's own abort removed it meanwhile
+                continue
             crash_point("clean.after_move")
+        items.append(item)
     return items, skipped
 
 
@@ -367,21 +377,29 @@ def _stale_merge_indexes(
     table: Table, *, dry_run: bool, now: int, force: bool
 ) -> list[CleanItem]:
     """Merge indexes of readable segments that the current version no longer names (an
-    index rebuild replaced them), older than the retention time: readers of earlier
-    versions read them until then."""
+    index rebuild replaced them), replaced longer than the retention time ago: readers of
+    earlier versions read them until then.
+
+    The age counts from the replacement, not from the old file's own time (a segment loaded
+    long ago is rebuilt now): the merge index the entry names now was written just before
+    the version that stopped naming the old one, so its time bounds the replacement's.
+    """
     sfs = table.paths.sfs
     retention_ms = table.conf.get_int("carbon.segment.retention.minutes") * 60_000
     items: list[CleanItem] = []
     for e in table.status.read().readable:
         if not e.segment_file:
             continue
-        for info in sfs.list_dir(table.paths.segment_dir(e.load_name)):
+        infos = sfs.list_dir(table.paths.segment_dir(e.load_name))
+        current = [i for i in infos if i.base_name == e.segment_file and i.mtime is not None]
+        replaced = int(current[0].mtime.timestamp() * 1000) if current else now
+        for info in infos:
             if not info.is_file or not info.base_name.endswith(".carbonindexmerge"):
                 continue
             if info.base_name == e.segment_file:
                 continue
             mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
-            if not force and now - mtime < retention_ms:
+            if not force and now - max(mtime, replaced) < retention_ms:
                 continue
             items.append(CleanItem(kind="index", segment_id=e.load_name, path=info.path,
                                    size=int(info.size or 0),

@@ -55,7 +55,7 @@ from carbonstore.store.tablestatus import (
 if TYPE_CHECKING:
     from carbonstore.store.table import Table
 
-__all__ = ["LoadTransaction", "abort_segment", "begin_segment", "commit_segment"]
+__all__ = ["LoadTransaction", "abort_segment", "begin_segment", "commit_segment", "dead_load_error"]
 
 log = logging.getLogger(__name__)
 _RUNNING = (IN_PROGRESS, OVERWRITE_IN_PROGRESS)
@@ -79,12 +79,14 @@ def begin_segment(
     holder: list[LoadEntry] = []
     status = OVERWRITE_IN_PROGRESS if overwrite else IN_PROGRESS
     seconds = lease_seconds(table)
-    lease = lease_fields(seconds)
-    if not hold_lock:  # no process of ours stays to renew it: do not claim to be its writer
-        lease = {"leaseExpiryMs": lease["leaseExpiryMs"]}
 
     def add(snap: TableStatusSnapshot) -> list[LoadEntry]:
         holder.clear()
+        # The lease runs from this attempt, not from the call: waiting for the courtesy
+        # lock and lost races must not leave an entry whose lease is already spent.
+        lease = lease_fields(seconds)
+        if not hold_lock:  # no process of ours stays to renew it: do not claim to be its writer
+            lease = {"leaseExpiryMs": lease["leaseExpiryMs"]}
         entry = LoadEntry(load_name=snap.next_segment_id(), status=status,
                           load_start_time=now_ms(),
                           # the schema its files are written with (docs/schema-evolution.md)
@@ -107,6 +109,20 @@ def dead_segment_message(table: Table, segment_id: str, entry: LoadEntry | None)
         "marked the load dead, so it cannot commit; nothing of it is visible and its files "
         "are removed - run the load again"
     )
+
+
+def dead_load_error(table: Table, segment_id: str) -> CommitConflictError | None:
+    """The error of a load whose work failed because clean files marked it dead meanwhile.
+
+    Clean files removes a dead load's folder, so the load's own tasks, index merge or
+    commit then fail on missing files; that is this error (the load did not commit, run it
+    again), not the ``OSError`` of a file. None when the entry is still running: the
+    failure is the load's own.
+    """
+    mine = table.status.read().find(segment_id)
+    if mine is None or mine.status not in _RUNNING:
+        return CommitConflictError(dead_segment_message(table, segment_id, mine))
+    return None
 
 
 def _remove_orphans(table: Table, segment_id: str, keep: set[str]) -> None:
@@ -190,10 +206,10 @@ def commit_segment(
             step(len(task_indexes))
     except (CarbonStoreError, OSError) as err:
         # Files gone under us: clean files marked the load dead and removed them.
-        mine = table.status.read().find(segment_id)
-        if mine is None or mine.status not in _RUNNING:
+        dead = dead_load_error(table, segment_id)
+        if dead is not None:
             abort_segment(table, segment_id, reason="marked dead before its commit")
-            raise CommitConflictError(dead_segment_message(table, segment_id, mine)) from err
+            raise dead from err
         raise
     crash_point("load.merge_index_written")
     _store_statistics(table, segment_id, done)

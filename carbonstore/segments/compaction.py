@@ -265,7 +265,6 @@ def begin_compaction(
     """
     seconds = max(1.0, table.store.conf.get_float("carbon.segment.lease.seconds"))
     attempt = uuid.uuid4().hex
-    lease = {**lease_fields(seconds), "compactionAttempt": attempt}
     taken = table.status.read().find(group.output)
     if taken is not None and taken.running and entry_is_dead(
         table.status, taken, now=now_ms(), lease_ms=int(seconds * 1000)
@@ -274,6 +273,14 @@ def begin_compaction(
                       "its compaction died; a new one took its place")
         taken = table.status.read().find(group.output)
     if taken is not None and taken.status == FAILURE:
+        # A Failure left by a compaction that is still running (its abort removes the
+        # folder, then the entry) is not taken over: that abort would delete the folder of
+        # the new output after it was written. Only one whose writer is gone.
+        if not entry_is_dead(table.status, taken, now=now_ms(), lease_ms=int(seconds * 1000)):
+            raise CompactionError(
+                f"segment {group.output} is being aborted by the compaction that wrote it; "
+                "retry when it has finished"
+            )
         table.paths.sfs.delete_dir(table.paths.segment_dir(group.output))
 
     def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
@@ -287,8 +294,10 @@ def begin_compaction(
                 f"segment {group.output} already exists ({now_taken.status}); a compaction "
                 "into it is running - retry when it has finished"
             )
+        # The lease runs from this attempt (see begin_segment).
+        lease = {**lease_fields(seconds), "compactionAttempt": attempt}
         entry = LoadEntry(load_name=group.output, status=IN_PROGRESS, load_start_time=start_ms,
-                          major_compacted=group.major, extra=dict(lease))
+                          major_compacted=group.major, extra=lease)
         return [*(e for e in snap.entries if e.load_name != group.output), entry]
 
     table.status.update(apply, operation="COMPACTION BEGIN")

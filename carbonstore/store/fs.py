@@ -31,6 +31,7 @@ no rename, no listing that must show a write that just finished.
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 from collections.abc import Iterable
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
     from carbonstore.store.conf import CarbonConf
 
 __all__ = ["ConditionalPut", "StoreFS", "UnsupportedStoreError", "resolve_fs"]
+
+_RACE_TRIES = 5  # looks at a path another process removes at the same time
 
 
 class UnsupportedStoreError(UserError):
@@ -265,24 +268,48 @@ class StoreFS:
         _fsync_dir(parent)
         return True
 
+    # Listing, sizing and deleting take a path another process may remove at the same time
+    # (clean files and a dead load's own abort remove one segment folder): a path that is,
+    # or becomes, absent is listed as empty, sized 0 and counts as deleted - never an error.
     def list_dir(self, path: str) -> list[pafs.FileInfo]:
         if not self.exists(path):
             return []
-        return self.fs.get_file_info(pafs.FileSelector(path, recursive=False))
+        try:
+            return self.fs.get_file_info(pafs.FileSelector(path, recursive=False))
+        except FileNotFoundError:  # removed meanwhile
+            return []
 
     def tree_size(self, path: str) -> int:
-        if not self.exists(path):
-            return 0
-        infos = self.fs.get_file_info(pafs.FileSelector(path, recursive=True))
-        return sum(int(i.size or 0) for i in infos if i.type == pafs.FileType.File)
+        for _ in range(_RACE_TRIES):
+            if not self.exists(path):
+                return 0
+            try:
+                infos = self.fs.get_file_info(pafs.FileSelector(path, recursive=True))
+            except FileNotFoundError:  # it, or a folder in it, went meanwhile: look again
+                continue
+            return sum(int(i.size or 0) for i in infos if i.type == pafs.FileType.File)
+        return 0
 
     def delete_dir(self, path: str) -> None:
-        if self.exists(path):
-            self.fs.delete_dir(path)
+        for attempt in range(_RACE_TRIES):
+            if not self.exists(path):
+                return
+            try:
+                self.fs.delete_dir(path)
+                return
+            except FileNotFoundError:  # something in it went meanwhile: look again
+                continue
+            except OSError as err:
+                # A file appeared in it meanwhile (a writer that is still running): again.
+                if err.errno != errno.ENOTEMPTY or attempt == _RACE_TRIES - 1:
+                    raise
 
     def delete_file(self, path: str) -> None:
         if self.exists(path):
-            self.fs.delete_file(path)
+            try:
+                self.fs.delete_file(path)
+            except FileNotFoundError:  # removed meanwhile
+                pass
 
     def move(self, src: str, dst: str) -> None:
         """Rename ``src`` (a file or folder); on object stores a copy, then a delete."""

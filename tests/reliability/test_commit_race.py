@@ -72,14 +72,21 @@ def _loaders_vs_clean(tmp_path: Path, seconds: float) -> None:
     table = _table(tmp_path)
     loc = table.store.location
     lease = ["--lease", "1"]  # short: clean files judges slow loads dead now and then
+    # Loader 0 also stalls every 3rd load past its lease (renewal stopped until clean files
+    # marked it dead), before its tasks or before its commit, so every run has dead loads
+    # going on after clean removed their folders - not only when the machine is slow.
+    stall = {0: ["--stall-every", "3"]}
     procs = {f"load{k}": _start(loc, "loadloop", "db.t", str(k * 10_000_000), str(seconds),
-                                str(ROWS), *lease) for k in range(3)}
+                                str(ROWS), *lease, *stall.get(k, [])) for k in range(3)}
     procs["clean"] = _start(loc, "cleanloop", "db.t", str(seconds), *lease)
     out = _finish(procs, timeout=seconds + 180)
     loaded: dict[str, int] = {}
     for k in range(3):
         loaded.update(_loaded(out[f"load{k}"]))
     assert len(loaded) >= 3, out
+    # A load that did not commit failed with a CarbonStoreError (never an OSError: the
+    # process would have died) and the stalled ones were marked dead by clean files.
+    assert any(ln.startswith("dead ") for ln in out["load0"]), out["load0"]
     expected = sorted(first + i for first in loaded.values() for i in range(ROWS))
     forget_decoded()
     assert committed_ids(table) == expected  # every successful load, exactly once
@@ -97,18 +104,19 @@ def test_loaders_vs_clean_stale_inprogress_long(tmp_path: Path) -> None:
     _loaders_vs_clean(tmp_path, 300)
 
 
-def _twelve_writers(tmp_path: Path, seconds: float) -> None:
+def _twelve_writers(tmp_path: Path, seconds: float, *, own_locks: bool = False) -> None:
     table = _table(tmp_path)
     loc = table.store.location
+    own = ["--own-locks"] if own_locks else []
     procs = {f"load{k}": _start(loc, "loadloop", "db.t", str(k * 10_000_000), str(seconds),
-                                str(ROWS)) for k in range(6)}
-    procs["compact1"] = _start(loc, "compactloop", "db.t", str(seconds))
-    procs["compact2"] = _start(loc, "compactloop", "db.t", str(seconds))
-    procs["delete"] = _start(loc, "deleteloop", "db.t", str(seconds))
+                                str(ROWS), *own) for k in range(6)}
+    procs["compact1"] = _start(loc, "compactloop", "db.t", str(seconds), *own)
+    procs["compact2"] = _start(loc, "compactloop", "db.t", str(seconds), *own)
+    procs["delete"] = _start(loc, "deleteloop", "db.t", str(seconds), *own)
     # A short retention (the smallest the conf takes): queries run far shorter than it.
     for k in (1, 2, 3):
         procs[f"clean{k}"] = _start(loc, "cleanloop", "db.t", str(seconds),
-                                    "--retention-minutes", "1", "--lease", "2")
+                                    "--retention-minutes", "1", "--lease", "2", *own)
     procs["query1"] = _start(loc, "query", "db.t", str(seconds), str(ROWS))
     procs["query2"] = _start(loc, "query", "db.t", str(seconds), str(ROWS))
     out = _finish(procs, timeout=seconds + 240)
@@ -137,6 +145,17 @@ def test_twelve_writers_with_queries(tmp_path: Path) -> None:
 @pytest.mark.long
 def test_twelve_writers_with_queries_long(tmp_path: Path) -> None:
     _twelve_writers(tmp_path, 240)
+
+
+def test_twelve_writers_without_shared_locks(tmp_path: Path) -> None:
+    """The same with courtesy locks no two processes share (as on an object store): two
+    compactions and three clean-files runs at once, only the commit protocol between them."""
+    _twelve_writers(tmp_path, SECONDS, own_locks=True)
+
+
+@pytest.mark.long
+def test_twelve_writers_without_shared_locks_long(tmp_path: Path) -> None:
+    _twelve_writers(tmp_path, 240, own_locks=True)
 
 
 # Crash points of the commit protocol: (operation, point, is the operation committed after it)

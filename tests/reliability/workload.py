@@ -14,12 +14,14 @@ per operation, so a test can SIGKILL it anywhere::
 and loops that run for a bounded time with no delay of their own (the concurrency suites of
 the versioned tablestatus), each printing one line per operation::
 
-    python workload.py STORE loadloop TABLE FIRST SECONDS ROWS   # "ok SEG FIRST" / "fail FIRST"
+    python workload.py STORE loadloop TABLE FIRST SECONDS ROWS [--stall-every N]
+        # "ok SEG FIRST" / "dead FIRST ..." (clean files marked it dead) / "fail FIRST ..."
     python workload.py STORE cleanloop TABLE SECONDS [--retention-minutes M]
     python workload.py STORE compactloop TABLE SECONDS
     python workload.py STORE deleteloop TABLE SECONDS            # "deleted SEG"
 
-``--lease S`` sets carbon.segment.lease.seconds for any of them.
+``--lease S`` sets carbon.segment.lease.seconds for any of them; ``--own-locks`` gives the
+process courtesy locks no other process sees (as on an object store, where there are none).
 """
 
 from __future__ import annotations
@@ -32,8 +34,14 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from carbonstore import Store
+from carbonstore.errors import CarbonStoreError
 from carbonstore.pruning.plan import prune
-from carbonstore.segments.commit import begin_segment, commit_segment
+from carbonstore.segments.commit import (
+    abort_segment,
+    begin_segment,
+    commit_segment,
+    dead_load_error,
+)
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task
 from carbonstore.store import load_conf
@@ -61,29 +69,62 @@ def _batches(data: pa.Table, slow: bool) -> Iterator[pa.RecordBatch]:
         yield b
 
 
-def load(table: Table, data: pa.Table, *, tasks: int = 2, slow: bool = False) -> str:
-    """Load ``data`` as one segment through the commit protocol; returns the segment id."""
+def load(
+    table: Table, data: pa.Table, *, tasks: int = 2, slow: bool = False, stall: str | None = None
+) -> str:
+    """Load ``data`` as one segment through the commit protocol; returns the segment id.
+
+    A task that fails fails the load as the product's driver does (``spark/load_job.py``):
+    the segment is aborted, and when clean files had marked it dead (and removed its folder
+    under the task) the error is that one. ``stall`` ("begin": before the tasks, "written":
+    before the commit) stops the lease renewal there and waits until clean files marked the
+    load dead, as for a process that stalled longer than its lease; then the load goes on.
+    """
     opts = parse_load_options(table, None)
     entry, lock = begin_segment(table)
     try:
         seg = entry.load_name
-        if table.schema.dictionary_columns:
-            from carbonstore.dictionary import prepare_dictionaries
+        if stall == "begin":
+            _stall_until_dead(table, seg, lock)
+        try:
+            if table.schema.dictionary_columns:
+                from carbonstore.dictionary import prepare_dictionaries
 
-            prepare_dictionaries(
-                table, {c: data.column(c) for c in table.schema.dictionary_columns}, seg
-            )
-        settings = write_settings(table, seg, opts)
-        step = math.ceil(data.num_rows / tasks)
-        results = [
-            write_task(_batches(data.slice(t * step, step), slow), settings, task_id=f"{t:05d}")
-            for t in range(tasks)
-        ]
+                prepare_dictionaries(
+                    table, {c: data.column(c) for c in table.schema.dictionary_columns}, seg
+                )
+            settings = write_settings(table, seg, opts)
+            step = math.ceil(data.num_rows / tasks)
+            results = [
+                write_task(_batches(data.slice(t * step, step), slow), settings,
+                           task_id=f"{t:05d}")
+                for t in range(tasks)
+            ]
+        except (OSError, CarbonStoreError) as err:
+            dead = dead_load_error(table, seg)
+            abort_segment(table, seg, reason=str(err))
+            if dead is not None:
+                raise dead from err
+            raise
+        if stall == "written":
+            _stall_until_dead(table, seg, lock)
         commit_segment(table, seg, results)
         return seg
     finally:
         if lock is not None:
             lock.release()
+
+
+def _stall_until_dead(table: Table, seg: str, keeper: object, limit: float = 60) -> None:
+    """Stop renewing ``seg``'s lease and wait (at most ``limit`` seconds) until its entry
+    is no longer running: clean files judged the load dead."""
+    keeper.release()  # type: ignore[attr-defined]
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        e = table.status.read().find(seg)
+        if e is None or not e.running:
+            return
+        time.sleep(0.05)
 
 
 def scan(table: Table, where: str | None = None, *, segments: str | None = None) -> pa.Table:
@@ -116,6 +157,12 @@ def main(argv: list[str]) -> int:
     if "--lease" in rest:
         overrides["carbon.segment.lease.seconds"] = rest.pop(rest.index("--lease") + 1)
         rest.remove("--lease")
+    if "--own-locks" in rest:  # courtesy locks no other process sees, as on object stores
+        import os
+
+        rest.remove("--own-locks")
+        overrides["carbon.lock.path"] = os.path.join(
+            f"{store_dir.rstrip('/')}-locks", str(os.getpid()))
     if "--retention-minutes" in rest:
         value = rest.pop(rest.index("--retention-minutes") + 1)
         rest.remove("--retention-minutes")
@@ -168,8 +215,10 @@ def _loop(table: Table, op: str, rest: list[str]) -> None:
     """Repeat one operation until the time is up (see the module docstring)."""
     import random
 
-    from carbonstore.errors import CarbonStoreError
-
+    stall_every = 0  # loadloop: every n-th load (from the first) stalls past its lease
+    if "--stall-every" in rest:
+        stall_every = int(rest.pop(rest.index("--stall-every") + 1))
+        rest.remove("--stall-every")
     if op == "loadloop":
         first, seconds, count = int(rest[0]), float(rest[1]), int(rest[2])
     else:
@@ -180,11 +229,16 @@ def _loop(table: Table, op: str, rest: list[str]) -> None:
         try:
             if op == "loadloop":
                 start = first + k * 1000
+                stall = None
+                if stall_every and k % stall_every == 0:
+                    stall = ("begin", "written")[(k // stall_every) % 2]
                 k += 1
                 try:
-                    seg = load(table, rows(start, count), tasks=1)
+                    seg = load(table, rows(start, count), tasks=1, stall=stall)
                 except CarbonStoreError as err:
-                    print(f"fail {start} {type(err).__name__}", flush=True)
+                    dead = "marked the load dead" in str(err)
+                    print(f"{'dead' if dead else 'fail'} {start} {type(err).__name__} {stall}",
+                          flush=True)
                     continue
                 print(f"ok {seg} {start}", flush=True)
             elif op == "cleanloop":
