@@ -108,13 +108,21 @@ class UnitStats:
         An inexact string maximum is replaced by the successor of its prefix, a strict upper
         bound whether the writer rounded it up (Parquet) or only truncated it. The result is
         kept on ``stats`` (index arrays are immutable once loaded), so a later plan over the
-        same cached arrays does not compute the successors again.
+        same cached arrays does not compute the successors again. Arrays that are a selection
+        of larger ones (``stats.selection``: larger arrays, positions, their row counts; see
+        indexfiles/snapshot.py) take their units from the larger arrays' statistics, which
+        are built once: every value here is computed unit by unit, so taking commutes.
         """
         memo = getattr(stats, "_unit_stats_memo", None)
         hit = memo.get(kind) if isinstance(memo, dict) else None
         if hit is not None and hit[0] is num_rows:
             return hit[1]  # type: ignore[no-any-return]
-        out = cls._from_arrays(stats, num_rows, kind=kind)
+        selected = getattr(stats, "selection", None)
+        if selected is not None:  # units of larger arrays: their statistics (kept), taken
+            source, positions, source_rows = selected
+            out = cls.from_arrays(source, source_rows, kind=kind).take(positions)
+        else:
+            out = cls._from_arrays(stats, num_rows, kind=kind)
         try:
             if not isinstance(memo, dict):
                 memo = {}
