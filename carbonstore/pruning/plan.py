@@ -247,7 +247,6 @@ def _assemble(
     files_by_partition: int = 0, keep: Sequence[Any] | None = None,
     entries: Sequence[Any] = (), version: int | None = None,
 ) -> TablePlan:
-    b = view.bounds
     s0, s1, s2 = masks
     paths = table.paths
     seg_dir = _SegDirs(paths)
@@ -273,16 +272,18 @@ def _assemble(
         segs = segs[np.concatenate([[True], segs[1:] != segs[:-1]])]
     kept_seg = [view.entries[i].load_name for i in segs.tolist()]
     in_dropped = dropped_seg
-    seg_bounds_pass = int(s2.sum())
+    # s2 within s1 within s0 (level_masks): each level's drops are differences of counts
+    c0, c1, seg_bounds_pass = (int(np.count_nonzero(m)) for m in (s0, s1, s2))
+    totals, in_dropped_sums = view.bound_sums(in_dropped)  # rows, files, row groups
     levels = {
         "segments": LevelSummary(total=view.size, kept=len(kept_seg), dropped=(
-            ("counts", int((~s0).sum())), ("minmax", int((s0 & ~s1).sum())),
-            ("bloom", int((s1 & ~s2).sum())), ("row_groups", seg_bounds_pass - len(kept_seg)),
+            ("counts", view.size - c0), ("minmax", c0 - c1),
+            ("bloom", c1 - seg_bounds_pass), ("row_groups", seg_bounds_pass - len(kept_seg)),
         )),
-        "files": _level(int(b.num_files.sum()), kept_files, int(b.num_files[in_dropped].sum()),
+        "files": _level(totals[1], kept_files, in_dropped_sums[1],
                         "row_groups", by_partition=files_by_partition),
-        "row_groups": LevelSummary(total=int(b.num_row_groups.sum()), kept=kept_rgs, dropped=(
-            ("segment", int(b.num_row_groups[in_dropped].sum())),
+        "row_groups": LevelSummary(total=totals[2], kept=kept_rgs, dropped=(
+            ("segment", in_dropped_sums[2]),
             *((("partition", rg_lc.dropped_by_partition),)
               if rg_lc and rg_lc.dropped_by_partition else ()),
             ("counts", rg_lc.dropped_by_counts if rg_lc else 0),
@@ -293,7 +294,8 @@ def _assemble(
         "pages": LevelSummary(total=pages_total, kept=pages_kept, dropped=(
             ("row_group", pages_rg), ("stats", pages_total - pages_kept - pages_rg),
         )),
-        "rows": _rows_level(b, in_dropped, parts, pg_lc, removed=_removed_rows(view)),
+        "rows": _rows_level((totals[0], in_dropped_sums[0]), in_dropped, parts, pg_lc,
+                            removed=_removed_rows(view)),
     }
     dropped: tuple[Dropped, ...] = ()
     if explain:
@@ -388,10 +390,10 @@ def _removed_rows(view: Any) -> npt.NDArray[np.int64] | None:
     return np.array([removed_rows(e) for e in view.entries], dtype=np.int64)
 
 
-def _rows_level(b: Any, in_dropped: Any, parts: list[Any], pg: Any, *,
+def _rows_level(rows: tuple[int, int], in_dropped: Any, parts: list[Any], pg: Any, *,
                 removed: npt.NDArray[np.int64] | None = None) -> LevelSummary:
-    total = int(b.num_rows.sum())
-    by_seg = int(b.num_rows[in_dropped].sum())
+    """``rows``: the planned segments' rows, and those of the dropped segments."""
+    total, by_seg = rows
     loaded = sum(int(p.rg_num_rows.sum()) for p in parts)
     if removed is not None:  # replaced rows are not rows of this version at all
         total -= int(removed.sum())

@@ -367,12 +367,11 @@ def prune_row_groups(
         [np.asarray(k, dtype=bool) for k in keep] or [np.zeros(0, bool)])
     m0, m1, m2 = level_masks(expr, g.size, g.stats, bloom=g.bloom_probe if use_bloom else None,
                          alive=kp)
-    by_partition = 0 if kp is None else int((~kp).sum())
+    by_partition = 0 if kp is None else g.size - int(np.count_nonzero(kp))
+    c0, c1, c2 = (int(np.count_nonzero(m)) for m in (m0, m1, m2))  # m2 within m1 within m0
     rg_counts = LevelCounts(
-        unit="row_groups", total=g.size, kept=int(m2.sum()),
-        dropped_by_counts=int((~m0).sum()) - by_partition,
-        dropped_by_minmax=int((m0 & ~m1).sum()), dropped_by_bloom=int((m1 & ~m2).sum()),
-        dropped_by_partition=by_partition,
+        unit="row_groups", total=g.size, kept=c2, dropped_by_counts=g.size - c0 - by_partition,
+        dropped_by_minmax=c0 - c1, dropped_by_bloom=c1 - c2, dropped_by_partition=by_partition,
     )
     kept = m2.copy()
     groups: list[npt.NDArray[np.int64]] = []

@@ -301,6 +301,18 @@ class TableIndex:
             got = self._seg_stats[key] = segment_unit_stats(self.bounds, ref)
         return got
 
+    def bound_sums(self, segments: npt.NDArray[np.bool_]) -> tuple[list[int], list[int]]:
+        """(rows, files, row groups) over every segment of the view, and over ``segments``
+        (a mask): the level totals of a plan, from one matrix built once per view."""
+        got = self.__dict__.get("_bound_sums")
+        if got is None:
+            b = self.bounds
+            matrix = np.stack([np.asarray(b.num_rows, np.int64), np.asarray(b.num_files, np.int64),
+                               np.asarray(b.num_row_groups, np.int64)]) if self.size else np.zeros((3, 0), np.int64)
+            got = self.__dict__["_bound_sums"] = (matrix, matrix.sum(axis=1).tolist())
+        matrix, totals = got
+        return totals, (matrix @ segments.astype(np.int64)).tolist()
+
     @functools.cached_property
     def partitioned(self) -> bool:
         """Some entry is partitioned, bucketed or lost partitions to an overwrite
