@@ -424,19 +424,13 @@ def _page_ranges(
         kind = None if col is None or ref is None else value_kind(col, ref)
         if col is None or kind is None:
             continue
-        has = col.has_pages[surv]
-        starts, ends = col.pages.rg_start[surv], col.pages.rg_start[surv + 1]
-        counts = np.where(has, ends - starts, 0)
-        if counts.sum() == 0:
+        geometry = _page_geometry(col, surv, vstart)
+        if geometry is None:
             continue
-        owner = np.repeat(np.arange(len(surv)), counts)
-        first = np.repeat(starts, counts)
-        within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        page_idx = (first + within).astype(np.intp)
-        page_v = vstart[owner] + col.pages.first_row_index[page_idx]
+        has, page_v, page_idx, owner, tiles = geometry
         cols[name] = (col, kind, page_v, page_idx, has)
         bounds.append(page_v)
-        if len(bounds) == 2 and _pages_are_fragments(page_v, counts, col.pages.first_row_index, starts, total):
+        if len(bounds) == 2 and tiles:
             frag_of_one = (page_v, owner)
     if len(bounds) == 2 and frag_of_one is not None:
         # One column whose pages tile every surviving row group: its pages are the fragments
@@ -476,14 +470,45 @@ def _page_ranges(
         k_rg, k_start, k_end = frag_rg[keep], frag[keep], frag_end[keep]
         new = np.ones(len(keep), dtype=bool)
         new[1:] = (k_rg[1:] != k_rg[:-1]) | (k_start[1:] != k_end[:-1])
-        run = np.cumsum(new) - 1
         r_rg = k_rg[new]
         r_start = k_start[new] - vstart[r_rg]
-        r_end = np.zeros(len(r_rg), dtype=np.int64)
-        np.maximum.at(r_end, run, k_end - vstart[k_rg])
+        # fragments ascend and do not overlap: a run ends where its last fragment ends
+        last = np.append(np.flatnonzero(new)[1:] - 1, len(keep) - 1)
+        r_end = k_end[last] - vstart[r_rg]
         owners = surv[r_rg].astype(np.int64)  # ascending: runs are in row order
         pairs = np.stack([r_start, r_end], axis=1).astype(np.int64)
     return owners, pairs, dropped
+
+
+def _page_geometry(
+    col: ColumnArrays, surv: npt.NDArray[np.intp], vstart: npt.NDArray[np.int64],
+) -> tuple[Mask, npt.NDArray[np.int64], npt.NDArray[np.intp], npt.NDArray[Any], bool] | None:
+    """The pages of column ``col`` in surviving row groups ``surv`` (``vstart``: their row
+    starts in the virtual row space): whether each row group has pages, each page's start
+    there, its index, its position in ``surv``, and whether the pages tile every surviving
+    row group; None without pages. The last answer is kept on ``col`` (index arrays are
+    immutable once loaded: a reused handle's plans that keep the same row groups ask again)."""
+    key = surv.tobytes()
+    memo = getattr(col, "_page_geometry_memo", None)
+    if memo is not None and memo[0] == key:
+        return memo[1]  # type: ignore[no-any-return]
+    has = col.has_pages[surv]
+    starts, ends = col.pages.rg_start[surv], col.pages.rg_start[surv + 1]
+    counts = np.where(has, ends - starts, 0)
+    got: Any = None
+    if counts.sum() != 0:
+        owner = np.repeat(np.arange(len(surv)), counts)
+        first = np.repeat(starts, counts)
+        within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        page_idx = (first + within).astype(np.intp)
+        page_v = vstart[owner] + col.pages.first_row_index[page_idx]
+        tiles = _pages_are_fragments(page_v, counts, col.pages.first_row_index, starts, int(vstart[-1]))
+        got = (has, page_v, page_idx, owner, tiles)
+    try:
+        col._page_geometry_memo = (key, got)  # type: ignore[attr-defined]
+    except AttributeError:  # an object that takes no attributes: no memo
+        pass
+    return got  # type: ignore[no-any-return]
 
 
 def _pages_are_fragments(
