@@ -270,11 +270,11 @@ class Snapshot:
             if section != CORE:
                 self._check_slot(section.partition(":")[0], page=section.endswith(":p"))
         except SnapshotSectionError:
-            self._sections.pop(section, None)
+            self._forget(section)
             self._found_damaged()
             raise
         except (ValueError, KeyError, TypeError, pa.ArrowException) as err:
-            self._sections.pop(section, None)
+            self._forget(section)
             if section == CORE:
                 raise
             self._found_damaged()
@@ -283,6 +283,14 @@ class Snapshot:
         if self.on_grow is not None:
             self.on_grow()
         return got
+
+    def _forget(self, section: str) -> None:
+        """Drop ``section`` and every array decoded from it (its checks decode some before
+        they fail): a later read of any of its columns reads it again, and fails again."""
+        self._sections.pop(section, None)
+        for cache in (getattr(self, "_arrays", {}), getattr(self, "_offsets", {}), getattr(self, "_flat", {})):
+            for column in [c for c in cache if section_of(c) == section]:
+                del cache[column]
 
     def _found_damaged(self) -> None:
         if not self.damaged and hasattr(self, "size"):  # (the core section: refused by the caller)

@@ -424,11 +424,12 @@ def _page_ranges(
         kind = None if col is None or ref is None else value_kind(col, ref)
         if col is None or kind is None:
             continue
-        geometry = _page_geometry(col, surv, vstart)
+        source, where = _selected_from(col, surv)  # page indices below are source's
+        geometry = _page_geometry(source, where, vstart)
         if geometry is None:
             continue
         has, page_v, page_idx, owner, tiles = geometry
-        cols[name] = (col, kind, page_v, page_idx, has)
+        cols[name] = (source, kind, page_v, page_idx, has)
         bounds.append(page_v)
         if len(bounds) == 2 and tiles:
             frag_of_one = (page_v, owner)
@@ -478,6 +479,17 @@ def _page_ranges(
         owners = surv[r_rg].astype(np.int64)  # ascending: runs are in row order
         pairs = np.stack([r_start, r_end], axis=1).astype(np.int64)
     return owners, pairs, dropped
+
+
+def _selected_from(col: ColumnArrays, rgs: npt.NDArray[np.intp]) -> tuple[ColumnArrays, npt.NDArray[np.intp]]:
+    """Row groups ``rgs`` of ``col`` as row groups of the larger arrays ``col`` was selected
+    from (``selection``, see indexfiles/snapshot.py: their page arrays and page statistics
+    are built once and kept), else as they are."""
+    selected = getattr(col, "selection", None)
+    if selected is None:
+        return col, rgs
+    source, positions, _ = selected
+    return source, positions[rgs]
 
 
 def _page_geometry(
