@@ -449,6 +449,9 @@ def _page_layout(col: Any, vstart: npt.NDArray[np.int64], n: int) -> tuple[npt.N
     """A column's pages per row group, and (of row groups with pages) each page's row
     group and ``[start, end)`` in the part's row space - remembered per column object
     (index arrays are immutable once loaded, and a cached plan unit keeps its columns)."""
+    selected = getattr(col, "selection", None)
+    if selected is not None:  # units of larger arrays (indexfiles/snapshot.py): from their layout
+        return _selected_layout(selected, vstart, n)
     hit = _LAYOUTS.get(id(col))
     if hit is not None and hit[0] is col and np.array_equal(hit[1], vstart):
         return hit[2]
@@ -462,6 +465,36 @@ def _page_layout(col: Any, vstart: npt.NDArray[np.int64], n: int) -> tuple[npt.N
         _LAYOUTS.clear()
     _LAYOUTS[id(col)] = (col, vstart, got)  # holding the column keeps its id unique
     return got
+
+
+_SOURCE_LAYOUTS: dict[int, tuple[Any, Any, tuple[npt.NDArray[Any], ...]]] = {}
+
+
+def _selected_layout(
+    selected: tuple[Any, npt.NDArray[np.intp], npt.NDArray[Any]], vstart: npt.NDArray[np.int64], n: int,
+) -> tuple[npt.NDArray[Any], ...]:
+    """:func:`_page_layout` of a column selected from a larger one (``selection``: the larger
+    column, the positions of our row groups there, its row counts): the larger column's
+    layout is built once, ours is taken from it by index."""
+    source, rg_take, source_rows = selected
+    hit = _SOURCE_LAYOUTS.get(id(source))
+    if hit is None or hit[0] is not source or hit[1] is not source_rows:
+        w_vstart = np.concatenate([[0], np.cumsum(np.asarray(source_rows, np.int64))])
+        w_counts, w_page_rg, w_start, w_end = _page_layout(source, w_vstart, len(source_rows))
+        offsets = np.concatenate([[0], np.cumsum(w_counts)]).astype(np.int64)
+        local = w_vstart[w_page_rg]  # page rows relative to their row group
+        hit = (source, source_rows, (w_counts, offsets, w_start - local, w_end - local))
+        if len(_SOURCE_LAYOUTS) >= 32:
+            _SOURCE_LAYOUTS.clear()
+        _SOURCE_LAYOUTS[id(source)] = hit  # holding the column keeps its id unique
+    w_counts, offsets, rel_start, rel_end = hit[2]
+    counts = w_counts[rg_take]
+    starts = offsets[rg_take]
+    before = np.cumsum(counts) - counts
+    idx = (np.repeat(starts - before, counts) + np.arange(int(counts.sum()), dtype=np.int64)).astype(np.intp)
+    page_rg = np.repeat(np.arange(n, dtype=np.intp), counts)
+    base = vstart[page_rg]
+    return counts, page_rg, rel_start[idx] + base, rel_end[idx] + base
 
 
 def _explain(
