@@ -686,8 +686,11 @@ class SnapshotArrays(_Guarded):
         groups = snapshot.group[self.rows]
         if not len(self.rows) or bool((groups != groups[0]).any()):
             raise ValueError("SnapshotArrays needs a non-empty run of segments with one layout")
-        offs = snapshot.offsets("rg_rows")
-        self.rg_lens = offs[self.rows + 1] - offs[self.rows]
+        if self.whole is not None and self._positions is not None:
+            self.rg_lens = self.whole.rg_lens[self._positions]
+        else:
+            offs = snapshot.offsets("rg_rows")
+            self.rg_lens = offs[self.rows + 1] - offs[self.rows]
         self.seg_rg = np.concatenate([[0], np.cumsum(self.rg_lens)]).astype(np.int64)
         self.num_row_groups = int(self.seg_rg[-1])
         self.rg_part = np.repeat(np.arange(len(self.rows), dtype=np.int32), self.rg_lens)

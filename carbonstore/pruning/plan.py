@@ -169,7 +169,8 @@ def prune(
             if parts and not isinstance(expr, AlwaysFalse) else None)
     result = _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0,
                        files_by_partition=pm.files_dropped if pm is not None and plan else 0,
-                       keep=keep, entries=entries, version=snapshot.version)
+                       keep=keep, entries=entries, version=snapshot.version,
+                       all_entries=snapshot.entries if all_readable else None)
     if memo_key is not None:  # a copy of its own: the caller may change its levels dict
         _remember(view, memo_key, snapshot.entries, result.reissued(result.planning_ms))
     return result
@@ -186,12 +187,23 @@ def _memo_key(
     memoize). The filter text is part of it: equal expressions may be written differently,
     and the plan reports the text it was given."""
     segs = segments if segments is None or isinstance(segments, str) else tuple(segments)
-    key = (where, values_expr, expr, segs, explain, str(table.name), version)
+    key = _MemoKey((where, values_expr, expr, segs, explain, str(table.name), version))
     try:
         hash(key)
     except (TypeError, RecursionError):  # an unhashable literal; a filter too deep to hash
         return None
     return key
+
+
+class _MemoKey(tuple):  # type: ignore[type-arg]
+    """A plan memo key that hashes once (looked up, then stored: the expressions in it
+    would be hashed node by node each time); equal to, and hashing as, the plain tuple."""
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("hash")
+        if h is None:
+            h = self.__dict__["hash"] = tuple.__hash__(self)
+        return h  # type: ignore[no-any-return]
 
 
 def _remember(view: Any, key: Any, entries: Any, plan: TablePlan) -> None:
@@ -245,7 +257,7 @@ def _assemble(
     masks: tuple[npt.NDArray[np.bool_], ...], rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
     plan: planner_mod.PrunePlan | None, explain: bool, t0: float, *,
     files_by_partition: int = 0, keep: Sequence[Any] | None = None,
-    entries: Sequence[Any] = (), version: int | None = None,
+    entries: Sequence[Any] = (), version: int | None = None, all_entries: Any = None,
 ) -> TablePlan:
     s0, s1, s2 = masks
     paths = table.paths
@@ -307,8 +319,27 @@ def _assemble(
         segments=tuple(kept_seg), levels=levels, dropped=dropped,
         files=DeferredFiles(functools.partial(_file_plans, view, rg_seg, parts, plan, seg_dir, entries)),
         version=version,
-        deleted_rows=sum(live_deleted_rows(e) for e in entries if e.delete_deltas or REMOVED_KEY in e.extra),
+        deleted_rows=_deleted_rows(entries, all_entries),
     )
+
+
+_DELETED: dict[int, tuple[Any, int]] = {}
+
+
+def _deleted_rows(entries: Sequence[Any], all_entries: Any = None) -> int:
+    """Rows of ``entries`` deleted by row-level DML; remembered per tablestatus version when
+    ``entries`` are its readable entries (``all_entries``: the version's immutable entries
+    tuple), so a plan does not walk every entry again."""
+    if all_entries is not None:
+        hit = _DELETED.get(id(all_entries))
+        if hit is not None and hit[0] is all_entries:
+            return hit[1]
+    n = sum(live_deleted_rows(e) for e in entries if e.delete_deltas or REMOVED_KEY in e.extra)
+    if all_entries is not None:
+        if len(_DELETED) >= 16:  # a few versions are live at a time: start over
+            _DELETED.clear()
+        _DELETED[id(all_entries)] = (all_entries, n)  # holding the tuple keeps its id unique
+    return n
 
 
 def _first_of_each(values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:

@@ -243,7 +243,7 @@ class RowGroupUnits:
         for pi in np.unique(idx_part).tolist():  # parts without a bitset of the column: skipped
             p = self.parts[pi]
             col = find_column(p, ref)
-            if col is None or value_kind(col, ref) is None or not bool((col.bloom_offset >= 0).any()):
+            if col is None or value_kind(col, ref) is None or not _any_bitset(col):
                 hashes_by_part[pi] = None
         if len(hashes_by_part) == len(self.parts):
             return out  # no part has a bitset of the column (e.g. not a bloom column)
@@ -256,7 +256,7 @@ class RowGroupUnits:
                 col = find_column(p, ref)
                 hashes: npt.NDArray[np.uint64] | None = None
                 if col is not None and value_kind(col, ref) is not None \
-                        and bool((col.bloom_offset >= 0).any()):
+                        and _any_bitset(col):
                     encoded: list[bytes] = []  # (a column without any bitset: nothing to probe)
                     for v in literals:
                         enc = bloom_encodings(v, col, ref)
@@ -281,6 +281,24 @@ class RowGroupUnits:
         for hashes, ks, bitsets in batches.values():
             out[np.asarray(ks, dtype=np.intp)] = might_contain_any(bitsets, hashes)
         return out
+
+
+def _any_bitset(col: ColumnArrays) -> bool:
+    """Some row group of ``col`` has a bloom bitset. A column selected from larger arrays
+    (``selection``) without any bitset there has none: asked of the larger arrays once."""
+    selected = getattr(col, "selection", None)
+    if selected is not None:
+        source = selected[0]
+        memo = getattr(source, "_any_bitset_memo", None)
+        if memo is None:
+            memo = bool((source.bloom_offset >= 0).any())
+            try:
+                source._any_bitset_memo = memo
+            except AttributeError:  # an object that takes no attributes: no memo
+                pass
+        if not memo:
+            return False
+    return bool((col.bloom_offset >= 0).any())
 
 
 def _concat_stats(
