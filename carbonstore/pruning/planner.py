@@ -199,6 +199,14 @@ class RowGroupUnits:
 
     def __init__(self, parts: Sequence[IndexArrays]) -> None:
         self.parts = list(parts)
+        self._cache: dict[str, UnitStats | None] = {}
+        if len(self.parts) == 1:  # one part (a plan's usual unit): its own numbering
+            n = self.parts[0].num_row_groups
+            self.start = np.array([0, n], dtype=np.int64)
+            self.part = np.zeros(n, dtype=np.int32)
+            self.local = np.arange(n, dtype=np.int32)
+            self.num_rows = np.asarray(self.parts[0].rg_num_rows).astype(np.int64)
+            return
         sizes = [p.num_row_groups for p in self.parts]
         self.start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.part = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
@@ -208,7 +216,6 @@ class RowGroupUnits:
         self.num_rows = np.concatenate(
             [p.rg_num_rows for p in self.parts] or [np.zeros(0, np.int64)]
         ).astype(np.int64)
-        self._cache: dict[str, UnitStats | None] = {}
 
     @property
     def size(self) -> int:
