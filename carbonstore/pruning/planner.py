@@ -247,7 +247,8 @@ class RowGroupUnits:
         literals = (expr.literal,) if isinstance(expr, Eq) else expr.literals
         hashes_by_part: dict[int, npt.NDArray[np.uint64] | None] = {}
         idx_part = self.part[idx]
-        for pi in np.unique(idx_part).tolist():  # parts without a bitset of the column: skipped
+        here = [0] if len(self.parts) == 1 else np.unique(idx_part).tolist()
+        for pi in here:  # parts without a bitset of the column: skipped
             p = self.parts[pi]
             col = find_column(p, ref)
             if col is None or value_kind(col, ref) is None or not _any_bitset(col):
