@@ -673,6 +673,7 @@ class SnapshotArrays(_Guarded):
     """
 
     LAZY = frozenset(RG_ARRAYS)
+    rg_lens: _NP  # row groups per segment of the run
 
     def __init__(self, snapshot: Snapshot, rows: npt.NDArray[np.intp],
                  fallback: Callable[[], Any] | None = None, *,
