@@ -270,11 +270,11 @@ class Snapshot:
             if section != CORE:
                 self._check_slot(section.partition(":")[0], page=section.endswith(":p"))
         except SnapshotSectionError:
-            self._sections.pop(section, None)
+            self._forget(section)
             self._found_damaged()
             raise
         except (ValueError, KeyError, TypeError, pa.ArrowException) as err:
-            self._sections.pop(section, None)
+            self._forget(section)
             if section == CORE:
                 raise
             self._found_damaged()
@@ -283,6 +283,14 @@ class Snapshot:
         if self.on_grow is not None:
             self.on_grow()
         return got
+
+    def _forget(self, section: str) -> None:
+        """Drop ``section`` and every array decoded from it (its checks decode some before
+        they fail): a later read of any of its columns reads it again, and fails again."""
+        self._sections.pop(section, None)
+        for cache in (getattr(self, "_arrays", {}), getattr(self, "_offsets", {}), getattr(self, "_flat", {})):
+            for column in [c for c in cache if section_of(c) == section]:
+                del cache[column]
 
     def _found_damaged(self) -> None:
         if not self.damaged and hasattr(self, "size"):  # (the core section: refused by the caller)
@@ -559,6 +567,23 @@ class _SnapPages(_Guarded):
     def _fallback(self, name: str) -> Any:
         return getattr(self._col.owner.fallback_arrays().column(self._col.name).pages, name)
 
+    @property
+    def selection(self) -> tuple[Any, npt.NDArray[np.intp], _NP] | None:
+        """``(pages, positions, row counts)``: these pages are ``pages`` (the same column's
+        pages over a larger run of segments) at ``positions`` - None unless the run was
+        selected from a larger one (SnapshotArrays ``within``). Statistics derived from the
+        larger run once can then be taken by index instead of gathered again."""
+        whole = self._col.whole_column()
+        if whole is None:
+            return None
+        got = self.__dict__.get("_selection")
+        if got is None:
+            pages = whole.pages
+            rg = self._col.owner.rg_take
+            got = self.__dict__["_selection"] = (
+                pages, _ranges(pages.rg_start[rg], pages.rg_start[rg + 1]), pages.row_count)
+        return got  # type: ignore[no-any-return]
+
     def _compute(self, name: str) -> Any:
         col = self._col
         owner = col.owner
@@ -576,9 +601,10 @@ class _SnapPages(_Guarded):
 class _SnapColumn(_Guarded):
     LAZY = frozenset(COLUMN_ARRAYS)
 
-    def __init__(self, owner: SnapshotArrays, key: str, desc: ColumnDesc) -> None:
+    def __init__(self, owner: SnapshotArrays, key: str, desc: ColumnDesc, position: int) -> None:
         self.owner = owner
         self.key = key
+        self.position = position  # in the layout (the same in every run of its group)
         self.desc = desc
         self.name = desc.name or "?"
         self.kind: int = desc.kind if desc.kind is not None else ValueKind.NONE
@@ -587,6 +613,20 @@ class _SnapColumn(_Guarded):
         if name == "pages":
             return _SnapPages(self)
         return getattr(self.owner.fallback_arrays().column(self.name), name)
+
+    def whole_column(self) -> _SnapColumn | None:
+        """This column in the larger run the owner was selected from (None: not selected)."""
+        whole = self.owner.whole
+        return None if whole is None else whole.columns[self.position]  # type: ignore[no-any-return]
+
+    @property
+    def selection(self) -> tuple[Any, npt.NDArray[np.intp], _NP] | None:
+        """``(column, positions, row counts)`` of the larger run this one was selected from
+        (see _SnapPages.selection), or None."""
+        whole = self.owner.whole
+        if whole is None:
+            return None
+        return whole.columns[self.position], self.owner.rg_take, whole.rg_num_rows
 
     def stat(self, name: str, *, page: bool) -> Any:
         prefix = "p_" if page else ""
@@ -625,28 +665,61 @@ class SnapshotArrays(_Guarded):
     merge indexes (IndexArrays or ConcatArrays, numbered the same way): an array whose
     snapshot section is damaged comes from there. Without it, the damage is raised
     (:class:`SnapshotSectionError`).
+
+    ``within``: ``(larger, positions)`` - this run is segments ``positions`` of ``larger``, a
+    SnapshotArrays of the same group kept across plans (``larger.rows[positions] == rows``):
+    its columns then name their row groups and pages there (``selection``), so statistics
+    computed once over ``larger`` serve every run selected from it.
     """
 
     LAZY = frozenset(RG_ARRAYS)
+    rg_lens: _NP  # row groups per segment of the run
 
     def __init__(self, snapshot: Snapshot, rows: npt.NDArray[np.intp],
-                 fallback: Callable[[], Any] | None = None) -> None:
+                 fallback: Callable[[], Any] | None = None, *,
+                 within: tuple[SnapshotArrays, npt.NDArray[np.intp]] | None = None) -> None:
         self.snapshot = snapshot
         self.rows = np.asarray(rows, dtype=np.intp)
+        self.whole: SnapshotArrays | None = None if within is None else within[0]
+        self._positions = None if within is None else np.asarray(within[1], dtype=np.intp)
         self._fallback_fn = fallback
         self._fallback_arrays: Any = None
         groups = snapshot.group[self.rows]
         if not len(self.rows) or bool((groups != groups[0]).any()):
             raise ValueError("SnapshotArrays needs a non-empty run of segments with one layout")
-        offs = snapshot.offsets("rg_rows")
-        self.rg_lens = offs[self.rows + 1] - offs[self.rows]
+        if self.whole is not None and self._positions is not None:
+            self.rg_lens = self.whole.rg_lens[self._positions]
+        else:
+            offs = snapshot.offsets("rg_rows")
+            self.rg_lens = offs[self.rows + 1] - offs[self.rows]
         self.seg_rg = np.concatenate([[0], np.cumsum(self.rg_lens)]).astype(np.int64)
         self.num_row_groups = int(self.seg_rg[-1])
         self.rg_part = np.repeat(np.arange(len(self.rows), dtype=np.int32), self.rg_lens)
-        self.columns = [_SnapColumn(self, k, snapshot.slots[k]) for k in snapshot.group_slots[int(groups[0])]]
+        self.columns = [_SnapColumn(self, k, snapshot.slots[k], i)
+                        for i, k in enumerate(snapshot.group_slots[int(groups[0])])]
         self._by_name = {c.name: c for c in self.columns}
+        # a run of consecutive rows: every array is a slice of the flat one
+        first, last = int(self.rows[0]), int(self.rows[-1])
+        self._span = (first, last + 1) if last - first == len(self.rows) - 1 and (
+            len(self.rows) < 3 or bool((np.diff(self.rows) == 1).all())) else None
+
+    @property
+    def rg_take(self) -> npt.NDArray[np.intp]:
+        """This run's row groups as positions in ``whole``'s (only with ``within``)."""
+        got = self.__dict__.get("_rg_take")
+        if got is None:
+            whole, pos = self.whole, self._positions
+            if whole is None or pos is None:
+                raise ValueError("rg_take needs a run selected from a larger one (within=)")
+            got = self.__dict__["_rg_take"] = _ranges(whole.seg_rg[pos], whole.seg_rg[pos + 1])
+        return got  # type: ignore[no-any-return]
 
     def gather(self, column: str) -> _NP:
+        span = self._span
+        if span is not None:
+            snap = self.snapshot
+            offs = snap.offsets(column)
+            return snap.values(column)[int(offs[span[0]]) : int(offs[span[1]])]
         return self.snapshot.gather(column, self.rows)
 
     def fallback_arrays(self) -> Any:

@@ -27,6 +27,22 @@ from carbonstore.store.table import Table
 __all__ = ["IN_SURROGATES", "dictionary_safe"]
 
 
+_DICT_COLUMNS: dict[int, tuple[Any, frozenset[str]]] = {}
+
+
+def _dictionary_columns(schema: Any) -> frozenset[str]:
+    """The schema's dictionary columns, remembered per schema object (immutable; its
+    property parses the table properties on every call, once per plan)."""
+    hit = _DICT_COLUMNS.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    got = frozenset(schema.dictionary_columns)
+    if len(_DICT_COLUMNS) >= 256:  # a few schemas are live at a time: start over
+        _DICT_COLUMNS.clear()
+    _DICT_COLUMNS[id(schema)] = (schema, got)  # holding the schema keeps its id unique
+    return got
+
+
 def dictionary_safe(expr: Expr, table: Table, *, bounds: Any = None) -> Expr:
     """Make a bound filter prune correctly on tables with dictionary columns.
 
@@ -41,7 +57,7 @@ def dictionary_safe(expr: Expr, table: Table, *, bounds: Any = None) -> Expr:
     SegmentBounds) lets each dictionary used be checked to hold every surrogate the
     segments hold (DictionaryError otherwise: a missing dictionary is not an empty one).
     """
-    dict_cols = set(table.schema.dictionary_columns)
+    dict_cols = _dictionary_columns(table.schema)
     if not dict_cols:
         return expr
     from carbonstore.dictionary import filters as dict_filters

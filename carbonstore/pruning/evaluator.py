@@ -109,13 +109,21 @@ class UnitStats:
         An inexact string maximum is replaced by the successor of its prefix, a strict upper
         bound whether the writer rounded it up (Parquet) or only truncated it. The result is
         kept on ``stats`` (index arrays are immutable once loaded), so a later plan over the
-        same cached arrays does not compute the successors again.
+        same cached arrays does not compute the successors again. Arrays that are a selection
+        of larger ones (``stats.selection``: larger arrays, positions, their row counts; see
+        indexfiles/snapshot.py) take their units from the larger arrays' statistics, which
+        are built once: every value here is computed unit by unit, so taking commutes.
         """
         memo = getattr(stats, "_unit_stats_memo", None)
         hit = memo.get(kind) if isinstance(memo, dict) else None
         if hit is not None and hit[0] is num_rows:
             return hit[1]  # type: ignore[no-any-return]
-        out = cls._from_arrays(stats, num_rows, kind=kind)
+        selected = getattr(stats, "selection", None)
+        if selected is not None:  # units of larger arrays: their statistics (kept), taken
+            source, positions, source_rows = selected
+            out = cls.from_arrays(source, source_rows, kind=kind).take(positions)
+        else:
+            out = cls._from_arrays(stats, num_rows, kind=kind)
         try:
             if not isinstance(memo, dict):
                 memo = {}
@@ -167,6 +175,7 @@ class UnitStats:
             nan_count=self.nan_count[idx], num_rows=self.num_rows[idx], null_unit=self.null_unit[idx],
         )
         if known is None or known.all():
+            out.derived[_SOURCE] = (self, idx)  # derived masks: taken from ours (see _derived)
             return out
         unknown = ~known
         minus = np.where(unknown, -1, 0)
@@ -215,6 +224,26 @@ def _cmp(values: _NP, ok: Mask, op: Callable[[Any, Any], Any], literal: Any) -> 
     out = np.ones(len(ok), dtype=bool)
     out[ok] = got
     return out
+
+
+_SOURCE = "source"  # key in UnitStats.derived: (the UnitStats taken from, positions)
+
+
+def _derived(s: UnitStats, key: Any, compute: Callable[[UnitStats], Any]) -> Any:
+    """The derived value ``key`` of ``s`` (a read-only mask or tuple of masks): kept in
+    ``s.derived``; for units taken from another UnitStats, taken from its value (computed
+    there once: every derived mask is computed unit by unit, so taking commutes)."""
+    got = s.derived.get(key)
+    if got is None:
+        source = s.derived.get(_SOURCE)
+        if source is not None:
+            parent, idx = source
+            full = _derived(parent, key, compute)
+            got = tuple(_frozen(m[idx]) for m in full) if isinstance(full, tuple) else _frozen(full[idx])
+        else:
+            got = compute(s)
+        s.derived[key] = got
+    return got
 
 
 def _frozen(mask: Mask) -> Mask:
@@ -314,26 +343,17 @@ class StatsEvaluator(ExprVisitor[Mask]):
     @staticmethod
     def _nonnull(s: UnitStats) -> Mask:
         """Some non-null value may exist."""
-        got = s.derived.get("nonnull")
-        if got is None:
-            got = _frozen(~((s.null_count == s.num_rows) | s.null_unit))
-            s.derived["nonnull"] = got
-        return got  # type: ignore[no-any-return]
+        return _derived(s, "nonnull",  # type: ignore[no-any-return]
+                        lambda s: _frozen(~((s.null_count == s.num_rows) | s.null_unit)))
 
     @staticmethod
     def _has_null(s: UnitStats) -> Mask:
-        got = s.derived.get("has_null")
-        if got is None:
-            got = _frozen((s.null_count != 0) | s.null_unit)
-            s.derived["has_null"] = got
-        return got  # type: ignore[no-any-return]
+        return _derived(s, "has_null",  # type: ignore[no-any-return]
+                        lambda s: _frozen((s.null_count != 0) | s.null_unit))
 
     def _nan_possible(self, s: UnitStats) -> Mask:
-        key = ("nan_possible", self._minmax)
-        got = s.derived.get(key)
-        if got is None:
-            got = s.derived[key] = _frozen(self._nan_possible_now(s))
-        return got  # type: ignore[no-any-return]
+        return _derived(s, ("nan_possible", self._minmax),  # type: ignore[no-any-return]
+                        lambda s: _frozen(self._nan_possible_now(s)))
 
     def _nan_possible_now(self, s: UnitStats) -> Mask:
         if not s.floating:
@@ -345,11 +365,8 @@ class StatsEvaluator(ExprVisitor[Mask]):
 
     def _nonnan_possible(self, s: UnitStats) -> Mask:
         """Some non-null, non-NaN value may exist."""
-        key = ("nonnan_possible", self._minmax)
-        got = s.derived.get(key)
-        if got is None:
-            got = s.derived[key] = _frozen(self._nonnan_possible_now(s))
-        return got  # type: ignore[no-any-return]
+        return _derived(s, ("nonnan_possible", self._minmax),  # type: ignore[no-any-return]
+                        lambda s: _frozen(self._nonnan_possible_now(s)))
 
     def _nonnan_possible_now(self, s: UnitStats) -> Mask:
         if not s.floating:
@@ -363,12 +380,8 @@ class StatsEvaluator(ExprVisitor[Mask]):
         return out
 
     def _bound_ok(self, s: UnitStats) -> tuple[Mask, Mask]:
-        key = ("bound_ok", self._minmax)
-        got = s.derived.get(key)
-        if got is None:
-            lo_ok, hi_ok = self._bound_ok_now(s)
-            got = s.derived[key] = (_frozen(lo_ok), _frozen(hi_ok))
-        return got  # type: ignore[no-any-return]
+        return _derived(s, ("bound_ok", self._minmax),  # type: ignore[no-any-return]
+                        lambda s: tuple(_frozen(m) for m in self._bound_ok_now(s)))
 
     def _bound_ok_now(self, s: UnitStats) -> tuple[Mask, Mask]:
         if not self._minmax:
@@ -380,16 +393,29 @@ class StatsEvaluator(ExprVisitor[Mask]):
             return lo_ok, hi_ok
         return s.lo_ok.copy(), s.hi_ok.copy()
 
+    @staticmethod
+    def _unbounded(s: UnitStats) -> Mask:
+        """All True: what a comparison with the bounds gives where none is usable (at
+        LEVEL_COUNTS none is: callers combine it, never write to it)."""
+        return _derived(s, "unbounded",  # type: ignore[no-any-return]
+                        lambda s: _frozen(np.ones(s.size, dtype=bool)))
+
     def _some_le(self, s: UnitStats, v: Any) -> Mask:
         """Some non-NaN value may be <= v."""
+        if not self._minmax:
+            return self._unbounded(s)
         lo_ok, _ = self._bound_ok(s)
         return _cmp(s.lo, lo_ok, lambda a, b: a <= b, v)
 
     def _some_lt(self, s: UnitStats, v: Any) -> Mask:
+        if not self._minmax:
+            return self._unbounded(s)
         lo_ok, _ = self._bound_ok(s)
         return _cmp(s.lo, lo_ok, lambda a, b: a < b, v)
 
     def _some_ge(self, s: UnitStats, v: Any) -> Mask:
+        if not self._minmax:
+            return self._unbounded(s)
         _, hi_ok = self._bound_ok(s)
         ge = _cmp(s.hi, hi_ok, lambda a, b: a >= b, v)
         if s.hi_strict.any():  # values lie strictly below a strict bound
@@ -398,6 +424,8 @@ class StatsEvaluator(ExprVisitor[Mask]):
         return ge
 
     def _some_gt(self, s: UnitStats, v: Any) -> Mask:
+        if not self._minmax:
+            return self._unbounded(s)
         _, hi_ok = self._bound_ok(s)
         return _cmp(s.hi, hi_ok, lambda a, b: a > b, v)
 

@@ -169,7 +169,8 @@ def prune(
             if parts and not isinstance(expr, AlwaysFalse) else None)
     result = _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0,
                        files_by_partition=pm.files_dropped if pm is not None and plan else 0,
-                       keep=keep, entries=entries, version=snapshot.version)
+                       keep=keep, entries=entries, version=snapshot.version,
+                       all_entries=snapshot.entries if all_readable else None)
     if memo_key is not None:  # a copy of its own: the caller may change its levels dict
         _remember(view, memo_key, snapshot.entries, result.reissued(result.planning_ms))
     return result
@@ -186,12 +187,23 @@ def _memo_key(
     memoize). The filter text is part of it: equal expressions may be written differently,
     and the plan reports the text it was given."""
     segs = segments if segments is None or isinstance(segments, str) else tuple(segments)
-    key = (where, values_expr, expr, segs, explain, str(table.name), version)
+    key = _MemoKey((where, values_expr, expr, segs, explain, str(table.name), version))
     try:
         hash(key)
     except (TypeError, RecursionError):  # an unhashable literal; a filter too deep to hash
         return None
     return key
+
+
+class _MemoKey(tuple):  # type: ignore[type-arg]
+    """A plan memo key that hashes once (looked up, then stored: the expressions in it
+    would be hashed node by node each time); equal to, and hashing as, the plain tuple."""
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("hash")
+        if h is None:
+            h = self.__dict__["hash"] = tuple.__hash__(self)
+        return h  # type: ignore[no-any-return]
 
 
 def _remember(view: Any, key: Any, entries: Any, plan: TablePlan) -> None:
@@ -245,9 +257,8 @@ def _assemble(
     masks: tuple[npt.NDArray[np.bool_], ...], rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
     plan: planner_mod.PrunePlan | None, explain: bool, t0: float, *,
     files_by_partition: int = 0, keep: Sequence[Any] | None = None,
-    entries: Sequence[Any] = (), version: int | None = None,
+    entries: Sequence[Any] = (), version: int | None = None, all_entries: Any = None,
 ) -> TablePlan:
-    b = view.bounds
     s0, s1, s2 = masks
     paths = table.paths
     seg_dir = _SegDirs(paths)
@@ -273,16 +284,18 @@ def _assemble(
         segs = segs[np.concatenate([[True], segs[1:] != segs[:-1]])]
     kept_seg = [view.entries[i].load_name for i in segs.tolist()]
     in_dropped = dropped_seg
-    seg_bounds_pass = int(s2.sum())
+    # s2 within s1 within s0 (level_masks): each level's drops are differences of counts
+    c0, c1, seg_bounds_pass = (int(np.count_nonzero(m)) for m in (s0, s1, s2))
+    totals, in_dropped_sums = view.bound_sums(in_dropped)  # rows, files, row groups
     levels = {
         "segments": LevelSummary(total=view.size, kept=len(kept_seg), dropped=(
-            ("counts", int((~s0).sum())), ("minmax", int((s0 & ~s1).sum())),
-            ("bloom", int((s1 & ~s2).sum())), ("row_groups", seg_bounds_pass - len(kept_seg)),
+            ("counts", view.size - c0), ("minmax", c0 - c1),
+            ("bloom", c1 - seg_bounds_pass), ("row_groups", seg_bounds_pass - len(kept_seg)),
         )),
-        "files": _level(int(b.num_files.sum()), kept_files, int(b.num_files[in_dropped].sum()),
+        "files": _level(totals[1], kept_files, in_dropped_sums[1],
                         "row_groups", by_partition=files_by_partition),
-        "row_groups": LevelSummary(total=int(b.num_row_groups.sum()), kept=kept_rgs, dropped=(
-            ("segment", int(b.num_row_groups[in_dropped].sum())),
+        "row_groups": LevelSummary(total=totals[2], kept=kept_rgs, dropped=(
+            ("segment", in_dropped_sums[2]),
             *((("partition", rg_lc.dropped_by_partition),)
               if rg_lc and rg_lc.dropped_by_partition else ()),
             ("counts", rg_lc.dropped_by_counts if rg_lc else 0),
@@ -293,7 +306,8 @@ def _assemble(
         "pages": LevelSummary(total=pages_total, kept=pages_kept, dropped=(
             ("row_group", pages_rg), ("stats", pages_total - pages_kept - pages_rg),
         )),
-        "rows": _rows_level(b, in_dropped, parts, pg_lc, removed=_removed_rows(view)),
+        "rows": _rows_level((totals[0], in_dropped_sums[0]), in_dropped, parts, pg_lc,
+                            removed=_removed_rows(view)),
     }
     dropped: tuple[Dropped, ...] = ()
     if explain:
@@ -305,8 +319,27 @@ def _assemble(
         segments=tuple(kept_seg), levels=levels, dropped=dropped,
         files=DeferredFiles(functools.partial(_file_plans, view, rg_seg, parts, plan, seg_dir, entries)),
         version=version,
-        deleted_rows=sum(live_deleted_rows(e) for e in entries if e.delete_deltas or REMOVED_KEY in e.extra),
+        deleted_rows=_deleted_rows(entries, all_entries),
     )
+
+
+_DELETED: dict[int, tuple[Any, int]] = {}
+
+
+def _deleted_rows(entries: Sequence[Any], all_entries: Any = None) -> int:
+    """Rows of ``entries`` deleted by row-level DML; remembered per tablestatus version when
+    ``entries`` are its readable entries (``all_entries``: the version's immutable entries
+    tuple), so a plan does not walk every entry again."""
+    if all_entries is not None:
+        hit = _DELETED.get(id(all_entries))
+        if hit is not None and hit[0] is all_entries:
+            return hit[1]
+    n = sum(live_deleted_rows(e) for e in entries if e.delete_deltas or REMOVED_KEY in e.extra)
+    if all_entries is not None:
+        if len(_DELETED) >= 16:  # a few versions are live at a time: start over
+            _DELETED.clear()
+        _DELETED[id(all_entries)] = (all_entries, n)  # holding the tuple keeps its id unique
+    return n
 
 
 def _first_of_each(values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
@@ -388,10 +421,10 @@ def _removed_rows(view: Any) -> npt.NDArray[np.int64] | None:
     return np.array([removed_rows(e) for e in view.entries], dtype=np.int64)
 
 
-def _rows_level(b: Any, in_dropped: Any, parts: list[Any], pg: Any, *,
+def _rows_level(rows: tuple[int, int], in_dropped: Any, parts: list[Any], pg: Any, *,
                 removed: npt.NDArray[np.int64] | None = None) -> LevelSummary:
-    total = int(b.num_rows.sum())
-    by_seg = int(b.num_rows[in_dropped].sum())
+    """``rows``: the planned segments' rows, and those of the dropped segments."""
+    total, by_seg = rows
     loaded = sum(int(p.rg_num_rows.sum()) for p in parts)
     if removed is not None:  # replaced rows are not rows of this version at all
         total -= int(removed.sum())
@@ -447,6 +480,9 @@ def _page_layout(col: Any, vstart: npt.NDArray[np.int64], n: int) -> tuple[npt.N
     """A column's pages per row group, and (of row groups with pages) each page's row
     group and ``[start, end)`` in the part's row space - remembered per column object
     (index arrays are immutable once loaded, and a cached plan unit keeps its columns)."""
+    selected = getattr(col, "selection", None)
+    if selected is not None:  # units of larger arrays (indexfiles/snapshot.py): from their layout
+        return _selected_layout(selected, vstart, n)
     hit = _LAYOUTS.get(id(col))
     if hit is not None and hit[0] is col and np.array_equal(hit[1], vstart):
         return hit[2]
@@ -460,6 +496,36 @@ def _page_layout(col: Any, vstart: npt.NDArray[np.int64], n: int) -> tuple[npt.N
         _LAYOUTS.clear()
     _LAYOUTS[id(col)] = (col, vstart, got)  # holding the column keeps its id unique
     return got
+
+
+_SOURCE_LAYOUTS: dict[int, tuple[Any, Any, tuple[npt.NDArray[Any], ...]]] = {}
+
+
+def _selected_layout(
+    selected: tuple[Any, npt.NDArray[np.intp], npt.NDArray[Any]], vstart: npt.NDArray[np.int64], n: int,
+) -> tuple[npt.NDArray[Any], ...]:
+    """:func:`_page_layout` of a column selected from a larger one (``selection``: the larger
+    column, the positions of our row groups there, its row counts): the larger column's
+    layout is built once, ours is taken from it by index."""
+    source, rg_take, source_rows = selected
+    hit = _SOURCE_LAYOUTS.get(id(source))
+    if hit is None or hit[0] is not source or hit[1] is not source_rows:
+        w_vstart = np.concatenate([[0], np.cumsum(np.asarray(source_rows, np.int64))])
+        w_counts, w_page_rg, w_start, w_end = _page_layout(source, w_vstart, len(source_rows))
+        offsets = np.concatenate([[0], np.cumsum(w_counts)]).astype(np.int64)
+        local = w_vstart[w_page_rg]  # page rows relative to their row group
+        hit = (source, source_rows, (w_counts, offsets, w_start - local, w_end - local))
+        if len(_SOURCE_LAYOUTS) >= 32:
+            _SOURCE_LAYOUTS.clear()
+        _SOURCE_LAYOUTS[id(source)] = hit  # holding the column keeps its id unique
+    w_counts, offsets, rel_start, rel_end = hit[2]
+    counts = w_counts[rg_take]
+    starts = offsets[rg_take]
+    before = np.cumsum(counts) - counts
+    idx = (np.repeat(starts - before, counts) + np.arange(int(counts.sum()), dtype=np.int64)).astype(np.intp)
+    page_rg = np.repeat(np.arange(n, dtype=np.intp), counts)
+    base = vstart[page_rg]
+    return counts, page_rg, rel_start[idx] + base, rel_end[idx] + base
 
 
 def _explain(

@@ -199,6 +199,14 @@ class RowGroupUnits:
 
     def __init__(self, parts: Sequence[IndexArrays]) -> None:
         self.parts = list(parts)
+        self._cache: dict[str, UnitStats | None] = {}
+        if len(self.parts) == 1:  # one part (a plan's usual unit): its own numbering
+            n = self.parts[0].num_row_groups
+            self.start = np.array([0, n], dtype=np.int64)
+            self.part = np.zeros(n, dtype=np.int32)
+            self.local = np.arange(n, dtype=np.int32)
+            self.num_rows = np.asarray(self.parts[0].rg_num_rows).astype(np.int64)
+            return
         sizes = [p.num_row_groups for p in self.parts]
         self.start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.part = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
@@ -208,7 +216,6 @@ class RowGroupUnits:
         self.num_rows = np.concatenate(
             [p.rg_num_rows for p in self.parts] or [np.zeros(0, np.int64)]
         ).astype(np.int64)
-        self._cache: dict[str, UnitStats | None] = {}
 
     @property
     def size(self) -> int:
@@ -262,7 +269,7 @@ class RowGroupUnits:
                         unknown.append((k, rg))
                     else:
                         out[k] = known
-            if unknown == [] or not bool((col.bloom_offset >= 0).any()):
+            if unknown == [] or not _any_bitset(col):
                 continue
             if hashes is None:
                 hashes = _literal_hashes(literals, col, ref)
@@ -292,6 +299,24 @@ def _literal_hashes(literals: Sequence[Any], col: ColumnArrays, ref: BoundRef) -
             return None
         encoded.extend(enc)
     return np.array([bloom_mod.hash_plain(e) for e in encoded], dtype=np.uint64)
+
+
+def _any_bitset(col: ColumnArrays) -> bool:
+    """Some row group of ``col`` has a bloom bitset. A column selected from larger arrays
+    (``selection``) without any bitset there has none: asked of the larger arrays once."""
+    selected = getattr(col, "selection", None)
+    if selected is not None:
+        source = selected[0]
+        memo = getattr(source, "_any_bitset_memo", None)
+        if memo is None:
+            memo = bool((source.bloom_offset >= 0).any())
+            try:
+                source._any_bitset_memo = memo
+            except AttributeError:  # an object that takes no attributes: no memo
+                pass
+        if not memo:
+            return False
+    return bool((col.bloom_offset >= 0).any())
 
 
 def _concat_stats(
@@ -378,12 +403,11 @@ def prune_row_groups(
         [np.asarray(k, dtype=bool) for k in keep] or [np.zeros(0, bool)])
     m0, m1, m2 = level_masks(expr, g.size, g.stats, bloom=g.bloom_probe if use_bloom else None,
                          alive=kp)
-    by_partition = 0 if kp is None else int((~kp).sum())
+    by_partition = 0 if kp is None else g.size - int(np.count_nonzero(kp))
+    c0, c1, c2 = (int(np.count_nonzero(m)) for m in (m0, m1, m2))  # m2 within m1 within m0
     rg_counts = LevelCounts(
-        unit="row_groups", total=g.size, kept=int(m2.sum()),
-        dropped_by_counts=int((~m0).sum()) - by_partition,
-        dropped_by_minmax=int((m0 & ~m1).sum()), dropped_by_bloom=int((m1 & ~m2).sum()),
-        dropped_by_partition=by_partition,
+        unit="row_groups", total=g.size, kept=c2, dropped_by_counts=g.size - c0 - by_partition,
+        dropped_by_minmax=c0 - c1, dropped_by_bloom=c1 - c2, dropped_by_partition=by_partition,
     )
     kept = m2.copy()
     groups: list[npt.NDArray[np.int64]] = []
@@ -436,19 +460,14 @@ def _page_ranges(
         kind = None if col is None or ref is None else value_kind(col, ref)
         if col is None or kind is None:
             continue
-        has = col.has_pages[surv]
-        starts, ends = col.pages.rg_start[surv], col.pages.rg_start[surv + 1]
-        counts = np.where(has, ends - starts, 0)
-        if counts.sum() == 0:
+        source, where = _selected_from(col, surv)  # page indices below are source's
+        geometry = _page_geometry(source, where, vstart)
+        if geometry is None:
             continue
-        owner = np.repeat(np.arange(len(surv)), counts)
-        first = np.repeat(starts, counts)
-        within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        page_idx = (first + within).astype(np.intp)
-        page_v = vstart[owner] + col.pages.first_row_index[page_idx]
-        cols[name] = (col, kind, page_v, page_idx, has)
+        has, page_v, page_idx, owner, tiles = geometry
+        cols[name] = (source, kind, page_v, page_idx, has)
         bounds.append(page_v)
-        if len(bounds) == 2 and _pages_are_fragments(page_v, counts, col.pages.first_row_index, starts, total):
+        if len(bounds) == 2 and tiles:
             frag_of_one = (page_v, owner)
     if len(bounds) == 2 and frag_of_one is not None:
         # One column whose pages tile every surviving row group: its pages are the fragments
@@ -488,14 +507,56 @@ def _page_ranges(
         k_rg, k_start, k_end = frag_rg[keep], frag[keep], frag_end[keep]
         new = np.ones(len(keep), dtype=bool)
         new[1:] = (k_rg[1:] != k_rg[:-1]) | (k_start[1:] != k_end[:-1])
-        run = np.cumsum(new) - 1
         r_rg = k_rg[new]
         r_start = k_start[new] - vstart[r_rg]
-        r_end = np.zeros(len(r_rg), dtype=np.int64)
-        np.maximum.at(r_end, run, k_end - vstart[k_rg])
+        # fragments ascend and do not overlap: a run ends where its last fragment ends
+        last = np.append(np.flatnonzero(new)[1:] - 1, len(keep) - 1)
+        r_end = k_end[last] - vstart[r_rg]
         owners = surv[r_rg].astype(np.int64)  # ascending: runs are in row order
         pairs = np.stack([r_start, r_end], axis=1).astype(np.int64)
     return owners, pairs, dropped
+
+
+def _selected_from(col: ColumnArrays, rgs: npt.NDArray[np.intp]) -> tuple[ColumnArrays, npt.NDArray[np.intp]]:
+    """Row groups ``rgs`` of ``col`` as row groups of the larger arrays ``col`` was selected
+    from (``selection``, see indexfiles/snapshot.py: their page arrays and page statistics
+    are built once and kept), else as they are."""
+    selected = getattr(col, "selection", None)
+    if selected is None:
+        return col, rgs
+    source, positions, _ = selected
+    return source, positions[rgs]
+
+
+def _page_geometry(
+    col: ColumnArrays, surv: npt.NDArray[np.intp], vstart: npt.NDArray[np.int64],
+) -> tuple[Mask, npt.NDArray[np.int64], npt.NDArray[np.intp], npt.NDArray[Any], bool] | None:
+    """The pages of column ``col`` in surviving row groups ``surv`` (``vstart``: their row
+    starts in the virtual row space): whether each row group has pages, each page's start
+    there, its index, its position in ``surv``, and whether the pages tile every surviving
+    row group; None without pages. The last answer is kept on ``col`` (index arrays are
+    immutable once loaded: a reused handle's plans that keep the same row groups ask again)."""
+    key = surv.tobytes()
+    memo = getattr(col, "_page_geometry_memo", None)
+    if memo is not None and memo[0] == key:
+        return memo[1]  # type: ignore[no-any-return]
+    has = col.has_pages[surv]
+    starts, ends = col.pages.rg_start[surv], col.pages.rg_start[surv + 1]
+    counts = np.where(has, ends - starts, 0)
+    got: Any = None
+    if counts.sum() != 0:
+        owner = np.repeat(np.arange(len(surv)), counts)
+        first = np.repeat(starts, counts)
+        within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        page_idx = (first + within).astype(np.intp)
+        page_v = vstart[owner] + col.pages.first_row_index[page_idx]
+        tiles = _pages_are_fragments(page_v, counts, col.pages.first_row_index, starts, int(vstart[-1]))
+        got = (has, page_v, page_idx, owner, tiles)
+    try:
+        col._page_geometry_memo = (key, got)  # type: ignore[attr-defined]
+    except AttributeError:  # an object that takes no attributes: no memo
+        pass
+    return got  # type: ignore[no-any-return]
 
 
 def _pages_are_fragments(

@@ -223,6 +223,9 @@ class TableIndex:
         self.evictions_seen = driver_cache().evictions
         self._units: OrderedDict[tuple[int, ...], tuple[list[Any], list[npt.NDArray[np.intp]]]] = OrderedDict()
         self.plans: dict[Any, Any] = {}  # whole plans over this view (plan.py), gone with it
+        #: per layout group: every segment of the view in it as one SnapshotArrays (its
+        #: statistics built once), and those segments' view indices
+        self._groups: dict[int, tuple[SnapshotArrays, npt.NDArray[np.intp]]] = {}
         if snapshot is not None and self.entries and self._all_in_snapshot(snapshot):
             return
         snap_rows_count = [] if snapshot is None else snapshot.bounds.num_rows.tolist()
@@ -298,6 +301,18 @@ class TableIndex:
             got = self._seg_stats[key] = segment_unit_stats(self.bounds, ref)
         return got
 
+    def bound_sums(self, segments: npt.NDArray[np.bool_]) -> tuple[list[int], list[int]]:
+        """(rows, files, row groups) over every segment of the view, and over ``segments``
+        (a mask): the level totals of a plan, from one matrix built once per view."""
+        got = self.__dict__.get("_bound_sums")
+        if got is None:
+            b = self.bounds
+            matrix = np.stack([np.asarray(b.num_rows, np.int64), np.asarray(b.num_files, np.int64),
+                               np.asarray(b.num_row_groups, np.int64)]) if self.size else np.zeros((3, 0), np.int64)
+            got = self.__dict__["_bound_sums"] = (matrix, matrix.sum(axis=1).tolist())
+        matrix, totals = got
+        return totals, (matrix @ segments.astype(np.int64)).tolist()
+
     @functools.cached_property
     def partitioned(self) -> bool:
         """Some entry is partitioned, bucketed or lost partitions to an overwrite
@@ -353,7 +368,7 @@ class TableIndex:
             rows = self._snap_rows_array()[surv]  # every segment is a snapshot row: one
             groups = snap.group[rows]           # layout is one run (what the loop below gives)
             if not (groups != groups[0]).any():
-                arrays: Any = SnapshotArrays(snap, rows, self._fallback(surv))
+                arrays: Any = self._group_run(snap, int(groups[0]), surv, rows)
                 COUNTERS["header_decodes"] += len(rows)
                 pieces.append((arrays, np.asarray(surv, dtype=np.intp)[arrays.rg_part]))
                 return self._keep_units(key, merge_runs(pieces))
@@ -381,6 +396,28 @@ class TableIndex:
             pieces.append((arrays, np.full(arrays.num_row_groups, i, dtype=np.intp)))
         flush()
         return self._keep_units(key, merge_runs(pieces))
+
+    def _group_run(self, snap: Snapshot, group: int, surv: npt.NDArray[np.intp],
+                   rows: npt.NDArray[np.intp]) -> SnapshotArrays:
+        """Surviving segments ``surv`` (snapshot ``rows``, all of layout ``group``) as one
+        SnapshotArrays selected from the view's arrays of the whole group: the statistics
+        of the group are built once per view and each plan takes its units from them by
+        index (a new literal gives a new surviving set each plan)."""
+        got = self._groups.get(group)
+        if got is None:
+            if driver_cache().evictions != self.evictions_seen:  # the budget is short
+                return SnapshotArrays(snap, rows, self._fallback(surv))
+            mine = self._snap_rows_array()
+            members = np.flatnonzero(snap.group[mine] == group)
+            got = self._groups[group] = (
+                SnapshotArrays(snap, mine[members], self._fallback(members)), members)
+        whole, members = got
+        if len(surv) == len(members) and np.array_equal(surv, members):
+            return whole  # every segment of the group
+        positions = np.minimum(np.searchsorted(members, surv), len(members) - 1)
+        if not np.array_equal(members[positions], surv):  # not a subset in order
+            return SnapshotArrays(snap, rows, self._fallback(surv))
+        return SnapshotArrays(snap, rows, self._fallback(surv), within=(whole, positions))
 
     def _fallback(self, segments: Any) -> Any:
         """The arrays of view segments ``segments`` from their merge indexes, when asked for (a
