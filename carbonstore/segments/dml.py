@@ -149,6 +149,12 @@ class RowFilter:
     time_zone: str = "UTC"  # Spark's session time zone (segments.timezones)
 
 
+def _residual_error(err: Exception) -> bool:
+    """The filter parser cannot bind the conjunct, but Spark SQL may evaluate it (a function
+    or arithmetic where the parser wants a column or a literal)."""
+    return any(k in str(err) for k in ("compare a column with a literal", "expected a column name"))
+
+
 def row_filter(table: Table, where: str | Expr | None, *, time_zone: str = "UTC") -> RowFilter:
     """Split ``where`` into the conjuncts the store's filter parser binds and the rest
     (arithmetic, functions, column-to-column comparisons: ``id % 8 = 0``); timestamps
@@ -170,7 +176,7 @@ def row_filter(table: Table, where: str | Expr | None, *, time_zone: str = "UTC"
     try:
         return RowFilter(bind_where(table, where, time_zone=zone), None, time_zone)
     except ExpressionError as err:
-        if "compare a column with a literal" not in str(err):
+        if not _residual_error(err):
             raise
     import sqlglot
 
@@ -184,7 +190,7 @@ def row_filter(table: Table, where: str | Expr | None, *, time_zone: str = "UTC"
         try:
             e = bind_where(table, text, time_zone=zone)
         except ExpressionError as err:
-            if "compare a column with a literal" not in str(err):
+            if not _residual_error(err):
                 raise
             rest.append(f"({text})")
             continue

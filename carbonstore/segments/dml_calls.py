@@ -27,12 +27,12 @@ SPARK_ARITY: dict[str, tuple[int, int | None]] = {
                      "md5", "sha", "sha1", "isnan", "sign", "signum", "boolean", "tinyint",
                      "smallint", "int", "bigint", "float", "double", "decimal", "date",
                      "timestamp", "string", "binary"), (1, 1)),
-    **dict.fromkeys(("ifnull", "nvl", "instr", "left", "right", "sha2", "mod", "pmod", "pow",
+    **dict.fromkeys(("ifnull", "nvl", "left", "right", "sha2", "mod", "pmod", "pow",
                      "power", "nanvl", "nullif", "repeat"), (2, 2)),
     **dict.fromkeys(("locate", "lpad", "rpad", "replace", "substr", "substring", "position"),
                     (2, 3)),
     **dict.fromkeys(("to_date", "to_timestamp", "trim", "ltrim", "rtrim", "btrim"), (1, 2)),
-    "if": (3, 3), "coalesce": (1, None), "concat": (0, None), "greatest": (2, None),
+    "instr": (2, 4), "if": (3, 3), "coalesce": (1, None), "concat": (0, None), "greatest": (2, None),
     "least": (2, None),
 }
 # names sqlglot reads as verified nodes that are no Spark function (Spark fails the statement)
@@ -41,6 +41,8 @@ NOT_SPARK_FUNCTIONS = frozenset({
     "is_nan", "leftpad", "rightpad", "str_position", "strpos", "time_to_time_str",
     "ts_or_ds_to_date", "ts_or_ds_to_date_str", "timestamp_ltz", "timestamp_ntz",
 })
+# calls Spark takes with more arguments than sqlglot translates: refused past this count
+_TRANSLATED_ARITY = {"instr": 2}
 # words inside a call that make it SQL syntax rather than a list of arguments
 # (trim(BOTH 'x' FROM c), substring(c FROM 2 FOR 3), position('a' IN c))
 _CALL_SYNTAX = frozenset({"from", "for", "in", "both", "leading", "trailing", "as"})
@@ -77,6 +79,9 @@ def check_calls(text: str, what: str) -> None:
                 count += 1
             elif depth == 1 and tokens[j].text.lower() in _CALL_SYNTAX:
                 syntax = True
+        if not syntax and count > _TRANSLATED_ARITY.get(name, count):
+            raise UserError(f"{what}: {name} with {count} arguments is not supported in DML "
+                            f"expressions (its result could differ from Spark's): {text[:80]}")
         low, high = SPARK_ARITY[name]
         if not syntax and (count < low or (high is not None and count > high)):
             takes = (f"{low}" if low == high else f"{low} or more" if high is None

@@ -30,6 +30,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import UserError
+from carbonstore.expressions.bind import session_zone
 from carbonstore.expressions.expr import AlwaysTrue, Expr
 from carbonstore.expressions.parser import and_terms
 from carbonstore.segments.dml import (
@@ -199,6 +200,58 @@ _INTEGRAL = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType
              exp.DataType.Type.BIGINT}
 
 
+_INSTANT = {exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPLTZ}
+# text that names its zone: an offset or a zone after the time of day, or a zone name at the end
+_NAMES_ZONE = r"\d:\d\d(:\d\d(\.\d*)?)?\s*[A-Za-z+-]|[A-Za-z]\s*$"
+
+
+def _instant(value: exp.Expr) -> exp.Expr:
+    """Spark's ``CAST(value AS TIMESTAMP)``: a date, a TIMESTAMP_NTZ or text without a zone is
+    a wall time of the session zone, read as Java reads it (``__local_instant``: a wall
+    time in a daylight-saving overlap takes the earlier offset, where ICU takes the later
+    one); text that names its zone, and instants, as DuckDB casts them."""
+    kind = exp.Anonymous(this="typeof", expressions=[value.copy()])
+    text = exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR"))
+    wall = exp.Anonymous(this="__local_instant", expressions=[
+        exp.Cast(this=text.copy(), to=exp.DataType.build("TIMESTAMP"))])
+    local = exp.Or(
+        this=exp.In(this=kind.copy(), expressions=[exp.Literal.string("DATE"), exp.Literal.string("TIMESTAMP")]),
+        expression=exp.And(
+            this=exp.EQ(this=kind.copy(), expression=exp.Literal.string("VARCHAR")),
+            expression=exp.Not(this=exp.Anonymous(this="regexp_matches", expressions=[
+                text.copy(), exp.Literal.string(_NAMES_ZONE)]))))
+    return exp.Case(ifs=[exp.If(this=local, true=wall)], default=exp.Cast(
+        this=value.copy(), to=exp.DataType.build("TIMESTAMPTZ")))
+
+
+def _local_instants(zone: Any) -> Any:
+    """``__local_instant``: wall times (Arrow timestamps without a zone) of ``zone`` as
+    instants, as Java's ``LocalDateTime.atZone`` reads them: in an overlap the earlier
+    offset, in a gap the offset before it (the wall time moves forward by the gap)."""
+    import datetime as dt
+
+    import pyarrow.compute as pc
+
+    utc = pa.timestamp("us", tz="UTC")
+
+    def convert(wall: Any) -> Any:
+        wall = wall.cast(pa.timestamp("us"))
+        if isinstance(zone, dt.timezone):  # a fixed offset: no gaps, no overlaps
+            shift = zone.utcoffset(None) // dt.timedelta(microseconds=1)
+            return pc.subtract(wall.cast(pa.int64()), shift).cast(utc)
+        micros = wall.cast(pa.int64()).to_pylist()
+        try:  # offsets of the naive wall times (fold 0), kept in integers: year 1 in a zone
+            # east of UTC is an instant of year 0, which Python's datetime cannot hold
+            shifts = [None if v is None else zone.utcoffset(v) // dt.timedelta(microseconds=1)
+                      for v in wall.to_pylist()]
+        except (ValueError, OverflowError) as err:
+            raise ValueError(f"a timestamp outside the years 1-9999: {err}") from err
+        return pa.array([None if m is None else m - s for m, s in zip(micros, shifts, strict=True)],
+                        pa.int64()).cast(utc)
+
+    return convert
+
+
 def _fail(message: str) -> exp.Expr:
     return exp.Anonymous(this="error", expressions=[exp.Literal.string(message)])
 
@@ -233,9 +286,13 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
             return exp.Cast(this=checked, to=to.copy())
         if to.this in _TEXT:
             return _text(value)
+        if to.this in _INSTANT:
+            return _instant(value)
         return exp.Cast(this=value.copy(), to=to.copy())
     if isinstance(node, exp.Cast) and node.args["to"].this in _TEXT:
         return _text(node.this)
+    if isinstance(node, exp.Cast) and node.args["to"].this in _INSTANT:  # TIMESTAMP '...'
+        return _instant(node.this)
     if isinstance(node, (exp.Left, exp.Right)):  # Spark: a length below 1 is the empty string
         return type(node)(this=_text(node.this), expression=exp.Greatest(
             this=node.expression.copy(), expressions=[exp.Literal.number(0)]))
@@ -344,6 +401,9 @@ def duckdb_connection(time_zone: str = "UTC") -> Any:
                         "evaluates DML expressions: name another region") from err
     con.create_function("__spark_text", spark_text, ["VARCHAR", "VARCHAR"], "VARCHAR",
                         type="arrow", null_handling="special", side_effects=False)
+    con.create_function("__local_instant", _local_instants(session_zone(time_zone)),
+                        ["TIMESTAMP"], "TIMESTAMPTZ", type="arrow", null_handling="special",
+                        side_effects=False)
     return con
 
 
@@ -380,8 +440,26 @@ def _conform(table: Table, data: pa.Table, what: str, time_zone: str = "UTC") ->
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
                 raise UserError(f"{what}: column {c.name} ({c.type}) cannot hold the new "
                                 f"values: {err}") from err
+        if pa.types.is_timestamp(want):
+            _check_instants(col, f"{what}: column {c.name} ({c.type})")
         arrays.append(col)
     return pa.table(arrays, names=list(table.schema.column_names))
+
+
+# instants the store writes (its statistics hold Python datetimes): years 1-9999 in UTC
+_FIRST_INSTANT, _LAST_INSTANT = -62135596800000000, 253402300799999999
+
+
+def _check_instants(col: Any, what: str) -> None:
+    """Refuse timestamps outside years 1-9999 of UTC (e.g. midnight of 0001-01-01 in a zone
+    east of UTC): Spark holds them, the store's writer does not."""
+    import pyarrow.compute as pc
+
+    micros = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    low, high = pc.min_max(micros).values()
+    if low.is_valid and (low.as_py() < _FIRST_INSTANT or high.as_py() > _LAST_INSTANT):
+        raise UserError(f"{what}: a timestamp outside the years 1 to 9999 of UTC cannot be "
+                        "stored")
 
 
 def _kind(t: pa.DataType) -> str:
@@ -396,14 +474,13 @@ def _kind(t: pa.DataType) -> str:
     return "other"
 
 
-def _zone_cast(col: Any, sql_type: str, time_zone: str, what: str) -> Any:
-    """``col`` cast by DuckDB in the session time zone (the casts of :func:`to_duckdb`):
-    ``VARCHAR`` is Spark's text (``segments.spark_text``)."""
+def _zone_cast(col: Any, spark_type: str, time_zone: str, what: str) -> Any:
+    """``col`` cast to ``spark_type`` as Spark casts it in the session time zone (the casts
+    of :func:`to_duckdb`: ``string`` is Spark's text, ``segments.spark_text``)."""
     con = duckdb_connection(time_zone)
     try:
         con.register("__col", pa.table({"v": col}))
-        value = ("__spark_text(typeof(v), CAST(v AS VARCHAR))" if sql_type == "VARCHAR"
-                 else f"CAST(v AS {sql_type})")
+        value = to_duckdb(f"cast(v AS {spark_type})", what)
         return _run(con, f"SELECT {value} AS v FROM __col", what).column(0)
     finally:
         con.close()
@@ -433,15 +510,15 @@ def _store_assignment(col: Any, want: pa.DataType, what: str = "", time_zone: st
             except ValueError as err:
                 raise UserError(f"{what}: {err}") from err
         if pa.types.is_timestamp(col.type):
-            return _zone_cast(col, "VARCHAR", time_zone, what)
+            return _zone_cast(col, "string", time_zone, what)
         if not pa.types.is_floating(col.type):
             return col
     elif src == dst == "datetime":
         if pa.types.is_date(want) and pa.types.is_timestamp(col.type):
-            return _zone_cast(col, "DATE", time_zone, what)
+            return _zone_cast(col, "date", time_zone, what)
         if pa.types.is_timestamp(want) and (pa.types.is_date(col.type) or (
                 col.type.tz is None) != (want.tz is None)):
-            return _zone_cast(col, "TIMESTAMP" if want.tz is None else "TIMESTAMPTZ",
+            return _zone_cast(col, "timestamp_ntz" if want.tz is None else "timestamp",
                               time_zone, what)
         return col
     elif src == dst:
@@ -609,6 +686,16 @@ def _prune_filter(table: Table, source: pa.Table, pairs: list[tuple[str, str]]) 
     return " AND ".join(terms) or None
 
 
+def _typed_null(table: Table, name: str) -> str:
+    """A NULL of column ``name``'s type (DuckDB types a bare NULL INTEGER, which the store
+    assignment into a date, timestamp or boolean column refuses)."""
+    spark_type = str(table.schema.column(name).type)
+    try:
+        return f"CAST(NULL AS {exp.DataType.build(spark_type, dialect='spark').sql(dialect='duckdb')})"
+    except (ParseError, TokenError, ValueError):
+        return "NULL"
+
+
 def _not_earlier(conditions: list[str | None], k: int, what: str) -> str:
     """SQL: clause ``k``'s condition holds and no earlier clause's does (NULL is not TRUE)."""
     parts = []
@@ -714,7 +801,7 @@ def merge_rows(
                 vals = _assigned(nclause.values, names, source, sa, table, "MERGE INSERT")
                 select = ", ".join(
                     f"({to_duckdb(vals[c], 'INSERT ' + c)}) AS {_quote(c)}" if c in vals
-                    else f"NULL AS {_quote(c)}" for c in names)
+                    else f"{_typed_null(table, c)} AS {_quote(c)}" for c in names)
                 got = _run(con, f"SELECT {select} FROM __unmatched AS {sq} WHERE {pred}",
                            "WHEN NOT MATCHED INSERT")
                 inserts.append(_conform(table, got, "MERGE INSERT", time_zone))

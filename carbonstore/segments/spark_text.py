@@ -57,8 +57,8 @@ _PLAIN_TEXT = ("VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
                "BOOLEAN", "DATE", '"NULL"', "NULL")
 # DuckDB's text of a timestamp: the wall time (Spark's layout, a fraction without trailing
 # zeros) and, WITH TIME ZONE, the offset of the connection's zone, which Spark leaves out.
-# Years outside 1000-9999 (Spark's layout differs: '+10000-...') are refused.
-_WALL_TEXT = re.compile(r"([1-9]\d{3}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?)"
+# Years past 9999 (Spark writes "+10000-...") and BC are refused.
+_WALL_TEXT = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})?)"
                         r"(?:[+-]\d\d(?::\d\d){0,2})?")
 
 
