@@ -245,6 +245,9 @@ def scan_rows(
             for rg in f.row_groups:
                 n = int(starts[rg.index + 1] - starts[rg.index])
                 want = sorted(set(refs) | set(residual_cols) | (set(names) if with_rows else set()))
+                if residual is not None and not want:  # a residual over no column (upper('a')
+                    # LIKE 'a%') is still evaluated on every row, not skipped as TRUE
+                    want = [table.schema.column_names[0]]
                 data = row_group(pf, rg.index, want, projections.get(f.segment), stypes) \
                     if want else None
                 if data is not None:

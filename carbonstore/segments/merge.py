@@ -578,6 +578,12 @@ def update_rows(
     from carbonstore.segments import dml
 
     duckdb_zone(time_zone)  # a bad zone is a user error before anything is read
+    # Spark refuses a SET value of a type the column cannot take (a string into an int
+    # column) whether or not a row matches: check the types on no rows first
+    empty = pa.schema([pa.field(c.name, arrow_type(c.type)) for c in table.schema.columns]).empty_table()
+    evaluate_assignments(table, empty, {c.lower(): v for c, v in assignments.items()
+                                        if c.lower() in table.schema.column_names},
+                         time_zone=time_zone)
     return dml.apply_update(table, assignments, where, time_zone=time_zone,
                             evaluate=lambda rows, sets: evaluate_assignments(
                                 table, rows, sets, time_zone=time_zone))

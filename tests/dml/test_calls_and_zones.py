@@ -177,3 +177,24 @@ def test_bad_conf_zone_is_a_config_error(tmp_path: Path) -> None:
     conf.write_text("spark.sql.session.timeZone=Nowhere/Else\n")
     with pytest.raises(ConfigError, match="time zone"):
         conf_time_zone(load_conf(conf))
+
+
+def test_condition_over_no_column_is_evaluated_on_every_row(tmp_path: Path) -> None:
+    """DELETE WHERE upper('aé') LIKE '%a%' is false on every row (Spark's LIKE is case
+    sensitive): a condition naming no column was taken as TRUE and deleted every row."""
+    st = Store(str(tmp_path / "store"))
+    t = st.create_table("db.n", "id long not null, c string")
+    add_segments(t, [pa.table({"id": pa.array([0, 1], pa.int64()), "c": ["a", None]})])
+    assert t.delete("upper('aé') LIKE '%a%'", time_zone="UTC").deleted == 0
+    assert t.delete("lower('AÉ') LIKE '%a%'", time_zone="UTC").deleted == 2
+
+
+def test_set_of_a_type_the_column_refuses_fails_also_on_no_row(tmp_path: Path) -> None:
+    """Spark refuses UPDATE SET int_column = a string whether or not a row matches."""
+    st = Store(str(tmp_path / "store"))
+    t = st.create_table("db.n", "id long not null, i int, c string")
+    add_segments(t, [pa.table({"id": pa.array([0], pa.int64()), "i": pa.array([1], pa.int32()),
+                               "c": ["a"]})])
+    with pytest.raises(UserError, match="cannot hold"):
+        t.update({"i": "upper(c)"}, where="id > 5", time_zone="UTC")
+    t.update({"i": "i + 1"}, where="id > 5", time_zone="UTC")  # a type it takes: no row, no change
