@@ -509,7 +509,8 @@ def _store_assignment(col: Any, want: pa.DataType, what: str = "", time_zone: st
                                  for v in col.to_pylist()], pa.string())
             except ValueError as err:
                 raise UserError(f"{what}: {err}") from err
-        if pa.types.is_timestamp(col.type):
+        if pa.types.is_timestamp(col.type) or pa.types.is_decimal(col.type):
+            # Arrow writes a decimal zero of scale 10 as 0E-10; Spark (and DuckDB) 0.0000000000
             return _zone_cast(col, "string", time_zone, what)
         if not pa.types.is_floating(col.type):
             return col

@@ -198,3 +198,18 @@ def test_set_of_a_type_the_column_refuses_fails_also_on_no_row(tmp_path: Path) -
     with pytest.raises(UserError, match="cannot hold"):
         t.update({"i": "upper(c)"}, where="id > 5", time_zone="UTC")
     t.update({"i": "i + 1"}, where="id > 5", time_zone="UTC")  # a type it takes: no row, no change
+
+
+def test_decimal_into_a_string_column_is_sparks_text(tmp_path: Path) -> None:
+    """SET s = p (decimal(38,10)) stores 0.0000000000 as Spark does (Arrow's text is 0E-10)."""
+    from decimal import Decimal
+
+    st = Store(str(tmp_path / "store"))
+    t = st.create_table("db.n", "id long not null, p decimal(38,10), s string")
+    add_segments(t, [pa.table({"id": pa.array([0, 1, 2], pa.int64()),
+                               "p": pa.array([Decimal(0), Decimal("-1.5"), Decimal("1E-10")], pa.decimal128(38, 10)),
+                               "s": ["x"] * 3})])
+    t.update({"s": "p"}, where="id >= 0", time_zone="UTC")
+    rows = scan_rows(t, AlwaysTrue(), with_rows=True).rows
+    assert sorted(zip(rows.column("id").to_pylist(), rows.column("s").to_pylist(), strict=True)) == [
+        (0, "0.0000000000"), (1, "-1.5000000000"), (2, "0.0000000001")]
