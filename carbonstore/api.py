@@ -28,23 +28,32 @@ class Table(base.Table):
     __slots__ = ()
 
     # ---- row-level DML (carbonstore.segments.dml, docs/dml.md) -----------------------------
-    def delete(self, where: str) -> Any:
+    def delete(self, where: str, *, time_zone: str | None = None) -> Any:
         """``DELETE FROM table WHERE where``: delete deltas, one version. The condition is
-        required (``"true"`` deletes every row).
+        required (``"true"`` deletes every row). ``time_zone``: Spark's session time zone
+        (default: the active Spark session's, else ``spark.sql.session.timeZone`` of
+        carbon.properties; docs/dml.md).
 
         Returns a ``DmlResult`` (rows deleted, version committed, ...)."""
         from carbonstore.segments.dml import delete_rows
+        from carbonstore.segments.timezones import process_time_zone
 
         if not isinstance(where, str) or not where.strip():
             raise UserError("delete: give a condition (where=\"true\" deletes every row)")
-        return delete_rows(self, where)
+        return delete_rows(self, where, time_zone=time_zone or process_time_zone(self.store.conf))
 
-    def update(self, set: dict[str, str], *, where: str | None = None) -> Any:  # noqa: A002
+    def update(
+        self, set: dict[str, str], *, where: str | None = None,  # noqa: A002
+        time_zone: str | None = None,
+    ) -> Any:
         """``UPDATE table SET c = expr, ... WHERE where``; ``set`` maps columns to Spark SQL
-        expressions over the row (``{"score": "score * 2"}``). One version."""
+        expressions over the row (``{"score": "score * 2"}``). One version. ``time_zone``:
+        Spark's session time zone (default as :meth:`delete`)."""
         from carbonstore.segments.merge import update_rows
+        from carbonstore.segments.timezones import process_time_zone
 
-        return update_rows(self, set, where)
+        return update_rows(self, set, where,
+                           time_zone=time_zone or process_time_zone(self.store.conf))
 
     def merge(
         self,
@@ -56,6 +65,7 @@ class Table(base.Table):
         when_not_matched_insert: dict[str, str] | Literal["*"] | None = None,
         target_alias: str = "t",
         source_alias: str = "s",
+        time_zone: str | None = None,
     ) -> Any:
         """``MERGE INTO table AS t USING source AS s ON on ...``, one version.
 
@@ -68,8 +78,11 @@ class Table(base.Table):
                 ``when_matched_update`` too, give a condition: it is checked first, and the
                 matched rows it does not take are updated.
             when_not_matched_insert: ``{"col": "s.col"}`` or ``"*"``.
+            time_zone: Spark's session time zone the expressions are evaluated in
+                (default: a Spark DataFrame source's session's, else as :meth:`delete`).
         """
         from carbonstore.segments.merge import WhenMatched, WhenNotMatched, merge_rows
+        from carbonstore.segments.timezones import process_time_zone
 
         matched: list[WhenMatched] = []
         if when_matched_delete is True and when_matched_update is not None:
@@ -85,7 +98,8 @@ class Table(base.Table):
             values=None if when_not_matched_insert == "*" else when_not_matched_insert)]
         return merge_rows(self, _arrow(source), on=on, matched=matched,
                           not_matched=not_matched, target_alias=target_alias,
-                          source_alias=source_alias)
+                          source_alias=source_alias,
+                          time_zone=time_zone or process_time_zone(self.store.conf, source=source))
 
     def set_partition_spec(
         self, partition_by: str | None, *, buckets: int | None = None,

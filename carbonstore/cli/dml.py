@@ -10,7 +10,7 @@ from carbonstore.cli._common import add_json, open_store, print_json, print_tabl
 from carbonstore.errors import UserError
 from carbonstore.store.table import Store
 
-__all__ = ["register", "run_sql_dml"]
+__all__ = ["register", "run_sql_dml", "session_time_zone"]
 
 _COLUMNS = ["operation", "version", "deleted", "inserted", "files", "segments", "insertedSegment"]
 
@@ -42,14 +42,30 @@ def _emit(args: argparse.Namespace, result: Any) -> None:
         print_table([row], _COLUMNS)
 
 
+def session_time_zone(store: Store) -> str:
+    """Spark's session time zone of a DML command (docs/dml.md, "Time zones"): under
+    spark-submit its session's (``--conf spark.sql.session.timeZone=...``), else
+    ``spark.sql.session.timeZone`` of carbon.properties (default UTC)."""
+    import os
+
+    from carbonstore.segments.timezones import SESSION_TIME_ZONE_KEY, conf_time_zone
+
+    if "PYSPARK_GATEWAY_PORT" in os.environ:  # spark-submit started the JVM: its settings
+        from carbonstore.spark.session import get_spark
+
+        return str(get_spark(conf=store.conf).conf.get(SESSION_TIME_ZONE_KEY))
+    return conf_time_zone(store.conf)
+
+
 def _delete(args: argparse.Namespace) -> int:
     from carbonstore.segments.dml import delete_rows
 
     where = args.where.strip()
     if not where:
         raise UserError("--where: give a filter (--where true deletes every row)")
-    table = open_store(args).table(args.table)
-    _emit(args, delete_rows(table, where))
+    store = open_store(args)
+    table = store.table(args.table)
+    _emit(args, delete_rows(table, where, time_zone=session_time_zone(store)))
     return 0
 
 
@@ -78,9 +94,11 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
 def _update(args: argparse.Namespace) -> int:
     from carbonstore.segments.merge import update_rows
 
-    table = open_store(args).table(args.table)
+    store = open_store(args)
+    table = store.table(args.table)
     where = (args.where or "").strip() or None
-    _emit(args, update_rows(table, parse_assignments(args.set), where))
+    _emit(args, update_rows(table, parse_assignments(args.set), where,
+                            time_zone=session_time_zone(store)))
     return 0
 
 
@@ -101,7 +119,7 @@ def run_sql_dml(args: argparse.Namespace, store: Store) -> bool:
         spark = get_spark(conf=store.conf)
         return run_statement(spark, store, sql).toArrow()
 
-    result = run_dml(store, dml, read_source=read_source)
+    result = run_dml(store, dml, read_source=read_source, time_zone=session_time_zone(store))
     row = result.to_json()
     if getattr(args, "json", False):
         print_json([row])

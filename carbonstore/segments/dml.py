@@ -25,6 +25,7 @@ No data file is ever rewritten. Statistics of touched segments are dropped (stal
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -145,25 +146,37 @@ class RowFilter:
 
     expr: Expr
     residual: str | None = None
+    time_zone: str = "UTC"  # Spark's session time zone (segments.timezones)
 
 
-def row_filter(table: Table, where: str | Expr | None) -> RowFilter:
+def _residual_error(err: Exception) -> bool:
+    """The filter parser cannot bind the conjunct, but Spark SQL may evaluate it (a function
+    or arithmetic where the parser wants a column or a literal)."""
+    return any(k in str(err) for k in ("compare a column with a literal", "expected a column name"))
+
+
+def row_filter(table: Table, where: str | Expr | None, *, time_zone: str = "UTC") -> RowFilter:
     """Split ``where`` into the conjuncts the store's filter parser binds and the rest
-    (arithmetic, functions, column-to-column comparisons: ``id % 8 = 0``).
+    (arithmetic, functions, column-to-column comparisons: ``id % 8 = 0``); timestamps
+    without an offset are read in Spark's session time zone ``time_zone``.
 
     Raises:
         ExpressionError: a conjunct names an unknown column or the text does not parse.
     """
     from carbonstore.errors import ExpressionError
+    from carbonstore.expressions.bind import session_zone
     from carbonstore.expressions.expr import And
     from carbonstore.pruning.plan import bind_where
+    from carbonstore.segments.timezones import duckdb_zone
 
+    duckdb_zone(time_zone)  # a zone DuckDB cannot name is a user error here
+    zone = session_zone(time_zone) or dt.UTC
     if where is None or not isinstance(where, str):
-        return RowFilter(bind_where(table, where))
+        return RowFilter(bind_where(table, where, time_zone=zone), None, time_zone)
     try:
-        return RowFilter(bind_where(table, where))
+        return RowFilter(bind_where(table, where, time_zone=zone), None, time_zone)
     except ExpressionError as err:
-        if "compare a column with a literal" not in str(err):
+        if not _residual_error(err):
             raise
     import sqlglot
 
@@ -175,14 +188,14 @@ def row_filter(table: Table, where: str | Expr | None) -> RowFilter:
     for term in terms:
         text = term.sql(dialect="spark")
         try:
-            e = bind_where(table, text)
+            e = bind_where(table, text, time_zone=zone)
         except ExpressionError as err:
-            if "compare a column with a literal" not in str(err):
+            if not _residual_error(err):
                 raise
             rest.append(f"({text})")
             continue
         bound = e if isinstance(bound, AlwaysTrue) else And(bound, e)
-    return RowFilter(bound, " AND ".join(rest) or None)
+    return RowFilter(bound, " AND ".join(rest) or None, time_zone)
 
 
 def scan_rows(
@@ -201,6 +214,7 @@ def scan_rows(
     from carbonstore.pruning.plan import prune
 
     residual = expr.residual if isinstance(expr, RowFilter) else None
+    zone = expr.time_zone if isinstance(expr, RowFilter) else "UTC"
     expr = expr.expr if isinstance(expr, RowFilter) else expr
     residual_cols = _columns_of(table, residual) if residual is not None else []
     snap = snapshot if snapshot is not None else table.status.read()
@@ -231,6 +245,9 @@ def scan_rows(
             for rg in f.row_groups:
                 n = int(starts[rg.index + 1] - starts[rg.index])
                 want = sorted(set(refs) | set(residual_cols) | (set(names) if with_rows else set()))
+                if residual is not None and not want:  # a residual over no column (upper('a')
+                    # LIKE 'a%') is still evaluated on every row, not skipped as TRUE
+                    want = [table.schema.column_names[0]]
                 data = row_group(pf, rg.index, want, projections.get(f.segment), stypes) \
                     if want else None
                 if data is not None:
@@ -241,7 +258,7 @@ def scan_rows(
                 if residual is not None and data is not None and mask.any():
                     from carbonstore.segments.merge import filter_mask
 
-                    mask &= filter_mask(table, data, residual)
+                    mask &= filter_mask(table, data, residual, time_zone=zone)
                 hits = np.flatnonzero(mask)
                 if not len(hits):
                     continue
@@ -531,19 +548,20 @@ def insert_rows(table: Table, rows: pa.Table, *, operation: str = "INSERT") -> D
                      files=0, segments=(), inserted_segment=seg)
 
 
-def delete_rows(table: Table, where: str | Expr | None) -> DmlResult:
+def delete_rows(table: Table, where: str | Expr | None, *, time_zone: str = "UTC") -> DmlResult:
     """``DELETE FROM table WHERE where``: write delete deltas, commit one version.
 
     Args:
         table: the table (not one opened as of a version).
         where: the condition (the store's WHERE syntax, docs/query.md); None or empty
             deletes every row.
+        time_zone: Spark's session time zone the condition is read in.
 
     Raises:
         ExpressionError: the condition does not parse or bind.
         CommitConflictError: concurrent changes kept winning.
     """
-    expr = row_filter(table, where)
+    expr = row_filter(table, where, time_zone=time_zone)
 
     def step(snap: TableStatusSnapshot) -> DmlResult:
         matches = scan_rows(table, expr, snapshot=snap)
@@ -560,6 +578,7 @@ def apply_update(
     where: str | Expr | None,
     *,
     evaluate: Callable[[pa.Table, Mapping[str, str]], pa.Table],
+    time_zone: str = "UTC",
 ) -> DmlResult:
     """``UPDATE table SET c = expr, ... WHERE where``: the matched rows are deleted (delta) and
     written again with the new values as a new segment, in one version.
@@ -573,7 +592,7 @@ def apply_update(
         raise UserError(f"UPDATE {table.name} SET: unknown column(s) "
                         f"{', '.join(unknown) or '(none given)'}; the table has "
                         f"{', '.join(table.schema.column_names)}")
-    expr = row_filter(table, where)
+    expr = row_filter(table, where, time_zone=time_zone)
     sets = {c.lower(): v for c, v in assignments.items()}
 
     def step(snap: TableStatusSnapshot) -> DmlResult:

@@ -100,21 +100,24 @@ def _sets(expressions: list[Any], verb: str) -> dict[str, str]:
 
 
 def run_dml(
-    store: Store, dml: DmlStatement, *, read_source: Callable[[str], pa.Table] | None = None
+    store: Store, dml: DmlStatement, *, read_source: Callable[[str], pa.Table] | None = None,
+    time_zone: str = "UTC",
 ) -> DmlResult:
-    """Run a parsed statement; ``read_source(sql)`` gives the rows of a non-table source."""
+    """Run a parsed statement; ``read_source(sql)`` gives the rows of a non-table source;
+    ``time_zone``: Spark's session time zone (``segments.timezones``)."""
     tree = dml.tree
     table = _table(store, tree.this, dml.verb)
     if dml.verb == "DELETE":
-        return delete_rows(table, _where_text(tree.args.get("where")))
+        return delete_rows(table, _where_text(tree.args.get("where")), time_zone=time_zone)
     if dml.verb == "UPDATE":
         return update_rows(table, _sets(tree.expressions, "UPDATE"),
-                           _where_text(tree.args.get("where")))
-    return _merge(store, table, tree, read_source)
+                           _where_text(tree.args.get("where")), time_zone=time_zone)
+    return _merge(store, table, tree, read_source, time_zone)
 
 
 def _merge(
-    store: Store, table: Table, tree: Any, read_source: Callable[[str], pa.Table] | None
+    store: Store, table: Table, tree: Any, read_source: Callable[[str], pa.Table] | None,
+    time_zone: str,
 ) -> DmlResult:
     from carbonstore.expressions.expr import AlwaysTrue
     from carbonstore.segments.dml import FILE_COLUMN, POS_COLUMN, SEGMENT_COLUMN, scan_rows
@@ -179,4 +182,4 @@ def _merge(
                 c: v.sql(dialect="spark") for c, v in zip(cols, vals, strict=True)}))
     return merge_rows(table, source, on=tree.args["on"].sql(dialect="spark"), matched=matched,
                       not_matched=not_matched, target_alias=target_alias,
-                      source_alias=source_alias)
+                      source_alias=source_alias, time_zone=time_zone)

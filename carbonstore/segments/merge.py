@@ -30,6 +30,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import UserError
+from carbonstore.expressions.bind import session_zone
 from carbonstore.expressions.expr import AlwaysTrue, Expr
 from carbonstore.expressions.parser import and_terms
 from carbonstore.segments.dml import (
@@ -43,6 +44,9 @@ from carbonstore.segments.dml import (
     run_replanned,
     scan_rows,
 )
+from carbonstore.segments.dml_calls import check_calls
+from carbonstore.segments.spark_text import java_double_text, spark_text
+from carbonstore.segments.timezones import duckdb_zone
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
@@ -79,9 +83,11 @@ class WhenNotMatched:
 
 def to_duckdb(text: str, what: str) -> str:
     """A Spark SQL expression as DuckDB SQL with Spark's meaning (:func:`_spark_meaning`),
-    for a connection of :func:`duckdb_connection`; a user error when it does not parse or
-    uses a function whose DuckDB result is not known to equal Spark's (:data:`_VERIFIED`)."""
+    for a connection of :func:`duckdb_connection`; a user error when it does not parse, calls
+    a function with a number of arguments Spark refuses (``segments.dml_calls``) or uses a
+    function whose DuckDB result is not known to equal Spark's (:data:`_VERIFIED`)."""
     try:
+        check_calls(text, what)
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError, RecursionError) as err:
         raise UserError(f"{what}: cannot parse {text!r}: {str(err).splitlines()[0]}") from err
@@ -177,7 +183,8 @@ _STRING_ARGS: dict[type, tuple[str, ...]] = {
 def _text(value: exp.Expr) -> exp.Expr:
     """``value`` as Spark's ``CAST(value AS STRING)``: DuckDB's text for strings, integers,
     decimals, booleans and dates; doubles laid out as Java's ``Double.toString`` (``NaN``,
-    ``Infinity``, ``1.0E10``) and timestamps in UTC by :func:`_spark_text` (floats refused)."""
+    ``Infinity``, ``1.0E10``) and timestamps in the session time zone by
+    ``segments.spark_text`` (floats refused)."""
     kind = exp.Anonymous(this="typeof", expressions=[value.copy()])
     text = exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR"))
     plain = exp.Or(this=exp.In(this=kind.copy(), expressions=[
@@ -191,6 +198,58 @@ def _text(value: exp.Expr) -> exp.Expr:
 _TEXT = {exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR}
 _INTEGRAL = {exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
              exp.DataType.Type.BIGINT}
+
+
+_INSTANT = {exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPLTZ}
+# text that names its zone: an offset or a zone after the time of day, or a zone name at the end
+_NAMES_ZONE = r"\d:\d\d(:\d\d(\.\d*)?)?\s*[A-Za-z+-]|[A-Za-z]\s*$"
+
+
+def _instant(value: exp.Expr) -> exp.Expr:
+    """Spark's ``CAST(value AS TIMESTAMP)``: a date, a TIMESTAMP_NTZ or text without a zone is
+    a wall time of the session zone, read as Java reads it (``__local_instant``: a wall
+    time in a daylight-saving overlap takes the earlier offset, where ICU takes the later
+    one); text that names its zone, and instants, as DuckDB casts them."""
+    kind = exp.Anonymous(this="typeof", expressions=[value.copy()])
+    text = exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR"))
+    wall = exp.Anonymous(this="__local_instant", expressions=[
+        exp.Cast(this=text.copy(), to=exp.DataType.build("TIMESTAMP"))])
+    local = exp.Or(
+        this=exp.In(this=kind.copy(), expressions=[exp.Literal.string("DATE"), exp.Literal.string("TIMESTAMP")]),
+        expression=exp.And(
+            this=exp.EQ(this=kind.copy(), expression=exp.Literal.string("VARCHAR")),
+            expression=exp.Not(this=exp.Anonymous(this="regexp_matches", expressions=[
+                text.copy(), exp.Literal.string(_NAMES_ZONE)]))))
+    return exp.Case(ifs=[exp.If(this=local, true=wall)], default=exp.Cast(
+        this=value.copy(), to=exp.DataType.build("TIMESTAMPTZ")))
+
+
+def _local_instants(zone: Any) -> Any:
+    """``__local_instant``: wall times (Arrow timestamps without a zone) of ``zone`` as
+    instants, as Java's ``LocalDateTime.atZone`` reads them: in an overlap the earlier
+    offset, in a gap the offset before it (the wall time moves forward by the gap)."""
+    import datetime as dt
+
+    import pyarrow.compute as pc
+
+    utc = pa.timestamp("us", tz="UTC")
+
+    def convert(wall: Any) -> Any:
+        wall = wall.cast(pa.timestamp("us"))
+        if isinstance(zone, dt.timezone):  # a fixed offset: no gaps, no overlaps
+            shift = zone.utcoffset(None) // dt.timedelta(microseconds=1)
+            return pc.subtract(wall.cast(pa.int64()), shift).cast(utc)
+        micros = wall.cast(pa.int64()).to_pylist()
+        try:  # offsets of the naive wall times (fold 0), kept in integers: year 1 in a zone
+            # east of UTC is an instant of year 0, which Python's datetime cannot hold
+            shifts = [None if v is None else zone.utcoffset(v) // dt.timedelta(microseconds=1)
+                      for v in wall.to_pylist()]
+        except (ValueError, OverflowError) as err:
+            raise ValueError(f"a timestamp outside the years 1-9999: {err}") from err
+        return pa.array([None if m is None else m - s for m, s in zip(micros, shifts, strict=True)],
+                        pa.int64()).cast(utc)
+
+    return convert
 
 
 def _fail(message: str) -> exp.Expr:
@@ -227,9 +286,13 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
             return exp.Cast(this=checked, to=to.copy())
         if to.this in _TEXT:
             return _text(value)
+        if to.this in _INSTANT:
+            return _instant(value)
         return exp.Cast(this=value.copy(), to=to.copy())
     if isinstance(node, exp.Cast) and node.args["to"].this in _TEXT:
         return _text(node.this)
+    if isinstance(node, exp.Cast) and node.args["to"].this in _INSTANT:  # TIMESTAMP '...'
+        return _instant(node.this)
     if isinstance(node, (exp.Left, exp.Right)):  # Spark: a length below 1 is the empty string
         return type(node)(this=_text(node.this), expression=exp.Greatest(
             this=node.expression.copy(), expressions=[exp.Literal.number(0)]))
@@ -318,82 +381,29 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-_TWO_53 = 2.0 ** 53
+def duckdb_connection(time_zone: str = "UTC") -> Any:
+    """A DuckDB connection that evaluates :func:`to_duckdb`'s SQL in Spark's session time
+    zone ``time_zone`` (a Spark zone id: ``segments.timezones``).
 
-
-def _java_double_text(text: str) -> str:
-    """DuckDB's shortest text of a double as Java's ``Double.toString`` lays it out."""
-    if "e" not in text and "n" not in text and 1e-3 <= abs(float(text)) < 1e7:
-        return text  # DuckDB's shortest digits, in Java's plain layout already ("100.0")
-    low = text.lower()
-    if low in ("nan", "-nan"):
-        return "NaN"
-    if low in ("inf", "infinity", "-inf", "-infinity"):
-        return "-Infinity" if low.startswith("-") else "Infinity"
-    from decimal import Decimal
-
-    d = Decimal(text)
-    if d == 0:
-        return "-0.0" if text.startswith("-") else "0.0"
-    sign, digits, exponent = d.normalize().as_tuple()
-    s = "".join(map(str, digits))
-    size = abs(float(d))
-    if not (1e-3 <= size < 1e7 or (1e-11 <= size < _TWO_53 and len(s) <= 15)):
-        # Java 17's Double.toString prints some doubles with more digits than the shortest
-        # (whole numbers from 2^53, powers of two, 1e23, ...); Java 19+ prints the shortest.
-        # Inside these ranges both were checked to print the shortest digits.
-        raise ValueError(f"cannot cast the double {text} to string exactly as Spark does (Java "
-                         "versions print it differently): only values from 1e-11 to 2^53 "
-                         "with at most 15 digits, or from 0.001 to 1e7, are cast")
-    e10 = len(s) + int(exponent) - 1
-    neg = "-" if sign else ""
-    if -3 <= e10 < 7:
-        if e10 >= 0:
-            return f"{neg}{s[:e10 + 1].ljust(e10 + 1, '0')}.{s[e10 + 1:] or '0'}"
-        return f"{neg}0.{'0' * (-e10 - 1)}{s}"
-    return f"{neg}{s[0]}.{s[1:] or '0'}E{e10}"
-
-
-_PLAIN_TEXT = ("VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "DECIMAL",
-               "BOOLEAN", "DATE", '"NULL"', "NULL", "TIMESTAMP")
-
-
-def _spark_text(kind: Any, text: Any) -> Any:
-    """Spark's text of a value DuckDB typed ``kind`` and printed as ``text`` (Arrow arrays)."""
-    import pyarrow.compute as pc
-
-    if not any(k == "DOUBLE" or k.startswith("TIMESTAMP WITH") or not k.startswith(_PLAIN_TEXT)
-               for k in pc.unique(kind).to_pylist() if k is not None):
-        return text  # DuckDB's text is Spark's
-    kinds = kind.to_pylist()
-    values = text.to_pylist()
-    out = []
-    for k, v in zip(kinds, values, strict=True):
-        if v is None:
-            out.append(None)
-        elif k == "DOUBLE":
-            out.append(_java_double_text(v))
-        elif k.startswith("TIMESTAMP WITH") and v.endswith("+00") and v[:1].isdigit() \
-                and "BC" not in v:
-            out.append(v[:-3])  # the connection's zone is UTC (duckdb_connection)
-        elif k == "FLOAT" or k.startswith(("TIMESTAMP WITH", "INTERVAL", "BLOB", "TIME", "UUID")) \
-                or k.endswith("[]") or k.startswith(("STRUCT", "MAP", "UNION", "BIT")):
-            raise ValueError(f"cast of a {k.lower()} value to string is not supported in DML "
-                             "expressions (its text could differ from Spark's)")
-        else:
-            out.append(v)
-    return pa.array(out, pa.string())
-
-
-def duckdb_connection() -> Any:
-    """A DuckDB connection that evaluates :func:`to_duckdb`'s SQL."""
+    Raises:
+        UserError: ``time_zone`` is no zone DuckDB knows.
+    """
     import duckdb
 
+    zone = duckdb_zone(time_zone)
     con = duckdb.connect()
     con.execute("SET threads TO 2")
-    con.execute("SET TimeZone = 'UTC'")  # timestamps without an offset are UTC (docs/dml.md)
-    con.create_function("__spark_text", _spark_text, ["VARCHAR", "VARCHAR"], "VARCHAR",
+    try:  # the text, date and fields of a timestamp, and timestamps read without an offset
+        con.execute(f"SET TimeZone = '{zone}'")
+    except duckdb.Error as err:
+        con.close()
+        raise UserError(f"session time zone {time_zone!r} is not known to DuckDB, which "
+                        "evaluates DML expressions: name another region") from err
+    con.create_function("__spark_text", spark_text, ["VARCHAR", "VARCHAR"], "VARCHAR",
                         type="arrow", null_handling="special", side_effects=False)
+    con.create_function("__local_instant", _local_instants(session_zone(time_zone)),
+                        ["TIMESTAMP"], "TIMESTAMPTZ", type="arrow", null_handling="special",
+                        side_effects=False)
     return con
 
 
@@ -415,21 +425,41 @@ def _run(con: Any, sql: str, what: str) -> pa.Table:
         raise UserError(f"{what}: {str(err).splitlines()[0]}") from err
 
 
-def _conform(table: Table, data: pa.Table, what: str) -> pa.Table:
-    """``data`` with the table's columns cast to its types (safe casts only)."""
+def _conform(table: Table, data: pa.Table, what: str, time_zone: str = "UTC") -> pa.Table:
+    """``data`` with the table's columns cast to its types (Spark's store assignment in
+    the session time zone ``time_zone``, then safe casts only)."""
     arrays = []
     for c in table.schema.columns:
         col = data.column(c.name)
         want = arrow_type(c.type)
         if col.type != want:
             try:
-                col = _store_assignment(col, want, f"{what}: column {c.name} ({c.type})")
+                col = _store_assignment(col, want, f"{what}: column {c.name} ({c.type})",
+                                        time_zone)
                 col = col.cast(want, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
                 raise UserError(f"{what}: column {c.name} ({c.type}) cannot hold the new "
                                 f"values: {err}") from err
+        if pa.types.is_timestamp(want):
+            _check_instants(col, f"{what}: column {c.name} ({c.type})")
         arrays.append(col)
     return pa.table(arrays, names=list(table.schema.column_names))
+
+
+# instants the store writes (its statistics hold Python datetimes): years 1-9999 in UTC
+_FIRST_INSTANT, _LAST_INSTANT = -62135596800000000, 253402300799999999
+
+
+def _check_instants(col: Any, what: str) -> None:
+    """Refuse timestamps outside years 1-9999 of UTC (e.g. midnight of 0001-01-01 in a zone
+    east of UTC): Spark holds them, the store's writer does not."""
+    import pyarrow.compute as pc
+
+    micros = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    low, high = pc.min_max(micros).values()
+    if low.is_valid and (low.as_py() < _FIRST_INSTANT or high.as_py() > _LAST_INSTANT):
+        raise UserError(f"{what}: a timestamp outside the years 1 to 9999 of UTC cannot be "
+                        "stored")
 
 
 def _kind(t: pa.DataType) -> str:
@@ -444,21 +474,25 @@ def _kind(t: pa.DataType) -> str:
     return "other"
 
 
-def _utc_text(v: Any) -> str | None:
-    """Spark's text of a timestamp in the UTC session zone (fraction without trailing zeros)."""
-    if v is None:
-        return None
-    import datetime as dt
+def _zone_cast(col: Any, spark_type: str, time_zone: str, what: str) -> Any:
+    """``col`` cast to ``spark_type`` as Spark casts it in the session time zone (the casts
+    of :func:`to_duckdb`: ``string`` is Spark's text, ``segments.spark_text``)."""
+    con = duckdb_connection(time_zone)
+    try:
+        con.register("__col", pa.table({"v": col}))
+        value = to_duckdb(f"cast(v AS {spark_type})", what)
+        return _run(con, f"SELECT {value} AS v FROM __col", what).column(0)
+    finally:
+        con.close()
 
-    u = v.astimezone(dt.UTC) if v.tzinfo else v
-    text = u.strftime("%Y-%m-%d %H:%M:%S").rjust(19, "0")
-    return text + (f".{u.microsecond:06d}".rstrip("0") if u.microsecond else "")
 
-
-def _store_assignment(col: Any, want: pa.DataType, what: str = "") -> Any:
+def _store_assignment(col: Any, want: pa.DataType, what: str = "", time_zone: str = "UTC") -> Any:
     """``col`` as Spark's ANSI store assignment takes it before the cast to ``want``: a
     number, date or boolean into a string column is its Spark text (doubles as Java prints
-    them, timestamps in UTC; floats refused), a string or boolean into a number column, a
+    them, timestamps in the session time zone; floats refused), a date or timestamp into
+    a date or timestamp column is read in the session time zone (a date is its midnight
+    there, a timestamp its date there, a TIMESTAMP_NTZ its wall time there), a string or
+    boolean into a number column, a
     number into a boolean one, a string into a date or timestamp one is refused
     (``INCOMPATIBLE_DATA_FOR_TABLE``); numbers are rounded toward zero into an integer column
     (3.5 -> 3), half away from zero into a decimal of smaller scale (1.225 -> 1.23). What is
@@ -471,14 +505,23 @@ def _store_assignment(col: Any, want: pa.DataType, what: str = "") -> Any:
     if dst == "string" and src != "string":
         if pa.types.is_floating(col.type) and col.type.bit_width == 64:
             try:
-                return pa.array([None if v is None else _java_double_text(repr(v))
+                return pa.array([None if v is None else java_double_text(repr(v))
                                  for v in col.to_pylist()], pa.string())
             except ValueError as err:
                 raise UserError(f"{what}: {err}") from err
-        if pa.types.is_timestamp(col.type):
-            return pa.array([_utc_text(v) for v in col.to_pylist()], pa.string())
+        if pa.types.is_timestamp(col.type) or pa.types.is_decimal(col.type):
+            # Arrow writes a decimal zero of scale 10 as 0E-10; Spark (and DuckDB) 0.0000000000
+            return _zone_cast(col, "string", time_zone, what)
         if not pa.types.is_floating(col.type):
             return col
+    elif src == dst == "datetime":
+        if pa.types.is_date(want) and pa.types.is_timestamp(col.type):
+            return _zone_cast(col, "date", time_zone, what)
+        if pa.types.is_timestamp(want) and (pa.types.is_date(col.type) or (
+                col.type.tz is None) != (want.tz is None)):
+            return _zone_cast(col, "timestamp_ntz" if want.tz is None else "timestamp",
+                              time_zone, what)
+        return col
     elif src == dst:
         pass
     else:
@@ -498,11 +541,13 @@ def _store_assignment(col: Any, want: pa.DataType, what: str = "") -> Any:
 
 
 def evaluate_assignments(
-    table: Table, rows: pa.Table, assignments: Mapping[str, str], *, alias: str | None = None
+    table: Table, rows: pa.Table, assignments: Mapping[str, str], *, alias: str | None = None,
+    time_zone: str = "UTC",
 ) -> pa.Table:
     """``rows`` (the table's columns) with ``assignments`` (column -> Spark SQL expression
-    over the row's columns) applied, cast to the table's types."""
-    con = duckdb_connection()
+    over the row's columns) applied in Spark's session time zone ``time_zone``, cast to
+    the table's types."""
+    con = duckdb_connection(time_zone)
     con.register("__rows", rows)  # a projection: no filter is pushed into Arrow (_load)
     name = _quote(alias or table.name.table)
     sets = {c.lower(): v for c, v in assignments.items()}
@@ -510,12 +555,14 @@ def evaluate_assignments(
         f"({to_duckdb(sets[c], 'UPDATE SET ' + c)}) AS {_quote(c)}" if c in sets else _quote(c)
         for c in table.schema.column_names)
     out = _run(con, f"SELECT {select} FROM __rows AS {name}", "UPDATE SET")
-    return _conform(table, out, "UPDATE SET")
+    con.close()
+    return _conform(table, out, "UPDATE SET", time_zone)
 
 
-def filter_mask(table: Table, rows: pa.Table, condition: str) -> np.ndarray:
-    """Rows of ``rows`` (decoded values) for which the Spark SQL ``condition`` is TRUE."""
-    con = duckdb_connection()
+def filter_mask(table: Table, rows: pa.Table, condition: str, *, time_zone: str = "UTC") -> np.ndarray:
+    """Rows of ``rows`` (decoded values) for which the Spark SQL ``condition`` is TRUE (in
+    Spark's session time zone ``time_zone``)."""
+    con = duckdb_connection(time_zone)
     con.register("__rows", rows)  # a projection: no filter is pushed into Arrow (_load)
     got = _run(con, f"SELECT COALESCE(({to_duckdb(condition, 'WHERE')}), FALSE) AS m "
                f"FROM __rows AS {_quote(table.name.table)}", "WHERE")
@@ -524,13 +571,23 @@ def filter_mask(table: Table, rows: pa.Table, condition: str) -> np.ndarray:
 
 
 def update_rows(
-    table: Table, assignments: Mapping[str, str], where: str | Expr | None,
+    table: Table, assignments: Mapping[str, str], where: str | Expr | None, *,
+    time_zone: str = "UTC",
 ) -> DmlResult:
-    """``UPDATE table SET ... WHERE ...`` with SQL expressions evaluated here (DuckDB)."""
+    """``UPDATE table SET ... WHERE ...`` with SQL expressions evaluated here (DuckDB), in
+    Spark's session time zone ``time_zone`` (``segments.timezones``)."""
     from carbonstore.segments import dml
 
-    return dml.apply_update(table, assignments, where,
-                            evaluate=lambda rows, sets: evaluate_assignments(table, rows, sets))
+    duckdb_zone(time_zone)  # a bad zone is a user error before anything is read
+    # Spark refuses a SET value of a type the column cannot take (a string into an int
+    # column) whether or not a row matches: check the types on no rows first
+    empty = pa.schema([pa.field(c.name, arrow_type(c.type)) for c in table.schema.columns]).empty_table()
+    evaluate_assignments(table, empty, {c.lower(): v for c, v in assignments.items()
+                                        if c.lower() in table.schema.column_names},
+                         time_zone=time_zone)
+    return dml.apply_update(table, assignments, where, time_zone=time_zone,
+                            evaluate=lambda rows, sets: evaluate_assignments(
+                                table, rows, sets, time_zone=time_zone))
 
 
 # ---- MERGE ------------------------------------------------------------------------------------
@@ -636,6 +693,16 @@ def _prune_filter(table: Table, source: pa.Table, pairs: list[tuple[str, str]]) 
     return " AND ".join(terms) or None
 
 
+def _typed_null(table: Table, name: str) -> str:
+    """A NULL of column ``name``'s type (DuckDB types a bare NULL INTEGER, which the store
+    assignment into a date, timestamp or boolean column refuses)."""
+    spark_type = str(table.schema.column(name).type)
+    try:
+        return f"CAST(NULL AS {exp.DataType.build(spark_type, dialect='spark').sql(dialect='duckdb')})"
+    except (ParseError, TokenError, ValueError):
+        return "NULL"
+
+
 def _not_earlier(conditions: list[str | None], k: int, what: str) -> str:
     """SQL: clause ``k``'s condition holds and no earlier clause's does (NULL is not TRUE)."""
     parts = []
@@ -654,6 +721,7 @@ def merge_rows(
     not_matched: Sequence[WhenNotMatched] = (),
     target_alias: str = "t",
     source_alias: str = "s",
+    time_zone: str = "UTC",
 ) -> DmlResult:
     """``MERGE INTO table AS t USING source AS s ON ... WHEN ...``, one commit.
 
@@ -663,9 +731,12 @@ def merge_rows(
         on: a Spark SQL condition over both aliases, or column names equal in both.
         matched: WHEN MATCHED clauses, in order.
         not_matched: WHEN NOT MATCHED clauses, in order.
+        time_zone: Spark's session time zone the expressions are evaluated in
+            (``segments.timezones``).
     """
     if not matched and not not_matched:
         raise UserError("MERGE needs at least one WHEN clause")
+    duckdb_zone(time_zone)
     ta, sa = target_alias.lower(), source_alias.lower()
     if ta == sa:
         raise UserError("MERGE: the target and the source need different aliases")
@@ -690,7 +761,7 @@ def merge_rows(
         # moves the key columns, not the table.
         keys = scan_rows(table, expr, with_rows=True, columns=on_columns or names[:1],
                          snapshot=snap).rows
-        con = duckdb_connection()
+        con = duckdb_connection(time_zone)
         _load(con, "__keys", keys)
         _load(con, "__source", source)
         tq, sq = _quote(ta), _quote(sa)
@@ -727,7 +798,7 @@ def merge_rows(
                 else f"{tq}.{_quote(c)}" for c in names)
             got = _run(con, f"SELECT {loc}, {select} {join} WHERE {pred}", "WHEN MATCHED UPDATE")
             gone.append(got.select([SEGMENT_COLUMN, FILE_COLUMN, POS_COLUMN]))
-            inserts.append(_conform(table, got.select(names), "MERGE UPDATE SET"))
+            inserts.append(_conform(table, got.select(names), "MERGE UPDATE SET", time_zone))
         if not_matched:
             con.execute(f"CREATE VIEW __unmatched AS SELECT {sq}.* FROM {sq} ANTI JOIN "
                          f"__keys AS {tq} ON ({on_sql})")
@@ -737,10 +808,10 @@ def merge_rows(
                 vals = _assigned(nclause.values, names, source, sa, table, "MERGE INSERT")
                 select = ", ".join(
                     f"({to_duckdb(vals[c], 'INSERT ' + c)}) AS {_quote(c)}" if c in vals
-                    else f"NULL AS {_quote(c)}" for c in names)
+                    else f"{_typed_null(table, c)} AS {_quote(c)}" for c in names)
                 got = _run(con, f"SELECT {select} FROM __unmatched AS {sq} WHERE {pred}",
                            "WHEN NOT MATCHED INSERT")
-                inserts.append(_conform(table, got, "MERGE INSERT"))
+                inserts.append(_conform(table, got, "MERGE INSERT", time_zone))
         con.close()
         positions: dict[tuple[str, str], Any] = {}
         if gone:

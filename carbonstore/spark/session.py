@@ -1,6 +1,7 @@
 """The one SparkSession factory every entry point uses.
 
-Embedded default: ``local[*]``, UI off, few shuffle partitions, session time zone UTC,
+Embedded default: ``local[*]``, UI off, few shuffle partitions, session time zone
+``spark.sql.session.timeZone`` of carbon.properties (default UTC),
 executors running this interpreter, Spark's own logging quiet (``carbon.spark.log.level``,
 default ``FATAL``: the command reports failures itself, in one line) and no stage progress
 bars unless stderr is a terminal. Python filter pushdown is left as configured: the
@@ -8,8 +9,8 @@ bars unless stderr is a terminal. Python filter pushdown is left as configured: 
 is honoured: its master is kept and only the settings carbonstore needs are set on it.
 Under ``spark-submit`` (any job file) the session is started from spark-submit's own
 settings (``--master``, ``--conf``, ``spark-defaults.conf``), which win over the embedded
-defaults; only the required settings are added, and the time zone is UTC unless
-``spark.sql.session.timeZone`` was given.
+defaults; only the required settings are added, and the time zone is carbon.properties'
+(default UTC) unless ``spark.sql.session.timeZone`` was given.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ def _log_level(conf: CarbonConf | None) -> str:
     if value not in _LEVELS:
         raise ConfigError(f"{LOG_LEVEL_KEY}={value!r}: use one of {', '.join(_LEVELS)}")
     return value
+
+
+def _conf_zone(conf: CarbonConf | None) -> str:
+    """``spark.sql.session.timeZone`` of carbon.properties (default UTC)."""
+    from carbonstore.segments.timezones import conf_time_zone
+
+    return conf_time_zone(conf or load_conf())
 
 
 def _log4j_file(level: str) -> str:
@@ -97,7 +105,7 @@ def get_spark(
         # set): build the session from them alone, as builder.config() would override them.
         spark = SparkSession.builder.getOrCreate()
         if not spark.sparkContext.getConf().contains(_TIME_ZONE):
-            spark.conf.set(_TIME_ZONE, "UTC")
+            spark.conf.set(_TIME_ZONE, _conf_zone(conf))
         spark.sparkContext.setLogLevel(level)
         return _adjust(spark)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -120,7 +128,7 @@ def get_spark(
         .config("spark.ui.showConsoleProgress", "true" if sys.stderr.isatty() else "false")
         # A native read lists its kept files by path: on the driver, not in a Spark job.
         .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
-        .config(_TIME_ZONE, "UTC")
+        .config(_TIME_ZONE, _conf_zone(conf))
         # PySpark's daemon without a traceback when a LIMIT closes a worker's socket.
         .config("spark.python.daemon.module", "carbonstore.spark.daemon")
     )

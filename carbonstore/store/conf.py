@@ -69,6 +69,8 @@ DEFAULTS: dict[str, str] = {
     "carbon.badrecords.location": "",
     "carbon.statistics.enabled": "true",
     "carbon.load.csv.parser": "auto",
+    # the session time zone of sessions carbonstore starts and of DML expressions
+    "spark.sql.session.timeZone": "UTC",
     # versioned tablestatus: commit retries, lease of running loads and compactions
     "carbon.tablestatus.commit.retries": "60",
     "carbon.segment.lease.seconds": "120",
@@ -280,6 +282,7 @@ KEY_TYPES: dict[str, KeyType] = {
     "carbon.tablestatus.commit.retries": Int(1, 10_000),
     "carbon.segment.lease.seconds": Float(1, 86_400),
     "carbon.load.csv.parser": Choice(("auto", "spark")),
+    "spark.sql.session.timeZone": Text(non_empty=True),
     "carbon.s3.endpoint": Text(),
     "carbon.s3.region": Text(),
     "carbon.s3.path.style.access": Bool(),
