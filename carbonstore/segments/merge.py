@@ -252,6 +252,39 @@ def _local_instants(zone: Any) -> Any:
     return convert
 
 
+_DECIMAL = {exp.DataType.Type.DECIMAL}
+
+
+def _decimal(value: exp.Expr, to: exp.DataType) -> exp.Expr:
+    """Spark's ``CAST(value AS DECIMAL(p, s))``: a double through its shortest text, as
+    Scala's ``BigDecimal(double)`` reads it (Java's ``Double.toString``), then rounded half up
+    (0.145D is 0.15; DuckDB rounds the binary double 0.14499... to 0.14); other values as
+    DuckDB casts them (NaN and Infinity fail, as in Spark)."""
+    kind = exp.Anonymous(this="typeof", expressions=[value.copy()])
+    via_text = exp.Cast(this=exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR")),
+                        to=to.copy())
+    return exp.Case(ifs=[exp.If(this=exp.EQ(this=kind, expression=exp.Literal.string("DOUBLE")),
+                                true=via_text)],
+                    default=exp.Cast(this=value.copy(), to=to.copy()))
+
+
+def _not_decimal_quotient(div: exp.Div) -> exp.Expr:
+    """``div``, refused where Spark divides decimals: a decimal operand and no double or
+    float one. Spark's quotient is an exact decimal (``decimal(10,2) / 2`` is a decimal(14,6)
+    rounded half up); DuckDB's is a double, which stores 0.14 for 0.29 / 2 where Spark
+    stores 0.15."""
+    kinds = [exp.Anonymous(this="typeof", expressions=[e.copy()]) for e in (div.this, div.expression)]
+    decimal = exp.or_(*(exp.Like(this=k.copy(), expression=exp.Literal.string("DECIMAL(%"))
+                        for k in kinds))
+    floating = exp.or_(*(exp.In(this=k.copy(), expressions=[exp.Literal.string("DOUBLE"),
+                                                              exp.Literal.string("FLOAT")])
+                         for k in kinds))
+    return exp.Case(ifs=[exp.If(this=exp.and_(decimal, exp.not_(floating)), true=_fail(
+        "a division with a decimal operand is not evaluated as Spark divides decimals "
+        "(exactly, at Spark's result scale): cast an operand to double, e.g. "
+        "cast(p AS double) / 2"))], default=div)
+
+
 def _fail(message: str) -> exp.Expr:
     return exp.Anonymous(this="error", expressions=[exp.Literal.string(message)])
 
@@ -288,7 +321,11 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
             return _text(value)
         if to.this in _INSTANT:
             return _instant(value)
+        if to.this in _DECIMAL:
+            return _decimal(value, to)
         return exp.Cast(this=value.copy(), to=to.copy())
+    if isinstance(node, exp.Cast) and node.args["to"].this in _DECIMAL:
+        return _decimal(node.this, node.args["to"])
     if isinstance(node, exp.Cast) and node.args["to"].this in _TEXT:
         return _text(node.this)
     if isinstance(node, exp.Cast) and node.args["to"].this in _INSTANT:  # TIMESTAMP '...'
@@ -347,9 +384,10 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
                         expression=node.expressions[1].copy() if len(node.expressions) > 1 else None)
     if isinstance(node, exp.TsOrDsToDate):  # to_date(x), year(x), ...: ANSI fails on bad text
         return exp.Cast(this=node.this.copy(), to=exp.DataType.build("DATE"))
-    if isinstance(node, exp.Div) and node.args.get("safe"):
-        return exp.Div(this=node.this.copy(), expression=_nonzero(node.expression),
-                       typed=node.args.get("typed"), safe=False)
+    if isinstance(node, exp.Div):
+        div = exp.Div(this=node.this.copy(), expression=_nonzero(node.expression),
+                      typed=node.args.get("typed"), safe=False) if node.args.get("safe") else node
+        return _not_decimal_quotient(div)
     if isinstance(node, exp.Mod):
         return type(node)(this=node.this.copy(), expression=_nonzero(node.expression))
     if isinstance(node, exp.Substring):
@@ -534,10 +572,41 @@ def _store_assignment(col: Any, want: pa.DataType, what: str = "", time_zone: st
     fractional = pa.types.is_floating(col.type) or pa.types.is_decimal(col.type)
     if pa.types.is_integer(want) and fractional:
         return pc.round(col, 0, round_mode="towards_zero")
-    if pa.types.is_decimal(want) and (pa.types.is_floating(col.type) or (
-            pa.types.is_decimal(col.type) and col.type.scale > want.scale)):
+    if pa.types.is_decimal(want) and pa.types.is_floating(col.type):
+        return _double_decimals(col, want, what)
+    if pa.types.is_decimal(want) and pa.types.is_decimal(col.type) and col.type.scale > want.scale:
         return pc.round(col, want.scale, round_mode="half_towards_infinity")
     return col
+
+
+def _double_decimals(col: Any, want: pa.DataType, what: str) -> Any:
+    """Doubles as Spark stores them into a decimal column: each double's Java text (Scala's
+    ``BigDecimal(double)``) rounded half up to the column's scale (0.145 -> 0.15, where
+    rounding the binary double gives 0.14). NaN and Infinity are left for the cast to
+    refuse; a double whose Java text may differ between Java versions is refused."""
+    import math
+    from decimal import ROUND_HALF_UP, Context, Decimal
+
+    values = col.to_pylist()
+    if any(v is not None and not math.isfinite(v) for v in values):
+        return col  # the safe cast fails on them, as Spark's does
+    quantum = Decimal(1).scaleb(-want.scale)
+    context = Context(prec=80, rounding=ROUND_HALF_UP)
+    out: list[Decimal | None] = []
+    for v in values:
+        if v is None:
+            out.append(None)
+            continue
+        if v != 0:
+            try:
+                java_double_text(repr(v))  # Java versions print (and Spark reads) it alike
+            except ValueError:
+                raise UserError(f"{what}: cannot store the double {v!r} exactly as Spark does "
+                                "(Java versions read it differently): only values from 1e-11 "
+                                "to 2^53 with at most 15 digits, or from 0.001 to 1e7, are "
+                                "stored") from None
+        out.append(Decimal(repr(v)).quantize(quantum, context=context))
+    return pa.array(out, pa.decimal128(38, want.scale))
 
 
 def evaluate_assignments(
