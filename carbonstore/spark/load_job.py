@@ -324,7 +324,7 @@ def _write_through_spark(
     dict_cols = [c for c in table.schema.dictionary_columns if c not in prebuilt]
     source = df.persist() if dict_cols else df  # the distinct pass and the write read it once
     write_opts = {
-        **{k: str(v) for k, v in table.store.conf.values.items()},
+        **{k: str(v) for k, v in table.store.conf.values.items() if k.startswith("carbon.")},
         **opts.to_options(),
         "store": table.store.location,
         "segment": seg,
