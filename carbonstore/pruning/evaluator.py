@@ -286,6 +286,10 @@ class StatsEvaluator(ExprVisitor[Mask]):
         return self.visit(expr)
 
     def visit(self, expr: Expr) -> Mask:
+        if self.level == LEVEL_COUNTS:
+            flags = _COUNTS_FLAGS.get(type(expr))
+            if flags is not None:
+                return self._counts_leaf(expr, flags(expr))
         leaves = self.leaves
         if leaves is None or isinstance(expr, (And, Or)):
             return super().visit(expr)
@@ -301,6 +305,21 @@ class StatsEvaluator(ExprVisitor[Mask]):
 
     def visit_unknown(self, expr: Expr) -> Mask:
         raise ExpressionError(f"cannot evaluate {expr} against statistics")
+
+    def _counts_leaf(self, expr: Expr, flags: Any) -> Mask:
+        """A leaf at LEVEL_COUNTS: its mask depends on the column's statistics and on
+        ``flags`` (whether its literals are NaN; see _COUNTS_FLAGS) only - no bound is usable
+        at this level - so it is kept with the statistics (``UnitStats.derived``) and a new
+        literal of the same kind costs a lookup (read-only, like every derived mask)."""
+        s = self._stats(expr)
+        if s is None:
+            return self.visit_always_true(AlwaysTrue())
+
+        def compute(st: UnitStats) -> Mask:
+            ev = StatsEvaluator(st.size, lambda _ref: st, level=LEVEL_COUNTS)
+            return _frozen(np.array(ExprVisitor.visit(ev, expr), dtype=bool))
+
+        return _derived(s, ("counts", type(expr), flags), compute)  # type: ignore[no-any-return]
 
     # ---- connectives --------------------------------------------------------------------
     def visit_always_true(self, expr: AlwaysTrue) -> Mask:
@@ -582,3 +601,29 @@ class StatsEvaluator(ExprVisitor[Mask]):
                        _cmp(s.hi, hi_ok, lambda a, b: a < b, succ))
         )
         return self._nonnull(s) & ~all_prefixed
+
+
+def _nan_flag(expr: Any) -> bool:
+    return _is_nan(expr.literal)
+
+
+def _nan_flags(expr: Any) -> tuple[bool, bool]:
+    nans = sum(1 for v in expr.literals if _is_nan(v))
+    return nans > 0, nans < len(expr.literals)
+
+
+def _no_flags(expr: Any) -> bool:
+    return False
+
+
+#: leaf class -> what its LEVEL_COUNTS mask depends on besides the statistics: at that level
+#: every bound comparison is "might" (``_unbounded``, ``_bound_ok`` all False), so only
+#: whether a literal is NaN (and for a list, whether one is and one is not) chooses the
+#: formula; a prefix never matters (``_some_ge`` / ``_some_lt`` are all True, and
+#: ``NotStartsWith``'s all-prefixed test needs bounds)
+_COUNTS_FLAGS: dict[type[Expr], Callable[[Any], Any]] = {
+    Eq: _nan_flag, NotEq: _nan_flag, Lt: _nan_flag, LtEq: _nan_flag, Gt: _nan_flag,
+    GtEq: _nan_flag, In: _nan_flags, NotIn: _nan_flags, IsNull: _no_flags,
+    IsNotNull: _no_flags, IsNaN: _no_flags, NotNaN: _no_flags, StartsWith: _no_flags,
+    NotStartsWith: _no_flags,
+}

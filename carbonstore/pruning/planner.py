@@ -238,6 +238,16 @@ class RowGroupUnits:
         self._cache[ref.name] = result
         return result
 
+    def may_probe(self, ref: BoundRef) -> bool:
+        """False when :meth:`bloom_probe` keeps every candidate of a leaf on ``ref``: no part
+        has a bitset of the column or a verdict of the segment level's pack probe."""
+        for p in self.parts:
+            col = find_column(p, ref)
+            if col is not None and value_kind(col, ref) is not None and (
+                    has_verdicts(p, col.name) or _any_bitset(col)):
+                return True
+        return False
+
     def bloom_probe(self, expr: Expr, idx: npt.NDArray[np.intp]) -> Mask:
         """Keep a candidate unless its bloom filter proves every literal absent."""
         out = np.ones(len(idx), dtype=bool)
@@ -366,11 +376,27 @@ def level_masks(
         m0 = m0 & alive
     leaves: dict[int, Mask] = {}  # the bloom level reuses each leaf's min/max mask
     m1 = StatsEvaluator(size, stats_for, level=LEVEL_MINMAX, leaves=leaves).evaluate(expr) & m0
-    if bloom is None or not any(isinstance(e, (Eq, In)) for e in nodes(expr)):
+    if bloom is None or not _may_probe(expr, bloom, m1):
         return m0, m1, m1  # only = and IN leaves are probed
     m2 = StatsEvaluator(size, stats_for, level=LEVEL_BLOOM, bloom=bloom, alive=m1,
                         leaves=leaves).evaluate(expr) & m1
     return m0, m1, m2
+
+
+def _may_probe(expr: Expr, bloom: Any, alive: Mask) -> bool:
+    """Whether the bloom level may drop a unit of ``alive``: some ``=`` / ``IN`` leaf whose
+    column the probe may hold a bitset of (``bloom.may_probe(ref)``, when the probe tells:
+    a lookup on a column without bitsets skips the bloom pass, which would keep every unit)."""
+    if not alive.any():
+        return False  # nothing left to probe: the bloom level keeps what min/max kept
+    may = getattr(bloom, "may_probe", None)
+    if may is None:
+        method_of = getattr(bloom, "__self__", None)  # RowGroupUnits.bloom_probe
+        may = getattr(method_of, "may_probe", None)
+    for e in nodes(expr):
+        if isinstance(e, (Eq, In)) and (may is None or not isinstance(e.term, BoundRef) or may(e.term)):
+            return True
+    return False
 
 
 def row_group_might_match(expr: Expr, parts: Sequence[IndexArrays]) -> tuple[Mask, RowGroupUnits]:

@@ -233,6 +233,13 @@ class SegmentBlooms:
             self.hashes[key] = hashes
         return self.hashes[key]
 
+    def may_probe(self, ref: BoundRef) -> bool:
+        """False when :meth:`__call__` keeps every segment for a leaf on ``ref``: not a bloom
+        column of the table, and the snapshot shows no segment with a bitset of it."""
+        view = self.view
+        segments = getattr(view, "bloom_segments", None)
+        return segments is None or _is_bloom_column(view, ref.name) or bool(segments(ref.name).any())
+
     def __call__(self, expr: Expr, idx: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
         out = np.ones(len(idx), dtype=bool)
         if not isinstance(expr, (Eq, In)) or not isinstance(expr.term, BoundRef) or not len(idx):
@@ -428,9 +435,24 @@ def _is_bloom_column(view: Any, name: str) -> bool:
     """Whether column ``name`` is one of the table's bloom columns now."""
     table = getattr(view, "table", None)
     try:
-        return name in (c.strip().lower() for c in table.schema.bloom_columns)  # type: ignore[union-attr]
+        schema = table.schema  # type: ignore[union-attr]
     except AttributeError:
         return False
+    hit = _BLOOM_COLUMNS.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        try:
+            names = frozenset(c.strip().lower() for c in schema.bloom_columns)
+        except AttributeError:
+            return False
+        if len(_BLOOM_COLUMNS) >= 256:  # a few schemas are live at a time: start over
+            _BLOOM_COLUMNS.clear()
+        hit = _BLOOM_COLUMNS[id(schema)] = (schema, names)  # holding the schema keeps its id unique
+    return name in hit[1]
+
+
+#: id of a table schema -> (the schema, its bloom columns): a schema object is immutable, and
+#: its property parses the table properties on every call (once or twice per plan)
+_BLOOM_COLUMNS: dict[int, tuple[Any, frozenset[str]]] = {}
 
 
 # ---- the table-level bloom pack (indexfiles/bloom_pack.py) ---------------------------------------
