@@ -18,6 +18,7 @@ the same semantics on real rows.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -206,10 +207,12 @@ def _successors(values: _NP) -> tuple[_NP, Mask | None]:
     return succs[codes], missing[codes] if missing[:-1].any() or enc.null_count else None
 
 
-def _cmp(values: _NP, ok: Mask, op: Callable[[Any, Any], Any], literal: Any) -> Mask:
-    """``op(values, literal)`` where ``ok``; True (might) elsewhere. Filler values are never read."""
-    every = bool(ok.all()) and len(ok) > 0
-    if not every and not ok.any():
+def _cmp(values: _NP, ok: Mask, op: Callable[[Any, Any], Any], literal: Any,
+         usable: tuple[bool, bool] | None = None) -> Mask:
+    """``op(values, literal)`` where ``ok``; True (might) elsewhere. Filler values are never read.
+    ``usable``: (every unit ok, some unit ok), when the caller knows it (_usable)."""
+    every, some = (bool(ok.all()) and len(ok) > 0, None) if usable is None else usable
+    if not every and not (ok.any() if some is None else some):
         return np.ones(len(ok), dtype=bool)
     sel = values if every else values[ok]  # every bound usable: no gather
     if sel.dtype == object:
@@ -419,26 +422,46 @@ class StatsEvaluator(ExprVisitor[Mask]):
         return _derived(s, "unbounded",  # type: ignore[no-any-return]
                         lambda s: _frozen(np.ones(s.size, dtype=bool)))
 
+    def _usable(self, s: UnitStats) -> tuple[tuple[bool, bool], tuple[bool, bool], bool]:
+        """Of :meth:`_bound_ok`'s masks: (every unit, some unit) usable, for the lower and the
+        upper bound; and whether some upper bound is strict - kept with the statistics (a
+        new literal compares with the same bounds)."""
+        key = ("usable", self._minmax)
+        got = s.derived.get(key)
+        if got is None:
+            source = s.derived.get(_SOURCE)
+            if source is not None:  # every bound of the units taken from is usable, none
+                whole = self._usable(source[0])  # strict: so are those of any units taken
+                if whole == ((True, True), (True, True), False) and len(source[1]):
+                    s.derived[key] = whole
+                    return whole
+            lo_ok, hi_ok = self._bound_ok(s)
+            n = len(lo_ok) > 0
+            got = s.derived[key] = ((bool(lo_ok.all()) and n, bool(lo_ok.any())),
+                                    (bool(hi_ok.all()) and n, bool(hi_ok.any())), bool(s.hi_strict.any()))
+        return got  # type: ignore[no-any-return]
+
     def _some_le(self, s: UnitStats, v: Any) -> Mask:
         """Some non-NaN value may be <= v."""
         if not self._minmax:
             return self._unbounded(s)
         lo_ok, _ = self._bound_ok(s)
-        return _cmp(s.lo, lo_ok, lambda a, b: a <= b, v)
+        return _cmp(s.lo, lo_ok, operator.le, v, self._usable(s)[0])
 
     def _some_lt(self, s: UnitStats, v: Any) -> Mask:
         if not self._minmax:
             return self._unbounded(s)
         lo_ok, _ = self._bound_ok(s)
-        return _cmp(s.lo, lo_ok, lambda a, b: a < b, v)
+        return _cmp(s.lo, lo_ok, operator.lt, v, self._usable(s)[0])
 
     def _some_ge(self, s: UnitStats, v: Any) -> Mask:
         if not self._minmax:
             return self._unbounded(s)
         _, hi_ok = self._bound_ok(s)
-        ge = _cmp(s.hi, hi_ok, lambda a, b: a >= b, v)
-        if s.hi_strict.any():  # values lie strictly below a strict bound
-            gt = _cmp(s.hi, hi_ok, lambda a, b: a > b, v)
+        _, usable, strict = self._usable(s)
+        ge = _cmp(s.hi, hi_ok, operator.ge, v, usable)
+        if strict:  # values lie strictly below a strict bound
+            gt = _cmp(s.hi, hi_ok, operator.gt, v, usable)
             ge = np.where(s.hi_strict, gt, ge)
         return ge
 
@@ -446,7 +469,7 @@ class StatsEvaluator(ExprVisitor[Mask]):
         if not self._minmax:
             return self._unbounded(s)
         _, hi_ok = self._bound_ok(s)
-        return _cmp(s.hi, hi_ok, lambda a, b: a > b, v)
+        return _cmp(s.hi, hi_ok, operator.gt, v, self._usable(s)[1])
 
     def _all_equal(self, s: UnitStats, v: Any) -> Mask:
         """Every non-NaN value equals v (bounds meet at v)."""
