@@ -155,6 +155,9 @@ def merge_runs(pieces: Sequence[tuple[Any, _NP]], key: Callable[[Any], Any] = la
     Returns the parts the planner evaluates and, per part, the tags of its row groups (order
     kept: the parts' row groups in sequence are the pieces' row groups in sequence).
     """
+    if len(pieces) == 1:  # a plan's usual unit: nothing to merge, no layout compared
+        arrays, tag = pieces[0]
+        return [arrays], [np.array(tag, copy=True)]
     parts: list[Any] = []
     tags: list[_NP] = []
     run: list[tuple[Any, _NP]] = []

@@ -367,20 +367,84 @@ def _concat_stats(
 
 
 def level_masks(
-    expr: Expr, size: int, stats_for: Any, *, bloom: Any = None, alive: Mask | None = None
+    expr: Expr, size: int, stats_for: Any, *, bloom: Any = None, alive: Mask | None = None,
+    whole: tuple[int, Any, npt.NDArray[np.intp]] | None = None,
 ) -> tuple[Mask, Mask, Mask]:
     """Masks after counts, after min/max, after bloom (each a subset of the previous);
-    ``alive`` (partition pruning) is applied first, so blooms of dropped units are not read."""
+    ``alive`` (partition pruning) is applied first, so blooms of dropped units are not read.
+
+    ``whole``: ``(units, statistics, positions)`` - our units are those ``positions`` of
+    larger units (their statistics kept across plans, see :func:`_whole_of`): the counts and
+    min/max levels are evaluated over the larger units and taken at ``positions`` (every
+    mask is computed unit by unit, so taking commutes), which for a few thousand units costs
+    less than taking their statistics and derived masks anew each plan."""
+    leaves: dict[int, Mask] = {}  # the bloom level reuses each leaf's min/max mask
+    if whole is not None:
+        w_size, w_stats, take = whole
+        m0 = StatsEvaluator(w_size, w_stats, level=LEVEL_COUNTS).evaluate(expr)[take]
+        if alive is not None:
+            m0 &= alive
+        m1 = StatsEvaluator(w_size, w_stats, level=LEVEL_MINMAX, leaves=leaves).evaluate(expr)[take] & m0
+        if bloom is None or not _may_probe(expr, bloom, m1):
+            return m0, m1, m1
+        leaves = {k: v[take] for k, v in leaves.items()}
+        m2 = StatsEvaluator(size, stats_for, level=LEVEL_BLOOM, bloom=bloom, alive=m1,
+                            leaves=leaves).evaluate(expr) & m1
+        return m0, m1, m2
     m0 = StatsEvaluator(size, stats_for, level=LEVEL_COUNTS).evaluate(expr)
     if alive is not None:
         m0 = m0 & alive
-    leaves: dict[int, Mask] = {}  # the bloom level reuses each leaf's min/max mask
     m1 = StatsEvaluator(size, stats_for, level=LEVEL_MINMAX, leaves=leaves).evaluate(expr) & m0
     if bloom is None or not _may_probe(expr, bloom, m1):
         return m0, m1, m1  # only = and IN leaves are probed
     m2 = StatsEvaluator(size, stats_for, level=LEVEL_BLOOM, bloom=bloom, alive=m1,
                         leaves=leaves).evaluate(expr) & m1
     return m0, m1, m2
+
+
+#: a level is evaluated over the larger units it was taken from (level_masks ``whole``) when
+#: they are at most this many, or at most _WHOLE_RATIO times ours; with values compared as
+#: Python objects (strings, big integers) only when they are at most twice ours
+_WHOLE_UNITS = 4096
+_WHOLE_RATIO = 8
+
+
+def _whole_pays(whole: int, ours: int, stats: UnitStats) -> bool:
+    if stats.lo.dtype == object or stats.hi.dtype == object:
+        return whole <= 2 * ours
+    return whole <= _WHOLE_UNITS or whole <= _WHOLE_RATIO * ours
+
+
+def _whole_of(expr: Expr, parts: Sequence[IndexArrays]) -> tuple[int, Any, npt.NDArray[np.intp]] | None:
+    """level_masks' ``whole`` for the row groups of ``parts``: one part whose referenced
+    columns are selections of one larger run's (``selection``, indexfiles/snapshot.py), or
+    None."""
+    if len(parts) != 1:
+        return None
+    p = parts[0]
+    take: npt.NDArray[np.intp] | None = None
+    size = 0
+    stats: dict[str, UnitStats] = {}
+    for name in references(expr):
+        ref = _first_ref(expr, name)
+        col = find_column(p, ref) if ref is not None else None
+        kind = None if col is None or ref is None else value_kind(col, ref)
+        if col is None or kind is None or ref is None:
+            continue  # no statistics either way
+        selected = getattr(col, "selection", None)
+        if selected is None:
+            return None
+        source, positions, source_rows = selected
+        if take is None:
+            take, size = positions, len(source_rows)
+        elif positions is not take and not np.array_equal(positions, take):
+            return None
+        got = stats[ref.name] = UnitStats.from_arrays(source, source_rows, kind=kind)
+        if not _whole_pays(size, len(positions), got):
+            return None
+    if take is None:
+        return None
+    return size, (lambda ref: stats.get(ref.name)), take
 
 
 def _may_probe(expr: Expr, bloom: Any, alive: Mask) -> bool:
@@ -428,7 +492,7 @@ def prune_row_groups(
     kp = None if keep is None else np.concatenate(
         [np.asarray(k, dtype=bool) for k in keep] or [np.zeros(0, bool)])
     m0, m1, m2 = level_masks(expr, g.size, g.stats, bloom=g.bloom_probe if use_bloom else None,
-                         alive=kp)
+                             alive=kp, whole=_whole_of(expr, g.parts))
     by_partition = 0 if kp is None else g.size - int(np.count_nonzero(kp))
     c0, c1, c2 = (int(np.count_nonzero(m)) for m in (m0, m1, m2))  # m2 within m1 within m0
     rg_counts = LevelCounts(
@@ -523,7 +587,13 @@ def _page_ranges(
                 stats_cache[ref.name] = page_stats.take(page_idx[pos], has[frag_rg])
         return stats_cache[ref.name]
 
-    m0, m1, _ = level_masks(expr, len(frag), stats_for)
+    whole = None
+    if frag_of_one is not None:  # fragments: pages page_idx of one column
+        (name, (col, kind, _, page_idx, _)), = cols.items()
+        page_stats = UnitStats.from_arrays(col.pages, col.pages.row_count, kind=kind)
+        if _whole_pays(page_stats.size, len(page_idx), page_stats):
+            whole = (page_stats.size, lambda ref: page_stats if ref.name == name else None, page_idx)
+    m0, m1, _ = level_masks(expr, len(frag), stats_for, whole=whole)
     length = frag_end - frag
     dropped = np.array([int(length[~m0].sum()), int(length[m0 & ~m1].sum())], dtype=np.int64)
     owners = np.zeros(0, np.int64)
