@@ -214,11 +214,9 @@ class SegmentBlooms:
         self.hashes: dict[tuple[Any, ...], Any] = {}
 
     def _hashes(self, d: dict[str, Any], ref: BoundRef, literals: tuple[Any, ...]) -> Any:
-        key = (ref.name, literals, *(repr(d[k]) for k in _DESC[1:]))
+        col = _desc_column(d)
+        key = (ref.name, literals, id(col))
         if key not in self.hashes:
-            desc = SimpleNamespace(**{k: d[k] for k in ("column_id", "physical_type", "type_length",
-                                                        "logical_type", "unit", "scale", "nested")})
-            col = SimpleNamespace(kind=d["kind"], desc=desc)
             hashes = None
             if planner_mod.value_kind(col, ref) is not None:  # type: ignore[arg-type]
                 encoded: list[bytes] = []
@@ -429,6 +427,26 @@ class SegmentBlooms:
             out[mine] = hit[segs] | (packed.group[segs] == _KEEP)  # (a bitset that was None)
             packed.remember(hit)
         return out, grown
+
+
+def _desc_column(d: dict[str, Any]) -> Any:
+    """A bitset group's descriptor ``d`` as the column planner.value_kind / bloom_encodings
+    read (KeyError: a descriptor without one of its keys), kept per descriptor object: a
+    pack's descriptors live as long as the pack, and a new literal is probed against the
+    same ones every plan."""
+    hit = _DESC_COLUMNS.get(id(d))
+    if hit is not None and hit[0] is d:
+        return hit[1]
+    desc = SimpleNamespace(**{k: d[k] for k in ("column_id", "physical_type", "type_length",
+                                                "logical_type", "unit", "scale", "nested")})
+    col = SimpleNamespace(kind=d["kind"], desc=desc)
+    if len(_DESC_COLUMNS) >= 1024:  # a few packs are live at a time: start over
+        _DESC_COLUMNS.clear()
+    _DESC_COLUMNS[id(d)] = (d, col)  # holding the descriptor keeps its id unique
+    return col
+
+
+_DESC_COLUMNS: dict[int, tuple[dict[str, Any], Any]] = {}
 
 
 def _is_bloom_column(view: Any, name: str) -> bool:
