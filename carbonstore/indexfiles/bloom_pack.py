@@ -258,7 +258,7 @@ class BloomPack:
         chunk = byte // self.chunk_bytes
         state = self._state[chunk]
         if not (state == _OK).all():
-            self._verify(chunk)
+            self._verify(chunk[state == 0])  # only those not checked yet (a new key: one or two)
             state = self._state[chunk]
         ok = (state == _OK).all(axis=1)
         first = byte >> 2 if self._fetch is not None else (byte + self.data_offset) >> 2
@@ -271,10 +271,8 @@ class BloomPack:
     def _verify(self, chunks: npt.NDArray[np.int64]) -> None:
         """Check every chunk of ``chunks`` (any shape, repeats allowed) not checked yet."""
         with self._lock:
-            need = self._state == 0
-            seen = np.zeros(self.num_chunks, dtype=bool)
-            seen[chunks.reshape(-1)] = True
-            todo = np.flatnonzero(seen & need)  # sorted, once each
+            todo = np.unique(chunks.reshape(-1))  # sorted, once each
+            todo = todo[self._state[todo] == 0]
             if not len(todo):
                 return
             if self._fetch is not None:
