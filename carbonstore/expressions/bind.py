@@ -226,6 +226,8 @@ def _bind_comparison(op: type[Comparison], ref: BoundRef, literal: Any, zone: dt
             return _double_comparison(op, ref, literal, zone)
         if t.is_integral:
             lo, hi = _INT_RANGES[t.name]
+            if type(literal) is int and lo < literal < hi:  # strictly inside: every operator
+                return op(ref, literal)  # keeps it (what _exact_integral gives, without a Fraction)
             bound = _exact_integral(op, ref, _to_fraction(literal, ref), lo, hi)
             if isinstance(bound, IsNotNull) and op not in (Eq, NotEq) and _beyond_long(literal):
                 # Spark 4 folds an integral column compared with an integer literal beyond
