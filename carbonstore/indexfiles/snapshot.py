@@ -714,6 +714,16 @@ class SnapshotArrays(_Guarded):
             got = self.__dict__["_rg_take"] = _ranges(whole.seg_rg[pos], whole.seg_rg[pos + 1])
         return got  # type: ignore[no-any-return]
 
+    def file_runs(self) -> tuple[_NP, _NP]:
+        """Per segment of the run: its number of files and the run's index of its first one
+        (kept: runs selected from this one number their files from these)."""
+        got = self.__dict__.get("_file_runs")
+        if got is None:
+            offs = self.snapshot.offsets("files")
+            lens = offs[self.rows + 1] - offs[self.rows]
+            got = self.__dict__["_file_runs"] = (lens, np.cumsum(lens) - lens)
+        return got  # type: ignore[no-any-return]
+
     def gather(self, column: str) -> _NP:
         span = self._span
         if span is not None:
@@ -743,6 +753,12 @@ class SnapshotArrays(_Guarded):
             offs = snap.offsets("files")
             return SnapshotFiles(snap, _ranges(offs[self.rows], offs[self.rows + 1]).tolist())
         if name == "rg_file":
+            whole, pos = self.whole, self._positions
+            if whole is not None and pos is not None:  # the larger run's (kept), renumbered
+                w_lens, w_first = whole.file_runs()
+                lens = w_lens[pos]
+                shift = w_first[pos] - (np.cumsum(lens) - lens)
+                return (whole.rg_file[self.rg_take] - np.repeat(shift, self.rg_lens)).astype(np.int32)
             offs = snap.offsets("files")
             lens = offs[self.rows + 1] - offs[self.rows]
             first = np.cumsum(lens) - lens
