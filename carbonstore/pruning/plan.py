@@ -454,10 +454,7 @@ def _page_counts(
     rs = vstart[local] + plan.range_rows[r0:r1, 0]
     re_ = vstart[local] + plan.range_rows[r0:r1, 1]
     total = kept_n = in_dropped = 0
-    refs = references(expr)
-    for col in arrays.columns:
-        if refs and col.name.lower() not in refs and (col.desc.column_id or "") not in refs:
-            continue
+    for col in _counted_columns(arrays, expr):
         counts, page_rg, page_start, page_end = _page_layout(col, vstart, n)
         total += int(counts.sum())
         if not len(page_rg):
@@ -471,6 +468,28 @@ def _page_counts(
             ok = (idx >= 0) & (re_[np.clip(idx, 0, None)] > a)
             kept_n += int(ok.sum())
     return total, kept_n, in_dropped
+
+
+def _counted_columns(arrays: Any, expr: Expr) -> list[Any]:
+    """The columns whose pages a plan counts: those ``expr`` references (by name or column
+    id; every column when it references none). For a run selected from a larger one (its
+    columns in the same order) the positions are found once, in the larger run."""
+    refs = frozenset(references(expr))
+
+    def counted(col: Any) -> bool:
+        return not refs or col.name.lower() in refs or (col.desc.column_id or "") in refs
+
+    whole = getattr(arrays, "whole", None)
+    if whole is None or not hasattr(whole, "__dict__"):
+        return [c for c in arrays.columns if counted(c)]
+    memo = whole.__dict__.setdefault("_counted_columns", {})
+    at = memo.get(refs)
+    if at is None:
+        if len(memo) >= 64:
+            memo.clear()
+        at = memo[refs] = [i for i, c in enumerate(whole.columns) if counted(c)]
+    cols = arrays.columns
+    return [cols[i] for i in at]
 
 
 _LAYOUTS: dict[int, tuple[Any, npt.NDArray[np.int64], tuple[npt.NDArray[Any], ...]]] = {}
