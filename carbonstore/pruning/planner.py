@@ -404,14 +404,15 @@ def level_masks(
 
 #: a level is evaluated over the larger units it was taken from (level_masks ``whole``) when
 #: they are at most this many, or at most _WHOLE_RATIO times ours; with values compared as
-#: Python objects (strings, big integers) only when they are at most twice ours
+#: Python objects (strings, big integers) only when they are at most _WHOLE_OBJECTS or twice ours
 _WHOLE_UNITS = 4096
 _WHOLE_RATIO = 8
+_WHOLE_OBJECTS = 256
 
 
 def _whole_pays(whole: int, ours: int, stats: UnitStats) -> bool:
     if stats.lo.dtype == object or stats.hi.dtype == object:
-        return whole <= 2 * ours
+        return whole <= _WHOLE_OBJECTS or whole <= 2 * ours
     return whole <= _WHOLE_UNITS or whole <= _WHOLE_RATIO * ours
 
 
