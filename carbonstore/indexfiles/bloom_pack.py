@@ -249,12 +249,10 @@ class BloomPack:
             return np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
         nb, base, stride = self.layout(bitsets) if layout is None else layout
         # block b of the bitset in slot k of a stripe of width w: row b, column k
-        if len(h) == 1:  # one hash (a lookup of one value): no second axis to broadcast
-            block = ((h[0] >> np.uint64(32)) * nb) >> np.uint64(32)
-            byte = (base + block.astype(np.int64) * stride)[:, None]
-        else:
-            block = ((h >> np.uint64(32))[None, :] * nb[:, None]) >> np.uint64(32)
-            byte = base[:, None] + block.astype(np.int64) * stride[:, None]
+        if len(h) == 1:  # one hash (a lookup of one value): one block per bitset, one mask
+            return self._probe_one(int(h[0]), nb, base, stride)
+        block = ((h >> np.uint64(32))[None, :] * nb[:, None]) >> np.uint64(32)
+        byte = base[:, None] + block.astype(np.int64) * stride[:, None]
         chunk = byte // self.chunk_bytes
         state = self._state[chunk]
         if not (state == _OK).all():
@@ -266,6 +264,23 @@ class BloomPack:
         key = (h & _MASK32).astype(np.uint32)
         bits = (key[:, None] * SALTS[None, :]) >> np.uint32(27)  # uint32 multiply wraps mod 2^32
         hit = ((picked >> bits[None, :, :]) & np.uint32(1)).all(axis=2).any(axis=1)
+        return hit, ok
+
+    def _probe_one(self, h: int, nb: npt.NDArray[Any], base: npt.NDArray[Any],
+                   stride: npt.NDArray[Any]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """:meth:`probe` of one hash ``h``: the same blocks and bits, without a hash axis."""
+        block = ((np.uint64(h >> 32) * nb) >> np.uint64(32)).astype(np.int64)
+        byte = base + block * stride
+        chunk = byte // self.chunk_bytes
+        state = self._state[chunk]
+        if not (state == _OK).all():
+            self._verify(chunk[state == 0])  # only those not checked yet
+            state = self._state[chunk]
+        ok = state == _OK
+        first = byte >> 2 if self._fetch is not None else (byte + self.data_offset) >> 2
+        picked = self._data[first[:, None] + _WORDS]  # (bitset, 8)
+        masks = np.uint32(1) << ((np.uint32(h & 0xFFFFFFFF) * SALTS) >> np.uint32(27))  # uint32 wraps
+        hit = ((picked & masks) == masks).all(axis=1)
         return hit, ok
 
     def _verify(self, chunks: npt.NDArray[np.int64]) -> None:
