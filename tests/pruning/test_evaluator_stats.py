@@ -10,6 +10,7 @@ cases for the rules in docs/pruning.md.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,7 @@ from carbonstore.pruning.evaluator import (
     StatsEvaluator,
     UnitStats,
 )
+from carbonstore.pruning.planner import level_masks
 from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.store.ordering import prefix_successor
 from carbonstore.store.schema import Column, DataType, TableSchema
@@ -164,6 +166,35 @@ def test_units_holding_a_match_are_kept(case: tuple[str, list[list[Any]], UnitSt
             mask = StatsEvaluator(len(units), lambda ref: stats, level=level).evaluate(bound)
             dropped = np.flatnonzero(must_keep & (mask == ROWS_CANNOT_MATCH)).tolist()
             assert not dropped, f"units {[units[i] for i in dropped]} dropped for {bound} at level {level}"
+
+
+@settings(max_examples=150, deadline=None)
+@given(_case(), st.data())
+def test_masks_kept_with_statistics_do_not_depend_on_earlier_filters(
+    case: tuple[str, list[list[Any]], UnitStats, list[Expr]], data: st.DataObject,
+) -> None:
+    """A UnitStats serves many plans: the masks it keeps (derived masks, each leaf's mask at
+    the counts level, whether its bounds are usable) must not carry one literal's answer to
+    another. Every filter evaluated on statistics shared with the filters before it equals
+    the same filter on fresh statistics; on units taken from them it equals the fresh mask
+    taken; and level_masks over the larger units (``whole``) equals level_masks over ours."""
+    kind, units, stats, exprs = case
+    schema = _schema(kind)
+    n = len(units)
+    idx = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=2 * n)), dtype=np.intp)
+    taken = stats.take(idx)
+    for expr in exprs:
+        bound = bind(expr, schema)
+        for level in (LEVEL_COUNTS, LEVEL_MINMAX):
+            fresh = StatsEvaluator(n, lambda ref: replace(stats), level=level).evaluate(bound)
+            shared = StatsEvaluator(n, lambda ref: stats, level=level).evaluate(bound)
+            assert np.array_equal(shared, fresh), (bound, level)
+            got = StatsEvaluator(len(idx), lambda ref: taken, level=level).evaluate(bound)
+            assert np.array_equal(got, fresh[idx]), (bound, level)
+        ours = level_masks(bound, len(idx), lambda ref: replace(taken))
+        whole = level_masks(bound, len(idx), lambda ref: taken, whole=(n, lambda ref: stats, idx))
+        for a, b in zip(ours, whole, strict=True):
+            assert np.array_equal(a, b), bound
 
 
 # ---- table-driven rules ------------------------------------------------------------------
