@@ -20,6 +20,7 @@ import orjson
 
 from carbonstore.errors import CarbonStoreError, CorruptMetadataError, SegmentNotFoundError
 from carbonstore.store.entries import (
+    READABLE_STATUSES,
     LoadEntry,
     decode_entries,
     decode_entry_columns,
@@ -134,7 +135,7 @@ class TableStatusSnapshot:
         hit = _IN_ORDER.get(id(self.entries))
         if hit is not None and hit[0] is self.entries:
             return list(hit[1])
-        got = _in_segment_order(self.readable)
+        got = _in_segment_order([e for e in self.entries if e.visibility and e.status in READABLE_STATUSES])
         if len(_IN_ORDER) >= 16:  # a few versions are live at a time: start over
             _IN_ORDER.clear()
         _IN_ORDER[id(self.entries)] = (self.entries, got)  # holding the tuple keeps its id unique
@@ -156,6 +157,8 @@ def _in_segment_order(entries: list[LoadEntry]) -> tuple[LoadEntry, ...]:
     if "." in "".join(names):
         return tuple(sorted(entries, key=lambda e: segment_sort_key(e.load_name)))
     keys = list(map(int, names))
+    if keys == sorted(keys):  # the usual order already (entries are appended as loads commit)
+        return tuple(entries)
     return tuple(entries[i] for i in sorted(range(len(keys)), key=keys.__getitem__))
 
 
