@@ -251,7 +251,7 @@ def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> Ver
             upserts = decode_entry_columns(obj["upsertColumns"])
         else:
             upserts = decode_entries(obj.get("upserts") or [])
-        removes = tuple(map(str, obj.get("removes") or []))
+        removes = _strs(obj.get("removes") or [])
         return VersionRecord(
             version=version,
             parent=parent,
@@ -263,12 +263,19 @@ def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> Ver
             entries=entries,
             upserts=upserts,
             removes=removes,
-            added=tuple(map(str, obj.get("readableAdded") or [])),
-            removed=tuple(map(str, obj.get("readableRemoved") or [])),
+            added=_strs(obj.get("readableAdded") or []),
+            removed=_strs(obj.get("readableRemoved") or []),
             rows=int(obj.get("readableRows", 0)),
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
         raise corrupt_version(path, err) from err
+
+
+def _strs(items: Iterable[Any]) -> tuple[str, ...]:
+    """``tuple(map(str, items))``; a list of strings (what writers write) is taken as it is."""
+    if type(items) is list and set(map(type, items)) <= {str}:
+        return tuple(items)
+    return tuple(map(str, items))
 
 
 def apply_record(base: dict[str, LoadEntry], rec: VersionRecord, path: str) -> None:
