@@ -371,7 +371,12 @@ def _names_ok(names: list[Any]) -> bool:
     if not set(map(type, names)) <= _STR_ONLY:
         return False
     joined = "\n".join(names) + "\n" if names else ""
-    return joined.count("\n") == len(names) and _NAME_LIST_RE.fullmatch(joined) is not None
+    if joined.count("\n") != len(names):
+        return False
+    if joined.isascii() and joined.replace("\n", "").isdigit() and "\n\n" not in joined and (
+            joined[0] != "\n"):
+        return True  # plain segment numbers (no compaction suffix): no regex needed
+    return _NAME_LIST_RE.fullmatch(joined) is not None
 
 
 def _plain_files_ok(files: list[str]) -> bool:
@@ -425,8 +430,7 @@ def _decode_plain_columns(columns: list[list[Any]]) -> tuple[LoadEntry, ...] | N
             return None
     except TypeError:  # an unhashable value where a string belongs: the full decoder says what
         return None
-    return tuple(map(_BUILD_PLAIN, names, statuses, starts, *ints, merged, visible, major,
-                     formats, files))
+    return _build_plain(names, statuses, starts, *ints, merged, visible, major, formats, files)
 
 
 def encode_entry_columns(entries: Iterable[LoadEntry]) -> dict[str, list[Any]] | None:
@@ -524,3 +528,38 @@ class _PlainEntry:
 
 
 _BUILD_PLAIN = cast("Callable[..., LoadEntry]", _PlainEntry)  # it returns LoadEntry objects
+
+
+def _build_plain(
+    names: list[str], statuses: list[str], starts: list[int], timestamps: list[int | None],
+    data: list[int | None], index: list[int | None], rows: list[int | None],
+    bad: list[int | None], modified: list[int | None], merged: list[str | None],
+    visible: list[str | None], major: list[str | None], formats: list[str],
+    files: list[str | None],
+) -> tuple[LoadEntry, ...]:
+    """``tuple(map(_BUILD_PLAIN, ...))`` in one loop: no call per entry (every fresh open
+    builds every entry of the table: ~10 % less than a constructor call each)."""
+    new, plain, entry = object.__new__, _PlainEntry, LoadEntry
+    out = []
+    add = out.append
+    for i in range(len(names)):
+        e = new(plain)
+        e.load_name = names[i]
+        e.status = statuses[i]
+        e.load_start_time = starts[i]
+        e.timestamp = timestamps[i]
+        e.data_size = data[i] or 0
+        e.index_size = index[i] or 0
+        e.row_count = rows[i] or 0
+        e.bad_record_count = bad[i] or 0
+        e.merged_load_name = merged[i]
+        e.modification_or_deletion_timestamp = modified[i]
+        e.visibility = visible[i] != "false"
+        e.major_compacted = major[i] == "true"
+        e.file_format = formats[i]
+        e.segment_file = files[i]
+        e.delete_deltas = ()
+        e.extra = {}
+        e.__class__ = entry  # type: ignore[assignment]
+        add(e)
+    return tuple(cast("list[LoadEntry]", out))

@@ -258,7 +258,11 @@ class TableStatus(LeaseFiles, LegacyStatus):
                 if base is not None:
                     base_version = v
                     break
-        entries: dict[str, LoadEntry]
+        # The entries as a dict by load name, built only when a version changes them: a
+        # checkpoint's entries (or a delta's upserts onto no entries) are taken as they are
+        # (their load names are distinct: decoding checks that).
+        entries: dict[str, LoadEntry] = {}
+        listed: tuple[LoadEntry, ...] | None  # the entries, when no dict holds them yet
         if base is None:
             rec = self._read_record(checkpoint)
             if rec.entries is None and rec.dropped:
@@ -270,19 +274,28 @@ class TableStatus(LeaseFiles, LegacyStatus):
             if rec.entries is None:
                 raise corrupt_version(self._version_path(checkpoint),
                                ValueError("a checkpoint version holds no entries"))
-            entries = {e.load_name: e for e in rec.entries}
-            state = State(tuple(entries.values()), rec.floor, rec.timestamp, rec.dropped)
+            listed, last = rec.entries, rec
             base_version = checkpoint
         else:
-            entries = {e.load_name: e for e in base.entries}
-            state = base
+            listed, last = base.entries, None
         for v in range(base_version + 1, version + 1):
-            rec = self._read_record(v)
+            rec = last = self._read_record(v)
             if rec.entries is not None:
-                entries = {e.load_name: e for e in rec.entries}
+                listed = rec.entries
+            elif not rec.removes and not rec.upserts:
+                continue
+            elif listed is not None and not listed and not rec.removes:
+                listed = rec.upserts
             else:
+                if listed is not None:
+                    entries, listed = {e.load_name: e for e in listed}, None
                 apply_record(entries, rec, self._version_path(v))
-            state = State(tuple(entries.values()), rec.floor, rec.timestamp, rec.dropped)
+        final = listed if listed is not None else tuple(entries.values())
+        if last is None:  # (no version after the cached one: not reached, the hit returned)
+            assert base is not None
+            state = base
+        else:
+            state = State(final, last.floor, last.timestamp, last.dropped)
         self._remember(version, state)
         return state
 

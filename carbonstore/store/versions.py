@@ -20,6 +20,7 @@ import orjson
 
 from carbonstore.errors import CarbonStoreError, CorruptMetadataError, SegmentNotFoundError
 from carbonstore.store.entries import (
+    READABLE_STATUSES,
     LoadEntry,
     decode_entries,
     decode_entry_columns,
@@ -134,7 +135,7 @@ class TableStatusSnapshot:
         hit = _IN_ORDER.get(id(self.entries))
         if hit is not None and hit[0] is self.entries:
             return list(hit[1])
-        got = _in_segment_order(self.readable)
+        got = _in_segment_order([e for e in self.entries if e.visibility and e.status in READABLE_STATUSES])
         if len(_IN_ORDER) >= 16:  # a few versions are live at a time: start over
             _IN_ORDER.clear()
         _IN_ORDER[id(self.entries)] = (self.entries, got)  # holding the tuple keeps its id unique
@@ -156,6 +157,8 @@ def _in_segment_order(entries: list[LoadEntry]) -> tuple[LoadEntry, ...]:
     if "." in "".join(names):
         return tuple(sorted(entries, key=lambda e: segment_sort_key(e.load_name)))
     keys = list(map(int, names))
+    if keys == sorted(keys):  # the usual order already (entries are appended as loads commit)
+        return tuple(entries)
     return tuple(entries[i] for i in sorted(range(len(keys)), key=keys.__getitem__))
 
 
@@ -248,7 +251,7 @@ def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> Ver
             upserts = decode_entry_columns(obj["upsertColumns"])
         else:
             upserts = decode_entries(obj.get("upserts") or [])
-        removes = tuple(map(str, obj.get("removes") or []))
+        removes = _strs(obj.get("removes") or [])
         return VersionRecord(
             version=version,
             parent=parent,
@@ -260,12 +263,19 @@ def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> Ver
             entries=entries,
             upserts=upserts,
             removes=removes,
-            added=tuple(map(str, obj.get("readableAdded") or [])),
-            removed=tuple(map(str, obj.get("readableRemoved") or [])),
+            added=_strs(obj.get("readableAdded") or []),
+            removed=_strs(obj.get("readableRemoved") or []),
             rows=int(obj.get("readableRows", 0)),
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
         raise corrupt_version(path, err) from err
+
+
+def _strs(items: Iterable[Any]) -> tuple[str, ...]:
+    """``tuple(map(str, items))``; a list of strings (what writers write) is taken as it is."""
+    if type(items) is list and set(map(type, items)) <= {str}:
+        return tuple(items)
+    return tuple(map(str, items))
 
 
 def apply_record(base: dict[str, LoadEntry], rec: VersionRecord, path: str) -> None:

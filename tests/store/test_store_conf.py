@@ -37,6 +37,14 @@ def test_defaults() -> None:
     assert CarbonConf().get("carbon.lock.retries") == DEFAULTS["carbon.lock.retries"]
 
 
+def test_every_default_is_valid_for_its_key_type() -> None:
+    # building a conf trusts the defaults without checking them (conf._DEFAULT_PAIRS)
+    for key, value in DEFAULTS.items():
+        assert isinstance(value, str), key
+        if key in KEY_TYPES:
+            check_value(KEY_TYPES[key], key, value)
+
+
 def test_repository_conf_file_documents_every_key_with_its_default() -> None:
     text = REPO_CONF.read_text(encoding="utf-8")
     keys = [ln.split("=", 1)[0] for ln in text.splitlines() if ln and not ln.startswith("#")]
