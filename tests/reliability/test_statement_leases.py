@@ -1,0 +1,153 @@
+"""Clean files against statements that write files a later commit names (DELETE / UPDATE /
+MERGE delete deltas, an index rebuild's merge index), made deterministic with a pause at
+the crash point between the statement's files and its tablestatus write.
+
+The property: a committed version never names a missing file. A statement that stalled
+longer than its lease either commits with every file it names present or fails with a
+``CommitConflictError`` and changes nothing (it can be run again); a statement whose lease
+is renewed keeps its files whatever clean files is asked (``force`` included).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+import pytest
+
+from carbonstore import Store
+from carbonstore.errors import CommitConflictError
+from carbonstore.segments.clean import clean_files
+from carbonstore.segments.deltas import DELTA_SUFFIX
+from carbonstore.segments.dml import delete_rows
+from carbonstore.segments.merge import update_rows
+from carbonstore.segments.rebuild import rebuild_indexes
+from carbonstore.store import load_conf
+from carbonstore.store.faults import on_point
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import now_ms
+from tests.reliability.workload import SCHEMA, committed_ids, load, rows
+
+LATER = 3 * 3_600_000  # clean files run "three hours later": every lease and retention ran out
+
+
+@pytest.fixture
+def table(tmp_path) -> Table:  # type: ignore[no-untyped-def]
+    conf = load_conf(None).with_overrides({
+        "carbon.segment.lease.seconds": "1", "carbon.clean.files.force.allowed": "true"})
+    t = Store(str(tmp_path / "store"), conf=conf).create_table("db.t", SCHEMA)
+    load(t, rows(0, 20), tasks=1)
+    return t
+
+
+def _files(table: Table, suffix: str) -> list[str]:
+    seg = table.paths.segment_dir("0")
+    return [i.path for i in table.store.sfs.list_dir(seg) if i.base_name.endswith(suffix)]
+
+
+def _named_files_exist(table: Table) -> None:
+    sfs = table.store.sfs
+    for e in table.status.read().readable:
+        seg = table.paths.segment_dir(e.load_name)
+        assert sfs.exists(f"{seg}/{e.segment_file}"), e
+        for d in e.delete_deltas:
+            assert sfs.exists(f"{seg}/{d.delta_file}"), d
+
+
+def _at_commit(fn: Callable[[], object], nth: int = 1) -> AbstractContextManager[None]:
+    """Run ``fn`` when the ``nth`` tablestatus write of this process is about to happen
+    (an UPDATE's first one commits its insert segment's In Progress entry)."""
+    seen = [0]
+
+    def hook() -> None:
+        seen[0] += 1
+        if seen[0] == nth:
+            fn()
+
+    return on_point("tablestatus.before_write", hook, once=False)
+
+
+def test_a_delete_stalled_past_its_lease_fails_instead_of_committing_a_removed_delta(
+    table: Table,
+) -> None:
+    """The DELETE wrote its delta, then stalled; clean files, long after the lease ran out,
+    removed the delta no version named - and the DELETE then committed it: every later read
+    failed with "delete delta ... is missing"."""
+    with _at_commit(lambda: clean_files(table, dry_run=False, now=now_ms() + LATER)):
+        with pytest.raises(CommitConflictError, match="marked it dead.*run it again"):
+            delete_rows(table, "id < 5")
+    _named_files_exist(table)
+    assert committed_ids(table) == list(range(20))
+    assert delete_rows(table, "id < 5").deleted == 5  # run again: it commits
+    assert committed_ids(table) == list(range(5, 20))
+    _named_files_exist(table)
+
+
+@pytest.mark.parametrize("statement", ["delete", "update"])
+def test_a_renewed_statement_keeps_its_deltas_from_a_forced_clean(
+    table: Table, statement: str
+) -> None:
+    """A statement slower than the lease time between writing its deltas and committing
+    them (a lost race re-uses them), its lease renewed all along: a forced clean removed
+    the unnamed deltas older than the lease time, then the statement committed them."""
+    def stall_then_clean() -> None:
+        time.sleep(1.5)  # the lease is 1 s: renewed meanwhile
+        report = clean_files(table, dry_run=False, force=True)
+        assert not [i for i in report.items if i.kind == "delta"], report
+        assert any("is running" in s for s in report.skipped), report.skipped
+
+    with _at_commit(stall_then_clean, 1 if statement == "delete" else 2):
+        if statement == "delete":
+            delete_rows(table, "id < 5")
+        else:
+            update_rows(table, {"id": "id + 100"}, "id < 5")
+    _named_files_exist(table)
+    want = list(range(5, 20)) if statement == "delete" else [*range(5, 20), *range(100, 105)]
+    assert committed_ids(table) == want
+
+
+def test_an_update_stalled_past_its_lease_changes_nothing(table: Table) -> None:
+    """UPDATE: deltas and an insert segment; clean files marks both dead (the insert
+    segment's In Progress entry and the statement), removes them, and nothing commits."""
+    def clean_later() -> None:
+        clean_files(table, dry_run=False, stale_inprogress=True, now=now_ms() + LATER)
+
+    with _at_commit(clean_later, 2):
+        with pytest.raises(CommitConflictError, match="run it again"):
+            update_rows(table, {"id": "id + 100"}, "id < 5")
+    _named_files_exist(table)
+    assert committed_ids(table) == list(range(20))
+    clean_files(table, dry_run=False, force=True, stale_inprogress=True, now=now_ms() + LATER)
+    assert not _files(table, DELTA_SUFFIX)  # the dead statement's delta is gone
+
+
+def test_an_index_rebuild_keeps_its_new_merge_index_from_a_forced_clean(table: Table) -> None:
+    """A forced clean removed every merge index the current version did not name - also
+    the one a running rebuild had just written and was about to commit: the committed
+    version named a missing merge index and planning failed."""
+    with _at_commit(lambda: clean_files(table, dry_run=False, force=True)):
+        rebuild_indexes(table, ["0"])
+    _named_files_exist(table)
+    assert committed_ids(table) == list(range(20))
+
+
+def test_an_index_rebuild_stalled_past_its_lease_fails_cleanly(table: Table) -> None:
+    before = table.status.read().get("0").segment_file
+    with _at_commit(lambda: clean_files(table, dry_run=False, force=True, now=now_ms() + LATER)):
+        with pytest.raises(CommitConflictError, match="marked it dead"):
+            rebuild_indexes(table, ["0"])
+    assert table.status.read().get("0").segment_file == before
+    _named_files_exist(table)
+    assert committed_ids(table) == list(range(20))
+
+
+def test_a_dry_run_marks_nothing_dead(table: Table) -> None:
+    def dry() -> None:
+        report = clean_files(table, dry_run=True, now=now_ms() + LATER)
+        assert [i for i in report.items if i.kind == "delta"]  # would remove it
+
+    with _at_commit(dry):
+        assert delete_rows(table, "id < 5").deleted == 5
+    _named_files_exist(table)
+    assert committed_ids(table) == list(range(5, 20))
