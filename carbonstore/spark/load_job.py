@@ -25,7 +25,7 @@ from pyspark.sql.types import StringType, StructField, StructType, _parse_dataty
 from carbonstore.dictionary import PREBUILT_OPTION, parse_prebuilt_option, prepare_dictionaries
 from carbonstore.errors import BadRecordError, CarbonStoreError, SchemaError, UserError
 from carbonstore.segments.badrecords import BAD_COLUMN, RAW_COLUMN
-from carbonstore.segments.commit import LoadTransaction
+from carbonstore.segments.commit import LoadTransaction, marked_dead_error
 from carbonstore.segments.load import FORMATS, LoadOptions, parse_load_options, write_settings
 from carbonstore.spark.csv_load import (
     CsvPlan,
@@ -278,6 +278,10 @@ def load(
         if not done:
             _write_through_spark(table, read(), seg, opts, prebuilt, mode)
     except Exception as err:
+        dead = marked_dead_error(table, seg)
+        if dead is not None:  # tasks then fail on its removed folder: not the error to show
+            txn.abort(reason="marked dead before its commit")
+            raise dead from None
         after = table.status.read().find(seg)
         reason = str((after.extra if after else {}).get("failureReason") or "")
         cause = (after.extra if after else {}).get("failureCause")
