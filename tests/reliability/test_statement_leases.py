@@ -10,6 +10,7 @@ is renewed keeps its files whatever clean files is asked (``force`` included).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -151,3 +152,64 @@ def test_a_dry_run_marks_nothing_dead(table: Table) -> None:
         assert delete_rows(table, "id < 5").deleted == 5
     _named_files_exist(table)
     assert committed_ids(table) == list(range(5, 20))
+
+
+_STOPPED_DELETE = """
+import os, signal, sys
+from carbonstore.cli import main
+from carbonstore.store.faults import on_point
+
+def stop_here():
+    print("ready", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)  # every thread, the lease renewer too
+
+with on_point("tablestatus.before_write", stop_here):
+    sys.exit(main(["--store", sys.argv[1], "--conf", sys.argv[2], "delete", "db.t",
+                   "--where", "id < 5"]))
+"""
+
+
+def test_a_delete_process_stopped_past_its_lease_exits_2_and_commits_nothing(
+    table: Table, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """A real process: the CLI DELETE stops itself (SIGSTOP) between writing its delta and
+    its commit, its lease runs out for real, clean files runs, the process continues."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    conf = tmp_path / "carbon.properties"
+    conf.write_text("carbon.segment.lease.seconds=1\ncarbon.clean.files.force.allowed=true\n",
+                    encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.Popen([sys.executable, "-c", _STOPPED_DELETE, table.store.location,
+                             str(conf)], env=env, cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 30
+        while not _stopped(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(2.5)  # the 1 s lease runs out: nothing renews it
+        report = clean_files(table, dry_run=False, force=True)
+        assert [i for i in report.items if i.kind == "delta"], report  # it was removed
+        proc.send_signal(signal.SIGCONT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2, err
+    assert len(err.strip().splitlines()) == 1 and "marked it dead" in err, err
+    _named_files_exist(table)
+    assert committed_ids(table) == list(range(20))
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "T"
+    except OSError:
+        return True
