@@ -213,3 +213,35 @@ def _stopped(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "T"
     except OSError:
         return True
+
+
+@pytest.mark.parametrize("removed", [True, False])
+def test_an_add_segment_marked_dead_fails_like_a_load_and_leaves_nothing(
+    table: Table, tmp_path, removed: bool
+) -> None:  # type: ignore[no-untyped-def]
+    """add-segment marked dead by clean files while it copied: "segment 1 does not exist"
+    (entry removed) or a ValueError "Failure -> Success is not allowed" (a traceback from
+    the CLI), and the folder its copy made again was left behind."""
+    import pyarrow.parquet as pq
+
+    from carbonstore.segments.addsegment import add_segment
+    from carbonstore.segments.clean import _mark_dead
+
+    src = tmp_path / "src"
+    src.mkdir()
+    pq.write_table(rows(500, 3), src / "a.parquet")
+
+    def mark_dead() -> None:
+        if removed:
+            clean_files(table, dry_run=False, stale_inprogress=True, now=now_ms() + LATER)
+        else:  # marked Failure, not removed yet (a crash of clean files in between)
+            _mark_dead(table, [e for e in table.status.read().entries if e.running], now_ms())
+
+    with on_point("load.after_inprogress", mark_dead):
+        with pytest.raises(CommitConflictError, match="marked the load dead"):
+            add_segment(table, str(src))
+    assert committed_ids(table) == list(range(20))
+    folders = {i.base_name for i in table.store.sfs.list_dir(table.paths.fact_dir)}
+    assert folders == {"Segment_0"}, folders
+    add_segment(table, str(src))
+    assert committed_ids(table) == [*range(20), 500, 501, 502]
