@@ -245,3 +245,37 @@ def test_an_add_segment_marked_dead_fails_like_a_load_and_leaves_nothing(
     assert folders == {"Segment_0"}, folders
     add_segment(table, str(src))
     assert committed_ids(table) == [*range(20), 500, 501, 502]
+
+
+@pytest.mark.parametrize(("operation", "point"), [
+    *[("load", p) for p in ("load.after_inprogress", "load.after_data", "index.before_rename",
+                            "load.merge_index_written", "load.before_commit")],
+    *[("compact", p) for p in ("index.before_rename", "compaction.after_output",
+                               "compaction.before_commit")],
+])
+def test_a_writer_marked_dead_at_any_step_fails_with_the_dead_error(
+    table: Table, operation: str, point: str
+) -> None:
+    """Clean files marks the running load or compaction dead and removes its folder at each
+    of its steps: the writer fails with the one-line CommitConflictError (a compaction
+    killed while writing its output failed with the FileNotFoundError of its folder)."""
+    from carbonstore.segments.compaction import compact
+
+    load(table, rows(100, 10), tasks=1)
+    reached: list[str] = []
+
+    def mark_dead() -> None:
+        reached.append(point)
+        clean_files(table, dry_run=False, stale_inprogress=True, now=now_ms() + LATER)
+
+    with on_point(point, mark_dead):
+        try:
+            if operation == "load":
+                load(table, rows(200, 10), tasks=1)
+            else:
+                compact(table, "custom", segment_ids=["0", "1"])
+        except CommitConflictError as err:
+            assert "marked" in str(err) and "dead" in str(err), err
+    assert reached, point
+    _named_files_exist(table)
+    assert committed_ids(table) == [*range(20), *range(100, 110)]
