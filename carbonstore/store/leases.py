@@ -210,6 +210,7 @@ class StatementLease:
 
     def __post_init__(self) -> None:
         self.started = now_ms()
+        self._marked_dead = False
         self._stop = threading.Event()
         self.renew()  # before the statement writes any file
         self._thread = threading.Thread(
@@ -241,6 +242,7 @@ class StatementLease:
         """
         why = None
         if self.status.statement_marked_dead(self.token):
+            self._marked_dead = True
             why = ("it stalled longer than carbon.segment.lease.seconds and clean files "
                    "marked it dead")
         else:
@@ -254,9 +256,10 @@ class StatementLease:
                 "was changed - run it again")
 
     def release(self) -> None:
-        """Stop renewing; remove the heartbeat and any tombstone (the statement has ended:
-        it committed or never will)."""
+        """Stop renewing; remove the heartbeat, and the tombstone this statement failed on
+        (it has ended: it committed or never will; clean files removes any other tombstone
+        after the trash retention time)."""
         self._stop.set()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
-        self.status.delete_statement_lease(self.token)
+        self.status.delete_statement_lease(self.token, tombstone=self._marked_dead)
