@@ -169,13 +169,13 @@ def rebuild_segment(
     seg_dir = table.paths.segment_dir(sid)
     from carbonstore.store.evolution import index_column_ids, written_schema
 
-    written = written_schema(table, entry)  # the names and ids its files were written with
-    dict_cols = set(written.dictionary_columns)
+    written_with = written_schema(table, entry)  # the names and ids its files were written with
+    dict_cols = set(written_with.dictionary_columns)
     float_cols = tuple(
-        c.name for c in written.columns
+        c.name for c in written_with.columns
         if c.type.name in ("float", "double") and c.name not in dict_cols
     )
-    column_ids = index_column_ids(written)
+    column_ids = index_column_ids(written_with)
     lock = table.locks.segment(sid)
     acquire(lock, f"Segment_{sid}.lock", table.store.conf)
     try:
