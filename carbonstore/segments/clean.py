@@ -347,10 +347,8 @@ def _statement_guard(table: Table, *, dry_run: bool, now: int) -> _StatementGuar
 
 
 def _expire_tombstone(table: Table, token: str, *, now: int, keep_ms: int) -> None:
-    sfs = table.paths.sfs
-    path = f"{table.status.log_dir}/leases/stmt-{token}.dead"
-    info = sfs.fs.get_file_info(path)
-    if info.mtime is not None and now - int(info.mtime.timestamp() * 1000) >= keep_ms:
+    written = table.status.tombstone_time_ms(token)
+    if written is not None and now - written >= keep_ms:
         table.status.delete_statement_lease(token)
 
 

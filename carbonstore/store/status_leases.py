@@ -91,6 +91,11 @@ class LeaseFiles:
         self.paths.sfs.put_if_absent(self._statement_path(token, ".dead"), b"{}")
         self._delete_quietly(self._statement_path(token, ".json"))
 
+    def tombstone_time_ms(self, token: str) -> int | None:
+        """When a statement's tombstone was written (None: there is none)."""
+        info = self.paths.sfs.fs.get_file_info(self._statement_path(token, ".dead"))
+        return int(info.mtime.timestamp() * 1000) if info.mtime is not None else None
+
     def statement_marked_dead(self, token: str) -> bool:
         return self.paths.sfs.exists(self._statement_path(token, ".dead"))
 

@@ -331,3 +331,26 @@ def test_statements_and_clean_files_interleaved_keep_every_committed_change(
                 model = {i + 1000 if i % m == 0 and i < 1000 else i for i in model}
         _named_files_exist(table)
         assert committed_ids(table) == sorted(model), (op, m, clean)
+
+
+def test_a_killed_statement_is_marked_dead_once_and_its_tombstone_expires(table: Table) -> None:
+    """A statement killed mid-way leaves its heartbeat: clean files marks it dead (one
+    version), later runs commit nothing more for it, and its tombstone goes after the trash
+    retention time."""
+    import orjson
+
+    from carbonstore.store.leases import lease_fields
+
+    beat = {**lease_fields(1), "startMs": now_ms(), "operation": "DELETE",
+            "writerPid": 2**22 + 12345}  # no such process
+    table.status.write_statement_lease("deadbeef", orjson.dumps(beat))
+    version = table.status.read().version
+    clean_files(table, dry_run=True, now=now_ms() + LATER)
+    assert table.status.read().version == version  # a dry run marks nothing
+    clean_files(table, dry_run=False, now=now_ms() + LATER)
+    assert table.status.read().version == version + 1
+    assert table.status.statement_leases() == [("deadbeef", None, True)]
+    clean_files(table, dry_run=False, now=now_ms() + LATER)
+    assert table.status.read().version == version + 1
+    clean_files(table, dry_run=False, now=now_ms() + 8 * 24 * 3_600_000)
+    assert table.status.statement_leases() == []
