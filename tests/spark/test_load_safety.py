@@ -190,3 +190,46 @@ def test_values_that_cannot_be_stored_fail_in_one_line_with_exit_2(  # type: ign
     assert code == 2, err
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert table.status.read().readable == []
+
+
+def test_a_bare_dataframe_write_marked_dead_gives_the_dead_load_error(  # type: ignore[no-untyped-def]
+    spark, store: Store
+) -> None:
+    """``df.write.format("carbonstore")`` (no ``load()``): clean files marks its segment dead
+    while its tasks run (they sleep first); the tasks then found their folder removed and the
+    write failed with the FileNotFoundError of a task."""
+    import threading
+    import time
+
+    from pyspark.sql import functions as F  # noqa: N812
+
+    table = store.create_table("db.w", "id long not null")
+
+    @F.udf("long", useArrow=False)
+    def slow(x: int) -> int:
+        import time as t
+
+        t.sleep(4 if x == 0 else 0)
+        return x
+
+    cleaned: list[bool] = []
+
+    def clean_when_running() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if any(e.running for e in table.status.read().entries):
+                time.sleep(0.5)
+                _clean_later(store, "db.w")
+                cleaned.append(True)
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=clean_when_running, daemon=True)
+    watcher.start()
+    df = spark.range(0, 10, numPartitions=1).select(slow("id").alias("id"))
+    with pytest.raises(Exception, match="marked the load dead") as info:  # noqa: PT011 - Spark wraps it
+        df.write.format("carbonstore").mode("append").option("store", store.location).save("db.w")
+    watcher.join(timeout=60)
+    assert cleaned
+    assert "[Errno 2]" not in str(info.value).split("marked the load dead")[0][-300:]
+    assert table.status.read().readable == []
