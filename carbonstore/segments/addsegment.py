@@ -23,16 +23,29 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from carbonstore.errors import CarbonStoreError, SchemaError, UserError
+from carbonstore.errors import CarbonStoreError, CommitConflictError, SchemaError, UserError
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.indexfile import build_task_index, merge_indexes
-from carbonstore.segments.commit import begin_segment
+from carbonstore.segments.commit import (
+    abort_segment,
+    begin_segment,
+    dead_load_error,
+    dead_segment_message,
+)
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store.fs import StoreFS, resolve_fs
 from carbonstore.store.table import Table
-from carbonstore.store.tablestatus import FAILURE, SUCCESS, LoadEntry, now_ms
+from carbonstore.store.tablestatus import (
+    IN_PROGRESS,
+    SUCCESS,
+    LoadEntry,
+    TableStatusSnapshot,
+    now_ms,
+)
 
 __all__ = ["add_segment", "check_file_schema"]
+
+_LEASE_KEYS = ("leaseExpiryMs", "writerHost", "writerPid")  # a finished entry keeps "writer"
 
 # Arrow types that store the same values as the table type (read back through a cast).
 _COMPATIBLE: dict[pa.DataType, tuple[pa.DataType, ...]] = {
@@ -168,7 +181,6 @@ def add_segment(table: Table, path: str) -> LoadEntry:
                         "not say); load it with 'carbonstore load' to handle bad records"
                     )
 
-    status = table.status
     # The shared load path allocates the entry and takes its segment lock in one update,
     # so clean-files --stale-inprogress can never see this entry unlocked.
     entry, seg_lock = begin_segment(table)
@@ -197,15 +209,40 @@ def add_segment(table: Table, path: str) -> LoadEntry:
             for n in names
         )
         data_size = sum(sfs.size(f"{seg_dir}/{n}") for n in names)
-        return status.set_status(
-            entry.load_name, SUCCESS, row_count=rows, data_size=data_size,
-            index_size=index_size + sfs.size(task_index), segment_file=merge_name,
-            timestamp=now_ms(), extra={"addedFrom": path},
-        )
-    except (CarbonStoreError, OSError):
-        status.set_status(entry.load_name, FAILURE, timestamp=now_ms())
-        sfs.delete_dir(seg_dir)
+        fields = {"row_count": rows, "data_size": data_size,
+                  "index_size": index_size + sfs.size(task_index), "segment_file": merge_name}
+        return _commit(table, entry.load_name, fields, path)
+    except (CarbonStoreError, OSError) as err:
+        # Clean files marked it dead (and removed its folder, which the copy may have made
+        # again): the load's one-line error, and nothing of it is left.
+        dead = dead_load_error(table, entry.load_name)
+        abort_segment(table, entry.load_name, reason=str(err)[:500] or type(err).__name__)
+        if dead is not None and not isinstance(err, CommitConflictError):
+            raise dead from err
         raise
     finally:
         if seg_lock is not None:
             seg_lock.release()
+
+
+def _commit(table: Table, sid: str, fields: dict[str, object], path: str) -> LoadEntry:
+    """Flip the running entry to Success; a clear error when clean files marked it dead."""
+    holder: list[LoadEntry] = []
+
+    def flip(snap: TableStatusSnapshot) -> list[LoadEntry]:
+        mine = snap.find(sid)
+        if mine is None or mine.status != IN_PROGRESS:
+            raise CommitConflictError(dead_segment_message(table, sid, mine))
+        holder.clear()
+        out = []
+        for e in snap.entries:
+            if e.load_name == sid:
+                extra = {k: v for k, v in e.extra.items() if k not in _LEASE_KEYS}
+                e = e.with_status(SUCCESS, timestamp=now_ms(), extra={**extra, "addedFrom": path},
+                                  **fields)
+                holder.append(e)
+            out.append(e)
+        return out
+
+    table.status.update(flip, operation="ADD SEGMENT")
+    return holder[0]

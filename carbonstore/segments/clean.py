@@ -37,7 +37,7 @@ from carbonstore.dictionary.writer import obsolete_sortindex_files
 from carbonstore.errors import LockTimeoutError, UserError
 from carbonstore.indexfiles.bloom_pack import BLOOM_PACK_PREFIX, BLOOM_PACK_SUFFIX
 from carbonstore.store.faults import crash_point
-from carbonstore.store.leases import entry_is_dead
+from carbonstore.store.leases import MARKED_DEAD, entry_is_dead, statement_is_dead
 from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
@@ -221,7 +221,8 @@ def _mark_dead(table: Table, dead: list[LoadEntry], now: int) -> set[str]:
         for e in snap.entries:
             if e.load_name in wanted and e.status in RUNNING_STATUSES:
                 e = e.with_status(FAILURE, timestamp=now_ms(), extra={
-                    **e.extra, "failureReason": "its lease expired: marked dead by clean files"
+                    **e.extra, "failureReason": "its lease expired: marked dead by clean files",
+                    "failureCause": MARKED_DEAD,
                 })
                 marked.add(e.load_name)
             out.append(e)
@@ -281,9 +282,13 @@ def _clean(
     orphans, orphan_skips = _orphans(table, dry_run=dry_run, now=now, force=force)
     items.extend(orphans)
     skipped.extend(orphan_skips)
-    items.extend(_stale_merge_indexes(table, dry_run=dry_run, now=now, force=force))
+    # Before any unnamed file a running statement may be about to commit is judged.
+    guard = _statement_guard(table, dry_run=dry_run, now=now)
+    skipped.extend(guard.skipped)
+    items.extend(_stale_merge_indexes(table, dry_run=dry_run, now=now, force=force,
+                                      guard=guard))
     items.extend(_stale_bloom_packs(table, dry_run=dry_run, now=now, force=force))
-    items.extend(_superseded_deltas(table, dry_run=dry_run, now=now, force=force))
+    items.extend(_superseded_deltas(table, dry_run=dry_run, now=now, force=force, guard=guard))
     items.extend(_expire_trash(table, dry_run=dry_run, now=now))
     items.extend(_obsolete_sortindexes(table, dry_run=dry_run, now=now, force=force))
     return CleanReport(
@@ -293,6 +298,58 @@ def _clean(
         removed_entries=tuple(removed_ids),
         skipped=tuple(skipped),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _StatementGuard:
+    """What running statements (DML, index rebuilds) keep from clean files: every unnamed
+    delta or merge index written after ``since`` (epoch ms; None: nothing is kept)."""
+
+    since: int | None
+    skipped: tuple[str, ...]
+
+    def keeps(self, mtime_ms: int) -> bool:
+        return self.since is not None and mtime_ms >= self.since
+
+
+def _statement_guard(table: Table, *, dry_run: bool, now: int) -> _StatementGuard:
+    """Judge the statement leases (store/leases.py): live ones keep the files written since
+    they started (less the lease time, for clocks and file times that disagree); dead ones
+    are marked dead and a version is committed BEFORE any of their files is deleted, so
+    their commit can no longer succeed."""
+    status = table.status
+    lease_ms = _lease_ms(table)
+    live: list[int] = []
+    dead: list[str] = []
+    skipped: list[str] = []
+    keep_ms = table.conf.get_int("carbon.trash.retention.days") * _DAY_MS
+    for token, beat, marked in status.statement_leases():
+        if marked:
+            if beat is None and not dry_run:
+                # A tombstone is kept long after its statement stopped: a stalled process
+                # that wakes up must still find it.
+                _expire_tombstone(table, token, now=now, keep_ms=keep_ms)
+            continue
+        if statement_is_dead(status, beat, now=now):
+            dead.append(token)
+            continue
+        start = beat.get("startMs") if beat is not None else None
+        live.append(start if isinstance(start, int) else now)
+        skipped.append(f"{(beat or {}).get('operation', 'a statement')} {token} is running: "
+                       "the files it writes are kept")
+    if dead and not dry_run:
+        for token in dead:
+            status.mark_statement_dead(token)
+        table.status.update(lambda snap: list(snap.entries),
+                            operation="CLEAN FILES (mark statements dead)", force=True)
+        crash_point("clean.after_mark_dead")
+    return _StatementGuard(min(live) - lease_ms if live else None, tuple(skipped))
+
+
+def _expire_tombstone(table: Table, token: str, *, now: int, keep_ms: int) -> None:
+    written = table.status.tombstone_time_ms(token)
+    if written is not None and now - written >= keep_ms:
+        table.status.delete_statement_lease(token)
 
 
 def _orphans(
@@ -374,7 +431,7 @@ def _obsolete_sortindexes(
 
 
 def _stale_merge_indexes(
-    table: Table, *, dry_run: bool, now: int, force: bool
+    table: Table, *, dry_run: bool, now: int, force: bool, guard: _StatementGuard
 ) -> list[CleanItem]:
     """Merge indexes of readable segments that the current version no longer names (an
     index rebuild replaced them), replaced longer than the retention time ago: readers of
@@ -401,6 +458,8 @@ def _stale_merge_indexes(
             mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
             if not force and now - max(mtime, replaced) < retention_ms:
                 continue
+            if guard.keeps(mtime) or now - mtime < _lease_ms(table):
+                continue  # a running index rebuild may be about to commit it
             items.append(CleanItem(kind="index", segment_id=e.load_name, path=info.path,
                                    size=int(info.size or 0),
                                    reason="merge index replaced by an index rebuild"))
@@ -439,7 +498,7 @@ def _stale_bloom_packs(
 
 
 def _superseded_deltas(
-    table: Table, *, dry_run: bool, now: int, force: bool
+    table: Table, *, dry_run: bool, now: int, force: bool, guard: _StatementGuard
 ) -> list[CleanItem]:
     """Delete delta files of readable segments that the current version does not name.
 
@@ -447,8 +506,9 @@ def _superseded_deltas(
     cumulative: the next one holds its rows), and every such commit sets the entry's
     ``modificationOrDeletionTimestamp``; so once that is older than the retention time, no
     version within the retention names the file. A delta written by a commit that lost its
-    race was never named. Files written within the lease time are kept in any case: a
-    running DELETE may be about to commit the one it just wrote.
+    race was never named. Files written within the lease time, or since a running
+    statement started (``guard``), are kept: a running DELETE may be about to commit them;
+    a statement whose lease expired was marked dead before (its commit fails).
     """
     from carbonstore.segments.deltas import DELTA_SUFFIX
 
@@ -467,7 +527,7 @@ def _superseded_deltas(
             if info.base_name in named:
                 continue
             mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
-            if now - mtime < lease_ms:
+            if now - mtime < lease_ms or guard.keeps(mtime):
                 continue
             items.append(CleanItem(kind="delta", segment_id=e.load_name, path=info.path,
                                    size=int(info.size or 0),

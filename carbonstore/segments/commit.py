@@ -38,7 +38,7 @@ from carbonstore.segments.partitions import replace_partitions, with_spec
 from carbonstore.segments.writer import TaskResult, WriteSettings
 from carbonstore.statistics.analyze import store_task_statistics
 from carbonstore.store.faults import crash_point
-from carbonstore.store.leases import LeaseKeeper, lease_fields
+from carbonstore.store.leases import MARKED_DEAD, LeaseKeeper, lease_fields
 from carbonstore.store.partitioning import PartitionSpec
 from carbonstore.store.tablestatus import (
     FAILURE,
@@ -55,7 +55,8 @@ from carbonstore.store.tablestatus import (
 if TYPE_CHECKING:
     from carbonstore.store.table import Table
 
-__all__ = ["LoadTransaction", "abort_segment", "begin_segment", "commit_segment", "dead_load_error"]
+__all__ = ["LoadTransaction", "abort_segment", "begin_segment", "commit_segment", "dead_load_error",
+           "marked_dead_error"]
 
 log = logging.getLogger(__name__)
 _RUNNING = (IN_PROGRESS, OVERWRITE_IN_PROGRESS)
@@ -121,6 +122,18 @@ def dead_load_error(table: Table, segment_id: str) -> CommitConflictError | None
     """
     mine = table.status.read().find(segment_id)
     if mine is None or mine.status not in _RUNNING:
+        return CommitConflictError(dead_segment_message(table, segment_id, mine))
+    return None
+
+
+def marked_dead_error(table: Table, segment_id: str) -> CommitConflictError | None:
+    """The error of a load whose job failed after clean files marked it dead (the same
+    one-line error on every load path); None when its entry failed for a reason of its own
+    (a task error, bad records) or is still running."""
+    mine = table.status.read().find(segment_id)
+    if mine is None or (mine.status == FAILURE and (
+            mine.extra.get("failureCause") == MARKED_DEAD
+            or "marked dead by clean files" in str(mine.extra.get("failureReason", "")))):
         return CommitConflictError(dead_segment_message(table, segment_id, mine))
     return None
 

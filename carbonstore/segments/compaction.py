@@ -318,6 +318,18 @@ def _fail_attempt(table: Table, output: str, attempt: object, reason: str) -> Lo
     return table.status.update(apply, operation="COMPACTION ABORT").find(output)
 
 
+def _marked_dead(table: Table, output: str, attempt: object) -> CommitConflictError | None:
+    """The error of a compaction whose output clean files marked dead meanwhile (its
+    writing then fails on the removed folder); None while the output is still its own."""
+    mine = table.status.read().find(output)
+    if mine is not None and mine.running and mine.extra.get("compactionAttempt") == attempt:
+        return None
+    state = "was removed" if mine is None else f"is {mine.status}"
+    return CommitConflictError(
+        f"compaction output {output} of {table.name} {state}: its lease expired and clean "
+        "files marked it dead; the compaction was aborted and nothing changed")
+
+
 def abort_compaction(table: Table, output: str, attempt: str, reason: str) -> None:
     """Mark this attempt's output Failure, remove its folder, then its entry."""
     try:
@@ -370,7 +382,10 @@ def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment
         committed = True
     except BaseException as err:
         if not committed:
+            dead = _marked_dead(table, group.output, attempt) if isinstance(err, OSError) else None
             abort_compaction(table, group.output, attempt, str(err) or type(err).__name__)
+            if dead is not None:  # not the OSError of its folder clean files removed
+                raise dead from err
         raise
     finally:
         keeper.release()

@@ -55,6 +55,7 @@ from carbonstore.store.evolution import (
     segment_projections,
     storage_types,
 )
+from carbonstore.store.leases import StatementLease
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
     SUCCESS,
@@ -427,7 +428,7 @@ def apply_changes(
         Replan: a touched segment is no longer readable, or (``union_on_conflict`` false) a
             concurrent change deleted one of the same rows; nothing is visible.
     """
-    from carbonstore.segments.commit import abort_segment
+    from carbonstore.segments.commit import abort_segment, lease_seconds
 
     sfs = table.store.sfs
     if not matches.positions and (insert is None or not insert.num_rows):
@@ -435,8 +436,18 @@ def apply_changes(
     planned = {(e.load_name): e for e in matches.snapshot.entries}
     new_bits: dict[FileKey, BitMap] = {k: BitMap(v) for k, v in matches.positions.items()}
     written: dict[tuple[FileKey, str | None], DeleteDelta] = {}
-    ins = _write_insert(table, insert) if insert is not None and insert.num_rows else None
+    # Held from before the first delta is written until the commit ended: clean files keeps
+    # the deltas while it is renewed (store/leases.py, "statement lease").
+    lease = StatementLease(table.status, operation, lease_seconds(table)) if new_bits else None
     try:
+        ins = _write_insert(table, insert) if insert is not None and insert.num_rows else None
+    except BaseException:
+        if lease is not None:
+            lease.release()
+        raise
+    try:
+        fresh: set[DeleteDelta] = set()  # deltas this statement wrote
+
         def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
             by_seg: dict[str, list[FileKey]] = {}
             for key in new_bits:
@@ -471,6 +482,7 @@ def apply_changes(
                             bits |= have
                         written[cache_key] = write_delta(sfs, seg_dir, key[1], bits)
                     current[key[1]] = written[cache_key]
+                fresh.update(written.values())
                 changed[sid] = replace(e, delete_deltas=tuple(
                     sorted(current.values(), key=lambda d: d.data_file)),
                     modification_or_deletion_timestamp=now_ms())
@@ -492,6 +504,10 @@ def apply_changes(
                 raise CommitConflictError(
                     f"the insert segment {ins.segment} of this {operation} was removed; "
                     "nothing was changed - run it again")
+            if lease is not None:  # after the version was read: see store/leases.py
+                lease.check([f"{table.paths.segment_dir(sid)}/{d.delta_file}"
+                             for sid, e in changed.items() for d in e.delete_deltas
+                             if d in fresh])
             return out
 
         snap = table.status.update(apply, operation=operation)
@@ -502,6 +518,8 @@ def apply_changes(
     finally:
         if ins is not None and ins.keeper is not None:
             ins.keeper.release()
+        if lease is not None:
+            lease.release()
     _stale_statistics(table, {k[0] for k in new_bits})
     return snap.version, len(new_bits), ins.segment if ins is not None else None
 

@@ -28,6 +28,7 @@ import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -37,6 +38,7 @@ from carbonstore.indexfiles.indexfile import merge_indexes, read_index, write_in
 from carbonstore.indexfiles.packing import pack
 from carbonstore.segments.writer import NanTracker
 from carbonstore.store.entries import check_plain_file_name
+from carbonstore.store.leases import StatementLease
 from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms, segment_sort_key
@@ -167,13 +169,13 @@ def rebuild_segment(
     seg_dir = table.paths.segment_dir(sid)
     from carbonstore.store.evolution import index_column_ids, written_schema
 
-    written = written_schema(table, entry)  # the names and ids its files were written with
-    dict_cols = set(written.dictionary_columns)
+    written_with = written_schema(table, entry)  # the names and ids its files were written with
+    dict_cols = set(written_with.dictionary_columns)
     float_cols = tuple(
-        c.name for c in written.columns
+        c.name for c in written_with.columns
         if c.type.name in ("float", "double") and c.name not in dict_cols
     )
-    column_ids = index_column_ids(written)
+    column_ids = index_column_ids(written_with)
     lock = table.locks.segment(sid)
     acquire(lock, f"Segment_{sid}.lock", table.store.conf)
     try:
@@ -191,21 +193,15 @@ def rebuild_segment(
                 f"{rows} rows but tablestatus records {entry.row_count}; data files are missing "
                 "or foreign - restore them, or delete the segment and reload it"
             )
-        written: list[str] = []
-        task_bytes = 0
-        for task, group in sorted(by_task.items()):
-            header, blooms = pack(group, segment_id=sid, task_id=task, column_ids=column_ids)
-            name = f"{task}-{uuid.uuid4().hex[:16]}.carbonindex"
-            task_bytes += write_index(sfs, f"{seg_dir}/{name}", header, blooms)
-            written.append(name)
-        merge_name = f"{sid}_{now_ms()}.carbonindexmerge"
-        while merge_name in before:  # same millisecond as the old one
-            merge_name = f"{sid}_{now_ms() + 1}.carbonindexmerge"
-        merge_size = merge_indexes(
-            sfs, [f"{seg_dir}/{n}" for n in written], f"{seg_dir}/{merge_name}", segment_id=sid
-        )
-        index_size = task_bytes + merge_size
-        _commit(table, sid, merge_name, index_size)
+        from carbonstore.segments.commit import lease_seconds
+
+        # Clean files keeps the files written while this lease is renewed (store/leases.py).
+        lease = StatementLease(table.status, "REBUILD INDEX", lease_seconds(table))
+        try:
+            merge_name, written, index_size = _write_and_commit(
+                table, sid, seg_dir, by_task, column_ids, before, lease)
+        finally:
+            lease.release()
         keep = {*written, merge_name}
         # A readable old merge index stays for readers of earlier versions (clean files
         # removes it after the retention time); a damaged one is of use to nobody.
@@ -224,12 +220,40 @@ def rebuild_segment(
     )
 
 
-def _commit(table: Table, sid: str, merge_name: str, index_size: int) -> None:
+def _write_and_commit(
+    table: Table, sid: str, seg_dir: str, by_task: dict[str, list[FileIndex]],
+    column_ids: Any, before: set[str], lease: StatementLease,
+) -> tuple[str, list[str], int]:
+    """Write the task indexes and the merge index, commit the version naming it."""
+    sfs = table.store.sfs
+    written: list[str] = []
+    task_bytes = 0
+    for task, group in sorted(by_task.items()):
+        header, blooms = pack(group, segment_id=sid, task_id=task, column_ids=column_ids)
+        name = f"{task}-{uuid.uuid4().hex[:16]}.carbonindex"
+        task_bytes += write_index(sfs, f"{seg_dir}/{name}", header, blooms)
+        written.append(name)
+    merge_name = f"{sid}_{now_ms()}.carbonindexmerge"
+    while merge_name in before:  # same millisecond as the old one
+        merge_name = f"{sid}_{now_ms() + 1}.carbonindexmerge"
+    merge_size = merge_indexes(
+        sfs, [f"{seg_dir}/{n}" for n in written], f"{seg_dir}/{merge_name}", segment_id=sid
+    )
+    index_size = task_bytes + merge_size
+    _commit(table, sid, seg_dir, merge_name, index_size, lease)
+    return merge_name, written, index_size
+
+
+def _commit(
+    table: Table, sid: str, seg_dir: str, merge_name: str, index_size: int,
+    lease: StatementLease,
+) -> None:
     def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
         if snap.find(sid) is None:
             raise CarbonStoreError(
                 f"segment {sid} of {table.name} was removed while its index was rebuilt"
             )
+        lease.check([f"{seg_dir}/{merge_name}"])  # after the version was read
         return [
             e.with_status(e.status, segment_file=merge_name, index_size=index_size)
             if e.load_name == sid else e

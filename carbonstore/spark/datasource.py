@@ -33,7 +33,7 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from pyspark.sql.types import StructType
 
 from carbonstore.errors import CarbonStoreError, UserError
-from carbonstore.segments.commit import LoadTransaction, lease_seconds
+from carbonstore.segments.commit import LoadTransaction, lease_seconds, marked_dead_error
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import TaskResult, WriteSettings, write_task
 from carbonstore.spark.reader import CarbonReader
@@ -232,7 +232,15 @@ class CarbonWriter(DataSourceArrowWriter):
             import uuid
 
             task_id = uuid.uuid4().hex[:8]
-        return CarbonCommitMessage(write_task(iterator, self.settings, task_id=task_id))
+        try:
+            return CarbonCommitMessage(write_task(iterator, self.settings, task_id=task_id))
+        except OSError:
+            # Its folder removed under it: clean files marked the load dead - that is the
+            # error (the same on every load path), not the task's [Errno 2].
+            dead = marked_dead_error(self._table(), self.settings.segment_id)
+            if dead is not None:
+                raise dead from None
+            raise
 
     @one_line_errors
     def commit(self, messages: list[Any]) -> None:

@@ -25,7 +25,7 @@ from pyspark.sql.types import StringType, StructField, StructType, _parse_dataty
 from carbonstore.dictionary import PREBUILT_OPTION, parse_prebuilt_option, prepare_dictionaries
 from carbonstore.errors import BadRecordError, CarbonStoreError, SchemaError, UserError
 from carbonstore.segments.badrecords import BAD_COLUMN, RAW_COLUMN
-from carbonstore.segments.commit import LoadTransaction
+from carbonstore.segments.commit import LoadTransaction, marked_dead_error
 from carbonstore.segments.load import FORMATS, LoadOptions, parse_load_options, write_settings
 from carbonstore.spark.csv_load import (
     CsvPlan,
@@ -278,6 +278,10 @@ def load(
         if not done:
             _write_through_spark(table, read(), seg, opts, prebuilt, mode)
     except Exception as err:
+        dead = marked_dead_error(table, seg)
+        if dead is not None:  # tasks then fail on its removed folder: not the error to show
+            txn.abort(reason="marked dead before its commit")
+            raise dead from None
         after = table.status.read().find(seg)
         reason = str((after.extra if after else {}).get("failureReason") or "")
         cause = (after.extra if after else {}).get("failureCause")
@@ -286,6 +290,10 @@ def load(
             raise BadRecordError(reason) from None
         if isinstance(err, CarbonStoreError):
             raise
+        if "FAILED_READ_FILE" in str(err):  # the input itself: plain spark.read fails the same
+            raise UserError(
+                f"cannot read the input of the load into {table.name} (nothing was loaded): "
+                f"{_read_failure(err)}") from None
         raise CarbonStoreError(
             f"load into {table.name} failed; segment {seg} is marked Failure and its files are "
             f"removed: {_first_line(err)}"
@@ -356,6 +364,16 @@ def _arrow_batches(spark: SparkSession, rows: int = 65536) -> Iterator[None]:
         yield
     finally:
         spark.conf.set(_BATCH_KEY, current)
+
+
+def _read_failure(err: BaseException) -> str:
+    """The file Spark could not read and the root cause (e.g. a timestamp in milliseconds
+    beyond what microseconds hold: ``ArithmeticException: long overflow``)."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    head = next((ln for ln in lines if "FAILED_READ_FILE" in ln), lines[0] if lines else "")
+    causes = [ln.removeprefix("Caused by: ") for ln in lines if ln.startswith("Caused by: ")]
+    text = head.split("] ", 1)[-1].split(" SQLSTATE")[0].strip()
+    return (f"{text} {causes[-1]}" if causes else text)[:500]
 
 
 def _first_line(err: BaseException) -> str:

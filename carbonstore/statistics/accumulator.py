@@ -137,6 +137,9 @@ class _Column:
     high: Any = None
     max_len: int | None = 0
     sum_len: int | None = 0
+    # Values whose bounds Python cannot hold (a timestamp or date outside years 1-9999):
+    # no low/high for the whole segment, whatever other tasks saw (never a narrower range).
+    unbounded: bool = False
     # The distinct-count sketch: an HLL_8 sketch warming up (list/set modes), or once merged
     # or read back (``plain``) any sketch, fed value by value.
     sketch: hll_sketch | None = None
@@ -180,15 +183,22 @@ class _Column:
             nan = pc.is_nan(arr)
             self.nans += pc.sum(nan).as_py() or 0
         mm = pc.min_max(arr)
-        low, high = mm["min"].as_py(), mm["max"].as_py()
+        try:
+            low, high = mm["min"].as_py(), mm["max"].as_py()
+            if kind == "timestamp":
+                low, high = _utc(low), _utc(high)
+        except (ValueError, OverflowError):  # beyond datetime's years 1-9999
+            self.unbounded = True
+            low = high = None
         if kind == "double" and low is not None and low != low:  # only NaN here
             low = high = None
-        if kind == "timestamp":
-            low, high = _utc(low), _utc(high)
         self._bounds(low, high)
         self._update_sketch(_sketch_keys(arr, kind))
 
     def _bounds(self, low: Any, high: Any) -> None:
+        if self.unbounded:
+            self.low = self.high = None
+            return
         if low is not None and (self.low is None or low < self.low):
             self.low = low
         if high is not None and (self.high is None or high > self.high):
@@ -330,6 +340,7 @@ class _Column:
         self.trues += other.trues
         self.falses += other.falses
         self.nans += other.nans
+        self.unbounded |= other.unbounded
         self._bounds(other.low, other.high)
         if self.max_len is None or other.max_len is None or self.sum_len is None \
                 or other.sum_len is None:
@@ -355,7 +366,7 @@ class _Column:
             "nulls": self.nulls, "trues": self.trues, "falses": self.falses, "nans": self.nans,
             "low": encode_value(self.kind, self.low, "low_value"),
             "high": encode_value(self.kind, self.high, "high_value"),
-            "maxLen": self.max_len, "sumLen": self.sum_len,
+            "maxLen": self.max_len, "sumLen": self.sum_len, "unbounded": self.unbounded,
             "sketch": None if (sketch := self.current_sketch()) is None
             else base64.b64encode(sketch.serialize_compact()).decode(),
         }
@@ -368,6 +379,7 @@ class _Column:
         col.low = decode_value(col.kind, obj["low"], "low_value")
         col.high = decode_value(col.kind, obj["high"], "high_value")
         col.max_len, col.sum_len = obj["maxLen"], obj["sumLen"]
+        col.unbounded = bool(obj.get("unbounded", False))
         if obj["sketch"] is not None:
             col.sketch = hll_sketch.deserialize(base64.b64decode(obj["sketch"]))
         col._plain()

@@ -500,6 +500,11 @@ def merge_column(
     if "low_value" in names:
         values["low_value"] = _min(c.low_value for c in cs)
         values["high_value"] = _max(c.high_value for c in cs)
+        if "num_nans" not in names and any(
+                c.low_value is None and p[1] > c.num_nulls for c, p in zip(cs, parts, strict=True)):
+            # a segment with values but no bounds (beyond years 1-9999): unknown, never the
+            # narrower range of the others
+            values["low_value"] = values["high_value"] = None
     if "max_col_len" in names:
         values["max_col_len"] = (
             None if any(c.max_col_len is None and p[1] > c.num_nulls

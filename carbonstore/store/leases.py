@@ -18,6 +18,19 @@ deletes a file, and the load's own commit then fails with a clear error (a versi
 has one order, so either the load's ``Success`` or clean's ``Failure`` comes first). A
 lease only decides how soon a dead load is cleaned and that a live one is not disturbed.
 Clocks of the machines writing one table must agree to well within the lease time.
+
+Statements that write files a later commit names without an ``In Progress`` entry of their
+own (DELETE / UPDATE / MERGE delete deltas, an index rebuild's merge index) hold a
+*statement lease* (:class:`StatementLease`): a heartbeat ``leases/stmt-<token>.json``
+renewed the same way, naming when the statement started. Clean files keeps every unnamed
+file written after a live statement started; a statement whose lease expired is first
+marked dead with a write-once tombstone ``leases/stmt-<token>.dead``, then clean files
+commits a tablestatus version, and only then deletes files. The statement checks, inside its
+commit's update function (after reading the version it builds on), that no tombstone
+names it and that every file it names exists: either its check ran before the tombstone,
+so its version number was taken before clean's version and its put loses to it (the retry
+sees the tombstone), or it sees the tombstone - a committed version never names a file
+clean files removed. The statement then fails with :class:`CommitConflictError`.
 """
 
 from __future__ import annotations
@@ -26,20 +39,24 @@ import logging
 import os
 import socket
 import threading
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from carbonstore.errors import CommitConflictError
 from carbonstore.store.entries import LoadEntry, now_ms
 
 if TYPE_CHECKING:
     from carbonstore.store.tablestatus import TableStatus
 
-__all__ = ["LeaseKeeper", "entry_is_dead", "lease_fields", "process_start", "renew_lease", "writer_identity"]
+__all__ = ["MARKED_DEAD", "LeaseKeeper", "StatementLease", "entry_is_dead", "statement_is_dead", "lease_fields", "process_start", "renew_lease", "writer_identity"]
 
 log = logging.getLogger(__name__)
+
+MARKED_DEAD = "markedDead"  # failureCause of an entry clean files committed as Failure
 
 
 @cache
@@ -117,6 +134,19 @@ def entry_is_dead(status: TableStatus, entry: LoadEntry, *, now: int, lease_ms: 
     return info.get("writerHost") == _host_id() and pid is not None and not _pid_alive(pid)
 
 
+def statement_is_dead(status: TableStatus, beat: dict[str, Any] | None, *, now: int) -> bool:
+    """True when a statement lease's heartbeat ``beat`` (None: torn) shows it stopped."""
+    if beat is None:
+        return True
+    expiry = _int(beat.get("leaseExpiryMs"))
+    if expiry is None or now > expiry:
+        return True
+    if status.paths.sfs.object_store:
+        return False
+    pid = _int(beat.get("writerPid"))
+    return beat.get("writerHost") == _host_id() and pid is not None and not _pid_alive(pid)
+
+
 def renew_lease(status: TableStatus, segment_id: str, seconds: float) -> None:
     """Rewrite ``segment_id``'s heartbeat: its lease now runs ``seconds`` from now, held by
     this process. FileNotFoundError when the table's log is gone (dropped)."""
@@ -166,3 +196,70 @@ class LeaseKeeper:
         if self.courtesy is not None:
             self.courtesy.release()
             self.courtesy = None
+
+
+@dataclass(eq=False)
+class StatementLease:
+    """A running statement's lease (see the module docstring): the heartbeat is written at
+    once and renewed from a daemon thread until ``release()``."""
+
+    status: TableStatus
+    operation: str
+    seconds: float
+    token: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
+
+    def __post_init__(self) -> None:
+        self.started = now_ms()
+        self._marked_dead = False
+        self._stop = threading.Event()
+        self.renew()  # before the statement writes any file
+        self._thread = threading.Thread(
+            target=self._run, name=f"lease-{self.operation}-{self.token}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        interval = max(0.05, self.seconds / 4)
+        while not self._stop.wait(interval):
+            try:
+                self.renew()
+            except FileNotFoundError:
+                return
+            except OSError:
+                log.warning("lease of %s %s not renewed", self.operation, self.token, exc_info=True)
+
+    def renew(self) -> None:
+        data = {**lease_fields(self.seconds), "startMs": self.started,
+                "operation": self.operation}
+        self.status.write_statement_lease(self.token, orjson.dumps(data))
+
+    def check(self, files: list[str]) -> None:
+        """Raise when clean files marked this statement dead or removed one of ``files``
+        (call it inside the commit's update function, after the version was read).
+
+        Raises:
+            CommitConflictError: nothing may be committed; the statement can be run again.
+        """
+        why = None
+        if self.status.statement_marked_dead(self.token):
+            self._marked_dead = True
+            why = ("it stalled longer than carbon.segment.lease.seconds and clean files "
+                   "marked it dead")
+        else:
+            sfs = self.status.paths.sfs
+            missing = [f for f in files if not sfs.exists(f)]
+            if missing:
+                why = f"{missing[0]} it wrote was removed meanwhile"
+        if why is not None:
+            raise CommitConflictError(
+                f"{self.operation} on {self.status.paths.name} cannot commit: {why}; nothing "
+                "was changed - run it again")
+
+    def release(self) -> None:
+        """Stop renewing; remove the heartbeat, and the tombstone this statement failed on
+        (it has ended: it committed or never will; clean files removes any other tombstone
+        after the trash retention time)."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+        self.status.delete_statement_lease(self.token, tombstone=self._marked_dead)

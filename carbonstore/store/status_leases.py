@@ -12,6 +12,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LeaseFiles"]
 
+_STATEMENT_PREFIX = "stmt-"
+
 
 class LeaseFiles:
     """The lease-file methods of TableStatus."""
@@ -32,16 +34,8 @@ class LeaseFiles:
 
     def write_lease(self, segment_id: str, data: bytes) -> None:
         """Rewrite a heartbeat; FileNotFoundError when the table's log is gone (dropped)."""
-        sfs = self.paths.sfs
-        folder = f"{self.log_dir}/leases"
-        if not sfs.is_dir(folder):
-            if not sfs.is_dir(self.log_dir):
-                raise FileNotFoundError(self.log_dir)
-            try:  # never recursive: a dropped table's log must not come back
-                sfs.fs.create_dir(folder, recursive=False)
-            except FileExistsError:
-                pass
-        sfs.write_atomic(self._lease_path(segment_id), data, durable=False)
+        self._leases_folder()
+        self.paths.sfs.write_atomic(self._lease_path(segment_id), data, durable=False)
 
     def read_lease(self, segment_id: str) -> dict[str, Any] | None:
         try:
@@ -53,5 +47,77 @@ class LeaseFiles:
     def delete_lease(self, segment_id: str) -> None:
         try:
             self.paths.sfs.delete_file(self._lease_path(segment_id))
+        except OSError:
+            pass
+
+    # ---- statement leases (DML, index rebuilds; see carbonstore.store.leases) ---------------
+    def _statement_path(self, token: str, suffix: str) -> str:
+        if not token.isalnum():
+            raise ValueError(f"bad statement token {token!r}")
+        return f"{self.log_dir}/leases/{_STATEMENT_PREFIX}{token}{suffix}"
+
+    def write_statement_lease(self, token: str, data: bytes) -> None:
+        """Rewrite a running statement's heartbeat (FileNotFoundError: the table was dropped)."""
+        self._leases_folder()
+        self.paths.sfs.write_atomic(self._statement_path(token, ".json"), data, durable=False)
+
+    def statement_leases(self) -> list[tuple[str, dict[str, Any] | None, bool]]:
+        """Every statement lease: (token, its heartbeat or None, whether it was marked dead)."""
+        try:
+            infos = self.paths.sfs.list_dir(f"{self.log_dir}/leases")
+        except FileNotFoundError:
+            return []
+        beats: dict[str, dict[str, Any] | None] = {}
+        dead: set[str] = set()
+        for info in infos:
+            name = info.base_name
+            if not info.is_file or not name.startswith(_STATEMENT_PREFIX):
+                continue
+            token, _, suffix = name[len(_STATEMENT_PREFIX):].partition(".")
+            if suffix == "dead":
+                dead.add(token)
+            elif suffix == "json":
+                try:
+                    obj = orjson.loads(self.paths.sfs.read_bytes(info.path))
+                except (FileNotFoundError, orjson.JSONDecodeError):
+                    obj = None  # released meanwhile, or torn by a crash
+                beats[token] = obj if isinstance(obj, dict) else None
+        return [(t, beats.get(t), t in dead) for t in sorted(beats.keys() | dead)]
+
+    def mark_statement_dead(self, token: str) -> None:
+        """Write the statement's tombstone (write-once: a renewal never overwrites it) and
+        drop its heartbeat; its commit then fails (``statement_marked_dead``)."""
+        self._leases_folder()
+        self.paths.sfs.put_if_absent(self._statement_path(token, ".dead"), b"{}")
+        self._delete_quietly(self._statement_path(token, ".json"))
+
+    def tombstone_time_ms(self, token: str) -> int | None:
+        """When a statement's tombstone was written (None: there is none)."""
+        info = self.paths.sfs.fs.get_file_info(self._statement_path(token, ".dead"))
+        return int(info.mtime.timestamp() * 1000) if info.mtime is not None else None
+
+    def statement_marked_dead(self, token: str) -> bool:
+        return self.paths.sfs.exists(self._statement_path(token, ".dead"))
+
+    def delete_statement_lease(self, token: str, *, tombstone: bool = True) -> None:
+        """Remove a statement's heartbeat (and its tombstone: only once it can never commit)."""
+        self._delete_quietly(self._statement_path(token, ".json"))
+        if tombstone:
+            self._delete_quietly(self._statement_path(token, ".dead"))
+
+    def _leases_folder(self) -> None:
+        sfs = self.paths.sfs
+        folder = f"{self.log_dir}/leases"
+        if not sfs.is_dir(folder):
+            if not sfs.is_dir(self.log_dir):
+                raise FileNotFoundError(self.log_dir)
+            try:  # never recursive: a dropped table's log must not come back
+                sfs.fs.create_dir(folder, recursive=False)
+            except FileExistsError:
+                pass
+
+    def _delete_quietly(self, path: str) -> None:
+        try:
+            self.paths.sfs.delete_file(path)
         except OSError:
             pass

@@ -99,6 +99,36 @@ def test_loaders_vs_clean_stale_inprogress(tmp_path: Path) -> None:
     _loaders_vs_clean(tmp_path, SECONDS)
 
 
+def test_row_deletes_vs_forced_clean_with_stalls(tmp_path: Path) -> None:
+    """A DELETE process (every 3rd statement stalls 2.5 lease times between its delta and
+    its commit, its lease renewed) against forced clean files and a query process: a
+    forced clean removed the stalled statement's unnamed delta (older than the lease
+    time), the statement committed it, and every read failed from then on. Now every
+    committed DELETE's row is gone, every other row is there, and every read works."""
+    table = _table(tmp_path)
+    load(table, rows(0, 500), tasks=1)
+    load(table, rows(1000, 500), tasks=1)
+    loc = table.store.location
+    lease = ["--lease", "1"]
+    procs = {
+        "delete": _start(loc, "rowdeleteloop", "db.t", str(SECONDS), "--stall-every", "3",
+                         *lease),
+        "clean": _start(loc, "cleanloop", "db.t", str(SECONDS), "--force", *lease),
+        "query": _start(loc, "query", "db.t", str(SECONDS)),
+    }
+    out = _finish(procs, timeout=SECONDS + 180)
+    deleted = {int(ln.split()[1]) for ln in out["delete"] if ln.startswith("ok ")}
+    assert len([ln for ln in out["delete"] if ln.startswith("ok ")]) >= 3, out["delete"]
+    forget_decoded()
+    expected = sorted((set(range(500)) | set(range(1000, 1500))) - deleted)
+    assert committed_ids(table) == expected
+    sfs = table.store.sfs
+    for e in table.status.read().readable:
+        for d in e.delete_deltas:
+            assert sfs.exists(f"{table.paths.segment_dir(e.load_name)}/{d.delta_file}"), d
+    assert_gapless_chain(table)
+
+
 @pytest.mark.long
 def test_loaders_vs_clean_stale_inprogress_long(tmp_path: Path) -> None:
     _loaders_vs_clean(tmp_path, 300)

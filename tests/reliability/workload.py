@@ -19,8 +19,11 @@ the versioned tablestatus), each printing one line per operation::
     python workload.py STORE cleanloop TABLE SECONDS [--retention-minutes M]
     python workload.py STORE compactloop TABLE SECONDS
     python workload.py STORE deleteloop TABLE SECONDS            # "deleted SEG"
+    python workload.py STORE rowdeleteloop TABLE SECONDS [--stall-every N]
+        # DELETE of one row id after the other: "ok ID" / "conflict ..." (every n-th
+        # statement stalls past its lease between its delta and its commit, lease renewed)
 
-``--lease S`` sets carbon.segment.lease.seconds for any of them; ``--own-locks`` gives the
+``--force`` makes cleanloop a forced clean; ``--lease S`` sets carbon.segment.lease.seconds for any of them; ``--own-locks`` gives the
 process courtesy locks no other process sees (as on an object store, where there are none).
 """
 
@@ -204,7 +207,7 @@ def main(argv: list[str]) -> int:
                 raise SystemExit(f"scan {scans}: partial load seen ({len(ids)} rows)")
             scans += 1
         print(scans)
-    elif op in ("loadloop", "cleanloop", "compactloop", "deleteloop"):
+    elif op in ("loadloop", "cleanloop", "compactloop", "deleteloop", "rowdeleteloop"):
         _loop(table, op, rest)
     else:
         raise SystemExit(f"unknown operation {op}")
@@ -244,7 +247,10 @@ def _loop(table: Table, op: str, rest: list[str]) -> None:
             elif op == "cleanloop":
                 from carbonstore.segments.clean import clean_files
 
-                clean_files(table, dry_run=False, stale_inprogress=True)
+                clean_files(table, dry_run=False, stale_inprogress=True, force="--force" in rest)
+            elif op == "rowdeleteloop":
+                _delete_one_row(table, k, stall_every)
+                k += 1
             elif op == "compactloop":
                 from carbonstore.segments.compaction import compact
 
@@ -264,6 +270,25 @@ def _loop(table: Table, op: str, rest: list[str]) -> None:
                 time.sleep(0.5)
         except CarbonStoreError as err:  # a conflict or a held courtesy lock: try again
             print(f"conflict {type(err).__name__}", flush=True)
+
+
+def _delete_one_row(table: Table, k: int, stall_every: int) -> None:
+    """DELETE the row ``id = 7 * k``; the n-th statements stall (lease renewed) between
+    writing the delta and committing it, longer than the lease."""
+    from carbonstore.segments.dml import delete_rows
+    from carbonstore.store.faults import on_point
+
+    victim = 7 * k
+    lease = table.store.conf.get_float("carbon.segment.lease.seconds")
+    stall = bool(stall_every) and k % stall_every == 0
+    hook = (lambda: time.sleep(lease * 2.5)) if stall else (lambda: None)
+    try:
+        with on_point("tablestatus.before_write", hook):
+            result = delete_rows(table, f"id = {victim}")
+    except CarbonStoreError as err:
+        print(f"conflict {victim} {type(err).__name__}: {err}", flush=True)
+        return
+    print(f"ok {victim} {result.deleted}", flush=True)
 
 
 if __name__ == "__main__":

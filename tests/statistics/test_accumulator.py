@@ -366,3 +366,31 @@ def test_dictionary_surrogates_for_a_string_column() -> None:
     c = acc.finish(SCOPE).column("name")
     assert isinstance(c, StringColumnStatistics)
     assert (c.num_nulls, c.num_dvs, c.max_col_len, c.avg_col_len) == (2, 2, None, None)
+
+
+@pytest.mark.parametrize("seg_us", [-62135596800 * 1_000_000 - 1, 253402300800 * 1_000_000,
+                                    9223372036854775807, -9223372036854775807])
+def test_timestamps_and_dates_beyond_years_1_to_9999_give_unknown_bounds(seg_us: int) -> None:
+    """pyarrow holds timestamps to year 294247 and dates far beyond; a load of such values
+    crashed here (datetime cannot hold them). Their bounds are unknown for the segment -
+    never the narrower range of the values datetime can hold, which would prune rows."""
+    from carbonstore.statistics.model import merge_column
+
+    acc = StatsAccumulator([("ts", "timestamp"), ("day", "date")])
+    acc.update(pa.table({"ts": pa.array([0, 10], pa.timestamp("us", tz="UTC")),
+                         "day": pa.array([1, 2], pa.date32())}))
+    other = StatsAccumulator([("ts", "timestamp"), ("day", "date")])
+    other.update(pa.table({"ts": pa.array([seg_us], pa.timestamp("us", tz="UTC")),
+                           "day": pa.array([3_000_000], pa.date32())}))
+    merged = StatsAccumulator.from_bytes(acc.to_bytes()).merge(
+        StatsAccumulator.from_bytes(other.to_bytes()))
+    stats = merged.finish(StatisticsScope(table="db.t", segment_id="0"))
+    assert [(c.low_value, c.high_value) for c in stats.columns] == [(None, None), (None, None)]
+    alone = acc.finish(StatisticsScope(table="db.t", segment_id="0"))
+    assert alone.columns[0].low_value == dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    assert alone.columns[1].high_value == dt.date(1970, 1, 3)
+    # Segments merged into table statistics: one without bounds makes them unknown.
+    for i in (0, 1):
+        col, _ = merge_column([(alone.columns[i], 2, None), (stats.columns[i], 3, None)],
+                              StatisticsScope(table="db.t"))
+        assert (col.low_value, col.high_value) == (None, None), col
