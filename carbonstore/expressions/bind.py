@@ -45,6 +45,12 @@ from carbonstore.expressions.expr import (
     rebalance,
     too_deep_error,
 )
+from carbonstore.expressions.literals import (
+    spark_date,
+    spark_double,
+    spark_integer,
+    spark_timestamp,
+)
 from carbonstore.store.schema import Column, TableSchema
 
 __all__ = ["bind", "session_zone"]
@@ -222,6 +228,14 @@ def _bind_comparison(op: type[Comparison], ref: BoundRef, literal: Any, zone: dt
     if t.name == "boolean":
         return op(ref, _coerce_bool(literal, ref))
     if t.is_integral or t.name == "decimal":
+        if isinstance(literal, str):
+            # Spark casts the string to the column's integral type, or, against a decimal
+            # column, compares both as doubles; text it cannot read fails the statement
+            read = spark_integer(literal) if t.is_integral else spark_double(literal)
+            if read is None:
+                raise _refuse(ref, literal, "the string is not a number Spark reads"
+                              + (" as a whole number" if t.is_integral else ""))
+            return _bind_comparison(op, ref, read, zone)
         if isinstance(literal, float) and math.isfinite(literal):
             return _double_comparison(op, ref, literal, zone)
         if t.is_integral:
@@ -366,10 +380,10 @@ def _to_fraction(literal: Any, ref: BoundRef) -> Fraction | _Above | _Below:
         # The shortest repr is what the user typed: 0.1 means one tenth.
         return Fraction(Decimal(repr(literal)))
     if isinstance(literal, str):
-        try:
-            return _to_fraction(Decimal(literal.strip()), ref)
-        except InvalidOperation:
-            raise _refuse(ref, literal, "the string is not a number") from None
+        read = spark_integer(literal)
+        if read is None:
+            raise _refuse(ref, literal, "the string is not a number Spark reads as a whole number")
+        return Fraction(read)
     raise _refuse(ref, literal, f"a {type(literal).__name__} is not a number")
 
 
@@ -380,7 +394,10 @@ def _coerce_float(literal: Any, ref: BoundRef) -> float:
         if isinstance(literal, (int, float, Decimal)):
             value = float(literal)
         elif isinstance(literal, str):
-            value = float(Decimal(literal.strip()))
+            read = spark_double(literal)
+            if read is None:
+                raise _refuse(ref, literal, "the string is not a number Spark reads")
+            value = read
         else:
             raise _refuse(ref, literal, f"a {type(literal).__name__} is not a number")
     except (InvalidOperation, OverflowError, ValueError):
@@ -412,13 +429,10 @@ def _date_days(literal: Any, ref: BoundRef, zone: dt.tzinfo = dt.UTC) -> Fractio
     off); a timestamp gives a fractional day: Spark compares the date's midnight in the
     session zone with it, so the day count is of the timestamp's wall-clock time there."""
     if isinstance(literal, str):
-        text = literal.strip()
-        if len(text) > 10 and text[10] in " T":
-            text = text[:10]
-        try:
-            literal = dt.date.fromisoformat(text)
-        except ValueError:
-            raise _refuse(ref, literal, "write dates as 'YYYY-MM-DD'") from None
+        day = spark_date(literal)  # a time of day after the date is cut off, as Spark does
+        if day is None:
+            raise _refuse(ref, literal, "write dates as 'YYYY-MM-DD'")
+        literal = day
     if isinstance(literal, dt.datetime):
         micros = _timestamp_micros(literal, ref, zone)
         wall = _EPOCH_TS + dt.timedelta(microseconds=micros)
@@ -437,10 +451,10 @@ def _timestamp_micros(literal: Any, ref: BoundRef, zone: dt.tzinfo = dt.UTC) -> 
     """Microseconds since epoch; naive values, strings without an offset and dates (their
     midnight) are read in ``zone``."""
     if isinstance(literal, str):
-        try:
-            literal = dt.datetime.fromisoformat(literal.strip())
-        except ValueError:
-            raise _refuse(ref, literal, "write timestamps as 'YYYY-MM-DD HH:MM:SS[.ffffff]'") from None
+        read = spark_timestamp(literal)
+        if read is None:
+            raise _refuse(ref, literal, "write timestamps as 'YYYY-MM-DD HH:MM:SS[.ffffff]'")
+        literal = read
     if isinstance(literal, dt.datetime):
         if literal.tzinfo is None:
             literal = literal.replace(tzinfo=zone)

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import re
 from decimal import Decimal, InvalidOperation
@@ -352,38 +351,77 @@ class _SqlConverter:
             DT = exp.DataType.Type
             if inner is None:
                 return None
-            if isinstance(inner, str) and target == DT.DATE:
-                try:
-                    return dt.date.fromisoformat(inner.strip())
-                except ValueError:
-                    raise self.fail(node, "write dates as 'YYYY-MM-DD'") from None
-            if isinstance(inner, str) and target in (DT.TIMESTAMP, DT.TIMESTAMPTZ, DT.TIMESTAMPNTZ, DT.DATETIME):
-                try:
-                    return dt.datetime.fromisoformat(inner.strip())
-                except ValueError:
-                    raise self.fail(node, "write timestamps as 'YYYY-MM-DD HH:MM:SS'") from None
-            if target in (DT.DOUBLE, DT.FLOAT) and isinstance(inner, (str, int, float, Decimal)):
-                try:
-                    value = float(Decimal(str(inner).strip()))
-                except InvalidOperation:
-                    raise self.fail(node, "not a number") from None
-                if target == DT.FLOAT:  # a FLOAT literal holds the nearest float32
-                    import numpy as np
-
-                    with np.errstate(over="ignore"):
-                        value = float(np.float32(value))
-                return value
-            if target in (DT.TEXT, DT.VARCHAR, DT.CHAR) and isinstance(inner, str):
-                return inner
-            if target == DT.DECIMAL or target in (DT.INT, DT.BIGINT, DT.SMALLINT, DT.TINYINT):
-                if isinstance(inner, (int, Decimal, str)) and not isinstance(inner, bool):
-                    try:
-                        value = Decimal(str(inner).strip())
-                    except InvalidOperation:
-                        raise self.fail(node, "not a number") from None
-                    return value if target == DT.DECIMAL else int(value)
-            raise self.fail(node, "unsupported CAST of a literal")
+            return self.cast(node, inner, target, DT)
         raise self.fail(node, "expected a literal (number, string, TRUE/FALSE, NULL, DATE '...')")
+
+
+    def cast(self, node: Any, inner: Any, target: Any, DT: Any) -> Any:  # noqa: N803
+        """The value of ``CAST(inner AS target)`` as Spark computes it (literals read as
+        Spark casts text, carbonstore.expressions.literals), or a refusal where Spark fails
+        or this cannot tell the value."""
+        from carbonstore.expressions.literals import (
+            spark_date,
+            spark_double,
+            spark_integer,
+            spark_timestamp,
+        )
+
+        number = isinstance(inner, (int, Decimal)) and not isinstance(inner, bool)
+        if isinstance(inner, str) and target == DT.DATE:
+            day = spark_date(inner)
+            if day is None:
+                raise self.fail(node, "write dates as 'YYYY-MM-DD'")
+            return day
+        if isinstance(inner, str) and target in (DT.TIMESTAMP, DT.TIMESTAMPTZ, DT.TIMESTAMPNTZ,
+                                                 DT.TIMESTAMPLTZ, DT.DATETIME):
+            stamp = spark_timestamp(inner)
+            if stamp is None:
+                raise self.fail(node, "write timestamps as 'YYYY-MM-DD HH:MM:SS'")
+            return stamp
+        if target in (DT.DOUBLE, DT.FLOAT) and (number or isinstance(inner, (str, float))):
+            value = spark_double(inner) if isinstance(inner, str) else float(inner)
+            if value is None:
+                raise self.fail(node, "not a number Spark reads")
+            if target == DT.FLOAT:  # a FLOAT literal holds the nearest float32
+                import numpy as np
+
+                with np.errstate(over="ignore"):
+                    value = float(np.float32(value))
+            return value
+        if target in (DT.TEXT, DT.VARCHAR, DT.CHAR) and isinstance(inner, str):
+            return inner
+        bits = {DT.TINYINT: 8, DT.SMALLINT: 16, DT.INT: 32, DT.BIGINT: 64}.get(target)
+        if bits is not None and (number or isinstance(inner, str)):
+            whole = spark_integer(inner) if isinstance(inner, str) else int(inner)  # truncates
+            if whole is None or not -(2 ** (bits - 1)) <= whole < 2 ** (bits - 1):
+                raise self.fail(node, "Spark cannot cast it (not a whole number, or an overflow)")
+            return whole
+        if target == DT.DECIMAL and (number or isinstance(inner, str)):
+            return self.decimal(node, inner)
+        raise self.fail(node, "unsupported CAST of a literal")
+
+    def decimal(self, node: Any, inner: Any) -> Decimal:
+        """``CAST(inner AS DECIMAL(p, s))``: rounded half up to scale s as Spark rounds it
+        (DECIMAL alone is DECIMAL(10, 0)); more than p digits fails in Spark."""
+        from decimal import ROUND_HALF_UP, Context
+
+        from carbonstore.expressions.literals import spark_double
+
+        params = [p.this for p in node.to.expressions]
+        try:
+            precision, scale = (int(params[0].name) if params else 10,
+                                int(params[1].name) if len(params) > 1 else 0)
+        except (AttributeError, ValueError):
+            raise self.fail(node, "unsupported DECIMAL type") from None
+        if isinstance(inner, str):
+            if spark_double(inner) is None or not all(c in "+-.0123456789eE" for c in inner.strip()):
+                raise self.fail(node, "not a number Spark reads")
+            inner = Decimal(inner.strip())
+        value = Decimal(inner).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP,
+                                        context=Context(prec=100))
+        if len(value.as_tuple().digits) > precision and value != 0:
+            raise self.fail(node, f"the value does not fit DECIMAL({precision}, {scale})")
+        return value
 
 
 def and_terms(condition: Any) -> list[Any]:
