@@ -110,9 +110,12 @@ def _assigned(text: str) -> str:
 
 
 def _initcap(text: str) -> str:
-    """Spark's ``initcap``: the text lowercased, then the first character of each word
-    (words are separated by spaces only) title-cased with the full mapping (ß -> Ss)."""
-    return " ".join(w[:1].title() + w[1:] for w in text.lower().split(" "))
+    """Spark's ``initcap``: each word (words are separated by spaces only) lowercased, its
+    first character title-cased with the full mapping instead (ß -> Ss, İ stays İ)."""
+    def word(w: str) -> str:
+        low, first = w.lower(), w[:1].lower()
+        return w[:1].title() + low[len(first):] if low.startswith(first) else w.title()
+    return " ".join(word(w) for w in text.split(" "))
 
 
 _CASES = {"upper": str.upper, "lower": str.lower, "initcap": _initcap}
