@@ -179,6 +179,9 @@ def _decimal_arithmetic(node: exp.Expr, types: Types | None, what: str) -> exp.E
         if inner.meta and _VALUE in inner.meta:
             node.meta[_VALUE] = -inner.meta[_VALUE]
         return node
+    if isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least, exp.Case)) or (
+            isinstance(node, exp.If) and not isinstance(node.parent, exp.Case)):
+        return _wider_decimal(node, types, what)
     if isinstance(node, (exp.Neg, exp.Abs)) and types is not None:
         name = types(node.this, what)
         kind = decimal_of(name)
@@ -234,6 +237,47 @@ def _decimal_arithmetic(node: exp.Expr, types: Types | None, what: str) -> exp.E
     text = [exp.Cast(this=a, to=exp.DataType.build("VARCHAR")) for a in args]
     return exp.Cast(this=exp.Anonymous(this="__spark_decimal", expressions=[
         exp.Literal.string(op), *text, exp.Literal.number(p), exp.Literal.number(s)]), to=to)
+
+
+def _wider_decimal(node: exp.Expr, types: Types | None, what: str) -> exp.Expr | None:
+    """``coalesce``, ``greatest``, ``least``, ``if`` and ``CASE`` of a decimal and integers
+    at Spark's common type: a bigint is a ``decimal(20,0)`` there (DuckDB widens it as 19
+    digits) and an integer literal an int (DuckDB would fit it into the decimal), so
+    ``coalesce(p, l)`` of a decimal(10,2) and a bigint is a decimal(22,2) as in Spark."""
+    if types is None:
+        return None
+    if isinstance(node, exp.Case):
+        keys = [(i, "true") for i in node.args.get("ifs") or []] + [(node, "default")]
+    elif isinstance(node, exp.If):
+        keys = [(node, "true"), (node, "false")]
+    else:
+        keys = [(node, "this")] + [(node, k) for k in range(len(node.expressions))]
+
+    def get(owner: exp.Expr, key: Any) -> exp.Expr | None:
+        return owner.expressions[key] if isinstance(key, int) else owner.args.get(key)
+
+    branches = [(o, k, get(o, k)) for o, k in keys if isinstance(get(o, k), exp.Expr)]
+    kinds = [types(b, what) for _, _, b in branches]
+    if not any(k.startswith("DECIMAL(") for k in kinds):
+        return None
+    changed = False
+    for (owner, key, branch), kind in zip(branches, kinds, strict=True):
+        wide = None
+        literal = _literal_of(branch)
+        if kind == "BIGINT" or (literal is not None and literal[1] == 0 and kind == "INTEGER"):
+            inner = branch
+            while isinstance(inner, exp.Paren):
+                inner = inner.this
+            small = kind == "INTEGER" and -2**31 <= (inner.meta or {}).get(_VALUE, _BIGINT) < 2**31
+            wide = "DECIMAL(10, 0)" if small else "DECIMAL(20, 0)"
+        if wide is not None:
+            cast = exp.Cast(this=exp.Paren(this=branch.copy()), to=exp.DataType.build(wide))
+            if isinstance(key, int):
+                owner.expressions[key] = cast
+            else:
+                owner.set(key, cast)
+            changed = True
+    return _spark_meaning(node) if changed else None
 
 
 # Expression nodes whose DuckDB translation (after _spark_meaning) gives Spark's value for

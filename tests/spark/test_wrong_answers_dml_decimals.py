@@ -163,6 +163,9 @@ FOUND = [
     "-q", "abs(-q)", "cast(-q AS string)",  # Scala's BigDecimal: 34 significant digits
     "cast(cast(p AS decimal(4,4)) AS string)", "cast(p % 0.5 AS string)",  # 0.50, not .50
     "q + q", "q * p", "q - 1", "q % p", "pmod(q, 7)", "p * p", "cast(q * 0.5 AS string)",
+    # a bigint (or an int literal) beside a decimal widens as Spark's decimal(20,0) / int
+    "cast(coalesce(p, cast(n AS bigint)) * p + q AS string)", "cast(if(n > 0, p, 1) * p + q AS string)",
+    "cast(greatest(p, 3000000000) * p - q AS string)",
 ]
 
 
