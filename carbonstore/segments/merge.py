@@ -492,10 +492,19 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
             # text that is not a number
             exact = exp.Anonymous(this="trunc", expressions=[
                 exp.TryCast(this=value.copy(), to=exp.DataType.build("DECIMAL(38, 10)"))])
+            invalid = _fail(f"[CAST_INVALID_INPUT] cannot cast the value to {to.sql(dialect='spark')}")
+            # Spark 4 (ANSI) takes text as an integer only when it is one: digits with a
+            # sign, between blanks ('1.5', '1e3', '1_000' fail; DuckDB reads them)
+            not_integer = exp.and_(
+                exp.EQ(this=exp.Anonymous(this="typeof", expressions=[value.copy()]),
+                       expression=exp.Literal.string("VARCHAR")),
+                exp.not_(exp.Anonymous(this="regexp_full_match", expressions=[
+                    exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR")),
+                    exp.Literal.string("[ \\t\\n\\r\\f\\v]*[+-]?[0-9]+[ \\t\\n\\r\\f\\v]*")])))
             checked = exp.Case(
-                ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null())],
-                default=exp.Coalesce(this=exact, expressions=[
-                    _fail(f"[CAST_INVALID_INPUT] cannot cast the value to {to.sql(dialect='spark')}")]))
+                ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
+                     exp.If(this=not_integer, true=invalid.copy())],
+                default=exp.Coalesce(this=exact, expressions=[invalid]))
             return exp.Cast(this=checked, to=to.copy())
         if to.this in _TEXT:
             return _text(value)

@@ -125,6 +125,16 @@ def spark_case(kind: Any, text: Any) -> Any:
     """DuckDB function (Arrow): Spark's ``upper`` / ``lower`` / ``initcap`` of ``text``, with
     Unicode's full case mappings as Java and ICU apply them (``upper('ß')`` is ``SS``, where
     DuckDB gives ``ẞ``; ``lower('İ')`` is ``i̇``)."""
+    import pyarrow.compute as pc
+
+    kinds = set(kind.to_pylist())
+    if len(kinds) == 1 and pc.all(pc.string_is_ascii(text)).as_py() is not False:
+        # ASCII only (one chunk of the usual case): Arrow's ASCII mappings are Spark's
+        only = kinds.pop()
+        if only == "upper":
+            return pc.ascii_upper(text)
+        if only == "lower":
+            return pc.ascii_lower(text)
     cases = [_CASES[k] if k is not None else None for k in kind.to_pylist()]
     return pa.array([None if t is None or f is None else f(_assigned(t))
                      for f, t in zip(cases, text.to_pylist(), strict=True)], pa.string())
