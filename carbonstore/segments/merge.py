@@ -440,12 +440,28 @@ def _decimal(value: exp.Expr, to: exp.DataType) -> exp.Expr:
     DuckDB casts them (NaN and Infinity fail, as in Spark)."""
     if not to.expressions:  # Spark's DECIMAL is a decimal(10,0); DuckDB's a DECIMAL(18,3)
         to = exp.DataType.build("DECIMAL(10, 0)")
+    value = _number_text(value)
     kind = exp.Anonymous(this="typeof", expressions=[value.copy()])
     via_text = exp.Cast(this=exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR")),
                         to=to.copy())
     return exp.Case(ifs=[exp.If(this=exp.EQ(this=kind, expression=exp.Literal.string("DOUBLE")),
                                 true=via_text)],
                     default=exp.Cast(this=value.copy(), to=to.copy()))
+
+
+def _number_text(value: exp.Expr) -> exp.Expr:
+    """``value``, or an error when it is text with an underscore: DuckDB reads ``'1_000'``
+    as 1000 in a cast to a decimal or a double, Spark fails."""
+    bad = exp.and_(
+        exp.EQ(this=exp.Anonymous(this="typeof", expressions=[value.copy()]),
+               expression=exp.Literal.string("VARCHAR")),
+        exp.Anonymous(this="contains", expressions=[
+            exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR")), exp.Literal.string("_")]))
+    return exp.Case(ifs=[exp.If(this=bad, true=_fail(
+        "[CAST_INVALID_INPUT] cannot cast text with '_' to a number"))], default=value.copy())
+
+
+_FRACTIONAL = {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT}
 
 
 def _not_decimal_quotient(div: exp.Div) -> exp.Expr:
@@ -512,6 +528,8 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
             return _instant(value)
         if to.this in _DECIMAL:
             return _decimal(value, to)
+        if to.this in _FRACTIONAL:
+            return exp.Cast(this=_number_text(value), to=to.copy())
         return exp.Cast(this=value.copy(), to=to.copy())
     if isinstance(node, exp.Cast) and node.args["to"].this in _DECIMAL:
         return _decimal(node.this, node.args["to"])

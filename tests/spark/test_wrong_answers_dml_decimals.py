@@ -169,6 +169,8 @@ FOUND = [
     # Spark 4 casts text to an integer only when it is one (DuckDB reads 1.5, 1e3, 1_000)
     "cast('1.5' AS int)", "cast('1e3' AS int)", "cast('1_000' AS bigint)", "cast('-.5' AS int)",
     "cast('5.' AS smallint)", "cast(' 12 ' AS int)", "cast('\t-7\n' AS tinyint)", "cast('+5' AS bigint)",
+    "cast('1_000' AS decimal(10,2))", "cast('1_000' AS double)", "cast(' 1.5 ' AS decimal(10,2))",
+    "cast('1.5e1' AS double)",
 ]
 
 

@@ -287,7 +287,7 @@ def _delete_test(n: int) -> Any:
     return run
 
 
-test_random_update = _update_test(4)  # CI: a few fixed examples; the long run explores
+test_random_update = _update_test(3)  # CI: a few fixed examples; the long run explores
 test_random_merge = _merge_test(12)
 test_random_delete = _delete_test(15)
 test_random_update_long = pytest.mark.long(_update_test(300))
