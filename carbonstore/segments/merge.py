@@ -60,7 +60,7 @@ from carbonstore.segments.writer import arrow_type
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
-__all__ = ["WhenMatched", "WhenNotMatched", "duckdb_connection", "evaluate_assignments",
+__all__ = ["Types", "WhenMatched", "WhenNotMatched", "duckdb_connection", "evaluate_assignments",
            "filter_mask", "merge_rows", "to_duckdb"]
 
 
