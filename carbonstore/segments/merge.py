@@ -19,6 +19,7 @@ MERGE, on one snapshot (then committed as in ``segments.dml``):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -45,13 +46,21 @@ from carbonstore.segments.dml import (
     scan_rows,
 )
 from carbonstore.segments.dml_calls import check_calls
-from carbonstore.segments.spark_text import java_double_text, spark_text
+from carbonstore.segments.spark_decimals import (
+    MAX_PRECISION,
+    SCALA_DIGITS,
+    decimal_of,
+    literal_type,
+    result_type,
+    spark_decimal_op,
+)
+from carbonstore.segments.spark_text import java_double_text, spark_case, spark_text
 from carbonstore.segments.timezones import duckdb_zone
 from carbonstore.segments.writer import arrow_type
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
-__all__ = ["WhenMatched", "WhenNotMatched", "duckdb_connection", "evaluate_assignments",
+__all__ = ["Types", "WhenMatched", "WhenNotMatched", "duckdb_connection", "evaluate_assignments",
            "filter_mask", "merge_rows", "to_duckdb"]
 
 
@@ -81,29 +90,194 @@ class WhenNotMatched:
     values: Mapping[str, str] | None = field(default=None)
 
 
-def to_duckdb(text: str, what: str) -> str:
+class Types:
+    """DuckDB's types of expressions over a statement's rows (``FROM ...`` of a connection
+    of :func:`duckdb_connection`), bound and not evaluated: what :func:`to_duckdb` needs to
+    give decimal arithmetic Spark's result types."""
+
+    def __init__(self, con: Any, source: str) -> None:
+        self._con, self._source = con, source
+        self._seen: dict[str, str] = {}
+
+    def __call__(self, node: exp.Expr, what: str) -> str:
+        import duckdb
+
+        sql = node.sql(dialect="duckdb")
+        if sql not in self._seen:
+            try:
+                kind = self._con.sql(f"SELECT ({sql}) AS v {self._source} LIMIT 0").types[0]
+            except duckdb.Error as err:
+                raise UserError(f"{what}: {str(err).splitlines()[0]}") from err
+            self._seen[sql] = str(kind)
+        return self._seen[sql]
+
+
+def to_duckdb(text: str, what: str, types: Types | None = None) -> str:
     """A Spark SQL expression as DuckDB SQL with Spark's meaning (:func:`_spark_meaning`),
     for a connection of :func:`duckdb_connection`; a user error when it does not parse, calls
     a function with a number of arguments Spark refuses (``segments.dml_calls``) or uses a
-    function whose DuckDB result is not known to equal Spark's (:data:`_VERIFIED`)."""
+    function whose DuckDB result is not known to equal Spark's (:data:`_VERIFIED`).
+    ``types``: the types of expressions over the rows it is evaluated on (decimal
+    arithmetic is refused without them)."""
     try:
         check_calls(text, what)
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError, RecursionError) as err:
         raise UserError(f"{what}: cannot parse {text!r}: {str(err).splitlines()[0]}") from err
     _refuse_unverified(tree, what)
-    return _rewrite(tree).sql(dialect="duckdb")
+    return _rewrite(tree, types, what).sql(dialect="duckdb")
 
 
-def _rewrite(node: exp.Expr) -> exp.Expr:
+def _rewrite(node: exp.Expr, types: Types | None, what: str) -> exp.Expr:
     """:func:`_spark_meaning` applied bottom-up: every node sees its rewritten arguments
     (``cast(substr(c, 0, 2) AS int)`` rewrites both)."""
     for key, value in list(node.args.items()):
         if isinstance(value, exp.Expr):
-            node.set(key, _rewrite(value))
+            node.set(key, _rewrite(value, types, what))
         elif isinstance(value, list):
-            node.set(key, [_rewrite(v) if isinstance(v, exp.Expr) else v for v in value])
-    return _spark_meaning(node)
+            node.set(key, [_rewrite(v, types, what) if isinstance(v, exp.Expr) else v for v in value])
+    out = _decimal_arithmetic(node, types, what)
+    return out if out is not None else _spark_meaning(node)
+
+
+_LITERAL = "spark_literal"  # meta key: (precision, scale) of a number literal, as Spark types it
+_VALUE = "spark_integer"  # meta key: the value of an integer literal
+_ARITHMETIC: dict[type, str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Mod: "%"}
+_BIGINT = 2**63
+
+
+def _literal_of(node: exp.Expr) -> tuple[int, int] | None:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node.meta.get(_LITERAL) if node.meta else None
+
+
+def _decimal_arithmetic(node: exp.Expr, types: Types | None, what: str) -> exp.Expr | None:
+    """Number literals as Spark types them (``0.5`` is a ``decimal(1,1)``, an integer beyond
+    bigint a decimal) and ``+ - * %`` / ``pmod`` with a decimal operand at Spark's result
+    type and value (``segments.spark_decimals``); None where the node is none of these."""
+    if isinstance(node, exp.Literal) and not node.is_string and not isinstance(
+            node.parent, exp.DataTypeParam):
+        text = node.this
+        if not re.fullmatch(r"\d*\.?\d*", text) or text in ("", "."):
+            return None  # 1e3: a double, as in DuckDB
+        p, s = literal_type(text)
+        if p > MAX_PRECISION:
+            raise UserError(f"{what}: the number {text} has more than 38 digits")
+        if s == 0 and int(text) < _BIGINT:
+            node.meta[_LITERAL] = (p, 0)
+            node.meta[_VALUE] = int(text)
+            return node
+        out = exp.Cast(this=node.copy(), to=exp.DataType.build(f"DECIMAL({p}, {s})"))
+        out.meta[_LITERAL] = (p, s)
+        return out
+    if isinstance(node, exp.Neg) and _literal_of(node.this) is not None:
+        node.meta[_LITERAL] = _literal_of(node.this)  # -1 is a literal in Spark's grammar
+        inner = node.this
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        if inner.meta and _VALUE in inner.meta:
+            node.meta[_VALUE] = -inner.meta[_VALUE]
+        return node
+    if isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least, exp.Case)) or (
+            isinstance(node, exp.If) and not isinstance(node.parent, exp.Case)):
+        return _wider_decimal(node, types, what)
+    if isinstance(node, (exp.Neg, exp.Abs)) and types is not None:
+        name = types(node.this, what)
+        kind = decimal_of(name)
+        if kind is None or kind[0] <= SCALA_DIGITS or not name.startswith("DECIMAL("):
+            return None
+        # Spark negates a decimal of more than 18 digits through Scala's BigDecimal, which
+        # keeps 34 significant digits: -x of a decimal(38,10) may be rounded, or overflow
+        text = exp.Cast(this=exp.Paren(this=node.this.copy()), to=exp.DataType.build("VARCHAR"))
+        return exp.Cast(this=exp.Anonymous(this="__spark_decimal", expressions=[
+            exp.Literal.string("neg" if isinstance(node, exp.Neg) else "abs"), text,
+            exp.Literal.string("0"), exp.Literal.number(kind[0]), exp.Literal.number(kind[1])]),
+            to=exp.DataType.build(f"DECIMAL({kind[0]}, {kind[1]})"))
+    if type(node) in _ARITHMETIC:
+        op, left, right = _ARITHMETIC[type(node)], node.this, node.expression
+    elif isinstance(node, exp.Anonymous) and str(node.this).lower() == "pmod" and len(node.expressions) == 2:
+        op, (left, right) = "pmod", node.expressions
+    else:
+        return None
+    if types is None:  # no rows to type the operands by: refused where one is a decimal
+        kinds = [exp.Anonymous(this="typeof", expressions=[e.copy()]) for e in (left, right)]
+        return exp.Case(ifs=[exp.If(this=exp.or_(*(exp.Like(this=k, expression=exp.Literal.string(
+            "DECIMAL(%")) for k in kinds)), true=_fail(
+            "decimal arithmetic is not supported here"))], default=_spark_meaning(node))
+    kinds = [types(e, what) for e in (left, right)]
+    if not any(k.startswith("DECIMAL(") for k in kinds):
+        if op == "pmod" or not any(_literal_of(e) for e in (left, right)):
+            return None
+        # Spark types an integer literal int (bigint past 2^31): tinyint + 1 is an int,
+        # where DuckDB would keep a TINYINT and overflow at 127 + 1
+        node = node.copy()
+        for key in ("this", "expression"):
+            lit = _literal_of(node.args[key])
+            if lit and lit[1] == 0 and "DECIMAL" not in kinds[key == "expression"]:
+                inner = node.args[key]
+                while isinstance(inner, exp.Paren):
+                    inner = inner.this
+                value = inner.meta.get(_VALUE, _BIGINT)
+                wide = "INTEGER" if -2**31 <= value < 2**31 else "BIGINT"
+                node.set(key, exp.Cast(this=node.args[key], to=exp.DataType.build(wide)))
+        return _spark_meaning(node)
+    operands = [_literal_of(e) or decimal_of(k) for e, k in zip((left, right), kinds, strict=True)]
+    if operands[0] is None or operands[1] is None:
+        return None  # a double (or float) operand: Spark computes doubles, as DuckDB does
+    p, s, exact = result_type(op, operands[0], operands[1])
+    to = exp.DataType.build(f"DECIMAL({p}, {s})")
+    if exact:  # DuckDB's exact result fits the type: no rounding, no overflow (operands of
+        # 38 digits: DuckDB multiplies decimals of up to 18 digits in 64 bits, and overflows)
+        wide = [exp.Cast(this=exp.Paren(this=e.copy()), to=exp.DataType.build(f"DECIMAL(38, {r})"))
+                for e, (_, r) in zip((left, right), operands, strict=True)]
+        return exp.Cast(this=exp.Paren(this=type(node)(this=wide[0], expression=wide[1])), to=to)
+    args = [exp.Cast(this=exp.Paren(this=e.copy()), to=exp.DataType.build(f"DECIMAL({q}, {r})"))
+            for e, (q, r) in zip((left, right), operands, strict=True)]
+    text = [exp.Cast(this=a, to=exp.DataType.build("VARCHAR")) for a in args]
+    return exp.Cast(this=exp.Anonymous(this="__spark_decimal", expressions=[
+        exp.Literal.string(op), *text, exp.Literal.number(p), exp.Literal.number(s)]), to=to)
+
+
+def _wider_decimal(node: exp.Expr, types: Types | None, what: str) -> exp.Expr | None:
+    """``coalesce``, ``greatest``, ``least``, ``if`` and ``CASE`` of a decimal and integers
+    at Spark's common type: a bigint is a ``decimal(20,0)`` there (DuckDB widens it as 19
+    digits) and an integer literal an int (DuckDB would fit it into the decimal), so
+    ``coalesce(p, l)`` of a decimal(10,2) and a bigint is a decimal(22,2) as in Spark."""
+    if types is None:
+        return None
+    if isinstance(node, exp.Case):
+        keys = [(i, "true") for i in node.args.get("ifs") or []] + [(node, "default")]
+    elif isinstance(node, exp.If):
+        keys = [(node, "true"), (node, "false")]
+    else:
+        keys = [(node, "this")] + [(node, k) for k in range(len(node.expressions))]
+
+    def get(owner: exp.Expr, key: Any) -> exp.Expr | None:
+        return owner.expressions[key] if isinstance(key, int) else owner.args.get(key)
+
+    branches = [(o, k, get(o, k)) for o, k in keys if isinstance(get(o, k), exp.Expr)]
+    kinds = [types(b, what) for _, _, b in branches]
+    if not any(k.startswith("DECIMAL(") for k in kinds):
+        return None
+    changed = False
+    for (owner, key, branch), kind in zip(branches, kinds, strict=True):
+        wide = None
+        literal = _literal_of(branch)
+        if kind == "BIGINT" or (literal is not None and literal[1] == 0 and kind == "INTEGER"):
+            inner = branch
+            while isinstance(inner, exp.Paren):
+                inner = inner.this
+            small = kind == "INTEGER" and -2**31 <= (inner.meta or {}).get(_VALUE, _BIGINT) < 2**31
+            wide = "DECIMAL(10, 0)" if small else "DECIMAL(20, 0)"
+        if wide is not None:
+            cast = exp.Cast(this=exp.Paren(this=branch.copy()), to=exp.DataType.build(wide))
+            if isinstance(key, int):
+                owner.expressions[key] = cast
+            else:
+                owner.set(key, cast)
+            changed = True
+    return _spark_meaning(node) if changed else None
 
 
 # Expression nodes whose DuckDB translation (after _spark_meaning) gives Spark's value for
@@ -191,8 +365,12 @@ def _text(value: exp.Expr) -> exp.Expr:
         exp.Literal.string(k) for k in ("VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT",
                                         "BOOLEAN", "DATE", '"NULL"')]),
         expression=exp.Like(this=kind.copy(), expression=exp.Literal.string("DECIMAL(%")))
-    return exp.Case(ifs=[exp.If(this=plain, true=text)], default=exp.Anonymous(
-        this="__spark_text", expressions=[kind, text.copy()]))
+    # DuckDB writes a decimal without integer digits (DECIMAL(2,2)) as .50; Spark as 0.50
+    decimal = exp.Like(this=kind.copy(), expression=exp.Literal.string("DECIMAL(%"))
+    zero = exp.Anonymous(this="regexp_replace", expressions=[
+        text.copy(), exp.Literal.string("^(-?)\\."), exp.Literal.string("\\10.")])
+    return exp.Case(ifs=[exp.If(this=decimal, true=zero), exp.If(this=plain, true=text)],
+                    default=exp.Anonymous(this="__spark_text", expressions=[kind, text.copy()]))
 
 
 _TEXT = {exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR}
@@ -260,12 +438,30 @@ def _decimal(value: exp.Expr, to: exp.DataType) -> exp.Expr:
     Scala's ``BigDecimal(double)`` reads it (Java's ``Double.toString``), then rounded half up
     (0.145D is 0.15; DuckDB rounds the binary double 0.14499... to 0.14); other values as
     DuckDB casts them (NaN and Infinity fail, as in Spark)."""
+    if not to.expressions:  # Spark's DECIMAL is a decimal(10,0); DuckDB's a DECIMAL(18,3)
+        to = exp.DataType.build("DECIMAL(10, 0)")
+    value = _number_text(value)
     kind = exp.Anonymous(this="typeof", expressions=[value.copy()])
     via_text = exp.Cast(this=exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR")),
                         to=to.copy())
     return exp.Case(ifs=[exp.If(this=exp.EQ(this=kind, expression=exp.Literal.string("DOUBLE")),
                                 true=via_text)],
                     default=exp.Cast(this=value.copy(), to=to.copy()))
+
+
+def _number_text(value: exp.Expr) -> exp.Expr:
+    """``value``, or an error when it is text with an underscore: DuckDB reads ``'1_000'``
+    as 1000 in a cast to a decimal or a double, Spark fails."""
+    bad = exp.and_(
+        exp.EQ(this=exp.Anonymous(this="typeof", expressions=[value.copy()]),
+               expression=exp.Literal.string("VARCHAR")),
+        exp.Anonymous(this="contains", expressions=[
+            exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR")), exp.Literal.string("_")]))
+    return exp.Case(ifs=[exp.If(this=bad, true=_fail(
+        "[CAST_INVALID_INPUT] cannot cast text with '_' to a number"))], default=value.copy())
+
+
+_FRACTIONAL = {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT}
 
 
 def _not_decimal_quotient(div: exp.Div) -> exp.Expr:
@@ -312,10 +508,19 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
             # text that is not a number
             exact = exp.Anonymous(this="trunc", expressions=[
                 exp.TryCast(this=value.copy(), to=exp.DataType.build("DECIMAL(38, 10)"))])
+            invalid = _fail(f"[CAST_INVALID_INPUT] cannot cast the value to {to.sql(dialect='spark')}")
+            # Spark 4 (ANSI) takes text as an integer only when it is one: digits with a
+            # sign, between blanks ('1.5', '1e3', '1_000' fail; DuckDB reads them)
+            not_integer = exp.and_(
+                exp.EQ(this=exp.Anonymous(this="typeof", expressions=[value.copy()]),
+                       expression=exp.Literal.string("VARCHAR")),
+                exp.not_(exp.Anonymous(this="regexp_full_match", expressions=[
+                    exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR")),
+                    exp.Literal.string("[ \\t\\n\\r\\f\\v]*[+-]?[0-9]+[ \\t\\n\\r\\f\\v]*")])))
             checked = exp.Case(
-                ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null())],
-                default=exp.Coalesce(this=exact, expressions=[
-                    _fail(f"[CAST_INVALID_INPUT] cannot cast the value to {to.sql(dialect='spark')}")]))
+                ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
+                     exp.If(this=not_integer, true=invalid.copy())],
+                default=exp.Coalesce(this=exact, expressions=[invalid]))
             return exp.Cast(this=checked, to=to.copy())
         if to.this in _TEXT:
             return _text(value)
@@ -323,6 +528,8 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
             return _instant(value)
         if to.this in _DECIMAL:
             return _decimal(value, to)
+        if to.this in _FRACTIONAL:
+            return exp.Cast(this=_number_text(value), to=to.copy())
         return exp.Cast(this=value.copy(), to=to.copy())
     if isinstance(node, exp.Cast) and node.args["to"].this in _DECIMAL:
         return _decimal(node.this, node.args["to"])
@@ -353,6 +560,10 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
         return out
     if isinstance(node, exp.IntDiv):  # Spark's div of integral values; others are refused
         return exp.IntDiv(this=_integral(node.this), expression=_nonzero(_integral(node.expression)))
+    if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap)):  # Unicode's full case mappings
+        kind = {exp.Upper: "upper", exp.Lower: "lower", exp.Initcap: "initcap"}[type(node)]
+        return exp.Anonymous(this="__spark_case", expressions=[exp.Literal.string(kind),
+                                                               _text(node.this)])
     if isinstance(node, tuple(_STRING_ARGS)):
         # Spark casts a non-string argument of a string function to its text
         args = {k: (_text(v) if k in _STRING_ARGS[type(node)] and isinstance(v, exp.Expr) else v)
@@ -439,6 +650,11 @@ def duckdb_connection(time_zone: str = "UTC") -> Any:
                         "evaluates DML expressions: name another region") from err
     con.create_function("__spark_text", spark_text, ["VARCHAR", "VARCHAR"], "VARCHAR",
                         type="arrow", null_handling="special", side_effects=False)
+    con.create_function("__spark_decimal", spark_decimal_op,
+                        ["VARCHAR", "VARCHAR", "VARCHAR", "INTEGER", "INTEGER"], "VARCHAR",
+                        type="arrow", null_handling="special", side_effects=False)
+    con.create_function("__spark_case", spark_case, ["VARCHAR", "VARCHAR"], "VARCHAR",
+                        type="arrow", null_handling="special", side_effects=False)
     con.create_function("__local_instant", _local_instants(session_zone(time_zone)),
                         ["TIMESTAMP"], "TIMESTAMPTZ", type="arrow", null_handling="special",
                         side_effects=False)
@@ -518,7 +734,7 @@ def _zone_cast(col: Any, spark_type: str, time_zone: str, what: str) -> Any:
     con = duckdb_connection(time_zone)
     try:
         con.register("__col", pa.table({"v": col}))
-        value = to_duckdb(f"cast(v AS {spark_type})", what)
+        value = to_duckdb(f"cast(v AS {spark_type})", what, Types(con, "FROM __col"))
         return _run(con, f"SELECT {value} AS v FROM __col", what).column(0)
     finally:
         con.close()
@@ -620,8 +836,9 @@ def evaluate_assignments(
     con.register("__rows", rows)  # a projection: no filter is pushed into Arrow (_load)
     name = _quote(alias or table.name.table)
     sets = {c.lower(): v for c, v in assignments.items()}
+    types = Types(con, f"FROM __rows AS {name}")
     select = ", ".join(
-        f"({to_duckdb(sets[c], 'UPDATE SET ' + c)}) AS {_quote(c)}" if c in sets else _quote(c)
+        f"({to_duckdb(sets[c], 'UPDATE SET ' + c, types)}) AS {_quote(c)}" if c in sets else _quote(c)
         for c in table.schema.column_names)
     out = _run(con, f"SELECT {select} FROM __rows AS {name}", "UPDATE SET")
     con.close()
@@ -633,8 +850,9 @@ def filter_mask(table: Table, rows: pa.Table, condition: str, *, time_zone: str 
     Spark's session time zone ``time_zone``)."""
     con = duckdb_connection(time_zone)
     con.register("__rows", rows)  # a projection: no filter is pushed into Arrow (_load)
-    got = _run(con, f"SELECT COALESCE(({to_duckdb(condition, 'WHERE')}), FALSE) AS m "
-               f"FROM __rows AS {_quote(table.name.table)}", "WHERE")
+    source = f"FROM __rows AS {_quote(table.name.table)}"
+    got = _run(con, f"SELECT COALESCE(({to_duckdb(condition, 'WHERE', Types(con, source))}), "
+               f"FALSE) AS m {source}", "WHERE")
     con.close()
     return np.asarray(got.column(0).to_numpy(zero_copy_only=False), dtype=bool)
 
@@ -772,11 +990,11 @@ def _typed_null(table: Table, name: str) -> str:
         return "NULL"
 
 
-def _not_earlier(conditions: list[str | None], k: int, what: str) -> str:
+def _not_earlier(conditions: list[str | None], k: int, what: str, types: Types) -> str:
     """SQL: clause ``k``'s condition holds and no earlier clause's does (NULL is not TRUE)."""
     parts = []
     for i, c in enumerate(conditions[: k + 1]):
-        cond = "TRUE" if c is None else f"COALESCE(({to_duckdb(c, what)}), FALSE)"
+        cond = "TRUE" if c is None else f"COALESCE(({to_duckdb(c, what, types)}), FALSE)"
         parts.append(cond if i == k else f"NOT {cond}")
     return " AND ".join(parts)
 
@@ -817,7 +1035,7 @@ def merge_rows(
         on = " AND ".join(f"{ta}.`{c}` = {sa}.`{c}`" for c in names)
     pairs = _key_pairs(on, ta, sa)
     where = _prune_filter(table, source, pairs) if pairs else None
-    on_sql = to_duckdb(on, "MERGE ON")
+    to_duckdb(on, "MERGE ON")  # a condition that cannot be evaluated fails before any read
     names = list(table.schema.column_names)
     on_columns = _target_columns(on, ta, names)
 
@@ -835,6 +1053,7 @@ def merge_rows(
         _load(con, "__source", source)
         tq, sq = _quote(ta), _quote(sa)
         con.execute(f"CREATE VIEW {sq} AS SELECT * FROM __source")
+        on_sql = to_duckdb(on, "MERGE ON", Types(con, f"FROM __keys AS {tq} CROSS JOIN {sq}"))
         loc = f"{tq}.{SEGMENT_COLUMN}, {tq}.{FILE_COLUMN}, {tq}.{POS_COLUMN}"
         hit = _run(con, f"SELECT DISTINCT {loc} FROM __keys AS {tq} JOIN {sq} ON ({on_sql})",
                    "MERGE ON") if matched else None
@@ -846,6 +1065,7 @@ def merge_rows(
         _load(con, "__target", target)
         con.execute(f"CREATE VIEW {tq} AS SELECT * FROM __target")
         join = f"FROM {tq} JOIN {sq} ON ({on_sql})"
+        both = Types(con, f"FROM {tq} CROSS JOIN {sq}")
         if matched:
             dup = _run(con, f"SELECT count(*) AS n {join} GROUP BY {loc} HAVING count(*) > 1 "
                        "LIMIT 1", "MERGE ON")
@@ -857,13 +1077,13 @@ def merge_rows(
         inserts: list[pa.Table] = []
         conditions = [c.condition for c in matched]
         for k, clause in enumerate(matched):
-            pred = _not_earlier(conditions, k, "WHEN MATCHED AND")
+            pred = _not_earlier(conditions, k, "WHEN MATCHED AND", both)
             if clause.action == "delete":
                 gone.append(_run(con, f"SELECT {loc} {join} WHERE {pred}", "WHEN MATCHED"))
                 continue
             sets = _assigned(clause.assignments, names, source, sa, table, "MERGE UPDATE SET")
             select = ", ".join(
-                f"({to_duckdb(sets[c], 'UPDATE SET ' + c)}) AS {_quote(c)}" if c in sets
+                f"({to_duckdb(sets[c], 'UPDATE SET ' + c, both)}) AS {_quote(c)}" if c in sets
                 else f"{tq}.{_quote(c)}" for c in names)
             got = _run(con, f"SELECT {loc}, {select} {join} WHERE {pred}", "WHEN MATCHED UPDATE")
             gone.append(got.select([SEGMENT_COLUMN, FILE_COLUMN, POS_COLUMN]))
@@ -872,11 +1092,12 @@ def merge_rows(
             con.execute(f"CREATE VIEW __unmatched AS SELECT {sq}.* FROM {sq} ANTI JOIN "
                          f"__keys AS {tq} ON ({on_sql})")
             nconds = [c.condition for c in not_matched]
+            alone = Types(con, f"FROM __unmatched AS {sq}")
             for k, nclause in enumerate(not_matched):
-                pred = _not_earlier(nconds, k, "WHEN NOT MATCHED AND")
+                pred = _not_earlier(nconds, k, "WHEN NOT MATCHED AND", alone)
                 vals = _assigned(nclause.values, names, source, sa, table, "MERGE INSERT")
                 select = ", ".join(
-                    f"({to_duckdb(vals[c], 'INSERT ' + c)}) AS {_quote(c)}" if c in vals
+                    f"({to_duckdb(vals[c], 'INSERT ' + c, alone)}) AS {_quote(c)}" if c in vals
                     else f"{_typed_null(table, c)} AS {_quote(c)}" for c in names)
                 got = _run(con, f"SELECT {select} FROM __unmatched AS {sq} WHERE {pred}",
                            "WHEN NOT MATCHED INSERT")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["java_double_text", "spark_text"]
+__all__ = ["java_double_text", "spark_case", "spark_text"]
 
 
 _TWO_53 = 2.0 ** 53
@@ -96,3 +96,45 @@ def spark_text(kind: Any, text: Any) -> Any:
         else:
             out.append(v)
     return pa.array(out, pa.string())
+
+
+def _assigned(text: str) -> str:
+    """``text``, or an error when a character is unassigned in this Python's Unicode
+    database (Spark's ICU may know it, and case it, otherwise)."""
+    import unicodedata
+
+    if not text.isascii() and any(unicodedata.category(c) == "Cn" for c in text):
+        raise ValueError("text with a character this Unicode version does not know cannot be "
+                         "cased exactly as Spark does")
+    return text
+
+
+def _initcap(text: str) -> str:
+    """Spark's ``initcap``: each word (words are separated by spaces only) lowercased, its
+    first character title-cased with the full mapping instead (ß -> Ss, İ stays İ)."""
+    def word(w: str) -> str:
+        low, first = w.lower(), w[:1].lower()
+        return w[:1].title() + low[len(first):] if low.startswith(first) else w.title()
+    return " ".join(word(w) for w in text.split(" "))
+
+
+_CASES = {"upper": str.upper, "lower": str.lower, "initcap": _initcap}
+
+
+def spark_case(kind: Any, text: Any) -> Any:
+    """DuckDB function (Arrow): Spark's ``upper`` / ``lower`` / ``initcap`` of ``text``, with
+    Unicode's full case mappings as Java and ICU apply them (``upper('ß')`` is ``SS``, where
+    DuckDB gives ``ẞ``; ``lower('İ')`` is ``i̇``)."""
+    import pyarrow.compute as pc
+
+    kinds = set(kind.to_pylist())
+    if len(kinds) == 1 and pc.all(pc.string_is_ascii(text)).as_py() is not False:
+        # ASCII only (one chunk of the usual case): Arrow's ASCII mappings are Spark's
+        only = kinds.pop()
+        if only == "upper":
+            return pc.ascii_upper(text)
+        if only == "lower":
+            return pc.ascii_lower(text)
+    cases = [_CASES[k] if k is not None else None for k in kind.to_pylist()]
+    return pa.array([None if t is None or f is None else f(_assigned(t))
+                     for f, t in zip(cases, text.to_pylist(), strict=True)], pa.string())

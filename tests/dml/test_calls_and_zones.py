@@ -18,7 +18,7 @@ from carbonstore import Store
 from carbonstore.errors import ConfigError, UserError
 from carbonstore.expressions.expr import AlwaysTrue
 from carbonstore.segments.dml import scan_rows
-from carbonstore.segments.merge import duckdb_connection, to_duckdb
+from carbonstore.segments.merge import Types, duckdb_connection, to_duckdb
 from carbonstore.segments.timezones import duckdb_zone
 from tests.indexfiles.segbuild import add_segments
 
@@ -73,7 +73,8 @@ def test_zone_duckdb_cannot_take_is_refused(zone: str) -> None:
 def _values(zone: str, expr: str, rows: pa.Table) -> list[object]:
     con = duckdb_connection(zone)
     con.register("__rows", rows)
-    out = con.execute(f"SELECT ({to_duckdb(expr, 'x')}) AS v FROM __rows AS t").to_arrow_table()
+    sql = to_duckdb(expr, "x", Types(con, "FROM __rows AS t"))
+    out = con.execute(f"SELECT ({sql}) AS v FROM __rows AS t").to_arrow_table()
     con.close()
     col = out.column(0)
     if pa.types.is_timestamp(col.type) and col.type.tz is not None:

@@ -14,7 +14,8 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from carbonstore.segments.merge import duckdb_connection, to_duckdb
+from carbonstore.errors import UserError
+from carbonstore.segments.merge import Types, duckdb_connection, to_duckdb
 
 SCHEMA = "id long, n int, d double, c string, day date, b boolean"
 
@@ -58,8 +59,9 @@ def _duckdb(rows: pa.Table, expr: str) -> list[Any] | None:
     con = duckdb_connection()
     con.register("__rows", rows)
     try:
-        got = con.execute(f"SELECT ({to_duckdb(expr, 'x')}) AS v FROM __rows AS t ORDER BY id").fetchall()
-    except duckdb.Error:
+        sql = to_duckdb(expr, "x", Types(con, "FROM __rows AS t"))
+        got = con.execute(f"SELECT ({sql}) AS v FROM __rows AS t ORDER BY id").fetchall()
+    except (duckdb.Error, UserError):
         return None
     return [_norm(r[0]) for r in got]
 

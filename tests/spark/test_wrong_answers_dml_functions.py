@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import UserError
-from carbonstore.segments.merge import duckdb_connection, to_duckdb
+from carbonstore.segments.merge import Types, duckdb_connection, to_duckdb
 
 SCHEMA = "id long, n int, d double, f float, c string, day date, ts timestamp, p decimal(10,2), b boolean"
 _D = [math.nan, -0.0, 0.0, None, math.inf, -math.inf, -1.5, 1e10, 1.0e-5, 123456789.125, 1e-9,
@@ -69,13 +69,13 @@ def _ours(rows: pa.Table, expr: str) -> list[Any] | str | None:
     """Our values; "refused" when to_duckdb refuses the expression; None when it fails."""
     import duckdb
 
+    con = duckdb_connection()
+    con.register("__rows", rows)
     try:
-        sql = to_duckdb(expr, "UPDATE SET v")
+        sql = to_duckdb(expr, "UPDATE SET v", Types(con, "FROM __rows AS t"))
     except UserError as err:
         assert "\n" not in str(err)
         return "refused"
-    con = duckdb_connection()
-    con.register("__rows", rows)
     try:
         got = con.execute(f"SELECT ({sql}) AS v FROM __rows AS t ORDER BY id").fetchall()
     except duckdb.Error:

@@ -60,9 +60,7 @@ _ROW = st.fixed_dictionaries({
 
 NUM, TEXT, BOOL, DATE, TS = "num", "text", "bool", "date", "ts"
 _LEAVES = {
-    # decimal(38, s) operands left out: Spark lowers the scale of a sum past 38 digits,
-    # DuckDB does not (a known difference, docs/dml.md); p38 is still a target column
-    NUM: ["i", "l", "d", "p2", "p18", "3", "-2", "0", "1.5", "2.25"],
+    NUM: ["i", "l", "d", "p2", "p18", "p38", "3", "-2", "0", "1.5", "2.25", "0.5"],
     TEXT: ["c", "'aé'", "''", "'A%'"], BOOL: ["b", "true", "NULL"], DATE: ["day", "DATE '1969-07-20'"],
     TS: ["ts", "TIMESTAMP '2040-02-29 12:00:00'"],
 }
@@ -289,7 +287,7 @@ def _delete_test(n: int) -> Any:
     return run
 
 
-test_random_update = _update_test(25)
+test_random_update = _update_test(3)  # CI: a few fixed examples; the long run explores
 test_random_merge = _merge_test(12)
 test_random_delete = _delete_test(15)
 test_random_update_long = pytest.mark.long(_update_test(300))

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from carbonstore.errors import UserError
-from carbonstore.segments.merge import duckdb_connection, to_duckdb
+from carbonstore.segments.merge import Types, duckdb_connection, to_duckdb
 
 UTC = dt.UTC
 ZONES = ["Europe/Paris", "America/Los_Angeles", "Asia/Kolkata", "+08:00", "UTC"]
@@ -109,12 +109,12 @@ def _ours(rows: pa.Table, expr: str, kind: str, zone: str) -> list[Any] | str:
     import duckdb
 
     try:
-        sql = to_duckdb(expr, "UPDATE SET v")
         con = duckdb_connection(zone)
+        con.register("__rows", rows)
+        sql = to_duckdb(expr, "UPDATE SET v", Types(con, "FROM __rows AS t"))
     except UserError as err:
         assert "\n" not in str(err)
         return "fails"
-    con.register("__rows", rows)
     try:
         col = con.execute(f"SELECT ({sql}) AS v FROM __rows AS t ORDER BY id").to_arrow_table().column(0)
     except duckdb.Error:
