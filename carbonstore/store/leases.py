@@ -154,6 +154,18 @@ def renew_lease(status: TableStatus, segment_id: str, seconds: float) -> None:
     status.write_lease(segment_id, orjson.dumps(data))
 
 
+def _renew_until(stop: threading.Event, seconds: float, renew: Any, what: str) -> None:
+    """Call ``renew`` every quarter of the lease time until ``stop`` is set (a lease
+    thread's loop)."""
+    while not stop.wait(max(0.05, seconds / 4)):
+        try:
+            renew()
+        except FileNotFoundError:  # the table was dropped: nothing left to keep alive
+            return
+        except OSError:  # a full disk or a hiccup: the next renewal tries again
+            log.warning("lease of %s not renewed", what, exc_info=True)
+
+
 @dataclass(eq=False)
 class LeaseKeeper:
     """Keeps one running entry's lease fresh from a daemon thread until ``release()``.
@@ -175,14 +187,7 @@ class LeaseKeeper:
         self._thread.start()
 
     def _run(self) -> None:
-        interval = max(0.05, self.seconds / 4)
-        while not self._stop.wait(interval):
-            try:
-                self.renew()
-            except FileNotFoundError:  # the table was dropped: nothing left to keep alive
-                return
-            except OSError:  # a full disk or a hiccup: the next renewal tries again
-                log.warning("lease of segment %s not renewed", self.segment_id, exc_info=True)
+        _renew_until(self._stop, self.seconds, self.renew, f"segment {self.segment_id}")
 
     def renew(self) -> None:
         renew_lease(self.status, self.segment_id, self.seconds)
@@ -219,14 +224,7 @@ class StatementLease:
         self._thread.start()
 
     def _run(self) -> None:
-        interval = max(0.05, self.seconds / 4)
-        while not self._stop.wait(interval):
-            try:
-                self.renew()
-            except FileNotFoundError:
-                return
-            except OSError:
-                log.warning("lease of %s %s not renewed", self.operation, self.token, exc_info=True)
+        _renew_until(self._stop, self.seconds, self.renew, f"{self.operation} {self.token}")
 
     def renew(self) -> None:
         data = {**lease_fields(self.seconds), "startMs": self.started,
