@@ -12,7 +12,7 @@ never gives.
 
 Accepted (ASCII only, surrounding whitespace ignored, as Spark trims it):
 
-- integers: ``[+-]digits`` (not ``5.0``, ``1e3``, ``0x10``);
+- integers: ``[+-]digits`` within the BIGINT range (not ``5.0``, ``1e3``, ``0x10``);
 - doubles: ``[+-]digits[.digits][e[+-]digits]``, ``.5``, ``5.``, ``NaN``, ``Infinity``,
   ``inf`` (any case, signed);
 - dates: ``yyyy-[m]m-[d]d``, optionally followed by a time of day after a space or ``T``
@@ -29,6 +29,7 @@ import re
 __all__ = ["spark_date", "spark_double", "spark_integer", "spark_timestamp"]
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _SPECIAL = {"nan": float("nan"), "infinity": float("inf"), "inf": float("inf")}
 _DAY = r"([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})"
@@ -43,9 +44,13 @@ def _trimmed(text: str) -> str | None:
 
 
 def spark_integer(text: str) -> int | None:
-    """The integer Spark reads from ``text`` cast to an integral type, or None."""
+    """The integer Spark reads from ``text`` compared with an integral column (the text is
+    cast to BIGINT: beyond its range the statement fails), or None."""
     t = _trimmed(text)
-    return int(t) if t is not None and _INTEGER.fullmatch(t) else None
+    if t is None or not _INTEGER.fullmatch(t):
+        return None
+    value = int(t)
+    return value if _LONG_MIN <= value <= _LONG_MAX else None
 
 
 def spark_double(text: str) -> float | None:

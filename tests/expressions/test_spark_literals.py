@@ -22,6 +22,9 @@ from carbonstore.store.schema import TableSchema, parse_schema_string
 @pytest.mark.parametrize(("text", "value"), [
     ("5", 5), (" +5 ", 5), ("-0", 0), ("\t7\n", 7),
     ("5.0", None), ("5.5", None), ("1e3", None), ("1_000", None), ("５", None), ("0x10", None), ("", None),
+    # Spark casts the text to BIGINT: beyond its range the statement fails (CAST_INVALID_INPUT)
+    ("9223372036854775807", 2**63 - 1), ("-9223372036854775808", -2**63),
+    ("9223372036854775808", None), ("-99999999999999999999", None),
 ])
 def test_spark_integer(text: str, value: int | None) -> None:
     assert spark_integer(text) == value
@@ -63,6 +66,7 @@ SCHEMA = TableSchema(database="db", table="t", columns=tuple(parse_schema_string
     "i = '5.0'", "i < '5.5'", "i = '1_0'", "d = '20240105'", "d = DATE '20240105'",
     "ts = '20240101T070000'", "sh = CAST(300 AS TINYINT)", "i = CAST('5.7' AS INT)",
     "m = CAST(3.65 AS DECIMAL(1,1))", "m = 'x'",
+    "i = '99999999999999999999'", "i < '-9223372036854775809'", "sh = '9223372036854775808'",
 ])
 def test_what_spark_fails_on_is_refused(where: str) -> None:
     with pytest.raises(ExpressionError):

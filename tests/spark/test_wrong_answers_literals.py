@@ -69,7 +69,7 @@ def literals(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[l
 PREDICATES = [
     # an integral column against text: Spark casts the text to BIGINT (fails on '5.0')
     "id = ' +5 '", "id = '5.0'", "id = '5.5'", "id < '7.5'", "id = '1_0'", "n = '５'",
-    "id IN ('5', '6.0')", "n = '3000000000'",
+    "id IN ('5', '6.0')", "n = '3000000000'", "id = '99999999999999999999'", "n < '-9223372036854775809'",
     # a decimal column against text: both as doubles
     "m = '0.05'", "m = '0.05000000000000000001'", "m = '5e-2'", "m = 'x'",
     # CAST of a literal, as Spark computes it (rounded half up to the scale; an overflow fails)
