@@ -27,7 +27,6 @@ HERE = Path(__file__).resolve().parent
 
 
 def _worker(kind: str, meta_path: str, plans: int) -> None:
-    import time
 
     sys.path.insert(0, str(HERE))
     import plan_ab
@@ -37,17 +36,7 @@ def _worker(kind: str, meta_path: str, plans: int) -> None:
     pb.ROWS_PER_FILE[0] = meta["rows"]
     pb.import_system(kind)
     open_fn, plan_fn = pb.open_and_plan(kind, meta)
-    handle = open_fn()
-    out = {}
-    for label, texts in plan_ab.new_literals(meta, 20 + plans).items():
-        for q in texts[:20]:
-            plan_fn(handle, q)
-        cpu = []
-        for q in texts[20:]:
-            c0 = time.process_time()
-            plan_fn(handle, q)
-            cpu.append((time.process_time() - c0) * 1000)
-        out[label] = statistics.median(cpu)
+    out = plan_ab.new_literal_cpu(meta, open_fn, plan_fn, plans)
     print(json.dumps(out))
 
 

@@ -66,8 +66,17 @@ def _worker(kind: str, meta_path: str, mode: str, sql: str | None, repeat: int) 
             cpu.append((time.process_time() - c0) * 1000)  # all threads' CPU: not the waits
         out[label] = {"warm": statistics.median(warm), "reused": statistics.median(reused),
                       "reused_cpu": statistics.median(cpu), "survivors": survivors}
+    for label, cpu in new_literal_cpu(meta, open_fn, plan_fn, 4 * repeat).items():
+        out[label]["new_cpu"] = cpu
+    print(json.dumps(out))
+
+
+def new_literal_cpu(meta: dict[str, Any], open_fn: Any, plan_fn: Any, plans: int) -> dict[str, float]:
+    """Median CPU ms per predicate of ``plans`` plans on one reused handle, a new literal
+    each (each text planned once), after 20 untimed ones."""
     handle = open_fn()
-    for label, texts in new_literals(meta, 20 + 4 * repeat).items():  # each text planned once
+    out = {}
+    for label, texts in new_literals(meta, 20 + plans).items():
         for q in texts[:20]:
             plan_fn(handle, q)
         cpu = []
@@ -75,8 +84,8 @@ def _worker(kind: str, meta_path: str, mode: str, sql: str | None, repeat: int) 
             c0 = time.process_time()
             plan_fn(handle, q)
             cpu.append((time.process_time() - c0) * 1000)
-        out[label]["new_cpu"] = statistics.median(cpu)
-    print(json.dumps(out))
+        out[label] = statistics.median(cpu)
+    return out
 
 
 def new_literals(meta: dict[str, Any], count: int) -> dict[str, list[str]]:
