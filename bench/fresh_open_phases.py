@@ -20,7 +20,6 @@ sections; ``flat`` = flat arrays decoded; ``total`` = open + plan.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import statistics
@@ -28,7 +27,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
@@ -41,6 +39,8 @@ def _worker(meta_path: str, label: str) -> None:
     pb.ROWS_PER_FILE[0] = meta["rows"]
     pb.import_system("ours")
     sql = dict(pb.predicates(meta))[label]
+    from fresh_phases import _wrap  # process-time seconds per phase
+
     import carbonstore.indexfiles.snapshot as snap
     import carbonstore.indexfiles.snapshot_file as snap_file
     import carbonstore.pruning.table_index as ti
@@ -48,20 +48,6 @@ def _worker(meta_path: str, label: str) -> None:
     import carbonstore.store.tablestatus as ts
 
     acc: dict[str, float] = {}
-
-    def wrap(owner: Any, name: str, phase: str) -> None:
-        fn = getattr(owner, name)
-
-        @functools.wraps(fn)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            t = time.process_time()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                acc[phase] = acc.get(phase, 0.0) + (time.process_time() - t) * 1e3
-
-        setattr(owner, name, timed)
-
     for owner, name, phase in [
         (table.Store, "__init__", "store"), (table.Store, "_open", "schema"),
         (ts.TableStatus, "dropped", "dropped"), (table.Store, "table", "open"),
@@ -69,11 +55,11 @@ def _worker(meta_path: str, label: str) -> None:
         (ti, "TableIndex", "view"), (snap_file.SnapshotFile, "read", "sec.read"),
         (snap.Snapshot, "_check_slot", "sec.check"), (snap.Snapshot, "values", "flat"),
     ]:
-        wrap(owner, name, phase)
+        _wrap(acc, owner, name, phase)
     t = time.process_time()
     pb.ours_plan(pb.ours_open(meta), sql)
-    acc["total"] = (time.process_time() - t) * 1e3
-    print(json.dumps(acc))
+    acc["total"] = time.process_time() - t
+    print(json.dumps({phase: seconds * 1e3 for phase, seconds in acc.items()}))
 
 
 def main() -> None:
