@@ -631,43 +631,66 @@ def _page_geometry(
     """The pages of column ``col`` in surviving row groups ``surv`` (``vstart``: their row
     starts in the virtual row space): whether each row group has pages, each page's start
     there, its index, its position in ``surv``, and whether the pages tile every surviving
-    row group; None without pages. The last answer is kept on ``col`` (index arrays are
-    immutable once loaded: a reused handle's plans that keep the same row groups ask again)."""
-    key = surv.tobytes()
-    memo = getattr(col, "_page_geometry_memo", None)
-    if memo is not None and memo[0] == key:
-        return memo[1]  # type: ignore[no-any-return]
-    has = col.has_pages[surv]
-    starts, ends = col.pages.rg_start[surv], col.pages.rg_start[surv + 1]
-    counts = np.where(has, ends - starts, 0)
-    got: Any = None
-    if counts.sum() != 0:
+    row group; None without pages. Taken by index from the column's page layout
+    (:func:`_column_pages`, built once per column: index arrays are immutable once loaded,
+    and a reused handle's plans ask for other row groups of the same columns each plan)."""
+    counts_all, offsets, tile_ok, has_all = _column_pages(col)
+    has = has_all[surv]
+    counts = counts_all[surv]
+    total = int(counts.sum())
+    if not total:
+        return None
+    first_row = col.pages.first_row_index
+    if len(surv) == 1:  # one row group (a lookup's usual survivor): its pages are one run
+        a = int(offsets[int(surv[0])])
+        page_idx = np.arange(a, a + total, dtype=np.intp)
+        owner: npt.NDArray[Any] = np.zeros(total, dtype=np.intp)
+        page_v = first_row[a : a + total] + vstart[0]
+    else:
         owner = np.repeat(np.arange(len(surv)), counts)
-        first = np.repeat(starts, counts)
-        within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        page_idx = (first + within).astype(np.intp)
-        page_v = vstart[owner] + col.pages.first_row_index[page_idx]
-        tiles = _pages_are_fragments(page_v, counts, col.pages.first_row_index, starts, int(vstart[-1]))
-        got = (has, page_v, page_idx, owner, tiles)
+        page_idx = (np.repeat(offsets[surv] - (np.cumsum(counts) - counts), counts)
+                    + np.arange(total)).astype(np.intp)
+        page_v = vstart[owner] + first_row[page_idx]
+    # the pages tile every surviving row group: each has pages, the first at its row 0,
+    # ascending strictly, the last starting before its end (so they ascend across groups)
+    tiles = bool(tile_ok[0][surv].all() and (tile_ok[1][surv] < vstart[1:] - vstart[:-1]).all())
+    return has, page_v, page_idx, owner, tiles
+
+
+def _column_pages(col: ColumnArrays) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                              tuple[Mask, npt.NDArray[np.int64]], Mask]:
+    """Per row group of ``col``: its number of pages (0 where it has none), its first
+    page's index, (whether its pages start at its row 0 and ascend strictly, the first row
+    of its last page) and whether it has pages - kept on ``col``."""
+    got = getattr(col, "_column_pages_memo", None)
+    if got is not None:
+        return got  # type: ignore[no-any-return]
+    has = np.asarray(col.has_pages, dtype=bool)
+    rg_start = np.asarray(col.pages.rg_start, dtype=np.int64)
+    starts, ends = rg_start[:-1], rg_start[1:]
+    counts = np.where(has, ends - starts, 0).astype(np.int64)
+    first_row = np.asarray(col.pages.first_row_index, dtype=np.int64)
+    n_pages = len(first_row)
+    some = counts > 0
+    ok = some.copy()
+    if n_pages:
+        safe_first = np.minimum(starts, n_pages - 1)
+        safe_last = np.clip(starts + counts - 1, 0, n_pages - 1)
+        ok &= first_row[safe_first] == 0
+        step = np.ones(n_pages, dtype=bool)  # page i starts after page i - 1 (its row group's)
+        step[1:] = first_row[1:] > first_row[:-1]
+        bad = np.concatenate([[0], np.cumsum(~step)])  # non-ascending steps before each page
+        inner = bad[np.minimum(starts + counts, n_pages)] - bad[np.minimum(starts + 1, n_pages)]
+        ok &= np.where(some, inner == 0, False)
+        last = np.where(some, first_row[safe_last], 0)
+    else:
+        last = np.zeros(len(counts), dtype=np.int64)
+    got = (counts, starts, (ok, last), has)
     try:
-        col._page_geometry_memo = (key, got)  # type: ignore[attr-defined]
-    except AttributeError:  # an object that takes no attributes: no memo
+        col._column_pages_memo = got  # type: ignore[attr-defined]
+    except AttributeError:  # an object that takes no attributes: built each time
         pass
-    return got  # type: ignore[no-any-return]
-
-
-def _pages_are_fragments(
-    page_v: npt.NDArray[np.int64], counts: npt.NDArray[np.int64], first_row: npt.NDArray[np.int64],
-    starts: npt.NDArray[np.int64], total: int,
-) -> bool:
-    """True when the pages (starts ``page_v`` in the virtual row space) tile the surviving
-    row groups: every row group has pages, its first page starts at its row 0, and the page
-    starts ascend strictly below ``total`` - so merging them with the row-group starts
-    changes nothing."""
-    return bool(
-        len(page_v) and (counts > 0).all() and not first_row[starts].any()
-        and int(page_v[-1]) < total and (page_v[1:] > page_v[:-1]).all()
-    )
+    return got
 
 
 def _first_ref(expr: Expr, name: str) -> BoundRef | None:
