@@ -448,13 +448,27 @@ def _page_counts(
     n = arrays.num_row_groups
     kept = plan.kept[lo:hi]
     rows = arrays.rg_num_rows.astype(np.int64)
-    vstart = np.concatenate([[0], np.cumsum(rows)])
     r0, r1 = np.searchsorted(plan.range_group, [lo, hi])
     local = plan.range_group[r0:r1] - lo
-    rs = vstart[local] + plan.range_rows[r0:r1, 0]
-    re_ = vstart[local] + plan.range_rows[r0:r1, 1]
+    ranges = plan.range_rows[r0:r1]
+    # every kept row group read whole (one range [0, rows): the page level dropped nothing)
+    whole_read = len(local) == int(np.count_nonzero(kept)) and bool(
+        (local == np.flatnonzero(kept)).all() and not ranges[:, 0].any() and (ranges[:, 1] == rows[local]).all())
     total = kept_n = in_dropped = 0
+    vstart = rs = re_ = None
     for col in _counted_columns(arrays, expr):
+        selected = getattr(col, "selection", None)
+        if whole_read and selected is not None:  # pages of a kept row group: all kept, when
+            counts, sound = _selected_counts(selected)  # each lies inside its row group
+            if sound.all():
+                total += int(counts.sum())
+                in_dropped += int(counts[~kept].sum())
+                kept_n += int(counts[kept].sum())
+                continue
+        if vstart is None:
+            vstart = np.concatenate([[0], np.cumsum(rows)])
+            rs = vstart[local] + ranges[:, 0]
+            re_ = vstart[local] + ranges[:, 1]
         counts, page_rg, page_start, page_end = _page_layout(col, vstart, n)
         total += int(counts.sum())
         if not len(page_rg):
@@ -463,11 +477,21 @@ def _page_counts(
         sel = kept[page_rg]
         a = page_start[sel]
         e = page_end[sel]
-        if len(rs):
-            idx = np.searchsorted(rs, e, side="left") - 1
-            ok = (idx >= 0) & (re_[np.clip(idx, 0, None)] > a)
+        if len(rs):  # type: ignore[arg-type]
+            idx = np.searchsorted(rs, e, side="left") - 1  # type: ignore[arg-type]
+            ok = (idx >= 0) & (re_[np.clip(idx, 0, None)] > a)  # type: ignore[index]
             kept_n += int(ok.sum())
     return total, kept_n, in_dropped
+
+
+def _selected_counts(selected: tuple[Any, npt.NDArray[np.intp], npt.NDArray[Any]]) -> tuple[
+        npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """Of a column selected from a larger one (``selection``): per row group its number of
+    pages, and whether each of its pages holds rows and lies inside it (then a row group
+    read whole keeps every page) - taken from the larger column's layout."""
+    source, rg_take, source_rows = selected
+    layout = _source_layout(source, source_rows)
+    return layout[0][rg_take], layout[4][rg_take]
 
 
 def _counted_columns(arrays: Any, expr: Expr) -> list[Any]:
@@ -527,17 +551,7 @@ def _selected_layout(
     column, the positions of our row groups there, its row counts): the larger column's
     layout is built once, ours is taken from it by index."""
     source, rg_take, source_rows = selected
-    hit = _SOURCE_LAYOUTS.get(id(source))
-    if hit is None or hit[0] is not source or hit[1] is not source_rows:
-        w_vstart = np.concatenate([[0], np.cumsum(np.asarray(source_rows, np.int64))])
-        w_counts, w_page_rg, w_start, w_end = _page_layout(source, w_vstart, len(source_rows))
-        offsets = np.concatenate([[0], np.cumsum(w_counts)]).astype(np.int64)
-        local = w_vstart[w_page_rg]  # page rows relative to their row group
-        hit = (source, source_rows, (w_counts, offsets, w_start - local, w_end - local))
-        if len(_SOURCE_LAYOUTS) >= 32:
-            _SOURCE_LAYOUTS.clear()
-        _SOURCE_LAYOUTS[id(source)] = hit  # holding the column keeps its id unique
-    w_counts, offsets, rel_start, rel_end = hit[2]
+    w_counts, offsets, rel_start, rel_end, _ = _source_layout(source, source_rows)
     counts = w_counts[rg_take]
     starts = offsets[rg_take]
     before = np.cumsum(counts) - counts
@@ -545,6 +559,28 @@ def _selected_layout(
     page_rg = np.repeat(np.arange(n, dtype=np.intp), counts)
     base = vstart[page_rg]
     return counts, page_rg, rel_start[idx] + base, rel_end[idx] + base
+
+
+def _source_layout(source: Any, source_rows: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], ...]:
+    """The larger column's layout for :func:`_selected_layout`: per row group its pages and
+    first page's place among them, per page its rows relative to its row group; and per
+    row group whether every page of it holds rows and lies inside it (built once)."""
+    hit = _SOURCE_LAYOUTS.get(id(source))
+    if hit is None or hit[0] is not source or hit[1] is not source_rows:
+        rows = np.asarray(source_rows, np.int64)
+        w_vstart = np.concatenate([[0], np.cumsum(rows)])
+        w_counts, w_page_rg, w_start, w_end = _page_layout(source, w_vstart, len(source_rows))
+        offsets = np.concatenate([[0], np.cumsum(w_counts)]).astype(np.int64)
+        local = w_vstart[w_page_rg]  # page rows relative to their row group
+        rel_start, rel_end = w_start - local, w_end - local
+        bad = (rel_start < 0) | (rel_end <= rel_start) | (rel_end > rows[w_page_rg])
+        before = np.concatenate([[0], np.cumsum(bad)])  # bad pages before each page
+        sound = before[offsets[1:]] == before[offsets[:-1]]
+        hit = (source, source_rows, (w_counts, offsets, rel_start, rel_end, sound))
+        if len(_SOURCE_LAYOUTS) >= 32:
+            _SOURCE_LAYOUTS.clear()
+        _SOURCE_LAYOUTS[id(source)] = hit  # holding the column keeps its id unique
+    return hit[2]
 
 
 def _explain(
