@@ -130,6 +130,10 @@ class BloomPack:
         self._check_layout()
         self.sums = sums
         self._data = data  # the whole file as words (local) or the data region (filled by fetch)
+        # the same words as 32-byte blocks (8 words a row; the file and the data region are
+        # whole chunks, whole blocks): a probe takes one row per bitset
+        self._blocks = data[: len(data) // 8 * 8].reshape(-1, 8)
+        self._block_base = 0 if fetch is not None else self.data_offset // BLOCK_BYTES
         self._fetch = fetch
         self._state = np.zeros(self.num_chunks, dtype=np.int8)  # 0 unchecked, _OK, _BAD
         self._lock = threading.Lock()
@@ -273,12 +277,11 @@ class BloomPack:
         byte = base + block * stride
         chunk = byte // self.chunk_bytes
         state = self._state[chunk]
-        if not (state == _OK).all():
-            self._verify(chunk[state == 0])  # only those not checked yet
-            state = self._state[chunk]
         ok = state == _OK
-        first = byte >> 2 if self._fetch is not None else (byte + self.data_offset) >> 2
-        picked = self._data[first[:, None] + _WORDS]  # (bitset, 8)
+        if not ok.all():
+            self._verify(chunk[state == 0])  # only those not checked yet
+            ok = self._state[chunk] == _OK
+        picked = self._blocks[(byte >> 5) + self._block_base]  # (bitset, 8): its block (32 bytes)
         masks = np.uint32(1) << ((np.uint32(h & 0xFFFFFFFF) * SALTS) >> np.uint32(27))  # uint32 wraps
         hit = ((picked & masks) == masks).all(axis=1)
         return hit, ok

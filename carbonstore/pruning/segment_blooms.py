@@ -312,7 +312,17 @@ class SegmentBlooms:
                     groups.append((these, owners, None, None))  # another column of that name
                 else:  # (dropped, or renamed away): may hold anything
                     groups.append((these, owners, d, pack.layout(these)))
-        got = (inside, r, seg_has, groups)
+        fast = None  # one group, one bitset per segment (a row group each): per answered
+        if len(groups) == 1 and groups[0][2] is not None:  # position of segs, its bitset
+            these, owners, d, layout = groups[0]
+            of_seg = np.full(len(pack.segments), -1, dtype=np.intp)
+            of_seg[owners] = np.arange(len(owners), dtype=np.intp)
+            if int(np.count_nonzero(of_seg >= 0)) == len(owners):
+                b = np.full(len(segs), -1, dtype=np.intp)
+                b[inside] = of_seg[r]
+                at = np.flatnonzero(b >= 0)
+                fast = (at, b[at], these, d, layout)
+        got = (inside, r, seg_has, groups, fast)
         if len(layouts) >= 16:
             layouts.clear()
         layouts[key] = got
@@ -325,9 +335,26 @@ class SegmentBlooms:
         a segment not in the pack, without a bitset of the column there, or with a chunk that
         failed its checksum is not answered (its merge index is probed instead)."""
         pack = found[0]
+        inside, r, seg_has, groups, fast = self._pack_layout(found, ref, segs)
+        if fast is not None:  # one bitset per segment: its answer is the segment's
+            at, b, these, d, layout = fast
+            try:
+                hashes = self._hashes(d, ref, literals)
+            except KeyError:  # a descriptor the pack does not carry: the general path says so
+                hashes = None
+            if hashes is not None and len(hashes):
+                got, ok = pack.probe(these, hashes, layout)
+                if ok.all():  # (a chunk that failed its checksum: the general path)
+                    COUNTERS["bloom_pack_probes"] += 1
+                    done = np.zeros(len(segs), dtype=bool)
+                    done[at] = True
+                    hit = np.ones(len(segs), dtype=bool)
+                    mine = got[b]
+                    hit[at] = mine
+                    self._tell_row_groups(segs[at[mine]], ref.name, hashes)
+                    return done, hit
         done = np.zeros(len(segs), dtype=bool)
         hit = np.ones(len(segs), dtype=bool)
-        inside, r, seg_has, groups = self._pack_layout(found, ref, segs)
         if not groups:
             return done, hit
         seg_hit = np.zeros(len(pack.segments), dtype=bool)
