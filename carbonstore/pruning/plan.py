@@ -451,13 +451,15 @@ def _page_counts(
     r0, r1 = np.searchsorted(plan.range_group, [lo, hi])
     local = plan.range_group[r0:r1] - lo
     ranges = plan.range_rows[r0:r1]
-    # every kept row group read whole (one range [0, rows): the page level dropped nothing)
-    whole_read = len(local) == int(np.count_nonzero(kept)) and bool(
-        (local == np.flatnonzero(kept)).all() and not ranges[:, 0].any() and (ranges[:, 1] == rows[local]).all())
+    whole_read = None  # every kept row group read whole (one range [0, rows): asked once
     total = kept_n = in_dropped = 0
     vstart = rs = re_ = None
     for col in _counted_columns(arrays, expr):
         selected = getattr(col, "selection", None)
+        if selected is not None and whole_read is None:  # (the page level dropped nothing)
+            whole_read = len(local) == int(np.count_nonzero(kept)) and bool(
+                (local == np.flatnonzero(kept)).all() and not ranges[:, 0].any()
+                and (ranges[:, 1] == rows[local]).all())
         if whole_read and selected is not None:  # pages of a kept row group: all kept, when
             counts, sound = _selected_counts(selected)  # each lies inside its row group
             if sound.all():

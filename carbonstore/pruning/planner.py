@@ -633,7 +633,23 @@ def _page_geometry(
     there, its index, its position in ``surv``, and whether the pages tile every surviving
     row group; None without pages. Taken by index from the column's page layout
     (:func:`_column_pages`, built once per column: index arrays are immutable once loaded,
-    and a reused handle's plans ask for other row groups of the same columns each plan)."""
+    and a reused handle's plans ask for other row groups of the same columns each plan);
+    the last answer is kept on ``col`` too (plans that keep the same row groups ask again)."""
+    key = surv.tobytes()
+    memo = getattr(col, "_page_geometry_memo", None)
+    if memo is not None and memo[0] == key:
+        return memo[1]  # type: ignore[no-any-return]
+    got = _geometry(col, surv, vstart)
+    try:
+        col._page_geometry_memo = (key, got)  # type: ignore[attr-defined]
+    except AttributeError:  # an object that takes no attributes: no memo
+        pass
+    return got
+
+
+def _geometry(
+    col: ColumnArrays, surv: npt.NDArray[np.intp], vstart: npt.NDArray[np.int64],
+) -> tuple[Mask, npt.NDArray[np.int64], npt.NDArray[np.intp], npt.NDArray[Any], bool] | None:
     counts_all, offsets, tile_ok, has_all = _column_pages(col)
     has = has_all[surv]
     counts = counts_all[surv]
