@@ -595,6 +595,10 @@ def _page_ranges(
         if _whole_pays(page_stats.size, len(page_idx), page_stats):
             whole = (page_stats.size, lambda ref: page_stats if ref.name == name else None, page_idx)
     m0, m1, _ = level_masks(expr, len(frag), stats_for, whole=whole)
+    if frag_of_one is not None and m1.all():  # pages tile every row group, all kept: each is
+        rows_of = vstart[1:] - vstart[:-1]  # one range [0, rows) (what the runs below give)
+        return (surv.astype(np.int64), np.stack([np.zeros(len(surv), np.int64), rows_of], axis=1),
+                np.zeros(2, dtype=np.int64))
     length = frag_end - frag
     dropped = np.array([int(length[~m0].sum()), int(length[m0 & ~m1].sum())], dtype=np.int64)
     owners = np.zeros(0, np.int64)
