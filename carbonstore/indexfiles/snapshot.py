@@ -113,6 +113,8 @@ def slot_key(desc: ColumnDesc) -> str:
 
 def _ranges(starts: _NP, ends: _NP) -> npt.NDArray[np.intp]:
     """Indices ``starts[0]:ends[0]``, ``starts[1]:ends[1]``, ... concatenated (vectorised)."""
+    if len(starts) == 1 and ends[0] >= starts[0]:  # one range (a lookup's one surviving
+        return np.arange(int(starts[0]), int(ends[0]), dtype=np.intp)  # segment): no repeat
     lens = (ends - starts).astype(np.int64)
     total = int(lens.sum())
     before = np.cumsum(lens) - lens
