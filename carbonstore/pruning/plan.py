@@ -451,7 +451,9 @@ def _page_counts(
     r0, r1 = np.searchsorted(plan.range_group, [lo, hi])
     local = plan.range_group[r0:r1] - lo
     ranges = plan.range_rows[r0:r1]
-    whole_read = None  # every kept row group read whole (one range [0, rows): asked once
+    # every kept row group read whole (one range [0, rows)): asked once, and only when the
+    # page level dropped no rows of any part (else a range filter's plans pay for asking)
+    whole_read = None if not (plan.pages.dropped_by_counts or plan.pages.dropped_by_minmax) else False
     total = kept_n = in_dropped = 0
     vstart = rs = re_ = None
     for col in _counted_columns(arrays, expr):
