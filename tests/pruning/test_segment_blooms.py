@@ -276,3 +276,47 @@ def test_the_row_group_level_takes_the_packs_answers(tmp_path: Path, row_groups:
     COUNTERS.clear()
     assert plans() == with_pack
     assert not COUNTERS.get("bloom_pack_probes") and COUNTERS["bloom_bitsets"]
+
+
+@pytest.mark.parametrize("row_groups", [1, 3])
+def test_chunks_failing_their_checksums_leave_the_plans_as_they_were(tmp_path: Path, row_groups: int) -> None:
+    """Every data chunk of the pack damaged (one byte flipped in each): each probe's chunks
+    fail their checksums, the segments are probed from their merge indexes instead, and the
+    plans at every level are those of the sound pack - also with one bitset per segment
+    (one row group each), whose probe answers segments straight from the pack's answer."""
+    conf = load_conf(None).with_overrides({"carbon.index.snapshot.max.lag": "1000"})
+    t = Store(str(tmp_path / "store"), conf=conf).create_table(
+        "db.t", "k string, n long", properties={"bloom_columns": "k"})
+    rng = np.random.default_rng(31)
+    keys = [[f"{v:016x}" for v in rng.integers(0, 2**63, ROWS).tolist()] for _ in range(SEGMENTS)]
+    add_segments(t, [pa.table({"k": ks, "n": np.arange(ROWS)}) for ks in keys],
+                 row_group_size=ROWS // row_groups, page_rows=50, bloom_columns=["k"], bloom_fpp=0.2)
+    assert refresh_index_snapshot(t) is not None
+    wheres = [f"k = '{keys[s][r]}'" for s, r in ((0, 0), (5, 150), (11, 299))]
+    wheres += [f"k = '{v:016x}'" for v in rng.integers(0, 2**63, 30).tolist()]
+
+    def plans() -> list[tuple[object, ...]]:
+        clear_cache()
+        handle = Store(str(tmp_path / "store"), conf=conf).table("db.t")
+        out = []
+        for where in wheres:
+            p = prune(handle, where, explain=True)
+            out.append((p.segments, p.levels, sorted(repr(f.to_json()) for f in p.files),
+                        sorted(map(str, p.dropped))))
+        return out
+
+    COUNTERS.clear()
+    sound = plans()
+    assert COUNTERS["bloom_pack_probes"] and not COUNTERS["bloom_pack_fallbacks"]
+    assert sum(len(p[0]) for p in sound) > 3  # present keys and false positives survive
+    (path,) = Path(t.paths.index_snapshot_dir).glob("*.carbonbloom")
+    pack = bloom_pack.BloomPack.open(LOCAL, str(path), table_id=None)
+    first, size, count = pack.data_offset, pack.chunk_bytes, pack.num_chunks
+    del pack
+    data = bytearray(path.read_bytes())
+    for c in range(count):
+        data[first + c * size + 7] ^= 0x5A
+    path.write_bytes(bytes(data))
+    COUNTERS.clear()
+    assert plans() == sound
+    assert COUNTERS["bloom_pack_fallbacks"]
