@@ -435,10 +435,11 @@ class TableIndex:
     def _fallback(self, segments: Any) -> Any:
         """The arrays of view segments ``segments`` from their merge indexes, when asked for (a
         damaged snapshot section: SnapshotArrays takes the arrays from there)."""
-        todo = [int(i) for i in segments]
+        todo = np.array(segments, dtype=np.intp)  # a copy; made Python ints only if asked for
+        # (a plan keeping every segment of 1,600 would otherwise convert 1,600 numpy scalars)
 
         def load() -> Any:
-            parts = [self._loaded(i).arrays for i in todo]
+            parts = [self._loaded(i).arrays for i in todo.tolist()]
             return parts[0] if len(parts) == 1 else ConcatArrays(parts)
 
         return load
