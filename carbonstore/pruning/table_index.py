@@ -206,7 +206,8 @@ class TableIndex:
     others (committed since) from their merge indexes, loaded through the LRU.
     """
 
-    def __init__(self, table: Table, entries: Sequence[LoadEntry], snapshot: Snapshot | None) -> None:
+    def __init__(self, table: Table, entries: Sequence[LoadEntry], snapshot: Snapshot | None, *,
+                 names_files: tuple[Sequence[str], Sequence[str]] | None = None) -> None:
         self.table = table
         self.entries = list(entries)
         self.root = table.paths.root
@@ -227,7 +228,7 @@ class TableIndex:
         #: statistics built once), and those segments' view indices
         self._groups: dict[int, tuple[SnapshotArrays, npt.NDArray[np.intp]]] = {}
         self._group_asks: dict[int, int] = {}  # plans of part of a group before it is built
-        if snapshot is not None and self.entries and self._all_in_snapshot(snapshot):
+        if snapshot is not None and self.entries and self._all_in_snapshot(snapshot, names_files):
             return
         snap_rows_count = [] if snapshot is None else snapshot.bounds.num_rows.tolist()
         for i, e in enumerate(self.entries):
@@ -264,21 +265,23 @@ class TableIndex:
             merged = SegmentBounds.concat(parts)
             self.bounds = merged if np.array_equal(take, np.arange(len(take))) else merged.take(take)
 
-    def _all_in_snapshot(self, snapshot: Snapshot) -> bool:
+    def _all_in_snapshot(self, snapshot: Snapshot,
+                         names_files: tuple[Sequence[str], Sequence[str]] | None = None) -> bool:
         """The common case at once: every entry is a snapshot row whose row count agrees
         (what the loop in __init__ finds then, without a Python step per segment); False,
-        with nothing set, otherwise."""
-        ids = [e.load_name for e in self.entries]
-        if ids == snapshot.segments and [e.segment_file or "" for e in self.entries] == snapshot.merges:
-            found = list(range(len(ids)))  # the snapshot's rows, in order
+        with nothing set, otherwise. ``names_files``: the entries' load names and merge
+        index names (``_names_files``), when the caller has them."""
+        ids, merges = names_files if names_files is not None else _names_files(self.entries)
+        if len(ids) == snapshot.size and list(ids) == snapshot.segments and list(merges) == snapshot.merges:
+            rows = np.arange(len(ids), dtype=np.intp)  # the snapshot's rows, in order
         else:
             get = snapshot.rows.get
-            got = [get((e.load_name, e.segment_file or "")) for e in self.entries]
+            got = [get(pair) for pair in zip(ids, merges, strict=True)]
             if None in got:
                 return False
-            found = cast(list[int], got)
-        rows = np.array(found, dtype=np.intp)
-        counts = np.fromiter((e.row_count for e in self.entries), dtype=np.int64, count=len(found))
+            rows = np.array(cast(list[int], got), dtype=np.intp)
+        found = rows.tolist()
+        counts = np.array([e.row_count for e in self.entries], dtype=np.int64)
         if bool(((counts != 0) & (snapshot.bounds.num_rows[rows] != counts)).any()):
             return False  # the loop plans those from their merge indexes
         self._snap_row = dict(zip(range(len(found)), found, strict=True))
@@ -432,10 +435,11 @@ class TableIndex:
     def _fallback(self, segments: Any) -> Any:
         """The arrays of view segments ``segments`` from their merge indexes, when asked for (a
         damaged snapshot section: SnapshotArrays takes the arrays from there)."""
-        todo = [int(i) for i in segments]
+        todo = np.array(segments, dtype=np.intp)  # a copy; made Python ints only if asked for
+        # (a plan keeping every segment of 1,600 would otherwise convert 1,600 numpy scalars)
 
         def load() -> Any:
-            parts = [self._loaded(i).arrays for i in todo]
+            parts = [self._loaded(i).arrays for i in todo.tolist()]
             return parts[0] if len(parts) == 1 else ConcatArrays(parts)
 
         return load
@@ -522,8 +526,9 @@ def _lag_limit(table: Table) -> int:
 
 
 class _EntriesKey(tuple):  # type: ignore[type-arg]
-    """A view key that hashes once: a tuple of thousands of (segment, merge) pairs is
-    otherwise hashed again on every cache lookup (equal to, and hashing as, the plain tuple)."""
+    """A view key that hashes once: (the segment ids, their merge index names), two tuples of
+    thousands of strings, are otherwise hashed again on every cache lookup (equal to, and
+    hashing as, the plain tuple)."""
 
     def __hash__(self) -> int:
         h = self.__dict__.get("hash")
@@ -532,18 +537,24 @@ class _EntriesKey(tuple):  # type: ignore[type-arg]
         return h  # type: ignore[no-any-return]
 
 
-_ENTRY_KEYS: dict[tuple[int, ...], tuple[tuple[LoadEntry, ...], tuple[tuple[str, str], ...]]] = {}
+_ENTRY_KEYS: dict[tuple[int, ...], tuple[tuple[LoadEntry, ...], tuple[tuple[str, ...], tuple[str, ...]]]] = {}
 
 
-def _entries_key(entries: Sequence[LoadEntry]) -> tuple[tuple[str, str], ...]:
-    """(segment id, merge index) of each entry; remembered per set of entry objects (each
-    plan of a tablestatus version gets the same immutable entries), so a plan over
-    thousands of segments does not rebuild it."""
+def _names_files(entries: Sequence[LoadEntry]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The entries' segment ids and merge index names ("" for none)."""
+    return tuple([e.load_name for e in entries]), tuple([e.segment_file or "" for e in entries])
+
+
+def _entries_key(entries: Sequence[LoadEntry]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(segment ids, merge index names) of the entries; remembered per set of entry objects
+    (each plan of a tablestatus version gets the same immutable entries), so a plan over
+    thousands of segments does not rebuild it. Two tuples of strings rather than a pair per
+    entry: a fresh plan builds and hashes it once, and the strings' hashes are kept."""
     ids = tuple(map(id, entries))
     hit = _ENTRY_KEYS.get(ids)
     if hit is not None and all(map(operator.is_, hit[0], entries)):
         return hit[1]
-    key = _EntriesKey((e.load_name, e.segment_file or "") for e in entries)
+    key = _EntriesKey(_names_files(entries))
     if len(_ENTRY_KEYS) >= 16:  # a few versions are live at a time: start over
         _ENTRY_KEYS.clear()
     _ENTRY_KEYS[ids] = (tuple(entries), key)  # holding the entries keeps their ids unique
@@ -572,13 +583,14 @@ def table_index(table: Table, entries: Sequence[LoadEntry], *, all_readable: boo
     cache = driver_cache()
     cache.capacity = max(1, _conf_int(table, "carbon.driver.index.cache.size.mb")) << 20
     root = table.paths.root
-    key = (root, _entries_key(entries))
+    names_files = _entries_key(entries)
+    key = (root, names_files)
     cached = cache.get_view(key)
     if cached is not None and not (cached.snapshot is not None and cached.snapshot.damaged):
         return cached
     before = cache.evictions
     snapshot, refused = read_snapshot(table) if entries else (None, False)
-    view = TableIndex(table, entries, snapshot)
+    view = TableIndex(table, entries, snapshot, names_files=names_files)
     if all_readable and (view.uncovered > _lag_limit(table) or refused or view.disagrees):
         _refresh_best_effort(table, view)
     cache.put_view(key, view, evictions_before=before)

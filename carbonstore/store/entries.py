@@ -10,9 +10,10 @@ accepted). Anything else raises ``ValueError``; the reader turns it into a
 
 from __future__ import annotations
 
+import operator
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -401,7 +402,19 @@ def _decode_plain_list(raw: list[Any]) -> tuple[LoadEntry, ...] | None:
     distinct load names, checked key by key over the whole list; None when anything
     differs (the per-entry decoder then decides, and raises its errors)."""
     try:
-        if not (set(map(type, raw)) <= _DICT_ONLY and set().union(*raw) <= _KNOWN_KEYS):
+        if not set(map(type, raw)) <= _DICT_ONLY:
+            return None
+        if set(map(len, raw)) == _PLAIN_LEN:
+            # What this product writes: every entry has exactly the plain keys (no
+            # deleteDeltas). One C-level lookup per entry takes all of them (a KeyError:
+            # some entry has another key), and zip turns the rows into columns.
+            try:
+                rows = list(map(_PLAIN_GETTER, raw))
+            except KeyError:
+                pass
+            else:
+                return _decode_plain_columns(list(zip(*rows, strict=True)) if rows else [()] * len(_PLAIN_KEYS))
+        if not set().union(*raw) <= _KNOWN_KEYS:
             return None
         if any(o.get("deleteDeltas") for o in raw):
             return None
@@ -410,7 +423,7 @@ def _decode_plain_list(raw: list[Any]) -> tuple[LoadEntry, ...] | None:
     return _decode_plain_columns([[o.get(key) for o in raw] for key in _PLAIN_KEYS])
 
 
-def _decode_plain_columns(columns: list[list[Any]]) -> tuple[LoadEntry, ...] | None:
+def _decode_plain_columns(columns: Sequence[Sequence[Any]]) -> tuple[LoadEntry, ...] | None:
     """Entries from one column per ``_PLAIN_KEYS`` key (None: absent), when every entry is
     one ``_decode_plain`` accepts and the load names are distinct; None otherwise."""
     names, statuses, starts, *ints, merged, visible, major, formats, files = columns
@@ -491,6 +504,8 @@ def decode_entry_columns(columns: Any) -> tuple[LoadEntry, ...]:
 _PLAIN_KEYS = ("loadName", "loadStatus", "loadStartTime", "timestamp", "dataSize", "indexSize",
                "rowCount", "badRecordCount", "modificationOrDeletionTimestamp", "mergedLoadName",
                "visibility", "majorCompacted", "fileFormat", "segmentFile")
+_PLAIN_GETTER = operator.itemgetter(*_PLAIN_KEYS)
+_PLAIN_LEN = frozenset({len(_PLAIN_KEYS)})
 
 
 class _PlainEntry:
@@ -531,33 +546,35 @@ _BUILD_PLAIN = cast("Callable[..., LoadEntry]", _PlainEntry)  # it returns LoadE
 
 
 def _build_plain(
-    names: list[str], statuses: list[str], starts: list[int], timestamps: list[int | None],
-    data: list[int | None], index: list[int | None], rows: list[int | None],
-    bad: list[int | None], modified: list[int | None], merged: list[str | None],
-    visible: list[str | None], major: list[str | None], formats: list[str],
-    files: list[str | None],
+    names: Sequence[str], statuses: Sequence[str], starts: Sequence[int], timestamps: Sequence[int | None],
+    data: Sequence[int | None], index: Sequence[int | None], rows: Sequence[int | None],
+    bad: Sequence[int | None], modified: Sequence[int | None], merged: Sequence[str | None],
+    visible: Sequence[str | None], major: Sequence[str | None], formats: Sequence[str],
+    files: Sequence[str | None],
 ) -> tuple[LoadEntry, ...]:
     """``tuple(map(_BUILD_PLAIN, ...))`` in one loop: no call per entry (every fresh open
     builds every entry of the table: ~10 % less than a constructor call each)."""
     new, plain, entry = object.__new__, _PlainEntry, LoadEntry
     out = []
     add = out.append
-    for i in range(len(names)):
+    for name, status, start, ts, size, isize, count, nbad, mod, mname, vis, maj, fmt, sfile in zip(
+            names, statuses, starts, timestamps, data, index, rows, bad, modified, merged, visible, major,
+            formats, files, strict=True):
         e = new(plain)
-        e.load_name = names[i]
-        e.status = statuses[i]
-        e.load_start_time = starts[i]
-        e.timestamp = timestamps[i]
-        e.data_size = data[i] or 0
-        e.index_size = index[i] or 0
-        e.row_count = rows[i] or 0
-        e.bad_record_count = bad[i] or 0
-        e.merged_load_name = merged[i]
-        e.modification_or_deletion_timestamp = modified[i]
-        e.visibility = visible[i] != "false"
-        e.major_compacted = major[i] == "true"
-        e.file_format = formats[i]
-        e.segment_file = files[i]
+        e.load_name = name
+        e.status = status
+        e.load_start_time = start
+        e.timestamp = ts
+        e.data_size = size or 0
+        e.index_size = isize or 0
+        e.row_count = count or 0
+        e.bad_record_count = nbad or 0
+        e.merged_load_name = mname
+        e.modification_or_deletion_timestamp = mod
+        e.visibility = vis != "false"
+        e.major_compacted = maj == "true"
+        e.file_format = fmt
+        e.segment_file = sfile
         e.delete_deltas = ()
         e.extra = {}
         e.__class__ = entry  # type: ignore[assignment]

@@ -173,3 +173,32 @@ def test_readable_in_order_is_segment_order(names: list[tuple[int, int, bool]]) 
                               load_start_time=0, visibility=visible) for major, minor, visible in names)
     want = sorted((e for e in entries if e.readable), key=lambda e: segment_sort_key(e.load_name))
     assert TableStatusSnapshot(entries).readable_in_order() == want
+
+
+def _swapped(key: str, new_key: str, value: Any) -> dict[str, Any]:
+    """_GOOD with ``key`` replaced by ``new_key``: the same number of keys, another set."""
+    out = {k: v for k, v in _GOOD.items() if k != key}
+    out[new_key] = value
+    return out
+
+
+_DELTA = [{"dataFile": "p.parquet", "deltaFile": "p.d", "deletedRows": 2}]
+
+
+@pytest.mark.parametrize("entry", [
+    _swapped("timestamp", "unknownKey", 1),  # an unknown key in place of a plain one
+    _swapped("timestamp", "deleteDeltas", _DELTA),  # deltas in place of a plain key
+    _swapped("timestamp", "deleteDeltas", "not a list"),
+    _swapped("loadName", "deleteDeltas", []),  # no loadName: refused
+    _swapped("segmentFile", "unknownKey", "../x"),
+    {**_GOOD, "loadName": "1/2"}, {**_GOOD, "segmentFile": "../x"}, {**_GOOD, "rowCount": "7"},
+])
+@pytest.mark.parametrize("size", [1, 3])
+def test_lists_of_entries_with_as_many_keys_as_a_plain_one(entry: dict[str, Any], size: int) -> None:
+    """Entries with as many keys as this product writes take the whole-list path by key
+    count; any other key set, or a damaged value, must decode (or be refused) exactly as
+    entry by entry, wherever in the list the entry is."""
+    for at in range(size):
+        raw = [{**_GOOD, "loadName": str(10 + i)} for i in range(size)]
+        raw[at] = {**entry, **({"loadName": str(10 + at)} if entry.get("loadName") == "7" else {})}
+        assert _decode_list(raw) == _decode_each(raw)
