@@ -88,7 +88,9 @@ def split_where(where: str | None, columns: frozenset[str]) -> tuple[str | None,
     keep: list[str] = []
     rest: list[str] = []
     for c in conjuncts(cond):
-        refs = {col.name.lower() for col in c.find_all(exp.Column)}
+        # the column a reference reads: ``s.f`` reads column s (field f)
+        refs = {(col.parts[0].name if col.table else col.name).lower()
+                for col in c.find_all(exp.Column)}
         ok = not c.find(exp.Subquery, exp.Select) and refs and refs <= columns
         (keep if ok else rest).append(f"({c.sql(dialect='spark')})")
     return " AND ".join(keep) or None, " AND ".join(rest) or None
