@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -92,12 +92,13 @@ def _pruned_frame(
         if jvm_readable(table):
             # conjuncts on plain columns are applied under the frame's projections (pushed
             # to the Parquet reader), the others on top: each conjunct once
+            if not pushed.exact:  # a filter Spark rejects: one line, whatever the plan
+                from carbonstore.spark.types import empty_frame
+
+                _where(empty_frame(spark, table), where)
             pushable, rest = split_where(where, plain_columns(table))
-            df = _analysed(lambda: native_frame(spark, table, plan, pushable=pushable),
-                           where) if pushable else native_frame(spark, table, plan)
-            if pushable and not plan.files:
-                df = _where(df, pushable, where)  # an empty plan: Spark still checks it
-            return _where(df, rest, where)
+            df = native_frame(spark, table, plan, pushable=pushable)
+            return df.where(rest) if rest else df
     register_data_source(spark)
     reader = spark.read.format("carbonstore").option("store", table.store.location)
     for k, v in table.store.conf.values.items():
@@ -114,20 +115,16 @@ def _pruned_frame(
     return _where(reader.load(str(table.name)), where)
 
 
-def _where(df: Any, condition: str | None, where: str | None = None) -> Any:
-    """``df.where(condition)`` (see :func:`_analysed`), ``condition`` a part of the user's
-    ``where`` (default: all of it), which an error names."""
-    return _analysed(lambda: df.where(condition), where or condition) if condition else df
-
-
-def _analysed(make: Callable[[], Any], where: str | None) -> Any:
-    """``make()``, a frame filtered by (parts of) ``where``: a filter Spark's analysis or
-    parser rejects is an :class:`ExpressionError` with Spark's message, one line."""
+def _where(df: Any, where: str | None) -> Any:
+    """``df.where(where)``: a filter Spark's analysis or parser rejects is an
+    :class:`ExpressionError` with Spark's message, one line."""
+    if not where:
+        return df
     from pyspark.errors import AnalysisException, ParseException
 
     _quiet_sql_errors()
     try:
-        return make()
+        return df.where(where)
     except (AnalysisException, ParseException) as err:
         raise ExpressionError(f"filter {where!r}: {_user_error(err)}") from err
 

@@ -44,7 +44,8 @@ from carbonstore.store.ddl import quote_name
 from carbonstore.store.schema import DataType
 from carbonstore.store.table import Table
 
-__all__ = ["jvm_readable", "native_frame", "nested_floating", "plain_columns", "storage_ddl"]
+__all__ = ["jvm_readable", "native_frame", "nested_floating", "plain_columns", "storage_ddl",
+           "zero_sql"]
 
 _FLOATING = frozenset({"float", "double"})
 # the dictionary frame's columns (names no table is expected to use: they would clash)
@@ -154,9 +155,24 @@ def projection_exprs(table: Table, known: Collection[str] = ()) -> list[str]:
         else:
             text = name
         if not c.nullable and c.name not in known:
-            text = f"coalesce({text}, CAST({_ZERO.get(c.type.name, '0')} AS {c.type}))"
+            text = f"coalesce({text}, {zero_sql(c.type)})"
         exprs.append(text if text == name else f"{text} AS {name}")
     return exprs
+
+
+def zero_sql(t: DataType) -> str:
+    """A Spark SQL literal of type ``t`` (a zero, an empty string, array or map, a struct of
+    zeros): the second argument of ``coalesce`` that tells Spark a NOT NULL column is
+    never null."""
+    if t.name == "struct":
+        fields = ", ".join(f"'{n.replace(chr(92), chr(92) * 2).replace(chr(39), chr(92) + chr(39))}'"
+                           f", {zero_sql(ft)}" for n, ft in t.fields)
+        return f"CAST(named_struct({fields}) AS {t})"
+    if t.name == "array":
+        return f"CAST(array() AS {t})"
+    if t.name == "map":
+        return f"CAST(map() AS {t})"
+    return f"CAST({_ZERO.get(t.name, '0')} AS {t})"
 
 
 _dictionaries: dict[tuple[int, str, str, int], Any] = {}
