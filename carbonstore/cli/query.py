@@ -126,10 +126,12 @@ def _query(args: argparse.Namespace) -> int:
             )
     else:
         names = list(table.schema.column_names)
-    from carbonstore.pruning.plan import bind_where
+    from carbonstore.spark.statements import index_where
 
-    bind_where(table, args.where)  # a bad filter is a user error before Spark starts
-    if args.count and args.segments is None:
+    # a filter that is no SQL condition, or names an unknown column, is a user error before
+    # Spark starts; terms the index cannot bind (id % 2 = 0, ...) are evaluated by Spark
+    pushed = index_where(table, args.where)
+    if args.count and args.segments is None and pushed.exact:
         from carbonstore.pruning.answers import Aggregate, answer
 
         counted = answer(table, [Aggregate(func="count")], args.where)

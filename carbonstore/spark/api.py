@@ -16,10 +16,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from carbonstore.errors import UserError
+from carbonstore.errors import ExpressionError, UserError
 from carbonstore.expressions.bind import session_zone
 from carbonstore.expressions.expr import AlwaysTrue, Expr
-from carbonstore.pruning.plan import TablePlan, bind_where, prune
+from carbonstore.pruning.plan import TablePlan, prune
 from carbonstore.pruning.rows import rows_exact
 from carbonstore.spark.reader import (
     LOCAL_ROWS_KEY,
@@ -31,6 +31,7 @@ from carbonstore.spark.reader import (
     plan_projections,
     read_row_groups,
 )
+from carbonstore.spark.statements import IndexWhere, index_where
 from carbonstore.spark.types import schema_ddl, struct_type
 from carbonstore.store.table import Table
 
@@ -45,36 +46,56 @@ def to_spark(
 ) -> Any:
     """A DataFrame over ``table`` (its readable segments, or ``segments``), filtered by ``where``.
 
-    The scan is planned now, on the driver, from the indexes (the readable segments of the
-    tablestatus read now, pinned: later loads are not seen by this DataFrame). When the plan
-    keeps at most ``carbon.read.local.rows`` rows (0: never), those rows are read here and
-    Spark gets a local one-partition DataFrame (filtered again by Spark unless the driver's
-    row filter is exact, ``rows_exact``): a lookup costs no Python task, only a JVM one.
-    Otherwise Spark's own Parquet reader reads exactly the kept files
+    ``where`` is any Spark SQL condition over the table's columns. The scan is planned now,
+    on the driver, from the indexes, pruned by the top-level AND terms of ``where`` that
+    the index binds (:func:`index_where`; the others, such as ``id % 2 = 0``, prune
+    nothing), and Spark evaluates the whole ``where`` over what is kept, so the rows are
+    those of ``spark.read.parquet(...).where(where)`` over the same rows. The tablestatus
+    is read now, pinned: later loads are not seen by this DataFrame. When the plan keeps
+    at most ``carbon.read.local.rows`` rows (0: never), those rows are read here and Spark
+    gets a local one-partition DataFrame (filtered again by Spark unless every term bound
+    and the driver's row filter is exact, ``rows_exact``): a lookup costs no Python task,
+    only a JVM one. Otherwise Spark's own Parquet reader reads exactly the kept files
     (:func:`carbonstore.spark.native.native_frame`; no row crosses into Python), or, for a
     store the JVM cannot open, the ``carbonstore`` data source with the ``where`` option.
     ``local=False``: never the driver-local read.
+
+    Raises:
+        ExpressionError: ``where`` is not one SQL condition, names an unknown column, or
+            Spark's analysis rejects it (Spark's message, one line).
     """
+    zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone")))
+    # Literals are read as Spark reads them: timestamps in the session time zone.
+    pushed = index_where(table, where, time_zone=zone or dt.UTC)  # a bad filter fails here
+    return _pruned_frame(table, spark, where, pushed, zone, segments, local)
+
+
+def _pruned_frame(
+    table: Table, spark: Any, where: str | None, pushed: IndexWhere, zone: dt.tzinfo | None,
+    segments: str | Sequence[str] | None, local: bool,
+) -> Any:
     from carbonstore.spark.native import jvm_readable, native_frame, plain_columns
     from carbonstore.spark.session import register_data_source
     from carbonstore.spark.statements import split_where
 
-    expr: Expr = AlwaysTrue()
-    zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone")))
-    if where:
-        # Literals are read as Spark reads them: timestamps in the session time zone.
-        expr = bind_where(table, where, time_zone=zone or dt.UTC)  # a bad filter fails here
-    if jvm_readable(table) or (where and zone is not None):
-        plan = prune(table, expr if zone is not None else AlwaysTrue(), segments=segments)
+    expr = pushed.expr if zone is not None else AlwaysTrue()
+    if jvm_readable(table) or (pushed.where and zone is not None):
+        plan = prune(table, expr, segments=segments)
         limit = table.conf.get_int(LOCAL_ROWS_KEY)
-        if local and where and limit > 0 and zone is not None and plan.rows <= limit:
+        if local and pushed.where and limit > 0 and zone is not None and plan.rows <= limit:
             frame = local_frame(spark, table, plan, expr)
             # The driver filter matches Spark's WHERE exactly for such filters
             # (tests/spark/test_spark_semantics.py); others are filtered again.
-            return frame if rows_exact(expr) else frame.where(where)
+            if pushed.exact and rows_exact(expr):
+                return frame
+            return _where(frame, where)
         if jvm_readable(table):
             # conjuncts on plain columns are applied under the frame's projections (pushed
             # to the Parquet reader), the others on top: each conjunct once
+            if not pushed.exact:  # a filter Spark rejects: one line, whatever the plan
+                from carbonstore.spark.types import empty_frame
+
+                _where(empty_frame(spark, table), where)
             pushable, rest = split_where(where, plain_columns(table))
             df = native_frame(spark, table, plan, pushable=pushable)
             return df.where(rest) if rest else df
@@ -88,67 +109,46 @@ def to_spark(
         reader = reader.option(SEGMENTS_OPTION, ids)
     if table.pinned_version is not None:  # a table opened as of a version reads only it
         reader = reader.option("versionAsOf", str(table.pinned_version))
-    if where and zone is not None:
-        reader = reader.option(WHERE_OPTION, where).option(
+    if pushed.where and zone is not None:
+        reader = reader.option(WHERE_OPTION, pushed.where).option(
             TIME_ZONE_OPTION, str(spark.conf.get("spark.sql.session.timeZone")))
-    df = reader.load(str(table.name))
-    if where:
-        df = df.where(where)
-    return df
+    return _where(reader.load(str(table.name)), where)
+
+
+def _where(df: Any, where: str | None) -> Any:
+    """``df.where(where)``: a filter Spark's analysis or parser rejects is an
+    :class:`ExpressionError` with Spark's message, one line."""
+    if not where:
+        return df
+    from pyspark.errors import AnalysisException, ParseException
+
+    _quiet_sql_errors()
+    try:
+        return df.where(where)
+    except (AnalysisException, ParseException) as err:
+        raise ExpressionError(f"filter {where!r}: {_user_error(err)}") from err
 
 
 def scan_frame(table: Table, spark: Any, where: str | None = None, *, local: bool = True) -> Any:
     """One table occurrence of a statement: :func:`to_spark` pruned by the conjuncts of
     ``where`` that bind to the table (the others are left to the statement, which keeps its
     whole WHERE). ``local``: as :func:`to_spark`'s."""
-    from carbonstore.spark.statements import conjuncts
-
     if where:
-        import sqlglot
-
         zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone"))) or dt.UTC
-        kept = []
-        for term in conjuncts(sqlglot.parse_one(where, read="spark")):
-            text = term.sql(dialect="spark")
-            try:
-                bind_where(table, text, time_zone=zone)
-            except (UserError, RecursionError):
-                continue
-            kept.append(f"({text})")
-        where = " AND ".join(kept) or None
+        where = index_where(table, where, time_zone=zone, strict=False).where
     return to_spark(table, spark, where=where, local=local)
 
 
 def prepare_scan(table: Table, where: str | None = None, time_zone: str = "UTC") -> None:
-    """Load what planning :func:`scan_frame` of this occurrence needs, without Spark: the
-    table's indexes through the driver cache (carbonstore.pruning), so the scan's own
-    pruning later finds them there. A one-shot command calls it while the JVM boots
-    (:func:`carbonstore.spark.session.start_spark`). Best effort: whatever fails here (a
-    filter that does not bind, a damaged index) is left for the scan to report, once the
-    session it started is up, as without this call."""
-    from carbonstore.spark.statements import conjuncts
-
-    zone = session_zone(time_zone) or dt.UTC
-    expr: Expr = AlwaysTrue()
-    kept: list[str] = []
-    if where:
-        import sqlglot
-
-        try:
-            terms = conjuncts(sqlglot.parse_one(where, read="spark"))
-        except Exception:  # noqa: BLE001 - the scan itself reports it
-            return
-        for term in terms:
-            text = term.sql(dialect="spark")
-            try:
-                bind_where(table, text, time_zone=zone)
-            except Exception:  # noqa: BLE001 - as scan_frame: not this table's, or reported there
-                continue
-            kept.append(f"({text})")
+    """Load what planning :func:`scan_frame` (or :func:`to_spark`) of this occurrence needs,
+    without Spark: the table's indexes through the driver cache (carbonstore.pruning), so
+    the scan's own pruning later finds them there. A one-shot command calls it while the
+    JVM boots (:func:`carbonstore.spark.session.start_spark`). Best effort: whatever fails
+    here (a filter that does not bind, a damaged index) is left for the scan to report,
+    once the session it started is up, as without this call."""
     try:
-        if where and kept:
-            expr = bind_where(table, " AND ".join(kept), time_zone=zone)
-        prune(table, expr)
+        zone = session_zone(time_zone) or dt.UTC
+        prune(table, index_where(table, where, time_zone=zone, strict=False).expr)
     except Exception:  # noqa: BLE001 - the scan itself reports it (see above)
         return
 

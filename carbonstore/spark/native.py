@@ -10,7 +10,9 @@ vectorised reader reads the kept files with the table's storage schema. Contract
 - float/double columns are projected through ``nanvl(c, c)`` (the identity), so no predicate
   on them reaches parquet-java's row-group filter: it knows no NaN counts and would skip a
   row group whose max is below ``x`` for ``c > x`` although NaN rows (greater than every
-  number in Spark) match. Our index still prunes on them, with NaN counts;
+  number in Spark) match. Our index still prunes on them, with NaN counts. A struct column
+  with a float/double field (at any struct depth) is projected through ``coalesce(s, s)``
+  for the same reason: Spark pushes ``s.f > x`` to parquet-java too;
 - ``NOT NULL`` columns are marked non-nullable on the Parquet relation itself
   (:func:`carbonstore.spark.nullability.not_null_relation`; the load rejects nulls there),
   so they stay plain columns to Spark's optimizer: filters and join keys on them are pushed
@@ -39,9 +41,11 @@ from carbonstore.pruning.plan import TablePlan
 from carbonstore.segments.writer import arrow_type
 from carbonstore.spark.nullability import not_null_relation
 from carbonstore.store.ddl import quote_name
+from carbonstore.store.schema import DataType
 from carbonstore.store.table import Table
 
-__all__ = ["jvm_readable", "native_frame", "plain_columns", "storage_ddl"]
+__all__ = ["jvm_readable", "native_frame", "nested_floating", "plain_columns", "storage_ddl",
+           "zero_sql"]
 
 _FLOATING = frozenset({"float", "double"})
 # the dictionary frame's columns (names no table is expected to use: they would clash)
@@ -60,10 +64,19 @@ def jvm_readable(table: Table) -> bool:
 
 def plain_columns(table: Table) -> frozenset[str]:
     """Columns a predicate may be pushed to Spark's Parquet reader on (not dictionary-encoded,
-    not floating point)."""
+    not floating point, not a struct with a floating-point field)."""
     dictionary = set(table.schema.dictionary_columns)
     return frozenset(c.name for c in table.schema.columns
-                     if c.name not in dictionary and c.type.name not in _FLOATING)
+                     if c.name not in dictionary and c.type.name not in _FLOATING
+                     and not nested_floating(c.type))
+
+
+def nested_floating(t: DataType) -> bool:
+    """True for a struct with a float / double field reached through struct fields alone:
+    Spark pushes a predicate on such a field (``s.f > 0.5``) to parquet-java, whose
+    row-group filter knows no NaN counts (docs/semantics.md)."""
+    return t.name == "struct" and any(
+        ft.name in _FLOATING or nested_floating(ft) for _, ft in t.fields)
 
 
 def storage_ddl(table: Table, not_null: Collection[str] = ()) -> str:
@@ -135,11 +148,31 @@ def projection_exprs(table: Table, known: Collection[str] = ()) -> list[str]:
     exprs = []
     for c in table.schema.columns:
         name = quote_name(c.name)
-        text = f"nanvl({name}, {name})" if c.type.name in _FLOATING else name
+        if c.type.name in _FLOATING:
+            text = f"nanvl({name}, {name})"
+        elif nested_floating(c.type):  # the identity, which Spark pushes no field filter under
+            text = f"coalesce({name}, {name})"
+        else:
+            text = name
         if not c.nullable and c.name not in known:
-            text = f"coalesce({text}, CAST({_ZERO.get(c.type.name, '0')} AS {c.type}))"
+            text = f"coalesce({text}, {zero_sql(c.type)})"
         exprs.append(text if text == name else f"{text} AS {name}")
     return exprs
+
+
+def zero_sql(t: DataType) -> str:
+    """A Spark SQL literal of type ``t`` (a zero, an empty string, array or map, a struct of
+    zeros): the second argument of ``coalesce`` that tells Spark a NOT NULL column is
+    never null."""
+    if t.name == "struct":
+        fields = ", ".join(f"'{n.replace(chr(92), chr(92) * 2).replace(chr(39), chr(92) + chr(39))}'"
+                           f", {zero_sql(ft)}" for n, ft in t.fields)
+        return f"CAST(named_struct({fields}) AS {t})"
+    if t.name == "array":
+        return f"CAST(array() AS {t})"
+    if t.name == "map":
+        return f"CAST(map() AS {t})"
+    return f"CAST({_ZERO.get(t.name, '0')} AS {t})"
 
 
 _dictionaries: dict[tuple[int, str, str, int], Any] = {}

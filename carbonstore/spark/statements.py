@@ -15,19 +15,23 @@ Pure sqlglot: no pyspark import, testable without a JVM.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import TableNotFoundError, UserError
-from carbonstore.expressions.parser import and_terms
+from carbonstore.expressions.expr import AlwaysTrue, Expr, nodes
+from carbonstore.expressions.parser import and_terms, parse_where
+from carbonstore.pruning.plan import bind_where
 from carbonstore.store.table import Store, Table
 
-__all__ = ["Occurrence", "PlannedStatement", "conjuncts", "parse_statement",
-           "plan_statement", "pushable_where", "split_where"]
+__all__ = ["IndexWhere", "Occurrence", "PlannedStatement", "conjuncts", "index_where",
+           "parse_statement", "plan_statement", "pushable_where", "split_where"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +88,107 @@ def split_where(where: str | None, columns: frozenset[str]) -> tuple[str | None,
     keep: list[str] = []
     rest: list[str] = []
     for c in conjuncts(cond):
-        refs = {col.name.lower() for col in c.find_all(exp.Column)}
+        # the column a reference reads: ``s.f`` reads column s (field f)
+        refs = {(col.parts[0].name if col.table else col.name).lower()
+                for col in c.find_all(exp.Column)}
         ok = not c.find(exp.Subquery, exp.Select) and refs and refs <= columns
         (keep if ok else rest).append(f"({c.sql(dialect='spark')})")
     return " AND ".join(keep) or None, " AND ".join(rest) or None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexWhere:
+    """What the index can use of a filter: the top-level AND terms of it that bind to the
+    table (``where``, AND-ed in Spark SQL, None: none; ``expr``, their bound expression,
+    AlwaysTrue: none), and whether they are the whole filter (``exact``). A term that does
+    not bind (a function, arithmetic, a column compared with a column, LIKE '%x', an OR
+    with such a side, ...) prunes nothing: Spark evaluates the whole filter over what the
+    others keep."""
+
+    where: str | None
+    expr: Expr
+    exact: bool
+
+
+def index_where(
+    table: Table, where: str | None, *, time_zone: dt.tzinfo = dt.UTC, strict: bool = True,
+) -> IndexWhere:
+    """The part of ``where`` the index can use (see :class:`IndexWhere`).
+
+    ``strict``: a filter the index cannot read at all stays an error (raised), as does a
+    term naming a column the table does not have (the binder's message, which names the
+    table's columns); a filter that binds whole costs one bind (cached per text).
+    ``strict=False`` (a statement's occurrence, whose terms may name outer columns):
+    nothing is raised, a term that does not bind is left out.
+
+    Raises:
+        ExpressionError: (``strict``) the filter does not parse as one SQL condition, nests
+            too deeply, is not UTF-8 text, or names an unknown column.
+    """
+    if not where or not where.strip():
+        return IndexWhere(None, AlwaysTrue(), True)
+    try:
+        return IndexWhere(where, bind_where(table, where, time_zone=time_zone), True)
+    except (UserError, RecursionError) as err:
+        first: BaseException = err
+    terms = _terms(where)
+    if terms is None or "nests too deeply" in str(first) or _has_surrogate(where):
+        if strict:  # not a condition Spark could read either: the binder's message
+            raise first
+        return IndexWhere(None, AlwaysTrue(), False)
+    kept: list[str] = []
+    for term in terms:
+        text = term.sql(dialect="spark")
+        try:
+            bind_where(table, text, time_zone=time_zone)
+        except (UserError, RecursionError) as err:
+            if strict and isinstance(err, UserError) and _names_unknown_column(table, text):
+                raise
+            continue
+        kept.append(f"({text})")
+    if not kept:
+        return IndexWhere(None, AlwaysTrue(), False)
+    joined = " AND ".join(kept)
+    try:
+        return IndexWhere(joined, bind_where(table, joined, time_zone=time_zone), False)
+    except (UserError, RecursionError):
+        return IndexWhere(None, AlwaysTrue(), False)
+
+
+def _terms(where: str) -> list[Any] | None:
+    """The top-level AND terms of ``where`` as sqlglot trees, or None when it is not one
+    SQL condition sqlglot reads."""
+    try:
+        trees = sqlglot.parse(where, read="spark")
+    except (ParseError, TokenError, RecursionError, ValueError):
+        return None
+    if len(trees) != 1 or trees[0] is None:
+        return None
+    try:
+        return conjuncts(trees[0])
+    except RecursionError:
+        return None
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
+
+
+def _names_unknown_column(table: Table, term: str) -> bool:
+    """True when ``term`` reads as a condition the binder supports and one of its columns
+    (the head of ``s.f``) is not a column of the table: Spark's analysis would refuse it
+    too. A struct / map access the binder cannot resolve on a real column is left to Spark."""
+    try:
+        parsed = parse_where(term)
+    except (UserError, RecursionError):
+        return False
+    names = {c.lower() for c in table.schema.column_names}
+    for node in nodes(parsed):
+        name = getattr(node, "term", None)
+        if isinstance(name, str) and name.lower() not in names \
+                and name.split(".")[0].lower() not in names:
+            return True
+    return False
 
 
 def _sources(select: exp.Select) -> list[tuple[exp.Expr, str, bool]]:
