@@ -67,14 +67,34 @@ def update_segment_statistics(
 
 
 def get_segment_statistics(
-    table: Table, segment_id: str, *, columns: Sequence[str] | None = None
+    table: Table,
+    segment_id: str,
+    *,
+    columns: Sequence[str] | None = None,
+    damaged_as_missing: bool = False,
 ) -> SegmentStatistics | None:
-    """One segment's stored statistics (Hive ``get_partitions_statistics_req``), or None."""
+    """One segment's stored statistics (Hive ``get_partitions_statistics_req``), or None.
+
+    Raises:
+        CorruptMetadataError: the file is damaged (or is another segment's) - unless
+            ``damaged_as_missing``: then None, for callers that recompute what is missing
+            (statistics are derived data: a damaged file must not fail a compaction).
+    """
     path = stats_path(table, segment_id)
     sfs = table.paths.sfs
     if not sfs.exists(path):
         return None
-    return SegmentStatistics.from_bytes(sfs.read_bytes(path), path=path).select(columns)
+    try:
+        stats = SegmentStatistics.from_bytes(sfs.read_bytes(path), path=path)
+        if stats.segment_id != segment_id:
+            raise CorruptMetadataError(
+                f"statistics file {path} holds the statistics of segment {stats.segment_id!r}; "
+                "delete it and run 'carbonstore analyze' for that segment")
+    except CorruptMetadataError:
+        if damaged_as_missing:
+            return None
+        raise
+    return stats.select(columns)
 
 
 def delete_segment_statistics(
