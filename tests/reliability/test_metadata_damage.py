@@ -342,3 +342,39 @@ def test_a_bit_flip_in_a_key_of_the_latest_version_is_damage(
     if code == 0:
         assert out == want[1], "a damaged version answered differently with exit 0"
     assert code == 2 and path in err, (code, out, err)
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    (b'"upserts":', b'"uxserts":'),
+    (b'"rowCount":', b'"rowCound":'),
+])
+def test_clean_files_deletes_nothing_on_a_version_that_does_not_add_up(
+    table: Table, capsys: pytest.CaptureFixture[str], old: bytes, new: bytes
+) -> None:
+    """The same bit flips: the last load then looks ``In Progress`` (its lease long
+    expired), and ``clean-files --stale-inprogress`` judged it dead, committed it
+    ``Failure`` and deleted the folder of a committed load. Now clean files checks that
+    the versions since the last checkpoint add up (their recorded readable rows and
+    segments against their decoded entries) before it judges anything: one line naming
+    the version, exit 2, nothing committed or deleted."""
+    path = _latest_version(table)
+    before = data_files(table)
+    versions = sorted(os.listdir(table.status.log_dir))
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data.replace(old, new))
+    for argv in (["clean-files", "db.t", "--stale-inprogress"],
+                 ["clean-files", "db.t", "--stale-inprogress", "--dry-run"]):
+        code, out, err = cli(capsys, table, *argv)
+        assert code == 2, (argv, code, out, err)
+        assert len(err.strip().splitlines()) == 1 and "does not add up" in err, err
+        assert os.path.basename(path) in err, err
+    assert data_files(table) == before
+    assert sorted(os.listdir(table.status.log_dir)) == versions
+    with open(path, "wb") as f:
+        f.write(data)  # restored: clean files runs, the load is whole
+    code, out, err = cli(capsys, table, "clean-files", "db.t", "--stale-inprogress")
+    assert code == 0, err
+    _forget()
+    assert len(committed_ids(table)) == 80
