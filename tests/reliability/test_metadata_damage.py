@@ -378,3 +378,29 @@ def test_clean_files_deletes_nothing_on_a_version_that_does_not_add_up(
     assert code == 0, err
     _forget()
     assert len(committed_ids(table)) == 80
+
+
+@pytest.mark.parametrize("key", [b'"tableId"', b'"tableId": "'])
+def test_a_schema_that_lost_its_table_id_is_not_an_empty_old_format_table(
+    table: Table, capsys: pytest.CaptureFixture[str], key: bytes
+) -> None:
+    """Found by random bit flips: a flip in the schema's ``"tableId"`` key (or the key cut
+    away) made the table one of the single-file format with no tablestatus file: every
+    read answered an empty table with exit 0, and clean files would have moved every
+    segment folder to the trash as an orphan. Now one line naming the schema file, exit 2,
+    nothing moved."""
+    with open(table.paths.schema, "rb") as f:
+        data = f.read()
+    damaged = (data.replace(b'"tableId"', b'"tablfId"') if key == b'"tableId"'
+               else data.replace(key, b'"x": "'))
+    assert damaged != data
+    with open(table.paths.schema, "wb") as f:
+        f.write(damaged)
+    before = data_files(table)
+    for argv in (["show-segments", "db.t", "--json"], ["prune", "db.t", "--json"],
+                 ["clean-files", "db.t", "--stale-inprogress"]):
+        code, out, err = cli(capsys, table, *argv)
+        assert code == 2, (argv, code, out, err)
+        assert len(err.strip().splitlines()) == 1 and "schema" in err, (argv, err)
+    assert data_files(table) == before
+    assert not os.path.exists(table.paths.trash_dir) or not os.listdir(table.paths.trash_dir)
