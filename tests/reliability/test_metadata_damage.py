@@ -404,3 +404,28 @@ def test_a_schema_that_lost_its_table_id_is_not_an_empty_old_format_table(
         assert len(err.strip().splitlines()) == 1 and "schema" in err, (argv, err)
     assert data_files(table) == before
     assert not os.path.exists(table.paths.trash_dir) or not os.listdir(table.paths.trash_dir)
+
+
+@pytest.mark.parametrize("damage", ["table name", "row count", "a list", "not json"])
+def test_a_damaged_table_statistics_cache_is_recomputed(
+    table: Table, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    """``Metadata/stats/table.stats`` caches the merged statistics under a fingerprint of
+    the segment files; its content was trusted: a flipped bit answered ``"table":
+    "eb.t"`` (found by the random damage test). Now it holds a checksum of what it caches
+    and a cache that fails it is recomputed: the same answer."""
+    want = cli(capsys, table, "stats", "db.t", "--json")
+    assert want[0] == 0
+    path = f"{table.paths.stats_dir}/table.stats"
+    with open(path, "rb") as f:
+        data = f.read()
+    damaged = {
+        "table name": data.replace(b'"db.t"', b'"eb.t"'),
+        "row count": data.replace(b'"rowCount":80', b'"rowCount":81'),
+        "a list": b"[1]",
+        "not json": data[:-3],
+    }[damage]
+    assert damaged != data
+    with open(path, "wb") as f:
+        f.write(damaged)
+    assert cli(capsys, table, "stats", "db.t", "--json") == want
