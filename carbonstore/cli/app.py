@@ -2,8 +2,9 @@
 
 Each module of ``carbonstore.cli`` exposes ``register(subparsers, parents)``; this
 file only wires them together, resolves ``--store`` / ``--conf`` and turns our errors into
-one clear line (exit 2 for a user mistake, 1 for anything else we raise on purpose, 130
-after Ctrl-C).
+one clear line (exit 2 for a user mistake and for a damaged or unusable file of the store or
+the input - the user's to restore or replace, not a failure of the command - 1 for anything
+else we raise on purpose, 130 after Ctrl-C).
 
 The one-line promise is kept here for every command: arguments that are not UTF-8 text
 are refused before any command runs, an error message is printed on one line without
@@ -22,9 +23,22 @@ import signal
 import sys
 from collections.abc import Iterator, Sequence
 
-from carbonstore.errors import CarbonStoreError, UserError
+from carbonstore.errors import (
+    CarbonStoreError,
+    CorruptIndexError,
+    CorruptMetadataError,
+    DictionaryError,
+    UnsupportedParquetError,
+    UserError,
+)
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "DAMAGE_ERRORS", "build_parser", "main"]
+
+# Damage to a file (a metadata file, an index, a dictionary, a data file) or an input file we
+# cannot index: exit 2 like a user mistake - the message names the file and the fix. These
+# stay outside UserError in the library: code that skips a conjunct it cannot bind
+# (UserError) must not skip one that met a damaged dictionary.
+DAMAGE_ERRORS = (CorruptIndexError, CorruptMetadataError, DictionaryError, UnsupportedParquetError)
 
 # The modules of carbonstore.cli that add top-level commands, in help order. `index rebuild`
 # is added by cli/index.py (cli/rebuild.py adds no top-level command).
@@ -161,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except CarbonStoreError as err:
         _report(f"carbonstore: {type(err).__name__}: {err}")
-        return 1
+        return 2 if isinstance(err, DAMAGE_ERRORS) else 1
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, and keep Python's final flush of
         # stdout from reporting the broken pipe again.

@@ -34,13 +34,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from carbonstore.dictionary.writer import obsolete_sortindex_files
-from carbonstore.errors import LockTimeoutError, UserError
+from carbonstore.errors import CorruptMetadataError, LockTimeoutError, UserError
 from carbonstore.indexfiles.bloom_pack import BLOOM_PACK_PREFIX, BLOOM_PACK_SUFFIX
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import MARKED_DEAD, entry_is_dead, statement_is_dead
 from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
+    CHECKPOINT_INTERVAL,
     COMPACTED,
     FAILURE,
     MARKED_FOR_DELETE,
@@ -51,7 +52,7 @@ from carbonstore.store.tablestatus import (
     segment_sort_key,
 )
 
-__all__ = ["CLEAN_FILES_LOCK", "CleanItem", "CleanReport", "clean_files"]
+__all__ = ["CLEAN_FILES_LOCK", "CleanItem", "CleanReport", "check_adds_up", "clean_files"]
 
 log = logging.getLogger(__name__)
 
@@ -232,12 +233,48 @@ def _mark_dead(table: Table, dead: list[LoadEntry], now: int) -> set[str]:
     return marked
 
 
+def check_adds_up(table: Table, snap: TableStatusSnapshot) -> None:
+    """Refuse to act on a tablestatus that does not add up.
+
+    Clean files deletes on the word of the tablestatus, so before it judges anything it
+    checks each version from the last checkpoint to ``snap``: the readable rows the version
+    recorded when it was written (``readableRows``) equal those of the entries decoded for
+    it, and the segments it made readable (``readableAdded``) are readable in it. A damaged
+    key is read as absent (a flipped bit in ``"upserts"`` leaves a committed load
+    ``In Progress``, one in ``"rowCount"`` leaves it 0 rows), and a load that looks
+    ``In Progress`` would be judged dead and its folder deleted.
+
+    Raises:
+        CorruptMetadataError: naming the version; nothing was deleted.
+    """
+    if table.status.pinned is not None:
+        return
+    first = snap.version - snap.version % CHECKPOINT_INTERVAL
+    for info in table.status.log(limit=snap.version - first + 1):
+        if info.operation == "LEGACY" or info.version > snap.version:
+            continue
+        state = snap if info.version == snap.version else table.status.read(info.version)
+        readable = [e for e in state.entries if e.readable]
+        rows = sum(e.row_count - e.deleted_rows for e in readable)
+        missing = set(info.added) - {e.load_name for e in readable}
+        if rows != info.rows or missing:
+            why = (f"it made segment(s) {', '.join(sorted(missing))} readable, which its "
+                   "entries do not show" if missing else
+                   f"it recorded {info.rows} readable rows, its entries hold {rows}")
+            raise CorruptMetadataError(
+                f"tablestatus version {info.version} of {table.name} does not add up ({why}): "
+                "a damaged version file; clean files deleted nothing - restore the file "
+                f"(Metadata/tablestatus_log/{table.table_id}/{info.version:020d}.json) from "
+                "a backup of the table")
+
+
 def _clean(
     table: Table, *, dry_run: bool, force: bool, stale_inprogress: bool, now: int
 ) -> CleanReport:
     sfs = table.paths.sfs
     items: list[CleanItem] = []
     snap = table.status.read()
+    check_adds_up(table, snap)
     crash_point("clean.after_read")
     removable, skipped = _removable_entries(
         table, snap, now=now, force=force, stale_inprogress=stale_inprogress

@@ -521,7 +521,8 @@ def write_output_statistics(
     """
     from carbonstore.store.evolution import segment_projections
 
-    stats = [None if e.delete_deltas else get_segment_statistics(table, e.load_name)
+    stats = [None if e.delete_deltas
+             else get_segment_statistics(table, e.load_name, damaged_as_missing=True)
              for e in sources]
     present = [s for s in stats if s is not None]
     # statistics of sources of an older schema version name its columns: not merged

@@ -32,7 +32,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from carbonstore.errors import CarbonStoreError, UserError
+from carbonstore.errors import CarbonStoreError, CommitConflictError, UserError
 from carbonstore.segments.commit import LoadTransaction, lease_seconds, marked_dead_error
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import TaskResult, WriteSettings, write_task
@@ -116,9 +116,13 @@ def check_write_schema(table: Table, schema: StructType) -> None:
 
 @dataclass(frozen=True)
 class CarbonCommitMessage(WriterCommitMessage):
-    """One task's result, sent back to the driver."""
+    """One task's result, sent back to the driver; ``dead``: the task found its load marked
+    dead by clean files (its folder removed) and wrote nothing - the error ``commit()``
+    raises, so the user sees it as one line from the driver instead of a task failure (a
+    worker traceback, a JVM stack and retries of a task that can never succeed)."""
 
-    result: TaskResult
+    result: TaskResult | None
+    dead: str | None = None
 
 
 class CarbonDataSource(DataSource):
@@ -236,14 +240,24 @@ class CarbonWriter(DataSourceArrowWriter):
             return CarbonCommitMessage(write_task(iterator, self.settings, task_id=task_id))
         except OSError:
             # Its folder removed under it: clean files marked the load dead - that is the
-            # error (the same on every load path), not the task's [Errno 2].
+            # error (the same on every load path), not the task's [Errno 2]. Reported by
+            # commit() on the driver: a failed task would carry a worker traceback.
             dead = marked_dead_error(self._table(), self.settings.segment_id)
             if dead is not None:
-                raise dead from None
+                return CarbonCommitMessage(None, dead=str(dead))
             raise
 
     @one_line_errors
     def commit(self, messages: list[Any]) -> None:
+        dead = next((m.dead for m in messages
+                     if isinstance(m, CarbonCommitMessage) and m.dead is not None), None)
+        if dead is not None:
+            try:  # remove what tasks wrote after clean files removed the folder
+                LoadTransaction.resume(self._table(), self.settings.segment_id).abort(
+                    reason="marked dead by clean files")
+            finally:
+                self._stop_renewal()
+            raise CommitConflictError(dead)
         results = [m.result if isinstance(m, CarbonCommitMessage) else None for m in messages]
         try:
             txn = LoadTransaction.resume(

@@ -50,7 +50,9 @@ def analyze_targets(
     else:
         out = [e.load_name for e in snap.readable]
     if missing_only:
-        out = [sid for sid in out if get_segment_statistics(table, sid) is None]
+        # a damaged statistics file counts as missing: analyze rewrites it
+        out = [sid for sid in out
+               if get_segment_statistics(table, sid, damaged_as_missing=True) is None]
     return out
 
 

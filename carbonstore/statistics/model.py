@@ -147,8 +147,8 @@ class ColumnStatistics:
             "column": obj["column"],
             "type": obj["type"],
             "scope": scope,
-            "last_analyzed": int(obj["lastAnalyzed"]),
-            "num_nulls": int(obj["numNulls"]),
+            "last_analyzed": decode_count(obj["lastAnalyzed"], "lastAnalyzed"),
+            "num_nulls": decode_count(obj["numNulls"], "numNulls"),
         }
         for name in cls.__dataclass_fields__:
             key = _JSON_KEYS.get(name)
@@ -282,7 +282,25 @@ def encode_value(kind: str, value: Any, name: str) -> Any:
     return value
 
 
+_COUNTS = frozenset({"num_nulls", "num_trues", "num_falses", "num_dvs", "num_nans", "max_col_len"})
+_INT64_MAX = 2**63 - 1
+
+
+def decode_count(value: Any, name: str) -> int:
+    """A stored count: an integer from 0 to 2**63 - 1 (a negative, fractional, boolean or
+    out-of-range one is a damaged file, never a number to show or merge)."""
+    if type(value) is not int or not 0 <= value <= _INT64_MAX:
+        raise ValueError(f"{name} is {value!r}, not a count")
+    return value
+
+
 def decode_value(kind: str, value: Any, name: str) -> Any:
+    if name in _COUNTS and value is not None:
+        return decode_count(value, name)
+    if name == "avg_col_len" and value is not None:
+        if type(value) not in (int, float) or not 0 <= value <= _INT64_MAX:
+            raise ValueError(f"avg_col_len is {value!r}, not a length")
+        return float(value)
     if value is None or name not in ("low_value", "high_value"):
         return value
     if kind == "date":
@@ -355,7 +373,7 @@ class SegmentStatistics:
         return cls(
             table=obj["table"],
             segment_id=obj["segmentId"],
-            row_count=int(obj["rowCount"]),
+            row_count=decode_count(obj["rowCount"], "rowCount"),
             source=obj.get("source", "analyze"),
             columns=tuple(ColumnStatistics.from_json(c, scope) for c in obj["columns"]),
             sketches={k: base64.b64decode(v) for k, v in obj.get("sketches", {}).items()},

@@ -67,14 +67,34 @@ def update_segment_statistics(
 
 
 def get_segment_statistics(
-    table: Table, segment_id: str, *, columns: Sequence[str] | None = None
+    table: Table,
+    segment_id: str,
+    *,
+    columns: Sequence[str] | None = None,
+    damaged_as_missing: bool = False,
 ) -> SegmentStatistics | None:
-    """One segment's stored statistics (Hive ``get_partitions_statistics_req``), or None."""
+    """One segment's stored statistics (Hive ``get_partitions_statistics_req``), or None.
+
+    Raises:
+        CorruptMetadataError: the file is damaged (or is another segment's) - unless
+            ``damaged_as_missing``: then None, for callers that recompute what is missing
+            (statistics are derived data: a damaged file must not fail a compaction).
+    """
     path = stats_path(table, segment_id)
     sfs = table.paths.sfs
     if not sfs.exists(path):
         return None
-    return SegmentStatistics.from_bytes(sfs.read_bytes(path), path=path).select(columns)
+    try:
+        stats = SegmentStatistics.from_bytes(sfs.read_bytes(path), path=path)
+        if stats.segment_id != segment_id:
+            raise CorruptMetadataError(
+                f"statistics file {path} holds the statistics of segment {stats.segment_id!r}; "
+                "delete it and run 'carbonstore analyze' for that segment")
+    except CorruptMetadataError:
+        if damaged_as_missing:
+            return None
+        raise
+    return stats.select(columns)
 
 
 def delete_segment_statistics(
@@ -124,6 +144,10 @@ def _stored_segment_ids(table: Table) -> list[str]:
     return out
 
 
+def _digest(stats_json: Any) -> str:
+    return hashlib.sha256(orjson.dumps(stats_json)).hexdigest()
+
+
 def _fingerprint(table: Table, snapshot: TableStatusSnapshot) -> tuple[str, list[str], list[str]]:
     """(fingerprint, segments with stats, segments without) for the readable segments."""
     files = {
@@ -158,13 +182,16 @@ def get_table_statistics(
     if use_cache and sfs.exists(cache):
         try:
             obj = orjson.loads(sfs.read_bytes(cache))
-            if obj.get("key") == key:
+            # The cache is derived data: used only when its checksum holds (a flipped bit
+            # in it answered a table named "eb.t"), else recomputed and rewritten below.
+            if obj.get("key") == key and obj.get("sha256") == _digest(obj["stats"]):
                 cached = TableStatistics.from_json(obj["stats"])
                 if columns is None:
                     return cached
                 want = {c.lower() for c in columns}
                 return replace(cached, columns=tuple(c for c in cached.columns if c.column in want))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, CorruptMetadataError):
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError,
+                CorruptMetadataError):
             pass  # a damaged cache is recomputed and rewritten below
     stats = []
     for sid in have:
@@ -179,7 +206,9 @@ def get_table_statistics(
     if use_cache:
         try:
             sfs.makedirs(table.paths.stats_dir)
-            sfs.write_atomic(cache, orjson.dumps({"key": key, "stats": result.to_json()}))
+            body = result.to_json()
+            sfs.write_atomic(cache, orjson.dumps({"key": key, "stats": body,
+                                                  "sha256": _digest(body)}))
         except OSError:  # a reader without write access still gets its answer
             pass
     if columns is not None:

@@ -184,12 +184,21 @@ class Column:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Column:
+        name, nullable, default = obj["name"], obj["nullable"], obj.get("default")
+        if not isinstance(name, str) or name != name.lower():
+            raise ValueError(f"column name {name!r} is not a stored (lower-case) name")
+        if not _NAME_RE.fullmatch(name):
+            check_quoted_name(name)
+        if not isinstance(nullable, bool):  # bool("false") is True
+            raise ValueError(f"nullable of column {name!r} is {nullable!r}, not true/false")
+        if default is not None and not isinstance(default, str):
+            raise ValueError(f"default of column {name!r} is {default!r}, not SQL text")
         return cls(
-            name=obj["name"],
+            name=name,
             type=parse_type(obj["type"]),
-            nullable=bool(obj["nullable"]),
-            column_id=obj["columnId"],
-            default=obj.get("default"),
+            nullable=nullable,
+            column_id=_hex_id(obj["columnId"], "columnId"),
+            default=default,
         )
 
 
@@ -247,6 +256,22 @@ def _table_id(value: Any) -> str:
     # [0-9a-f-]{0,64}, without compiling a pattern in every process that opens a table
     if not isinstance(value, str) or len(value) > 64 or value.strip("0123456789abcdef-"):
         raise ValueError(f"invalid tableId {value!r}")
+    return value
+
+
+def _hex_id(value: Any, key: str) -> str:
+    """A column id ([0-9a-f-]{1,64}: dictionary and statistics file names are built from
+    it, so a damaged one must never name a path)."""
+    if not isinstance(value, str) or not value or len(value) > 64 or value.strip(
+            "0123456789abcdef-"):
+        raise ValueError(f"invalid {key} {value!r}")
+    return value
+
+
+def _stored_int(obj: dict[str, Any], key: str, default: int) -> int:
+    value = obj.get(key, default)
+    if type(value) is not int or not 0 <= value < 2**63:
+        raise ValueError(f"{key} is {value!r}, not a number from 0 to 2**63 - 1")
     return value
 
 
@@ -381,8 +406,8 @@ class TableSchema:
         return cls(
             database=obj["database"],
             table=obj["table"],
-            schema_version=int(obj.get("schemaVersion", 1)),
-            created_ms=int(obj.get("createdMs", 0)),
+            schema_version=_stored_int(obj, "schemaVersion", 1),
+            created_ms=_stored_int(obj, "createdMs", 0),
             table_id=_table_id(obj.get("tableId", "")),
             columns=tuple(Column.from_json(c) for c in obj["columns"]),
             properties=dict(obj.get("properties", {})),

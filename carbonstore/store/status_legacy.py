@@ -43,6 +43,17 @@ class LegacyStatus:
             b'"tableId"' in sfs.read_bytes(self.paths.schema)
         ):
             raise self._gone()
+        if sfs.is_dir(self.paths.tablestatus_log) and any(
+            not i.is_file for i in sfs.list_dir(self.paths.tablestatus_log)
+        ):
+            # A schema without a table id beside a version log: the schema lost its
+            # "tableId" (a flipped bit in the key). Read as a table of the old format it
+            # would be empty - and its segment folders orphans for clean files to move.
+            raise CorruptMetadataError(
+                f"schema file {self.paths.schema} names no tableId, but the table has "
+                f"tablestatus versions under {self.paths.tablestatus_log}: the schema file "
+                "is damaged; restore it from a backup of the table"
+            )
         path = self.paths.tablestatus
         entries: tuple[LoadEntry, ...] = ()
         if sfs.exists(path):

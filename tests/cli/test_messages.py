@@ -1,7 +1,7 @@
 """User-facing behaviour of the CLI, run in-process with ``carbonstore.cli.main``.
 
 A user mistake is one line on stderr and exit 2; damage to a real file keeps its own error
-and exit 1.
+name (``carbonstore: CorruptIndexError: ...``), also with exit 2.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def test_inspect_damaged_files_stay_corruption(parquet_file: Path, tmp_path: Pat
     named_parquet.write_bytes(b"id,s\n1,a\n" * 10)
     for path in (truncated, damaged_idx, named_parquet):
         code, out, err = run(capsys, "index", "inspect", str(path))
-        assert code == 1, err
+        assert code == 2, err
         assert out == "" and "Traceback" not in err and len(err.splitlines()) == 1
         assert err.startswith("carbonstore: CorruptIndexError: "), err
         assert str(path) in err

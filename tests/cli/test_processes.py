@@ -240,7 +240,7 @@ def test_user_mistake_is_one_line_and_exit_2(mistakes: dict[str, Result], name: 
     assert r.out == ""
 
 
-def test_corrupt_metadata_is_one_line_and_exit_1(tmp_path: Path) -> None:
+def test_corrupt_metadata_is_one_line_and_exit_2(tmp_path: Path) -> None:
     st = str(tmp_path / "store")
     table = Store(st).create_table("t", "id long")
     table.status.allocate()
@@ -249,7 +249,7 @@ def test_corrupt_metadata_is_one_line_and_exit_1(tmp_path: Path) -> None:
     with open(latest, "r+b") as f:
         f.truncate(10)
     r = run("--store", st, "show-segments", "t", "--json")
-    assert r.code == 1
+    assert r.code == 2
     assert "Traceback" not in r.err and len(r.err.splitlines()) == 1
     assert "CorruptMetadataError" in r.err
     assert latest in r.err
