@@ -172,7 +172,7 @@ class TableStatus(LeaseFiles, LegacyStatus):
         start: int | None = None
         try:
             hint = orjson.loads(sfs.read_bytes(self._hint_path))
-            if isinstance(hint, dict) and isinstance(hint.get("version"), int):
+            if isinstance(hint, dict) and type(hint.get("version")) is int and hint["version"] >= 0:
                 start = hint["version"]
         except FileNotFoundError:
             pass
