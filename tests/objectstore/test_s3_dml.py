@@ -283,7 +283,7 @@ def test_damaged_or_missing_delta_on_s3_fails_in_one_line(table: Table, s3_store
         with pytest.raises(CorruptMetadataError, match="delete delta"):
             read_live(table)  # never "no rows deleted"
         capsys.readouterr()
-        assert s3.cli("delete", "db.t", "--where", "id = 50") == 1
+        assert s3.cli("delete", "db.t", "--where", "id = 50") == 2  # damage exits 2, like a user mistake (docs/cli.md)
         err = capsys.readouterr().err
         assert "delete delta" in err and len(err.strip().splitlines()) == 1, err
         assert table.status.read().version == version  # nothing committed
