@@ -174,7 +174,8 @@ def _exact_doubles(node: exp.Expr, types: Types | None, what: str) -> None:
 
     present = [(o, k, get(o, k)) for o, k in slots if isinstance(get(o, k), exp.Expr)]
     kinds = [types(e, what) for _, _, e in present]
-    if not any(k in _FLOATING for k in kinds) or not any(k.startswith("DECIMAL(") for k in kinds):
+    doubles = isinstance(node, (exp.Pow, exp.Nanvl)) or any(k in _FLOATING for k in kinds)
+    if not doubles or not any(k.startswith("DECIMAL(") for k in kinds):  # pow, nanvl: doubles
         return
     for (owner, key, operand), kind in zip(present, kinds, strict=True):
         if kind.startswith("DECIMAL("):

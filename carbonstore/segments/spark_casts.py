@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -28,10 +29,11 @@ import pyarrow as pa
 __all__ = ["BLANKS_PATTERN", "spark_boolean", "spark_date", "spark_double", "to_boolean", "to_date", "to_double"]
 
 # the characters Spark 4 strips around text it casts (checked one by one against Spark:
-# controls and the space, U+2000, U+2003, U+2007, U+3000 are stripped; U+0085, U+00A0,
-# U+1680, U+2028, U+202F, U+205F, U+FEFF are not); U+007F is stripped except before a
-# double. Text with other blanks around it fails, as it may in Spark: never another value.
-_SPACES = "".join(chr(c) for c in range(33)) + "\u2000\u2003\u2007\u3000"
+# the controls U+0000-U+001F and the space are; U+007F is, except around a double; U+0085,
+# U+00A0, U+1680, U+2028, U+202F, U+205F, U+FEFF are not). Spark strips some other
+# spaces (U+3000, U+2003) in some casts and not in others: text with them fails here, a
+# clear error where Spark may give a value, never another value.
+_SPACES = "".join(chr(c) for c in range(33))
 _JAVA_TRIM = _SPACES
 _DIGITS = r"[0-9]+"
 _EXPONENT = r"(?:[eE][+-]?[0-9]+)"
@@ -77,7 +79,10 @@ def _to_float(text: str) -> float:
         f = float(np.float32(d))
     if d != f and abs(d) < 3.4e38:
         other = float(np.nextafter(np.float32(f), np.float32(np.inf if d > f else -np.inf)))
-        if abs(d - f) == abs(other - d):  # half way: Java rounds the text once
+        plain = text.strip(_JAVA_TRIM).rstrip("dDfF")
+        exact = _DECIMAL_TEXT.fullmatch(plain) and Decimal(plain) == Decimal(d)
+        if abs(d - f) == abs(other - d) and not exact:  # half way only after rounding to a
+            # double: Java rounds the text once, to the float (a true tie goes to even)
             raise ValueError(f"cannot cast {text!r} to FLOAT exactly as Spark does (half way "
                              "between two floats): cast it to DOUBLE")
     return f
@@ -87,7 +92,7 @@ _TRUE = frozenset({"t", "true", "y", "yes", "1"})
 _FALSE = frozenset({"f", "false", "n", "no", "0"})
 _BLANKS = _SPACES + "\x7f"
 # the same as a regular expression (RE2, for DuckDB): text cast to an integer
-BLANKS_PATTERN = "[\\x00-\\x20\\x7f\\x{2000}\\x{2003}\\x{2007}\\x{3000}]"
+BLANKS_PATTERN = "[\\x00-\\x20\\x7f]"
 
 
 def to_boolean(text: str) -> bool:

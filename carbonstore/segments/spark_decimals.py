@@ -113,7 +113,7 @@ def _apply(op: str, x: Decimal, y: Decimal) -> Decimal:
         top, bottom = xn * yd * 10 ** MAX_PRECISION, xd * yn
         sign = -1 if (top < 0) != (bottom < 0) else 1
         units = (2 * abs(top) + abs(bottom)) // (2 * abs(bottom))
-        return Decimal(sign * units).scaleb(-MAX_PRECISION)
+        return _EXACT.scaleb(Decimal(sign * units), -MAX_PRECISION)
     try:  # Java: remainder(that, MathContext(38, HALF_UP)), failing when the integral
         # quotient needs more than 38 digits (as Python's DivisionImpossible)
         r = _JAVA.remainder(x, y)
