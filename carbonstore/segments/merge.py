@@ -46,7 +46,13 @@ from carbonstore.segments.dml import (
     scan_rows,
 )
 from carbonstore.segments.dml_calls import check_calls
-from carbonstore.segments.spark_casts import BLANKS_PATTERN, spark_boolean, spark_date, spark_double
+from carbonstore.segments.spark_casts import (
+    BLANKS_PATTERN,
+    spark_boolean,
+    spark_date,
+    spark_double,
+    spark_double_decimal,
+)
 from carbonstore.segments.spark_decimals import (
     MAX_PRECISION,
     SCALA_DIGITS,
@@ -495,8 +501,9 @@ def _decimal(value: exp.Expr, to: exp.DataType) -> exp.Expr:
         to = exp.DataType.build("DECIMAL(10, 0)")
     value = _number_text(value)
     kind = exp.Anonymous(this="typeof", expressions=[value.copy()])
-    via_text = exp.Cast(this=exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR")),
-                        to=to.copy())
+    scale = to.expressions[1].this if len(to.expressions) > 1 else exp.Literal.number(0)
+    via_text = exp.Cast(this=exp.Anonymous(this="__spark_double_decimal", expressions=[
+        exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE")), scale.copy()]), to=to.copy())
     # Spark: NaN and Infinity are no decimal: NULL (ANSI mode too)
     number = exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE"))
     special = exp.and_(
@@ -559,8 +566,15 @@ def _cast(value: exp.Expr, to: exp.DataType) -> exp.Expr:
     if to.this in _INTEGRAL:
         # Spark truncates toward zero (DuckDB rounds) and fails on NaN, Infinity and
         # text that is not a number
-        exact = exp.Anonymous(this="trunc", expressions=[
-            exp.TryCast(this=value.copy(), to=exp.DataType.build("DECIMAL(38, 10)"))])
+        # doubles and floats truncated as doubles (exact; DuckDB's cast of a double to a
+        # decimal is inexact past 2^53), other values through a decimal
+        kind0 = exp.Anonymous(this="typeof", expressions=[value.copy()])
+        exact = exp.Case(ifs=[exp.If(
+            this=exp.In(this=kind0, expressions=[exp.Literal.string("DOUBLE"), exp.Literal.string("FLOAT")]),
+            true=exp.Cast(this=exp.Anonymous(this="trunc", expressions=[
+                exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE"))]), to=to.copy()))],
+            default=exp.Cast(this=exp.Anonymous(this="trunc", expressions=[
+                exp.TryCast(this=value.copy(), to=exp.DataType.build("DECIMAL(38, 10)"))]), to=to.copy()))
         invalid = _fail(f"[CAST_INVALID_INPUT] cannot cast the value to {to.sql(dialect='spark')}")
         # Spark 4 (ANSI) takes text as an integer only when it is one: digits with a
         # sign, between blanks and controls ('1.5', '1e3', '1_000' fail; DuckDB reads them)
@@ -748,6 +762,8 @@ def duckdb_connection(time_zone: str = "UTC") -> Any:
                         type="arrow", null_handling="special", side_effects=False)
     con.create_function("__spark_double", spark_double, ["VARCHAR", "VARCHAR"], "DOUBLE",
                         type="arrow", null_handling="special", side_effects=False)
+    con.create_function("__spark_double_decimal", spark_double_decimal, ["DOUBLE", "INTEGER"],
+                        "VARCHAR", type="arrow", null_handling="special", side_effects=False)
     con.create_function("__spark_boolean", spark_boolean, ["VARCHAR"], "BOOLEAN",
                         type="arrow", null_handling="special", side_effects=False)
     con.create_function("__spark_date", spark_date, ["VARCHAR"], "DATE",

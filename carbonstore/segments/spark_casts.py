@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["BLANKS_PATTERN", "spark_boolean", "spark_date", "spark_double", "to_boolean", "to_date", "to_double"]
+__all__ = ["BLANKS_PATTERN", "spark_boolean", "spark_date", "spark_double", "spark_double_decimal", "to_boolean", "to_date", "to_double"]
 
 # the characters Spark 4 strips around text it casts (checked one by one against Spark:
 # the controls U+0000-U+001F and the space are; U+007F is, except around a double; U+0085,
@@ -166,3 +166,25 @@ def spark_boolean(text: Any) -> Any:
 def spark_date(text: Any) -> Any:
     """DuckDB function (Arrow): text as Spark casts it to a date."""
     return _each(text, to_date, pa.int32()).cast(pa.date32())
+
+
+def spark_double_decimal(values: Any, scale: Any) -> Any:
+    """DuckDB function (Arrow): doubles as Spark casts them to a decimal of ``scale``, as
+    plain text: the double's Java text (Scala's ``BigDecimal(double)``) rounded half up;
+    NaN and Infinity NULL. A double whose Java text differs between Java versions is
+    refused (DuckDB's own cast of a double to a decimal is inexact past 2^53)."""
+    import math
+    from decimal import ROUND_HALF_UP, Context
+
+    from carbonstore.segments.spark_text import java_double_text
+
+    context = Context(prec=80, rounding=ROUND_HALF_UP)
+    out: list[str | None] = []
+    for v, k in zip(values.to_pylist(), scale.to_pylist(), strict=True):
+        if v is None or not math.isfinite(v):
+            out.append(None)
+            continue
+        if v != 0:
+            java_double_text(repr(v))  # raises where Java versions print it differently
+        out.append(format(Decimal(repr(v)).quantize(Decimal(1).scaleb(-k), context=context), "f"))
+    return pa.array(out, pa.string())
