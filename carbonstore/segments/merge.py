@@ -511,8 +511,8 @@ def _decimal(value: exp.Expr, to: exp.DataType) -> exp.Expr:
         exp.or_(exp.Anonymous(this="isnan", expressions=[number]),
                 exp.Anonymous(this="isinf", expressions=[number.copy()])))
     return exp.Case(ifs=[exp.If(this=special, true=exp.Cast(this=exp.Null(), to=to.copy())),
-                         exp.If(this=exp.EQ(this=kind, expression=exp.Literal.string("DOUBLE")),
-                                true=via_text)],
+                         exp.If(this=exp.In(this=kind, expressions=[  # a float as its double
+                             exp.Literal.string("DOUBLE"), exp.Literal.string("FLOAT")]), true=via_text)],
                     default=exp.Cast(this=value.copy(), to=to.copy()))
 
 
