@@ -2,6 +2,10 @@
 columns, CPU time per call, interleaved between source trees (e.g. before/after a change).
 
     python bench/dml_decimal_bench.py --trees before=/tmp/before,after=. --rows 100000 --rounds 5
+    python bench/dml_decimal_bench.py --exprs '["p / 3", "d=>cast(s AS double)"]'
+
+An expression ``column=>expr`` sets ``column`` (a text column ``s`` holds numbers between
+blanks; ``d`` double, ``day`` date and ``b`` boolean columns are there to be set).
 """
 
 from __future__ import annotations
@@ -20,18 +24,25 @@ from carbonstore import Store
 from carbonstore.segments.merge import evaluate_assignments
 rows, exprs = int(sys.argv[1]), json.loads(sys.argv[2])
 t = Store(tempfile.mkdtemp()).create_table(
-    "db.b", "id long not null, p decimal(10,2), q decimal(38,10), n int, c string")
+    "db.b", "id long not null, p decimal(10,2), q decimal(38,10), n int, c string, s string, d double, "
+    "day date, b boolean")
 data = pa.table({"id": pa.array(range(rows), pa.int64()),
                  "p": pa.array([Decimal(i % 10000) / 100 for i in range(rows)], pa.decimal128(10, 2)),
                  "q": pa.array([(Decimal(i) / 7).quantize(Decimal("1e-10")) for i in range(rows)],
                                pa.decimal128(38, 10)),
                  "n": pa.array([i % 1000 for i in range(rows)], pa.int32()),
-                 "c": pa.array([("straße " if i % 10 == 0 else "street ") + str(i) for i in range(rows)])})
+                 "c": pa.array([("straße " if i % 10 == 0 else "street ") + str(i) for i in range(rows)]),
+                 "s": pa.array([f" {i / 7:.4f} " for i in range(rows)]),
+                 "d": pa.array([None] * rows, pa.float64()),
+                 "day": pa.array([None] * rows, pa.date32()),
+                 "b": pa.array([None] * rows, pa.bool_())})
 out = {}
 for e in exprs:
     c0, w0 = time.process_time(), time.perf_counter()
     try:
-        evaluate_assignments(t, data, {"c" if "(c" in e else "p" if e.startswith("p") else "q": e})
+        col, _, text = e.rpartition("=>")  # "d=>cast(s AS double)": the column set
+        col = col or ("c" if "(c" in e else "p" if e.startswith("p") else "q")
+        evaluate_assignments(t, data, {col: text})
         out[e] = (time.process_time() - c0, time.perf_counter() - w0)
     except Exception as err:
         out[e] = str(err).splitlines()[0][:60]
@@ -51,8 +62,9 @@ def main() -> None:
     for _ in range(a.rounds):
         for name, path in trees.items():  # interleaved
             env = dict(os.environ, PYTHONPATH=os.path.abspath(path))
+            # cwd: "python -c" puts the working directory first on sys.path, before PYTHONPATH
             got = json.loads(subprocess.run([sys.executable, "-c", _CHILD, str(a.rows), a.exprs],
-                                            env=env, capture_output=True, text=True,
+                                            env=env, capture_output=True, text=True, cwd=path,
                                             check=True).stdout.strip().splitlines()[-1])
             for e, v in got.items():
                 results[name].setdefault(e, []).append(v)

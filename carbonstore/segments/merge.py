@@ -46,6 +46,13 @@ from carbonstore.segments.dml import (
     scan_rows,
 )
 from carbonstore.segments.dml_calls import check_calls
+from carbonstore.segments.spark_casts import (
+    BLANKS_PATTERN,
+    spark_boolean,
+    spark_date,
+    spark_double,
+    spark_double_decimal,
+)
 from carbonstore.segments.spark_decimals import (
     MAX_PRECISION,
     SCALA_DIGITS,
@@ -136,13 +143,64 @@ def _rewrite(node: exp.Expr, types: Types | None, what: str) -> exp.Expr:
             node.set(key, _rewrite(value, types, what))
         elif isinstance(value, list):
             node.set(key, [_rewrite(v, types, what) if isinstance(v, exp.Expr) else v for v in value])
+    _exact_doubles(node, types, what)
     out = _decimal_arithmetic(node, types, what)
     return out if out is not None else _spark_meaning(node)
 
 
+_MIXED = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,
+          exp.LTE, exp.NullSafeEQ, exp.Pow, exp.Nanvl)
+_FLOATING = ("DOUBLE", "FLOAT")
+
+
+def _exact_doubles(node: exp.Expr, types: Types | None, what: str) -> None:
+    """Decimal operands beside a double or a float (arithmetic, comparisons, ``pow``,
+    ``nanvl``, ``coalesce``, ``greatest``, ``least``, ``if``, ``CASE``) become doubles
+    through their text, in place: Spark takes a decimal's nearest double (Java's
+    ``BigDecimal.doubleValue``), where DuckDB's cast of a decimal of more than 15 digits to
+    DOUBLE may be one unit off in the last place (so ``q + d`` would differ)."""
+    if types is None:
+        return
+    if isinstance(node, _MIXED) or (isinstance(node, exp.Anonymous) and str(node.this).lower()
+                                     == "pmod" and len(node.expressions) == 2):
+        slots: list[tuple[exp.Expr, Any]] = (
+            [(node, 0), (node, 1)] if isinstance(node, exp.Anonymous)
+            else [(node, "this"), (node, "expression")])
+    elif isinstance(node, (exp.Coalesce, exp.Greatest, exp.Least)):
+        slots = [(node, "this")] + [(node, k) for k in range(len(node.expressions))]
+    elif isinstance(node, exp.Case) and node.args.get("this") is None:
+        slots = [(i, "true") for i in node.args.get("ifs") or []] + [(node, "default")]
+    elif isinstance(node, exp.If) and not isinstance(node.parent, exp.Case):
+        slots = [(node, "true"), (node, "false")]
+    else:
+        return
+
+    def get(owner: exp.Expr, key: Any) -> Any:
+        return owner.expressions[key] if isinstance(key, int) else owner.args.get(key)
+
+    present = [(o, k, get(o, k)) for o, k in slots if isinstance(get(o, k), exp.Expr)]
+    kinds = [types(e, what) for _, _, e in present]
+    doubles = isinstance(node, (exp.Pow, exp.Nanvl)) or any(k in _FLOATING for k in kinds)
+    if not doubles or not any(k.startswith("DECIMAL(") for k in kinds):  # pow, nanvl: doubles
+        return
+    for (owner, key, operand), kind in zip(present, kinds, strict=True):
+        if kind.startswith("DECIMAL("):
+            operand = exp.Cast(this=exp.Cast(this=exp.Paren(this=operand.copy()), to=exp.DataType.build(
+                "VARCHAR")), to=exp.DataType.build("DOUBLE"))
+        elif kind == "FLOAT":  # Spark: a float beside a decimal is a double too
+            operand = exp.Cast(this=exp.Paren(this=operand.copy()), to=exp.DataType.build("DOUBLE"))
+        else:
+            continue
+        if isinstance(key, int):
+            owner.expressions[key] = operand
+        else:
+            owner.set(key, operand)
+
+
 _LITERAL = "spark_literal"  # meta key: (precision, scale) of a number literal, as Spark types it
 _VALUE = "spark_integer"  # meta key: the value of an integer literal
-_ARITHMETIC: dict[type, str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Mod: "%"}
+_ARITHMETIC: dict[type, str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Mod: "%",
+                                 exp.Div: "/", exp.IntDiv: "div"}
 _BIGINT = 2**63
 
 
@@ -154,8 +212,9 @@ def _literal_of(node: exp.Expr) -> tuple[int, int] | None:
 
 def _decimal_arithmetic(node: exp.Expr, types: Types | None, what: str) -> exp.Expr | None:
     """Number literals as Spark types them (``0.5`` is a ``decimal(1,1)``, an integer beyond
-    bigint a decimal) and ``+ - * %`` / ``pmod`` with a decimal operand at Spark's result
-    type and value (``segments.spark_decimals``); None where the node is none of these."""
+    bigint a decimal) and ``+ - * / % div`` / ``pmod`` with a decimal operand at Spark's
+    result type and value (``segments.spark_decimals``); None where the node is none of
+    these."""
     if isinstance(node, exp.Literal) and not node.is_string and not isinstance(
             node.parent, exp.DataTypeParam):
         text = node.this
@@ -207,8 +266,8 @@ def _decimal_arithmetic(node: exp.Expr, types: Types | None, what: str) -> exp.E
             "decimal arithmetic is not supported here"))], default=_spark_meaning(node))
     kinds = [types(e, what) for e in (left, right)]
     if not any(k.startswith("DECIMAL(") for k in kinds):
-        if op == "pmod" or not any(_literal_of(e) for e in (left, right)):
-            return None
+        if op in ("pmod", "/", "div") or not any(_literal_of(e) for e in (left, right)):
+            return None  # integers: / divides doubles and div longs (_spark_meaning)
         # Spark types an integer literal int (bigint past 2^31): tinyint + 1 is an int,
         # where DuckDB would keep a TINYINT and overflow at 127 + 1
         node = node.copy()
@@ -226,7 +285,7 @@ def _decimal_arithmetic(node: exp.Expr, types: Types | None, what: str) -> exp.E
     if operands[0] is None or operands[1] is None:
         return None  # a double (or float) operand: Spark computes doubles, as DuckDB does
     p, s, exact = result_type(op, operands[0], operands[1])
-    to = exp.DataType.build(f"DECIMAL({p}, {s})")
+    to = exp.DataType.build("BIGINT" if op == "div" else f"DECIMAL({p}, {s})")
     if exact:  # DuckDB's exact result fits the type: no rounding, no overflow (operands of
         # 38 digits: DuckDB multiplies decimals of up to 18 digits in 64 bits, and overflows)
         wide = [exp.Cast(this=exp.Paren(this=e.copy()), to=exp.DataType.build(f"DECIMAL(38, {r})"))
@@ -436,16 +495,24 @@ _DECIMAL = {exp.DataType.Type.DECIMAL}
 def _decimal(value: exp.Expr, to: exp.DataType) -> exp.Expr:
     """Spark's ``CAST(value AS DECIMAL(p, s))``: a double through its shortest text, as
     Scala's ``BigDecimal(double)`` reads it (Java's ``Double.toString``), then rounded half up
-    (0.145D is 0.15; DuckDB rounds the binary double 0.14499... to 0.14); other values as
-    DuckDB casts them (NaN and Infinity fail, as in Spark)."""
+    (0.145D is 0.15; DuckDB rounds the binary double 0.14499... to 0.14); NaN and Infinity
+    are NULL, as in Spark (ANSI mode too); other values as DuckDB casts them."""
     if not to.expressions:  # Spark's DECIMAL is a decimal(10,0); DuckDB's a DECIMAL(18,3)
         to = exp.DataType.build("DECIMAL(10, 0)")
     value = _number_text(value)
     kind = exp.Anonymous(this="typeof", expressions=[value.copy()])
-    via_text = exp.Cast(this=exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR")),
-                        to=to.copy())
-    return exp.Case(ifs=[exp.If(this=exp.EQ(this=kind, expression=exp.Literal.string("DOUBLE")),
-                                true=via_text)],
+    scale = to.expressions[1].this if len(to.expressions) > 1 else exp.Literal.number(0)
+    via_text = exp.Cast(this=exp.Anonymous(this="__spark_double_decimal", expressions=[
+        exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE")), scale.copy()]), to=to.copy())
+    # Spark: NaN and Infinity are no decimal: NULL (ANSI mode too)
+    number = exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE"))
+    special = exp.and_(
+        exp.In(this=kind.copy(), expressions=[exp.Literal.string("DOUBLE"), exp.Literal.string("FLOAT")]),
+        exp.or_(exp.Anonymous(this="isnan", expressions=[number]),
+                exp.Anonymous(this="isinf", expressions=[number.copy()])))
+    return exp.Case(ifs=[exp.If(this=special, true=exp.Cast(this=exp.Null(), to=to.copy())),
+                         exp.If(this=exp.In(this=kind, expressions=[  # a float as its double
+                             exp.Literal.string("DOUBLE"), exp.Literal.string("FLOAT")]), true=via_text)],
                     default=exp.Cast(this=value.copy(), to=to.copy()))
 
 
@@ -465,10 +532,10 @@ _FRACTIONAL = {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT}
 
 
 def _not_decimal_quotient(div: exp.Div) -> exp.Expr:
-    """``div``, refused where Spark divides decimals: a decimal operand and no double or
-    float one. Spark's quotient is an exact decimal (``decimal(10,2) / 2`` is a decimal(14,6)
-    rounded half up); DuckDB's is a double, which stores 0.14 for 0.29 / 2 where Spark
-    stores 0.15."""
+    """``div``, refused where Spark divides decimals (a decimal operand and no double or
+    float one) and the operands' types were not known to :func:`_decimal_arithmetic`, which
+    gives Spark's exact quotient (``decimal(10,2) / 2`` is a decimal(14,6) rounded half up);
+    DuckDB's is a double, which would store 0.14 for 0.29 / 2 where Spark stores 0.15."""
     kinds = [exp.Anonymous(this="typeof", expressions=[e.copy()]) for e in (div.this, div.expression)]
     decimal = exp.or_(*(exp.Like(this=k.copy(), expression=exp.Literal.string("DECIMAL(%"))
                         for k in kinds))
@@ -485,11 +552,84 @@ def _fail(message: str) -> exp.Expr:
     return exp.Anonymous(this="error", expressions=[exp.Literal.string(message)])
 
 
-def _nonzero(divisor: exp.Expr) -> exp.Expr:
-    """``divisor``, or an error where it is zero (Spark's ANSI DIVIDE_BY_ZERO)."""
-    return exp.Case(ifs=[exp.If(this=exp.EQ(this=divisor.copy(), expression=exp.Literal.number(0)),
-                                true=_fail("[DIVIDE_BY_ZERO] Division by zero"))],
+def _nonzero(divisor: exp.Expr, dividend: exp.Expr) -> exp.Expr:
+    """``divisor``, or an error where it is zero and ``dividend`` is not NULL (Spark's ANSI
+    DIVIDE_BY_ZERO; a NULL divided by zero is NULL there)."""
+    zero = exp.and_(exp.EQ(this=divisor.copy(), expression=exp.Literal.number(0)),
+                    exp.Not(this=exp.Is(this=exp.Paren(this=dividend.copy()), expression=exp.Null())))
+    return exp.Case(ifs=[exp.If(this=zero, true=_fail("[DIVIDE_BY_ZERO] Division by zero"))],
                     default=divisor.copy())
+
+
+def _cast(value: exp.Expr, to: exp.DataType) -> exp.Expr:
+    """Spark's (ANSI) ``CAST(value AS to)``: fails where Spark fails, never another value."""
+    if to.this in _INTEGRAL:
+        # Spark truncates toward zero (DuckDB rounds) and fails on NaN, Infinity and
+        # text that is not a number
+        # doubles and floats truncated as doubles (exact; DuckDB's cast of a double to a
+        # decimal is inexact past 2^53), other values through a decimal
+        kind0 = exp.Anonymous(this="typeof", expressions=[value.copy()])
+        exact = exp.Case(ifs=[exp.If(
+            this=exp.In(this=kind0, expressions=[exp.Literal.string("DOUBLE"), exp.Literal.string("FLOAT")]),
+            true=exp.Cast(this=exp.Anonymous(this="trunc", expressions=[
+                exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE"))]), to=to.copy()))],
+            default=exp.Cast(this=exp.Anonymous(this="trunc", expressions=[
+                exp.TryCast(this=value.copy(), to=exp.DataType.build("DECIMAL(38, 10)"))]), to=to.copy()))
+        invalid = _fail(f"[CAST_INVALID_INPUT] cannot cast the value to {to.sql(dialect='spark')}")
+        # Spark 4 (ANSI) takes text as an integer only when it is one: digits with a
+        # sign, between blanks and controls ('1.5', '1e3', '1_000' fail; DuckDB reads them)
+        kind = exp.Anonymous(this="typeof", expressions=[value.copy()])
+        not_integer = exp.and_(
+            exp.EQ(this=kind.copy(), expression=exp.Literal.string("VARCHAR")),
+            exp.not_(exp.Anonymous(this="regexp_full_match", expressions=[
+                exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR")),
+                exp.Literal.string(f"{BLANKS_PATTERN}*[+-]?[0-9]+{BLANKS_PATTERN}*")])))
+        ifs = [exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
+               exp.If(this=not_integer, true=invalid.copy())]
+        if to.this == exp.DataType.Type.BIGINT:
+            # Spark: a double or float of 2^63 passes its range check (Long.MaxValue is 2^63
+            # as a double) and Java's conversion saturates: 9223372036854775807
+            top = exp.and_(
+                exp.In(this=kind.copy(), expressions=[exp.Literal.string("DOUBLE"), exp.Literal.string("FLOAT")]),
+                exp.EQ(this=exp.TryCast(this=value.copy(), to=exp.DataType.build("DOUBLE")),
+                       expression=exp.Literal.number("9223372036854775808.0")))
+            ifs.append(exp.If(this=top, true=exp.Literal.number(2**63 - 1)))
+        checked = exp.Case(ifs=ifs, default=exp.Coalesce(this=exact, expressions=[invalid]))
+        return exp.Cast(this=checked, to=to.copy())
+    if to.this in _TEXT:
+        return _text(value)
+    if to.this in _INSTANT:  # TIMESTAMP '...' too
+        return _instant(value)
+    if to.this in _DECIMAL:
+        return _decimal(value, to)
+    if to.this in _FRACTIONAL:  # text as Java reads it ('1.5d', ' 2F ', 'inf'); a decimal
+        # through its text (DuckDB's own cast of a wide decimal may be an ulp off)
+        kind = exp.Anonymous(this="typeof", expressions=[value.copy()])
+        nearest = exp.Case(ifs=[exp.If(
+            this=exp.Like(this=kind, expression=exp.Literal.string("DECIMAL(%")),
+            true=exp.Cast(this=_varchar(value), to=to.copy()))], default=exp.Cast(this=value.copy(), to=to.copy()))
+        return _from_text(value, to, exp.Anonymous(this="__spark_double", expressions=[
+            _varchar(value), exp.Literal.string("FLOAT" if to.this == exp.DataType.Type.FLOAT
+                                                else "DOUBLE")]), nearest)
+    if to.this == exp.DataType.Type.BOOLEAN:  # ' TRUE ', 'y', '0'
+        return _from_text(value, to, exp.Anonymous(this="__spark_boolean", expressions=[_varchar(value)]))
+    if to.this == exp.DataType.Type.DATE:  # '2024', '2024-1', '2024-01-05T10:00'
+        return _from_text(value, to, exp.Anonymous(this="__spark_date", expressions=[_varchar(value)]))
+    return exp.Cast(this=value.copy(), to=to.copy())
+
+
+def _varchar(value: exp.Expr) -> exp.Expr:
+    return exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR"))
+
+
+def _from_text(value: exp.Expr, to: exp.DataType, parsed: exp.Expr,
+               other: exp.Expr | None = None) -> exp.Expr:
+    """``parsed`` (Spark's reading of ``value``'s text, ``segments.spark_casts``) where
+    ``value`` is text, else ``other`` (default: DuckDB's cast of ``value`` to ``to``)."""
+    kind = exp.Anonymous(this="typeof", expressions=[value.copy()])
+    return exp.Case(ifs=[exp.If(this=exp.EQ(this=kind, expression=exp.Literal.string("VARCHAR")),
+                                true=exp.Cast(this=parsed, to=to.copy()))],
+                    default=other if other is not None else exp.Cast(this=value.copy(), to=to.copy()))
 
 
 def _spark_meaning(node: exp.Expr) -> exp.Expr:
@@ -497,46 +637,10 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
     mode, Spark 4's default): where Spark fails, DuckDB must fail (the statement then
     changes nothing), never write another value. tests/spark/test_wrong_answers_dml.py
     compares each with Spark."""
-    if isinstance(node, exp.TryCast) and not node.args.get("safe") or type(node) is exp.Cast \
-            and node.args["to"].this in _INTEGRAL:
-        # sqlglot reads Spark's CAST as TRY_CAST (NULL on failure); ANSI CAST fails; int(x)
-        # is a CAST
-        to = node.args["to"]
-        value = node.this
-        if to.this in _INTEGRAL:
-            # Spark truncates toward zero (DuckDB rounds) and fails on NaN, Infinity and
-            # text that is not a number
-            exact = exp.Anonymous(this="trunc", expressions=[
-                exp.TryCast(this=value.copy(), to=exp.DataType.build("DECIMAL(38, 10)"))])
-            invalid = _fail(f"[CAST_INVALID_INPUT] cannot cast the value to {to.sql(dialect='spark')}")
-            # Spark 4 (ANSI) takes text as an integer only when it is one: digits with a
-            # sign, between blanks ('1.5', '1e3', '1_000' fail; DuckDB reads them)
-            not_integer = exp.and_(
-                exp.EQ(this=exp.Anonymous(this="typeof", expressions=[value.copy()]),
-                       expression=exp.Literal.string("VARCHAR")),
-                exp.not_(exp.Anonymous(this="regexp_full_match", expressions=[
-                    exp.Cast(this=value.copy(), to=exp.DataType.build("VARCHAR")),
-                    exp.Literal.string("[ \\t\\n\\r\\f\\v]*[+-]?[0-9]+[ \\t\\n\\r\\f\\v]*")])))
-            checked = exp.Case(
-                ifs=[exp.If(this=exp.Is(this=value.copy(), expression=exp.Null()), true=exp.Null()),
-                     exp.If(this=not_integer, true=invalid.copy())],
-                default=exp.Coalesce(this=exact, expressions=[invalid]))
-            return exp.Cast(this=checked, to=to.copy())
-        if to.this in _TEXT:
-            return _text(value)
-        if to.this in _INSTANT:
-            return _instant(value)
-        if to.this in _DECIMAL:
-            return _decimal(value, to)
-        if to.this in _FRACTIONAL:
-            return exp.Cast(this=_number_text(value), to=to.copy())
-        return exp.Cast(this=value.copy(), to=to.copy())
-    if isinstance(node, exp.Cast) and node.args["to"].this in _DECIMAL:
-        return _decimal(node.this, node.args["to"])
-    if isinstance(node, exp.Cast) and node.args["to"].this in _TEXT:
-        return _text(node.this)
-    if isinstance(node, exp.Cast) and node.args["to"].this in _INSTANT:  # TIMESTAMP '...'
-        return _instant(node.this)
+    if isinstance(node, exp.TryCast) and not node.args.get("safe") or type(node) is exp.Cast:
+        # sqlglot reads Spark's CAST as TRY_CAST (NULL on failure); ANSI CAST fails; int(x),
+        # double(x), DATE '...' are a CAST
+        return _cast(node.this, node.args["to"])
     if isinstance(node, (exp.Left, exp.Right)):  # Spark: a length below 1 is the empty string
         return type(node)(this=_text(node.this), expression=exp.Greatest(
             this=node.expression.copy(), expressions=[exp.Literal.number(0)]))
@@ -558,8 +662,11 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
         out.set("this", _not_float(node.this))
         out.set("expressions", [_not_float(e) for e in node.expressions])
         return out
-    if isinstance(node, exp.IntDiv):  # Spark's div of integral values; others are refused
-        return exp.IntDiv(this=_integral(node.this), expression=_nonzero(_integral(node.expression)))
+    if isinstance(node, exp.IntDiv):  # Spark's div of integral values (as longs: the int
+        # -2^31 div -1 is 2^31); decimals are divided by _decimal_arithmetic; others refused
+        left, right = (exp.Cast(this=_integral(e), to=exp.DataType.build("BIGINT"))
+                       for e in (node.this, node.expression))
+        return exp.IntDiv(this=left, expression=_nonzero(right, left))
     if isinstance(node, (exp.Upper, exp.Lower, exp.Initcap)):  # Unicode's full case mappings
         kind = {exp.Upper: "upper", exp.Lower: "lower", exp.Initcap: "initcap"}[type(node)]
         return exp.Anonymous(this="__spark_case", expressions=[exp.Literal.string(kind),
@@ -582,7 +689,7 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
                         default=exp.Cast(this=exp.Sign(this=x.copy()), to=exp.DataType.build("DOUBLE")))
     if isinstance(node, exp.Anonymous) and str(node.this).lower() == "pmod" and len(node.expressions) == 2:
         a, b = (exp.Paren(this=e.copy()) for e in node.expressions)
-        m = exp.Paren(this=exp.Mod(this=a, expression=_nonzero(b)))
+        m = exp.Paren(this=exp.Mod(this=a, expression=_nonzero(b, a)))
         return exp.Case(ifs=[exp.If(this=exp.LT(this=m.copy(), expression=exp.Literal.number(0)),
                                     true=exp.Mod(this=exp.Paren(this=exp.Add(this=m.copy(), expression=b.copy())),
                                                  expression=b.copy()))], default=m)
@@ -594,13 +701,13 @@ def _spark_meaning(node: exp.Expr) -> exp.Expr:
         return exp.Trim(this=node.expressions[0].copy(),
                         expression=node.expressions[1].copy() if len(node.expressions) > 1 else None)
     if isinstance(node, exp.TsOrDsToDate):  # to_date(x), year(x), ...: ANSI fails on bad text
-        return exp.Cast(this=node.this.copy(), to=exp.DataType.build("DATE"))
+        return _cast(node.this, exp.DataType.build("DATE"))
     if isinstance(node, exp.Div):
-        div = exp.Div(this=node.this.copy(), expression=_nonzero(node.expression),
+        div = exp.Div(this=node.this.copy(), expression=_nonzero(node.expression, node.this),
                       typed=node.args.get("typed"), safe=False) if node.args.get("safe") else node
         return _not_decimal_quotient(div)
     if isinstance(node, exp.Mod):
-        return type(node)(this=node.this.copy(), expression=_nonzero(node.expression))
+        return type(node)(this=node.this.copy(), expression=_nonzero(node.expression, node.this))
     if isinstance(node, exp.Substring):
         # Spark: position 0 is position 1; a negative length is the empty string
         start = node.args.get("start")
@@ -652,6 +759,14 @@ def duckdb_connection(time_zone: str = "UTC") -> Any:
                         type="arrow", null_handling="special", side_effects=False)
     con.create_function("__spark_decimal", spark_decimal_op,
                         ["VARCHAR", "VARCHAR", "VARCHAR", "INTEGER", "INTEGER"], "VARCHAR",
+                        type="arrow", null_handling="special", side_effects=False)
+    con.create_function("__spark_double", spark_double, ["VARCHAR", "VARCHAR"], "DOUBLE",
+                        type="arrow", null_handling="special", side_effects=False)
+    con.create_function("__spark_double_decimal", spark_double_decimal, ["DOUBLE", "INTEGER"],
+                        "VARCHAR", type="arrow", null_handling="special", side_effects=False)
+    con.create_function("__spark_boolean", spark_boolean, ["VARCHAR"], "BOOLEAN",
+                        type="arrow", null_handling="special", side_effects=False)
+    con.create_function("__spark_date", spark_date, ["VARCHAR"], "DATE",
                         type="arrow", null_handling="special", side_effects=False)
     con.create_function("__spark_case", spark_case, ["VARCHAR", "VARCHAR"], "VARCHAR",
                         type="arrow", null_handling="special", side_effects=False)
@@ -798,14 +913,12 @@ def _store_assignment(col: Any, want: pa.DataType, what: str = "", time_zone: st
 def _double_decimals(col: Any, want: pa.DataType, what: str) -> Any:
     """Doubles as Spark stores them into a decimal column: each double's Java text (Scala's
     ``BigDecimal(double)``) rounded half up to the column's scale (0.145 -> 0.15, where
-    rounding the binary double gives 0.14). NaN and Infinity are left for the cast to
-    refuse; a double whose Java text may differ between Java versions is refused."""
+    rounding the binary double gives 0.14). NaN and Infinity are NULL, as Spark stores
+    them; a double whose Java text may differ between Java versions is refused."""
     import math
     from decimal import ROUND_HALF_UP, Context, Decimal
 
-    values = col.to_pylist()
-    if any(v is not None and not math.isfinite(v) for v in values):
-        return col  # the safe cast fails on them, as Spark's does
+    values = [None if v is None or not math.isfinite(v) else v for v in col.to_pylist()]
     quantum = Decimal(1).scaleb(-want.scale)
     context = Context(prec=80, rounding=ROUND_HALF_UP)
     out: list[Decimal | None] = []

@@ -1,8 +1,9 @@
-"""Spark's decimal arithmetic, exactly (docs/dml.md): the result type of ``+ - * %`` and
-``pmod`` with a decimal operand (Spark's ``DecimalPrecision`` with
+"""Spark's decimal arithmetic, exactly (docs/dml.md): the result type of ``+ - * / %``,
+``pmod`` and ``div`` with a decimal operand (Spark's ``DecimalPrecision`` with
 ``spark.sql.decimalOperations.allowPrecisionLoss=true``, its default) and the value Spark
 computes: Java's ``BigDecimal`` (a product and a remainder within 38 significant digits,
-rounded half up), then rounded half up to the result scale; a value the result precision
+rounded half up; a quotient at scale 38, rounded half up), then rounded half up to the
+result scale; a value the result precision
 cannot hold fails (ANSI mode, Spark 4's default: ``NUMERIC_VALUE_OUT_OF_RANGE``).
 
 DuckDB keeps at most 38 digits and its own scale rules (``decimal(38,10) + decimal(38,10)``
@@ -68,8 +69,10 @@ def _adjust(precision: int, scale: int) -> tuple[int, int]:
 
 def result_type(op: str, left: tuple[int, int], right: tuple[int, int]) -> tuple[int, int, bool]:
     """(precision, scale, exact) of Spark's result of ``left op right`` (``op`` one of
-    ``+ - * % pmod``); ``exact``: the result type holds every exact result (no adjustment),
-    so DuckDB's own arithmetic, cast to the type, gives Spark's value."""
+    ``+ - * / % pmod``); ``exact``: the result type holds every exact result (no adjustment),
+    so DuckDB's own arithmetic, cast to the type, gives Spark's value. For ``div`` (whose
+    result is a bigint): the decimal type both operands are cast to first (Spark's
+    ``widerDecimalType``)."""
     (p1, s1), (p2, s2) = left, right
     if op in ("+", "-"):
         scale = max(s1, s2)
@@ -80,6 +83,12 @@ def result_type(op: str, left: tuple[int, int], right: tuple[int, int]) -> tuple
     elif op in ("%", "pmod"):
         scale = max(s1, s2)
         precision = min(p1 - s1, p2 - s2) + scale
+    elif op == "/":
+        scale = max(MINIMUM_ADJUSTED_SCALE, s1 + p2 + 1)
+        precision = p1 - s1 + s2 + scale
+    elif op == "div":  # a bigint; the operands are first cast to their wider decimal type
+        scale = max(s1, s2)
+        return min(max(p1 - s1, p2 - s2) + scale, MAX_PRECISION), scale, False
     else:
         raise ValueError(op)
     p, s = _adjust(precision, scale)
@@ -99,6 +108,12 @@ def _apply(op: str, x: Decimal, y: Decimal) -> Decimal:
         return _JAVA.multiply(x, y)
     if y == 0:
         raise ValueError("[DIVIDE_BY_ZERO] Division by zero")
+    if op == "/":  # Java: divide(that, 38, HALF_UP): the exact quotient rounded at scale 38
+        (xn, xd), (yn, yd) = x.as_integer_ratio(), y.as_integer_ratio()
+        top, bottom = xn * yd * 10 ** MAX_PRECISION, xd * yn
+        sign = -1 if (top < 0) != (bottom < 0) else 1
+        units = (2 * abs(top) + abs(bottom)) // (2 * abs(bottom))
+        return _EXACT.scaleb(Decimal(sign * units), -MAX_PRECISION)
     try:  # Java: remainder(that, MathContext(38, HALF_UP)), failing when the integral
         # quotient needs more than 38 digits (as Python's DivisionImpossible)
         r = _JAVA.remainder(x, y)
@@ -110,7 +125,29 @@ def _apply(op: str, x: Decimal, y: Decimal) -> Decimal:
     return r
 
 
+def _quotient(a: str, b: str, precision: int, scale: int) -> str:
+    """Spark's ``a div b`` of decimals: both cast to ``decimal(precision, scale)`` (ANSI:
+    failing when one does not fit), the integral part of the quotient (Java's
+    ``divideToIntegralValue`` within 38 digits), a bigint; a quotient beyond the bigint range
+    is refused."""
+    x, y = Decimal(a), Decimal(b)
+    for v in (x, y):
+        if v != 0 and v.adjusted() + 1 > precision - scale:
+            raise ValueError(f"[NUMERIC_VALUE_OUT_OF_RANGE] {a} cannot be represented as "
+                             f"Decimal({precision}, {scale})")
+    if y == 0:
+        raise ValueError("[DIVIDE_BY_ZERO] Division by zero")
+    q = _EXACT.divide_int(x, y)
+    if q != 0 and q.adjusted() + 1 > MAX_PRECISION:
+        raise ValueError("[ARITHMETIC_OVERFLOW] the quotient of div needs more than 38 digits")
+    if not -(2**63) <= q < 2**63:
+        raise ValueError(f"[ARITHMETIC_OVERFLOW] the quotient {q} of div is beyond the bigint range")
+    return str(int(q))
+
+
 def _value(op: str, a: str, b: str, precision: int, scale: int) -> str:
+    if op == "div":
+        return _quotient(a, b, precision, scale)
     r = _apply(op, Decimal(a), Decimal(b))
     out = r.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=_EXACT)
     if out.is_zero():

@@ -4,8 +4,8 @@ values were taken from Spark 4 itself, e.g. ``cast(0.145D AS decimal(10,2))`` is
 
 A double reaches a decimal through its Java text (Scala's ``BigDecimal(double)``), so 0.145D
 is 0.145 and rounds half up to 0.15; rounding the binary double (0.14499999...) gives 0.14.
-Spark divides decimals exactly; DuckDB divides them as doubles, which rounds 0.29 / 2 to 0.14
-where Spark stores 0.15: such a division is refused in one line."""
+Spark divides decimals exactly at its result scale (DuckDB divides them as doubles, which
+would round 0.29 / 2 to 0.14 where Spark stores 0.15): the quotient is Spark's."""
 
 from __future__ import annotations
 
@@ -65,13 +65,31 @@ def test_a_double_quotient_of_a_decimal_is_stored_as_spark_stores_it(tmp_path: P
     assert _column(t, "q") == [_half_up(repr(float(v) / 2)) for v in PRICES]  # 0.29 -> 0.15
 
 
-@pytest.mark.parametrize("expr", ["p / 2", "p / p", "id / 2.5", "p / 2 + 1", "2.5 / (id + 1)"])
-def test_a_decimal_division_is_refused_in_one_line(tmp_path: Path, expr: str) -> None:
+def _decimals(*values: str) -> list[Decimal]:
+    return [Decimal(v) for v in values]
+
+
+# Spark's values (Spark 4, ANSI): the quotient at Spark's result type (p / 2 of a
+# decimal(10,2) is a decimal(14,6): 0.145000), rounded half up into the decimal(10,2) column
+@pytest.mark.parametrize(("expr", "want"), [
+    ("p / 2", _decimals("0.15", "0.58", "1.01", "-0.15", "5.03", "2.18")),
+    ("p / p", _decimals("1.00", "1.00", "1.00", "1.00", "1.00", "1.00")),
+    ("id / 2.5", _decimals("0.00", "0.40", "0.80", "1.20", "1.60", "2.00")),
+    ("p / 2 + 1", _decimals("1.15", "1.58", "2.01", "0.86", "6.03", "3.18")),
+    ("2.5 / (id + 1)", _decimals("2.50", "1.25", "0.83", "0.63", "0.50", "0.42")),
+])
+def test_a_decimal_division_stores_sparks_quotient(tmp_path: Path, expr: str, want: list[Decimal]) -> None:
+    t = _table(tmp_path)
+    t.update({"q": expr}, where="id >= 0")
+    assert _column(t, "q") == want
+
+
+def test_a_decimal_division_by_zero_fails_and_changes_nothing(tmp_path: Path) -> None:
     t = _table(tmp_path)
     before = _column(t, "q")
     with pytest.raises(UserError) as err:
-        t.update({"q": expr}, where="id >= 0")
-    assert "\n" not in str(err.value) and "decimal" in str(err.value)
+        t.update({"q": "p / (id - 2)"}, where="id >= 0")
+    assert "\n" not in str(err.value) and "DIVIDE_BY_ZERO" in str(err.value)
     assert _column(t, "q") == before
 
 

@@ -2,8 +2,8 @@
 double (``SET q = d``) and ``cast(d AS decimal(p, s))`` take the double's Java text and round
 it half up (Scala's ``BigDecimal(double)``), where rounding the binary double differs on
 halves (0.145 is 0.14499999999999999 in binary; Spark stores 0.15). A division with a
-decimal operand is refused (Spark divides decimals exactly; DuckDB divides them as doubles);
-with a double operand Spark divides doubles and both agree."""
+decimal operand is Spark's exact quotient at Spark's result scale (DuckDB would divide
+doubles); with a double operand Spark divides doubles and both agree."""
 
 from __future__ import annotations
 
@@ -77,7 +77,8 @@ def _decimal_value(p: int, s: int) -> st.SearchStrategy[Decimal | None]:
 
 _OPERAND = st.sampled_from(["x", "y", "x", "y", "n", "l", "7", "-3", "123456789012", "0.5",
                             "12.345", "(x * y)", "(x + n)", "(y - 1)"])
-_OP = st.sampled_from(["{a} + {b}", "{a} - {b}", "{a} * {b}", "{a} % {b}", "pmod({a}, {b})"])
+_OP = st.sampled_from(["{a} + {b}", "{a} - {b}", "{a} * {b}", "{a} % {b}", "pmod({a}, {b})",
+                       "{a} / {b}", "{a} div {b}"])
 
 
 @st.composite

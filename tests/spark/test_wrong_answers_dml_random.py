@@ -54,14 +54,15 @@ _ROW = st.fixed_dictionaries({
         dt.date(1900, 1, 1), dt.date(2100, 1, 1)),
     "ts": st.none() | st.datetimes(dt.datetime(1900, 1, 1), dt.datetime(2100, 1, 1)).map(
         lambda v: v.replace(tzinfo=dt.UTC)),
-    "c": st.none() | _TEXT | st.sampled_from(["1", " 12 ", "2024-02-29", "1.5", "true"]),
+    "c": st.none() | _TEXT | st.sampled_from(["1", " 12 ", "2024-02-29", "1.5", "true", "2F", " f ", "2024-1", "0x1p3", "inf"]),
     "b": st.none() | st.booleans(),
 })
 
 NUM, TEXT, BOOL, DATE, TS = "num", "text", "bool", "date", "ts"
 _LEAVES = {
     NUM: ["i", "l", "d", "p2", "p18", "p38", "3", "-2", "0", "1.5", "2.25", "0.5"],
-    TEXT: ["c", "'aé'", "''", "'A%'"], BOOL: ["b", "true", "NULL"], DATE: ["day", "DATE '1969-07-20'"],
+    TEXT: ["c", "'aé'", "''", "'A%'", "'1.5d'", "' TRUE '", "'2024-1'", "' 7 '", "'-Infinity'"],
+    BOOL: ["b", "true", "NULL"], DATE: ["day", "DATE '1969-07-20'"],
     TS: ["ts", "TIMESTAMP '2040-02-29 12:00:00'"],
 }
 _FORMS = {
@@ -70,7 +71,8 @@ _FORMS = {
           "greatest({n}, {n})", "least({n}, {n})", "length({s})", "year({t})", "month({day})",
           "dayofweek({day})", "cast({n} AS int)", "cast({s} AS int)", "sign({n})", "{n} div {n}",
           "instr({s}, {s})", "ascii({s})", "cast({n} AS decimal(10, 3))",
-          "CASE WHEN {b} THEN {n} ELSE {n} END", "nanvl({n}, {n})", "cast({n} AS bigint)"],
+          "CASE WHEN {b} THEN {n} ELSE {n} END", "nanvl({n}, {n})", "cast({n} AS bigint)",
+          "cast({s} AS double)", "cast({n} AS double)", "cast({n} AS decimal(38, 2))"],
     TEXT: ["upper({s})", "lower({s})", "concat({s}, {any})", "{s} || {any}", "substr({s}, {k}, {k})",
            "lpad({s}, {k}, '*')", "rpad({s}, {k}, 'é')", "replace({s}, 'a', 'ü')", "trim({s})",
            "initcap({s})", "reverse({s})", "left({s}, {k})", "right({s}, {k})", "repeat({s}, 2)",
@@ -78,7 +80,8 @@ _FORMS = {
            "btrim({s}, 'a')", "if({b}, {s}, {s})"],
     BOOL: ["{n} > {n}", "{n} = {n}", "{n} <=> {n}", "{s} LIKE '%a%'", "{n} BETWEEN {n} AND {n}",
            "{n} IN ({n}, 1, 2)", "isnan({n})", "NOT {b}", "{b} AND {b}", "{b} OR {b}", "{s} < {s}",
-           "{t} < {t}", "{n} IS NULL", "{day} >= {day}"],
+           "{t} < {t}", "{n} IS NULL", "{day} >= {day}", "cast({s} AS boolean)",
+           "cast({n} AS boolean)"],
     DATE: ["to_date({t})", "cast({t} AS date)", "cast({s} AS date)", "coalesce({day}, {day})"],
     TS: ["cast({day} AS timestamp)", "coalesce({t}, {t})", "cast({s} AS timestamp)"],
 }
