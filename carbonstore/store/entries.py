@@ -13,7 +13,7 @@ from __future__ import annotations
 import operator
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -509,40 +509,13 @@ _PLAIN_LEN = frozenset({len(_PLAIN_KEYS)})
 
 
 class _PlainEntry:
-    """Builds a LoadEntry from checked values, as ``_decode_plain`` does, at a third of the
-    cost: a frozen dataclass's __init__ sets each of its 16 fields through
-    ``object.__setattr__``, and every fresh open builds every entry of the table. The slots
+    """A LoadEntry under construction by ``_build_plain``, at a third of the cost of the
+    frozen dataclass's __init__ (which sets each of its 16 fields through
+    ``object.__setattr__``; every fresh open builds every entry of the table). The slots
     are LoadEntry's (same names, same order, same layout), so once they are filled the
     instance becomes a LoadEntry (``__class__`` assignment between layout-identical classes)."""
 
     __slots__ = LoadEntry.__slots__
-
-    def __init__(
-        self, name: str, status: str, start: int, timestamp: int | None, data: int | None,
-        index: int | None, rows: int | None, bad: int | None, modified: int | None,
-        merged: str | None, visible: str | None, major: str | None, file_format: str,
-        segment_file: str | None,
-    ) -> None:
-        self.load_name = name
-        self.status = status
-        self.load_start_time = start
-        self.timestamp = timestamp
-        self.data_size = data or 0
-        self.index_size = index or 0
-        self.row_count = rows or 0
-        self.bad_record_count = bad or 0
-        self.merged_load_name = merged
-        self.modification_or_deletion_timestamp = modified
-        self.visibility = visible != "false"
-        self.major_compacted = major == "true"
-        self.file_format = file_format
-        self.segment_file = segment_file
-        self.delete_deltas = ()
-        self.extra: dict[str, Any] = {}
-        self.__class__ = LoadEntry  # type: ignore[assignment]
-
-
-_BUILD_PLAIN = cast("Callable[..., LoadEntry]", _PlainEntry)  # it returns LoadEntry objects
 
 
 def _build_plain(
@@ -552,7 +525,7 @@ def _build_plain(
     visible: Sequence[str | None], major: Sequence[str | None], formats: Sequence[str],
     files: Sequence[str | None],
 ) -> tuple[LoadEntry, ...]:
-    """``tuple(map(_BUILD_PLAIN, ...))`` in one loop: no call per entry (every fresh open
+    """LoadEntry objects of plain entries' columns, in one loop: no call per entry (every fresh open
     builds every entry of the table: ~10 % less than a constructor call each)."""
     new, plain, entry = object.__new__, _PlainEntry, LoadEntry
     out = []
