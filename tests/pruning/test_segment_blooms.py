@@ -30,7 +30,7 @@ from carbonstore.pruning.plan import prune
 from carbonstore.pruning.plan_types import TablePlan
 from carbonstore.pruning.table_index import refresh_index_snapshot
 from carbonstore.segments.manage import delete_segments
-from carbonstore.store import load_conf
+from carbonstore.store import CarbonConf, load_conf
 from carbonstore.store.table import Table
 from tests.indexfiles.segbuild import add_segments
 
@@ -252,14 +252,7 @@ def test_the_row_group_level_takes_the_packs_answers(tmp_path: Path, row_groups:
     wheres.append(f"k in ('{keys[1][1]}', '{keys[2][2]}')")
 
     def plans() -> list[tuple[object, ...]]:
-        clear_cache()
-        handle = Store(str(tmp_path / "store"), conf=conf).table("db.t")
-        out = []
-        for where in wheres:
-            p = prune(handle, where, explain=True)
-            out.append((p.segments, p.levels, sorted(repr(f.to_json()) for f in p.files),
-                        sorted(map(str, p.dropped))))
-        return out
+        return _plans(tmp_path, conf, wheres)
 
     COUNTERS.clear()
     with_pack = plans()
@@ -296,14 +289,7 @@ def test_chunks_failing_their_checksums_leave_the_plans_as_they_were(tmp_path: P
     wheres += [f"k = '{v:016x}'" for v in rng.integers(0, 2**63, 30).tolist()]
 
     def plans() -> list[tuple[object, ...]]:
-        clear_cache()
-        handle = Store(str(tmp_path / "store"), conf=conf).table("db.t")
-        out = []
-        for where in wheres:
-            p = prune(handle, where, explain=True)
-            out.append((p.segments, p.levels, sorted(repr(f.to_json()) for f in p.files),
-                        sorted(map(str, p.dropped))))
-        return out
+        return _plans(tmp_path, conf, wheres)
 
     COUNTERS.clear()
     sound = plans()
@@ -320,3 +306,16 @@ def test_chunks_failing_their_checksums_leave_the_plans_as_they_were(tmp_path: P
     COUNTERS.clear()
     assert plans() == sound
     assert COUNTERS["bloom_pack_fallbacks"]
+
+
+def _plans(tmp_path: Path, conf: CarbonConf, wheres: list[str]) -> list[tuple[object, ...]]:
+    """Each filter's plan at every level (segments, level counts, files, what was dropped),
+    planned on a fresh handle of ``db.t`` with the caches cleared."""
+    clear_cache()
+    handle = Store(str(tmp_path / "store"), conf=conf).table("db.t")
+    out = []
+    for where in wheres:
+        p = prune(handle, where, explain=True)
+        out.append((p.segments, p.levels, sorted(repr(f.to_json()) for f in p.files),
+                    sorted(map(str, p.dropped))))
+    return out
