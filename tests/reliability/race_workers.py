@@ -43,6 +43,9 @@ LOAD_BASE = 1_000_000  # worker w loads keys LOAD_BASE * (w + 1) + 1000 * j + 0.
 LOAD_ROWS = 8
 LEASE_S = 3  # short: clean files may remove superseded deltas within a CI run
 MAX_ALTERS = 2  # per worker
+ALTER_AFTER = 0.6  # ALTERs only in the last 40% of the run: DML over mixed schemas comes late
+HOT = range(SHARED - 8, SHARED + 8)  # most statements pick keys here: they collide
+FORCE = 0.1  # the share of clean files runs that are forced
 
 CONF = {
     "carbon.clean.files.force.allowed": "true",
@@ -74,10 +77,22 @@ def load_rows(table: Any, first: int, count: int) -> pa.Table:
 
 
 def read_rows(table: Any) -> dict[str, Any]:
-    """Every live row of ``table`` (pinned or not): column names and sorted row lists."""
-    from tests.reliability.workload import scan
+    """Every live row of ``table`` (pinned or not): column names and sorted row lists.
 
-    got = scan(table)
+    The read path of the data source (plan, partitions with the projections of segments
+    written with older schema versions, row groups), without the JVM."""
+    from carbonstore.pruning.plan import prune
+    from carbonstore.spark.reader import (
+        arrow_read_schema,
+        plan_partitions,
+        plan_projections,
+        read_row_groups,
+    )
+
+    plan = prune(table, None)
+    parts = plan_partitions(plan, projections=plan_projections(table, plan))
+    got = pa.Table.from_batches([b for p in parts for b in read_row_groups(table, p.slices)],
+                                schema=arrow_read_schema(table))
     names = got.column_names
     rows = sorted(zip(*(got.column(n).to_pylist() for n in names), strict=True)) \
         if got.num_rows else []
@@ -93,6 +108,7 @@ class Worker:
         self.loads = 0
         self.alters = 0
         self.loaded: list[int] = []  # first keys of this worker's committed loads
+        self.alter_from = 0.0  # monotonic time from which ALTERs run
 
     def table(self, retention: int | None = None) -> Any:
         return Store(self.location, conf=conf(retention)).table(self.name)
@@ -102,11 +118,12 @@ class Worker:
 
     # ---- the operations: each returns (params, result) ----------------------------------
     def _range(self) -> tuple[int, int]:
-        if self.loaded and self.rnd.random() < 0.2:
+        draw = self.rnd.random()
+        if self.loaded and draw < 0.15:
             first = self.rnd.choice(self.loaded)
             a = first + self.rnd.randrange(LOAD_ROWS)
             return a, a + self.rnd.randrange(3)
-        a = self.rnd.randrange(SHARED + NEW)
+        a = self.rnd.choice(HOT) if draw < 0.7 else self.rnd.randrange(SHARED + NEW)
         return a, a + self.rnd.choice((0, 0, 1, 2, 5))
 
     def op_load(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -133,7 +150,9 @@ class Worker:
     def op_merge(self, p: dict[str, Any]) -> dict[str, Any]:
         if "rows" not in p:
             n = self.rnd.randrange(1, 4)
-            pool = range(SHARED - 20, SHARED + NEW) if self.rnd.random() < 0.7 else range(SHARED)
+            draw = self.rnd.random()
+            pool = HOT if draw < 0.6 else range(SHARED, SHARED + NEW) if draw < 0.8 \
+                else range(SHARED)
             ids = sorted(self.rnd.sample(pool, n))
             p["rows"] = [[i, self.rnd.randrange(1, 10)] for i in ids]
         ids, vals = [r[0] for r in p["rows"]], [r[1] for r in p["rows"]]
@@ -158,7 +177,7 @@ class Worker:
     def op_clean(self, p: dict[str, Any]) -> dict[str, Any]:
         from carbonstore.segments.clean import clean_files
 
-        force = p.setdefault("force", self.rnd.random() < 0.5)
+        force = p.setdefault("force", self.rnd.random() < FORCE)
         t = self.table(None if force else 1)
         rep = clean_files(t, dry_run=False, force=force, stale_inprogress=True)
         return {"removed": list(rep.removed_entries), "items": len(rep.items)}
@@ -167,7 +186,7 @@ class Worker:
         from carbonstore.store.alter import add_columns, alter_table, columns_from_defs
         from carbonstore.store.ddl import parse_column_defs
 
-        if self.alters >= MAX_ALTERS:
+        if self.alters >= MAX_ALTERS or time.monotonic() < self.alter_from:
             return {"skipped": True}
         self.alters += 1
         name = f"c{self.w}_{self.alters}"
@@ -214,6 +233,7 @@ class Worker:
         kinds = list(WEIGHTS)
         weights = [WEIGHTS[k] for k in kinds]
         deadline = time.monotonic() + seconds
+        self.alter_from = time.monotonic() + ALTER_AFTER * seconds
         n = 0
         with open(log_path, "ab") as out:
             while time.monotonic() < deadline:
