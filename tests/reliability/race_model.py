@@ -81,6 +81,8 @@ class Run:
     alters: dict[int, list[tuple[str, int]]]  # version -> columns (name, default) it added
     setup: dict[str, tuple[int, int]]  # segment -> (first id, count) of the loads before
     models: list[Model] = field(default_factory=list)
+    written: dict[int, set[int]] = field(default_factory=dict)  # version -> keys a DML wrote
+    cause: dict[int, str] = field(default_factory=dict)  # version -> class of its count error
     violations: list[Violation] = field(default_factory=list)
     notes: Counter[str] = field(default_factory=Counter)
 
@@ -217,17 +219,30 @@ def _apply_claim(run: Run, v: int, operation: str, rec: dict[str, Any], prev: Mo
                      version=v)
         return dict(models[p["to"]])
     model, deleted, inserted = apply_dml(kind, p, prev)
+    run.written[v] = {i for i, _ in p["rows"]} if kind == "merge" else set(in_range(prev, p))
     if (res["deleted"], res["inserted"]) != (deleted, inserted):
-        # a DELETE counting rows another statement removed first: applied without a new plan
-        cls = OTHER
-        if kind == "delete" and res["deleted"] > deleted:
-            cls = DELETE_SURVIVOR
-        elif kind == "merge" and res["deleted"] < deleted:  # inserted a key that exists
-            cls = MERGE_DUPLICATE
+        cls = _count_class(run, rec, v, prev, res["deleted"] - deleted)
+        run.cause[v] = cls
         run.fail("b", f"{_show(rec)} at version {v} reported deleted={res['deleted']} "
                  f"inserted={res['inserted']}; on the state of version {v - 1} it is "
                  f"deleted={deleted} inserted={inserted}{_rows_note(kind, p, prev)}", cls, v)
     return model
+
+
+def _count_class(run: Run, rec: dict[str, Any], v: int, prev: Model, excess: int) -> str:
+    """The class of a statement whose count differs from the model's by ``excess``."""
+    kind = rec["kind"]
+    if kind == "merge" and excess < 0:  # it inserted a key that exists
+        return MERGE_DUPLICATE
+    if kind == "delete" and excess > 0:  # it counted rows a concurrent DELETE removed first
+        return DELETE_SURVIVOR
+    if kind in ("delete", "update") and excess < 0:
+        # it missed rows a concurrent UPDATE / MERGE wrote after it planned (the row
+        # versions of an insert segment): committed without planning again
+        recent = set().union(*(run.written.get(u, set()) for u in range(rec["lo"] + 1, v)))
+        if -excess <= len(recent & set(in_range(prev, rec["params"]))):
+            return DELETE_SURVIVOR
+    return OTHER
 
 
 def _check_nothing_matched(run: Run) -> None:
@@ -256,7 +271,9 @@ def check_read(run: Run, version: int, got: dict[str, Any]) -> tuple[str, str] |
     want = expected_rows(run, version, cols)
     if got["rows"] == want:
         return None
-    return diff_rows(got["rows"], want)
+    text, cls = diff_rows(got["rows"], want)
+    # rows that differ where a statement's count did: that statement's class
+    return text, run.cause.get(version, cls) if cls == OTHER else cls
 
 
 def diff_rows(got: list[list[int]], want: list[list[int]]) -> tuple[str, str]:
@@ -281,19 +298,7 @@ def check_records(run: Run) -> None:
         kind = r["kind"]
         if not r["ok"]:
             run.notes[f"{kind}: {r['error']}"] += 1
-            if r["error"] == "CorruptMetadataError":
-                run.fail("e", f"{_show(r)} failed on damage: {r['message']}", RESTORE_CLEAN)
-            elif r["error"] not in EXPECTED[kind]:
-                unchanged = r["lo"] == r["hi"]
-                rule = "c" if kind == "read" and unchanged else "e"
-                if kind == "read" and not unchanged:
-                    # a version superseded while read: forced clean files may remove its
-                    # files (docs/tablestatus.md); judged only when it stayed the latest
-                    run.notes["read of a superseded version failed (tolerated)"] += 1
-                    continue
-                mix = r["error"] == "ArrowInvalid" and "Schema at index" in r["message"]
-                run.fail(rule, f"{_show(r)} failed: {r['error']}: {r['message']}",
-                         SCHEMA_MIX if mix else OTHER)
+            _judge_error(run, r)
             continue
         run.notes[f"{kind}: ok"] += 1
         if kind in ("read", "read_old"):
@@ -301,6 +306,29 @@ def check_records(run: Run) -> None:
             if why:
                 run.fail("c", f"{_show(r)} read version {r['params']['version']}: {why[0]}",
                          why[1], r["params"]["version"])
+
+
+def _judge_error(run: Run, r: dict[str, Any]) -> None:
+    """An operation's error: expected (a lost race, a held lock, cleaned files), tolerated
+    (a one-line error while the version it used was superseded: forced clean files may
+    remove the files of superseded versions at once), or a violation (any other error, and
+    every error that is no one-line ``CarbonStoreError``: a traceback for the user)."""
+    kind, err, msg = r["kind"], r["error"], r["message"]
+    if err in EXPECTED[kind]:
+        return
+    used = r["params"].get("version", r["lo"]) if kind.startswith("read") else r["lo"]
+    superseded = used < r["hi"]
+    if superseded and r["carbon"]:
+        run.notes[f"{kind} of a superseded version: {err} (tolerated)"] += 1
+        return
+    cls = OTHER
+    if err == "CorruptMetadataError":  # a version naming a file clean files removed
+        cls = RESTORE_CLEAN
+    elif err == "ArrowInvalid" and "Schema at index" in msg:
+        cls = SCHEMA_MIX
+    rule = "c" if kind.startswith("read") else "e"
+    state = "superseded meanwhile" if superseded else "still the latest"
+    run.fail(rule, f"{_show(r)} failed ({state}): {err}: {msg}", cls)
 
 
 def check_versions(run: Run, table: Any, versions: Iterable[int]) -> None:

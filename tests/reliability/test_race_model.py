@@ -210,3 +210,16 @@ def test_schedule_restore_racing_clean_files_of_its_delta(table: Any) -> None:
     run = finish(location, records, setup)
     assert_model(run, f"restore to version {old} racing a forced clean files",
                  frozenset({RESTORE_CLEAN}))
+
+
+@pytest.mark.xfail(strict=False, raises=KnownRaceBug,
+                   reason="a DELETE over a concurrent DELETE of its row counts the row again")
+def test_schedule_two_deletes_of_one_row_count_it_once(table: Any) -> None:
+    location, setup = table
+    w0, w1 = Worker(location, "db.t", 0, 1), Worker(location, "db.t", 1, 1)
+    records = at_commit(w0, "delete", {"lo": 9, "hi": 10},
+                        lambda: [w1.do("delete", {"lo": 10, "hi": 11})])
+    assert all(r["ok"] for r in records), records
+    run = finish(location, records, setup)
+    assert_model(run, "DELETE id 9..10 planned, DELETE id 10..11 committed, DELETE committed",
+                 frozenset({DELETE_SURVIVOR}))
