@@ -158,11 +158,15 @@ def replay(run: Run) -> None:
     statement is claimed by exactly one worker record."""
     by_version: dict[int, list[dict[str, Any]]] = {}
     loads: dict[str, dict[str, Any]] = {}
+    noop: list[dict[str, Any]] = []
     for r in run.records:
         res = r.get("result") or {}
         if not r["ok"]:
             continue
-        if r["kind"] in ("delete", "update", "merge", "restore") and res.get("version") is not None:
+        if r["kind"] == "restore" and res["version"] <= r["lo"]:
+            noop.append(r)  # nothing to change: it returns the version it found
+        elif r["kind"] in ("delete", "update", "merge", "restore") \
+                and res.get("version") is not None:
             by_version.setdefault(res["version"], []).append(r)
         if r["kind"] == "load":
             loads[res["segment"]] = r
@@ -202,6 +206,11 @@ def replay(run: Run) -> None:
                  "statement's version in the history")
     run.models = models
     _check_nothing_matched(run)
+    for r in noop:
+        to, at = r["params"]["to"], r["result"]["version"]
+        if models[to] != models[at]:
+            run.fail("b", f"{_show(r)} committed nothing (version {at}), but the model of "
+                     f"version {to} is not that of {at}", version=at)
 
 
 def _apply_claim(run: Run, v: int, operation: str, rec: dict[str, Any], prev: Model,
@@ -225,7 +234,8 @@ def _apply_claim(run: Run, v: int, operation: str, rec: dict[str, Any], prev: Mo
         run.cause[v] = cls
         run.fail("b", f"{_show(rec)} at version {v} reported deleted={res['deleted']} "
                  f"inserted={res['inserted']}; on the state of version {v - 1} it is "
-                 f"deleted={deleted} inserted={inserted}{_rows_note(kind, p, prev)}", cls, v)
+                 f"deleted={deleted} inserted={inserted}{_rows_note(kind, p, prev)}; "
+                 f"committed while it ran: {_between(run, rec['lo'], v)}", cls, v)
     return model
 
 
@@ -394,3 +404,10 @@ def _show(r: dict[str, Any]) -> str:
 def _rows_note(kind: str, p: dict[str, Any], m: Model) -> str:
     keys = [i for i, _ in p["rows"]] if kind == "merge" else in_range(m, p)
     return f" (rows then: {[(i, m.get(i)) for i in keys][:6]})"
+
+
+def _between(run: Run, lo: int, v: int) -> str:
+    """The versions committed after ``lo`` and before ``v`` (what a statement raced)."""
+    ops = [f"{u} {run.history[u].operation}" for u in range(lo + 1, v)
+           if not run.history[u].operation.startswith(("LOAD BEGIN", "COMPACTION BEGIN"))]
+    return ", ".join(ops[-8:]) or "nothing"
