@@ -18,7 +18,12 @@ during the race equals the model of the version it reported reading (a latest re
 failed while its version stayed the latest is a violation); (d) the latest version is
 readable and equals the final model; and no operation failed with an error other than the
 expected one-line ones (a lost race, a held lock, files cleaned), nor with damage
-(``CorruptMetadataError``), nor with a traceback-class error (``OSError``, ``KeyError``...).
+(``CorruptMetadataError``), nor with a traceback-class error (``OSError``, ``KeyError``...)
+- except a one-line error of an operation whose version was superseded while it ran
+(forced clean files removes such files at once; counted in ``Run.notes``).
+
+A violation after the first version whose rows differ from the model is usually its
+consequence (a key inserted twice is then updated twice): ``Run.primary`` leaves those out.
 """
 
 from __future__ import annotations
@@ -51,7 +56,9 @@ Model = dict[int, int]
 
 
 #: the classes of violations (``Violation.cls``); the first three are known bugs
-DELETE_SURVIVOR = "dml-conflict"  # a row a DELETE removed reads again / a count twice
+# a statement committed over a concurrent one without planning again: a row a DELETE
+# removed reads again, an UPDATE misses a row version written meanwhile, a row counted twice
+DELETE_SURVIVOR = "dml-conflict"
 MERGE_DUPLICATE = "merge-duplicate"  # one key read twice
 RESTORE_CLEAN = "restore-clean"  # damage: a version naming a file clean files removed
 # a MERGE whose rows lie in segments of two schema versions (before and after an ALTER
