@@ -234,3 +234,18 @@ def test_schedule_two_deletes_of_one_row_count_it_once(table: Any) -> None:
     run = finish(location, records, setup)
     assert_model(run, "DELETE id 9..10 planned, DELETE id 10..11 committed, DELETE committed",
                  frozenset({DELETE_SURVIVOR}))
+
+
+@pytest.mark.xfail(strict=False, raises=KnownRaceBug,
+                   reason="an UPDATE over a concurrent MERGE insert in its range misses the row")
+def test_schedule_update_over_a_concurrent_merge_insert_in_its_range(table: Any) -> None:
+    """The UPDATE changes a row that existed when it planned (199) and commits after a MERGE
+    inserted a new key of its range (201): in commit order it must change both."""
+    location, setup = table
+    w0, w1 = Worker(location, "db.t", 0, 1), Worker(location, "db.t", 1, 1)
+    records = at_commit(w0, "update", {"lo": 199, "hi": 201, "k": 5},
+                        lambda: [w1.do("merge", {"rows": [[201, 3]]})])
+    assert all(r["ok"] for r in records), records
+    run = finish(location, records, setup)
+    assert_model(run, "UPDATE id 199..201 planned, MERGE insert of 201 committed, UPDATE "
+                 "committed", frozenset({DELETE_SURVIVOR}))
