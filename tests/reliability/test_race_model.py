@@ -45,7 +45,7 @@ from carbonstore import Store
 from carbonstore.segments.clean import clean_files
 from carbonstore.store.faults import on_point
 from tests.reliability.race_model import (
-    DELETE_SURVIVOR,
+    DML_CONFLICT,
     KNOWN,
     MERGE_DUPLICATE,
     RESTORE_CLEAN,
@@ -169,7 +169,7 @@ def test_schedule_delete_over_a_concurrent_update_of_its_row(table: Any) -> None
     assert all(r["ok"] for r in records), records
     run = finish(location, records, setup)
     assert_model(run, "DELETE id 5..6 planned, UPDATE id 5 committed, DELETE committed",
-                 frozenset({DELETE_SURVIVOR}))
+                 frozenset({DML_CONFLICT}))
 
 
 @pytest.mark.xfail(strict=False, raises=KnownRaceBug,
@@ -233,7 +233,7 @@ def test_schedule_two_deletes_of_one_row_count_it_once(table: Any) -> None:
     assert all(r["ok"] for r in records), records
     run = finish(location, records, setup)
     assert_model(run, "DELETE id 9..10 planned, DELETE id 10..11 committed, DELETE committed",
-                 frozenset({DELETE_SURVIVOR}))
+                 frozenset({DML_CONFLICT}))
 
 
 @pytest.mark.xfail(strict=False, raises=KnownRaceBug,
@@ -248,4 +248,4 @@ def test_schedule_update_over_a_concurrent_merge_insert_in_its_range(table: Any)
     assert all(r["ok"] for r in records), records
     run = finish(location, records, setup)
     assert_model(run, "UPDATE id 199..201 planned, MERGE insert of 201 committed, UPDATE "
-                 "committed", frozenset({DELETE_SURVIVOR}))
+                 "committed", frozenset({DML_CONFLICT}))
