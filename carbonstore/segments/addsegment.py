@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -156,9 +157,22 @@ def _refuse_store_paths(table: Table, src: StoreFS, files: list[pafs.FileInfo], 
         )
 
 
+def source_location(path: str, store_location: str) -> str:
+    """``path`` with the S3 settings (endpoint, region, addressing) of the store's location
+    that ``path`` does not give itself, when both are on s3://: a bucket folder is read
+    through the endpoint the store is reached by (credentials: the store's conf)."""
+    if not (path.startswith("s3://") and store_location.startswith("s3://")):
+        return path
+    parts = urlsplit(path)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    for key, value in parse_qsl(urlsplit(store_location).query, keep_blank_values=True):
+        query.setdefault(key, value)
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
 def add_segment(table: Table, path: str) -> LoadEntry:
     """Copy the Parquet files under ``path`` into a new segment, index and commit it."""
-    src = resolve_fs(path, table.store.conf)  # an s3:// source: the store's endpoint settings
+    src = resolve_fs(source_location(path, table.store.location), table.store.conf)
     _refuse_store_paths(table, src, [], path)
     files = _parquet_files(src.fs, src.base)
     _refuse_store_paths(table, src, files, path)  # symlinks under the folder
