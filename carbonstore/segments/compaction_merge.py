@@ -232,11 +232,14 @@ def _sample_column(fs: Any, files: Sequence[str], column: str) -> pa.Array:
     for path, groups in by_file.items():
         with fs.open_input_file(path) as f:
             pf = pq.ParquetFile(f)
-            col = pf.read_row_groups(groups, columns=[column]).column(0).combine_chunks()
+            found = file_columns(pf.schema_arrow, [column], None)  # add-segment: any case
+            if not found:
+                continue
+            col = pf.read_row_groups(groups, columns=found).column(0).combine_chunks()
         if len(col) > _SAMPLE_ROWS // max(1, len(by_file)):
             idx = np.linspace(0, len(col) - 1, _SAMPLE_ROWS // max(1, len(by_file))).astype(np.int64)
             col = col.take(pa.array(idx))
-        chunks.append(col)
+        chunks.append(col if not chunks or col.type == chunks[0].type else col.cast(chunks[0].type))
     return pa.concat_arrays(chunks) if chunks else pa.array([])
 
 
