@@ -411,9 +411,12 @@ def ordered_files(table: Table, sources: Sequence[LoadEntry]) -> list[str]:
     for n, path in enumerate(files):
         with fs.open_input_file(path) as f:
             md = pq.ParquetFile(f).metadata
-        col = md.schema.to_arrow_schema().get_field_index(keys[0][0])
-        lows = [md.row_group(i).column(col).statistics for i in range(md.num_row_groups)]
-        if col < 0 or not lows or any(st is None or not st.has_min_max for st in lows):
+        # the key's leaf column, by name whatever its case (files adopted with add-segment)
+        col = next((i for i in range(md.num_columns)
+                    if md.schema.column(i).path.lower() == keys[0][0]), -1)
+        lows = [md.row_group(i).column(col).statistics for i in range(md.num_row_groups)] \
+            if col >= 0 else []
+        if not lows or any(st is None or not st.has_min_max for st in lows):
             return files  # no statistics to order by: keep the order, sorting still works
         mins.append((0, min(st.min for st in lows), n, path))
     try:
