@@ -213,6 +213,7 @@ def test_a_null_in_a_not_null_column_is_one_line(store: Store, tmp_path: Path) -
     pq.write_table(pa.table({"id": pa.array([1, None, 3], pa.int64()),
                              "v": pa.array([10, 20, 30], pa.int64())}), copy)
     before = t.status.read().entries
+    latest = t.status.read().version
     for args in (("update", "db.m", "--set", "v = 0", "--where", "v > 0"),
                  ("compact", "db.m", "--type", "custom", "--segments", "0,1",
                   "--engine", "local")):
@@ -222,3 +223,5 @@ def test_a_null_in_a_not_null_column_is_one_line(store: Store, tmp_path: Path) -
         assert "NOT NULL column id holds 1 null" in r.stderr
     assert [(e.load_name, e.status) for e in t.status.read().entries] == \
         [(e.load_name, e.status) for e in before]  # nothing changed, nothing left behind
+    ops = sorted(v.operation for v in t.status.log() if v.version > latest)
+    assert ops == ["COMPACTION ABORT", "COMPACTION BEGIN"]  # one abort version per attempt
