@@ -25,7 +25,6 @@ No data file is ever rewritten. Statistics of touched segments are dropped (stal
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -42,9 +41,10 @@ from carbonstore.errors import (
     CommitConflictError,
     UserError,
 )
-from carbonstore.expressions.expr import AlwaysTrue, Expr, references
+from carbonstore.expressions.expr import Expr, references
 from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.deltas import deleted_mask, positions, read_delta, write_delta
+from carbonstore.segments.dml_filter import RowFilter, row_filter
 from carbonstore.segments.unify import file_columns, storage_schema, unify
 from carbonstore.statistics.analyze import store_task_statistics
 from carbonstore.statistics.store import delete_segment_statistics
@@ -133,65 +133,6 @@ def _decoder(table: Table) -> Callable[[pa.Table], pa.Table]:
         return pa.Table.from_batches([decode_batch(b, table) for b in t.to_batches()])
 
     return decode
-
-
-@dataclass(frozen=True, slots=True)
-class RowFilter:
-    """A DML condition: the conjuncts the index and the row evaluator take (``expr``) and
-    the rest (``residual``, Spark SQL evaluated by DuckDB on the rows ``expr`` keeps)."""
-
-    expr: Expr
-    residual: str | None = None
-    time_zone: str = "UTC"  # Spark's session time zone (segments.timezones)
-
-
-def _residual_error(err: Exception) -> bool:
-    """The filter parser cannot bind the conjunct, but Spark SQL may evaluate it (a function
-    or arithmetic where the parser wants a column or a literal)."""
-    return any(k in str(err) for k in ("compare a column with a literal", "expected a column name"))
-
-
-def row_filter(table: Table, where: str | Expr | None, *, time_zone: str = "UTC") -> RowFilter:
-    """Split ``where`` into the conjuncts the store's filter parser binds and the rest
-    (arithmetic, functions, column-to-column comparisons: ``id % 8 = 0``); timestamps
-    without an offset are read in Spark's session time zone ``time_zone``.
-
-    Raises:
-        ExpressionError: a conjunct names an unknown column or the text does not parse.
-    """
-    from carbonstore.errors import ExpressionError
-    from carbonstore.expressions.bind import session_zone
-    from carbonstore.expressions.expr import And
-    from carbonstore.pruning.plan import bind_where
-    from carbonstore.segments.timezones import duckdb_zone
-
-    duckdb_zone(time_zone)  # a zone DuckDB cannot name is a user error here
-    zone = session_zone(time_zone) or dt.UTC
-    if where is None or not isinstance(where, str):
-        return RowFilter(bind_where(table, where, time_zone=zone), None, time_zone)
-    try:
-        return RowFilter(bind_where(table, where, time_zone=zone), None, time_zone)
-    except ExpressionError as err:
-        if not _residual_error(err):
-            raise
-    import sqlglot
-
-    from carbonstore.expressions.parser import and_terms
-
-    terms = and_terms(sqlglot.parse_one(where, read="spark"))
-    bound: Expr = AlwaysTrue()
-    rest: list[str] = []
-    for term in terms:
-        text = term.sql(dialect="spark")
-        try:
-            e = bind_where(table, text, time_zone=zone)
-        except ExpressionError as err:
-            if not _residual_error(err):
-                raise
-            rest.append(f"({text})")
-            continue
-        bound = e if isinstance(bound, AlwaysTrue) else And(bound, e)
-    return RowFilter(bound, " AND ".join(rest) or None, time_zone)
 
 
 def scan_rows(
