@@ -9,7 +9,10 @@ all adopted files and the segment gets its ``.carbonindexmerge`` like a load.
 A table with global-dictionary columns stores INT32 surrogates in those columns, so the
 files cannot be copied as they are: their values are added to the dictionaries first (as a
 load does) and the rows are rewritten, encoded, by the load's task writer into new files of
-the segment (rows in the given order). A source inside the store is refused: adopting the
+the segment (rows in the given order). Files that name a column in another case (``ID``
+for ``id``) are rewritten the same way, so every file of the store names its columns as
+the table does (its index, pruning and every reader match columns by name). Copied files
+keep their own nullability: readers map it onto the table's (segments/unify.py). A source inside the store is refused: adopting the
 store's own files would duplicate their rows.
 """
 
@@ -114,7 +117,8 @@ def _batches(
 def _encode_into(
     table: Table, segment_id: str, src: StoreFS, files: list[pafs.FileInfo]
 ) -> tuple[list[str], str]:
-    """Add the files' dictionary values, then write their rows encoded into the segment.
+    """Add the files' dictionary values (if any), then write their rows - encoded, under the
+    table's column names - into the segment.
 
     Returns the data file names and the task index path, like the copy path.
     """
@@ -123,8 +127,9 @@ def _encode_into(
     from carbonstore.segments.writer import write_task
 
     dict_cols = list(table.schema.dictionary_columns)
-    prepare_dictionaries(table, distinct_values(_batches(src, files, dict_cols), dict_cols),
-                         segment_id)
+    if dict_cols:
+        prepare_dictionaries(table, distinct_values(_batches(src, files, dict_cols), dict_cols),
+                             segment_id)
     settings = write_settings(table, segment_id, parse_load_options(table, {"sort_scope": "no_sort"}))
     result = write_task(_batches(src, files), settings, task_id="added", fs=table.store.sfs.fs)
     if result.index_file is None or result.bad_records:
@@ -178,10 +183,13 @@ def add_segment(table: Table, path: str) -> LoadEntry:
     _refuse_store_paths(table, src, files, path)  # symlinks under the folder
     # Validate everything before the segment exists: footers (our own reader, which also
     # refuses encrypted and corrupt files), schema, nullability.
+    other_names = False  # a file names a column in another case: its rows are rewritten
     for f in files:
         index = read_file_index(src.fs, f.path, with_blooms=False)
         with src.fs.open_input_file(f.path) as fh:
-            check_file_schema(table, pq.read_schema(fh), f.path)
+            file_schema = pq.read_schema(fh)
+        check_file_schema(table, file_schema, f.path)
+        other_names = other_names or any(n != n.lower() for n in file_schema.names)
         for col in table.schema.columns:
             if col.nullable:
                 continue
@@ -202,7 +210,7 @@ def add_segment(table: Table, path: str) -> LoadEntry:
     seg_dir = table.paths.segment_dir(entry.load_name)
     try:
         sfs.makedirs(seg_dir)
-        if table.schema.dictionary_columns:
+        if table.schema.dictionary_columns or other_names:
             names, task_index = _encode_into(table, entry.load_name, src, files)
         else:
             names = []

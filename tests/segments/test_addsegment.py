@@ -187,7 +187,19 @@ def test_adopted_files_of_other_name_case_and_nullability_take_dml_and_compactio
     folder.mkdir()
     pq.write_table(pa.table({"ID": pa.array([3, 1, 2], pa.int64()),
                              "Name": pa.array(["c", None, "b"])}), folder / "a.parquet")
-    add_segment(table, str(folder))
+    entry = add_segment(table, str(folder))
+    seg = Path(table.paths.segment_dir(entry.load_name))
+    assert [pq.read_schema(p).names for p in seg.glob("*.parquet")] == [["id", "name"]]
+
+    def read(where: str | None = None) -> list[dict[str, object]]:
+        plan = prune(table, where)
+        got = pa.Table.from_batches(
+            list(read_row_groups(table, [s for p in plan_partitions(plan) for s in p.slices],
+                                 expr=plan.expr if where else None)),
+            schema=arrow_read_schema(table))
+        return got.sort_by("id").to_pylist()
+
+    assert read("id = 2") == [{"id": 2, "name": "b"}]
     table.merge(pa.table({"id": pa.array([4], pa.int64()), "name": ["d"]}), on=["id"],
                 when_not_matched_insert="*")
     assert table.update({"name": "'B'"}, where="id = 2").deleted == 1
@@ -195,9 +207,5 @@ def test_adopted_files_of_other_name_case_and_nullability_take_dml_and_compactio
     compact(table, "custom", segment_ids=[e.load_name for e in table.status.read().readable])
     table = store.table("t")
     assert [e.load_name for e in table.status.read().readable] == ["0.1"]
-    plan = prune(table)
-    got = pa.Table.from_batches(
-        list(read_row_groups(table, [s for p in plan_partitions(plan) for s in p.slices])),
-        schema=arrow_read_schema(table))
-    assert got.sort_by("id").to_pylist() == [
+    assert read() == [
         {"id": 1, "name": None}, {"id": 2, "name": "B"}, {"id": 4, "name": "d"}]
