@@ -9,7 +9,10 @@ all adopted files and the segment gets its ``.carbonindexmerge`` like a load.
 A table with global-dictionary columns stores INT32 surrogates in those columns, so the
 files cannot be copied as they are: their values are added to the dictionaries first (as a
 load does) and the rows are rewritten, encoded, by the load's task writer into new files of
-the segment (rows in the given order). A source inside the store is refused: adopting the
+the segment (rows in the given order). Files that name a column in another case (``ID``
+for ``id``) are rewritten the same way, so every file of the store names its columns as
+the table does (its index, pruning and every reader match columns by name). Copied files
+keep their own nullability: readers map it onto the table's (segments/unify.py). A source inside the store is refused: adopting the
 store's own files would duplicate their rows.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -113,7 +117,8 @@ def _batches(
 def _encode_into(
     table: Table, segment_id: str, src: StoreFS, files: list[pafs.FileInfo]
 ) -> tuple[list[str], str]:
-    """Add the files' dictionary values, then write their rows encoded into the segment.
+    """Add the files' dictionary values (if any), then write their rows - encoded, under the
+    table's column names - into the segment.
 
     Returns the data file names and the task index path, like the copy path.
     """
@@ -122,8 +127,9 @@ def _encode_into(
     from carbonstore.segments.writer import write_task
 
     dict_cols = list(table.schema.dictionary_columns)
-    prepare_dictionaries(table, distinct_values(_batches(src, files, dict_cols), dict_cols),
-                         segment_id)
+    if dict_cols:
+        prepare_dictionaries(table, distinct_values(_batches(src, files, dict_cols), dict_cols),
+                             segment_id)
     settings = write_settings(table, segment_id, parse_load_options(table, {"sort_scope": "no_sort"}))
     result = write_task(_batches(src, files), settings, task_id="added", fs=table.store.sfs.fs)
     if result.index_file is None or result.bad_records:
@@ -156,18 +162,34 @@ def _refuse_store_paths(table: Table, src: StoreFS, files: list[pafs.FileInfo], 
         )
 
 
+def source_location(path: str, store_location: str) -> str:
+    """``path`` with the S3 settings (endpoint, region, addressing) of the store's location
+    that ``path`` does not give itself, when both are on s3://: a bucket folder is read
+    through the endpoint the store is reached by (credentials: the store's conf)."""
+    if not (path.startswith("s3://") and store_location.startswith("s3://")):
+        return path
+    parts = urlsplit(path)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    for key, value in parse_qsl(urlsplit(store_location).query, keep_blank_values=True):
+        query.setdefault(key, value)
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
 def add_segment(table: Table, path: str) -> LoadEntry:
     """Copy the Parquet files under ``path`` into a new segment, index and commit it."""
-    src = resolve_fs(path, table.store.conf)  # an s3:// source: the store's endpoint settings
+    src = resolve_fs(source_location(path, table.store.location), table.store.conf)
     _refuse_store_paths(table, src, [], path)
     files = _parquet_files(src.fs, src.base)
     _refuse_store_paths(table, src, files, path)  # symlinks under the folder
     # Validate everything before the segment exists: footers (our own reader, which also
     # refuses encrypted and corrupt files), schema, nullability.
+    other_names = False  # a file names a column in another case: its rows are rewritten
     for f in files:
         index = read_file_index(src.fs, f.path, with_blooms=False)
         with src.fs.open_input_file(f.path) as fh:
-            check_file_schema(table, pq.read_schema(fh), f.path)
+            file_schema = pq.read_schema(fh)
+        check_file_schema(table, file_schema, f.path)
+        other_names = other_names or any(n != n.lower() for n in file_schema.names)
         for col in table.schema.columns:
             if col.nullable:
                 continue
@@ -188,7 +210,7 @@ def add_segment(table: Table, path: str) -> LoadEntry:
     seg_dir = table.paths.segment_dir(entry.load_name)
     try:
         sfs.makedirs(seg_dir)
-        if table.schema.dictionary_columns:
+        if table.schema.dictionary_columns or other_names:
             names, task_index = _encode_into(table, entry.load_name, src, files)
         else:
             names = []

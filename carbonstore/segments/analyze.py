@@ -13,44 +13,60 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from carbonstore.segments.compaction_merge import segment_data_files
+from carbonstore.segments.unify import file_columns, storage_schema, unify
 from carbonstore.statistics.accumulator import StatsAccumulator
 from carbonstore.statistics.analyze import analyze_targets, store_accumulated, table_column_specs
 from carbonstore.statistics.model import SegmentStatistics, StatisticsScope
+from carbonstore.store.evolution import Projection, segment_projections
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
 
     from carbonstore.store.table import Table
 
-__all__ = ["accumulate_files", "analyze_local", "compute_segment_statistics", "segment_deltas"]
+__all__ = ["accumulate_files", "analyze_local", "compute_segment_statistics", "read_schemas",
+           "segment_deltas"]
 
 
 def accumulate_files(
     fs: pafs.FileSystem, paths: Iterable[str], schema: Any, *,
     columns: Sequence[str] | None = None, batch_rows: int = 131072,
-    deleted: Mapping[str, bytes] | None = None,
+    deleted: Mapping[str, bytes] | None = None, target: pa.Schema | None = None,
+    projection: Projection | None = None,
 ) -> StatsAccumulator:
     """Statistics of Parquet files (read in batches, only the wanted columns); rows a delete
-    delta removes (``deleted``: path -> the delta's bytes) are left out."""
+    delta removes (``deleted``: path -> the delta's bytes) are left out.
+
+    ``target`` (:func:`~carbonstore.segments.unify.storage_schema` of the table): each file
+    is read as the table's current columns through ``projection`` (its segment's schema
+    version, None: the current one) - renamed columns under their new name, added ones as
+    their default (segments/unify.py). Without it the files' own names are taken."""
     import pyarrow.parquet as pq
 
     from carbonstore.segments.deltas import decode_delta, deleted_mask, positions
 
     acc = StatsAccumulator(schema, columns=columns)
+    want = None if target is None else \
+        pa.schema([f for f in target if f.name in set(acc.columns)])
     for path in paths:
         gone = positions(decode_delta(deleted[path], path)) if deleted and path in deleted \
             else None
         with fs.open_input_file(path) as f:
             pf = pq.ParquetFile(f)
-            names = {n.lower(): n for n in pf.schema_arrow.names}
-            read = [names[c] for c in acc.columns if c in names]
+            if want is None:
+                names = {n.lower(): n for n in pf.schema_arrow.names}
+                read = [names[c] for c in acc.columns if c in names]
+            else:  # no stored column wanted (only added ones): one read for the row count
+                read = file_columns(pf.schema_arrow, want.names, projection) or \
+                    pf.schema_arrow.names[:1]
             start = 0
             for batch in pf.iter_batches(batch_size=batch_rows, columns=read):
                 n = batch.num_rows
                 if gone is not None and len(gone):
                     batch = batch.filter(pa.array(~deleted_mask(gone, start, n)))
                 start += n
-                acc.update(batch)
+                acc.update(batch if want is None else unify(batch, want, projection,
+                                                            source=path))
     return acc
 
 
@@ -74,27 +90,10 @@ def compute_segment_statistics(
     """Recompute one segment's statistics in this process from its data files."""
     files = _data_files(table, segment_id)
     deleted = segment_deltas(table, [segment_id])
-    from carbonstore.store.evolution import project_table, segment_projections, storage_types
-
     entry = table.status.read().find(segment_id)
     proj = segment_projections(table, [entry]).get(segment_id) if entry is not None else None
-    if proj is not None:  # written with another schema version: read its columns by id
-        import pyarrow.parquet as pq
-
-        from carbonstore.segments.deltas import decode_delta, live_rows, positions
-
-        acc = StatsAccumulator(table.schema, columns=columns)
-        stypes = storage_types(table)
-        for path in files:
-            with table.paths.sfs.fs.open_input_file(path) as f:
-                data = pq.read_table(f)
-            if path in deleted:  # rows a delete delta removes are left out
-                data = live_rows(data, positions(decode_delta(deleted[path], path)))
-            acc.update(project_table(data, proj, stypes))
-        return acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id),
-                          source=source)
     acc = accumulate_files(table.paths.sfs.fs, files, table.schema, columns=columns,
-                           deleted=deleted)
+                           deleted=deleted, target=storage_schema(table), projection=proj)
     return acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id), source=source)
 
 
@@ -115,12 +114,22 @@ def analyze_local(
     targets = analyze_targets(table, segments, missing_only=missing_only)
     fs = table.paths.sfs.fs
     deleted = segment_deltas(table, targets)
+    target, projections = read_schemas(table, targets)
     states = {
         sid: [accumulate_files(fs, _data_files(table, sid), spec, columns=columns,
-                               deleted=deleted).to_bytes()]
+                               deleted=deleted, target=target,
+                               projection=projections.get(sid)).to_bytes()]
         for sid in targets
     }
     return store_accumulated(table, states, targets, spec, columns=columns)
+
+
+def read_schemas(table: Table, segment_ids: Sequence[str]) -> tuple[pa.Schema, dict[str, Projection]]:
+    """What :func:`accumulate_files` reads the segments' files as: the table's storage schema
+    and, for segments of another schema version, their projection (store/evolution.py)."""
+    snap = table.status.read()
+    entries = [e for e in (snap.find(sid) for sid in segment_ids) if e is not None]
+    return storage_schema(table), segment_projections(table, entries)
 
 
 def _data_files(table: Table, segment_id: str) -> list[str]:

@@ -304,18 +304,21 @@ def begin_compaction(
     return LeaseKeeper(table.status, group.output, seconds), attempt
 
 
+def _failed(snap: TableStatusSnapshot, output: str, attempt: object, reason: str) -> list[LoadEntry]:
+    """``snap``'s entries with ``output`` Failure when it is still this attempt's running one."""
+    return [
+        e.with_status(FAILURE, timestamp=now_ms(),
+                      extra={**e.extra, "failureReason": reason[:2000]})
+        if e.load_name == output and e.running
+        and e.extra.get("compactionAttempt") == attempt else e
+        for e in snap.entries
+    ]
+
+
 def _fail_attempt(table: Table, output: str, attempt: object, reason: str) -> LoadEntry | None:
     """Commit ``output`` as Failure when it is still this attempt's running entry."""
-    def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
-        return [
-            e.with_status(FAILURE, timestamp=now_ms(),
-                          extra={**e.extra, "failureReason": reason[:2000]})
-            if e.load_name == output and e.running
-            and e.extra.get("compactionAttempt") == attempt else e
-            for e in snap.entries
-        ]
-
-    return table.status.update(apply, operation="COMPACTION ABORT").find(output)
+    return table.status.update(lambda snap: _failed(snap, output, attempt, reason),
+                               operation="COMPACTION ABORT").find(output)
 
 
 def _marked_dead(table: Table, output: str, attempt: object) -> CommitConflictError | None:
@@ -331,19 +334,30 @@ def _marked_dead(table: Table, output: str, attempt: object) -> CommitConflictEr
 
 
 def abort_compaction(table: Table, output: str, attempt: str, reason: str) -> None:
-    """Mark this attempt's output Failure, remove its folder, then its entry."""
+    """Remove this attempt's output folder, then its entry, in ONE ``COMPACTION ABORT``
+    version (the entry, marked ``Failure`` with ``reason``, goes to tablestatus.history).
+
+    The folder goes while the entry is still this attempt's running one: its lease is renewed
+    until the caller releases it, so clean files does not take it and its id cannot be given
+    to another segment meanwhile. A crash between the two leaves a running entry whose
+    lease expires: clean files then marks it dead as any killed compaction's.
+    """
     try:
-        e = _fail_attempt(table, output, attempt, reason)
+        mine = table.status.read().find(output)
     except TableNotFoundError:
         return
-    if e is None or e.extra.get("compactionAttempt") != attempt or e.status != FAILURE:
-        return  # no longer ours (another attempt took the name over): touch nothing
+    if mine is None or not mine.running or mine.extra.get("compactionAttempt") != attempt:
+        return  # no longer ours (marked dead, another attempt took the name over): touch nothing
     table.paths.sfs.delete_dir(table.paths.segment_dir(output))
-    table.status.update(
-        lambda s: list(s.entries), operation="COMPACTION ABORT",
-        remove=lambda x: x.load_name == output and x.status == FAILURE
-        and x.extra.get("compactionAttempt") == attempt,
-    )
+
+    try:
+        table.status.update(
+            lambda snap: _failed(snap, output, attempt, reason), operation="COMPACTION ABORT",
+            remove=lambda x: x.load_name == output and x.status == FAILURE
+            and x.extra.get("compactionAttempt") == attempt,
+        )
+    except TableNotFoundError:
+        return
 
 
 # ---- orchestration --------------------------------------------------------------------------

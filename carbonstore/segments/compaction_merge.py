@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from carbonstore.errors import CarbonStoreError, CompactionError
 from carbonstore.segments.load import table_partitioning
 from carbonstore.segments.partitions import live_files, with_spec
+from carbonstore.segments.unify import file_columns, unify
 from carbonstore.segments.writer import (
     ColumnSpec,
     TaskResult,
@@ -231,11 +232,14 @@ def _sample_column(fs: Any, files: Sequence[str], column: str) -> pa.Array:
     for path, groups in by_file.items():
         with fs.open_input_file(path) as f:
             pf = pq.ParquetFile(f)
-            col = pf.read_row_groups(groups, columns=[column]).column(0).combine_chunks()
+            found = file_columns(pf.schema_arrow, [column], None)  # add-segment: any case
+            if not found:
+                continue
+            col = pf.read_row_groups(groups, columns=found).column(0).combine_chunks()
         if len(col) > _SAMPLE_ROWS // max(1, len(by_file)):
             idx = np.linspace(0, len(col) - 1, _SAMPLE_ROWS // max(1, len(by_file))).astype(np.int64)
             col = col.take(pa.array(idx))
-        chunks.append(col)
+        chunks.append(col if not chunks or col.type == chunks[0].type else col.cast(chunks[0].type))
     return pa.concat_arrays(chunks) if chunks else pa.array([])
 
 
@@ -290,42 +294,52 @@ def merge_unit(
     are dictionary sort columns: their surrogates are sorted by the value rank of the
     dictionary's sort index, so the output follows value order as a load's does.
     ``deleted``: data file path -> its delete delta's bytes; those rows are not merged.
+    Each file is read as the table's storage schema (segments/unify.py), so files adopted
+    with add-segment (nullable fields, other name case) merge with the store's own.
     """
     fs = resolve_fs(settings.store_location).fs
+    target = arrow_schema(settings.columns)
     if keys:
         idx, lo, hi, nulls = unit  # type: ignore[misc]
-        dataset = ds.dataset(list(files), format="parquet", filesystem=fs)
-        floating = pa.types.is_floating(dataset.schema.field(keys[0][0]).type)
-        where = _range_filter(keys[0][0], lo, hi, nulls, floating=floating)
-        if deleted and any(f in deleted for f in files):
-            data = _live_table(fs, files, deleted, dataset.schema, where)
-        else:
-            # Large scan batches: few chunks make the sort's take much cheaper.
-            data = dataset.to_table(filter=where, batch_size=_SCAN_BATCH_ROWS)
+        key = keys[0][0]
+        floating = pa.types.is_floating(target.field(key).type)
+        data = _read_files(fs, files, target, deleted,
+                           lambda name: _range_filter(name, lo, hi, nulls, floating=floating),
+                           key)
         data = _sort(data, keys, rank_columns, settings)
     else:
         idx, mine = unit  # type: ignore[misc]
-        dataset = ds.dataset(list(mine), format="parquet", filesystem=fs)
-        if deleted and any(f in deleted for f in mine):
-            data = _live_table(fs, mine, deleted, dataset.schema, None)
-        else:
-            data = dataset.to_table()
+        data = _read_files(fs, mine, target, deleted)
     return write_task(data.to_batches(), settings, task_id=f"{idx:05d}", fs=fs)
 
 
-def _live_table(
-    fs: Any, files: Sequence[str], deleted: Mapping[str, bytes], schema: pa.Schema,
-    where: ds.Expression | None,
+def _read_files(
+    fs: Any, files: Sequence[str], target: pa.Schema, deleted: Mapping[str, bytes] | None,
+    where: Callable[[str], ds.Expression | None] | None = None, key: str = "",
 ) -> pa.Table:
-    """The rows of ``files`` without their deleted positions, filtered by ``where``."""
-    from carbonstore.segments.deltas import decode_delta, positions, read_live_file
+    """The rows of ``files`` as ``target`` without their deleted positions; ``where(name)``
+    is the key range's filter on column ``key`` under its name in a file (statistics skip
+    row groups outside it)."""
+    from carbonstore.segments.deltas import decode_delta, live_rows, positions
 
     parts: list[pa.Table] = []
-    for f in files:
-        pos = positions(decode_delta(deleted[f], f)) if f in deleted else None
-        part = pa.Table.from_batches(list(read_live_file(fs, f, pos)), schema=schema)
-        parts.append(part.filter(where) if where is not None else part)
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+    for path in files:
+        dataset = ds.dataset(path, format="parquet", filesystem=fs)
+        names = file_columns(dataset.schema, target.names, None)
+        pos = positions(decode_delta(deleted[path], path)) if deleted and path in deleted \
+            else None
+        if pos is not None and len(pos):  # positions count every row: filter after them
+            data = live_rows(dataset.to_table(columns=names, batch_size=_SCAN_BATCH_ROWS), pos)
+            data = unify(data, target, source=path)
+            expr = where(key) if where is not None else None
+            parts.append(data.filter(expr) if expr is not None else data)
+            continue
+        found = file_columns(dataset.schema, [key], None) if where is not None else []
+        expr = where(found[0]) if where is not None and found else None
+        # Large scan batches: few chunks make the sort's take much cheaper.
+        data = dataset.to_table(columns=names, filter=expr, batch_size=_SCAN_BATCH_ROWS)
+        parts.append(unify(data, target, source=path))
+    return pa.concat_tables(parts) if parts else target.empty_table()
 
 
 def source_deltas(table: Table, sources: Sequence[LoadEntry]) -> dict[str, bytes]:
@@ -397,9 +411,12 @@ def ordered_files(table: Table, sources: Sequence[LoadEntry]) -> list[str]:
     for n, path in enumerate(files):
         with fs.open_input_file(path) as f:
             md = pq.ParquetFile(f).metadata
-        col = md.schema.to_arrow_schema().get_field_index(keys[0][0])
-        lows = [md.row_group(i).column(col).statistics for i in range(md.num_row_groups)]
-        if col < 0 or not lows or any(st is None or not st.has_min_max for st in lows):
+        # the key's leaf column, by name whatever its case (files adopted with add-segment)
+        col = next((i for i in range(md.num_columns)
+                    if md.schema.column(i).path.lower() == keys[0][0]), -1)
+        lows = [md.row_group(i).column(col).statistics for i in range(md.num_row_groups)] \
+            if col >= 0 else []
+        if not lows or any(st is None or not st.has_min_max for st in lows):
             return files  # no statistics to order by: keep the order, sorting still works
         mins.append((0, min(st.min for st in lows), n, path))
     try:
@@ -470,11 +487,9 @@ def merge_evolved(
     renamed, added columns as their default, widened), sorted, written by one task with the
     current schema (the units of :func:`merge_local` cut by the current names)."""
     from carbonstore.segments.deltas import decode_delta, live_rows, positions
-    from carbonstore.store.evolution import project_table
 
     settings = write_settings(table, output_id, statistics=True)
     target = arrow_schema(settings.columns)
-    stypes = {f.name: f.type for f in target}
     fs = table.paths.sfs.fs
     deleted = source_deltas(table, sources)
     parts: list[pa.Table] = []
@@ -486,11 +501,7 @@ def merge_evolved(
                 data = pq.read_table(f)
             if path in deleted:  # the output has no deleted rows
                 data = live_rows(data, positions(decode_delta(deleted[path], path)))
-            if proj is not None:
-                data = project_table(data, proj, stypes)
-            else:
-                data = data.select(target.names)
-            parts.append(data.cast(target))
+            parts.append(unify(data, target, proj, source=path))
     data = pa.concat_tables(parts) if parts else target.empty_table()
     keys = sort_keys(table)
     if keys:

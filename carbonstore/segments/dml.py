@@ -25,7 +25,6 @@ No data file is ever rewritten. Statistics of touched segments are dropped (stal
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -42,19 +41,15 @@ from carbonstore.errors import (
     CommitConflictError,
     UserError,
 )
-from carbonstore.expressions.expr import AlwaysTrue, Expr, references
+from carbonstore.expressions.expr import Expr, references
 from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.deltas import deleted_mask, positions, read_delta, write_delta
+from carbonstore.segments.dml_filter import RowFilter, row_filter
+from carbonstore.segments.unify import file_columns, storage_schema, unify
 from carbonstore.statistics.analyze import store_task_statistics
 from carbonstore.statistics.store import delete_segment_statistics
 from carbonstore.store.entries import DeleteDelta
-from carbonstore.store.evolution import (
-    Projection,
-    physical_names,
-    project_table,
-    segment_projections,
-    storage_types,
-)
+from carbonstore.store.evolution import Projection, segment_projections
 from carbonstore.store.leases import StatementLease
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
@@ -140,65 +135,6 @@ def _decoder(table: Table) -> Callable[[pa.Table], pa.Table]:
     return decode
 
 
-@dataclass(frozen=True, slots=True)
-class RowFilter:
-    """A DML condition: the conjuncts the index and the row evaluator take (``expr``) and
-    the rest (``residual``, Spark SQL evaluated by DuckDB on the rows ``expr`` keeps)."""
-
-    expr: Expr
-    residual: str | None = None
-    time_zone: str = "UTC"  # Spark's session time zone (segments.timezones)
-
-
-def _residual_error(err: Exception) -> bool:
-    """The filter parser cannot bind the conjunct, but Spark SQL may evaluate it (a function
-    or arithmetic where the parser wants a column or a literal)."""
-    return any(k in str(err) for k in ("compare a column with a literal", "expected a column name"))
-
-
-def row_filter(table: Table, where: str | Expr | None, *, time_zone: str = "UTC") -> RowFilter:
-    """Split ``where`` into the conjuncts the store's filter parser binds and the rest
-    (arithmetic, functions, column-to-column comparisons: ``id % 8 = 0``); timestamps
-    without an offset are read in Spark's session time zone ``time_zone``.
-
-    Raises:
-        ExpressionError: a conjunct names an unknown column or the text does not parse.
-    """
-    from carbonstore.errors import ExpressionError
-    from carbonstore.expressions.bind import session_zone
-    from carbonstore.expressions.expr import And
-    from carbonstore.pruning.plan import bind_where
-    from carbonstore.segments.timezones import duckdb_zone
-
-    duckdb_zone(time_zone)  # a zone DuckDB cannot name is a user error here
-    zone = session_zone(time_zone) or dt.UTC
-    if where is None or not isinstance(where, str):
-        return RowFilter(bind_where(table, where, time_zone=zone), None, time_zone)
-    try:
-        return RowFilter(bind_where(table, where, time_zone=zone), None, time_zone)
-    except ExpressionError as err:
-        if not _residual_error(err):
-            raise
-    import sqlglot
-
-    from carbonstore.expressions.parser import and_terms
-
-    terms = and_terms(sqlglot.parse_one(where, read="spark"))
-    bound: Expr = AlwaysTrue()
-    rest: list[str] = []
-    for term in terms:
-        text = term.sql(dialect="spark")
-        try:
-            e = bind_where(table, text, time_zone=zone)
-        except ExpressionError as err:
-            if not _residual_error(err):
-                raise
-            rest.append(f"({text})")
-            continue
-        bound = e if isinstance(bound, AlwaysTrue) else And(bound, e)
-    return RowFilter(bound, " AND ".join(rest) or None, time_zone)
-
-
 def scan_rows(
     table: Table, expr: Expr | RowFilter, *, with_rows: bool = False,
     columns: Sequence[str] | None = None, snapshot: TableStatusSnapshot | None = None,
@@ -225,7 +161,6 @@ def scan_rows(
     fs = table.store.sfs.fs
     projections = segment_projections(
         table, [snap.get(sid) for sid in sorted({f.segment for f in plan.files})])
-    stypes = storage_types(table) if projections else {}
     refs = sorted(references(expr))
     names = list(columns) if columns is not None else list(table.schema.column_names)
     out: dict[FileKey, npt.NDArray[np.uint32]] = {}
@@ -249,8 +184,8 @@ def scan_rows(
                 if residual is not None and not want:  # a residual over no column (upper('a')
                     # LIKE 'a%') is still evaluated on every row, not skipped as TRUE
                     want = [table.schema.column_names[0]]
-                data = row_group(pf, rg.index, want, projections.get(f.segment), stypes) \
-                    if want else None
+                data = row_group(table, pf, rg.index, want, projections.get(f.segment),
+                                 source=f"segment {f.segment} file {seg_rel}") if want else None
                 if data is not None:
                     data = decode(data)
                 mask = evaluate_rows(expr, data) if refs and data is not None else np.ones(n, bool)
@@ -289,7 +224,6 @@ def fetch_rows(
     pieces: list[pa.Table] = []
     entries = [snapshot.find(sid) for sid in sorted({sid for sid, _ in where})]
     projections = segment_projections(table, [e for e in entries if e is not None])
-    stypes = storage_types(table) if projections else {}
     for (sid, rel), pos in sorted(where.items()):
         pos = np.unique(np.asarray(pos, dtype=np.int64))
         if snapshot.find(sid) is None:
@@ -302,24 +236,23 @@ def fetch_rows(
             rg_of = np.searchsorted(starts, pos, side="right") - 1
             for rg in np.unique(rg_of).tolist():
                 mine = pos[rg_of == rg]
-                data = decode(row_group(pf, rg, names, projections.get(sid), stypes))
+                data = decode(row_group(table, pf, rg, names, projections.get(sid),
+                                        source=f"segment {sid} file {rel}"))
                 rows = data.select(names).take(pa.array(mine - starts[rg]))
                 pieces.append(_located(rows, sid, rel, mine))
     return pa.concat_tables(pieces) if pieces else _empty_rows(table, names)
 
 
 def row_group(
-    pf: pq.ParquetFile, rg: int, names: Sequence[str], proj: Projection | None,
-    stypes: Mapping[str, pa.DataType],
+    table: Table, pf: pq.ParquetFile, rg: int, names: Sequence[str], proj: Projection | None,
+    *, source: str = "",
 ) -> pa.Table:
-    """Columns ``names`` (current names) of one row group; a file of a segment written with
-    an older schema version is read by column id (store/evolution.py)."""
-    if proj is None:
-        return pf.read_row_group(rg, columns=list(names), use_threads=False)
-    physical = physical_names(proj)
+    """Columns ``names`` (current names) of one row group, as the table's current schema
+    (segments/unify.py: by column id, defaults, widened types, the table's nullability)."""
+    physical = file_columns(pf.schema_arrow, names, proj)
     raw = pf.read_row_group(rg, columns=physical, use_threads=False) if physical else \
         pa.table({"_": pa.nulls(pf.metadata.row_group(rg).num_rows)})
-    return project_table(raw, proj, dict(stypes)).select(list(names))
+    return unify(raw, storage_schema(table, names), proj, source=source)
 
 
 def _located(rows: pa.Table, segment: str, rel: str, pos: npt.NDArray[np.int64]) -> pa.Table:

@@ -15,14 +15,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
-from carbonstore.segments.analyze import accumulate_files, segment_deltas
+from carbonstore.segments.analyze import accumulate_files, read_schemas, segment_deltas
 from carbonstore.segments.compaction import segment_data_files
 from carbonstore.spark.session import get_spark
 from carbonstore.statistics.accumulator import StatsAccumulator
 from carbonstore.statistics.analyze import analyze_targets, store_accumulated, table_column_specs
 from carbonstore.statistics.model import SegmentStatistics
+from carbonstore.store.evolution import Projection
 from carbonstore.store.fs import resolve_fs
 from carbonstore.store.table import Table
 
@@ -33,7 +35,8 @@ ColumnSpec = tuple[str, str]  # (name, Spark type string)
 
 def _analyze_task(
     location: str, spec: Sequence[ColumnSpec], columns: Sequence[str] | None,
-    deleted: dict[str, bytes] | None = None,
+    deleted: dict[str, bytes] | None = None, target: pa.Schema | None = None,
+    projections: dict[str, Projection] | None = None,
 ) -> Callable[[Iterable[tuple[str, str]]], Iterable[tuple[str, bytes]]]:
     def run(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, bytes]]:
         fs = resolve_fs(location).fs
@@ -41,8 +44,9 @@ def _analyze_task(
         for seg, path in pairs:
             by_segment[seg].append(path)
         for seg, paths in by_segment.items():
-            yield seg, accumulate_files(fs, paths, spec, columns=columns,
-                                        deleted=deleted).to_bytes()
+            yield seg, accumulate_files(fs, paths, spec, columns=columns, deleted=deleted,
+                                        target=target,
+                                        projection=(projections or {}).get(seg)).to_bytes()
 
     return run
 
@@ -82,7 +86,7 @@ def analyze(
         n = tasks or max(1, min(len(pairs), 2 * session.sparkContext.defaultParallelism))
         rdd = session.sparkContext.parallelize(pairs, n)
         task = _analyze_task(table.store.location, spec, columns,
-                             segment_deltas(table, targets))
+                             segment_deltas(table, targets), *read_schemas(table, targets))
         for seg, state in rdd.mapPartitions(task).collect():
             states[seg].append(bytes(state))
     return store_accumulated(table, states, targets, spec, columns=columns)

@@ -16,6 +16,7 @@ then writes the ``.carbonindexmerge`` and commits.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -23,6 +24,8 @@ from typing import Any
 import orjson
 from pyspark.sql import SparkSession
 
+from carbonstore import errors
+from carbonstore.errors import CarbonStoreError, CompactionError
 from carbonstore.segments.compaction import Merger
 from carbonstore.segments.compaction_merge import (
     SegmentOutput,
@@ -43,7 +46,7 @@ from carbonstore.spark.session import get_spark
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
-__all__ = ["merge_with_spark", "spark_merger"]
+__all__ = ["merge_with_spark", "spark_merger", "task_error"]
 
 
 def _run_units(  # type: ignore[no-untyped-def]
@@ -56,6 +59,31 @@ def _run_units(  # type: ignore[no-untyped-def]
             yield orjson.dumps(asdict(result)).decode()
 
     return run
+
+
+# The last "module.Class: message" line of the Python traceback a failed task sent back.
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit)): (.+)$", re.MULTILINE)
+
+
+def task_error(err: BaseException) -> CarbonStoreError | None:
+    """The error a merge task raised on an executor, as this process would have raised it:
+    Spark reports it only as ``SQLSTATE: 38000`` with the worker's traceback in its text.
+    A carbonstore error comes back as its own class (one line, its exit status); any other
+    as a :class:`CompactionError` naming it. None: not a task's Python error."""
+    if not type(err).__module__.startswith(("pyspark.", "py4j.")):
+        return None
+    found = _RAISED.findall(str(err))
+    if not found:
+        return None
+    name, message = found[-1]
+    ours = [(n, m) for n, m in found if n.startswith("carbonstore.errors.")]
+    if ours:
+        name, message = ours[-1]
+        cls = getattr(errors, name.rsplit(".", 1)[1], None)
+        if isinstance(cls, type) and issubclass(cls, CarbonStoreError):
+            return cls(message.strip())
+    return CompactionError(f"a compaction task failed: {name.rsplit('.', 1)[-1]}: "
+                           f"{message.strip()}; nothing was compacted")
 
 
 def _task_result(d: dict[str, Any]) -> TaskResult:
@@ -81,7 +109,13 @@ def merge_with_spark(
     rdd = spark.sparkContext.parallelize(units, len(units))
     run = _run_units(settings, files, sort_keys(table), rank_columns(table),
                      source_deltas(table, sources))
-    messages = rdd.mapPartitions(run).collect()
+    try:
+        messages = rdd.mapPartitions(run).collect()
+    except Exception as err:
+        failed = task_error(err)
+        if failed is None:
+            raise
+        raise failed from None
     return finish_segment(table, output_id, [_task_result(orjson.loads(m)) for m in messages],
                           partitioning=settings.partitioning)
 

@@ -351,8 +351,16 @@ def _decoder(table: Table) -> Any:
 
 def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     arrays = []
+    by_lower: dict[str, int] | None = None
     for f in schema:
-        arr = batch.column(batch.schema.get_field_index(f.name))
+        i = batch.schema.get_field_index(f.name)
+        if i < 0:  # a file adopted with add-segment may name the column in another case
+            if by_lower is None:
+                by_lower = {n.lower(): j for j, n in enumerate(batch.schema.names)}
+            i = by_lower.get(f.name.lower(), -1)
+            if i < 0:  # never column -1 (the last one) in its place
+                raise pa.ArrowInvalid(f"the data file has no column {f.name}")
+        arr = batch.column(i)
         arrays.append(arr if arr.type == f.type else arr.cast(f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 

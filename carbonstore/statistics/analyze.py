@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from carbonstore.errors import SegmentNotFoundError, UserError
 from carbonstore.statistics.accumulator import StatsAccumulator
+from carbonstore.statistics.evolution import written_statistics
 from carbonstore.statistics.model import SegmentStatistics, StatisticsScope, kind_of
 from carbonstore.statistics.store import (
     delete_segment_statistics,
@@ -72,9 +73,12 @@ def store_accumulated(
     statistics are replaced.
     """
     out = []
+    snap = table.status.read()
     for sid in targets:
         acc = StatsAccumulator.merge_all(states.get(sid, []), spec, columns=columns)
         stats = acc.finish(StatisticsScope(table=str(table.name), segment_id=sid), source=source)
+        # stored under the names of the segment's schema version, as its files name them
+        stats = written_statistics(table, stats, snap)
         out.append(update_segment_statistics(table, stats, replace_all=columns is None))
     # A segment deleted and cleaned while it was analyzed must not keep statistics.
     snap = table.status.read()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from carbonstore.errors import CorruptMetadataError
+from carbonstore.statistics.evolution import current_statistics
 from carbonstore.statistics.model import (
     TABLE_CACHE,
     SegmentStatistics,
@@ -200,8 +201,9 @@ def get_table_statistics(
             missing.append(sid)
         else:
             stats.append(s)
-    result = merge_segments(
-        stats, table=str(table.name), snapshot_version=str(snap.version), missing=missing
+    result = merge_segments(  # segments of older schema versions: as the current columns
+        current_statistics(table, stats, snap), table=str(table.name),
+        snapshot_version=str(snap.version), missing=missing,
     )
     if use_cache:
         try:

@@ -7,11 +7,18 @@ deleted rows of old-schema segments.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from carbonstore import Store, Table
 from carbonstore.pruning.plan import prune
+from carbonstore.segments.addsegment import add_segment
 from carbonstore.segments.analyze import compute_segment_statistics
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.dml import delete_rows
@@ -110,3 +117,111 @@ def test_native_read_of_old_segments_with_deltas(spark, table: Table) -> None:  
     sub = to_spark(table, spark, where="label = 'n2'")
     assert sorted(r.id for r in sub.collect()) == sorted(
         i for i, r in model.items() if r["label"] == "n2")
+
+
+# ---- segments of other nullability (add-segment of ordinary Parquet) and schema versions -----
+def _cli(location: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CARBON_CONF"}
+    return subprocess.run([sys.executable, "-m", "carbonstore.cli", "--store", location, *args],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+
+
+def _nullable_parquet(folder: Path, ids: list[int], name: str = "a.parquet") -> Path:
+    """Ordinary Parquet: ``id`` is a nullable field (the table says NOT NULL)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()),
+                             "v": pa.array([i * 10 for i in ids], pa.int64())}), folder / name)
+    return folder
+
+
+@pytest.fixture
+def mixed(store: Store, tmp_path: Path) -> Table:
+    """The issue's table: ``id long not null, v long``; ids 1-3 added from nullable Parquet,
+    then ``c long default 3`` added; one UPDATE wrote a segment of the new schema."""
+    t = store.create_table("db.m", "id long not null, v long")
+    add_segment(t, str(_nullable_parquet(tmp_path / "in", [1, 2, 3])))
+    t = _alter(t, "add-column", "c long default 3")
+    t.update({"v": "v + 1"}, where="id = 1")
+    return store.table("db.m")
+
+
+def _rows(table: Table) -> list[tuple[object, ...]]:
+    got = _read(table)
+    return sorted(tuple(r.values()) for r in got.to_pylist())
+
+
+def test_cli_update_over_segments_of_both_schemas(store: Store, tmp_path: Path) -> None:
+    loc = store.location
+    src = _nullable_parquet(tmp_path / "in", [1, 2, 3])
+    for args in (("create", "db.m", "--schema", "id long not null, v long"),
+                 ("add-segment", "db.m", "--path", str(src)),
+                 ("alter", "db.m", "add-column", "c long default 3"),
+                 ("update", "db.m", "--set", "v = v + 1", "--where", "id = 1"),
+                 ("update", "db.m", "--set", "v = v + 1", "--where", "id IN (1, 3)")):
+        r = _cli(loc, *args)
+        assert r.returncode == 0, (args, r.stderr)
+    assert _rows(store.table("db.m")) == [(1, 12, 3), (2, 20, 3), (3, 31, 3)]
+
+
+def test_python_update_and_merge_over_mixed_segments(mixed: Table) -> None:
+    r = mixed.update({"v": "v + 1"}, where="id IN (1, 3)")
+    assert r.deleted == 2
+    src = pa.table({"id": pa.array([1, 2, 9], pa.int64()), "v": pa.array([0, 0, 0], pa.int64()),
+                    "c": pa.array([3, 3, 3], pa.int64())})
+    r = mixed.merge(src, on=["id"], when_matched_update={"v": "t.v + 100"},
+                    when_not_matched_insert="*")
+    assert (r.deleted, r.inserted) == (2, 3)
+    assert _rows(mixed.store.table("db.m")) == [(1, 112, 3), (2, 120, 3), (3, 31, 3),
+                                                (9, 0, 3)]
+    delete_rows(mixed, "id IN (2, 9)")
+    assert _rows(mixed.store.table("db.m")) == [(1, 112, 3), (3, 31, 3)]
+
+
+def test_sql_merge_over_mixed_segments(mixed: Table) -> None:
+    store = mixed.store
+    src = store.create_table("db.s", "id long not null, v long, c long")
+    src.merge(pa.table({"id": pa.array([1, 3, 7], pa.int64()), "v": [5, 5, 5], "c": [0, 0, 0]}),
+              on=["id"], when_not_matched_insert="*")
+    r = _cli(store.location, "sql",
+             "MERGE INTO db.m AS t USING db.s AS s ON t.id = s.id "
+             "WHEN MATCHED THEN UPDATE SET v = t.v + s.v "
+             "WHEN NOT MATCHED THEN INSERT *")
+    assert r.returncode == 0, r.stderr
+    assert _rows(store.table("db.m")) == [(1, 16, 3), (2, 20, 3), (3, 35, 3), (7, 5, 0)]
+
+
+def test_local_compaction_with_a_delta_over_mixed_nullability(store: Store,
+                                                               tmp_path: Path) -> None:
+    t = store.create_table("db.m", "id long not null, v long")
+    add_segment(t, str(_nullable_parquet(tmp_path / "in", [1, 2, 3])))
+    t.merge(pa.table({"id": pa.array([4, 5], pa.int64()), "v": pa.array([40, 50], pa.int64())}),
+            on=["id"], when_not_matched_insert="*")
+    delete_rows(t, "id IN (2, 4)")
+    compact(t, "custom", segment_ids=["0", "1"])
+    t = store.table("db.m")
+    assert _rows(t) == [(1, 10), (3, 30), (5, 50)]
+    assert [e.load_name for e in t.status.read().readable] == ["0.1"]
+
+
+def test_a_null_in_a_not_null_column_is_one_line(store: Store, tmp_path: Path) -> None:
+    t = store.create_table("db.m", "id long not null, v long")
+    entry = add_segment(t, str(_nullable_parquet(tmp_path / "in", [1, 2, 3])))
+    t.merge(pa.table({"id": pa.array([4], pa.int64()), "v": pa.array([40], pa.int64())}),
+            on=["id"], when_not_matched_insert="*")
+    seg = Path(t.paths.segment_dir(entry.load_name))
+    (copy,) = seg.glob("*.parquet")  # damaged behind the store's back: same rows, one null id
+    pq.write_table(pa.table({"id": pa.array([1, None, 3], pa.int64()),
+                             "v": pa.array([10, 20, 30], pa.int64())}), copy)
+    before = t.status.read().entries
+    latest = t.status.read().version
+    for args in (("update", "db.m", "--set", "v = 0", "--where", "v > 0"),
+                 ("compact", "db.m", "--type", "custom", "--segments", "0,1",
+                  "--engine", "local")):
+        r = _cli(store.location, *args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        assert "NOT NULL column id holds 1 null" in r.stderr
+    assert [(e.load_name, e.status) for e in t.status.read().entries] == \
+        [(e.load_name, e.status) for e in before]  # nothing changed, nothing left behind
+    ops = sorted(v.operation for v in t.status.log() if v.version > latest)
+    assert ops == ["COMPACTION ABORT", "COMPACTION BEGIN"]  # one abort version per attempt

@@ -169,3 +169,43 @@ def test_cli_add_segment_inside_the_store_is_one_line(tmp_path: Path) -> None:
     res = _cli("--store", store, "add-segment", "t", "--path", store)
     assert res.returncode == 2 and "inside the store" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_adopted_files_of_other_name_case_and_nullability_take_dml_and_compaction(
+    store: Store, tmp_path: Path
+) -> None:
+    """Ordinary Parquet: ``ID`` (upper case, nullable; the table says ``id ... not null``)
+    is read as the table's column by every statement that reads rows of several segments."""
+    from carbonstore.pruning.plan import prune
+    from carbonstore.segments.compaction import compact
+    from carbonstore.segments.dml import delete_rows
+    from carbonstore.spark.reader import arrow_read_schema, plan_partitions, read_row_groups
+
+    table = store.create_table("t", "id long not null, name string",
+                               properties={"sort_columns": "id"})
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pq.write_table(pa.table({"ID": pa.array([3, 1, 2], pa.int64()),
+                             "Name": pa.array(["c", None, "b"])}), folder / "a.parquet")
+    entry = add_segment(table, str(folder))
+    seg = Path(table.paths.segment_dir(entry.load_name))
+    assert [pq.read_schema(p).names for p in seg.glob("*.parquet")] == [["id", "name"]]
+
+    def read(where: str | None = None) -> list[dict[str, object]]:
+        plan = prune(table, where)
+        got = pa.Table.from_batches(
+            list(read_row_groups(table, [s for p in plan_partitions(plan) for s in p.slices],
+                                 expr=plan.expr if where else None)),
+            schema=arrow_read_schema(table))
+        return got.sort_by("id").to_pylist()
+
+    assert read("id = 2") == [{"id": 2, "name": "b"}]
+    table.merge(pa.table({"id": pa.array([4], pa.int64()), "name": ["d"]}), on=["id"],
+                when_not_matched_insert="*")
+    assert table.update({"name": "'B'"}, where="id = 2").deleted == 1
+    assert delete_rows(table, "name = 'c'").deleted == 1
+    compact(table, "custom", segment_ids=[e.load_name for e in table.status.read().readable])
+    table = store.table("t")
+    assert [e.load_name for e in table.status.read().readable] == ["0.1"]
+    assert read() == [
+        {"id": 1, "name": None}, {"id": 2, "name": "B"}, {"id": 4, "name": "d"}]
