@@ -173,11 +173,41 @@ class Table:
                         "files (after carbon.segment.retention.minutes)"
                     )
 
+    def files_named(self, snap: TableStatusSnapshot) -> dict[str, tuple[str, str, str]]:
+        """The files inside segment folders that a version's readable entries name, by path
+        relative to the table folder: ``(what, segment id, file name)`` - the merge index
+        and every delete delta (data files go only with their segment's folder)."""
+        out: dict[str, tuple[str, str, str]] = {}
+        for e in snap.readable:
+            seg = self.paths.relative(self.paths.segment_dir(e.load_name))
+            if e.segment_file:
+                out[f"{seg}/{e.segment_file}"] = ("merge index", e.load_name, e.segment_file)
+            for d in e.delete_deltas:
+                out[f"{seg}/{d.delta_file}"] = ("delete delta", e.load_name, d.delta_file)
+        return out
+
+    def _removed_after(self, version: int, upto: int) -> dict[str, int]:
+        """The files clean files recorded removing (``filesRemoved``) in the versions after
+        ``version``, at least up to ``upto``: path -> the version that recorded it."""
+        limit = max(1, upto - version)
+        while True:
+            infos = self.status.log(limit)
+            if not infos or infos[0].version <= version + 1:
+                break
+            limit = infos[-1].version - version  # newer versions came meanwhile
+        return {f: i.version for i in infos if i.version > version for f in i.files_removed}
+
     def restore(self, version: int) -> TableStatusSnapshot:
         """Commit a new version whose readable segments are exactly ``version``'s.
 
         Segments readable now but not then become Marked for Delete; segments readable
         then get back their entry of then. Running loads are left alone.
+
+        The commit checks, on the version it builds on, that no clean files after
+        ``version`` recorded removing a file it names (clean records them in a version
+        before it deletes them: docs/tablestatus.md, conflict rules), and that its files
+        still exist; a clean files committing meanwhile makes the put lose and the check
+        run again. So a restored version never names a removed file.
 
         Raises:
             VersionNotFoundError: no such version, or its files were cleaned.
@@ -185,8 +215,17 @@ class Table:
         old = self.status.read(version)
         self._check_files(old, f"version {version}")
         wanted = {e.load_name: e for e in old.readable}
+        needed = self.files_named(old)
 
         def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+            removed = self._removed_after(version, snap.version)
+            for path, (what, seg, name) in needed.items():
+                if path in removed:
+                    raise VersionNotFoundError(
+                        f"version {version} of {self.name} cannot be restored: the {what} "
+                        f"{name} of its segment {seg} was removed by clean files (its "
+                        f"version {removed[path]})")
+            self._check_files(old, f"version {version}")
             ts = now_ms()
             out = []
             for e in snap.entries:
