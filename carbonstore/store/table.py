@@ -288,10 +288,11 @@ class Store:
         return TablePaths(self.sfs, tn)
 
     def exists(self, name: str | TableName) -> bool:
-        """The table exists: its schema does and its drop did not commit."""
+        """The table exists: its schema does and its drop did not commit (or its schema is
+        missing while its tablestatus says it lives: there, damaged)."""
         paths = self._paths(name)
         if not self.sfs.exists(paths.schema):
-            return False
+            return isinstance(self._without_schema(paths), CorruptMetadataError)
         try:
             return not self._open(paths).status.dropped()
         except CorruptMetadataError:  # a damaged schema: the table is there, damaged
@@ -306,18 +307,66 @@ class Store:
         """
         paths = self._paths(name)
         if not self.sfs.exists(paths.schema):
-            raise TableNotFoundError(
-                f"table {paths.name} does not exist in store {self.location}; "
-                "create it with 'carbonstore create'"
-            )
+            raise self._without_schema(paths)
         table = self._open(paths)
         if table.status.dropped():
+            if self._log_lost(table):
+                raise CorruptMetadataError(
+                    f"tablestatus version log {self.sfs.display(table.status.log_dir)} of table "
+                    f"{paths.name} is missing, but its schema {self.sfs.display(paths.schema)} "
+                    "exists (a drop deletes the schema first): restore the folder from a "
+                    "backup of the table")
             raise TableNotFoundError(
                 f"table {paths.name} does not exist in store {self.location}: it was dropped "
                 "(its folder is not removed yet: 'carbonstore drop' finishes that, "
                 "'carbonstore create' moves it to the trash)"
             )
         return table
+
+    def _log_lost(self, table: Table) -> bool:
+        """A table with a schema of table ids whose whole version log is gone: the log is
+        written before the schema at create and outlives it at drop, so this is damage."""
+        return bool(table.schema.table_id) and not self.sfs.is_dir(table.status.log_dir)
+
+    def _without_schema(self, paths: TablePaths) -> TableNotFoundError | CorruptMetadataError:
+        """Why a table without ``Metadata/schema`` cannot be opened.
+
+        The schema is written right after a new table's version 0 and deleted first by a
+        drop (after its DROP version), so a tablestatus that was not dropped means the
+        schema was lost: damage, not a missing table (before, every command said "does not
+        exist"). Only a create cut short between the two leaves the same files; the message
+        says so when the log holds only version 0 (``create`` starts afresh either way).
+        """
+        absent = TableNotFoundError(
+            f"table {paths.name} does not exist in store {self.location}; "
+            "create it with 'carbonstore create'")
+        sfs = self.sfs
+        live: list[str] = []
+        only_created = True
+        for info in sfs.list_dir(paths.tablestatus_log):
+            if info.is_file or not any(  # a create cut short before its version 0
+                    i.base_name.removesuffix(".json").isdigit() for i in sfs.list_dir(info.path)):
+                continue
+            status = TableStatus(paths, LockManager(paths, self.conf), info.base_name)
+            try:
+                if status.dropped():
+                    continue
+                newest = status.log(limit=1)
+            except (TableNotFoundError, CorruptMetadataError):  # removed meanwhile, damaged
+                newest = []
+            live.append(self.sfs.display(status.log_dir))
+            only_created = only_created and bool(newest) and newest[-1].version == 0
+        if not live and sfs.exists(paths.tablestatus):  # the single-file format
+            live.append(sfs.display(paths.tablestatus))
+            only_created = False
+        if not live:
+            return absent
+        return CorruptMetadataError(
+            f"schema file {sfs.display(paths.schema)} of table {paths.name} is missing, but "
+            f"its tablestatus ({live[0]}) says the table exists: restore the file from a "
+            "backup of the table" + (" (its tablestatus holds only the version of its "
+            "create: if that create was cut short, create the table again)"
+            if only_created else ""))
 
     def _open(self, paths: TablePaths) -> Table:
         from carbonstore.store.schema_log import read_schema_log
