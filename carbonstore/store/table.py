@@ -41,7 +41,7 @@ from carbonstore.store.tablestatus import (
     now_ms,
 )
 
-__all__ = ["Store", "Table", "as_of_option", "legacy_table_id"]
+__all__ = ["ALTER_PREFIX", "NOT_APPLIED", "Store", "Table", "as_of_option", "legacy_table_id"]
 
 _TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d")
 _AS_OF_OPTIONS = ("versionasof", "timestampasof")
@@ -58,6 +58,9 @@ def as_of_option(options: dict[str, str]) -> str | None:
 
 
 _SEGMENT_DIR_RE = re.compile(r"^Segment_(\d+)(?:\.\d+)?$")
+ALTER_PREFIX = "ALTER "  # the operation of an ALTER's tablestatus version
+#: how history lists an ALTER's tablestatus version that no schema file names
+NOT_APPLIED = "NO CHANGE (ALTER not applied)"
 
 
 def legacy_table_id(schema: TableSchema) -> str:
@@ -102,8 +105,20 @@ class Table:
     # ---- time travel ---------------------------------------------------------------------
     def history(self, limit: int | None = None) -> list[VersionInfo]:
         """Every tablestatus version, oldest first (version, time, operation, segments, rows);
-        with ``limit``, only the newest ``limit`` versions (only their files are read)."""
-        return self.status.log(limit)
+        with ``limit``, only the newest ``limit`` versions (only their files are read).
+
+        An ALTER commits its tablestatus version first and its schema file second (the
+        commit point, store/alter.py): an ALTER version that no schema version applies from
+        (its process died between the two, or it lost the schema file to another ALTER and
+        committed again later) changed nothing, and is listed as ``NOT_APPLIED``.
+        """
+        infos = self.status.log(limit)
+        if not any(i.operation.startswith(ALTER_PREFIX) for i in infos):
+            return infos
+        applied = {v.applies_from for v in self.schema_versions()[1:]}
+        return [replace(i, operation=NOT_APPLIED)
+                if i.operation.startswith(ALTER_PREFIX) and i.version not in applied else i
+                for i in infos]
 
     def as_of(self, when: int | str | None, *, check_files: bool = True) -> Table:
         """This table as it was at a version (int or digits), a local time
