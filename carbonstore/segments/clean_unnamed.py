@@ -101,12 +101,16 @@ class _Named:
         self.upto = first - 1
         self.files: set[str] = set()
 
-    def read_to(self, snap: TableStatusSnapshot) -> None:
+    def read_to(self, snap: TableStatusSnapshot, *, until_all_of: set[str] | None = None) -> None:
+        """Add the files of the versions up to ``snap``; with ``until_all_of``, stop early
+        once every one of those is named (the rest cannot change the answer)."""
         # Upwards, so each version is decoded from the one before it (cached).
         for v in range(self.upto + 1, snap.version + 1):
             state = snap if v == snap.version else self.table.status.read(v)
             self.files.update(self.table.files_named(state))
-        self.upto = max(self.upto, snap.version)
+            self.upto = v
+            if until_all_of is not None and until_all_of <= self.files:
+                return
 
 
 def _first_in_reach(table: Table, latest: TableStatusSnapshot, *, now: int, force: bool) -> int:
@@ -129,8 +133,7 @@ def unnamed_files(
     ``dry_run``."""
     sfs = table.paths.sfs
     latest = table.status.read()
-    named = _Named(table, _first_in_reach(table, latest, now=now, force=force))
-    named.read_to(latest)
+    now_named = set(table.files_named(latest))
     young = lease_ms(table)
     found: list[tuple[str, CleanItem]] = []
     for e in latest.readable:
@@ -145,7 +148,7 @@ def unnamed_files(
             else:
                 continue
             rel = table.paths.relative(info.path)
-            if rel in named.files:
+            if rel in now_named:
                 continue
             mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
             if now - mtime < young or guard.keeps(mtime):
@@ -153,6 +156,10 @@ def unnamed_files(
             found.append((rel, CleanItem(kind=kind, segment_id=e.load_name,  # type: ignore[arg-type]
                                          path=info.path, size=int(info.size or 0),
                                          reason=reason)))
+    if found:  # only then are the versions in reach read (the newest one's are known)
+        named = _Named(table, _first_in_reach(table, latest, now=now, force=force))
+        named.read_to(latest, until_all_of={rel for rel, _ in found})
+        found = [(rel, item) for rel, item in found if rel not in named.files]
     if dry_run or not found:
         return [item for _, item in found]
     crash_point("clean.files_chosen")
