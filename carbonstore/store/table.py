@@ -325,23 +325,12 @@ class Store:
             raise self._without_schema(paths)
         table = self._open(paths)
         if table.status.dropped():
-            if self._log_lost(table):
-                raise CorruptMetadataError(
-                    f"tablestatus version log {self.sfs.display(table.status.log_dir)} of table "
-                    f"{paths.name} is missing, but its schema {self.sfs.display(paths.schema)} "
-                    "exists (a drop deletes the schema first): restore the folder from a "
-                    "backup of the table")
             raise TableNotFoundError(
                 f"table {paths.name} does not exist in store {self.location}: it was dropped "
                 "(its folder is not removed yet: 'carbonstore drop' finishes that, "
                 "'carbonstore create' moves it to the trash)"
             )
         return table
-
-    def _log_lost(self, table: Table) -> bool:
-        """A table with a schema of table ids whose whole version log is gone: the log is
-        written before the schema at create and outlives it at drop, so this is damage."""
-        return bool(table.schema.table_id) and not self.sfs.is_dir(table.status.log_dir)
 
     def _without_schema(self, paths: TablePaths) -> TableNotFoundError | CorruptMetadataError:
         """Why a table without ``Metadata/schema`` cannot be opened.
