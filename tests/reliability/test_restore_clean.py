@@ -218,3 +218,31 @@ def test_clean_keeps_what_versions_within_the_retention_time_name_after_a_restor
     with pytest.raises(VersionNotFoundError, match=d2):
         table.restore(v2)
     assert _readable_now_and_then(table) == WITHOUT_1
+
+
+def test_clean_between_the_restores_check_and_its_commit_for_a_replaced_merge_index(
+    table: Table, conf_file: Path
+) -> None:
+    """The same race for a merge index replaced by ``index rebuild``: the restore of the
+    version before the rebuild names the old merge index, a forced clean files process
+    removes it between the restore's check and its commit."""
+    from carbonstore.segments.rebuild import rebuild_indexes
+
+    before = table.status.read()
+    old_index = before.get("0").segment_file
+    rebuild_indexes(table, ["0"])
+    assert table.status.read().get("0").segment_file != old_index
+    time.sleep(1.2)  # past the 1 s lease
+    cleaned: list[subprocess.CompletedProcess[str]] = []
+
+    def clean_runs() -> None:
+        cleaned.append(_clean_process(table, conf_file, force=True))
+
+    with on_point("tablestatus.before_write", clean_runs):
+        with pytest.raises(VersionNotFoundError, match=f"merge index {old_index}"):
+            table.restore(before.version)
+    assert cleaned and cleaned[0].returncode == 0, cleaned[0].stderr if cleaned else None
+    assert not table.store.sfs.exists(f"{table.paths.segment_dir('0')}/{old_index}")
+    assert _readable_now_and_then(table) == list(range(20))
+    with pytest.raises(VersionNotFoundError, match="removed by clean files"):
+        table.as_of(before.version)
