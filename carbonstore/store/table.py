@@ -201,16 +201,20 @@ class Table:
                 out[f"{seg}/{d.delta_file}"] = ("delete delta", e.load_name, d.delta_file)
         return out
 
-    def _removed_after(self, version: int, upto: int) -> dict[str, int]:
+    def _removed_after(self, version: int, upto: int) -> tuple[dict[str, int], int]:
         """The files clean files recorded removing (``filesRemoved``) in the versions after
-        ``version``, at least up to ``upto``: path -> the version that recorded it."""
-        limit = max(1, upto - version)
+        ``version``, at least up to ``upto``: (path -> the version that recorded it, the
+        newest version read). Only those versions' files are read (the chain is gapless)."""
+        if upto <= version:
+            return {}, version
+        limit = upto - version
         while True:
             infos = self.status.log(limit)
             if not infos or infos[0].version <= version + 1:
                 break
             limit = infos[-1].version - version  # newer versions came meanwhile
-        return {f: i.version for i in infos if i.version > version for f in i.files_removed}
+        found = {f: i.version for i in infos if i.version > version for f in i.files_removed}
+        return found, max([version, *(i.version for i in infos)])
 
     def restore(self, version: int) -> TableStatusSnapshot:
         """Commit a new version whose readable segments are exactly ``version``'s.
@@ -231,9 +235,12 @@ class Table:
         self._check_files(old, f"version {version}")
         wanted = {e.load_name: e for e in old.readable}
         needed = self.files_named(old)
+        removed: dict[str, int] = {}
+        scanned = [version]  # versions read so far (a retry reads only the newer ones)
 
         def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
-            removed = self._removed_after(version, snap.version)
+            more, scanned[0] = self._removed_after(scanned[0], snap.version)
+            removed.update(more)
             for path, (what, seg, name) in needed.items():
                 if path in removed:
                     raise VersionNotFoundError(
