@@ -14,7 +14,10 @@ Under ``clean_files.lock`` this removes:
 * folders under ``Fact/Part0`` that no entry names and that nothing wrote to for longer
   than the lease time (a killed compaction's output, a segment whose entry was lost):
   moved to ``<table>/.Trash/<epoch ms>/`` first, because they may hold the only copy of
-  data a user wants back; trash older than ``carbon.trash.retention.days`` is deleted.
+  data a user wants back; trash older than ``carbon.trash.retention.days`` is deleted;
+* delete deltas and merge indexes of readable segments that no version within the
+  retention time names (``force``: not the latest), recorded in a version before they are
+  deleted so a restore can never commit a version naming one (``clean_unnamed``).
 
 The order is what makes it safe: (1) commit dead loads as ``Failure``; (2) commit a
 version without the removed entries (each still in the status it was chosen for: a
@@ -31,11 +34,18 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from carbonstore.dictionary.writer import obsolete_sortindex_files
 from carbonstore.errors import CorruptMetadataError, LockTimeoutError, UserError
 from carbonstore.indexfiles.bloom_pack import BLOOM_PACK_PREFIX, BLOOM_PACK_SUFFIX
+from carbonstore.segments.clean_unnamed import (
+    CleanItem,
+    StatementGuard,
+    delete_path,
+    lease_ms,
+    unnamed_files,
+)
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import MARKED_DEAD, entry_is_dead, statement_is_dead
 from carbonstore.store.locks import acquire
@@ -59,29 +69,6 @@ log = logging.getLogger(__name__)
 CLEAN_FILES_LOCK = "clean_files.lock"
 _SEGMENT_DIR_RE = re.compile(r"^Segment_(\d+(?:\.\d+)?)$")
 _DAY_MS = 24 * 3600 * 1000
-
-ItemKind = Literal["segment", "orphan", "trash", "stats", "sortindex", "index", "delta"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CleanItem:
-    """One thing clean files removes (or would remove, in a dry run)."""
-
-    kind: ItemKind
-    path: str
-    size: int
-    reason: str
-    segment_id: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "segment": self.segment_id,
-            "path": self.path,
-            "bytes": self.size,
-            "reason": self.reason,
-        }
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CleanReport:
@@ -128,7 +115,7 @@ def _removable_entries(
                 skipped.append(f"segment {e.load_name}: {e.status} within the retention time")
         elif e.status == FAILURE:
             if "compactionAttempt" in e.extra and not entry_is_dead(
-                table.status, e, now=now, lease_ms=_lease_ms(table)
+                table.status, e, now=now, lease_ms=lease_ms(table)
             ):
                 # A compaction aborting right now removes its folder, then this entry; a
                 # compaction taking the freed name meanwhile would lose its output to it.
@@ -136,15 +123,11 @@ def _removable_entries(
             else:
                 out.append((e, FAILURE))
         elif e.status in RUNNING_STATUSES and stale_inprogress:
-            if entry_is_dead(table.status, e, now=now, lease_ms=_lease_ms(table)):
+            if entry_is_dead(table.status, e, now=now, lease_ms=lease_ms(table)):
                 out.append((e, f"stale {e.status} (its lease expired: the load is not running)"))
             else:
                 skipped.append(f"segment {e.load_name}: {e.status}, its load is running")
     return out, skipped
-
-
-def _lease_ms(table: Table) -> int:
-    return int(table.store.conf.get_float("carbon.segment.lease.seconds") * 1000)
 
 
 def _stats_files(table: Table, segment_id: str) -> list[tuple[str, int]]:
@@ -158,17 +141,6 @@ def _stats_files(table: Table, segment_id: str) -> list[tuple[str, int]]:
             size = int(info.size or 0) if info.is_file else sfs.tree_size(info.path)
             out.append((info.path, size))
     return out
-
-
-def _delete(table: Table, path: str) -> None:
-    sfs = table.paths.sfs
-    try:
-        if sfs.is_dir(path):
-            sfs.delete_dir(path)
-        else:
-            sfs.delete_file(path)
-    except FileNotFoundError:  # the load's own abort removed it first
-        pass
 
 
 def clean_files(
@@ -312,7 +284,7 @@ def _clean(
                                    reason=f"statistics of removed segment {e.load_name}"))
     if not dry_run:
         for item in items:
-            _delete(table, item.path)
+            delete_path(table, item.path)
             crash_point("clean.mid_delete")
         for sid in removed_ids:
             table.status.delete_lease(sid)
@@ -322,10 +294,8 @@ def _clean(
     # Before any unnamed file a running statement may be about to commit is judged.
     guard = _statement_guard(table, dry_run=dry_run, now=now)
     skipped.extend(guard.skipped)
-    items.extend(_stale_merge_indexes(table, dry_run=dry_run, now=now, force=force,
-                                      guard=guard))
+    items.extend(unnamed_files(table, dry_run=dry_run, now=now, force=force, guard=guard))
     items.extend(_stale_bloom_packs(table, dry_run=dry_run, now=now, force=force))
-    items.extend(_superseded_deltas(table, dry_run=dry_run, now=now, force=force, guard=guard))
     items.extend(_expire_trash(table, dry_run=dry_run, now=now))
     items.extend(_obsolete_sortindexes(table, dry_run=dry_run, now=now, force=force))
     return CleanReport(
@@ -337,25 +307,13 @@ def _clean(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _StatementGuard:
-    """What running statements (DML, index rebuilds) keep from clean files: every unnamed
-    delta or merge index written after ``since`` (epoch ms; None: nothing is kept)."""
-
-    since: int | None
-    skipped: tuple[str, ...]
-
-    def keeps(self, mtime_ms: int) -> bool:
-        return self.since is not None and mtime_ms >= self.since
-
-
-def _statement_guard(table: Table, *, dry_run: bool, now: int) -> _StatementGuard:
+def _statement_guard(table: Table, *, dry_run: bool, now: int) -> StatementGuard:
     """Judge the statement leases (store/leases.py): live ones keep the files written since
     they started (less the lease time, for clocks and file times that disagree); dead ones
     are marked dead and a version is committed BEFORE any of their files is deleted, so
     their commit can no longer succeed."""
     status = table.status
-    lease_ms = _lease_ms(table)
+    lease = lease_ms(table)
     live: list[int] = []
     dead: list[str] = []
     skipped: list[str] = []
@@ -380,7 +338,7 @@ def _statement_guard(table: Table, *, dry_run: bool, now: int) -> _StatementGuar
         table.status.update(lambda snap: list(snap.entries),
                             operation="CLEAN FILES (mark statements dead)", force=True)
         crash_point("clean.after_mark_dead")
-    return _StatementGuard(min(live) - lease_ms if live else None, tuple(skipped))
+    return StatementGuard(min(live) - lease if live else None, tuple(skipped))
 
 
 def _expire_tombstone(table: Table, token: str, *, now: int, keep_ms: int) -> None:
@@ -403,14 +361,14 @@ def _orphans(
     items: list[CleanItem] = []
     skipped: list[str] = []
     named = {e.load_name for e in table.status.read().entries}
-    lease_ms = _lease_ms(table)
+    lease = lease_ms(table)
     for info in sfs.list_dir(table.paths.fact_dir):
         m = _SEGMENT_DIR_RE.match(info.base_name)
         if info.is_file or m is None or m.group(1) in named:
             continue
         sid = m.group(1)
         changed = _newest_mtime_ms(table, info.path, now)
-        if now - changed < lease_ms and not force:
+        if now - changed < lease and not force:
             skipped.append(f"folder {info.base_name}: written within the lease time")
             continue
         # Re-read: a compaction or load may have committed it meanwhile.
@@ -467,44 +425,6 @@ def _obsolete_sortindexes(
     return items
 
 
-def _stale_merge_indexes(
-    table: Table, *, dry_run: bool, now: int, force: bool, guard: _StatementGuard
-) -> list[CleanItem]:
-    """Merge indexes of readable segments that the current version no longer names (an
-    index rebuild replaced them), replaced longer than the retention time ago: readers of
-    earlier versions read them until then.
-
-    The age counts from the replacement, not from the old file's own time (a segment loaded
-    long ago is rebuilt now): the merge index the entry names now was written just before
-    the version that stopped naming the old one, so its time bounds the replacement's.
-    """
-    sfs = table.paths.sfs
-    retention_ms = table.conf.get_int("carbon.segment.retention.minutes") * 60_000
-    items: list[CleanItem] = []
-    for e in table.status.read().readable:
-        if not e.segment_file:
-            continue
-        infos = sfs.list_dir(table.paths.segment_dir(e.load_name))
-        current = [i for i in infos if i.base_name == e.segment_file and i.mtime is not None]
-        replaced = int(current[0].mtime.timestamp() * 1000) if current else now
-        for info in infos:
-            if not info.is_file or not info.base_name.endswith(".carbonindexmerge"):
-                continue
-            if info.base_name == e.segment_file:
-                continue
-            mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
-            if not force and now - max(mtime, replaced) < retention_ms:
-                continue
-            if guard.keeps(mtime) or now - mtime < _lease_ms(table):
-                continue  # a running index rebuild may be about to commit it
-            items.append(CleanItem(kind="index", segment_id=e.load_name, path=info.path,
-                                   size=int(info.size or 0),
-                                   reason="merge index replaced by an index rebuild"))
-            if not dry_run:
-                _delete(table, info.path)
-    return items
-
-
 def _stale_bloom_packs(
     table: Table, *, dry_run: bool, now: int, force: bool
 ) -> list[CleanItem]:
@@ -520,57 +440,17 @@ def _stale_bloom_packs(
         return []
     packs = sorted((i for i in infos if i.base_name.endswith(BLOOM_PACK_SUFFIX)), key=lambda i: i.base_name)
     stale = [(i, "bloom pack superseded by two newer ones") for i in packs[:-2]]
-    lease_ms = _lease_ms(table)
+    lease = lease_ms(table)
     for info in infos:
         if info.base_name.endswith(".tmp"):
             mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
-            if force or now - mtime >= lease_ms:
+            if force or now - mtime >= lease:
                 stale.append((info, "temp file of a bloom pack write that did not finish"))
     items = []
     for info, reason in stale:
         items.append(CleanItem(kind="index", path=info.path, size=int(info.size or 0), reason=reason))
         if not dry_run:
-            _delete(table, info.path)
-    return items
-
-
-def _superseded_deltas(
-    table: Table, *, dry_run: bool, now: int, force: bool, guard: _StatementGuard
-) -> list[CleanItem]:
-    """Delete delta files of readable segments that the current version does not name.
-
-    A delta stops being named only by a later DML commit on its segment (deltas are
-    cumulative: the next one holds its rows), and every such commit sets the entry's
-    ``modificationOrDeletionTimestamp``; so once that is older than the retention time, no
-    version within the retention names the file. A delta written by a commit that lost its
-    race was never named. Files written within the lease time, or since a running
-    statement started (``guard``), are kept: a running DELETE may be about to commit them;
-    a statement whose lease expired was marked dead before (its commit fails).
-    """
-    from carbonstore.segments.deltas import DELTA_SUFFIX
-
-    sfs = table.paths.sfs
-    retention_ms = table.conf.get_int("carbon.segment.retention.minutes") * 60_000
-    lease_ms = _lease_ms(table)
-    items: list[CleanItem] = []
-    for e in table.status.read().readable:
-        seg_dir = table.paths.segment_dir(e.load_name)
-        named = {d.delta_file for d in e.delete_deltas}
-        if not force and now - _changed_at(e) < retention_ms:
-            continue
-        for info in sfs.list_dir(seg_dir):
-            if not info.is_file or not info.base_name.endswith(DELTA_SUFFIX):
-                continue
-            if info.base_name in named:
-                continue
-            mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
-            if now - mtime < lease_ms or guard.keeps(mtime):
-                continue
-            items.append(CleanItem(kind="delta", segment_id=e.load_name, path=info.path,
-                                   size=int(info.size or 0),
-                                   reason="delete delta superseded by a newer one"))
-            if not dry_run:
-                _delete(table, info.path)
+            delete_path(table, info.path)
     return items
 
 

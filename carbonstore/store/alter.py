@@ -28,6 +28,7 @@ from dataclasses import replace
 from carbonstore.errors import CommitConflictError, SchemaError
 from carbonstore.store.ddl import ColumnDef, parse_column_defs, quote_name
 from carbonstore.store.evolution import parse_default
+from carbonstore.store.faults import crash_point
 from carbonstore.store.schema import (
     Column,
     DataType,
@@ -37,7 +38,7 @@ from carbonstore.store.schema import (
     parse_type,
 )
 from carbonstore.store.schema_log import write_schema_version
-from carbonstore.store.table import Table
+from carbonstore.store.table import ALTER_PREFIX, Table
 
 __all__ = [
     "SUB_ACTIONS",
@@ -329,8 +330,10 @@ def alter_table(table: Table, change: Change, *, operation: str) -> TableSchema:
     """Commit ``change`` as the next schema version; returns the new schema.
 
     The tablestatus version (operation ``ALTER``) is committed first and the schema file,
-    naming it, second (store/schema_log.py). Losing the race for the schema file number to
-    another ALTER re-applies ``change`` to the winner's schema.
+    naming it, second (store/schema_log.py): the schema file is the commit point. Losing the
+    race for the schema file number to another ALTER re-applies ``change`` to the winner's
+    schema. An ALTER version no schema file names (this process died, or lost that race,
+    between the two) changed nothing, and ``Table.history`` says so.
 
     Raises:
         SchemaError: the change is refused (nothing is written).
@@ -344,10 +347,12 @@ def alter_table(table: Table, change: Change, *, operation: str) -> TableSchema:
         new = change(current.schema)
         new = replace(new, schema_version=current.version + 1)
         new.validate()
-        snap = table.status.update(lambda s: list(s.entries), operation=f"ALTER {operation}"[:200],
+        snap = table.status.update(lambda s: list(s.entries), operation=f"{ALTER_PREFIX}{operation}"[:200],
                                    force=True)
+        crash_point("alter.after_status")
         if write_schema_version(sfs, table.paths, new, applies_from=snap.version,
                                 operation=operation[:200]):
+            crash_point("alter.after_schema")
             return new
     raise CommitConflictError(
         f"could not alter {table.name}: {retries} attempts lost the race to other ALTERs; retry"

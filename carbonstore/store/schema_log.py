@@ -8,7 +8,8 @@ Contract (docs/schema-evolution.md):
   put-if-absent: the full schema with ``schemaVersion`` n, plus ``appliesFrom``, the
   tablestatus version (operation ``ALTER``) the ALTER committed first. Two ALTERs that race
   for n: one wins the put, the other re-reads and re-applies its change to the winner's
-  schema (its own tablestatus version stays behind as an empty ALTER in the history).
+  schema (its own tablestatus version stays behind, changing nothing: history lists an
+  ALTER version that no schema file names as not applied - store/table.py).
 - The current schema is the largest n. The schema of a table pinned at tablestatus version V
   (time travel) is the largest n whose ``appliesFrom`` <= V.
 - Every segment entry records the schema version its files were written with

@@ -41,7 +41,7 @@ from carbonstore.store.tablestatus import (
     now_ms,
 )
 
-__all__ = ["Store", "Table", "as_of_option", "legacy_table_id"]
+__all__ = ["ALTER_PREFIX", "NOT_APPLIED", "Store", "Table", "as_of_option", "legacy_table_id"]
 
 _TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d")
 _AS_OF_OPTIONS = ("versionasof", "timestampasof")
@@ -58,6 +58,9 @@ def as_of_option(options: dict[str, str]) -> str | None:
 
 
 _SEGMENT_DIR_RE = re.compile(r"^Segment_(\d+)(?:\.\d+)?$")
+ALTER_PREFIX = "ALTER "  # the operation of an ALTER's tablestatus version
+#: how history lists an ALTER's tablestatus version that no schema file names
+NOT_APPLIED = "NO CHANGE (ALTER not applied)"
 
 
 def legacy_table_id(schema: TableSchema) -> str:
@@ -102,8 +105,20 @@ class Table:
     # ---- time travel ---------------------------------------------------------------------
     def history(self, limit: int | None = None) -> list[VersionInfo]:
         """Every tablestatus version, oldest first (version, time, operation, segments, rows);
-        with ``limit``, only the newest ``limit`` versions (only their files are read)."""
-        return self.status.log(limit)
+        with ``limit``, only the newest ``limit`` versions (only their files are read).
+
+        An ALTER commits its tablestatus version first and its schema file second (the
+        commit point, store/alter.py): an ALTER version that no schema version applies from
+        (its process died between the two, or it lost the schema file to another ALTER and
+        committed again later) changed nothing, and is listed as ``NOT_APPLIED``.
+        """
+        infos = self.status.log(limit)
+        if not any(i.operation.startswith(ALTER_PREFIX) for i in infos):
+            return infos
+        applied = {v.applies_from for v in self.schema_versions()[1:]}
+        return [replace(i, operation=NOT_APPLIED)
+                if i.operation.startswith(ALTER_PREFIX) and i.version not in applied else i
+                for i in infos]
 
     def as_of(self, when: int | str | None, *, check_files: bool = True) -> Table:
         """This table as it was at a version (int or digits), a local time
@@ -173,11 +188,45 @@ class Table:
                         "files (after carbon.segment.retention.minutes)"
                     )
 
+    def files_named(self, snap: TableStatusSnapshot) -> dict[str, tuple[str, str, str]]:
+        """The files inside segment folders that a version's readable entries name, by path
+        relative to the table folder: ``(what, segment id, file name)`` - the merge index
+        and every delete delta (data files go only with their segment's folder)."""
+        out: dict[str, tuple[str, str, str]] = {}
+        for e in snap.readable:
+            seg = self.paths.relative(self.paths.segment_dir(e.load_name))
+            if e.segment_file:
+                out[f"{seg}/{e.segment_file}"] = ("merge index", e.load_name, e.segment_file)
+            for d in e.delete_deltas:
+                out[f"{seg}/{d.delta_file}"] = ("delete delta", e.load_name, d.delta_file)
+        return out
+
+    def _removed_after(self, version: int, upto: int) -> tuple[dict[str, int], int]:
+        """The files clean files recorded removing (``filesRemoved``) in the versions after
+        ``version``, at least up to ``upto``: (path -> the version that recorded it, the
+        newest version read). Only those versions' files are read (the chain is gapless)."""
+        if upto <= version:
+            return {}, version
+        limit = upto - version
+        while True:
+            infos = self.status.log(limit)
+            if not infos or infos[0].version <= version + 1:
+                break
+            limit = infos[-1].version - version  # newer versions came meanwhile
+        found = {f: i.version for i in infos if i.version > version for f in i.files_removed}
+        return found, max([version, *(i.version for i in infos)])
+
     def restore(self, version: int) -> TableStatusSnapshot:
         """Commit a new version whose readable segments are exactly ``version``'s.
 
         Segments readable now but not then become Marked for Delete; segments readable
         then get back their entry of then. Running loads are left alone.
+
+        The commit checks, on the version it builds on, that no clean files after
+        ``version`` recorded removing a file it names (clean records them in a version
+        before it deletes them: docs/tablestatus.md, conflict rules), and that its files
+        still exist; a clean files committing meanwhile makes the put lose and the check
+        run again. So a restored version never names a removed file.
 
         Raises:
             VersionNotFoundError: no such version, or its files were cleaned.
@@ -185,8 +234,20 @@ class Table:
         old = self.status.read(version)
         self._check_files(old, f"version {version}")
         wanted = {e.load_name: e for e in old.readable}
+        needed = self.files_named(old)
+        removed: dict[str, int] = {}
+        scanned = [version]  # versions read so far (a retry reads only the newer ones)
 
         def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+            more, scanned[0] = self._removed_after(scanned[0], snap.version)
+            removed.update(more)
+            for path, (what, seg, name) in needed.items():
+                if path in removed:
+                    raise VersionNotFoundError(
+                        f"version {version} of {self.name} cannot be restored: the {what} "
+                        f"{name} of its segment {seg} was removed by clean files (its "
+                        f"version {removed[path]})")
+            self._check_files(old, f"version {version}")
             ts = now_ms()
             out = []
             for e in snap.entries:
@@ -249,10 +310,11 @@ class Store:
         return TablePaths(self.sfs, tn)
 
     def exists(self, name: str | TableName) -> bool:
-        """The table exists: its schema does and its drop did not commit."""
+        """The table exists: its schema does and its drop did not commit (or its schema is
+        missing while its tablestatus says it lives: there, damaged)."""
         paths = self._paths(name)
         if not self.sfs.exists(paths.schema):
-            return False
+            return isinstance(self._without_schema(paths), CorruptMetadataError)
         try:
             return not self._open(paths).status.dropped()
         except CorruptMetadataError:  # a damaged schema: the table is there, damaged
@@ -267,10 +329,7 @@ class Store:
         """
         paths = self._paths(name)
         if not self.sfs.exists(paths.schema):
-            raise TableNotFoundError(
-                f"table {paths.name} does not exist in store {self.location}; "
-                "create it with 'carbonstore create'"
-            )
+            raise self._without_schema(paths)
         table = self._open(paths)
         if table.status.dropped():
             raise TableNotFoundError(
@@ -279,6 +338,46 @@ class Store:
                 "'carbonstore create' moves it to the trash)"
             )
         return table
+
+    def _without_schema(self, paths: TablePaths) -> TableNotFoundError | CorruptMetadataError:
+        """Why a table without ``Metadata/schema`` cannot be opened.
+
+        The schema is written right after a new table's version 0 and deleted first by a
+        drop (after its DROP version), so a tablestatus that was not dropped means the
+        schema was lost: damage, not a missing table (before, every command said "does not
+        exist"). Only a create cut short between the two leaves the same files; the message
+        says so when the log holds only version 0 (``create`` starts afresh either way).
+        """
+        absent = TableNotFoundError(
+            f"table {paths.name} does not exist in store {self.location}; "
+            "create it with 'carbonstore create'")
+        sfs = self.sfs
+        live: list[str] = []
+        only_created = True
+        for info in sfs.list_dir(paths.tablestatus_log):
+            if info.is_file or not any(  # a create cut short before its version 0
+                    i.base_name.removesuffix(".json").isdigit() for i in sfs.list_dir(info.path)):
+                continue
+            status = TableStatus(paths, LockManager(paths, self.conf), info.base_name)
+            try:
+                if status.dropped():
+                    continue
+                newest = status.log(limit=1)
+            except (TableNotFoundError, CorruptMetadataError):  # removed meanwhile, damaged
+                newest = []
+            live.append(self.sfs.display(status.log_dir))
+            only_created = only_created and bool(newest) and newest[-1].version == 0
+        if not live and sfs.exists(paths.tablestatus):  # the single-file format
+            live.append(sfs.display(paths.tablestatus))
+            only_created = False
+        if not live:
+            return absent
+        return CorruptMetadataError(
+            f"schema file {sfs.display(paths.schema)} of table {paths.name} is missing, but "
+            f"its tablestatus ({live[0]}) says the table exists: restore the file from a "
+            "backup of the table" + (" (its tablestatus holds only the version of its "
+            "create: if that create was cut short, create the table again)"
+            if only_created else ""))
 
     def _open(self, paths: TablePaths) -> Table:
         from carbonstore.store.schema_log import read_schema_log

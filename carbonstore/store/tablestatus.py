@@ -458,6 +458,7 @@ class TableStatus(LeaseFiles, LegacyStatus):
         operation: str = "UPDATE",
         remove: Callable[[LoadEntry], bool] | None = None,
         force: bool = False,
+        files_removed: Callable[[], tuple[str, ...]] | None = None,
     ) -> TableStatusSnapshot:
         """Commit a new version made by ``fn`` from the latest one (optimistically).
 
@@ -466,7 +467,8 @@ class TableStatus(LeaseFiles, LegacyStatus):
         conflict. Entries for which ``remove`` is true are left out of the new version
         and appended to ``tablestatus.history``. When nothing changes, nothing is written
         and the snapshot ``fn`` saw is returned (``force``: a version is written anyway, as
-        ALTER TABLE does to order its schema version among the tablestatus versions).
+        ALTER TABLE does to order its schema version among the tablestatus versions, or
+        when ``files_removed``, called after ``fn``, names files clean files deletes next).
 
         Raises:
             CommitConflictError: still losing the race after
@@ -475,7 +477,7 @@ class TableStatus(LeaseFiles, LegacyStatus):
         """
         self._writable()
         with self._courtesy():
-            return self._commit(fn, operation, remove, force=force)
+            return self._commit(fn, operation, remove, force=force, files_removed=files_removed)
 
     @contextmanager
     def _courtesy(self) -> Iterator[None]:
@@ -504,8 +506,7 @@ class TableStatus(LeaseFiles, LegacyStatus):
         fn: Callable[[TableStatusSnapshot], list[LoadEntry]],
         operation: str,
         remove: Callable[[LoadEntry], bool] | None,
-        *,
-        force: bool = False,
+        *, force: bool = False, files_removed: Callable[[], tuple[str, ...]] | None = None,
     ) -> TableStatusSnapshot:
         retries = self._retries()
         for attempt in range(retries):
@@ -516,7 +517,8 @@ class TableStatus(LeaseFiles, LegacyStatus):
             wanted = fn(base)
             removed = [e for e in wanted if remove is not None and remove(e)]
             kept = [e for e in wanted if not (remove is not None and remove(e))]
-            state, data = next_version(base, kept, operation, force=force)
+            state, data = next_version(base, kept, operation, force=force, files_removed=(
+                files_removed() if files_removed is not None else ()))
             if data is None:
                 return base
             crash_point("tablestatus.before_write")
@@ -568,7 +570,6 @@ class TableStatus(LeaseFiles, LegacyStatus):
                 raise self._gone() from err
             time.sleep(random.uniform(0.001, 0.02))
         raise CommitConflictError(f"could not commit the drop of {self.paths.name}; retry")
-
 
     # ---- common transitions --------------------------------------------------------------
     def allocate(self, *, status: str = IN_PROGRESS, **fields: Any) -> LoadEntry:

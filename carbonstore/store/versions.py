@@ -4,7 +4,10 @@ One version file is a JSON object: ``formatVersion``, ``tableId``, ``version``, 
 ``operation``, ``timestamp``, ``writer``, ``segmentIdFloor``, ``checkpoint`` and either all
 ``entries`` (a checkpoint, every ``CHECKPOINT_INTERVAL``-th version) or the ``upserts`` and
 ``removes`` it makes, plus ``readableAdded`` / ``readableRemoved`` / ``readableRows`` for the
-history. Lists of ``COLUMNS_FROM`` entries or more are written as one array per key
+history, and ``filesRemoved`` on a clean-files version that deletes files older versions
+name (superseded delete deltas, replaced merge indexes: their paths relative to the table
+folder; written before any of them is deleted, so a restore committing later sees it).
+Lists of ``COLUMNS_FROM`` entries or more are written as one array per key
 (``entryColumns`` / ``upsertColumns``, ``formatVersion`` 2); both formats are read.
 Decoding checks that a file is the version its name says, of the table it belongs to, with
 the right parent; every entry is checked (``carbonstore.store.entries``).
@@ -90,6 +93,8 @@ class VersionInfo:
     removed: tuple[str, ...] = ()
     rows: int = 0
     checkpoint: bool = False
+    #: files (relative to the table folder) clean files deletes after this version
+    files_removed: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,6 +106,7 @@ class VersionInfo:
             "segmentsAdded": list(self.added),
             "segmentsRemoved": list(self.removed),
             "rows": self.rows,
+            **({"filesRemoved": list(self.files_removed)} if self.files_removed else {}),
         }
 
 
@@ -196,12 +202,14 @@ class VersionRecord:
     added: tuple[str, ...]
     removed: tuple[str, ...]
     rows: int
+    files_removed: tuple[str, ...] = ()
 
     def info(self) -> VersionInfo:
         return VersionInfo(
             version=self.version, parent=self.parent, operation=self.operation,
             timestamp=self.timestamp, writer=self.writer, added=self.added,
             removed=self.removed, rows=self.rows, checkpoint=self.entries is not None,
+            files_removed=self.files_removed,
         )
 
 
@@ -221,6 +229,7 @@ _RECORD_KEYS = frozenset({
     "checksum", "formatVersion", "tableId", "version", "parent", "operation", "timestamp",
     "writer", "segmentIdFloor", "checkpoint", "readableAdded", "readableRemoved",
     "readableRows", "dropped", "entries", "entryColumns", "upserts", "upsertColumns", "removes",
+    "filesRemoved",
 })
 
 
@@ -304,6 +313,7 @@ def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> Ver
             added=_strs(obj.get("readableAdded") or []),
             removed=_strs(obj.get("readableRemoved") or []),
             rows=int(obj.get("readableRows", 0)),
+            files_removed=_strs(obj.get("filesRemoved") or []),
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
         raise corrupt_version(path, err) from err
@@ -344,10 +354,12 @@ def writer_id() -> str:
 
 
 def next_version(
-    base: TableStatusSnapshot, wanted: list[LoadEntry], operation: str, *, force: bool = False
+    base: TableStatusSnapshot, wanted: list[LoadEntry], operation: str, *, force: bool = False,
+    files_removed: tuple[str, ...] = (),
 ) -> tuple[State, bytes | None]:
     """The state after ``base`` -> ``wanted`` and the bytes of its version (None: no change,
-    unless ``force``: a version that changes no entry, such as ALTER TABLE's)."""
+    unless ``force`` or ``files_removed``: a version that changes no entry, such as ALTER
+    TABLE's or the one clean files commits before deleting files older versions name)."""
     old = {e.load_name: e for e in base.entries}
     new_names = [e.load_name for e in wanted]
     if len(set(new_names)) != len(new_names):
@@ -355,7 +367,7 @@ def next_version(
     by_name = {e.load_name: e for e in wanted}
     removes = tuple(n for n in old if n not in by_name)
     upserts = tuple(e for e in wanted if old.get(e.load_name) != e)
-    if not removes and not upserts and not force:
+    if not removes and not upserts and not force and not files_removed:
         return State(base.entries, base.id_floor, base.timestamp), None
     entries = dict(old)
     for n in removes:
@@ -370,7 +382,7 @@ def next_version(
     data = encode_version(
         version=version, table_id=base.table_id, operation=operation, floor=floor,
         checkpoint=checkpoint, upserts=upserts, removes=removes, base=base.entries,
-        timestamp=ts, new=final,
+        timestamp=ts, new=final, files_removed=files_removed,
     )
     return State(final, floor, ts), data
 
@@ -395,6 +407,7 @@ def encode_version(
     timestamp: int,
     dropped: bool = False,
     new: tuple[LoadEntry, ...] | None = None,
+    files_removed: tuple[str, ...] = (),
 ) -> bytes:
     final = checkpoint if new is None else new
     before = {e.load_name for e in base if e.readable}
@@ -415,6 +428,8 @@ def encode_version(
     }
     if dropped:
         obj["dropped"] = True
+    if files_removed:  # only then: versions without it read as before
+        obj["filesRemoved"] = list(files_removed)
     listed = checkpoint if checkpoint is not None else upserts
     columns = encode_entry_columns(listed) if len(listed) >= COLUMNS_FROM else None
     if columns is not None:
