@@ -390,3 +390,22 @@ def test_a_statistics_file_written_before_checksums_still_reads(
     path.write_bytes(orjson.dumps(obj))
     code, _, err = cli(capsys, table, "stats", "db.t", "--json")
     assert code == 2 and "db.u" in err and path.name in err, err
+
+
+def test_another_tables_merge_index_is_refused(
+    store: Store, table: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the random damage test: another table's merge index of the same segment id
+    and row counts in place of this one's passed every check (checksums, segment id, row
+    counts): ``prune`` answered from the other table's statistics with exit 0 and the read
+    looked for data files this segment does not have. Column ids are per table: one line
+    naming the file."""
+    other = _make(store, "db.u", 5000)
+    (mine,) = Path(table.paths.segment_dir("1")).glob("*.carbonindexmerge")
+    (theirs,) = Path(other.paths.segment_dir("1")).glob("*.carbonindexmerge")
+    shutil.rmtree(Path(table.paths.metadata) / "index", ignore_errors=True)
+    shutil.copyfile(theirs, mine)
+    got = _rows(table)
+    assert isinstance(got, str) and mine.name in got and "another table" in got, got
+    code, out, err = cli(capsys, table, "prune", "db.t", "--where", "id >= 1000", "--json")
+    assert code == 2 and mine.name in err and len(err.strip().splitlines()) == 1, (out, err)
