@@ -121,6 +121,13 @@ def load_segment(table: Table, entry: LoadEntry) -> SegmentIndex:
             arrays = load_indexes(fs, paths)
             base, hlen = -1, 64 * 1024 * len(paths)
         _check_accounts_for(arrays, entry, paths)
+        names = _written_names(table, entry)
+        foreign = sorted({c.column_id for c in arrays.header.columns or ()
+                          if c.column_id and c.column_id not in names})
+        if foreign:  # column ids are uuids per table: another table's index in its place
+            raise CorruptIndexError(
+                f"{' '.join(paths)}: indexes column ids {', '.join(foreign[:3])} that "
+                f"{table.name} does not have (another table's index file in its place)")
     except CorruptIndexError as err:
         msg = str(err).removesuffix(REBUILD_HINT)
         if not any(p.rsplit("/", 1)[-1] in msg for p in paths):
@@ -132,7 +139,7 @@ def load_segment(table: Table, entry: LoadEntry) -> SegmentIndex:
         ) from err
     return SegmentIndex(
         segment_id=entry.load_name, merge_name=entry.segment_file or "", arrays=arrays,
-        bounds=segment_bounds(arrays, table.schema, names=_written_names(table, entry)),
+        bounds=segment_bounds(arrays, table.schema, names=names),
         bloom_base=base,
         nbytes=_estimate_bytes(arrays, hlen),
     )

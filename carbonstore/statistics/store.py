@@ -3,10 +3,18 @@ base64) per segment, written atomically. Table-level statistics are derived from
 ``Success``/``Partial Success`` segments of one tablestatus snapshot and cached in
 ``Metadata/stats/table.stats`` keyed by the snapshot version and the segment files' sizes and
 modification times.
+
+A segment's file is signed (first key ``checksum``, store/checksums.py) and names what it
+belongs to: ``tableId`` and ``segmentId``. A file that fails its checksum, holds a key no
+writer writes, is another table's or another segment's, or does not decode (its sketches
+included) is ``CorruptMetadataError`` naming it - refused, never shown, never a traceback;
+callers that recompute what is missing (compaction, ``analyze --missing``) treat it as
+missing. Files written before checksums read as before (checked by the table name).
 """
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
@@ -22,7 +30,9 @@ from carbonstore.statistics.model import (
     TableStatistics,
     merge_same_segment,
     merge_segments,
+    sketch_estimate,
 )
+from carbonstore.store.checksums import checked_object, with_checksum
 from carbonstore.store.paths import check_segment_id
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
@@ -48,6 +58,56 @@ def _cache_path(table: Table) -> str:
     return f"{table.paths.stats_dir}/{TABLE_CACHE}"
 
 
+#: every top-level key of a segment's statistics file
+_KEYS = frozenset({"formatVersion", "tableId", "table", "segmentId", "rowCount", "source",
+                   "columns", "sketches"})
+
+
+def _encode(table: Table, stats: SegmentStatistics) -> bytes:
+    obj = stats.to_json()
+    obj["tableId"] = table.table_id
+    return with_checksum(orjson.dumps(obj))
+
+
+def _decode(table: Table, data: bytes, path: str, segment_id: str | None) -> SegmentStatistics:
+    """A segment's statistics file, checked to be whole, this table's and (``segment_id``
+    given) that segment's; its sketches decoded once here so that no reader meets a damaged
+    one later.
+
+    Raises:
+        CorruptMetadataError: naming ``path`` and the fix.
+    """
+    def bad(why: str) -> CorruptMetadataError:
+        return CorruptMetadataError(
+            f"statistics file {path} {why}; delete it and run 'carbonstore analyze' for that "
+            "segment (or 'carbonstore analyze TABLE --missing')")
+
+    try:
+        obj, signed = checked_object(data, _KEYS)
+        owner = obj.pop("tableId", None)
+        if owner is not None and owner != table.table_id:
+            raise bad(f"belongs to table id {owner!r}, not to {table.name} ({table.table_id})")
+        if owner is None and (signed or obj.get("table") != str(table.name)):
+            raise bad(f"belongs to table {obj.get('table')!r}, not to {table.name}")
+        stats = SegmentStatistics.from_json(obj)
+        for raw, col in zip(obj["columns"], stats.columns, strict=True):
+            if raw.keys() != col.to_json().keys():  # a flipped key: a count read as absent
+                raise bad(f"holds keys {sorted(raw)} for column {col.column!r}, not the "
+                          f"keys of its kind {col.kind!r}")
+        for sketch in stats.sketches.values():
+            sketch_estimate(sketch)
+    except CorruptMetadataError as err:
+        if str(err).startswith(f"statistics file {path}"):
+            raise
+        raise bad(f"is corrupt ({err})") from err
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError,
+            binascii.Error) as err:  # a sketch that is none, a column that is no object
+        raise bad(f"is corrupt ({type(err).__name__}: {err})") from err
+    if segment_id is not None and stats.segment_id != segment_id:
+        raise bad(f"holds the statistics of segment {stats.segment_id!r}, not {segment_id!r}")
+    return stats
+
+
 def update_segment_statistics(
     table: Table, stats: SegmentStatistics, *, replace_all: bool = False
 ) -> SegmentStatistics:
@@ -62,8 +122,9 @@ def update_segment_statistics(
     with table.locks.hold("statistics.lock"):
         merged = stats
         if not replace_all and sfs.exists(path):
-            merged = merge_same_segment(SegmentStatistics.from_bytes(sfs.read_bytes(path), path=path), stats)
-        sfs.write_atomic(path, merged.to_bytes())
+            old = _decode(table, sfs.read_bytes(path), path, stats.segment_id)
+            merged = merge_same_segment(old, stats)
+        sfs.write_atomic(path, _encode(table, merged))
     return merged
 
 
@@ -86,11 +147,7 @@ def get_segment_statistics(
     if not sfs.exists(path):
         return None
     try:
-        stats = SegmentStatistics.from_bytes(sfs.read_bytes(path), path=path)
-        if stats.segment_id != segment_id:
-            raise CorruptMetadataError(
-                f"statistics file {path} holds the statistics of segment {stats.segment_id!r}; "
-                "delete it and run 'carbonstore analyze' for that segment")
+        stats = _decode(table, sfs.read_bytes(path), path, segment_id)
     except CorruptMetadataError:
         if damaged_as_missing:
             return None
@@ -111,13 +168,13 @@ def delete_segment_statistics(
         if columns is None:
             sfs.delete_file(path)
             return True
-        old = SegmentStatistics.from_bytes(sfs.read_bytes(path), path=path)
+        old = _decode(table, sfs.read_bytes(path), path, segment_id)
         drop = {c.lower() for c in columns}
         keep = [c.column for c in old.columns if c.column not in drop]
         if len(keep) == len(old.columns):
             return False
         if keep:
-            sfs.write_atomic(path, old.select(keep).to_bytes())
+            sfs.write_atomic(path, _encode(table, old.select(keep)))
         else:
             sfs.delete_file(path)
         return True

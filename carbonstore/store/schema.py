@@ -1,7 +1,10 @@
 """Table schema: typed columns with stable UUID column ids, plus table properties.
 
-The schema file (``Metadata/schema``) is JSON written through orjson. Column ids never
-change once assigned, so dictionary files and statistics survive renames of nothing else.
+The schema file (``Metadata/schema``) is JSON written through orjson, signed: its first key
+is ``checksum`` (store/checksums.py), and ``tableId`` names the table it belongs to. A file
+whose checksum fails or that holds a key no writer writes is ``CorruptMetadataError``
+naming it; files written before checksums read as before. Column ids never change once
+assigned, so dictionary files and statistics survive renames of nothing else.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import orjson
 import pyarrow as pa
 
 from carbonstore.errors import CorruptMetadataError, SchemaError
+from carbonstore.store.checksums import checked_object, with_checksum
 from carbonstore.store.conf import Bool, Float, Int, IntList, KeyType, check_value
 
 __all__ = [
@@ -22,6 +26,7 @@ __all__ = [
     "Column",
     "DataType",
     "PROPERTY_TYPES",
+    "SCHEMA_KEYS",
     "SORT_SCOPES",
     "TABLE_PROPERTIES",
     "TableSchema",
@@ -184,6 +189,9 @@ class Column:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Column:
+        if not isinstance(obj, dict) or not obj.keys() <= _COLUMN_KEYS:
+            # a flipped bit in "default" must not read as "no default"
+            raise ValueError(f"column {obj!r} holds keys no writer writes")
         name, nullable, default = obj["name"], obj["nullable"], obj.get("default")
         if not isinstance(name, str) or name != name.lower():
             raise ValueError(f"column name {name!r} is not a stored (lower-case) name")
@@ -200,6 +208,12 @@ class Column:
             column_id=_hex_id(obj["columnId"], "columnId"),
             default=default,
         )
+
+
+_COLUMN_KEYS = frozenset({"name", "type", "nullable", "columnId", "default"})
+#: every top-level key of ``Metadata/schema``; a schema log version adds LOG_KEYS
+SCHEMA_KEYS = frozenset({"database", "table", "schemaVersion", "createdMs", "tableId",
+                         "columns", "properties"})
 
 
 def parse_schema_string(text: str) -> list[Column]:
@@ -399,10 +413,13 @@ class TableSchema:
         }
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2)
+        return with_checksum(orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2))
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> TableSchema:
+        properties = obj.get("properties", {})
+        if not isinstance(properties, dict):
+            raise ValueError(f"properties is {properties!r}, not an object")
         return cls(
             database=obj["database"],
             table=obj["table"],
@@ -410,14 +427,19 @@ class TableSchema:
             created_ms=_stored_int(obj, "createdMs", 0),
             table_id=_table_id(obj.get("tableId", "")),
             columns=tuple(Column.from_json(c) for c in obj["columns"]),
-            properties=dict(obj.get("properties", {})),
+            properties=dict(properties),
         )
 
     @classmethod
     def from_bytes(cls, data: bytes, *, path: str) -> TableSchema:
+        """Decode ``Metadata/schema``, checked (checksum, keys, every field).
+
+        Raises:
+            CorruptMetadataError: naming ``path``.
+        """
         try:
-            return cls.from_json(orjson.loads(data))
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, SchemaError) as err:
+            return cls.from_json(checked_object(data, SCHEMA_KEYS)[0])
+        except (KeyError, TypeError, ValueError, SchemaError) as err:
             raise CorruptMetadataError(f"schema file {path} is unreadable: {err}") from err
 
 

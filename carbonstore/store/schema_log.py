@@ -15,6 +15,11 @@ Contract (docs/schema-evolution.md):
 - Every segment entry records the schema version its files were written with
   (``schemaVersion`` in the entry; entries without it were written with the first version).
   Readers map the read schema's column ids to that version's names (store/evolution.py).
+- Each version file is signed like ``Metadata/schema`` (first key ``checksum``,
+  store/checksums.py) and names its table (``tableId``): a version whose checksum fails,
+  that holds a key no writer writes, that says another version number than its name or
+  another table id than ``Metadata/schema`` is ``CorruptMetadataError`` naming it. Files
+  written before checksums read as before (unknown keys still refused).
 """
 
 from __future__ import annotations
@@ -25,14 +30,17 @@ from dataclasses import dataclass
 
 import orjson
 
-from carbonstore.errors import CorruptMetadataError
+from carbonstore.errors import CorruptMetadataError, SchemaError
+from carbonstore.store.checksums import checked_object, with_checksum
 from carbonstore.store.fs import StoreFS
 from carbonstore.store.paths import TablePaths
-from carbonstore.store.schema import TableSchema
+from carbonstore.store.schema import SCHEMA_KEYS, TableSchema
 
 __all__ = [
     "SCHEMA_LOG_DIR",
     "SchemaVersion",
+    "check_log_owner",
+    "forget_decoded",
     "read_schema_log",
     "schema_as_of",
     "schema_of_version",
@@ -42,6 +50,7 @@ __all__ = [
 
 SCHEMA_LOG_DIR = "schema_log"
 ENTRY_KEY = "schemaVersion"  # the key in a segment's tablestatus entry
+_LOG_KEYS = SCHEMA_KEYS | {"appliesFrom", "operation"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +65,12 @@ class SchemaVersion:
 
 _cache: dict[str, SchemaVersion] = {}  # path -> decoded file (files are immutable)
 _lock = threading.Lock()
+
+
+def forget_decoded() -> None:
+    """Drop the decoded versions this process holds (tests that damage files on disk)."""
+    with _lock:
+        _cache.clear()
 
 
 def _log_dir(paths: TablePaths) -> str:
@@ -73,12 +88,15 @@ def _decode(sfs: StoreFS, path: str, version: int) -> SchemaVersion:
         return hit
     data = sfs.read_bytes(path)
     try:
-        obj = orjson.loads(data)
-        applies = int(obj["appliesFrom"])
-        operation = str(obj.get("operation", "ALTER"))
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        obj, _ = checked_object(data, _LOG_KEYS)
+        applies, operation = obj.pop("appliesFrom"), obj.pop("operation", "ALTER")
+        if type(applies) is not int or applies < 0:
+            raise ValueError(f"appliesFrom is {applies!r}, not a tablestatus version")
+        if not isinstance(operation, str):
+            raise ValueError(f"operation is {operation!r}, not text")
+        schema = TableSchema.from_json(obj)
+    except (KeyError, TypeError, ValueError, SchemaError) as err:
         raise CorruptMetadataError(f"schema file {path} is unreadable: {err}") from err
-    schema = TableSchema.from_bytes(data, path=path)
     if schema.schema_version != version:
         raise CorruptMetadataError(
             f"schema file {path} holds schema version {schema.schema_version}, not {version}"
@@ -106,12 +124,37 @@ def read_schema_log(sfs: StoreFS, paths: TablePaths, base: TableSchema) -> list[
     top = max(listed, default=base.schema_version)
     version = base.schema_version + 1
     while True:
+        path = f"{folder}/{_file_name(version)}"
         try:
-            out.append(_decode(sfs, f"{folder}/{_file_name(version)}", version))
+            item = _decode(sfs, path, version)
         except FileNotFoundError:  # not there
             if version > top:
                 return out
+        else:
+            if item.schema.table_id != base.table_id:  # another table's file in its place
+                raise CorruptMetadataError(
+                    f"schema file {path} belongs to table id {item.schema.table_id!r}, "
+                    f"{paths.relative(paths.schema)} to {base.table_id!r}; restore the files "
+                    "of this table from a backup")
+            out.append(item)
         version += 1
+
+
+def check_log_owner(sfs: StoreFS, paths: TablePaths, schema: TableSchema) -> None:
+    """For a table that reads as dropped: its tablestatus log folder is named by the table
+    id (docs/tablestatus.md), so a schema naming an id without a log while the table folder
+    holds another table id's log is another table's schema file in its place, not a drop.
+
+    Raises:
+        CorruptMetadataError: naming ``Metadata/schema``.
+    """
+    if not schema.table_id or sfs.is_dir(f"{paths.tablestatus_log}/{schema.table_id}"):
+        return
+    others = [i.base_name for i in sfs.list_dir(paths.tablestatus_log) if not i.is_file]
+    if others:
+        raise CorruptMetadataError(
+            f"schema file {paths.schema} belongs to table id {schema.table_id!r}, the "
+            f"table's tablestatus log to {others[0]!r}; restore the table's schema from a backup")
 
 
 def schema_of_version(
@@ -159,5 +202,5 @@ def write_schema_version(
     obj = schema.to_json()
     obj["appliesFrom"] = applies_from
     obj["operation"] = operation
-    data = orjson.dumps(obj, option=orjson.OPT_INDENT_2)
+    data = with_checksum(orjson.dumps(obj, option=orjson.OPT_INDENT_2))
     return sfs.put_if_absent(f"{folder}/{_file_name(schema.schema_version)}", data)

@@ -332,6 +332,9 @@ class Store:
             raise self._without_schema(paths)
         table = self._open(paths)
         if table.status.dropped():
+            from carbonstore.store.schema_log import check_log_owner
+
+            check_log_owner(self.sfs, paths, table.schema)  # not a drop: another's schema
             raise TableNotFoundError(
                 f"table {paths.name} does not exist in store {self.location}: it was dropped "
                 "(its folder is not removed yet: 'carbonstore drop' finishes that, "

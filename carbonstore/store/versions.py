@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import xxhash
 
 from carbonstore.errors import CarbonStoreError, CorruptMetadataError, SegmentNotFoundError
+from carbonstore.store.checksums import checked_object, with_checksum
 from carbonstore.store.entries import (
     READABLE_STATUSES,
     LoadEntry,
@@ -222,8 +222,6 @@ class VersionHeader:
     dropped: bool
 
 
-_CHECKSUM_PREFIX = b'{"checksum":"'
-_DIGEST_END = len(_CHECKSUM_PREFIX) + 16
 #: every top-level key a writer of version files writes
 _RECORD_KEYS = frozenset({
     "checksum", "formatVersion", "tableId", "version", "parent", "operation", "timestamp",
@@ -233,33 +231,9 @@ _RECORD_KEYS = frozenset({
 })
 
 
-def _with_checksum(body: bytes) -> bytes:
-    """``body`` (a JSON object of at least one key) with its xxh64 as first key."""
-    return _CHECKSUM_PREFIX + xxhash.xxh64_hexdigest(body).encode() + b'",' + body[1:]
-
-
-def _checksum_ok(data: bytes) -> bool | None:
-    """Whether the checksum of a version file matches; None when it carries none."""
-    if not data.startswith(_CHECKSUM_PREFIX):
-        return None
-    if data[_DIGEST_END:_DIGEST_END + 2] != b'",':
-        return False
-    body = b"{" + data[_DIGEST_END + 2:]
-    return xxhash.xxh64_hexdigest(body).encode() == data[len(_CHECKSUM_PREFIX):_DIGEST_END]
-
-
 def _checked_object(data: bytes, *, version: int, table_id: str) -> dict[str, Any]:
     """The version file's JSON object, checked to be ``version`` of table ``table_id``."""
-    verified = _checksum_ok(data)
-    if verified is False:
-        raise ValueError("its checksum does not match its content")
-    obj = orjson.loads(data)
-    if not isinstance(obj, dict):
-        raise ValueError("expected a JSON object")
-    if not obj.keys() <= _RECORD_KEYS:
-        raise ValueError(f"unknown keys {sorted(obj.keys() - _RECORD_KEYS)}")
-    if verified is None and "checksum" in obj:
-        raise ValueError("its checksum is not where writers put it")
+    obj, _ = checked_object(data, _RECORD_KEYS)
     if obj.get("formatVersion") not in _FORMAT_VERSIONS:
         raise ValueError(f"unknown formatVersion {obj.get('formatVersion')!r}")
     if obj.get("version") != version:
@@ -445,4 +419,4 @@ def encode_version(
         else:
             obj["upserts"] = [e.to_json() for e in upserts]
         obj["removes"] = list(removes)
-    return _with_checksum(orjson.dumps(obj))
+    return with_checksum(orjson.dumps(obj))

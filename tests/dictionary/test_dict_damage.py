@@ -20,6 +20,7 @@ from carbonstore.dictionary import clear_cache
 from carbonstore.errors import DictionaryError
 from carbonstore.pruning.cache import clear_cache as clear_index_cache
 from carbonstore.pruning.plan import prune
+from carbonstore.store.checksums import with_checksum
 from carbonstore.store.table import Table
 from tests.reliability.workload import SCHEMA, load, rows, scan
 
@@ -98,8 +99,9 @@ def test_changed_column_id_is_damage(loaded: Table) -> None:
     for col in doc["columns"]:
         if col["name"] == "city":
             col["columnId"] = "00000000-0000-0000-0000-000000000000"
-    with open(loaded.paths.schema, "w") as f:
-        json.dump(doc, f)
+    del doc["checksum"]  # re-signed below: an edit, not damage (damage fails the checksum)
+    with open(loaded.paths.schema, "wb") as f:
+        f.write(with_checksum(json.dumps(doc).encode()))
     clear_cache()
     fresh = Store(loaded.store.location, conf=loaded.store.conf).table("t")
     with pytest.raises(DictionaryError, match="00000000-0000-0000-0000-000000000000"):

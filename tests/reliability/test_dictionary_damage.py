@@ -39,6 +39,7 @@ from carbonstore.segments.commit import begin_segment, commit_segment
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import write_task
 from carbonstore.store import load_conf
+from carbonstore.store.checksums import with_checksum
 from tests.reliability.workload import scan
 
 SCHEMA = "id long not null, city string, code int"
@@ -234,7 +235,8 @@ def _schema_id_changed(location: str) -> None:
     for col in doc["columns"]:
         if col["name"] == "city":
             col["columnId"] = "0000dead-0000-0000-0000-000000000000"
-    Path(table.paths.schema).write_text(json.dumps(doc))
+    del doc["checksum"]  # re-signed: an edit the checksum cannot see (damage fails it)
+    Path(table.paths.schema).write_bytes(with_checksum(json.dumps(doc).encode()))
 
 
 def _damage(rng: random.Random, location: str) -> str:

@@ -240,6 +240,7 @@ def test_duplicate_columns_in_schema_file_are_refused(store: Store) -> None:
     t = store.create_table("t", "a long, b long")
     obj = orjson.loads(open(t.paths.schema, "rb").read())
     obj["columns"][1]["name"] = "a"
+    del obj["checksum"]  # a file without one (written before checksums), or it fails first
     with open(t.paths.schema, "wb") as f:
         f.write(orjson.dumps(obj))
     with pytest.raises(CorruptMetadataError, match="appears twice"):
