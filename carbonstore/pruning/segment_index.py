@@ -10,6 +10,7 @@ that names the rebuild command.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,9 @@ from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
 __all__ = ["SegmentIndex", "bloom_directory", "load_segment", "merge_index_names"]
+
+#: a column id as the schema assigns them (an index of nested leaves adds "/<path>")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def _estimate_bytes(arrays: IndexArrays, header_len: int) -> int:
@@ -122,8 +126,9 @@ def load_segment(table: Table, entry: LoadEntry) -> SegmentIndex:
             base, hlen = -1, 64 * 1024 * len(paths)
         _check_accounts_for(arrays, entry, paths)
         names = _written_names(table, entry)
-        foreign = sorted({c.column_id for c in arrays.header.columns or ()
-                          if c.column_id and c.column_id not in names})
+        foreign = sorted({top for c in arrays.header.columns or ()
+                          if _UUID.fullmatch(top := (c.column_id or "").split("/")[0])
+                          and top not in names})
         if foreign:  # column ids are uuids per table: another table's index in its place
             raise CorruptIndexError(
                 f"{' '.join(paths)}: indexes column ids {', '.join(foreign[:3])} that "

@@ -127,9 +127,14 @@ def read_schema_log(sfs: StoreFS, paths: TablePaths, base: TableSchema) -> list[
         path = f"{folder}/{_file_name(version)}"
         try:
             item = _decode(sfs, path, version)
-        except FileNotFoundError:  # not there
+        except FileNotFoundError as err:  # not there: the end, or a lost version
             if version > top:
                 return out
+            # versions are written in order, each once: a gap below a listed one is a lost
+            # file (time travel into its range would use the schema before it)
+            raise CorruptMetadataError(
+                f"schema file {path} is missing while version {top} exists; restore it "
+                "from a backup") from err
         else:
             if item.schema.table_id != base.table_id:  # another table's file in its place
                 raise CorruptMetadataError(
