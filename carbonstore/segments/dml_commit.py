@@ -8,7 +8,9 @@ in ONE tablestatus version. Before that version is written (and again on the fre
 version after every lost race) :class:`~carbonstore.segments.dml_conflicts.Validator`
 checks that the statement's outcome is the same on the version it commits on as on the
 one it planned on; when it is not, :class:`Replan` goes back to ``run_replanned``, which
-plans the statement again from the start.
+plans the statement again from the start. ``run_replanned`` also plans again when files of
+the version a statement planned on were removed meanwhile (clean files, after a compaction
+or a newer delta made them unnamed): a race, not damage.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from pyroaring import BitMap
 from carbonstore.errors import (
     CarbonStoreError,
     CommitConflictError,
+    CorruptIndexError,
+    CorruptMetadataError,
     UserError,
 )
 from carbonstore.segments.deltas import write_delta
@@ -33,6 +37,7 @@ from carbonstore.segments.dml_conflicts import FileKey, Reads, Replan, Validator
 from carbonstore.statistics.analyze import store_task_statistics
 from carbonstore.statistics.store import delete_segment_statistics
 from carbonstore.store.entries import DeleteDelta
+from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import StatementLease
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import SUCCESS, LoadEntry, TableStatusSnapshot, now_ms
@@ -43,6 +48,9 @@ log = logging.getLogger(__name__)
 
 _REPLANS = 20
 _LEASE_KEYS = ("leaseExpiryMs", "writerHost", "writerPid")  # a finished entry keeps "writer"
+#: errors of reading files a version names; when that version is no longer the latest,
+#: clean files removed them (a race), else they are damage
+_MISSING_FILES = (FileNotFoundError, CorruptMetadataError, CorruptIndexError)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -250,18 +258,30 @@ def run_replanned(
     table: Table, operation: str, step: Callable[[TableStatusSnapshot], DmlResult]
 ) -> DmlResult:
     """Run ``step`` (plan + commit) on the latest version until it commits without a
-    :class:`Replan`."""
+    :class:`Replan`; a file of the planned version found missing is a :class:`Replan` too
+    when that version is no longer the latest (clean files removed what the newer versions
+    no longer name), and damage otherwise."""
     if table.pinned_version is not None:
         raise UserError(
             f"table {table.name} is open as of version {table.pinned_version}: it is read-only; "
             f"open the latest version to run {operation}")
     last: Replan | None = None
     for attempt in range(_REPLANS):
+        snap = table.status.read()
+        crash_point("dml.after_read")
         try:
-            result = step(table.status.read())
+            result = step(snap)
             return replace(result, replans=attempt)
         except Replan as err:
             last = err
+        except _MISSING_FILES as err:
+            if table.status.read().version == snap.version:
+                raise  # the latest version names the file: damage
+            log.info("%s: a file of version %s went meanwhile (%s); planning again",
+                     operation, snap.version, err)
+            last = Replan(f"clean files removed files of version {snap.version} it planned "
+                          "on, which newer versions no longer name - a race with clean files, "
+                          "nothing is damaged")
     raise CommitConflictError(
         f"{operation} on {table.name} was planned {_REPLANS} times and each time a concurrent "
         f"change made the plan stale ({last}); retry")

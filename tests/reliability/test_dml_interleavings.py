@@ -189,3 +189,106 @@ def test_merge_insert_racing_a_delete_of_the_key_it_matched(table: Table) -> Non
     assert [r for r in rows_of(table) if r[0] >= K] == [(K, 3), (K + 1, 4)]
     assert mine.inserted == 2 and mine.replans >= 1
 
+
+# ---- item 9a: a statement racing a forced clean files -----------------------------------------
+LATER = 3 * 3_600_000  # "three hours later": every lease and retention time ran out
+
+
+def _forcing(t: Table) -> Table:
+    """``t`` opened with forced clean files allowed."""
+    from carbonstore.store import load_conf
+
+    conf = load_conf(None).with_overrides({"carbon.clean.files.force.allowed": "true"})
+    return Store(t.store.location, conf=conf).table("db.t")
+
+
+def _run(t: Table, statement: str) -> Any:
+    if statement == "delete":
+        return t.delete("id = 7")
+    if statement == "update":
+        return t.update({"v": "v + 10"}, where="id = 7")
+    return upsert(t, 7, 10)
+
+
+@pytest.mark.parametrize("statement", ["delete", "update", "merge"])
+def test_a_statement_whose_planned_segments_a_forced_clean_removed_plans_again(
+    table: Table, statement: str,
+) -> None:
+    """The statement read version V (segments 0 and 1); a compaction and a forced clean
+    files then removed both segments' folders before it read their index or data files:
+    it failed with a raw FileNotFoundError, or with "index file is missing ... index
+    rebuild", although nothing is damaged. It plans again on the compacted segment."""
+    from carbonstore.segments.clean import clean_files
+    from carbonstore.segments.compaction import compact
+
+    forcing = _forcing(table)
+
+    def compact_and_clean() -> None:
+        compact(forcing, "custom", segment_ids=["0", "1"])
+        report = clean_files(forcing, dry_run=False, force=True)
+        assert report.removed_entries  # the two compacted segments went
+
+    with on_point("dml.after_read", compact_and_clean):
+        result = _run(table, statement)
+    assert result.replans == 1
+    want = {"delete": [], "update": [(7, 10)], "merge": [(7, 10)]}[statement]
+    assert [r for r in rows_of(table) if r[0] == 7] == want
+    assert len(rows_of(table)) == 20 - (statement == "delete")
+
+
+def test_a_statement_whose_planned_delta_a_forced_clean_removed_plans_again(table: Table) -> None:
+    """The delete delta the statement's version names was superseded by a newer DELETE and
+    removed by a forced clean before the statement read it: "delete delta ... is missing;
+    restore it from a backup" - advice for damage, where there was only a race."""
+    from carbonstore.segments.clean import clean_files
+    from carbonstore.store.tablestatus import now_ms
+
+    table.delete("id = 3")
+    forcing = _forcing(table)
+
+    def supersede_and_clean() -> None:
+        forcing.delete("id = 5")
+        report = clean_files(forcing, dry_run=False, force=True, now=now_ms() + LATER)
+        assert [i for i in report.items if i.kind == "delta"]
+
+    with on_point("dml.after_read", supersede_and_clean):
+        result = table.delete("id = 7")
+    assert (result.deleted, result.replans) == (1, 1)
+    assert [r[0] for r in rows_of(table)] == [i for i in range(20) if i not in (3, 5, 7)]
+
+
+def test_a_statement_that_keeps_losing_to_forced_cleans_says_so_in_one_line(
+    table: Table, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every plan of ``carbonstore delete`` finds its version's delta removed by a forced
+    clean (a newer DELETE superseded it each time): after its re-plans the command fails
+    with one line naming the race and exit status 2 - no traceback, no advice to restore
+    anything from a backup - and nothing changed."""
+    from carbonstore.cli.app import main
+    from carbonstore.segments.clean import clean_files
+    from carbonstore.store.tablestatus import now_ms
+
+    _load(table, range(100, 140))  # one file: the target, and the rows deleted meanwhile
+    table.delete("id = 100")
+    forcing = _forcing(table)
+    busy: list[bool] = []
+    victims = iter(range(101, 139))
+
+    def supersede_and_clean() -> None:
+        if busy:
+            return  # the DELETE of this hook reaches the point too
+        busy.append(True)
+        try:
+            forcing.delete(f"id = {next(victims)}")
+            clean_files(forcing, dry_run=False, force=True, now=now_ms() + LATER)
+        finally:
+            busy.clear()
+
+    with on_point("dml.after_read", supersede_and_clean, once=False):
+        code = main(["--store", table.store.location, "delete", "db.t", "--where", "id = 139"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1, err
+    assert "clean files" in err and "nothing is damaged" in err, err
+    assert "backup" not in err and "Traceback" not in err, err
+    assert 139 in [r[0] for r in rows_of(table)]
