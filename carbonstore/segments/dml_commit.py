@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -42,9 +42,10 @@ from carbonstore.store.leases import StatementLease
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import SUCCESS, LoadEntry, TableStatusSnapshot, now_ms
 
-__all__ = ["DmlResult", "Matches", "apply_changes", "run_replanned"]
+__all__ = ["DmlResult", "Matches", "apply_changes", "read_latest", "run_replanned"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _REPLANS = 20
 _LEASE_KEYS = ("leaseExpiryMs", "writerHost", "writerPid")  # a finished entry keeps "writer"
@@ -285,3 +286,20 @@ def run_replanned(
     raise CommitConflictError(
         f"{operation} on {table.name} was planned {_REPLANS} times and each time a concurrent "
         f"change made the plan stale ({last}); retry")
+
+
+def read_latest(table: Table, what: str, read: Callable[[TableStatusSnapshot], T]) -> T:
+    """``read(snapshot)`` of the latest version, again on the next latest one when clean
+    files removed files of that version meanwhile (:func:`run_replanned`'s rule; a MERGE
+    reading its source table)."""
+    for _ in range(_REPLANS):
+        snap = table.status.read()
+        crash_point("dml.after_read")
+        try:
+            return read(snap)
+        except _MISSING_FILES:
+            if table.status.read().version == snap.version:
+                raise  # the latest version names the file: damage
+    raise CommitConflictError(
+        f"{what} {table.name}: each of {_REPLANS} reads lost a race with clean files (files "
+        "of the version it read were removed meanwhile; nothing is damaged); retry")

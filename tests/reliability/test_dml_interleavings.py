@@ -292,3 +292,28 @@ def test_a_statement_that_keeps_losing_to_forced_cleans_says_so_in_one_line(
     assert "clean files" in err and "nothing is damaged" in err, err
     assert "backup" not in err and "Traceback" not in err, err
     assert 139 in [r[0] for r in rows_of(table)]
+
+
+def test_a_merge_whose_source_table_a_forced_clean_removed_reads_it_again(table: Table) -> None:
+    """``MERGE INTO db.t USING db.src``: the source table's segments were compacted and
+    removed by a forced clean between the read of its version and of its files."""
+    from carbonstore.segments.clean import clean_files
+    from carbonstore.segments.compaction import compact
+    from carbonstore.segments.dml_sql import parse_dml, run_dml
+
+    src = table.store.create_table("db.src", SCHEMA)
+    _load(src, range(K, K + 2), v=1)
+    _load(src, range(K + 2, K + 4), v=1)
+    forcing = _forcing(table).store.table("db.src")
+
+    def compact_and_clean() -> None:
+        compact(forcing, "custom", segment_ids=["0", "1"])
+        assert clean_files(forcing, dry_run=False, force=True).removed_entries
+
+    statement = parse_dml("MERGE INTO db.t AS t USING db.src AS s ON t.id = s.id "
+                          "WHEN NOT MATCHED THEN INSERT *")
+    assert statement is not None
+    with on_point("dml.after_read", compact_and_clean):
+        result = run_dml(table.store, statement, read_source=None, time_zone="UTC")
+    assert result.inserted == 4
+    assert [r for r in rows_of(table) if r[0] >= K] == [(K + i, 1) for i in range(4)]
