@@ -11,13 +11,11 @@ A change is computed on one tablestatus snapshot and committed as ONE new versio
    new positions (``segments.deltas``); UPDATE / MERGE write their new and changed rows as
    a new segment through the load writer (CarbonData's insert delta), ``In Progress`` until
    the commit;
-4. commit (``TableStatus.update``): the touched entries get their new deltas and the insert
-   segment becomes ``Success``, in one version. On a lost race the commit runs again on the
-   fresh version: a touched segment that is no longer readable (compacted, deleted) means
-   the change is planned again from step 1 on the new state; a file whose delta changed
-   meanwhile (a concurrent DELETE) gets the union of both (DELETE), or - for UPDATE and
-   MERGE, whose inserted rows must not bring back a row another statement deleted - the
-   change is planned again when the two touch a common row.
+4. commit (``segments.dml_commit``): the touched entries get their new deltas and the
+   insert segment becomes ``Success``, in one version - when the statement's outcome on the
+   version it commits on is the one it planned (``segments.dml_conflicts``: no row it read
+   was deleted meanwhile, no row added meanwhile meets its condition); otherwise it is
+   planned again from step 1 on the new version.
 
 No data file is ever rewritten. Statistics of touched segments are dropped (stale:
 ``carbonstore analyze`` or a compaction recomputes them without the deleted rows).
@@ -25,39 +23,30 @@ No data file is ever rewritten. Statistics of touched segments are dropped (stal
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyroaring import BitMap
 
 from carbonstore.errors import (
-    CarbonStoreError,
-    CommitConflictError,
     UserError,
 )
 from carbonstore.expressions.expr import Expr, references
 from carbonstore.pruning.rows import evaluate_rows
-from carbonstore.segments.deltas import deleted_mask, positions, read_delta, write_delta
+from carbonstore.segments.deltas import deleted_mask, positions, read_delta
+from carbonstore.segments.dml_commit import DmlResult, Matches, apply_changes, run_replanned
+from carbonstore.segments.dml_conflicts import FileKey, Reads, Replan
 from carbonstore.segments.dml_filter import RowFilter, row_filter
 from carbonstore.segments.unify import file_columns, storage_schema, unify
-from carbonstore.statistics.analyze import store_task_statistics
-from carbonstore.statistics.store import delete_segment_statistics
-from carbonstore.store.entries import DeleteDelta
-from carbonstore.store.evolution import Projection, segment_projections
-from carbonstore.store.leases import StatementLease
-from carbonstore.store.table import Table
-from carbonstore.store.tablestatus import (
-    SUCCESS,
-    LoadEntry,
-    TableStatusSnapshot,
-    now_ms,
+from carbonstore.store.evolution import (
+    Projection,
+    segment_projections,
 )
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import TableStatusSnapshot
 
 __all__ = [
     "FILE_COLUMN",
@@ -65,61 +54,21 @@ __all__ = [
     "SEGMENT_COLUMN",
     "DmlResult",
     "Matches",
-    "apply_changes",
+    "Replan",
     "RowFilter",
+    "apply_changes",
     "delete_rows",
     "fetch_rows",
     "insert_rows",
     "row_filter",
+    "run_replanned",
     "scan_rows",
 ]
-
-log = logging.getLogger(__name__)
 
 # Hidden columns of matched rows: where each row lives.
 SEGMENT_COLUMN = "__carbon_segment"
 FILE_COLUMN = "__carbon_file"
 POS_COLUMN = "__carbon_pos"
-_REPLANS = 20
-_LEASE_KEYS = ("leaseExpiryMs", "writerHost", "writerPid")  # a finished entry keeps "writer"
-
-FileKey = tuple[str, str]  # (segment id, data file relative to the segment folder)
-
-
-class Replan(Exception):  # noqa: N818 - a signal: plan the change again on the new version
-    """The version a change was planned on is gone in a way a re-commit cannot absorb."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DmlResult:
-    """What one DELETE / UPDATE / MERGE committed."""
-
-    operation: str
-    version: int | None  # the tablestatus version committed (None: nothing changed)
-    deleted: int  # rows deleted (for UPDATE / MERGE: rows replaced or deleted)
-    inserted: int  # rows written into the insert segment
-    files: int  # data files that got a new delete delta
-    segments: tuple[str, ...]  # segments touched
-    inserted_segment: str | None = None
-    replans: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"operation": self.operation, "version": self.version, "deleted": self.deleted,
-                "inserted": self.inserted, "files": self.files,
-                "segments": ",".join(self.segments), "insertedSegment": self.inserted_segment}
-
-
-@dataclass(frozen=True, slots=True)
-class Matches:
-    """Rows matched on one snapshot: new positions per data file (and the rows, if asked)."""
-
-    snapshot: TableStatusSnapshot
-    positions: dict[FileKey, npt.NDArray[np.uint32]]
-    rows: pa.Table | None  # table columns (values) + SEGMENT/FILE/POS columns
-
-    @property
-    def count(self) -> int:
-        return sum(len(p) for p in self.positions.values())
 
 
 def _decoder(table: Table) -> Callable[[pa.Table], pa.Table]:
@@ -138,6 +87,7 @@ def _decoder(table: Table) -> Callable[[pa.Table], pa.Table]:
 def scan_rows(
     table: Table, expr: Expr | RowFilter, *, with_rows: bool = False,
     columns: Sequence[str] | None = None, snapshot: TableStatusSnapshot | None = None,
+    segments: Sequence[str] | None = None,
 ) -> Matches:
     """The live rows of ``table`` for which the bound ``expr`` is TRUE, on one snapshot.
 
@@ -147,6 +97,7 @@ def scan_rows(
         with_rows: also return the matched rows (``columns`` only, default every column),
             values decoded, with their segment, file and position.
         snapshot: plan on this snapshot (default: read now).
+        segments: only these segments (default: every readable one).
     """
     from carbonstore.pruning.plan import prune
 
@@ -156,7 +107,7 @@ def scan_rows(
     residual_cols = _columns_of(table, residual) if residual is not None else []
     snap = snapshot if snapshot is not None else table.status.read()
     pinned = table.as_of(snap.version, check_files=False)
-    plan = prune(pinned, expr)
+    plan = prune(pinned, expr, segments=segments)
     decode = _decoder(table)
     fs = table.store.sfs.fs
     projections = segment_projections(
@@ -290,213 +241,23 @@ def _empty_rows(table: Table, names: Sequence[str]) -> pa.Table:
                      FILE_COLUMN: pa.array([], pa.string()), POS_COLUMN: pa.array([], pa.int64())})
 
 
-# ---- inserts (CarbonData's insert delta) -----------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Insert:
-    segment: str
-    fields: dict[str, Any]  # of the Success entry
-    keeper: Any
-
-
-def _write_insert(table: Table, rows: pa.Table) -> _Insert:
-    """Write ``rows`` (table columns, values) as a new ``In Progress`` segment."""
-    from carbonstore.indexfiles.indexfile import merge_indexes
-    from carbonstore.segments.commit import abort_segment, begin_segment
-    from carbonstore.segments.load import parse_load_options, write_settings
-    from carbonstore.segments.writer import write_task
-
-    entry, keeper = begin_segment(table)
-    sid = entry.load_name
-    sfs = table.store.sfs
-    try:
-        batches = rows.select(list(table.schema.column_names)).to_batches()
-        dict_cols = list(table.schema.dictionary_columns)
-        if dict_cols:
-            from carbonstore.dictionary import distinct_values, prepare_dictionaries
-
-            prepare_dictionaries(table, distinct_values(iter(batches), dict_cols), sid)
-        settings = write_settings(table, sid, parse_load_options(table, {"sort_scope": "no_sort"}))
-        sfs.makedirs(settings.segment_dir)
-        result = write_task(iter(batches), settings, task_id="dml", fs=sfs.fs)
-        if result.bad_records:
-            sample = "; ".join(str(s) for s in result.bad_samples[:3])
-            raise UserError(
-                f"the new rows do not fit table {table.name}: {result.bad_records} of them are "
-                f"invalid ({sample}); nothing was changed")
-        seg_dir = settings.segment_dir
-        merge_name = f"{sid}_{now_ms()}.carbonindexmerge"
-        index_files = [result.index_file] if result.index_file else []
-        merge_size = merge_indexes(sfs.fs, [f"{seg_dir}/{n}" for n in index_files],
-                                   f"{seg_dir}/{merge_name}", segment_id=sid)
-        try:
-            store_task_statistics(table, sid, [result], source="load")
-        except (CarbonStoreError, OSError):  # analyze computes them later
-            log.warning("statistics of segment %s not stored", sid, exc_info=True)
-        fields = {"row_count": result.rows, "data_size": result.data_bytes,
-                  "index_size": result.index_bytes + merge_size, "segment_file": merge_name}
-        return _Insert(sid, fields, keeper)
-    except BaseException as err:
-        abort_segment(table, sid, reason=str(err)[:500] or type(err).__name__)
-        if keeper is not None:
-            keeper.release()
-        raise
-
-
-# ---- the commit --------------------------------------------------------------------------
-def apply_changes(
-    table: Table,
-    matches: Matches,
-    *,
-    operation: str,
-    insert: pa.Table | None = None,
-    union_on_conflict: bool = True,
-) -> tuple[int | None, int, str | None]:
-    """Commit ``matches`` as deleted rows (and ``insert`` as a new segment) in one version.
-
-    Returns:
-        (version committed or None when nothing changed, files given a new delta, the insert
-        segment's id or None).
-
-    Raises:
-        Replan: a touched segment is no longer readable, or (``union_on_conflict`` false) a
-            concurrent change deleted one of the same rows; nothing is visible.
-    """
-    from carbonstore.segments.commit import abort_segment, lease_seconds
-
-    sfs = table.store.sfs
-    if not matches.positions and (insert is None or not insert.num_rows):
-        return None, 0, None
-    planned = {(e.load_name): e for e in matches.snapshot.entries}
-    new_bits: dict[FileKey, BitMap] = {k: BitMap(v) for k, v in matches.positions.items()}
-    written: dict[tuple[FileKey, str | None], DeleteDelta] = {}
-    # Held from before the first delta is written until the commit ended: clean files keeps
-    # the deltas while it is renewed (store/leases.py, "statement lease").
-    lease = StatementLease(table.status, operation, lease_seconds(table)) if new_bits else None
-    try:
-        ins = _write_insert(table, insert) if insert is not None and insert.num_rows else None
-    except BaseException:
-        if lease is not None:
-            lease.release()
-        raise
-    try:
-        fresh: set[DeleteDelta] = set()  # deltas this statement wrote
-
-        def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
-            by_seg: dict[str, list[FileKey]] = {}
-            for key in new_bits:
-                by_seg.setdefault(key[0], []).append(key)
-            changed: dict[str, LoadEntry] = {}
-            for sid, keys in by_seg.items():
-                e = snap.find(sid)
-                if e is None or not e.readable:
-                    raise Replan(f"segment {sid} is {'gone' if e is None else e.status}")
-                old = planned.get(sid)
-                current = {d.data_file: d for d in e.delete_deltas}
-                before = {d.data_file: d for d in old.delete_deltas} if old is not None else {}
-                for key in keys:
-                    cur = current.get(key[1])
-                    was = before.get(key[1])
-                    cache_key = (key, None if cur is None else cur.delta_file)
-                    if cache_key not in written:
-                        seg_dir = table.paths.segment_dir(sid)
-                        bits = BitMap(new_bits[key])
-                        if was is not None and cur != was and (
-                            cur is None
-                            or not read_delta(sfs, seg_dir, was) <= read_delta(sfs, seg_dir, cur)
-                        ):
-                            # rows deleted when this was planned are live again (a restore):
-                            # they may match too, so plan again
-                            raise Replan(f"rows of {key[1]} were restored meanwhile")
-                        if cur is not None:
-                            have = read_delta(sfs, seg_dir, cur)
-                            if (not union_on_conflict and cur != was
-                                    and not have.isdisjoint(new_bits[key])):
-                                raise Replan(f"rows of {key[1]} were deleted meanwhile")
-                            bits |= have
-                        written[cache_key] = write_delta(sfs, seg_dir, key[1], bits)
-                    current[key[1]] = written[cache_key]
-                fresh.update(written.values())
-                changed[sid] = replace(e, delete_deltas=tuple(
-                    sorted(current.values(), key=lambda d: d.data_file)),
-                    modification_or_deletion_timestamp=now_ms())
-            out: list[LoadEntry] = []
-            seen_insert = False
-            for e in snap.entries:
-                if e.load_name in changed:
-                    e = changed[e.load_name]
-                elif ins is not None and e.load_name == ins.segment:
-                    if not e.running:
-                        raise CommitConflictError(
-                            f"the insert segment {ins.segment} of this {operation} was marked "
-                            "dead (its lease expired); nothing was changed - run it again")
-                    extra = {k: v for k, v in e.extra.items() if k not in _LEASE_KEYS}
-                    e = e.with_status(SUCCESS, timestamp=now_ms(), extra=extra, **ins.fields)
-                    seen_insert = True
-                out.append(e)
-            if ins is not None and not seen_insert:
-                raise CommitConflictError(
-                    f"the insert segment {ins.segment} of this {operation} was removed; "
-                    "nothing was changed - run it again")
-            if lease is not None:  # after the version was read: see store/leases.py
-                lease.check([f"{table.paths.segment_dir(sid)}/{d.delta_file}"
-                             for sid, e in changed.items() for d in e.delete_deltas
-                             if d in fresh])
-            return out
-
-        snap = table.status.update(apply, operation=operation)
-    except BaseException as err:
-        if ins is not None:
-            abort_segment(table, ins.segment, reason=str(err)[:500] or type(err).__name__)
-        raise
-    finally:
-        if ins is not None and ins.keeper is not None:
-            ins.keeper.release()
-        if lease is not None:
-            lease.release()
-    _stale_statistics(table, {k[0] for k in new_bits})
-    return snap.version, len(new_bits), ins.segment if ins is not None else None
-
-
-def _stale_statistics(table: Table, segments: set[str]) -> None:
-    """Drop the column statistics of segments that lost rows (analyze recomputes them)."""
-    if not segments:
-        return
-    for sid in sorted(segments):
-        try:
-            delete_segment_statistics(table, sid)
-        except (CarbonStoreError, OSError):
-            log.warning("statistics of segment %s not dropped", sid, exc_info=True)
-
-
-def run_replanned(
-    table: Table, operation: str, step: Callable[[TableStatusSnapshot], DmlResult]
-) -> DmlResult:
-    """Run ``step`` (plan + commit) until it commits without a :class:`Replan`."""
-    if table.pinned_version is not None:
-        raise UserError(
-            f"table {table.name} is open as of version {table.pinned_version}: it is read-only; "
-            f"open the latest version to run {operation}")
-    last: Replan | None = None
-    for attempt in range(_REPLANS):
-        try:
-            result = step(table.status.read())
-            return replace(result, replans=attempt)
-        except Replan as err:
-            last = err
-            continue
-    raise CommitConflictError(
-        f"{operation} on {table.name} was planned {_REPLANS} times and each time a concurrent "
-        f"change took its rows away ({last}); retry")
-
-
 def insert_rows(table: Table, rows: pa.Table, *, operation: str = "INSERT") -> DmlResult:
     """Append ``rows`` (the table's columns, values) as one new segment, without Spark
     (the insert path of UPDATE and MERGE; dictionary columns are encoded)."""
     snap = table.status.read()
     version, _, seg = apply_changes(table, Matches(snap, {}, None), operation=operation,
-                                    insert=rows)
+                                    insert=rows, reads=Reads({}, match=None))  # blind
     return DmlResult(operation=operation, version=version, deleted=0, inserted=rows.num_rows,
                      files=0, segments=(), inserted_segment=seg)
+
+
+def _reads(table: Table, expr: RowFilter, matches: Matches) -> Reads:
+    """What a DELETE / UPDATE read: its matched rows, and its condition (for rows a newer
+    version adds; blind appends excepted: it commits as if it ran before them)."""
+    def match(snap: TableStatusSnapshot, segments: Sequence[str]) -> dict[FileKey, Any]:
+        return scan_rows(table, expr, snapshot=snap, segments=segments).positions
+
+    return Reads(matches.positions, match=match)
 
 
 def delete_rows(table: Table, where: str | Expr | None, *, time_zone: str = "UTC") -> DmlResult:
@@ -516,7 +277,8 @@ def delete_rows(table: Table, where: str | Expr | None, *, time_zone: str = "UTC
 
     def step(snap: TableStatusSnapshot) -> DmlResult:
         matches = scan_rows(table, expr, snapshot=snap)
-        version, files, _ = apply_changes(table, matches, operation="DELETE")
+        version, files, _ = apply_changes(table, matches, operation="DELETE",
+                                          reads=_reads(table, expr, matches))
         return DmlResult(operation="DELETE", version=version, deleted=matches.count, inserted=0,
                          files=files, segments=tuple(sorted({k[0] for k in matches.positions})))
 
@@ -552,7 +314,7 @@ def apply_update(
         new = evaluate(rows.select(list(table.schema.column_names)), sets) \
             if rows is not None and rows.num_rows else None
         version, files, seg = apply_changes(table, matches, operation="UPDATE", insert=new,
-                                            union_on_conflict=False)
+                                            reads=_reads(table, expr, matches))
         return DmlResult(operation="UPDATE", version=version, deleted=matches.count,
                          inserted=0 if new is None else new.num_rows, files=files,
                          segments=tuple(sorted({k[0] for k in matches.positions})),

@@ -121,6 +121,7 @@ def _merge(
 ) -> DmlResult:
     from carbonstore.expressions.expr import AlwaysTrue
     from carbonstore.segments.dml import FILE_COLUMN, POS_COLUMN, SEGMENT_COLUMN, scan_rows
+    from carbonstore.segments.dml_commit import read_latest
 
     target_alias = tree.this.alias_or_name
     using = tree.args.get("using")
@@ -136,7 +137,8 @@ def _merge(
                 raise
             src = None
         if src is not None:
-            rows = scan_rows(src, AlwaysTrue(), with_rows=True).rows
+            rows = read_latest(src, "MERGE USING", lambda snap: scan_rows(
+                src, AlwaysTrue(), with_rows=True, snapshot=snap).rows)
             if rows is not None:
                 source = rows.drop_columns([SEGMENT_COLUMN, FILE_COLUMN, POS_COLUMN])
     if source is None:

@@ -46,6 +46,7 @@ from carbonstore.segments.dml import (
     scan_rows,
 )
 from carbonstore.segments.dml_calls import check_calls
+from carbonstore.segments.dml_conflicts import Reads
 from carbonstore.segments.spark_casts import (
     BLANKS_PATTERN,
     spark_boolean,
@@ -1152,7 +1153,13 @@ def merge_rows(
     names = list(table.schema.column_names)
     on_columns = _target_columns(on, ta, names)
 
-    def step(snap: TableStatusSnapshot) -> DmlResult:
+    tq, sq = _quote(ta), _quote(sa)
+    loc = f"{tq}.{SEGMENT_COLUMN}, {tq}.{FILE_COLUMN}, {tq}.{POS_COLUMN}"
+
+    def join_keys(snap: TableStatusSnapshot, segments: Sequence[str] | None) -> tuple[Any, str, Any]:
+        """A connection holding the target's key rows (``__keys``) and the source, the ON
+        condition as DuckDB SQL, and the target rows that join a source row (what the
+        MERGE read: docs/tablestatus.md, "Conflict rules") per data file."""
         from carbonstore.pruning.plan import bind_where
 
         expr = bind_where(table, where) if where else AlwaysTrue()
@@ -1160,21 +1167,24 @@ def merge_rows(
         # fetched whole (only their row groups), so a MERGE of few rows into a large table
         # moves the key columns, not the table.
         keys = scan_rows(table, expr, with_rows=True, columns=on_columns or names[:1],
-                         snapshot=snap).rows
+                         snapshot=snap, segments=segments).rows
         con = duckdb_connection(time_zone)
         _load(con, "__keys", keys)
         _load(con, "__source", source)
-        tq, sq = _quote(ta), _quote(sa)
         con.execute(f"CREATE VIEW {sq} AS SELECT * FROM __source")
         on_sql = to_duckdb(on, "MERGE ON", Types(con, f"FROM __keys AS {tq} CROSS JOIN {sq}"))
-        loc = f"{tq}.{SEGMENT_COLUMN}, {tq}.{FILE_COLUMN}, {tq}.{POS_COLUMN}"
         hit = _run(con, f"SELECT DISTINCT {loc} FROM __keys AS {tq} JOIN {sq} ON ({on_sql})",
-                   "MERGE ON") if matched else None
-        wanted: dict[tuple[str, str], Any] = {}
-        if hit is not None and hit.num_rows:
-            for (s_, f_), part in _group_locations(hit).items():
-                wanted[(s_, f_)] = part
-        target = fetch_rows(table, snap, wanted)
+                   "MERGE ON")
+        return con, on_sql, {k: v.astype(np.uint32) for k, v in _group_locations(hit).items()}
+
+    def joined(snap: TableStatusSnapshot, segments: Sequence[str]) -> Any:
+        con, _, found = join_keys(snap, segments)
+        con.close()
+        return found
+
+    def step(snap: TableStatusSnapshot) -> DmlResult:
+        con, on_sql, read = join_keys(snap, None)
+        target = fetch_rows(table, snap, read if matched else {})
         _load(con, "__target", target)
         con.execute(f"CREATE VIEW {tq} AS SELECT * FROM __target")
         join = f"FROM {tq} JOIN {sq} ON ({on_sql})"
@@ -1222,8 +1232,11 @@ def merge_rows(
             positions = {k: np.unique(v.astype(np.uint32)) for k, v in grouped.items() if len(v)}
         new = pa.concat_tables(inserts) if inserts else None
         matches = Matches(snap, positions, None)
+        # A NOT MATCHED insert depends on keys being absent: rows any newer version added
+        # (loads too) may be ones it would have matched.
+        reads = Reads(read, match=joined, appends=bool(not_matched))
         version, nfiles, seg = apply_changes(table, matches, operation="MERGE", insert=new,
-                                             union_on_conflict=False)
+                                             reads=reads)
         return DmlResult(operation="MERGE", version=version, deleted=matches.count,
                          inserted=0 if new is None else new.num_rows, files=nfiles,
                          segments=tuple(sorted({k[0] for k in positions})),

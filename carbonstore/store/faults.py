@@ -13,7 +13,7 @@ Names used by the product (see docs/reliability.md)::
     clean.mid_delete          clean.before_commit        clean.after_move
     tablestatus.after_write   clean.after_read           clean.after_mark_dead
     drop.after_commit         clean.files_chosen         clean.files_recorded
-    alter.after_status        alter.after_schema
+    alter.after_status        alter.after_schema         dml.after_read
 
 Tests of interleavings register an in-process pause with ``on_point(name, fn)``: ``fn``
 runs when the point is reached (another operation can complete in between, exactly there).

@@ -175,8 +175,7 @@ def test_overlapping_update_replans(table: Table) -> None:
     apply_changes(table, first, operation="DELETE")
     stale = scan_rows(table, AlwaysTrue(), snapshot=first.snapshot)
     with pytest.raises(Replan):  # an UPDATE must not re-insert a row deleted meanwhile
-        apply_changes(table, stale, operation="UPDATE", insert=rows([1]),
-                      union_on_conflict=False)
+        apply_changes(table, stale, operation="UPDATE", insert=rows([1]))
     assert 1 not in ids(table)
     # no insert segment stayed behind
     assert all(e.readable or e.status in ("Failure", "Marked for Delete")
@@ -184,8 +183,10 @@ def test_overlapping_update_replans(table: Table) -> None:
 
 
 def test_appends_do_not_conflict(table: Table) -> None:
+    from tests.reliability.workload import load as blind_load  # the product's LOAD commit
+
     matches = scan_rows(table, bind_where(table, "id < 3"))
-    load(table, rows(range(1000, 1010)))
+    blind_load(table, rows(range(1000, 1010)), tasks=1)
     apply_changes(table, matches, operation="DELETE")
     assert ids(table) == list(range(3, 1010))
 

@@ -35,3 +35,33 @@ def test_delete_load_compact_race(tmp_path: Path) -> None:
                   for line in out[role].splitlines() if line.startswith("deleted"))
     assert deleted == ROWS  # each initial row deleted exactly once
     assert "compacted" in out["compact"]  # compactions ran during the race
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("roles", [("race-delete", "race-update"),
+                                   ("race-upsert", "race-upsert-b")])
+def test_statements_racing_on_one_row_at_a_time(tmp_path: Path, roles: tuple[str, str]) -> None:
+    """No pauses: two processes DELETE / UPDATE (or both MERGE-upsert) row k, k = 0, 1, ...
+    at about the same time. Whatever the interleaving: no row a DELETE reported deleted is
+    there (an UPDATE committed first must not keep its new version), and an upserted key is
+    there once, with both upserts applied."""
+    from tests.dml.workers import RACE_ROWS
+
+    st = Store(str(tmp_path / "store"))
+    t = st.create_table("db.t", SCHEMA)
+    load(t, rows(range(RACE_ROWS)))
+    out = run_race(st.location, str(ROOT), roles)
+    got = read_live(Store(st.location).table("db.t"))
+    if roles[0] == "race-delete":
+        deleted = {int(ln.split()[1]) for ln in out["race-delete"].splitlines()
+                   if ln.startswith("delete") and ln.split()[2] == "1"}
+        left = sorted(set(got["id"].to_pylist()) & deleted)
+        assert not left, f"rows reported deleted are there: {left}"
+        assert set(range(RACE_ROWS)) - deleted <= set(got["id"].to_pylist())
+        assert not set(got["id"].to_pylist()) & set(range(RACE_ROWS)), "a DELETE missed its row"
+    else:
+        keyed = Counter(i for i in got["id"].to_pylist() if i >= 100_000)
+        assert sorted(keyed) == [100_000 + k for k in range(RACE_ROWS)]
+        assert set(keyed.values()) == {1}, [k for k, n in keyed.items() if n > 1]
+        scores = dict(zip(got["id"].to_pylist(), got["score"].to_pylist(), strict=True))
+        assert {scores[100_000 + k] for k in range(RACE_ROWS)} == {2.0}

@@ -9,6 +9,7 @@ from carbonstore import Store
 from carbonstore.errors import CompactionError
 from carbonstore.segments.compaction import compact
 from carbonstore.segments.dml import delete_rows
+from carbonstore.store.table import Table
 from tests.dml.rows import load, rows
 
 ROWS = 400  # initial rows: ids 0..ROWS-1
@@ -23,6 +24,8 @@ def main(role: str, location: str) -> int:
         for k in range(0 if role == "delete" else 1, DELETES, 2):
             r = delete_rows(table, f"id < {ROWS} AND id % {DELETES} = {k}")
             print(f"deleted {k} {r.deleted}", flush=True)
+    elif role.startswith("race-"):  # race-delete / race-update / race-upsert: one row at a time
+        _race(table, role.removeprefix("race-"))
     elif role == "load":
         for j in range(LOADS):
             load(table, rows(range(10_000 + 100 * j, 10_000 + 100 * j + 50)))
@@ -43,9 +46,51 @@ def main(role: str, location: str) -> int:
     return 0
 
 
-def run_race(location: str, root: str) -> dict[str, str]:
-    """Run the four roles as processes against the store at ``location`` (the repository
-    at ``root`` on their path); each role's output. A role that fails fails the test."""
+RACE_ROWS = 40  # rows 0..RACE_ROWS-1 of the DML race; upserted keys are 100_000 + k
+
+
+def _race(table: Table, op: str) -> None:
+    """DELETE, UPDATE or MERGE-upsert row k, for k = 0, 1, ...: two such processes race
+    on the same row at about the same time (UPDATE: row k until it is gone)."""
+    import random
+
+    import pyarrow as pa
+
+    from carbonstore.segments.merge import WhenMatched, WhenNotMatched, merge_rows, update_rows
+
+    for k in range(RACE_ROWS):
+        if op == "delete":
+            _updated(table, k)
+            time.sleep(random.uniform(0, 0.1))  # into the middle of the UPDATEs of row k
+            r = delete_rows(table, f"id = {k}")
+        elif op == "update":  # row k again and again, until a DELETE took it
+            for _ in range(50):
+                r = update_rows(table, {"score": "score + 1"}, f"id = {k}")
+                if not r.deleted:
+                    break
+        else:
+            src = pa.table({"id": pa.array([100_000 + k], pa.int64()), "name": ["u"],
+                            "score": pa.array([1.0])})
+            r = merge_rows(table, src, on=["id"], matched=[WhenMatched(
+                action="update", assignments={"score": "t.score + s.score"})],
+                not_matched=[WhenNotMatched()])
+        print(f"{op} {k} {r.deleted} {r.inserted}", flush=True)
+
+
+def _updated(table: Table, k: int, limit: float = 10) -> None:
+    """Wait until row k was updated (its score is no longer the loaded k / 4)."""
+    from carbonstore.segments.dml import row_filter, scan_rows
+
+    deadline = time.monotonic() + limit
+    expr = row_filter(table, f"id = {k} AND score > {k / 4}")
+    while time.monotonic() < deadline and not scan_rows(table, expr).count:
+        time.sleep(0.01)
+
+
+def run_race(location: str, root: str,
+             roles: tuple[str, ...] = ("delete", "delete-odd", "load", "compact")) -> dict[str, str]:
+    """Run the roles as processes against the store at ``location`` (the repository at
+    ``root`` on their path); each role's output. A role that fails fails the test."""
     import os
     import subprocess
 
@@ -54,7 +99,7 @@ def run_race(location: str, root: str) -> dict[str, str]:
     procs = {role: subprocess.Popen(
         [sys.executable, "-m", "tests.dml.workers", role, location], cwd=root, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for role in ("delete", "delete-odd", "load", "compact")}
+        for role in roles}
     out = {}
     for role, p in procs.items():
         stdout, stderr = p.communicate(timeout=300)
