@@ -49,6 +49,8 @@ def spark_integer(text: str) -> int | None:
     t = _trimmed(text)
     if t is None or not _INTEGER.fullmatch(t):
         return None
+    if len(t.lstrip("+-").lstrip("0")) > 19:  # beyond BIGINT (and Python's int() limit)
+        return None
     value = int(t)
     return value if _LONG_MIN <= value <= _LONG_MAX else None
 
