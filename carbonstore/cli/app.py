@@ -32,7 +32,7 @@ from carbonstore.errors import (
     UserError,
 )
 
-__all__ = ["COMMANDS", "DAMAGE_ERRORS", "build_parser", "main"]
+__all__ = ["COMMANDS", "DAMAGE_ERRORS", "UNCHECKED", "build_parser", "main"]
 
 # Damage to a file (a metadata file, an index, a dictionary, a data file) or an input file we
 # cannot index: exit 2 like a user mistake - the message names the file and the fix. These
@@ -209,6 +209,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _unexpected(err)
 
 
+#: Said after the message of a ValueError no check of carbonstore refused first (a test
+#: that meets it has found an input to check: docs/reliability.md#limits).
+UNCHECKED = "an input carbonstore did not check first"
+
+
 def _unexpected(err: Exception) -> int:
     """Last line of defence for an exception no command meant to raise: one line, never a
     traceback (``CARBONSTORE_DEBUG=1`` raises it instead). A ``ValueError`` (pyarrow's
@@ -218,7 +223,7 @@ def _unexpected(err: Exception) -> int:
         raise err
     text = " ".join(str(err).split())[:500] or type(err).__name__
     if isinstance(err, ValueError):
-        _report(f"carbonstore: error: {text}")
+        _report(f"carbonstore: error: {text} ({UNCHECKED})")
         return 2
     _report(f"carbonstore: internal error: {type(err).__name__}: {text} (a bug; run with "
             "CARBONSTORE_DEBUG=1 for the traceback and report it)")

@@ -191,10 +191,10 @@ def test_column_count_boundary_and_a_one_row_insert_at_the_limit(
         alter_table(table, add_columns(columns_from_defs(parse_column_defs("extra int"))),
                     operation="ADD COLUMNS")
     row = pa.table({f"c{i}": pa.array([i], pa.int32()) for i in range(MAX_COLUMNS)})
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: a machine shared with other work stays fair
     insert_rows(Store(location).table("w"), row)
-    took = time.monotonic() - started
-    assert took < 60, took  # ~3 s on a quiet machine; 60 s leaves room for a loaded CI
+    took = time.process_time() - started
+    assert took < 20, took  # ~3 s on a quiet machine (67 s at 30,000 columns before the fix)
     code, out, err = inproc(capsys, "--store", location, "prune", "w", "--where", "c9999 = 9999",
                             "--json")
     assert code == 0, err
