@@ -212,11 +212,8 @@ WHERE_SHAPES = st.one_of(
     st.builds(lambda a, c, b: f"{a}{c}{b}", st.sampled_from(["order_id = 1", "name = 'x", "n"]),
               CONTROL, st.sampled_from(["", " OR order_id = 2", "'"])),
 )
-SETS = st.one_of(
-    st.builds(lambda c, e: f"{c} = {e}", st.sampled_from(["price", "order_id", "name"]),
-              st.one_of(DEEP, CHAINS, LITERALS)),
-    WHERE_SHAPES,
-)
+SETS = st.builds(lambda c, e: f"{c} = {e}", st.sampled_from(["price", "order_id", "name"]),
+                 st.one_of(DEEP, CHAINS, LITERALS))
 SCHEMA_SHAPES = st.one_of(
     st.builds(lambda n, k: "x " + {"struct": "struct<a:", "array": "array<",
                                    "map": "map<int,"}[k] * n + "int" + ">" * n,
@@ -482,6 +479,38 @@ def test_limit_shapes(stores: dict[str, str], command: str, data: st.DataObject)
     CLI's last line of defence."""
     _exercise(stores, command, data.draw(LIMIT_SHAPES[command]),
               write=command in ("delete", "update", "create", "alter"))
+
+
+def _far_cases() -> list[list[str]]:
+    """Every syntax that nests, chains or holds a literal, far beyond its limit, in every
+    command that reads it (the random draws above rarely go this far)."""
+    cases: list[list[str]] = []
+    for kind in NESTING_KINDS:
+        cond, value = _nested(3000, kind, "order_id = 1"), _nested(3000, kind, "price")
+        cases += [["prune", "t", "--where", cond], ["delete", "t", "--where", cond],
+                  ["update", "t", "--set", f"price = {value}"],
+                  ["sql", f"SELECT {value} FROM default.t"]]
+    for op in ("+", "*", "||", "OR", "AND"):
+        chain = f" {op} ".join(["price"] * 3000)
+        cases += [["prune", "t", "--where", f"{chain} = 1"],
+                  ["delete", "t", "--where", f"{chain} = 1"],
+                  ["update", "t", "--set", f"price = {chain}"],
+                  ["sql", f"SELECT {chain} FROM default.t"]]
+    for literal in ("9" * 6000, f"'{'9' * 6000}'", f"'-{'1' * 6000}'", f"{'9' * 6000}.5",
+                    f"CAST('{'9' * 6000}' AS DECIMAL(10,2))", f"CAST('{'9' * 6000}' AS BIGINT)",
+                    "CAST('1e99999' AS DECIMAL)"):
+        cases += [["prune", "t", "--where", f"order_id = {literal}"],
+                  ["delete", "t", "--where", f"order_id IN ({literal}, 1)"],
+                  ["update", "t", "--set", f"order_id = {literal}"]]
+    for head in ("struct<a:", "array<", "map<int,"):
+        deep = "x " + head * 1000 + "int" + ">" * 1000
+        cases += [["create", "deep", "--schema", deep], ["alter", "t", "add-column", deep]]
+    return cases
+
+
+@pytest.mark.parametrize("argv", _far_cases(), ids=lambda a: f"{a[0]}-{a[-1][:12]}")
+def test_far_beyond_each_limit(stores: dict[str, str], argv: list[str]) -> None:
+    _exercise(stores, argv[0], argv[1:], write=argv[0] in ("delete", "update", "create", "alter"))
 
 
 # ---- odd store locations ---------------------------------------------------------------------
