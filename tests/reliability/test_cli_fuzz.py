@@ -40,11 +40,18 @@ from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.cli.app import UNCHECKED
 from carbonstore.errors import ConfigError
-from carbonstore.limits import MAX_COLUMNS, MAX_EXPRESSION_DEPTH, MAX_NUMBER_LITERAL, MAX_TYPE_DEPTH
 from carbonstore.segments.addsegment import add_segment
-from carbonstore.store import load_conf, objectstore
+from carbonstore.store import load_conf
 from carbonstore.store.conf import DEFAULTS, KEY_TYPES, Float, Int, IntList
 from carbonstore.store.schema import PROPERTY_TYPES
+from tests.reliability.limit_shapes import (
+    CONTROL,
+    DEEP,
+    ODD_URIS,
+    SCHEMA_SHAPES,
+    SETS,
+    WHERE_SHAPES,
+)
 
 ROOT = str(Path(__file__).resolve().parents[2])
 ROWS = 30  # order_id 0..29 in three segments of ten
@@ -162,85 +169,6 @@ HOSTILE = st.one_of(
     st.text(min_size=3000, max_size=20000, alphabet="ab(,) '="),
     _not_utf8(),
     st.integers(1, 400).map(lambda n: "(" * n + "x" + ")" * n),
-)
-
-
-# ---- the shapes of the documented limits (docs/reliability.md#limits) --------------------
-# Each limit is drawn at, around and far beyond its number, in every syntax that nests.
-
-
-def _around(limit: int, far: int) -> st.SearchStrategy[int]:
-    """Sizes at the limit, just past it, far past it (where unchecked code once failed)."""
-    return st.one_of(st.sampled_from([limit - 1, limit, limit + 1, far]),
-                     st.integers(limit, far), st.integers(1, far))
-
-
-def _nested(n: int, kind: str, leaf: str) -> str:
-    opens = {"paren": ("(", ")"), "not": ("NOT ", ""), "minus": ("- ", ""),
-             "neg": ("-(", ")"), "abs": ("abs(", ")"), "case": ("CASE WHEN true THEN ", " END"),
-             "coalesce": ("coalesce(", ", 1)"), "cast": ("CAST(", " AS STRING)")}
-    head, tail = opens[kind]
-    return head * n + leaf + tail * n
-
-
-NESTING_KINDS = ["paren", "not", "minus", "neg", "abs", "case", "coalesce", "cast"]
-DEEP = st.builds(_nested, _around(MAX_EXPRESSION_DEPTH, 3000), st.sampled_from(NESTING_KINDS),
-                 st.sampled_from(["order_id", "1", "price", "'x'", "order_id = 1"]))
-CHAINS = st.builds(lambda n, op, leaf: f" {op} ".join([leaf] * n),
-                   _around(MAX_EXPRESSION_DEPTH, 3000),
-                   st.sampled_from(["+", "-", "*", "||", "OR", "AND", ","]),
-                   st.sampled_from(["order_id", "price", "1", "order_id = 1", "name"]))
-DIGITS = st.builds(lambda n, d: d * n, _around(MAX_NUMBER_LITERAL, 6_000),
-                   st.sampled_from(["9", "1", "0"]))
-LITERALS = st.one_of(
-    DIGITS, DIGITS.map(lambda d: f"'{d}'"), DIGITS.map(lambda d: f"-{d}"),
-    DIGITS.map(lambda d: f"'-{d}'"), DIGITS.map(lambda d: f"{d}.5"), DIGITS.map(lambda d: f"1e{d}"),
-    DIGITS.map(lambda d: f"'{d}e-{d}'"),
-    st.builds(lambda d, t: f"CAST('{d}' AS {t})", DIGITS,
-              st.sampled_from(["BIGINT", "INT", "DOUBLE", "FLOAT", "DECIMAL(10,2)", "DECIMAL",
-                               "DECIMAL(38,0)", "DATE", "TIMESTAMP", "STRING"])),
-    st.sampled_from(["1e99999", "-1e99999", "CAST('1e99999' AS DECIMAL(10,0))", "0e9999999",
-                     "9" * 4301, "'" + "9" * 4301 + "'", "CAST('nan' AS DECIMAL)",
-                     "TIMESTAMP '99999-01-01'", "DATE '0000-00-00'"]),
-)
-CONTROL = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x1f), min_size=1,
-                  max_size=4)
-WHERE_SHAPES = st.one_of(
-    DEEP, CHAINS,
-    st.builds(lambda c, v: f"{c} = {v}", st.sampled_from(["order_id", "price", "name"]), LITERALS),
-    st.builds(lambda v: f"order_id IN ({v}, 1)", LITERALS),
-    st.builds(lambda a, c, b: f"{a}{c}{b}", st.sampled_from(["order_id = 1", "name = 'x", "n"]),
-              CONTROL, st.sampled_from(["", " OR order_id = 2", "'"])),
-)
-SETS = st.builds(lambda c, e: f"{c} = {e}", st.sampled_from(["price", "order_id", "name"]),
-                 st.one_of(DEEP, CHAINS, LITERALS))
-SCHEMA_SHAPES = st.one_of(
-    st.builds(lambda n, k: "x " + {"struct": "struct<a:", "array": "array<",
-                                   "map": "map<int,"}[k] * n + "int" + ">" * n,
-              _around(MAX_TYPE_DEPTH, 1000), st.sampled_from(["struct", "array", "map"])),
-    st.builds(lambda n: ", ".join(f"c{i} int" for i in range(n)),
-              st.sampled_from([1, MAX_COLUMNS - 1, MAX_COLUMNS, MAX_COLUMNS + 1, 12_000])),
-    st.builds(lambda n: "s struct<" + ", ".join(f"f{i}: int" for i in range(n)) + ">",
-              st.sampled_from([MAX_COLUMNS, MAX_COLUMNS + 1])),
-    st.builds(lambda n: f"`{'x' * n}` int", st.sampled_from([128, 129, 5000])),
-    st.builds(lambda n: f"s struct<{'f' * n}: int>", st.sampled_from([128, 129, 5000])),
-    st.builds(lambda c: f"a{c} int", CONTROL),
-)
-_SEGMENT = st.sampled_from(["x", "..", ".", "", "%2e%2e", "a b", "\u00e9", "x\x00", "x\x01"])
-ODD_URIS = st.one_of(
-    st.builds(
-        lambda scheme, bucket, segs, endpoint, extra: (
-            f"{scheme}://{bucket}/{'/'.join(segs)}" + (f"?endpoint={endpoint}" if endpoint else "")
-            + extra),
-        st.sampled_from(["s3", "S3", "file", "hdfs", "viewfs", "gopher", "http", "nosuch", ""]),
-        st.sampled_from(["b", "", "b@h", "b:1", "u:p@b", "b\x00", "B_1", "b" * 300]),
-        st.lists(_SEGMENT, max_size=4),
-        st.sampled_from(["", "http://127.0.0.1:1", "file:///etc", "ftp://h", "http://h/p",
-                         "http://u:p@h", "http://h:99999", "http://h:0", "http://[::1",
-                         "javascript:x", "h:9000", "https://h?x=1", "http://h#f", "%00"]),
-        st.sampled_from(["", "#f", "&region=x y", "&colour=1", "&endpoint=http://h", "\n"])),
-    st.builds(lambda n: "/" + "a" * n, st.sampled_from([4_000, 4_095, 4_096, 5_000])),
-    st.builds(lambda a, c: f"/tmp/{a}{c}x", st.sampled_from(["", "d/"]), CONTROL),
 )
 
 
@@ -453,95 +381,6 @@ def _prune_case(stores: dict[str, str], where: tuple[str, Callable[[int], bool]]
         return
     kept = orjson.loads(result.out)["levels"]["rows"]["kept"]
     assert kept >= sum(truth(i) for i in range(ROWS)), text
-
-
-# ---- every limit's shapes, on the valid table ---------------------------------------------------
-
-LIMIT_SHAPES: dict[str, st.SearchStrategy[list[str]]] = {
-    "prune": WHERE_SHAPES.map(lambda w: ["t", "--where", w]),
-    "delete": WHERE_SHAPES.map(lambda w: ["t", "--where", w]),
-    "update": st.tuples(SETS, st.sampled_from([[], ["--where", "order_id = 3"]])).map(
-        lambda p: ["t", "--set", p[0], *p[1]]),
-    "create": SCHEMA_SHAPES.map(lambda schema: [f"x{uuid.uuid4().hex[:8]}", "--schema", schema]),
-    "alter": SCHEMA_SHAPES.map(lambda schema: ["t", "add-column", schema]),
-    "sql": st.one_of(WHERE_SHAPES.map(lambda w: f"SELECT count(*) FROM default.t WHERE {w}"),
-                     SETS.map(lambda e: f"SELECT {e} FROM default.t")).map(lambda q: [q]),
-    "query": WHERE_SHAPES.map(lambda w: ["t", "--where", w]),
-}
-
-
-@pytest.mark.parametrize("command", sorted(LIMIT_SHAPES))
-@given(data=st.data())
-@settings(CI, max_examples=12)
-def test_limit_shapes(stores: dict[str, str], command: str, data: st.DataObject) -> None:
-    """Deep nesting, long chains, huge literals, control characters, deep and wide schemas,
-    for each command that reads them: each refused in one line or answered, never by the
-    CLI's last line of defence."""
-    _exercise(stores, command, data.draw(LIMIT_SHAPES[command]),
-              write=command in ("delete", "update", "create", "alter"))
-
-
-def _far_cases() -> list[list[str]]:
-    """Every syntax that nests, chains or holds a literal, far beyond its limit, in every
-    command that reads it (the random draws above rarely go this far)."""
-    cases: list[list[str]] = []
-    for kind in NESTING_KINDS:
-        cond, value = _nested(3000, kind, "order_id = 1"), _nested(3000, kind, "price")
-        cases += [["prune", "t", "--where", cond], ["delete", "t", "--where", cond],
-                  ["update", "t", "--set", f"price = {value}"],
-                  ["sql", f"SELECT {value} FROM default.t"]]
-    for op in ("+", "*", "||", "OR", "AND"):
-        chain = f" {op} ".join(["price"] * 3000)
-        cases += [["prune", "t", "--where", f"{chain} = 1"],
-                  ["delete", "t", "--where", f"{chain} = 1"],
-                  ["update", "t", "--set", f"price = {chain}"],
-                  ["sql", f"SELECT {chain} FROM default.t"]]
-    for literal in ("9" * 6000, f"'{'9' * 6000}'", f"'-{'1' * 6000}'", f"{'9' * 6000}.5",
-                    f"CAST('{'9' * 6000}' AS DECIMAL(10,2))", f"CAST('{'9' * 6000}' AS BIGINT)",
-                    "CAST('1e99999' AS DECIMAL)"):
-        cases += [["prune", "t", "--where", f"order_id = {literal}"],
-                  ["delete", "t", "--where", f"order_id IN ({literal}, 1)"],
-                  ["update", "t", "--set", f"order_id = {literal}"]]
-    for head in ("struct<a:", "array<", "map<int,"):
-        deep = "x " + head * 1000 + "int" + ">" * 1000
-        cases += [["create", "deep", "--schema", deep], ["alter", "t", "add-column", deep]]
-    return cases
-
-
-@pytest.mark.parametrize("argv", _far_cases(), ids=lambda a: f"{a[0]}-{a[-1][:12]}")
-def test_far_beyond_each_limit(stores: dict[str, str], argv: list[str]) -> None:
-    _exercise(stores, argv[0], argv[1:], write=argv[0] in ("delete", "update", "create", "alter"))
-
-
-# ---- odd store locations ---------------------------------------------------------------------
-
-
-class _WouldConnect(BaseException):
-    pass
-
-
-def _no_network(*_: object, **__: object) -> None:
-    raise _WouldConnect
-
-
-@given(location=ODD_URIS, command=st.sampled_from([["tables"], ["describe", "t"],
-                                                   ["show-segments", "t", "--json"]]))
-@settings(CI, max_examples=80)
-def test_odd_store_locations(monkeypatch: pytest.MonkeyPatch, location: str,
-                             command: list[str]) -> None:
-    """A location is refused in one line before any library sees it; one that passes every
-    check would connect (the S3 client is replaced: no network in a test)."""
-    monkeypatch.setattr(objectstore, "s3_filesystem", _no_network)
-    monkeypatch.setattr(objectstore, "_bucket_region", lambda _: "us-east-1")
-    argv = ["--store", location, *command]
-    try:
-        result = run_inprocess(argv)
-    except _WouldConnect:
-        COUNTS["cases"] += 1
-        return
-    check(result, argv)
-    if "://" in location and ("/../" in location or location.endswith("/..")):
-        assert result.code == 2, (argv, result)
 
 
 # ---- conf keys and table properties -------------------------------------------------------------
