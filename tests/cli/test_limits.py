@@ -129,6 +129,10 @@ def test_filter_literals_and_text(capsys: pytest.CaptureFixture[str], store: str
     code, out, err = inproc(capsys, "--store", store, "prune", "t", "--where",
                             f"order_id = {'9' * 500}", "--json")
     assert code == 0, err
+    # leading zeros: a BIGINT still (Spark reads '000...01' as 1)
+    code, out, err = inproc(capsys, "--store", store, "prune", "t", "--where",
+                            f"order_id = '{'0' * 5000}1'", "--json")
+    assert code == 0, err
     for where in (f"order_id = '{'9' * 100_000}'", f"order_id = {'9' * 4301}.5",
                   f"order_id IN ('{'1' * 5000}', 1)", f"v = '-{'1' * 4400}'"):
         code, out, err = inproc(capsys, "--store", store, "prune", "t", "--where", where)
