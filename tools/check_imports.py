@@ -25,7 +25,7 @@ PACKAGE = "carbonstore"
 # Lowest first; names in one set share a layer. Packages that do not exist (yet) cost
 # nothing. "api" is the module carbonstore/api.py (the user's Store and Table).
 LAYERS: list[set[str]] = [
-    {"errors", "progress"},
+    {"errors", "limits", "progress"},
     {"store"},
     {"expressions"},
     {"dictionary"},

@@ -32,7 +32,7 @@ from carbonstore.errors import (
     UserError,
 )
 
-__all__ = ["COMMANDS", "DAMAGE_ERRORS", "build_parser", "main"]
+__all__ = ["COMMANDS", "DAMAGE_ERRORS", "UNCHECKED", "build_parser", "main"]
 
 # Damage to a file (a metadata file, an index, a dictionary, a data file) or an input file we
 # cannot index: exit 2 like a user mistake - the message names the file and the fix. These
@@ -192,13 +192,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _interrupted()
         return 130
-    except Exception as err:
+    except RecursionError:
+        # Last line of defence: every input is checked against docs/reliability.md#limits
+        # before any work; an input nested deeper than some code path can walk still ends
+        # in one line.
+        _report("carbonstore: error: the input nests too deeply to be processed; see the "
+                "limits in docs/reliability.md#limits")
+        return 2
+    except Exception as err:  # noqa: BLE001 - the last line of defence (see _unexpected)
         spark = _spark_error(err)
-        if spark is None:
-            raise
-        user, message = spark
-        _report(f"carbonstore: error: {message}" if user else f"carbonstore: SparkError: {message}")
-        return 2 if user else 1
+        if spark is not None:
+            user, message = spark
+            _report(f"carbonstore: error: {message}" if user
+                    else f"carbonstore: SparkError: {message}")
+            return 2 if user else 1
+        return _unexpected(err)
+
+
+#: Said after the message of a ValueError no check of carbonstore refused first (a test
+#: that meets it has found an input to check: docs/reliability.md#limits).
+UNCHECKED = "an input carbonstore did not check first"
+
+
+def _unexpected(err: Exception) -> int:
+    """Last line of defence for an exception no command meant to raise: one line, never a
+    traceback (``CARBONSTORE_DEBUG=1`` raises it instead). A ``ValueError`` (pyarrow's
+    ``ArrowInvalid`` is one) is a library refusing a value the user gave: exit 2. Anything
+    else is a bug of carbonstore: exit 1, said as an internal error."""
+    if os.environ.get("CARBONSTORE_DEBUG"):
+        raise err
+    text = " ".join(str(err).split())[:500] or type(err).__name__
+    if isinstance(err, ValueError):
+        _report(f"carbonstore: error: {text} ({UNCHECKED})")
+        return 2
+    _report(f"carbonstore: internal error: {type(err).__name__}: {text} (a bug; run with "
+            "CARBONSTORE_DEBUG=1 for the traceback and report it)")
+    return 1
 
 
 def _spark_error(err: BaseException) -> tuple[bool, str] | None:

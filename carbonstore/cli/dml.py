@@ -8,6 +8,7 @@ from typing import Any
 
 from carbonstore.cli._common import add_json, open_store, print_json, print_table
 from carbonstore.errors import UserError
+from carbonstore.expressions.sql_checks import check_sql_text, check_tree_depth, too_deep_sql
 from carbonstore.store.table import Store
 
 __all__ = ["register", "run_sql_dml", "session_time_zone"]
@@ -78,13 +79,17 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
 
     out: dict[str, str] = {}
     for item in items:
+        check_sql_text(item, "--set")
         try:
             tree = sqlglot.parse_one(f"UPDATE t SET {item}", read="spark")
-        except (ParseError, TokenError, RecursionError) as err:
+        except RecursionError:
+            raise too_deep_sql("--set", item) from None
+        except (ParseError, TokenError) as err:
             raise UserError(f"--set {item!r}: write column = expression") from err
         for e in tree.expressions if isinstance(tree, exp.Update) else []:
             if not isinstance(e, exp.EQ) or not isinstance(e.this, exp.Column):
                 raise UserError(f"--set {item!r}: write column = expression")
+            check_tree_depth(e.expression, "--set", item)
             out[e.this.name.lower()] = e.expression.sql(dialect="spark")
     if not out:
         raise UserError("--set: give at least one column = expression")

@@ -171,9 +171,11 @@ def rewrite_table_names(statement: str, store: Store) -> tuple[str, dict[str, An
 
 
 def _sql(args: argparse.Namespace) -> int:
+    from carbonstore.expressions.sql_checks import checked_statement
     from carbonstore.spark.metadata_answers import answer_statement
     from carbonstore.spark.statements import plan_statement
 
+    checked_statement(args.statement)  # length and depth limits, before anything runs
     store = open_store(args)
     if _alter_statement(store, args):
         return 0

@@ -258,7 +258,7 @@ def _bind_comparison(op: type[Comparison], ref: BoundRef, literal: Any, zone: dt
         return _exact_integral(op, ref, _date_days(literal, ref, zone), -(2**31), 2**31 - 1)
     if t.name == "timestamp":
         return _exact_integral(op, ref, Fraction(_timestamp_micros(literal, ref, zone)), -(2**63), 2**63 - 1)
-    raise ExpressionError(f"cannot compare {t} column {ref.name} with {literal!r}")
+    raise ExpressionError(f"cannot compare {t} column {ref.name} with {_shown(literal)}")
 
 
 def _beyond_long(literal: Any) -> bool:
@@ -355,9 +355,16 @@ def _exact_integral(
     return op(ref, int(q)) if integral else GtEq(ref, k)
 
 
+def _shown(literal: Any) -> str:
+    """``literal`` for a message: its repr, shortened in the middle when long."""
+    text = repr(literal) if not isinstance(literal, int) or abs(literal) < 10**100 else (
+        f"a number of {len(str(abs(literal)))} digits")
+    return text if len(text) <= 120 else f"{text[:58]} ... {text[-58:]}"
+
+
 def _refuse(ref: BoundRef, literal: Any, why: str) -> ExpressionError:
     return ExpressionError(
-        f"cannot compare {ref.type} column {ref.name} with {literal!r}: {why}"
+        f"cannot compare {ref.type} column {ref.name} with {_shown(literal)}: {why}"
     )
 
 

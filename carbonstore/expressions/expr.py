@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
 from carbonstore.errors import ExpressionError
+from carbonstore.limits import MAX_NESTING
 from carbonstore.store.schema import Column, DataType
 
 __all__ = [
@@ -41,7 +42,7 @@ __all__ = [
 # which recurse per level) far from Python's recursion limit. A chain of one connective
 # (an OR of 500 terms, an AND of 10,000) is no nesting: it is kept balanced, so its depth
 # grows with the logarithm of its length.
-MAX_NESTING = 32  # parentheses, NOT and unary signs nested in a SQL filter
+# MAX_NESTING (carbonstore.limits): parentheses, NOT and unary signs nested in a SQL filter
 MAX_DEPTH = 128  # levels of a bound expression tree
 
 

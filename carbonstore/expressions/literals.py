@@ -49,7 +49,10 @@ def spark_integer(text: str) -> int | None:
     t = _trimmed(text)
     if t is None or not _INTEGER.fullmatch(t):
         return None
-    value = int(t)
+    digits = t.lstrip("+-").lstrip("0")  # leading zeros: still a BIGINT, read without them
+    if len(digits) > 19:  # beyond BIGINT (and Python's int() limit of 4,300 digits)
+        return None
+    value = -int(digits or "0") if t.startswith("-") else int(digits or "0")
     return value if _LONG_MIN <= value <= _LONG_MAX else None
 
 

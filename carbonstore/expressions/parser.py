@@ -35,6 +35,8 @@ from carbonstore.expressions.expr import (
     balanced,
     too_deep_error,
 )
+from carbonstore.expressions.sql_checks import check_sql_text
+from carbonstore.limits import MAX_NUMBER_LITERAL
 
 __all__ = ["and_terms", "parse_where", "sql_error_message"]
 
@@ -72,6 +74,7 @@ def _parse_where(sql: str) -> Expr:
 
     if not sql or not sql.strip():
         raise ExpressionError("empty filter; write a condition such as \"x > 3\"")
+    check_sql_text(sql, "filter")
     bad = _not_utf8(sql)
     if bad is not None:
         raise ExpressionError(f"filter {_shown(sql)} is not valid UTF-8 text ({bad})")
@@ -119,11 +122,11 @@ def _nesting(tokens: list[Any]) -> int:
         return {getattr(TokenType, n) for n in names if hasattr(TokenType, n)}
 
     prefix = kinds("NOT", "DASH", "PLUS", "TILDA", "TILDE")
-    opens = kinds("L_PAREN", "L_BRACKET")
-    closes = kinds("R_PAREN", "R_BRACKET")
+    opens = kinds("L_PAREN", "L_BRACKET", "CASE")
+    closes = kinds("R_PAREN", "R_BRACKET", "END")
     depth = deepest = 0
-    run: list[int] = []  # prefix operators still open at each parenthesis level
-    unary = 0
+    run: list[int] = []  # prefix operators open around each parenthesis level
+    unary = 0  # prefix operators in a row at this level (an operand ends the run)
     for tok in tokens:
         if tok.token_type in opens:
             run.append(unary)
@@ -131,10 +134,13 @@ def _nesting(tokens: list[Any]) -> int:
             unary = 0
         elif tok.token_type in closes:
             depth = max(0, depth - 1)
-            unary = run.pop() if run else 0
+            if run:
+                run.pop()
+            unary = 0  # the group is an operand: the prefixes before it are applied
         elif tok.token_type in prefix:
             unary += 1
         else:
+            unary = 0  # an operand (or a binary operator): a run of prefixes ends
             continue
         deepest = max(deepest, depth + unary + sum(run))
     return deepest
@@ -338,6 +344,9 @@ class _SqlConverter:
             text = str(node.this)
             if node.is_string:
                 return text
+            if len(text) > MAX_NUMBER_LITERAL:
+                raise self.fail(node, f"a number literal of {len(text):,} characters: at most "
+                                      f"{MAX_NUMBER_LITERAL:,} are supported")
             try:
                 value = Decimal(text)
             except InvalidOperation:
@@ -417,8 +426,11 @@ class _SqlConverter:
             if spark_double(inner) is None or not all(c in "+-.0123456789eE" for c in inner.strip()):
                 raise self.fail(node, "not a number Spark reads")
             inner = Decimal(inner.strip())
-        value = Decimal(inner).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP,
-                                        context=Context(prec=100))
+        try:
+            value = Decimal(inner).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP,
+                                            context=Context(prec=100))
+        except InvalidOperation:  # more digits than the context holds: far beyond p
+            raise self.fail(node, f"the value does not fit DECIMAL({precision}, {scale})") from None
         if len(value.as_tuple().digits) > precision and value != 0:
             raise self.fail(node, f"the value does not fit DECIMAL({precision}, {scale})")
         return value

@@ -165,10 +165,14 @@ def pack(
     bloom_parts: list[bytes] = []
     bloom_pos = 0
     column_data: list[ColumnIndexData] = []
+    # each file's column positions by name, looked up once per column (not a scan of the
+    # file's columns per column: quadratic in the column count of a wide table)
+    positions = {id(f): {c.name: i for i, c in reversed(list(enumerate(f.columns)))}
+                 for f in files}
     for col in columns:
         chunks: list[ChunkIndex] = []
         for f, rg in flat:
-            pos = next((i for i, c in enumerate(f.columns) if c.name == col.name), -1)
+            pos = positions[id(f)].get(col.name, -1)
             chunks.append(rg.chunks[pos] if pos >= 0 else ChunkIndex())
         kind = col.kind
         mins = [c.min for c in chunks]

@@ -34,6 +34,7 @@ from carbonstore.errors import UserError
 from carbonstore.expressions.bind import session_zone
 from carbonstore.expressions.expr import AlwaysTrue, Expr
 from carbonstore.expressions.parser import and_terms
+from carbonstore.expressions.sql_checks import check_sql_text, check_tree_depth, too_deep_sql
 from carbonstore.segments.dml import (
     FILE_COLUMN,
     POS_COLUMN,
@@ -128,10 +129,13 @@ def to_duckdb(text: str, what: str, types: Types | None = None) -> str:
     ``types``: the types of expressions over the rows it is evaluated on (decimal
     arithmetic is refused without them)."""
     try:
-        check_calls(text, what)
+        check_calls(check_sql_text(text, what), what)
         tree = sqlglot.parse_one(text, read="spark")
-    except (ParseError, TokenError, RecursionError) as err:
+    except RecursionError:
+        raise too_deep_sql(what, text) from None
+    except (ParseError, TokenError) as err:
         raise UserError(f"{what}: cannot parse {text!r}: {str(err).splitlines()[0]}") from err
+    check_tree_depth(tree, what, text)  # _rewrite below recurses once per level
     _refuse_unverified(tree, what)
     return _rewrite(tree, types, what).sql(dialect="duckdb")
 

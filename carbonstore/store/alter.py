@@ -26,7 +26,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from carbonstore.errors import CommitConflictError, SchemaError
-from carbonstore.store.ddl import ColumnDef, parse_column_defs, quote_name
+from carbonstore.store.ddl import (
+    ColumnDef,
+    check_column_count,
+    parse_column_defs,
+    quote_name,
+)
 from carbonstore.store.evolution import parse_default
 from carbonstore.store.faults import crash_point
 from carbonstore.store.schema import (
@@ -110,6 +115,7 @@ def add_columns(columns: Sequence[Column]) -> Change:
                     "already stored read as"
                 )
             have.add(c.name)
+        check_column_count((*schema.columns, *columns), f"table {schema.qualified_name}")
         return replace(schema, columns=(*schema.columns, *columns))
 
     return change

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from carbonstore.errors import ConfigError
+from carbonstore.limits import MAX_CONF_FILE_BYTES
 
 __all__ = [
     "DEFAULTS",
@@ -302,10 +303,17 @@ def check_value(key_type: KeyType, label: str, raw: object, *, origin: str = "",
     where = f" (in {origin})" if origin else ""
     if not isinstance(raw, str):
         raise error(f"{label} must be a string, got {raw!r}{where}")
+    if (bad := _CONTROL.search(raw)) is not None:  # no path, name or number holds one
+        code = ord(bad.group())
+        name = "NUL" if code == 0 else f"U+{code:04X}"
+        raise error(f"{label} holds a control character ({name}), got {_show(raw)}{where}")
     try:
         return key_type.parse(raw)
     except ValueError as err:
         raise error(f"{label} {err}, got {_show(raw)}{where}") from None
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # C0 controls but tab, and DEL
 
 
 def _show(raw: str) -> str:
@@ -337,9 +345,13 @@ def _check(values: Mapping[str, str], origin: str) -> None:
 
 def _parse_properties(path: Path) -> dict[str, str]:
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            data = f.read(MAX_CONF_FILE_BYTES + 1)
     except OSError as err:
         raise ConfigError(f"cannot read conf file {path}: {err.strerror}") from err
+    if len(data) > MAX_CONF_FILE_BYTES:
+        raise ConfigError(f"conf file {path} is larger than {MAX_CONF_FILE_BYTES:,} bytes; "
+                          "a properties file holds a few dozen keys")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -10,17 +10,19 @@ false or null.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from carbonstore.errors import SchemaError
+from carbonstore.limits import MAX_COLUMNS, MAX_IDENTIFIER, MAX_TYPE_DEPTH
 
 if TYPE_CHECKING:
-    from carbonstore.store.schema import DataType
+    from carbonstore.store.schema import Column, DataType
 
 __all__ = [
     "ColumnDef",
+    "check_column_count",
     "parse_column_defs",
     "parse_nested_type",
     "quote_name",
@@ -195,8 +197,61 @@ def _literal(text: str, whole: str) -> tuple[str | None, str]:
 
 
 def parse_column_defs(text: str) -> list[ColumnDef]:
-    """Parse ``"id long not null, `名前` string default 'x'"`` into definitions."""
-    return [_parse_one(item, text) for item in split_top_level(text)]
+    """Parse ``"id long not null, `名前` string default 'x'"`` into definitions.
+
+    Raises:
+        SchemaError: a definition is malformed, or there are more than
+            :data:`~carbonstore.limits.MAX_COLUMNS` of them.
+    """
+    items = split_top_level(text)
+    if len(items) > MAX_COLUMNS:
+        raise _too_many(len(items))
+    return [_parse_one(item, text) for item in items]
+
+
+def _too_many(count: int, table: str = "a table") -> SchemaError:
+    return SchemaError(
+        f"{table} would have {count:,} columns: at most {MAX_COLUMNS:,} columns are supported, "
+        "each field of a struct, array or map counted as one (docs/reliability.md#limits)")
+
+
+def leaf_count(t: DataType) -> int:
+    """Columns a type stores: 1 for a primitive, the sum of its fields' for a nested type
+    (walked without recursion)."""
+    count = 0
+    stack = [t]
+    while stack:
+        cur = stack.pop()
+        if cur.fields:
+            stack.extend(f for _, f in cur.fields)
+        else:
+            count += 1
+    return count
+
+
+def check_column_count(columns: Sequence[Column], table: str = "a table") -> None:
+    """Refuse a table of more than :data:`~carbonstore.limits.MAX_COLUMNS` stored columns
+    (a one-row insert at the limit writes in a few seconds; see docs/reliability.md)."""
+    total = sum(leaf_count(c.type) for c in columns)
+    if total > MAX_COLUMNS:
+        raise _too_many(total, table)
+
+
+def type_depth(text: str) -> int:
+    """How deep ``<`` nests in a type's text (backticked names skipped), without recursion."""
+    depth = deepest = 0
+    quoted = False
+    for ch in text:
+        if ch == "`":
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif ch == "<":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ">":
+            depth -= 1
+    return deepest
 
 
 def _close(text: str, start: int) -> int:
@@ -229,6 +284,11 @@ def parse_nested_type(text: str, parse_type: Callable[[str], DataType]) -> DataT
     from carbonstore.store.schema import DataType as _DataType
 
     t = text.strip()
+    if (deep := type_depth(t)) > MAX_TYPE_DEPTH:
+        shown = t if len(t) <= 80 else f"{t[:38]} ... {t[-38:]}"
+        raise SchemaError(f"type {shown!r} nests {deep} levels deep: at most {MAX_TYPE_DEPTH} "
+                          "levels of array / map / struct are supported "
+                          "(docs/reliability.md#limits)")
     open_at = t.find("<")
     head = t[:open_at].strip().lower()
     end = _close(t, open_at)
@@ -253,6 +313,9 @@ def parse_nested_type(text: str, parse_type: Callable[[str], DataType]) -> DataT
             if not part:
                 raise SchemaError(f"empty field in {t!r}")
             name, pos = read_name(part, 0)
+            if len(name) > MAX_IDENTIFIER:
+                raise SchemaError(f"struct field name {name[:40]!r}... is {len(name)} characters "
+                                  f"long: at most {MAX_IDENTIFIER} characters are supported")
             rest = part[pos:].lstrip()
             if rest.startswith(":"):
                 rest = rest[1:]

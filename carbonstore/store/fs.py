@@ -43,6 +43,7 @@ import pyarrow.fs as pafs
 
 from carbonstore.errors import UserError
 from carbonstore.store.faults import crash_point
+from carbonstore.store.paths import check_location
 
 if TYPE_CHECKING:
     from carbonstore.store.conf import CarbonConf
@@ -337,6 +338,7 @@ def resolve_fs(location: str, conf: CarbonConf | None = None) -> StoreFS:
     location's query, then ``conf`` (None: ``load_conf()``), then the AWS environment
     (carbonstore/store/objectstore.py); the filesystem is made once per process.
     """
+    check_location(location)  # shape and scheme first: one line, before any library sees it
     if location.startswith("s3://"):
         from carbonstore.store import objectstore
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import threading
 import time
 import uuid
@@ -36,6 +37,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from carbonstore.errors import UserError
+from carbonstore.store.paths import check_location
 
 if TYPE_CHECKING:
     from carbonstore.store.conf import CarbonConf
@@ -259,10 +261,13 @@ def s3_options(location: str, conf: CarbonConf | None = None) -> S3Options:
         from carbonstore.store.conf import load_conf
 
         conf = load_conf()
-    parts = urlsplit(location)
+    parts = urlsplit(check_location(location))
     bucket, prefix = parts.netloc, parts.path.strip("/")
     if not bucket:
         raise UserError(f"location {location!r} names no bucket; write s3://bucket/prefix")
+    if not _BUCKET.fullmatch(bucket):
+        raise UserError(f"location {location!r}: {bucket!r} is not a bucket name (letters, "
+                        "digits, '.', '-' and '_'; credentials go in the conf, not the URI)")
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = sorted(set(query) - set(CONF_KEYS.values()))
     if unknown:
@@ -271,8 +276,19 @@ def s3_options(location: str, conf: CarbonConf | None = None) -> S3Options:
             f"allowed: {', '.join(CONF_KEYS.values())}"
         )
     got = {q: query.get(q) or _conf_value(conf, k) for k, q in CONF_KEYS.items()}
-    endpoint = got["endpoint"] or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    origin = {q: f"the location {location!r}" if query.get(q)
+              and query.get(q) != _conf_value(conf, k) else f"configuration key {k}"
+              for k, q in CONF_KEYS.items()}  # shipped_location folds the conf into the query
+    endpoint = got["endpoint"]
+    for var in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
+        if not endpoint and os.environ.get(var):
+            endpoint, origin["endpoint"] = os.environ[var], f"environment variable {var}"
+    if endpoint:
+        check_endpoint(endpoint, origin["endpoint"])
     region = got["region"] or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region and not _REGION.fullmatch(region):
+        raise UserError(f"region {region!r} (from {origin['region']}) is not a region name such "
+                        "as us-east-1")
     if not region:
         region = "us-east-1" if endpoint else _bucket_region(bucket)
     access, secret, token = (_conf_value(conf, k) or None for k in SECRET_KEYS)
@@ -281,6 +297,34 @@ def s3_options(location: str, conf: CarbonConf | None = None) -> S3Options:
         path_style=got["path_style"].lower() in _TRUE,
         access_key=access, secret_key=secret, session_token=token,
     )
+
+
+_BUCKET = re.compile(r"[A-Za-z0-9._-]{1,255}")
+_REGION = re.compile(r"[A-Za-z0-9-]{1,64}")
+_HOST = re.compile(r"[A-Za-z0-9._-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]")
+
+
+def check_endpoint(endpoint: str, origin: str = "the conf") -> str:
+    """``endpoint`` when it is ``http(s)://host[:port]`` (a trailing ``/`` allowed): the
+    only shape both S3 clients (pyarrow's and obstore's) read the same way.
+
+    Raises:
+        UserError: one line naming the endpoint, where it came from and the shape.
+    """
+    bad = UserError(f"S3 endpoint {endpoint!r} (from {origin}) is not usable: write "
+                    "http://host[:port] or https://host[:port], without a path, user or query")
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port  # ValueError: not a number, or out of 0-65535
+    except ValueError:
+        raise bad from None
+    if (parts.scheme.lower() not in ("http", "https") or parts.path not in ("", "/")
+            or parts.query or parts.fragment or "@" in parts.netloc
+            or not _HOST.fullmatch(parts.netloc.rsplit(":", 1)[0] if port is not None
+                                   else parts.netloc)
+            or port == 0):
+        raise bad
+    return endpoint
 
 
 def _bucket_region(bucket: str) -> str:
@@ -299,7 +343,7 @@ def shipped_location(location: str, conf: CarbonConf | None) -> str:
     """
     if not location.startswith("s3://") or conf is None:
         return location
-    parts = urlsplit(location)
+    parts = urlsplit(check_location(location))  # before the query is rebuilt
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     for key, q in CONF_KEYS.items():
         value = conf.get(key).strip()

@@ -21,6 +21,7 @@ from carbonstore.errors import (
     VersionNotFoundError,
 )
 from carbonstore.store.conf import CarbonConf, load_conf
+from carbonstore.store.ddl import check_column_count
 from carbonstore.store.faults import crash_point
 from carbonstore.store.fs import StoreFS, resolve_fs
 from carbonstore.store.locks import LockManager
@@ -400,6 +401,7 @@ class Store:
         """Create a table from a schema string (``"id long not null, name string"``)."""
         paths = self._paths(name)
         columns = parse_schema_string(schema) if isinstance(schema, str) else list(schema)
+        check_column_count(columns, f"table {paths.name}")
         table_schema = TableSchema(
             database=paths.name.database,
             table=paths.name.table,
