@@ -27,14 +27,8 @@ from carbonstore.errors import BadRecordError, CarbonStoreError, SchemaError, Us
 from carbonstore.segments.badrecords import BAD_COLUMN, RAW_COLUMN
 from carbonstore.segments.commit import LoadTransaction, marked_dead_error
 from carbonstore.segments.load import FORMATS, LoadOptions, parse_load_options, write_settings
-from carbonstore.spark.csv_load import (
-    CsvPlan,
-    file_fields,
-    header_columns,
-    local_path,
-    plan_csv_tasks,
-    run_csv_tasks,
-)
+from carbonstore.segments.load_inputs import check_inputs, file_fields, header_columns
+from carbonstore.spark.csv_load import CsvPlan, plan_csv_tasks, run_csv_tasks
 from carbonstore.spark.s3_input import is_s3_input, parquet_frame
 from carbonstore.spark.s3_input import refuse as s3_refuse
 from carbonstore.store.table import Table
@@ -242,12 +236,8 @@ def load(
 
             spark = get_spark()
         fmt = (format or _guess_format(df_or_path)).lower()
-        nested = [c.name for c in table.schema.columns if c.type.is_nested]
-        if fmt == "csv" and nested:
-            raise SchemaError(f"CSV cannot hold the nested column(s) {', '.join(nested)} of "
-                              f"{table.name}: load Parquet, JSON or ORC files, or a DataFrame")
         plist = [df_or_path] if isinstance(df_or_path, str) else list(df_or_path)
-        _check_local_inputs(plist)
+        check_inputs(table, plist, fmt, opts)  # paths, formats, header, empty input
         if fmt == "csv" and not table.schema.properties.get("bucket_number"):
             # bucketed tables go through Spark's reader: one task per bucket (_bucketed)
             csv_plan = plan_csv_tasks(spark, table, plist, opts)
@@ -301,23 +291,6 @@ def load(
     finally:
         txn.release()
     return table.status.read().get(seg)
-
-
-def _check_local_inputs(paths: Sequence[str]) -> None:
-    """Refuse a local input path that does not exist, or a glob that matches nothing."""
-    import glob
-    import os
-
-    if not paths:
-        raise UserError("no input given")
-    for raw in paths:
-        local = local_path(raw)
-        if local is None:
-            continue  # remote: the reader says
-        found = glob.glob(local) if glob.has_magic(local) else os.path.exists(local)
-        if not found:
-            raise UserError(f"input {raw} does not exist" + (
-                " (the pattern matches no file)" if glob.has_magic(local) else ""))
 
 
 def _write_through_spark(
