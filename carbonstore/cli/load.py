@@ -11,7 +11,12 @@ from typing import Any
 
 from carbonstore.cli._common import add_json, open_store, parse_key_values, print_json
 from carbonstore.errors import UserError
-from carbonstore.segments.load_inputs import check_inputs, infer_format
+from carbonstore.segments.load_inputs import (
+    check_inputs,
+    infer_format,
+    local_bytes,
+    local_files,
+)
 
 __all__ = ["infer_format", "register"]
 
@@ -62,12 +67,18 @@ def _load(args: argparse.Namespace) -> int:
         table, {k: v for k, v in options.items() if k.lower() != PREBUILT_OPTION.lower()}
     )
     check_inputs(table, args.input, fmt or "csv", opts)
-    from carbonstore.progress import progress
+    from carbonstore.progress import load_progress, progress_enabled
     from carbonstore.spark.load_job import load
     from carbonstore.spark.session import get_spark
 
-    spark = get_spark(master=args.master, conf=table.store.conf)
-    with progress(None, f"loading into {table.name}", json=getattr(args, "json", False)):
+    json = getattr(args, "json", False)
+    drawn = progress_enabled(json=json)
+    # One bar at a time: Spark's console progress is off while ours draws.
+    spark = get_spark(master=args.master, conf=table.store.conf,
+                      console_progress=False if drawn else None)
+    total = local_bytes(args.input)
+    with load_progress(f"loading into {table.name}", files=local_files(args.input),
+                       total_bytes=total or None, json=json) as update:
         entry = load(
             table,
             args.input,
@@ -75,6 +86,7 @@ def _load(args: argparse.Namespace) -> int:
             format=fmt,
             options=options,
             mode="overwrite" if args.overwrite else "append",
+            progress=update if drawn else None,
         )
     out = {
         "table": str(table.name),

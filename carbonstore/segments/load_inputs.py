@@ -19,6 +19,7 @@ first line), so a mistake shows in one line within a second, not after Spark sta
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import glob
 import io
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
     from carbonstore.store.table import Table
 
 __all__ = [
-    "COMPRESSED", "check_inputs", "file_fields", "header_columns", "infer_format",
-    "local_path", "looks_like",
+    "COMPRESSED", "check_inputs", "file_fields", "header_columns", "infer_format", "input_files",
+    "local_bytes", "local_files", "local_path", "looks_like",
 ]
 
 COMPRESSED = (".gz", ".bz2", ".zst", ".deflate", ".lz4", ".snappy", ".xz", ".zip")
@@ -50,7 +51,7 @@ _COMPRESSION = {"gz", "bz2", "xz", "zst", "zstd", "lz4", "snappy", "deflate", "z
 _MAX_FILES = 1000  # files looked at to decide; a folder holds one kind of file in practice
 
 
-def _input_files(paths: Sequence[str]) -> Iterator[str]:
+def input_files(paths: Sequence[str]) -> Iterator[str]:
     """Local files of the inputs as Spark lists them (hidden and ``_`` names skipped)."""
     for raw in paths:
         path = raw[len("file://"):] if raw.startswith("file://") else raw
@@ -101,7 +102,7 @@ def infer_format(paths: Sequence[str], given: str | None) -> str | None:
             files are Parquet or ORC (a load that cannot succeed, with a misleading error).
     """
     found: dict[str, str] = {}
-    for i, path in enumerate(_input_files(paths)):
+    for i, path in enumerate(input_files(paths)):
         if i >= _MAX_FILES:
             break
         kind = _kind(path) if given is None else _magic(path)
@@ -215,7 +216,22 @@ _HEAD = 1 << 16  # bytes read to tell a header-only CSV
 
 
 def _local_inputs(paths: Sequence[str]) -> list[str]:
-    return [p for i, p in enumerate(_input_files(paths)) if i < _MAX_FILES and "://" not in p]
+    return [p for i, p in enumerate(input_files(paths)) if i < _MAX_FILES and "://" not in p]
+
+
+def local_bytes(paths: Sequence[str]) -> int:
+    """The bytes of the local input files (0: none, or remote inputs only)."""
+    total = 0
+    for path in input_files(paths):
+        if "://" not in path:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(path)
+    return total
+
+
+def local_files(paths: Sequence[str]) -> int:
+    """How many local input files there are."""
+    return sum(1 for p in input_files(paths) if "://" not in p)
 
 
 def check_paths(paths: Sequence[str]) -> None:

@@ -31,6 +31,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from carbonstore.errors import BadRecordError
+from carbonstore.progress import LoadUpdate
 from carbonstore.segments.commit import LoadTransaction
 from carbonstore.segments.csvparse import (
     CsvScan,
@@ -48,6 +49,7 @@ from carbonstore.segments.load_inputs import (
     local_path,
 )
 from carbonstore.segments.writer import ColumnSpec, TaskResult, WriteSettings
+from carbonstore.spark.load_progress import Counters, watching
 from carbonstore.store.table import Table
 
 __all__ = [
@@ -72,6 +74,14 @@ class CsvPlan:
     scan: CsvScan
     tasks: tuple[tuple[CsvSplit, ...], ...]
     input_bytes: int
+    #: (path, size) of every input file
+    files: tuple[tuple[str, int], ...] = ()
+
+    def task_bytes(self) -> list[int]:
+        """The input bytes each task reads (for a load's progress)."""
+        sizes = dict(self.files)
+        return [sum((s.end if s.end >= 0 else sizes.get(s.path, s.start)) - s.start
+                    for s in task) for task in self.tasks]
 
 
 def _local_files(paths: Sequence[str]) -> list[tuple[str, int]] | None:
@@ -193,7 +203,7 @@ def plan_csv_tasks(
         negative_inf=reader_opts.get("negativeInf", "-Inf"),
         input_location=input_location,
     )
-    return CsvPlan(scan, tuple(tuple(t) for t in tasks), total)
+    return CsvPlan(scan, tuple(tuple(t) for t in tasks), total, tuple(files))
 
 
 def _task_id() -> str:
@@ -204,17 +214,22 @@ def _task_id() -> str:
 
 
 def _task(
-    scan: CsvScan, settings: WriteSettings, local_sort: bool,
-    packs: Iterator[tuple[CsvSplit, ...]],
+    scan: CsvScan, settings: WriteSettings, local_sort: bool, counters: Counters | None,
+    packs: Iterator[tuple[int, tuple[CsvSplit, ...]]],
 ) -> Iterator[TaskResult | Fallback]:
-    splits = [s for pack in packs for s in pack]
-    yield csv_task(scan, settings, splits, task_id=_task_id(), local_sort=local_sort)
+    packs_ = list(packs)
+    splits = [s for _, pack in packs_ for s in pack]
+    result = csv_task(scan, settings, splits, task_id=_task_id(), local_sort=local_sort)
+    if counters is not None and isinstance(result, TaskResult):
+        counters.rows.add(result.rows)
+        counters.bytes.add(sum(n for n, _ in packs_))
+    yield result
 
 
 def _distinct(
-    scan: CsvScan, columns: tuple[str, ...], packs: Iterator[tuple[CsvSplit, ...]]
+    scan: CsvScan, columns: tuple[str, ...], packs: Iterator[tuple[int, tuple[CsvSplit, ...]]]
 ) -> Iterator[dict[str, pa.Array] | Fallback]:
-    splits = [s for pack in packs for s in pack]
+    splits = [s for _, pack in packs for s in pack]
     yield distinct_task(scan, splits, columns, task_id=_task_id())
 
 
@@ -248,6 +263,7 @@ def run_csv_tasks(
     local_sort: bool,
     overwrite: bool,
     prebuilt: Mapping[str, str] | None = None,
+    progress: LoadUpdate | None = None,
 ) -> bool:
     """Run the plan's tasks and commit the segment; False: a task needs Spark's reader.
 
@@ -259,7 +275,7 @@ def run_csv_tasks(
     empty again, the tablestatus entry still ``In Progress``, no dictionary value added.
     """
     sc = spark.sparkContext
-    rdd = sc.parallelize(list(plan.tasks), len(plan.tasks))
+    rdd = sc.parallelize(list(zip(plan.task_bytes(), plan.tasks, strict=True)), len(plan.tasks))
     what = f"load {table.name} segment {settings.segment_id}"
     try:
         if table.schema.dictionary_columns:
@@ -278,9 +294,10 @@ def run_csv_tasks(
                 }
             prepare_dictionaries(table, distinct, settings.segment_id, prebuilt=prebuilt)
         sc.setJobDescription(f"{what}: parse CSV and write ({len(plan.tasks)} tasks)")
-        results = rdd.mapPartitions(
-            functools.partial(_task, plan.scan, settings, local_sort)
-        ).collect()
+        with watching(sc, progress) as counters:
+            results = rdd.mapPartitions(
+                functools.partial(_task, plan.scan, settings, local_sort, counters)
+            ).collect()
     finally:
         sc.setJobDescription(None)  # type: ignore[arg-type]
     if _fallback(table, results, settings):

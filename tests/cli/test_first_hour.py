@@ -244,3 +244,33 @@ def test_a_missing_input_fails_in_a_real_process_within_seconds(store: Store, tm
     assert done.stderr.strip().splitlines() == [
         f"carbonstore: error: input {tmp_path / 'missing.csv'} does not exist"]
     assert took < 10, took
+
+
+def test_a_bad_record_found_by_spark_names_file_line_column_and_value(  # type: ignore[no-untyped-def]
+    run_cli: RunCli, spark, store: Store, tmp_path: Path
+) -> None:
+    path = tmp_path / "days.csv"
+    path.write_text("id,day,qty\n1,2024-01-01,3\n2,2024-1-2,4\n3,2024-13-45,5\n4,2024-01-04,6\n")
+    run_cli(store, "create", "db.orders", "--schema", SCHEMA)
+    code, out, err = run_cli(store, "load", "db.orders", "--input", str(path))
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert "1 bad record(s)" in err
+    assert f"the first is at {path} line 4, column day (date): '2024-13-45' is not a date" in err
+
+
+def test_bloom_takes_backticked_names_as_schema_does(run_cli: RunCli, store: Store) -> None:
+    code, out, err = run_cli(store, "create", "db.names", "--schema", "id long, `名前` string",
+                             "--bloom", "`名前`", "--sort-columns", "`id`")
+    assert code == 0, err
+    schema = store.table("db.names").schema
+    assert (schema.bloom_columns, schema.sort_columns) == (["名前"], ["id"])
+
+
+def test_custom_compaction_of_one_segment_names_the_segment(
+    run_cli: RunCli, store: Store, table: object
+) -> None:
+    code, out, err = run_cli(store, "compact", "db.sales", "--type", "custom", "--segments", "0",
+                             "--engine", "local")
+    assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
+    assert "got only segment 0: pass two or more ids" in err
