@@ -117,20 +117,20 @@ def load_progress(
     )
 
     total = total_bytes if total_bytes else None
-    shown = f"{files} file{'s' if files != 1 else ''}" + (f", {decimal(total)}" if total else "")
-    columns = [SpinnerColumn(), TextColumn(f"{description} ({shown})")]
+    files_text = f"{files} file{'s' if files != 1 else ''}"
+    columns = [SpinnerColumn(), TextColumn(description)]
     if total is not None:
-        columns += [BarColumn(), TaskProgressColumn()]
+        columns += [BarColumn(bar_width=20), TaskProgressColumn()]
     columns += [TextColumn("{task.fields[done]}"), TimeElapsedColumn()]
     console = Console(stderr=True, force_terminal=True)
     bar = Progress(*columns, console=console, transient=True)
     with bar:
-        task = bar.add_task(description, total=total, done="")
+        task = bar.add_task(description, total=total, done=files_text)
 
         def update(rows: int, done_bytes: int) -> None:
-            read = decimal(done_bytes) + (f" of {decimal(total)}" if total else "") + " read"
-            written = f"{rows:,} rows written, " if rows >= 0 else ""
+            read = decimal(done_bytes) + (f"/{decimal(total)}" if total else "")
+            written = f"{rows:,} rows, " if rows >= 0 else ""
             bar.update(task, completed=min(done_bytes, total or done_bytes),
-                       done=written + read)
+                       done=f"{written}{read}, {files_text}")
 
         yield update

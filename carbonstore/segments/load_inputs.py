@@ -301,6 +301,21 @@ def _check_binary(paths: Sequence[str], fmt: str) -> None:
                                if "text" in what else "load it with the format it has"))
 
 
+def _check_json(paths: Sequence[str]) -> None:
+    """Every local file of a JSON load starts (after blanks) with ``{`` or ``[``."""
+    for path in _local_inputs(paths):
+        if path.lower().endswith(COMPRESSED):
+            continue
+        try:
+            with open(path, "rb") as f:
+                head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+        except OSError:
+            continue
+        if head and head[:1] not in (b"{", b"["):
+            raise UserError(f"input {path} is not a json file: it {looks_like(path)}; use "
+                            "--format csv, or leave --format out")
+
+
 def _rows_possible(path: str, fmt: str, opts: LoadOptions) -> str | None:
     """Why the local file holds no rows (None: it may hold some)."""
     try:
@@ -386,6 +401,8 @@ def check_inputs(table: Table, paths: Sequence[str], fmt: str, opts: LoadOptions
                               f"{table.name}: load Parquet, JSON or ORC files, or a DataFrame")
     if fmt in ("parquet", "orc"):
         _check_binary(paths, fmt)
+    if fmt == "json":
+        _check_json(paths)
     if not opts.allow_empty:
         _check_rows(paths, fmt, opts)
     if fmt == "csv" and opts.header:

@@ -62,6 +62,8 @@ def _csv_source(
         file_cols = header_columns(paths, reader_opts)
         if file_cols is None:  # compressed, multi-line or remote glob: let Spark read it
             file_cols = spark.read.options(**reader_opts).csv(paths).columns
+        if not file_cols and opts.allow_empty:
+            file_cols = list(cols)  # an empty input (asked for): no header to map
     else:
         file_cols = list(cols)
     names = file_fields(table, file_cols)

@@ -135,11 +135,12 @@ def test_nan_without_the_option_fails_at_once_naming_file_line_column_and_value(
     assert store.table("db.orders").status.read().readable == []
 
 
-def test_a_header_only_csv_loads_an_empty_segment_when_asked(  # type: ignore[no-untyped-def]
-    run_cli: RunCli, spark, store: Store, tmp_path: Path
+@pytest.mark.parametrize("text", ["id,price\n", ""])
+def test_an_empty_csv_loads_an_empty_segment_when_asked(  # type: ignore[no-untyped-def]
+    run_cli: RunCli, spark, store: Store, tmp_path: Path, text: str
 ) -> None:
     path = tmp_path / "header.csv"
-    path.write_text("id,price\n")
+    path.write_text(text)
     run_cli(store, "create", "db.orders", "--schema", SCHEMA)
     code, out, err = run_cli(store, "load", "db.orders", "--input", str(path), "--allow-empty")
     assert code == 0, err
@@ -172,6 +173,10 @@ MISTAKES = [
      "a.parquet is not a parquet file: it looks like CSV text"),
     (SCHEMA, lambda d: _csv(d, "a.csv", "id,price\n1,2.5\n"), ["--format", "orc"],
      "a.csv is not a orc file: it looks like CSV text"),
+    (SCHEMA, lambda d: _csv(d, "a.csv", "id,price\n1,2.5\n"), ["--format", "json"],
+     "a.csv is not a json file: it looks like CSV text (first line 'id,price')"),
+    (SCHEMA, lambda d: _parquet(d, "a.parquet", 3), ["--format", "csv"],
+     "a.parquet is a parquet file, not csv"),
     (SCHEMA, lambda d: _csv(d, "a.csv", ""), [],
      "the input holds no rows: {d}/a.csv is empty (0 bytes); nothing was loaded (load with "
      "--allow-empty"),
@@ -274,3 +279,42 @@ def test_custom_compaction_of_one_segment_names_the_segment(
                              "--engine", "local")
     assert (code, out) == (2, "") and len(err.strip().splitlines()) == 1
     assert "got only segment 0: pass two or more ids" in err
+
+
+def test_the_load_bar_draws_nothing_on_a_pipe(capsys: pytest.CaptureFixture[str]) -> None:
+    from carbonstore.progress import load_progress
+
+    with load_progress("loading into db.t", files=2, total_bytes=1000) as update:
+        update(10, 500)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_the_load_bar_shows_files_bytes_rows_and_percent(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import carbonstore.progress as progress
+
+    monkeypatch.setattr(progress, "progress_enabled", lambda **_: True)
+    monkeypatch.setenv("COLUMNS", "100")
+    with progress.load_progress("loading into db.t", files=2, total_bytes=2_000_000) as update:
+        update(12_345, 1_000_000)
+        time.sleep(0.3)  # a refresh
+    err = capsys.readouterr().err
+    assert "loading into db.t" in err and "50%" in err
+    assert "12,345 rows, 1.0 MB/2.0 MB, 2 files" in err
+
+
+@pytest.mark.spark  # the load in the child process starts Spark
+def test_a_load_on_a_terminal_draws_one_bar_and_not_sparks(store: Store, tmp_path: Path) -> None:
+    from tests.reliability.test_progress import _stderr_on_a_terminal
+
+    store.create_table("db.orders", SCHEMA)
+    for f in range(2):
+        pacsv.write_csv(_orders(20_000), tmp_path / f"part-{f}.csv")
+    code, err = _stderr_on_a_terminal(
+        ["--store", store.location, "load", "db.orders", "--input", str(tmp_path / "*.csv"),
+         *PYARROW_SPELLINGS])
+    text = err.decode(errors="replace")
+    assert code == 0, text
+    assert "loading into db.orders" in text and " rows, " in text and "MB, 2 files" in text
+    assert "[Stage " not in text  # Spark's console bar is off while ours draws
