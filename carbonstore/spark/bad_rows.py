@@ -15,9 +15,12 @@ import io
 import tokenize
 from collections.abc import Sequence
 
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StringType, StructField, StructType, _parse_datatype_string
 
+from carbonstore.segments.csvbad import hint
 from carbonstore.segments.load import LoadOptions
 from carbonstore.segments.load_inputs import (
     COMPRESSED,
@@ -111,9 +114,12 @@ def locate_bad_row(
         parts.append(f"{found[0]} line {found[1]}")
     try:
         field = _bad_field(spark, table, paths, opts, raw) if len(raw) < 200 else None
-    except Exception:  # noqa: BLE001 - a best-effort description of a failure being reported
+    except (PySparkException, Py4JError):  # a best-effort description of a failure
         field = None
     if field is not None:
         column, type_, value = field
         parts.append(f"column {column} ({type_}): {value[:80]!r} is not a {type_}")
+        advice = hint(type_, value)
+        if advice:
+            return ", ".join(parts) + "; " + advice
     return ", ".join(parts)

@@ -310,7 +310,7 @@ def test_a_load_on_a_terminal_draws_one_bar_and_not_sparks(store: Store, tmp_pat
 
     store.create_table("db.orders", SCHEMA)
     for f in range(2):
-        pacsv.write_csv(_orders(20_000), tmp_path / f"part-{f}.csv")
+        pacsv.write_csv(_orders(5_000), tmp_path / f"part-{f}.csv")
     code, err = _stderr_on_a_terminal(
         ["--store", store.location, "load", "db.orders", "--input", str(tmp_path / "*.csv"),
          *PYARROW_SPELLINGS])
