@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -23,6 +24,10 @@ __all__ = ["Advance", "LoadUpdate", "load_progress", "progress", "progress_enabl
 
 Advance = Callable[..., None]
 LoadUpdate = Callable[[int, int], None]
+
+# One bar at a time: while a load's bar draws, the steps inside the load (the merge of its
+# task indexes) draw none of their own.
+_load_bar_drawing = threading.Event()
 
 
 def _noop(n: int = 1) -> None:
@@ -59,7 +64,7 @@ def progress(
     Yields:
         ``advance(n=1)``: record ``n`` more units done.
     """
-    if not progress_enabled(json=json):
+    if not progress_enabled(json=json) or _load_bar_drawing.is_set():
         yield _noop
         return
     from rich.console import Console
@@ -124,13 +129,17 @@ def load_progress(
     columns += [TextColumn("{task.fields[done]}"), TimeElapsedColumn()]
     console = Console(stderr=True, force_terminal=True)
     bar = Progress(*columns, console=console, transient=True)
-    with bar:
-        task = bar.add_task(description, total=total, done=files_text)
+    _load_bar_drawing.set()
+    try:
+        with bar:
+            task = bar.add_task(description, total=total, done=files_text)
 
-        def update(rows: int, done_bytes: int) -> None:
-            read = decimal(done_bytes) + (f"/{decimal(total)}" if total else "")
-            written = f"{rows:,} rows, " if rows >= 0 else ""
-            bar.update(task, completed=min(done_bytes, total or done_bytes),
-                       done=f"{written}{read}, {files_text}")
+            def update(rows: int, done_bytes: int) -> None:
+                read = decimal(done_bytes) + (f"/{decimal(total)}" if total else "")
+                written = f"{rows:,} rows, " if rows >= 0 else ""
+                bar.update(task, completed=min(done_bytes, total or done_bytes),
+                           done=f"{written}{read}, {files_text}")
 
-        yield update
+            yield update
+    finally:
+        _load_bar_drawing.clear()

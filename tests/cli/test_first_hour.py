@@ -304,6 +304,22 @@ def test_the_load_bar_shows_files_bytes_rows_and_percent(
     assert "12,345 rows, 1.0 MB/2.0 MB, 2 files" in err
 
 
+def test_steps_inside_a_load_draw_no_second_bar(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import carbonstore.progress as progress
+
+    monkeypatch.setattr(progress, "progress_enabled", lambda **_: True)
+    monkeypatch.setenv("COLUMNS", "100")
+    with progress.load_progress("loading into db.t", files=1, total_bytes=10):
+        with progress.progress(3, "merging 3 task indexes") as step:
+            step(3)
+    with progress.progress(3, "compacting db.t") as step:  # after the load: drawn again
+        step(3)
+    err = capsys.readouterr().err
+    assert "merging" not in err and "compacting db.t" in err
+
+
 @pytest.mark.spark  # the load in the child process starts Spark
 def test_a_load_on_a_terminal_draws_one_bar_and_not_sparks(store: Store, tmp_path: Path) -> None:
     from tests.reliability.test_progress import _stderr_on_a_terminal
