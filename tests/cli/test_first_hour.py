@@ -332,5 +332,6 @@ def test_a_load_on_a_terminal_draws_one_bar_and_not_sparks(store: Store, tmp_pat
          *PYARROW_SPELLINGS])
     text = err.decode(errors="replace")
     assert code == 0, text
-    assert "loading into db.orders" in text and " rows, " in text and "MB, 2 files" in text
+    assert "loading into db.orders" in text and "100%" in text
+    assert "10,000 rows, " in text and "B, 2 files" in text  # rows, bytes read/total, files
     assert "[Stage " not in text  # Spark's console bar is off while ours draws
