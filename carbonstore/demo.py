@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import csv
 import random
+import shlex
+from collections.abc import Sequence
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -47,8 +49,13 @@ def generate(path: Path, *, start_id: int, rows: int, seed: int) -> Path:
     return path
 
 
+def command_line(argv: Sequence[str]) -> str:
+    """``carbonstore ARGS`` as a POSIX shell reads it: paste it and it runs the same."""
+    return shlex.join(["carbonstore", *argv])
+
+
 def step(title: str, *argv: str) -> None:
-    print(f"\n$ carbonstore {' '.join(argv)}    # {title}", flush=True)
+    print(f"\n# {title}\n$ {command_line(argv)}", flush=True)
     rc = cli(list(argv))
     if rc != 0:
         raise SystemExit(rc)

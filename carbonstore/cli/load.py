@@ -1,99 +1,24 @@
 """load: write input files into a new segment with the embedded (or spark-submit) Spark.
 
-Without ``--format`` the format comes from the local input files themselves: their
-extensions (``.parquet``, ``.orc``, ``.json``/``.jsonl``, ``.csv``/``.tsv``/``.txt``, a
-compression suffix ignored) or, for other names, their first bytes (``PAR1``, ``ORC``);
-files of two formats are refused. Remote inputs and files of no known kind load as CSV.
+Every check of the input that needs no JVM (paths, format, CSV header, empty input; see
+carbonstore/segments/load_inputs.py) runs before Spark starts.
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
-import os
-from collections.abc import Iterator, Sequence
 from typing import Any
 
 from carbonstore.cli._common import add_json, open_store, parse_key_values, print_json
 from carbonstore.errors import UserError
+from carbonstore.segments.load_inputs import (
+    check_inputs,
+    infer_format,
+    local_bytes,
+    local_files,
+)
 
-_EXTENSIONS = {
-    "parquet": "parquet", "parq": "parquet", "orc": "orc", "json": "json", "jsonl": "json",
-    "ndjson": "json", "csv": "csv", "tsv": "csv", "txt": "csv",
-}
-_COMPRESSION = {"gz", "bz2", "xz", "zst", "zstd", "lz4", "snappy", "deflate", "zip"}
-_MAX_FILES = 1000  # files looked at to decide; a folder holds one kind of file in practice
-
-
-def _input_files(paths: Sequence[str]) -> Iterator[str]:
-    """Local files of the inputs as Spark lists them (hidden and ``_`` names skipped)."""
-    for raw in paths:
-        path = raw[len("file://"):] if raw.startswith("file://") else raw
-        if "://" in path:
-            if path.startswith("s3://"):
-                yield path  # a bucket's object or folder: its name's extension tells
-            continue
-        path = os.path.expanduser(path)
-        for match in (glob.glob(path) if glob.has_magic(path) else [path]):
-            if os.path.isfile(match):
-                yield match
-            elif os.path.isdir(match):
-                for root, dirs, files in os.walk(match):
-                    dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
-                    for name in sorted(files):
-                        if not name.startswith(("_", ".")):
-                            yield os.path.join(root, name)
-
-
-def _kind(path: str) -> str | None:
-    parts = os.path.basename(path).lower().split(".")[1:]
-    while parts and parts[-1] in _COMPRESSION:
-        parts.pop()
-    if parts and parts[-1] in _EXTENSIONS:
-        return _EXTENSIONS[parts[-1]]
-    return _magic(path)
-
-
-def _magic(path: str) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4)
-    except OSError:
-        return None
-    if head == b"PAR1":
-        return "parquet"
-    if head[:3] == b"ORC":
-        return "orc"
-    return None
-
-
-def infer_format(paths: Sequence[str], given: str | None) -> str | None:
-    """The input format: ``given``, else what the local files are (see the module
-    docstring); None when nothing local tells (the load's default, CSV, applies).
-
-    Raises:
-        UserError: the files are of two formats, or ``given`` is a text format while the
-            files are Parquet or ORC (a load that cannot succeed, with a misleading error).
-    """
-    found: dict[str, str] = {}
-    for i, path in enumerate(_input_files(paths)):
-        if i >= _MAX_FILES:
-            break
-        kind = _kind(path) if given is None else _magic(path)
-        if kind is not None:
-            found.setdefault(kind, path)
-    if given is not None:
-        binary = {k: v for k, v in found.items() if k in ("parquet", "orc") and k != given}
-        if binary and given in ("csv", "json"):
-            kind, path = next(iter(binary.items()))
-            raise UserError(f"input {path} is a {kind} file, not {given}; use --format {kind} "
-                            "(or leave --format out)")
-        return given
-    if len(found) > 1:
-        shown = ", ".join(f"{k} ({v})" for k, v in sorted(found.items()))
-        raise UserError(f"the input mixes file formats: {shown}; load each format separately "
-                        "or give --format")
-    return next(iter(found), None)
+__all__ = ["infer_format", "register"]
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -116,6 +41,8 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--overwrite-partitions", action="store_true",
                    help="dynamic partition overwrite: replace only the partitions the input "
                    "holds (partitioned tables, docs/partitioning.md)")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="commit an empty segment when the input holds no rows (else refused)")
     p.add_argument("--master", help="Spark master for the embedded session (default local[*])")
     add_json(p)
     p.set_defaults(func=_load)
@@ -129,20 +56,29 @@ def _load(args: argparse.Namespace) -> int:
         if args.overwrite:
             raise UserError("--overwrite and --overwrite-partitions exclude each other")
         options["overwrite_partitions"] = "true"
+    if getattr(args, "allow_empty", False):
+        options["allow_empty"] = "true"
     fmt = infer_format(args.input, args.format)
-    # Refuse bad options (e.g. REDIRECT without a path) before starting Spark.
+    # Refuse bad options (e.g. REDIRECT without a path) and inputs before starting Spark.
     from carbonstore.dictionary import PREBUILT_OPTION
     from carbonstore.segments.load import parse_load_options
 
-    parse_load_options(
+    opts = parse_load_options(
         table, {k: v for k, v in options.items() if k.lower() != PREBUILT_OPTION.lower()}
     )
-    from carbonstore.progress import progress
+    check_inputs(table, args.input, fmt or "csv", opts)
+    from carbonstore.progress import load_progress, progress_enabled
     from carbonstore.spark.load_job import load
     from carbonstore.spark.session import get_spark
 
-    spark = get_spark(master=args.master, conf=table.store.conf)
-    with progress(None, f"loading into {table.name}", json=getattr(args, "json", False)):
+    json = getattr(args, "json", False)
+    drawn = progress_enabled(json=json)
+    # One bar at a time: Spark's console progress is off while ours draws.
+    spark = get_spark(master=args.master, conf=table.store.conf,
+                      console_progress=False if drawn else None)
+    total = local_bytes(args.input)
+    with load_progress(f"loading into {table.name}", files=local_files(args.input),
+                       total_bytes=total or None, json=json) as update:
         entry = load(
             table,
             args.input,
@@ -150,6 +86,7 @@ def _load(args: argparse.Namespace) -> int:
             format=fmt,
             options=options,
             mode="overwrite" if args.overwrite else "append",
+            progress=update if drawn else None,
         )
     out = {
         "table": str(table.name),

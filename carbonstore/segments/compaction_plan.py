@@ -155,7 +155,7 @@ def plan_custom(snapshot: TableStatusSnapshot, segment_ids: Sequence[str] | None
         # As minor and major: merging one segment would only rewrite it under a new id
         # (unless rows of it were deleted: the rewrite then purges them).
         raise CompactionError(
-            f"custom compaction merges at least two segments, got only {ids[0]}: "
+            f"custom compaction merges at least two segments, got only segment {ids[0]}: "
             "pass two or more ids, e.g. --segments 1,2"
         )
     for sid in ids:

@@ -19,11 +19,19 @@ load reads the input through Spark instead (bad records are then found there too
   dates (``yyyy-MM-dd``) as pyarrow parses them: pyarrow is the stricter of the two
   (``+5``, ``1.234`` for ``decimal(10,2)`` and ``2024-1-1`` stop the fast path);
 - doubles and floats as pyarrow parses them, with a non-finite value only when spelled
-  the way Spark reads it (``NaN``, ``Inf``, ``-Inf``, ``[+-]Infinity``, ``[+-]NaN``; to
-  Spark ``nan`` and ``inf`` are bad records, and ``1e400`` is infinite);
-- timestamps ``yyyy-MM-dd[( |T)HH:mm[:ss[.SSSSSS]]]``, read as UTC.
+  the way Spark reads it (the ``nanValue``, ``positiveInf`` and ``negativeInf`` options,
+  ``NaN``, ``Inf`` and ``-Inf`` by default, and Java's ``[+-]Infinity``, ``[+-]NaN``; with
+  the defaults ``nan`` and ``inf`` are bad records to Spark, and ``1e400`` is infinite);
+- timestamps ``yyyy-MM-dd[( |T)HH:mm[:ss[.SSSSSS][zone]]]``, the zone ``Z`` or an offset
+  ``+HH:mm`` / ``+HHmm``; a value without a zone is read as UTC.
 
-Empty fields and the ``nullvalue`` text are null in every column, as in Spark.
+Empty fields, quoted empty fields (``""``) and the ``nullValue`` text are null in every
+column, as in Spark (a quoted empty field needs the default ``nullValue``).
+
+A value that Spark would certainly take for a bad record (``nan`` in a double column
+with the default ``nanValue``, ``abc`` in an int column, ``yes`` in a boolean column)
+raises :class:`BadValue`, which names the file, line, column and value: a load with
+``BAD_RECORDS_ACTION=FAIL`` fails on it at once, without reading the input a second time.
 
 A split is a byte range of one file; it holds the lines that start inside it (the first
 line of a later split starts after the newline before its first byte, and a split's last
@@ -41,6 +49,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 
+from carbonstore.segments.csvbad import certainly_bad, hint, nth_row_line
 from carbonstore.segments.writer import (
     ColumnSpec,
     TaskResult,
@@ -50,6 +59,7 @@ from carbonstore.segments.writer import (
 )
 
 __all__ = [
+    "BadValue",
     "CsvScan",
     "CsvSplit",
     "Fallback",
@@ -65,15 +75,32 @@ _BOM = b"\xef\xbb\xbf"
 _CHUNK = 1 << 16
 _TRUE = ["true", "True", "TRUE"]
 _FALSE = ["false", "False", "FALSE"]
-_NONFINITE = pa.array(
-    ["NaN", "+NaN", "-NaN", "Inf", "-Inf", "Infinity", "+Infinity", "-Infinity"]
-)
-_TIMESTAMP = r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?$"
+#: What Java's ``Double.parseDouble`` reads as a non-finite value (Spark's CSV reader
+#: falls back on it after the ``nanValue`` / ``positiveInf`` / ``negativeInf`` texts).
+_JAVA_NONFINITE = ("NaN", "+NaN", "-NaN", "Infinity", "+Infinity", "-Infinity")
+_ZONE = r"(Z|[+-]\d{2}:?\d{2})"
+_TIMESTAMP = (r"^\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?" + _ZONE
+              + r"?)?)?$")
 _FLOATS = frozenset({"float", "double"})
 
 
 class NeedsSparkParser(Exception):  # noqa: N818 - a signal, not an error of the user
     """The split holds a form only Spark's CSV reader decides; the load falls back to it."""
+
+
+class BadValue(NeedsSparkParser):
+    """A value Spark's CSV reader certainly takes for a bad record (see the module doc)."""
+
+    def __init__(self, path: str, line: int, column: str, type_name: str, value: str,
+                 hint: str = "") -> None:
+        self.path, self.line, self.column = path, line, column
+        self.type_name, self.value, self.hint = type_name, value, hint
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        where = f"{self.path} line {self.line}" if self.line > 0 else self.path
+        return (f"{where}, column {self.column} ({self.type_name}): {self.value[:80]!r} is not "
+                f"a {self.type_name}" + (f"; {self.hint}" if self.hint else ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +127,9 @@ class CsvScan:
     quote: str = '"'
     escape: str = "\\"
     null_value: str = ""
+    nan_value: str = "NaN"
+    positive_inf: str = "Inf"
+    negative_inf: str = "-Inf"
     batch_bytes: int = 16 << 20
     #: Where the input files are: "" for local paths, else an ``s3://`` location whose
     #: filesystem holds them (their paths are then ``bucket/key``).
@@ -174,17 +204,30 @@ def _next_newline(f: pa.NativeFile, pos: int, size: int) -> int:
     return size
 
 
-def _split_bytes(fs: pafs.FileSystem, split: CsvSplit) -> bytes:
-    """The lines that start in ``split``, whole."""
+def _split_bytes(fs: pafs.FileSystem, split: CsvSplit) -> tuple[int, bytes]:
+    """The lines that start in ``split``, whole, and where in the file they begin."""
     with fs.open_input_file(split.path) as f:
         size = f.size()
         end = size if split.end < 0 else min(split.end, size)
         begin = 0 if split.start == 0 else _next_newline(f, split.start - 1, size) + 1
         if begin >= end:
-            return b""
+            return begin, b""
         stop = end if end == size else _next_newline(f, end - 1, size) + 1
         f.seek(begin)
-        return f.read(min(stop, size) - begin)
+        return begin, f.read(min(stop, size) - begin)
+
+
+def _lines_before(fs: pafs.FileSystem, path: str, offset: int) -> int:
+    """How many lines of the file end before byte ``offset``."""
+    count = 0
+    with fs.open_input_file(path) as f:
+        while offset > 0:
+            chunk = f.read(min(_CHUNK * 16, offset))
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            offset -= len(chunk)
+    return count
 
 
 def _check_bytes(scan: CsvScan, data: bytes, split: CsvSplit) -> tuple[bytes, bool]:
@@ -199,16 +242,18 @@ def _check_bytes(scan: CsvScan, data: bytes, split: CsvSplit) -> tuple[bytes, bo
             raise NeedsSparkParser(f"{split.path} does not start with its header line")
         data = data[first + 1:]
     quoted = bool(scan.quote) and scan.quote.encode() in data
-    if quoted and not _simple_quoting(data, scan.quote, scan.delimiter):
+    if quoted and not _simple_quoting(data, scan.quote, scan.delimiter,
+                                      empty=scan.null_value == ""):
         raise NeedsSparkParser(f"{split.path} quotes a field in a way only Spark decides")
     return data, quoted
 
 
-def _simple_quoting(data: bytes, quote: str, delimiter: str) -> bool:
+def _simple_quoting(data: bytes, quote: str, delimiter: str, *, empty: bool = False) -> bool:
     """Every quote character opens or closes a whole field: ``"..."`` right after a
     delimiter or line start, closed right before a delimiter or line end, with at least
-    one character, no quote and no line break inside. Such fields read the same in both
-    parsers; doubled quotes, quoted empty strings and quotes inside fields do not."""
+    one character (none allowed when ``empty``: ``""`` is null to both parsers when the
+    null text is empty), no quote and no line break inside. Such fields read the same in
+    both parsers; doubled quotes and quotes inside fields do not."""
     q, d = quote.encode(), delimiter.encode()
     if len(q) != 1 or len(d) != 1:
         return False
@@ -217,7 +262,7 @@ def _simple_quoting(data: bytes, quote: str, delimiter: str) -> bool:
     if len(pos) % 2:
         return False
     opens, closes = pos[0::2], pos[1::2]
-    if np.any(closes - opens < 2):
+    if np.any(closes - opens < (1 if empty else 2)):
         return False
     n = len(buf)
     before = buf[opens[opens > 0] - 1]
@@ -230,13 +275,22 @@ def _simple_quoting(data: bytes, quote: str, delimiter: str) -> bool:
     return bool(np.array_equal(np.searchsorted(breaks, opens), np.searchsorted(breaks, closes)))
 
 
-def _to_floats(text: pa.Array, t: pa.DataType, name: str) -> pa.Array:
-    values = pc.cast(text, t)
+def _to_floats(text: pa.Array, t: pa.DataType, name: str, scan: CsvScan) -> pa.Array:
+    special = {scan.nan_value: "NaN", scan.positive_inf: "Inf", scan.negative_inf: "-Inf"}
+    spelled = text
+    for given, canonical in special.items():
+        if given != canonical and pc.any(pc.equal(text, given)).as_py():
+            spelled = pc.if_else(pc.equal(text, given), canonical, spelled)
+    try:
+        values = pc.cast(spelled, t)
+    except pa.ArrowInvalid:
+        raise _NotParsed(name) from None
     nonfinite = pc.fill_null(pc.invert(pc.is_finite(values)), False)
     if pc.any(nonfinite).as_py():
-        spelled = text.filter(nonfinite)
-        if not pc.all(pc.is_in(spelled, value_set=_NONFINITE)).as_py():
-            raise NeedsSparkParser(f"column {name}: a non-finite value Spark reads otherwise")
+        allowed = pa.array(sorted({*_JAVA_NONFINITE, *special}))
+        wrong = pc.and_(nonfinite, pc.invert(pc.is_in(text, value_set=allowed)))
+        if pc.any(wrong).as_py():
+            raise _NotParsed(name)
     return values
 
 
@@ -244,7 +298,21 @@ def _to_timestamps(text: pa.Array, t: pa.DataType, name: str) -> pa.Array:
     valid = text.drop_null()
     if len(valid) and not pc.all(pc.match_substring_regex(valid, _TIMESTAMP)).as_py():
         raise NeedsSparkParser(f"column {name}: a timestamp form only Spark reads")
-    return pc.cast(pc.cast(text, pa.timestamp(t.unit)), t)
+    zoned = pc.fill_null(pc.match_substring_regex(text, _ZONE + "$"), False)
+    if not pc.any(zoned).as_py():
+        return pc.cast(pc.cast(text, pa.timestamp(t.unit)), t)
+    null = pa.scalar(None, pa.string())
+    local = pc.cast(pc.cast(pc.if_else(zoned, null, text), pa.timestamp(t.unit)), t)
+    instant = pc.cast(pc.if_else(zoned, text, null), pa.timestamp(t.unit, "UTC"))
+    return pc.if_else(zoned, pc.cast(instant, t), local)
+
+
+class _NotParsed(Exception):  # noqa: N818 - a signal inside the parse
+    """A column's text did not convert; :func:`_locate_bad` finds the value."""
+
+    def __init__(self, column: str) -> None:
+        super().__init__(column)
+        self.column = column
 
 
 def _conform(batch: pa.RecordBatch, scan: CsvScan, schema: pa.Schema) -> pa.RecordBatch:
@@ -257,7 +325,7 @@ def _conform(batch: pa.RecordBatch, scan: CsvScan, schema: pa.Schema) -> pa.Reco
             continue
         arr = batch.column(idx)
         if c.type in _FLOATS:
-            arr = _to_floats(arr, field.type, c.name)
+            arr = _to_floats(arr, field.type, c.name, scan)
         elif c.type == "timestamp":
             arr = _to_timestamps(arr, field.type, c.name)
         arrays.append(arr)
@@ -267,8 +335,14 @@ def _conform(batch: pa.RecordBatch, scan: CsvScan, schema: pa.Schema) -> pa.Reco
 def _parse(
     scan: CsvScan, data: bytes, schema: pa.Schema, *, quoted: bool
 ) -> Iterator[pa.RecordBatch]:
-    types = scan._parse_types()
-    reader = pacsv.open_csv(
+    for batch in _reader(scan, data, scan._parse_types(), quoted=quoted):
+        yield _conform(batch, scan, schema)
+
+
+def _reader(
+    scan: CsvScan, data: bytes, types: dict[str, pa.DataType], *, quoted: bool
+) -> pacsv.CSVStreamingReader:
+    return pacsv.open_csv(
         pa.BufferReader(data),
         read_options=pacsv.ReadOptions(
             column_names=list(scan.file_columns), use_threads=False,
@@ -285,8 +359,29 @@ def _parse(
             true_values=_TRUE, false_values=_FALSE, check_utf8=True,
         ),
     )
-    for batch in reader:
-        yield _conform(batch, scan, schema)
+
+
+def _first_bad(scan: CsvScan, data: bytes, *, quoted: bool) -> tuple[int, ColumnSpec, str] | None:
+    """The first (row, column, text) of ``data`` that Spark certainly reads as a bad
+    record (see carbonstore/segments/csvbad.py), or None."""
+    types = {name: pa.string() for name in scan._parse_types()}
+    try:
+        rows = pa.Table.from_batches(list(_reader(scan, data, types, quoted=quoted)))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None  # the shape of the rows, not a value: Spark's reader decides
+    specials = (scan.nan_value, scan.positive_inf, scan.negative_inf)
+    best: tuple[int, ColumnSpec, str] | None = None
+    for c in scan.columns:
+        if c.name not in types or rows.num_rows == 0:
+            continue
+        text = rows.column(c.name).combine_chunks()
+        mask = certainly_bad(text, c.type, specials)
+        if mask is None or not pc.any(mask).as_py():
+            continue
+        row = int(pc.index(mask, True).as_py())
+        if best is None or row < best[0]:
+            best = (row, c, str(text[row].as_py()))
+    return best
 
 
 def read_splits(
@@ -300,13 +395,23 @@ def read_splits(
     """
     schema = arrow_schema(scan.columns)
     for split in splits:
-        data, quoted = _check_bytes(scan, _split_bytes(fs, split), split)
+        begin, raw = _split_bytes(fs, split)
+        data, quoted = _check_bytes(scan, raw, split)
         if not data:
             continue
         try:
             yield from _parse(scan, data, schema, quoted=quoted)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-            raise NeedsSparkParser(f"{split.path}: {str(err).splitlines()[0]}") from None
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, _NotParsed) as err:
+            bad = _first_bad(scan, data, quoted=quoted)
+            if bad is not None:
+                row, col, value = bad
+                start = begin + len(raw) - len(data)  # after the header line when it was cut
+                line = _lines_before(fs, split.path, start) + nth_row_line(data, row)
+                raise BadValue(split.path, line, col.name, col.type, value,
+                               hint(col.type, value)) from None
+            what = (f"column {err.column}: a value Spark reads otherwise"
+                    if isinstance(err, _NotParsed) else str(err).splitlines()[0])
+            raise NeedsSparkParser(f"{split.path}: {what}") from None
 
 
 def sort_like_spark(table: pa.Table, columns: Sequence[str]) -> pa.Table:
@@ -330,10 +435,15 @@ def sort_like_spark(table: pa.Table, columns: Sequence[str]) -> pa.Table:
 
 @dataclass(frozen=True, slots=True)
 class Fallback:
-    """A task's answer when its splits need Spark's CSV reader (it wrote nothing)."""
+    """A task's answer when its splits need Spark's CSV reader (it wrote nothing).
+
+    ``bad``: the reason is a value Spark certainly reads as a bad record (:class:`BadValue`);
+    a load with ``BAD_RECORDS_ACTION=FAIL`` fails on it without reading through Spark.
+    """
 
     task_id: str
     reason: str
+    bad: bool = False
 
 
 def csv_task(
@@ -363,7 +473,7 @@ def csv_task(
             batches, settings, task_id=task_id, fs=resolve_fs(settings.store_location).fs
         )
     except NeedsSparkParser as err:
-        return Fallback(task_id, str(err))
+        return Fallback(task_id, str(err), bad=isinstance(err, BadValue))
 
 
 def distinct_task(
@@ -380,7 +490,7 @@ def distinct_task(
             for c in columns:
                 seen[c].append(pc.unique(batch.column(c)))
     except NeedsSparkParser as err:
-        return Fallback(task_id, str(err))
+        return Fallback(task_id, str(err), bad=isinstance(err, BadValue))
     schema = arrow_schema(scan.columns)
     return {
         c: pc.unique(pa.chunked_array(parts, type=schema.field(c).type))

@@ -35,25 +35,41 @@ FORMATS: tuple[InputFormat, ...] = ("csv", "parquet", "json", "orc")
 SortScope = Literal["no_sort", "local_sort", "global_sort"]
 SORT_SCOPES: tuple[SortScope, ...] = ("no_sort", "local_sort", "global_sort")
 
-# Load option (lower case) -> Spark CSV reader option.
+# Load option (lower case) -> Spark CSV reader option. Spark's own names are accepted in
+# any case (``nanValue``, ``sep``, ``quote``, ...), with Spark's defaults.
 CSV_OPTIONS: dict[str, str] = {
     "header": "header",
     "delimiter": "sep",
     "quotechar": "quote",
     "escapechar": "escape",
     "nullvalue": "nullValue",
+    "nanvalue": "nanValue",
+    "positiveinf": "positiveInf",
+    "negativeinf": "negativeInf",
+    "emptyvalue": "emptyValue",
     "dateformat": "dateFormat",
     "timestampformat": "timestampFormat",
+    "timestampntzformat": "timestampNTZFormat",
     "comment": "comment",
     "multiline": "multiLine",
     "encoding": "encoding",
+    "linesep": "lineSep",
+    "ignoreleadingwhitespace": "ignoreLeadingWhiteSpace",
+    "ignoretrailingwhitespace": "ignoreTrailingWhiteSpace",
+    "chartoescapequoteescaping": "charToEscapeQuoteEscaping",
+    "unescapedquotehandling": "unescapedQuoteHandling",
+    "maxcolumns": "maxColumns",
+    "maxcharspercolumn": "maxCharsPerColumn",
+    "locale": "locale",
 }
+# Spark CSV reader options that are flags (true / false).
+_FLAGS = ("header", "multiLine", "ignoreLeadingWhiteSpace", "ignoreTrailingWhiteSpace")
 LOAD_OPTIONS = frozenset(
     {*CSV_OPTIONS, "bad_records_action", "bad_record_path", "sort_scope", "sort_columns",
-     "overwrite_partitions"}
+     "overwrite_partitions", "allow_empty"}
 )
 _ALIASES = {"bad_records_path": "bad_record_path", "sep": "delimiter", "quote": "quotechar",
-            "escape": "escapechar"}
+            "escape": "escapechar", "charset": "encoding"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +83,8 @@ class LoadOptions:
     csv: dict[str, str] = field(default_factory=dict)
     #: dynamic partition overwrite: replace the partitions the input touches (partitioning.md)
     overwrite_partitions: bool = False
+    #: commit an empty segment when the input holds no rows (else the load is refused)
+    allow_empty: bool = False
 
     @property
     def header(self) -> bool:
@@ -89,6 +107,8 @@ class LoadOptions:
             out["bad_record_path"] = self.bad_record_path
         if self.overwrite_partitions:
             out["overwrite_partitions"] = "true"
+        if self.allow_empty:
+            out["allow_empty"] = "true"
         return out
 
 
@@ -127,7 +147,7 @@ def parse_load_options(table: Table, options: Mapping[str, str] | None) -> LoadO
     if scope != "no_sort" and not sort_cols:
         scope = "no_sort"  # nothing to sort on
     csv = {CSV_OPTIONS[k]: v for k, v in opts.items() if k in CSV_OPTIONS}
-    for flag in ("header", "multiLine"):
+    for flag in _FLAGS:
         if flag in csv and csv[flag].strip().lower() not in ("true", "false"):
             raise UserError(f"option {flag.lower()} must be true or false, got {csv[flag]!r}")
         if flag in csv:
@@ -138,7 +158,11 @@ def parse_load_options(table: Table, options: Mapping[str, str] | None) -> LoadO
     if overwrite_partitions == "true" and not table.schema.properties.get("partition_by"):
         raise UserError(f"table {table.name} is not partitioned: overwrite_partitions needs a "
                         "table created with --partition-by (or a full overwrite)")
+    allow_empty = opts.get("allow_empty", "false").strip().lower()
+    if allow_empty not in ("true", "false"):
+        raise UserError(f"option allow_empty must be true or false, got {allow_empty!r}")
     return LoadOptions(
+        allow_empty=allow_empty == "true",
         overwrite_partitions=overwrite_partitions == "true",
         action=action,
         bad_record_path=path,

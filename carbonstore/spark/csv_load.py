@@ -7,30 +7,31 @@ through the JVM but the small commit messages.
 
 It is taken when the load is one this parser reads exactly as Spark's CSV reader would
 (:func:`plan_csv_tasks` says None otherwise): local files (a path every executor sees,
-as for Spark's own reader), uncompressed, UTF-8; the options ``header``, ``delimiter``,
-``quotechar``, ``escapechar`` and ``nullvalue`` only (single characters); no binary
-columns; NO_SORT or LOCAL_SORT; a UTC session time zone when the table has
-timestamps; and ``carbon.load.csv.parser`` left at ``auto``. When a task meets a value only
-Spark decides (a doubled or stray quote, a bad record, ...), every task's files are dropped and the load
-reads the input through Spark's CSV reader into the same segment.
+as for Spark's own reader), uncompressed, UTF-8; the options ``header``, ``sep``,
+``quote``, ``escape`` (single characters), ``nullValue``, ``nanValue``, ``positiveInf``,
+``negativeInf`` and an empty ``emptyValue`` only; no binary columns; NO_SORT or LOCAL_SORT;
+a UTC session time zone when the table has timestamps; and ``carbon.load.csv.parser`` left
+at ``auto``. When a task meets a value only Spark decides (a doubled or stray quote, a
+date form, ...), every task's files are dropped and the load reads the input through
+Spark's CSV reader into the same segment, saying why in one line (a warning). A value
+Spark certainly takes for a bad record fails a ``BAD_RECORDS_ACTION=FAIL`` load at once,
+naming the file, line, column and value.
 """
 
 from __future__ import annotations
 
-import csv
 import functools
 import glob
-import io
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
-from carbonstore.errors import SchemaError
+from carbonstore.errors import BadRecordError
+from carbonstore.progress import LoadUpdate
 from carbonstore.segments.commit import LoadTransaction
 from carbonstore.segments.csvparse import (
     CsvScan,
@@ -41,7 +42,14 @@ from carbonstore.segments.csvparse import (
     pack_splits,
 )
 from carbonstore.segments.load import LoadOptions
+from carbonstore.segments.load_inputs import (
+    COMPRESSED,
+    file_fields,
+    header_columns,
+    local_path,
+)
 from carbonstore.segments.writer import ColumnSpec, TaskResult, WriteSettings
+from carbonstore.spark.load_progress import Counters, watching
 from carbonstore.store.table import Table
 
 __all__ = [
@@ -50,93 +58,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-COMPRESSED = (".gz", ".bz2", ".zst", ".deflate", ".lz4", ".snappy", ".xz", ".zip")
 PARSER_KEY = "carbon.load.csv.parser"
 _READER_OPTIONS = frozenset({"header", "sep", "quote", "escape", "nullValue", "multiLine",
-                             "encoding"})
+                             "encoding", "nanValue", "positiveInf", "negativeInf",
+                             "emptyValue"})
 _TYPES = frozenset({"boolean", "byte", "short", "int", "long", "float", "double", "string",
                     "date", "timestamp", "decimal"})
 _UTC = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "+00:00", "UCT", "Etc/UCT"})
-
-
-def _first_file(path: str) -> tuple[pafs.FileSystem, str] | None:
-    """The file whose first line Spark takes as the header (first in name order)."""
-    if path.startswith("s3://"):  # the store's endpoint settings are in the query
-        from carbonstore.store.fs import resolve_fs
-
-        sfs = resolve_fs(path)
-        fs, p = sfs.fs, sfs.base
-    elif "://" in path:
-        fs, p = pafs.FileSystem.from_uri(path)
-    else:
-        fs, p = pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(path))
-        if glob.has_magic(p):
-            hits = sorted(glob.glob(p))
-            return (fs, hits[0]) if hits and os.path.isfile(hits[0]) else None
-    info = fs.get_file_info(p)
-    if info.type == pafs.FileType.File:
-        return fs, p
-    if info.type != pafs.FileType.Directory:
-        return None
-    files = sorted(
-        i.path for i in fs.get_file_info(pafs.FileSelector(p, recursive=False))
-        if i.type == pafs.FileType.File and not i.base_name.startswith(("_", "."))
-    )
-    return (fs, files[0]) if files else None
-
-
-def header_columns(paths: list[str], reader_opts: dict[str, str]) -> list[str] | None:
-    """The CSV header read directly (no Spark job), or None when Spark must do it."""
-    if reader_opts.get("multiLine") == "true" or not paths:
-        return None
-    try:
-        found = _first_file(paths[0])
-        if found is None or found[1].lower().endswith(COMPRESSED):
-            return None
-        fs, path = found
-        with fs.open_input_file(path) as f:
-            head = f.read(1 << 20)
-        text = head.decode(reader_opts.get("encoding", "utf-8"), errors="replace")
-        if text.startswith("\ufeff"):
-            text = text[1:]
-        comment = reader_opts.get("comment")
-        escape = reader_opts.get("escape", "\\")
-        rows = csv.reader(
-            io.StringIO(text),
-            delimiter=reader_opts.get("sep", ","),
-            quotechar=reader_opts.get("quote", '"') or None,
-            escapechar=escape if escape and escape != reader_opts.get("quote", '"') else None,
-            doublequote=True,
-        )
-        for row in rows:
-            if not row or (comment and row[0].startswith(comment)):
-                continue
-            return [c.strip() for c in row]
-    except (OSError, ValueError, csv.Error, LookupError, TypeError):
-        return None
-    return None
-
-
-def file_fields(table: Table, file_cols: Sequence[str]) -> list[str]:
-    """Each file field's table column, matched by name (any case); ``__extra_<i>`` if none.
-
-    Raises:
-        SchemaError: a NOT NULL column of the table is not in the file.
-    """
-    cols = {c.name: c for c in table.schema.columns}
-    out: list[str] = []
-    present: set[str] = set()
-    for i, name in enumerate(file_cols):
-        c = cols.get(name.strip().lower())
-        if c is None or c.name in present:
-            out.append(f"__extra_{i}")
-            continue
-        present.add(c.name)
-        out.append(c.name)
-    for c in table.schema.columns:
-        if c.name not in present and not c.nullable:
-            raise SchemaError(f"the input has no column {c.name!r}, which is NOT NULL")
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,15 +74,14 @@ class CsvPlan:
     scan: CsvScan
     tasks: tuple[tuple[CsvSplit, ...], ...]
     input_bytes: int
+    #: (path, size) of every input file
+    files: tuple[tuple[str, int], ...] = ()
 
-
-def local_path(raw: str) -> str | None:
-    """An input path on this machine's filesystem (``file://`` and ``~`` resolved), or None
-    for a remote URI."""
-    path = raw[len("file://"):] if raw.startswith("file://") else raw
-    if "://" in path or path.startswith("file:"):
-        return None
-    return os.path.abspath(os.path.expanduser(path))
+    def task_bytes(self) -> list[int]:
+        """The input bytes each task reads (for a load's progress)."""
+        sizes = dict(self.files)
+        return [sum((s.end if s.end >= 0 else sizes.get(s.path, s.start)) - s.start
+                    for s in task) for task in self.tasks]
 
 
 def _local_files(paths: Sequence[str]) -> list[tuple[str, int]] | None:
@@ -208,7 +135,12 @@ def plan_csv_tasks(
     if table.conf.get(PARSER_KEY).strip().lower() != "auto":
         return None
     reader_opts = dict(opts.csv)
-    if set(reader_opts) - _READER_OPTIONS or reader_opts.get("multiLine", "false") != "false":
+    others = sorted(set(reader_opts) - _READER_OPTIONS)
+    if reader_opts.get("emptyValue", "") != "":
+        others.append("emptyValue")
+    if others or reader_opts.get("multiLine", "false") != "false":
+        log.warning("load of %s reads its CSV through Spark's CSV reader (slower): the option(s) "
+                    "%s are read by Spark only", table.name, ", ".join(others or ["multiLine"]))
         return None
     if reader_opts.get("encoding", "utf-8").lower().replace("-", "") != "utf8":
         return None
@@ -266,9 +198,12 @@ def plan_csv_tasks(
         quote=quote,
         escape=escape,
         null_value=reader_opts.get("nullValue", ""),
+        nan_value=reader_opts.get("nanValue", "NaN"),
+        positive_inf=reader_opts.get("positiveInf", "Inf"),
+        negative_inf=reader_opts.get("negativeInf", "-Inf"),
         input_location=input_location,
     )
-    return CsvPlan(scan, tuple(tuple(t) for t in tasks), total)
+    return CsvPlan(scan, tuple(tuple(t) for t in tasks), total, tuple(files))
 
 
 def _task_id() -> str:
@@ -279,25 +214,43 @@ def _task_id() -> str:
 
 
 def _task(
-    scan: CsvScan, settings: WriteSettings, local_sort: bool,
-    packs: Iterator[tuple[CsvSplit, ...]],
+    scan: CsvScan, settings: WriteSettings, local_sort: bool, counters: Counters | None,
+    packs: Iterator[tuple[int, tuple[CsvSplit, ...]]],
 ) -> Iterator[TaskResult | Fallback]:
-    splits = [s for pack in packs for s in pack]
-    yield csv_task(scan, settings, splits, task_id=_task_id(), local_sort=local_sort)
+    packs_ = list(packs)
+    splits = [s for _, pack in packs_ for s in pack]
+    result = csv_task(scan, settings, splits, task_id=_task_id(), local_sort=local_sort)
+    if counters is not None and isinstance(result, TaskResult):
+        counters.rows.add(result.rows)
+        counters.bytes.add(sum(n for n, _ in packs_))
+    yield result
 
 
 def _distinct(
-    scan: CsvScan, columns: tuple[str, ...], packs: Iterator[tuple[CsvSplit, ...]]
+    scan: CsvScan, columns: tuple[str, ...], packs: Iterator[tuple[int, tuple[CsvSplit, ...]]]
 ) -> Iterator[dict[str, pa.Array] | Fallback]:
-    splits = [s for pack in packs for s in pack]
+    splits = [s for _, pack in packs for s in pack]
     yield distinct_task(scan, splits, columns, task_id=_task_id())
 
 
-def _fallback(table: Table, results: Sequence[object]) -> bool:
+def _fallback(table: Table, results: Sequence[object], settings: WriteSettings) -> bool:
+    """True when a task needs Spark's reader (said in one line).
+
+    Raises:
+        BadRecordError: a task met a value Spark certainly reads as a bad record and the
+            load's BAD_RECORDS_ACTION is FAIL (what the tasks wrote is removed first).
+    """
     fallbacks = [r for r in results if isinstance(r, Fallback)]
+    bad = [f for f in fallbacks if f.bad]
+    if bad and settings.action == "FAIL":
+        _discard(table, settings)
+        raise BadRecordError(
+            f"load of {table.name} failed with BAD_RECORDS_ACTION=FAIL (nothing was loaded): "
+            f"bad record at {bad[0].reason}. Load with BAD_RECORDS_ACTION=REDIRECT and "
+            "BAD_RECORD_PATH=<folder> to collect such rows, or FORCE / IGNORE to load the rest")
     if fallbacks:
-        log.info("load of %s reads through Spark's CSV reader: %s", table.name,
-                 fallbacks[0].reason)
+        log.warning("load of %s reads its CSV through Spark's CSV reader (slower): %s",
+                    table.name, fallbacks[0].reason)
     return bool(fallbacks)
 
 
@@ -310,6 +263,7 @@ def run_csv_tasks(
     local_sort: bool,
     overwrite: bool,
     prebuilt: Mapping[str, str] | None = None,
+    progress: LoadUpdate | None = None,
 ) -> bool:
     """Run the plan's tasks and commit the segment; False: a task needs Spark's reader.
 
@@ -321,7 +275,7 @@ def run_csv_tasks(
     empty again, the tablestatus entry still ``In Progress``, no dictionary value added.
     """
     sc = spark.sparkContext
-    rdd = sc.parallelize(list(plan.tasks), len(plan.tasks))
+    rdd = sc.parallelize(list(zip(plan.task_bytes(), plan.tasks, strict=True)), len(plan.tasks))
     what = f"load {table.name} segment {settings.segment_id}"
     try:
         if table.schema.dictionary_columns:
@@ -332,7 +286,7 @@ def run_csv_tasks(
             if cols:
                 sc.setJobDescription(f"{what}: distinct values of {', '.join(cols)}")
                 found = rdd.mapPartitions(functools.partial(_distinct, plan.scan, cols)).collect()
-                if _fallback(table, found):
+                if _fallback(table, found, settings):
                     return False
                 distinct = {
                     c: pa.concat_arrays([f[c] for f in found if isinstance(f, dict)])
@@ -340,12 +294,13 @@ def run_csv_tasks(
                 }
             prepare_dictionaries(table, distinct, settings.segment_id, prebuilt=prebuilt)
         sc.setJobDescription(f"{what}: parse CSV and write ({len(plan.tasks)} tasks)")
-        results = rdd.mapPartitions(
-            functools.partial(_task, plan.scan, settings, local_sort)
-        ).collect()
+        with watching(sc, progress) as counters:
+            results = rdd.mapPartitions(
+                functools.partial(_task, plan.scan, settings, local_sort, counters)
+            ).collect()
     finally:
         sc.setJobDescription(None)  # type: ignore[arg-type]
-    if _fallback(table, results):
+    if _fallback(table, results, settings):
         _discard(table, settings)
         return False
     log.info("load of %s segment %s: CSV parsed by %d tasks", table.name, settings.segment_id,

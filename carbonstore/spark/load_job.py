@@ -24,17 +24,19 @@ from pyspark.sql.types import StringType, StructField, StructType, _parse_dataty
 
 from carbonstore.dictionary import PREBUILT_OPTION, parse_prebuilt_option, prepare_dictionaries
 from carbonstore.errors import BadRecordError, CarbonStoreError, SchemaError, UserError
+from carbonstore.progress import LoadUpdate
 from carbonstore.segments.badrecords import BAD_COLUMN, RAW_COLUMN
 from carbonstore.segments.commit import LoadTransaction, marked_dead_error
 from carbonstore.segments.load import FORMATS, LoadOptions, parse_load_options, write_settings
-from carbonstore.spark.csv_load import (
-    CsvPlan,
+from carbonstore.segments.load_inputs import (
+    check_inputs,
     file_fields,
     header_columns,
-    local_path,
-    plan_csv_tasks,
-    run_csv_tasks,
+    local_bytes,
 )
+from carbonstore.spark.bad_rows import first_sample, locate_bad_row
+from carbonstore.spark.csv_load import CsvPlan, plan_csv_tasks, run_csv_tasks
+from carbonstore.spark.load_progress import stage_watch
 from carbonstore.spark.s3_input import is_s3_input, parquet_frame
 from carbonstore.spark.s3_input import refuse as s3_refuse
 from carbonstore.store.table import Table
@@ -60,6 +62,8 @@ def _csv_source(
         file_cols = header_columns(paths, reader_opts)
         if file_cols is None:  # compressed, multi-line or remote glob: let Spark read it
             file_cols = spark.read.options(**reader_opts).csv(paths).columns
+        if not file_cols and opts.allow_empty:
+            file_cols = list(cols)  # an empty input (asked for): no header to map
     else:
         file_cols = list(cols)
     names = file_fields(table, file_cols)
@@ -206,6 +210,7 @@ def load(
     format: str | None = None,  # noqa: A002 - mirrors spark.read.format
     options: Mapping[str, str] | None = None,
     mode: LoadMode = "append",
+    progress: LoadUpdate | None = None,
 ) -> LoadEntry:
     """Load a DataFrame or input files into a new segment of ``table``.
 
@@ -217,6 +222,8 @@ def load(
         options: load options (keys case-insensitive), see docs/load.md.
         mode: ``append`` adds a segment; ``overwrite`` also marks every older readable
             segment ``Marked for Delete`` in the same atomic commit.
+        progress: called with (rows written, input bytes read) while the load runs
+            (rows -1: not known); see :func:`carbonstore.progress.load_progress`.
 
     Returns:
         The committed tablestatus entry (``Success`` or ``Partial Success``).
@@ -233,6 +240,7 @@ def load(
     opts = parse_load_options(table, options)
     read: Callable[[], DataFrame]
     csv_plan: CsvPlan | None = None
+    fmt, plist = "", list[str]()
     if isinstance(df_or_path, DataFrame):
         df = prepare_source(df_or_path, table)
         read = lambda: df  # noqa: E731
@@ -242,12 +250,8 @@ def load(
 
             spark = get_spark()
         fmt = (format or _guess_format(df_or_path)).lower()
-        nested = [c.name for c in table.schema.columns if c.type.is_nested]
-        if fmt == "csv" and nested:
-            raise SchemaError(f"CSV cannot hold the nested column(s) {', '.join(nested)} of "
-                              f"{table.name}: load Parquet, JSON or ORC files, or a DataFrame")
         plist = [df_or_path] if isinstance(df_or_path, str) else list(df_or_path)
-        _check_local_inputs(plist)
+        check_inputs(table, plist, fmt, opts)  # paths, formats, header, empty input
         if fmt == "csv" and not table.schema.properties.get("bucket_number"):
             # bucketed tables go through Spark's reader: one task per bucket (_bucketed)
             csv_plan = plan_csv_tasks(spark, table, plist, opts)
@@ -272,11 +276,15 @@ def load(
             done = run_csv_tasks(
                 spark, table, csv_plan, write_settings(table, seg, opts),
                 local_sort=opts.sort_scope == "local_sort", overwrite=mode == "overwrite",
+                progress=progress,
             )
         if not done and csv_plan is not None and csv_plan.scan.input_location:
             s3_refuse([csv_plan.scan.input_location], "this CSV")  # a task needs Spark's reader
         if not done:
-            _write_through_spark(table, read(), seg, opts, prebuilt, mode)
+            watch = (stage_watch(spark.sparkContext, local_bytes(plist), progress)
+                     if spark is not None else contextlib.nullcontext())
+            with watch:
+                _write_through_spark(table, read(), seg, opts, prebuilt, mode)
     except Exception as err:
         dead = marked_dead_error(table, seg)
         if dead is not None:  # tasks then fail on its removed folder: not the error to show
@@ -287,6 +295,8 @@ def load(
         cause = (after.extra if after else {}).get("failureCause")
         txn.abort(reason=reason or _first_line(err))
         if after is not None and after.status == FAILURE and cause == "badRecords":
+            if fmt == "csv" and spark is not None:
+                reason = _placed(spark, table, plist, opts, reason)
             raise BadRecordError(reason) from None
         if isinstance(err, CarbonStoreError):
             raise
@@ -303,21 +313,12 @@ def load(
     return table.status.read().get(seg)
 
 
-def _check_local_inputs(paths: Sequence[str]) -> None:
-    """Refuse a local input path that does not exist, or a glob that matches nothing."""
-    import glob
-    import os
-
-    if not paths:
-        raise UserError("no input given")
-    for raw in paths:
-        local = local_path(raw)
-        if local is None:
-            continue  # remote: the reader says
-        found = glob.glob(local) if glob.has_magic(local) else os.path.exists(local)
-        if not found:
-            raise UserError(f"input {raw} does not exist" + (
-                " (the pattern matches no file)" if glob.has_magic(local) else ""))
+def _placed(spark: SparkSession, table: Table, paths: Sequence[str], opts: LoadOptions,
+            reason: str) -> str:
+    """A FAIL load's reason with where its first bad row is (file, line, column, value)."""
+    raw = first_sample(reason)
+    where = locate_bad_row(spark, table, paths, opts, raw) if raw is not None else ""
+    return f"{reason.rstrip('.')}; the first is at {where}" if where else reason
 
 
 def _write_through_spark(

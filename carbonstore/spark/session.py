@@ -84,9 +84,12 @@ def _log4j_file(level: str) -> str:
 
 def get_spark(
     *, master: str | None = None, app_name: str = "carbonstore", shuffle_partitions: int = 4,
-    conf: CarbonConf | None = None,
+    conf: CarbonConf | None = None, console_progress: bool | None = None,
 ) -> SparkSession:
     """Return the active session (adjusted) or start one.
+
+    ``console_progress``: Spark's console progress bar for a session started here (None:
+    when stderr is a terminal; False for a command that draws its own bar).
 
     Under spark-submit ``master``, ``app_name`` and ``shuffle_partitions`` are not used:
     spark-submit's settings decide. ``conf`` (default: ``load_conf()``) gives
@@ -125,7 +128,8 @@ def get_spark(
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
         .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.ui.showConsoleProgress", "true" if sys.stderr.isatty() else "false")
+        .config("spark.ui.showConsoleProgress",
+                "true" if sys.stderr.isatty() and console_progress is not False else "false")
         # A native read lists its kept files by path: on the driver, not in a Spark job.
         .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
         .config(_TIME_ZONE, _conf_zone(conf))

@@ -263,7 +263,14 @@ def check_quoted_name(name: str) -> str:
 
 
 def _csv_list(value: str) -> list[str]:
-    return [v.strip().lower() for v in value.split(",") if v.strip()]
+    """Column names of a list property; a name may be quoted in backticks as in --schema."""
+    out = []
+    for v in (v.strip() for v in value.split(",")):
+        if len(v) > 1 and v[0] == v[-1] == "`":
+            v = v[1:-1].replace("``", "`").strip()
+        if v:
+            out.append(v.lower())
+    return out
 
 
 def _table_id(value: Any) -> str:

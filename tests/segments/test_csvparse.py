@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore.segments.csvparse import (
+    BadValue,
     CsvScan,
     CsvSplit,
     NeedsSparkParser,
@@ -83,6 +84,7 @@ def test_tasks_are_packed_like_spark() -> None:
 
 
 FALLBACK = object()
+BAD = object()  # a bad record to Spark: the task names it (BadValue)
 
 CASES = [
     # type, text, Spark's value (FALLBACK: the task leaves it to Spark's reader)
@@ -94,8 +96,11 @@ CASES = [
     ("double", "Inf", math.inf),
     ("double", "-Inf", -math.inf),
     ("double", "Infinity", math.inf),
-    ("double", "nan", FALLBACK),  # a bad record to Spark
-    ("double", "inf", FALLBACK),
+    ("double", "nan", BAD),  # a bad record to Spark (nanValue is NaN)
+    ("double", "inf", BAD),
+    ("double", "-inf", BAD),
+    ("double", "abc", BAD),
+    ("double", "1,5", FALLBACK),  # two fields
     ("double", "1e400", FALLBACK),  # infinite to Spark, text not a Spark spelling
     ("double", "1.5d", FALLBACK),  # Spark reads 1.5
     ("double", " 1.5", FALLBACK),
@@ -106,10 +111,15 @@ CASES = [
     ("int", "007", 7),
     ("int", "-0", 0),
     ("int", "+5", FALLBACK),  # Spark reads 5
-    ("byte", "128", FALLBACK),
+    ("byte", "128", BAD),
+    ("short", "-32769", BAD),
+    ("int", "abc", BAD),
+    ("int", "1.5", BAD),
+    ("long", "12x", BAD),
     ("boolean", "TRUE", True),
     ("boolean", "false", False),
-    ("boolean", "1", FALLBACK),
+    ("boolean", "1", BAD),
+    ("boolean", "yes", BAD),
     ("boolean", "tRuE", FALLBACK),  # Spark reads True
     ("decimal(10,2)", "1.5", Decimal("1.50")),
     ("decimal(10,2)", "1e2", Decimal("100.00")),
@@ -122,7 +132,14 @@ CASES = [
      dt.datetime(2024, 1, 1, 10, 0, 0, 123456, tzinfo=dt.UTC)),
     ("timestamp", "2024-01-01", dt.datetime(2024, 1, 1, tzinfo=dt.UTC)),
     ("timestamp", "2024-01-01 10:00", dt.datetime(2024, 1, 1, 10, tzinfo=dt.UTC)),
-    ("timestamp", "2024-01-01T10:00:00+01:00", FALLBACK),
+    ("timestamp", "2024-01-01T10:00:00+01:00", dt.datetime(2024, 1, 1, 9, tzinfo=dt.UTC)),
+    ("timestamp", "2024-01-01T10:00:00Z", dt.datetime(2024, 1, 1, 10, tzinfo=dt.UTC)),
+    ("timestamp", "2024-01-01 10:00:00.123000Z",
+     dt.datetime(2024, 1, 1, 10, 0, 0, 123000, tzinfo=dt.UTC)),
+    ("timestamp", "2024-01-01T10:00:00.5-0130",
+     dt.datetime(2024, 1, 1, 11, 30, 0, 500000, tzinfo=dt.UTC)),
+    ("timestamp", "2024-01-01 10:00:00+00:00", dt.datetime(2024, 1, 1, 10, tzinfo=dt.UTC)),
+    ("timestamp", "2024-01-01T10:00Z", FALLBACK),  # a bad record to Spark: no seconds
     ("timestamp", "2024-01-01 24:00:00", FALLBACK),
     ("string", " two  spaces ", " two  spaces "),
     ("string", "Zoë 東京", "Zoë 東京"),
@@ -132,7 +149,8 @@ CASES = [
     ("string", '"a,b"', "a,b"),
     ("string", '" x "', " x "),
     ("int", '"5"', 5),
-    ("string", '""', FALLBACK),  # a quoted empty string
+    ("string", '""', None),  # a quoted empty string: null, as the null text is empty
+    ("int", '""', None),
     ("string", '"a""b"', FALLBACK),  # a doubled quote
     ("string", 'a"b', FALLBACK),  # a quote inside a field
     ("string", ' "a"', FALLBACK),  # a quote after a space
@@ -146,9 +164,16 @@ def test_value_forms(tmp_path: Path, type_: str, text: str, want: object) -> Non
     path = tmp_path / "v.csv"
     path.write_text(f"1,{text}\n2,{text}\n", encoding="utf-8")
     scan = _scan(f"k int, v {type_}")
-    if want is FALLBACK:
-        with pytest.raises(NeedsSparkParser):
+    if want is BAD:
+        with pytest.raises(BadValue) as bad:
             _read(scan, path)
+        assert (bad.value.path, bad.value.line, bad.value.column) == (str(path), 1, "v")
+        assert bad.value.value == text
+        return
+    if want is FALLBACK:
+        with pytest.raises(NeedsSparkParser) as err:
+            _read(scan, path)
+        assert not isinstance(err.value, BadValue)
         return
     got = _read(scan, path).column("v").to_pylist()
     if isinstance(want, float) and math.isnan(want):
@@ -229,3 +254,47 @@ def test_fields_wrapped_in_quotes_read_as_their_text(
                     encoding="utf-8")
     got = _read(_scan("a string, b string"), path).to_pylist()
     assert got == [{"a": a, "b": b} for a, _, b, _ in rows]
+
+
+SPECIAL = [  # with nanValue=nan, positiveInf=inf, negativeInf=-inf (pyarrow's and pandas's)
+    ("nan", math.nan), ("inf", math.inf), ("-inf", -math.inf), ("NaN", math.nan),
+    ("Infinity", math.inf), ("-Infinity", -math.inf), ("2.5", 2.5), ("Inf", BAD),
+    ("-Inf", BAD), ("NAN", BAD),
+]
+
+
+@pytest.mark.parametrize(("text", "want"), SPECIAL)
+def test_nan_and_infinity_texts_are_options(tmp_path: Path, text: str, want: object) -> None:
+    path = tmp_path / "v.csv"
+    path.write_text(f"1,{text}\n", encoding="utf-8")
+    scan = _scan("k int, v double", nan_value="nan", positive_inf="inf", negative_inf="-inf")
+    if want is BAD:
+        with pytest.raises(BadValue):
+            _read(scan, path)
+        return
+    (got,) = _read(scan, path).column("v").to_pylist()
+    assert (math.isnan(got) and math.isnan(want)) if isinstance(want, float) and math.isnan(
+        want) else got == want
+
+
+def test_bad_value_names_file_line_column_and_value_in_any_split(tmp_path: Path) -> None:
+    path = tmp_path / "orders.csv"
+    lines = ["id,price,qty", *(f"{i},{i / 2},{i}" for i in range(1, 300))]
+    lines[250] = "250,nan,7"
+    lines[260] = ""  # an empty line before the bad one would shift a row count, not lines
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    scan = _scan("id long, price double, qty int", header=True)
+    size = path.stat().st_size
+    splits = [s for t in pack_splits([(str(path), size)], max_bytes=1000, open_cost=0)
+              for s in t]
+    assert len(splits) > 2
+    found = []
+    for split in splits:
+        try:
+            _read(scan, path, [split])
+        except BadValue as bad:
+            found.append(bad)
+    assert [(b.line, b.column, b.value) for b in found] == [(251, "price", "nan")]
+    message = str(found[0])
+    assert f"{path} line 251, column price (double): 'nan'" in message
+    assert "nanValue=nan" in message and "\n" not in message

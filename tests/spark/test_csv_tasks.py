@@ -21,7 +21,7 @@ from carbonstore.segments.badrecords import RAW_COLUMN  # noqa: E402
 from carbonstore.segments.load import parse_load_options  # noqa: E402
 from carbonstore.spark.load_job import load, read_source  # noqa: E402
 from carbonstore.store.tablestatus import PARTIAL_SUCCESS, SUCCESS  # noqa: E402
-from tests.segments.test_csvparse import CASES, FALLBACK  # noqa: E402
+from tests.segments.test_csvparse import BAD, CASES, FALLBACK, SPECIAL  # noqa: E402
 from tests.spark.test_load import read_segment, segment_files  # noqa: E402
 
 LOGGER = "carbonstore.spark.csv_load"
@@ -57,10 +57,31 @@ def test_value_forms_are_read_as_spark_reads_them(spark, store: Store, tmp_path:
             if want is FALLBACK:
                 continue
             value, raw = spark_reads[i]
+            if want is BAD:
+                assert raw is not None, f"{type_} {text!r}: Spark reads {value!r}, not bad"
+                checked += 1
+                continue
             assert raw is None, f"{type_} {text!r}: Spark takes it for a bad record"
             assert _same(value, want), f"{type_} {text!r}: Spark reads {value!r}, tasks {want!r}"
             checked += 1
     assert checked >= 25
+
+
+def test_nan_and_infinity_options_are_read_as_spark_reads_them(  # type: ignore[no-untyped-def]
+    spark, store: Store, tmp_path: Path
+) -> None:
+    table = store.create_table("db.special", "k int, v double")
+    path = tmp_path / "special.csv"
+    path.write_text("".join(f"{i},{text}\n" for i, (text, _) in enumerate(SPECIAL)))
+    opts = parse_load_options(table, {"header": "false", "nanValue": "nan",
+                                      "POSITIVEINF": "inf", "negativeinf": "-inf"})
+    got = {r["k"]: r for r in
+           read_source(spark, table, [str(path)], "csv", opts).toArrow().to_pylist()}
+    for i, (text, want) in enumerate(SPECIAL):
+        if want is BAD:
+            assert got[i][RAW_COLUMN] is not None, text
+        else:
+            assert got[i][RAW_COLUMN] is None and _same(got[i]["v"], want), (text, got[i])
 
 
 ROWS = [
