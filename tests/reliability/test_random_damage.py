@@ -14,13 +14,14 @@ or fails in one line (the API: a ``CarbonStoreError`` of one line; the CLI: exit
 one line on stderr, no traceback). The one documented exception: a deleted statistics file
 is a segment without statistics, and ``stats`` says so.
 
-CI: ``CASES`` seeded cases per kind (about 40 s); the long run (``long``) ``LONG_CASES``
+CI: ``CASES`` seeded cases per kind (``CARBONSTORE_RANDOM_DAMAGE_CASES`` sets it); the long run (``long``) ``LONG_CASES``
 per kind. The tally of each run is printed at the end of the module (``-s``) and recorded in
 docs/reliability.md.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 from collections import Counter
@@ -43,7 +44,7 @@ from tests.reliability.test_metadata_damage import _normal
 from tests.reliability.test_schema_damage import _forget, _rows, cli
 from tests.reliability.workload import SCHEMA, load, rows
 
-CASES = 20
+CASES = int(os.environ.get("CARBONSTORE_RANDOM_DAMAGE_CASES", "20"))  # a hunt: more
 LONG_CASES = 300
 #: What every run of this module tried and saw (printed at the end, see the docstring).
 TALLY: Counter[str] = Counter()
