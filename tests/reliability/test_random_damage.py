@@ -44,7 +44,7 @@ from tests.reliability.test_metadata_damage import _normal
 from tests.reliability.test_schema_damage import _forget, _rows, cli
 from tests.reliability.workload import SCHEMA, load, rows
 
-CASES = int(os.environ.get("CARBONSTORE_RANDOM_DAMAGE_CASES", "20"))  # a hunt: more
+CASES = int(os.environ.get("CARBONSTORE_RANDOM_DAMAGE_CASES", "16"))  # a hunt: more
 LONG_CASES = 300
 #: What every run of this module tried and saw (printed at the end, see the docstring).
 TALLY: Counter[str] = Counter()
