@@ -18,8 +18,9 @@ Contract (docs/schema-evolution.md):
 - Each version file is signed like ``Metadata/schema`` (first key ``checksum``,
   store/checksums.py) and names its table (``tableId``): a version whose checksum fails,
   that holds a key no writer writes, that says another version number than its name or
-  another table id than ``Metadata/schema`` is ``CorruptMetadataError`` naming it. Files
-  written before checksums read as before (unknown keys still refused).
+  another table id than ``Metadata/schema`` is ``CorruptMetadataError`` naming it, and so
+  is a version missing below one that exists (versions are written in order, each once).
+  Files written before checksums read as before (unknown keys still refused).
 """
 
 from __future__ import annotations
