@@ -35,6 +35,7 @@ import pyarrow as pa
 from carbonstore import Store
 from carbonstore.store import load_conf
 from tests.reliability.workload import load as load_segment
+from tests.reliability.workload import scan
 
 TABLE_SCHEMA = "id long not null, v long"
 SHARED = 200  # keys 0..SHARED-1 are loaded before the race and shared by every worker
@@ -81,18 +82,7 @@ def read_rows(table: Any) -> dict[str, Any]:
 
     The read path of the data source (plan, partitions with the projections of segments
     written with older schema versions, row groups), without the JVM."""
-    from carbonstore.pruning.plan import prune
-    from carbonstore.spark.reader import (
-        arrow_read_schema,
-        plan_partitions,
-        plan_projections,
-        read_row_groups,
-    )
-
-    plan = prune(table, None)
-    parts = plan_partitions(plan, projections=plan_projections(table, plan))
-    got = pa.Table.from_batches([b for p in parts for b in read_row_groups(table, p.slices)],
-                                schema=arrow_read_schema(table))
+    got = scan(table)
     names = got.column_names
     rows = sorted(zip(*(got.column(n).to_pylist() for n in names), strict=True)) \
         if got.num_rows else []

@@ -21,10 +21,8 @@ import pytest
 
 from carbonstore import Store
 from carbonstore.cli import main
-from carbonstore.pruning.plan import prune
-from carbonstore.spark.reader import plan_partitions, plan_projections, read_row_groups
 from carbonstore.store.table import Table
-from tests.reliability.workload import SCHEMA, load, rows
+from tests.reliability.workload import SCHEMA, load, rows, scan
 
 ROOT = str(Path(__file__).resolve().parents[2])
 KILLED = -signal.SIGKILL
@@ -52,10 +50,7 @@ def _alter(table: Table, crash_at: str | None, *args: str) -> subprocess.Complet
 def committed_ids(table: Table) -> list[int]:
     """The ids the table (or the version it is pinned at) holds, read through the schema
     in force there (older segments projected: store/evolution.py)."""
-    plan = prune(table)
-    parts = plan_partitions(plan, projections=plan_projections(table, plan))
-    return sorted(i for part in parts for b in read_row_groups(table, part.slices)
-                  for i in b.column(0).to_pylist())
+    return sorted(scan(table).column("id").to_pylist())
 
 
 def _history(table: Table, capsys: pytest.CaptureFixture[str]) -> list[str]:

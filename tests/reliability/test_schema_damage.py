@@ -27,7 +27,7 @@ from carbonstore.store.table import Table
 from tests.reliability.test_metadata_damage import _forget as _forget_status
 from tests.reliability.test_metadata_damage import assert_same_or_one_line
 from tests.reliability.test_metadata_damage import cli as _cli
-from tests.reliability.workload import SCHEMA, load, rows
+from tests.reliability.workload import SCHEMA, load, rows, scan
 
 _HEX = "0123456789abcdef"
 
@@ -59,23 +59,6 @@ def _make(store: Store, name: str, first: int) -> Table:
 @pytest.fixture
 def table(store: Store) -> Table:
     return _make(store, "db.t", 0)
-
-
-def scan(table: Table) -> pa.Table:
-    """Every row the data source reads (its partitions, projections of older schema
-    versions included, and its read path), without the JVM."""
-    from carbonstore.pruning.plan import prune
-    from carbonstore.spark.reader import (
-        arrow_read_schema,
-        plan_partitions,
-        plan_projections,
-        read_row_groups,
-    )
-
-    plan = prune(table, None)
-    parts = plan_partitions(plan, projections=plan_projections(table, plan))
-    batches = [b for part in parts for b in read_row_groups(table, part.slices)]
-    return pa.Table.from_batches(batches, schema=arrow_read_schema(table))
 
 
 def _rows(table: Table) -> list[str] | str:

@@ -134,12 +134,20 @@ def scan(table: Table, where: str | None = None, *, segments: str | None = None)
     """Every row a query reads: the pruning plan, then the read path's row-group reader.
 
     This is what the ``carbonstore`` data source's ``partitions()`` and ``read()`` do, without
-    the JVM. No filter is applied after pruning: the result is what the plan must read.
+    the JVM: segments written with older schema versions are read through their projections
+    (store/evolution.py). No filter is applied after pruning: the result is what the plan must
+    read.
     """
-    from carbonstore.spark.reader import arrow_read_schema, plan_partitions, read_row_groups
+    from carbonstore.spark.reader import (
+        arrow_read_schema,
+        plan_partitions,
+        plan_projections,
+        read_row_groups,
+    )
 
     plan = prune(table, where, segments=segments)
-    batches = [b for part in plan_partitions(plan) for b in read_row_groups(table, part.slices)]
+    parts = plan_partitions(plan, projections=plan_projections(table, plan))
+    batches = [b for part in parts for b in read_row_groups(table, part.slices)]
     return pa.Table.from_batches(batches, schema=arrow_read_schema(table))
 
 
