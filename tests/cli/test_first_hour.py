@@ -224,6 +224,7 @@ def test_spark_csv_option_names_are_accepted_before_spark_starts(  # type: ignor
         raise Started
 
     monkeypatch.setattr(session, "get_spark", started)
+    monkeypatch.setenv("CARBONSTORE_DEBUG", "1")  # the CLI re-raises what it did not expect
     store.create_table("db.orders", SCHEMA)
     path = _csv(tmp_path, "a.csv", "id|price\n1|nan\n")
     options = ["nanValue=nan", "positiveInf=inf", "negativeInf=-inf", "nullValue=NULL",

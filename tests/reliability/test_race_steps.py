@@ -101,7 +101,10 @@ def test_a_compaction_never_takes_over_an_output_name_whose_abort_is_running(
     same output name) starting between A's Failure commit and A's folder removal took the
     name over, wrote and committed ``0.1`` - and A's removal then deleted the folder of the
     committed output: its rows were gone. The same when clean files removed A's Failure
-    entry first (``clean_first``): B then found the name free."""
+    entry first (``clean_first``): B then found the name free. The abort is now one version
+    written after the folder is removed, while the entry is still A's running one: B starts
+    right after the first version at which A's output is no longer running (the Failure
+    version of the old protocol, the abort version now)."""
     from carbonstore.errors import CarbonStoreError
     from carbonstore.segments.compaction import compact
     from carbonstore.segments.manage import delete_segments
@@ -116,12 +119,16 @@ def test_a_compaction_never_takes_over_an_output_name_whose_abort_is_running(
     load(table, rows(1000, 10), tasks=1)  # segment 1
     load(table, rows(2000, 10), tasks=1)  # segment 2
     outcome: list[object] = []
+    seen_running: list[bool] = []
 
     def b_starts_while_a_aborts() -> None:
         if outcome:  # done, or running (B's own commits reach this point too)
             return
         e = table.status.read().find("0.1")
-        if e is None or e.status != FAILURE:
+        if e is not None and e.running:
+            seen_running.append(True)  # A's output, before its abort
+            return
+        if not seen_running or (e is not None and e.status != FAILURE):
             return
         outcome.append("running")
         try:

@@ -197,7 +197,7 @@ def test_clean_keeps_what_versions_within_the_retention_time_name_after_a_restor
     brings back an entry with its old times, so right after restoring the first DELETE
     (made two hours ago) clean files deleted d2, which the version current a moment ago
     names, and time travel to it failed within the retention time."""
-    import carbonstore.segments.dml as dml
+    import carbonstore.segments.dml_commit as dml
 
     two_hours_ago = now_ms() - LATER
     monkeypatch.setattr(dml, "now_ms", lambda: two_hours_ago)  # the DELETEs' entry times
