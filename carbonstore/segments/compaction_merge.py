@@ -26,6 +26,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from carbonstore.errors import CarbonStoreError, CompactionError
+from carbonstore.segments.deltas import decode_delta, live_rows, positions
 from carbonstore.segments.load import table_partitioning
 from carbonstore.segments.partitions import live_files, with_spec
 from carbonstore.segments.unify import file_columns, unify
@@ -320,7 +321,6 @@ def _read_files(
     """The rows of ``files`` as ``target`` without their deleted positions; ``where(name)``
     is the key range's filter on column ``key`` under its name in a file (statistics skip
     row groups outside it)."""
-    from carbonstore.segments.deltas import decode_delta, live_rows, positions
 
     parts: list[pa.Table] = []
     for path in files:
@@ -486,7 +486,6 @@ def merge_evolved(
     process: each file is read by column id as the current schema (store/evolution.py:
     renamed, added columns as their default, widened), sorted, written by one task with the
     current schema (the units of :func:`merge_local` cut by the current names)."""
-    from carbonstore.segments.deltas import decode_delta, live_rows, positions
 
     settings = write_settings(table, output_id, statistics=True)
     target = arrow_schema(settings.columns)

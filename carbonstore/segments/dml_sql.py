@@ -26,7 +26,16 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import TableNotFoundError, UserError
-from carbonstore.segments.dml import DmlResult, delete_rows
+from carbonstore.expressions.expr import AlwaysTrue
+from carbonstore.segments.dml import (
+    FILE_COLUMN,
+    POS_COLUMN,
+    SEGMENT_COLUMN,
+    DmlResult,
+    delete_rows,
+    scan_rows,
+)
+from carbonstore.segments.dml_commit import read_latest
 from carbonstore.segments.merge import WhenMatched, WhenNotMatched, merge_rows, update_rows
 from carbonstore.store.table import Store, Table
 
@@ -119,10 +128,6 @@ def _merge(
     store: Store, table: Table, tree: Any, read_source: Callable[[str], pa.Table] | None,
     time_zone: str,
 ) -> DmlResult:
-    from carbonstore.expressions.expr import AlwaysTrue
-    from carbonstore.segments.dml import FILE_COLUMN, POS_COLUMN, SEGMENT_COLUMN, scan_rows
-    from carbonstore.segments.dml_commit import read_latest
-
     target_alias = tree.this.alias_or_name
     using = tree.args.get("using")
     if using is None or tree.args.get("on") is None:
