@@ -82,6 +82,7 @@ from carbonstore.store.versions import (
     decode_record,
     encode_version,
     next_version,
+    version_at,
     version_time,
 )
 
@@ -365,11 +366,8 @@ class TableStatus(LeaseFiles, LegacyStatus):
         return decode_header(data, path, version=version, table_id=self.table_id).timestamp
 
     def version_as_of(self, timestamp_ms: int) -> int:
-        """The newest version written at or before ``timestamp_ms``.
-
-        A binary search over version numbers 0 to the latest (found from the hint and a
-        probe, no listing): version times never decrease along the chain (each is at least
-        its parent's, ``versions.version_time``), so O(log n) version headers are read.
+        """The newest version written at or before ``timestamp_ms``: O(log n) version
+        headers read (``versions.version_at``), no listing.
 
         Raises:
             VersionNotFoundError: the table has no version that old.
@@ -377,22 +375,7 @@ class TableStatus(LeaseFiles, LegacyStatus):
         latest = self._latest()
         if latest is None:
             return 0
-        first = self._time_of(0)
-        if first > timestamp_ms:
-            raise VersionNotFoundError(
-                f"table {self.paths.name} has no version as of {timestamp_ms} ms; its first "
-                f"version was written at {first} ms"
-            )
-        lo, hi = 0, latest + 1  # time(lo) <= timestamp_ms; hi: the first known to be later
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if mid % CHECKPOINT_INTERVAL == 0 and mid + 1 < hi:
-                mid += 1  # any version between lo and hi will do: a delta is a smaller file
-            if self._time_of(mid) <= timestamp_ms:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        return version_at(latest, self._time_of, timestamp_ms, self.paths.name)
 
     def dropped(self) -> bool:
         """True when the table's drop committed (its latest version is the DROP, or its log

@@ -20,13 +20,18 @@ a committed load vanished), is damage. Files written before checksums read as be
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from carbonstore.errors import CarbonStoreError, CorruptMetadataError, SegmentNotFoundError
+from carbonstore.errors import (
+    CarbonStoreError,
+    CorruptMetadataError,
+    SegmentNotFoundError,
+    VersionNotFoundError,
+)
 from carbonstore.store.checksums import checked_object, with_checksum
 from carbonstore.store.entries import (
     READABLE_STATUSES,
@@ -56,6 +61,7 @@ __all__ = [
     "encode_version",
     "floor_of",
     "next_version",
+    "version_at",
     "version_time",
     "writer_id",
 ]
@@ -366,6 +372,34 @@ def version_time(parent_timestamp: int) -> int:
     a writer on a machine whose clock is behind), so times never decrease along the chain
     and ``version_as_of`` can search it."""
     return max(now_ms(), parent_timestamp)
+
+
+def version_at(latest: int, time_of: Callable[[int], int], timestamp_ms: int, name: str) -> int:
+    """The newest of versions 0..``latest`` whose ``time_of`` is at or before
+    ``timestamp_ms`` (time travel ``as of`` a time).
+
+    A binary search over version numbers: version times never decrease along the chain
+    (each is at least its parent's, :func:`version_time`), so O(log n) times are read.
+
+    Raises:
+        VersionNotFoundError: table ``name`` has no version that old.
+    """
+    first = time_of(0)
+    if first > timestamp_ms:
+        raise VersionNotFoundError(
+            f"table {name} has no version as of {timestamp_ms} ms; its first "
+            f"version was written at {first} ms"
+        )
+    lo, hi = 0, latest + 1  # time(lo) <= timestamp_ms; hi: the first known to be later
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if mid % CHECKPOINT_INTERVAL == 0 and mid + 1 < hi:
+            mid += 1  # any version between lo and hi will do: a delta is a smaller file
+        if time_of(mid) <= timestamp_ms:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def encode_version(
