@@ -33,7 +33,7 @@ LAYERS: list[set[str]] = [
     {"pruning"},
     {"statistics"},
     {"segments"},
-    {"api"},
+    {"api", "table"},
     {"spark"},
     {"cli"},
     {"demo"},
