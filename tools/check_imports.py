@@ -35,7 +35,7 @@ LAYERS: list[set[str]] = [
     {"segments"},
     {"api", "table"},
     {"spark"},
-    {"cli"},
+    {"cli", "__main__"},  # __main__: python -m carbonstore runs the CLI
     {"demo"},
 ]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
-
-import orjson
+from typing import TYPE_CHECKING, Any
 
 from carbonstore.errors import UserError
-from carbonstore.store import Store, load_conf
+
+if TYPE_CHECKING:
+    from carbonstore.store import Store
 
 __all__ = [
     "add_json", "open_store", "parse_key_values", "print_json", "print_table", "row_limit",
@@ -19,6 +19,10 @@ __all__ = [
 
 
 def open_store(args: argparse.Namespace) -> Store:
+    # imported here: the store layer (pyarrow.fs, numpy) is ~170 ms of CPU that a command's
+    # parser and --help do not need (python -X importtime, quiet machine)
+    from carbonstore.store import Store, load_conf
+
     conf = load_conf(args.conf)
     return Store(args.store, conf=conf)
 
@@ -34,6 +38,8 @@ def _default(obj: Any) -> Any:
 
 
 def print_json(obj: Any) -> None:
+    import orjson  # ~3 ms; only commands that print JSON pay it
+
     sys.stdout.write(
         orjson.dumps(obj, default=_default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
         + "\n"

@@ -47,6 +47,39 @@ COMMANDS = (
     "query", "segments", "stats", "tables",
 )
 
+#: The commands each module of COMMANDS adds, with their help line, in help order: a command
+#: line naming one of them imports only that module (``show-segments`` does not pay for the
+#: imports of ``load`` or ``sql``), and ``carbonstore --help`` imports none (it lists these
+#: lines). A command missing here imports every module. tests/cli/test_fast_start.py checks
+#: this table against what the modules register.
+COMMAND_MODULES: dict[str, tuple[str, str]] = {
+    'alter': ('alter', "change a table's schema or properties (a new schema version; no data rewritten)"),
+    'compact': ('compact', 'merge segments (minor: level thresholds, major: size, custom: given ids)'),
+    'dictionary': ('dictionary', "show a column's global dictionary; look values or surrogates up"),
+    'delete': ('dml', 'delete the rows matching --where (delete deltas; no file rewritten)'),
+    'update': ('dml', 'set columns of the rows matching --where (Spark SQL expressions)'),
+    'history': ('history', "list the table's versions: time, operation, segments, rows"),
+    'restore': ('history', 'commit a new version whose readable segments are those of an old one'),
+    'index': ('index', 'inspect or rebuild index files'),
+    'add-segment': ('index', 'adopt a folder of Parquet files as a new segment (files are copied)'),
+    'load': ('load', 'load CSV/Parquet/JSON/ORC files into a new segment'),
+    'show-partitions': ('partitions', "list a table's partitions: values, files, rows"),
+    'partition': ('partitions', 'show or change the partition and bucket spec of new loads'),
+    'prune': ('query', 'plan a scan from the indexes: what survives and why the rest is skipped'),
+    'query': ('query', 'read a table through Spark (pruned by --where)'),
+    'sql': ('query', 'run Spark SQL where tables of the store are usable as db.table'),
+    'delete-segments': ('segments', 'mark segments for delete, by id or by load start time'),
+    'clean-files': ('segments', 'remove compacted, deleted and failed segments and unreferenced folders'),
+    'analyze': ('stats', 'compute column statistics of segments (ANALYZE ... COMPUTE STATISTICS FOR COLUMNS)'),
+    'stats': ('stats', 'show (or delete) column statistics of a table or of one segment'),
+    'create': ('tables', 'create a table'),
+    'describe': ('tables', "show a table's schema and properties"),
+    'drop': ('tables', 'drop a table and all its files'),
+    'tables': ('tables', 'list the tables of the store'),
+    'show-segments': ('tables', "list a table's segments"),
+}
+_TOP_OPTIONS = ("--store", "--conf")  # the top-level options that take a value
+
 
 class _Parser(argparse.ArgumentParser):
     def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
@@ -61,7 +94,26 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command a command line names (its first argument that is not a top-level option
+    or an option's value), or None."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _TOP_OPTIONS:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+        elif arg == "--":
+            return None
+    return None
+
+
+def build_parser(command: str | None = None, *, index: bool = False) -> argparse.ArgumentParser:
+    """The parser of every command; with ``command`` (a key of COMMAND_MODULES), of the
+    module adding it only; with ``index``, of no module: the commands' help lines only
+    (for ``carbonstore --help``)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--store", default=argparse.SUPPRESS,
@@ -78,7 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in COMMANDS:
+    if index:
+        for name, (_, text) in COMMAND_MODULES.items():
+            sub.add_parser(name, help=text, add_help=False)
+        return parser
+    names = (COMMAND_MODULES[command][0],) if command in COMMAND_MODULES else COMMANDS
+    for name in names:
         importlib.import_module(f"carbonstore.cli.{name}").register(sub, [common])
     return parser
 
@@ -162,7 +219,10 @@ def _report(message: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = command_of(argv)
+    # no command (``--help``, or a missing one): the help lines, no command module imported
+    parser = build_parser(command, index=command is None)
     args = parser.parse_args(argv)
     args.store = getattr(args, "store", None)
     args.conf = getattr(args, "conf", None)

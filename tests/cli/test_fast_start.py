@@ -1,0 +1,91 @@
+"""The metadata commands start without the heavy engines: ``--help`` imports no command
+module, a command imports only its own module, and nothing but Spark commands import
+pyspark (nor numba, nor DuckDB); a missing input fails before any of them."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from carbonstore import Store
+from carbonstore.cli.app import COMMAND_MODULES, COMMANDS, build_parser, command_of
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("pyspark", "py4j", "numba", "duckdb")
+
+_RUN = """
+import runpy, sys
+sys.argv = ["carbonstore", *sys.argv[1:]]
+try:
+    runpy.run_module("carbonstore", run_name="__main__")
+except SystemExit as done:
+    code = done.code
+print("MODULES", " ".join(sorted(m for m in sys.modules if "." not in m)), file=sys.stderr)
+"""
+
+
+def _run(*argv: str) -> tuple[str, set[str]]:
+    """``python -m carbonstore argv...`` in a fresh process: (its stderr's first lines, the
+    top-level modules it imported)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", _RUN, *argv], capture_output=True, text=True,
+                         cwd=ROOT, env=env, timeout=120)
+    lines = out.stderr.splitlines()
+    mods = next(ln for ln in lines if ln.startswith("MODULES")).split()[1:]
+    return "\n".join(ln for ln in lines if not ln.startswith("MODULES")), set(mods)
+
+
+def test_the_command_table_is_what_the_modules_register() -> None:
+    found: dict[str, tuple[str, str]] = {}
+    for name in COMMANDS:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"carbonstore.cli.{name}").register(sub, [])
+        for action in sub._choices_actions:
+            found[action.dest] = (name, str(action.help))
+    assert found == COMMAND_MODULES
+    assert list(found) == list(COMMAND_MODULES)  # help order
+
+
+def test_command_of_skips_the_top_level_options() -> None:
+    assert command_of(["--store", "s", "--conf", "c", "show-segments", "t"]) == "show-segments"
+    assert command_of(["--store=s", "tables"]) == "tables"
+    assert command_of(["--help"]) is None and command_of([]) is None
+    # one module's parser parses its command like the full parser
+    args = build_parser("show-segments").parse_args(["show-segments", "db.t"])
+    assert args.func is build_parser().parse_args(["show-segments", "db.t"]).func
+
+
+def test_import_and_help_load_no_engine() -> None:
+    code = "import sys, carbonstore.cli; print(sorted(m for m in sys.modules if '.' not in m))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert not set(eval(out.stdout)) & set(HEAVY)  # noqa: S307 - our own repr of a list
+    err, mods = _run("--help")
+    assert not mods & {*HEAVY, "pyarrow", "numpy", "sqlglot"}, sorted(mods)
+    err, mods = _run()  # no command: argparse's one line, still nothing imported
+    assert "required: COMMAND" in err and "pyarrow" not in mods
+
+
+@pytest.mark.parametrize("argv", [
+    ("show-segments", "db.t"), ("history", "db.t"), ("describe", "db.t"), ("tables",),
+    ("prune", "db.t", "--where", "id = 3"), ("show-segments", "--help"),
+])
+def test_metadata_commands_load_no_engine(store: Store, argv: tuple[str, ...]) -> None:
+    store.create_table("db.t", "id long not null, name string")
+    err, mods = _run("--store", store.location, *argv)
+    assert not err, err
+    assert not mods & set(HEAVY), sorted(mods & set(HEAVY))
+
+
+def test_a_missing_input_fails_before_spark(store: Store, tmp_path: Path) -> None:
+    store.create_table("db.t", "id long not null, name string")
+    err, mods = _run("--store", store.location, "load", "db.t", "--input",
+                     str(tmp_path / "nope.csv"))
+    assert err == f"carbonstore: error: input {tmp_path / 'nope.csv'} does not exist"
+    assert not mods & set(HEAVY)
