@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from carbonstore.errors import UserError
 
 if TYPE_CHECKING:
-    from carbonstore.store import Store
+    from carbonstore.api import Store
 
 __all__ = [
     "add_json", "open_store", "parse_key_values", "print_json", "print_table", "row_limit",
@@ -20,8 +20,10 @@ __all__ = [
 
 def open_store(args: argparse.Namespace) -> Store:
     # imported here: the store layer (pyarrow.fs, numpy) is ~170 ms of CPU that a command's
-    # parser and --help do not need (python -X importtime, quiet machine)
-    from carbonstore.store import Store, load_conf
+    # parser and --help do not need (python -X importtime, quiet machine). The user's Store
+    # (carbonstore.Store): the command line and the library open the same tables.
+    from carbonstore.api import Store
+    from carbonstore.store import load_conf
 
     conf = load_conf(args.conf)
     return Store(args.store, conf=conf)
