@@ -253,8 +253,8 @@ class Store(base.Store):
         (``sort_columns`` -> ``sort_columns``, ``dictionary_columns`` ->
         ``dictionary_include``, ``buckets`` -> ``bucket_number`` ...); ``properties`` gives
         any of them by their property name. A property given both ways is refused."""
-        props = dict(properties or {})
-        given = {"sort_columns": sort_columns, "sort_scope": sort_scope,
+        props: dict[str, str] = dict(properties or {})
+        given: dict[str, str | int | Sequence[str] | None] = {"sort_columns": sort_columns, "sort_scope": sort_scope,
                  "dictionary_include": dictionary_columns, "bloom_columns": bloom_columns,
                  "partition_by": partition_by, "bucket_number": buckets,
                  "bucket_columns": bucket_columns}
@@ -265,11 +265,11 @@ class Store(base.Store):
             if key in lower:
                 raise UserError(f"create_table: {key} is given twice (as a keyword and in "
                                 "properties)")
-            props[key] = value if isinstance(value, (str, int)) else ",".join(value)
+            props[key] = str(value) if isinstance(value, (str, int)) else ",".join(value)
         if sort_columns is not None and sort_scope is None and "sort_scope" not in lower:
             props["sort_scope"] = "local_sort"  # sort columns given: the loads sort on them
         return cast(Table, super().create_table(
-            name, schema, properties={k: str(v) for k, v in props.items()},
+            name, schema, properties=props,
             if_not_exists=if_not_exists))
 
 

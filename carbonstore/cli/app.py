@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 
 from carbonstore.errors import (
@@ -214,6 +215,21 @@ def _route_logging() -> None:
     root.addHandler(handler)
 
 
+#: PySpark's FutureWarning when pandas 3 is installed (pyspark[connect] pulls it): said on
+#: every Spark command, about pandas features carbonstore does not use
+_PANDAS_WARNING = "PySpark does not yet fully support pandas"
+
+
+def _quiet_warnings() -> None:
+    """Drop PySpark's pandas warning here and in the Python workers Spark starts from this
+    process (they inherit ``PYTHONWARNINGS``); other warnings are shown as before."""
+    warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
+    rule = f"ignore:{_PANDAS_WARNING}:FutureWarning"
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if rule not in current:
+        os.environ["PYTHONWARNINGS"] = f"{current},{rule}" if current else rule
+
+
 def _report(message: str) -> None:
     print(one_line(message), file=sys.stderr)
 
@@ -227,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.store = getattr(args, "store", None)
     args.conf = getattr(args, "conf", None)
     _route_logging()
+    _quiet_warnings()
     try:
         _check_text(parser, args)
         return int(args.func(args) or 0)
@@ -234,6 +251,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _report(f"carbonstore: error: {err}")
         return 2
     except CarbonStoreError as err:
+        workers = _worker_import_error(err)
+        if workers is not None:
+            _report(f"carbonstore: error: {workers}")
+            return 2
         _report(f"carbonstore: {type(err).__name__}: {err}")
         return 2 if isinstance(err, DAMAGE_ERRORS) else 1
     except BrokenPipeError:
@@ -260,6 +281,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "limits in docs/reliability.md#limits")
         return 2
     except Exception as err:  # noqa: BLE001 - the last line of defence (see _unexpected)
+        workers = _worker_import_error(err)
+        if workers is not None:
+            _report(f"carbonstore: error: {workers}")
+            return 2
         spark = _spark_error(err)
         if spark is not None:
             user, message = spark
@@ -313,6 +338,31 @@ def _spark_error(err: BaseException) -> tuple[bool, str] | None:
     first = next((ln for ln in lines if "SQLSTATE" in ln), lines[0] if lines else type(err).__name__)
     first = re.sub(r"^.*?(?=\[[A-Z_.]+\])", "", first) if "[" in first else first
     return state[:2] in ("22", "42"), first[:500]
+
+
+_MISSING = re.compile(r"No module named '(carbonstore|pyarrow|numpy|numba|datasketches)\b")
+
+
+def _worker_import_error(err: BaseException) -> str | None:
+    """One line for a Spark job that failed because its Python workers cannot import
+    carbonstore (or a library it needs): they run another Python than this process. The
+    error, or one it was raised from (a load wraps Spark's error), is Spark's and its text
+    carries the worker's ``ModuleNotFoundError``."""
+    seen: set[int] = set()
+    cur: BaseException | None = err
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if type(cur).__module__.startswith(("pyspark.", "py4j.")):
+            found = _MISSING.search(str(cur))
+            if found is not None:
+                return (
+                    f"Spark's Python workers cannot import {found.group(1)} (No module named "
+                    f"'{found.group(1)}'): they run another Python than this one "
+                    f"({sys.executable}); set PYSPARK_PYTHON to a Python where carbonstore is "
+                    "installed (export PYSPARK_PYTHON=$(which python)), or ship it to the "
+                    "executors (docs/cluster.md)")
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
 def _interrupted() -> None:
