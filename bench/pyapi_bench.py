@@ -146,6 +146,9 @@ def main() -> None:
     print("| measurement | peer | carbonstore s | peer s | carbonstore / peer | CPU (carbonstore / peer) |")
     print("|---|---|---|---|---|---|")
     for what, who, mine, theirs, note in rows:
+        if who == "-":  # no peer
+            print(f"| {what} | - | {mine:.4f} | - | - | {note} |")
+            continue
         print(f"| {what} | {who} | {mine:.4f} | {theirs:.4f} | **{mine / theirs:.2f}** | {note} |")
     shutil.rmtree(root, ignore_errors=True)
 
