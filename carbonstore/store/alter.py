@@ -26,12 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from carbonstore.errors import CommitConflictError, SchemaError
-from carbonstore.store.ddl import (
-    ColumnDef,
-    check_column_count,
-    parse_column_defs,
-    quote_name,
-)
+from carbonstore.store.ddl import ColumnDef, parse_column_defs, quote_name
 from carbonstore.store.evolution import parse_default
 from carbonstore.store.faults import crash_point
 from carbonstore.store.schema import (
@@ -44,6 +39,7 @@ from carbonstore.store.schema import (
 )
 from carbonstore.store.schema_log import write_schema_version
 from carbonstore.store.table import ALTER_PREFIX, Table
+from carbonstore.store.types import check_column_count
 
 __all__ = [
     "SUB_ACTIONS",

@@ -21,7 +21,6 @@ from carbonstore.errors import (
     VersionNotFoundError,
 )
 from carbonstore.store.conf import CarbonConf, load_conf
-from carbonstore.store.ddl import check_column_count
 from carbonstore.store.faults import crash_point
 from carbonstore.store.fs import StoreFS, resolve_fs
 from carbonstore.store.locks import LockManager
@@ -41,6 +40,7 @@ from carbonstore.store.tablestatus import (
     VersionInfo,
     now_ms,
 )
+from carbonstore.store.types import check_column_count
 
 __all__ = ["ALTER_PREFIX", "NOT_APPLIED", "Store", "Table", "as_of_option", "legacy_table_id"]
 
