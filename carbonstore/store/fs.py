@@ -43,7 +43,7 @@ import pyarrow.fs as pafs
 
 from carbonstore.errors import UserError
 from carbonstore.store.faults import crash_point
-from carbonstore.store.paths import check_location
+from carbonstore.store.location import check_location
 
 if TYPE_CHECKING:
     from carbonstore.store.conf import CarbonConf

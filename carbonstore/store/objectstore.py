@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from carbonstore.errors import UserError
-from carbonstore.store.paths import check_location
+from carbonstore.store.location import check_location
 
 if TYPE_CHECKING:
     from carbonstore.store.conf import CarbonConf
