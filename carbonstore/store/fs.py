@@ -34,27 +34,25 @@ from __future__ import annotations
 import errno
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from carbonstore.errors import UserError
+from carbonstore.errors import UnsupportedStoreError, UserError
+from carbonstore.store import objectstore
 from carbonstore.store.faults import crash_point
 from carbonstore.store.location import check_location
+from carbonstore.store.objectstore import shipped_location
 
 if TYPE_CHECKING:
     from carbonstore.store.conf import CarbonConf
 
-__all__ = ["ConditionalPut", "StoreFS", "UnsupportedStoreError", "resolve_fs"]
+__all__ = ["ConditionalPut", "StoreFS", "UnsupportedStoreError", "input_files", "resolve_fs"]
 
 _RACE_TRIES = 5  # looks at a path another process removes at the same time
-
-
-class UnsupportedStoreError(UserError):
-    """The store's filesystem cannot do what a commit needs (a put-if-absent write)."""
 
 
 class ConditionalPut(Protocol):
@@ -340,8 +338,6 @@ def resolve_fs(location: str, conf: CarbonConf | None = None) -> StoreFS:
     """
     check_location(location)  # shape and scheme first: one line, before any library sees it
     if location.startswith("s3://"):
-        from carbonstore.store import objectstore
-
         options = objectstore.s3_options(location, conf)
         fs, conditional = objectstore.s3_filesystem(options)
         return StoreFS(fs, options.base, False, conditional, object_store=True)
@@ -357,3 +353,39 @@ def resolve_fs(location: str, conf: CarbonConf | None = None) -> StoreFS:
         return StoreFS(fs, path.rstrip("/") or "/", local)
     path = os.path.abspath(os.path.expanduser(location))
     return StoreFS(pafs.LocalFileSystem(), path, True)
+
+
+def input_files(paths: Sequence[str], conf: CarbonConf | None) -> tuple[str, list[tuple[str, int]]] | None:
+    """The files of ``s3://`` load inputs as Spark would list them, without the JVM.
+
+    Each input is an object or a folder of objects (names starting with ``_`` or ``.``
+    skipped, no sub-folders, no glob). Returns the location tasks resolve the bucket's
+    filesystem from and ``(path, size)`` of every file, or None when an input is not on
+    s3:// or not of that form.
+
+    Raises:
+        UserError: an input names no object.
+    """
+    if not paths or not all(p.startswith("s3://") for p in paths):
+        return None
+    location = ""
+    out: list[tuple[str, int]] = []
+    for raw in paths:
+        if any(ch in raw for ch in "*?["):
+            return None
+        uri = shipped_location(raw, conf)
+        sfs = resolve_fs(uri, conf)
+        location = location or uri
+        info = sfs.fs.get_file_info(sfs.base)
+        if info.type == pafs.FileType.File:
+            out.append((info.path, int(info.size or 0)))
+            continue
+        if info.type != pafs.FileType.Directory:
+            raise UserError(f"input {raw} does not exist")
+        for child in sorted(sfs.list_dir(sfs.base), key=lambda i: i.path):
+            if child.base_name.startswith(("_", ".")):
+                continue
+            if child.type != pafs.FileType.File:
+                return None
+            out.append((child.path, int(child.size or 0)))
+    return (location, out) if out else None
