@@ -33,12 +33,10 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import filelock
 import orjson
 
 from carbonstore.errors import (
@@ -459,30 +457,8 @@ class TableStatus(LeaseFiles, LegacyStatus):
             TableNotFoundError: the table was dropped.
         """
         self._writable()
-        with self._courtesy():
+        with self.locks.courtesy("tablestatus.lock", _COURTESY_WAIT):
             return self._commit(fn, operation, remove, force=force, files_removed=files_removed)
-
-    @contextmanager
-    def _courtesy(self) -> Iterator[None]:
-        """Writers of one local store take turns (``tablestatus.lock``, waited for briefly).
-
-        Only spares them a storm of lost races: a commit goes ahead without it after
-        ``_COURTESY_WAIT`` seconds (a holder may be stuck or slow), and correctness never
-        rests on it (put-if-absent decides).
-        """
-        if not self.paths.sfs.local or self.locks.conf.get("carbon.lock.path"):
-            yield
-            return
-        try:
-            lock = self.locks.lock("tablestatus.lock")
-            lock.acquire(timeout=_COURTESY_WAIT)
-        except (filelock.Timeout, OSError):
-            yield
-            return
-        try:
-            yield
-        finally:
-            lock.release()
 
     def _commit(
         self,
