@@ -1,35 +1,29 @@
-"""A table's lease files (heartbeats of running loads; see carbonstore.store.leases),
-kept in its tablestatus log folder: part of :class:`carbonstore.store.tablestatus.TableStatus`."""
+"""A table's lease files (heartbeats of running loads and statements; see
+carbonstore.store.leases), kept in its tablestatus log folder: ``TableStatus.leases``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
-if TYPE_CHECKING:
-    from carbonstore.store.paths import TablePaths
+from carbonstore.store.paths import TablePaths, check_segment_id
 
 __all__ = ["LeaseFiles"]
 
 _STATEMENT_PREFIX = "stmt-"
 
 
+@dataclass(frozen=True, slots=True)
 class LeaseFiles:
-    """The lease-file methods of TableStatus."""
+    """Reads and writes the lease files of one table: ``<log_dir>/leases/``."""
 
-    __slots__ = ()
-
-    if TYPE_CHECKING:  # provided by TableStatus
-        paths: TablePaths
-
-        @property
-        def log_dir(self) -> str: ...
+    paths: TablePaths
+    log_dir: str  # the table's tablestatus log folder
 
     # ---- leases (heartbeat files; see carbonstore.store.leases) ----------------------------
     def _lease_path(self, segment_id: str) -> str:
-        from carbonstore.store.paths import check_segment_id
-
         return f"{self.log_dir}/leases/{check_segment_id(segment_id)}.json"
 
     def write_lease(self, segment_id: str, data: bytes) -> None:
