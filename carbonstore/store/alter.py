@@ -33,6 +33,7 @@ from carbonstore.store.schema import (
     Column,
     DataType,
     TableSchema,
+    arrow_type,
     normalise_properties,
     parse_schema_string,
     parse_type,
@@ -79,8 +80,6 @@ def check_column_name(name: str) -> str:
 
 def columns_from_defs(defs: Sequence[ColumnDef]) -> list[Column]:
     """Columns of parsed definitions (names checked, types parsed, defaults validated)."""
-    from carbonstore.store.schema import arrow_type
-
     out: list[Column] = []
     for d in defs:
         name = parse_schema_string(f"{quote_name(d.name)} int")[0].name if d.quoted else \
