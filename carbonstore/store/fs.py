@@ -36,7 +36,7 @@ import os
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -50,7 +50,10 @@ from carbonstore.store.objectstore import shipped_location
 if TYPE_CHECKING:
     from carbonstore.store.conf import CarbonConf
 
-__all__ = ["ConditionalPut", "StoreFS", "UnsupportedStoreError", "input_files", "resolve_fs"]
+__all__ = [
+    "AnyFS", "ConditionalPut", "StoreFS", "UnsupportedStoreError", "as_store_fs", "input_files",
+    "resolve_fs",
+]
 
 _RACE_TRIES = 5  # looks at a path another process removes at the same time
 
@@ -123,6 +126,23 @@ class StoreFS:
 
     def makedirs(self, path: str) -> None:
         self.fs.create_dir(path, recursive=True)
+
+    def make_dir(self, path: str) -> None:
+        """Create the folder ``path`` whose parent exists (never its parents: a folder a
+        drop removed must not come back). FileExistsError where the filesystem says so."""
+        self.fs.create_dir(path, recursive=False)
+
+    def file_info(self, path: str) -> pafs.FileInfo:
+        """One look at ``path``: its type (``is_file``), ``size`` and ``mtime``."""
+        return self.fs.get_file_info(path)
+
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        """``path`` for reads at any offset (``read_at``, ``size``); close it (``with``)."""
+        return self.fs.open_input_file(path)
+
+    def open_input_stream(self, path: str) -> pa.NativeFile:
+        """``path`` for one front-to-back read; close it (``with``)."""
+        return self.fs.open_input_stream(path)
 
     def read_bytes(self, path: str) -> bytes:
         if self.object_store and hasattr(self.conditional, "get"):
@@ -327,6 +347,18 @@ class StoreFS:
             else:
                 self.fs.copy_file(info.path, target)
         self.fs.delete_dir(src)
+
+
+#: What the readers of index and data files take while some callers still hand them the bare
+#: pyarrow filesystem of a store (``sfs.fs``): ``as_store_fs`` makes it a StoreFS at once.
+AnyFS: TypeAlias = "StoreFS | pafs.FileSystem"
+
+
+def as_store_fs(fs: AnyFS) -> StoreFS:
+    """``fs`` as a StoreFS (a bare pyarrow filesystem is wrapped, without a base path)."""
+    if isinstance(fs, StoreFS):
+        return fs
+    return StoreFS(fs, "", isinstance(fs, pafs.LocalFileSystem))
 
 
 def resolve_fs(location: str, conf: CarbonConf | None = None) -> StoreFS:

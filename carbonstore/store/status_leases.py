@@ -87,7 +87,7 @@ class LeaseFiles:
 
     def tombstone_time_ms(self, token: str) -> int | None:
         """When a statement's tombstone was written (None: there is none)."""
-        info = self.paths.sfs.fs.get_file_info(self._statement_path(token, ".dead"))
+        info = self.paths.sfs.file_info(self._statement_path(token, ".dead"))
         return int(info.mtime.timestamp() * 1000) if info.mtime is not None else None
 
     def statement_marked_dead(self, token: str) -> bool:
@@ -106,7 +106,7 @@ class LeaseFiles:
             if not sfs.is_dir(self.log_dir):
                 raise FileNotFoundError(self.log_dir)
             try:  # never recursive: a dropped table's log must not come back
-                sfs.fs.create_dir(folder, recursive=False)
+                sfs.make_dir(folder)
             except FileExistsError:
                 pass
 

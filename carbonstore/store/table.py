@@ -286,7 +286,7 @@ class Table:
 
 
 class Store:
-    """A carbonstore: ``<location>/<db>/<table>/...`` over pyarrow.fs."""
+    """A carbonstore: ``<location>/<db>/<table>/...`` through its file layer (``StoreFS``)."""
 
     # The class of the tables this store opens and creates: carbonstore.api.Store (the
     # user's Store) sets its Table, which adds the operations of the layers above.
