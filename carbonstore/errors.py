@@ -23,6 +23,7 @@ __all__ = [
     "TableExistsError",
     "TableNotFoundError",
     "UnsupportedParquetError",
+    "UnsupportedStoreError",
     "UserError",
     "VersionNotFoundError",
 ]
@@ -74,6 +75,10 @@ class CompactionError(UserError):
 
 class CommitConflictError(UserError):
     """A tablestatus commit lost to a conflicting change, or kept losing the race to commit."""
+
+
+class UnsupportedStoreError(UserError):
+    """The store's filesystem cannot do what a commit needs (a put-if-absent write)."""
 
 
 class VersionNotFoundError(UserError):

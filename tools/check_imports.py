@@ -7,20 +7,33 @@
    as what they are, and scheduled to go).
 3. No private name crosses a module border: ``from carbonstore.x import _name`` and
    ``x._name`` on an imported carbonstore module both fail.
+4. No import cycle between the modules of one package (``store.ddl -> store.schema ->
+   store.ddl``).
+5. No import of a carbonstore module inside a function, unless the allowlist names it with
+   its reason (tools/import_allowlist.toml, grouped by the importing module).
+6. No module over MAX_LINES lines (generated ``_gen`` code excluded).
 
-Imports inside functions count: a lazy import hides a cycle, it does not remove it.
-Exit status 1 with one line per violation; 0 and no output when the tree is clean.
+Every import counts as an edge: one inside a function or under ``if TYPE_CHECKING:`` hides
+a cycle, it does not remove it. An allowlist entry that matches nothing fails too, so the
+list only shrinks. Exit status 1 with one line per violation; 0 and no output when the
+tree is clean.
 
-    python tools/check_imports.py [SOURCE_ROOT]
+    python tools/check_imports.py [SOURCE_ROOT] [--allowlist FILE]
+
+The allowlist defaults to SOURCE_ROOT/tools/import_allowlist.toml (none if it is missing).
 """
 
 from __future__ import annotations
 
 import ast
 import sys
+import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE = "carbonstore"
+MAX_LINES = 600
+ALLOWLIST = Path("tools") / "import_allowlist.toml"
 
 # Lowest first; names in one set share a layer. Packages that do not exist (yet) cost
 # nothing. "api" is the module carbonstore/api.py (the user's Store and Table).
@@ -33,8 +46,10 @@ LAYERS: list[set[str]] = [
     {"pruning"},
     {"statistics"},
     {"segments"},
-    {"api", "table"},
+    {"sql"},  # the statement router; what needs Spark goes to an engine spark/ implements
     {"spark"},
+    {"dml"},  # DELETE / UPDATE / MERGE as Spark jobs
+    {"api", "table"},  # table/: the JVM-free scan and append of api's Table
     {"cli", "__main__"},  # __main__: python -m carbonstore runs the CLI
     {"demo"},
 ]
@@ -43,6 +58,44 @@ LAYERS: list[set[str]] = [
 # package). A new entry here needs a reason in the commit that adds it.
 KNOWN_UPWARD: set[tuple[str, str]] = set()
 KNOWN_PRIVATE: set[tuple[str, str]] = set()
+
+
+@dataclass
+class Allowlist:
+    """tools/import_allowlist.toml: what the rules 4-6 let pass today, each with its reason."""
+
+    lazy: dict[tuple[str, str], str] = field(default_factory=dict)  # (module, target) -> why
+    cycles: dict[frozenset[str], str] = field(default_factory=dict)  # modules -> why
+    long: dict[str, str] = field(default_factory=dict)  # module -> why
+    path: str = str(ALLOWLIST)
+
+
+def load_allowlist(path: Path) -> tuple[Allowlist, list[str]]:
+    allow = Allowlist(path=str(path))
+    if not path.exists():
+        return allow, []
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        return allow, [f"{path}: not TOML: {exc}"]
+    problems = []
+    for module, targets in data.get("lazy", {}).items():
+        for target, reason in targets.items():
+            allow.lazy[(module, target)] = reason
+    for entry in data.get("cycle", []):
+        allow.cycles[frozenset(entry.get("modules", []))] = entry.get("reason", "")
+    allow.long.update(data.get("long", {}))
+    reasons = [*allow.lazy.values(), *allow.cycles.values(), *allow.long.values()]
+    if any(not isinstance(r, str) or not r.strip() for r in reasons):
+        problems.append(f"{path}: every entry needs its reason")
+    return allow, problems
+
+
+@dataclass(frozen=True)
+class Import:
+    lineno: int
+    target: str  # the carbonstore module (or package __init__) imported
+    in_function: bool
 
 
 def _layer(package: str) -> int | None:
@@ -82,9 +135,23 @@ def _modules(root: Path) -> dict[str, tuple[Path, bool]]:
     return found
 
 
-def _cycles(edges: dict[str, dict[str, str]]) -> list[list[str]]:
-    """The strongly connected components of more than one package (Tarjan), each as a
-    cycle through all its packages where one exists, sorted."""
+def _import_nodes(tree: ast.AST) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import statement with whether it sits inside a function (at any depth)."""
+    found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
+
+    def walk(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                found.append((child, in_function))
+            walk(child, in_function or isinstance(
+                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda))
+
+    walk(tree, False)
+    return found
+
+
+def _sccs(edges: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -110,7 +177,7 @@ def _cycles(edges: dict[str, dict[str, str]]) -> list[list[str]]:
                 if w == v:
                     break
             if len(component) > 1:
-                found.append(_path(sorted(component), edges))
+                found.append(sorted(component))
 
     for v in sorted(edges):
         if v not in index:
@@ -118,8 +185,13 @@ def _cycles(edges: dict[str, dict[str, str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def _cycles(edges: dict[str, dict[str, str]]) -> list[list[str]]:
+    """Each strongly connected component as a cycle through its first node, sorted."""
+    return sorted(_path(component, edges) for component in _sccs(edges))
+
+
 def _path(component: list[str], edges: dict[str, dict[str, str]]) -> list[str]:
-    """A shortest cycle from the first package of ``component`` back to it (BFS)."""
+    """A shortest cycle from the first node of ``component`` back to it (BFS)."""
     start = component[0]
     members = set(component)
     previous: dict[str, str] = {}
@@ -138,68 +210,127 @@ def _path(component: list[str], edges: dict[str, dict[str, str]]) -> list[str]:
     return [*component, start]  # not reached: a component of two or more has a cycle
 
 
-def check(root: Path) -> list[str]:
+def _short(module: str) -> str:
+    return module.removeprefix(PACKAGE + ".")
+
+
+def _read_imports(module: str, path: Path, is_package: bool, tree: ast.AST,
+                  modules: dict[str, tuple[Path, bool]], problems: list[str]) -> list[Import]:
+    """The carbonstore modules ``module`` imports; private names crossing its border are
+    added to ``problems``."""
+    aliases: dict[str, str] = {}  # local name -> carbonstore module it names
+    imported: list[Import] = []
+    for node, in_function in _import_nodes(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == PACKAGE or alias.name.startswith(PACKAGE + "."):
+                    imported.append(Import(node.lineno, alias.name, in_function))
+                    if alias.asname:
+                        aliases[alias.asname] = alias.name
+            continue
+        target = _resolve(node, module, is_package)
+        if not target or not (target == PACKAGE or target.startswith(PACKAGE + ".")):
+            continue
+        for alias in node.names:
+            full = f"{target}.{alias.name}"
+            if full in modules:  # from carbonstore.store import fs
+                aliases[alias.asname or alias.name] = full
+                imported.append(Import(node.lineno, full, in_function))
+                continue
+            imported.append(Import(node.lineno, target, in_function))
+            if alias.name.startswith("_") and (module, full) not in KNOWN_PRIVATE:
+                problems.append(f"{path}:{node.lineno}: private name {alias.name} "
+                                f"imported from {target}")
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and isinstance(node.value, ast.Name) and node.value.id in aliases):
+            target = aliases[node.value.id]
+            full = f"{target}.{node.attr}"
+            if target != module and (module, full) not in KNOWN_PRIVATE:
+                problems.append(f"{path}:{node.lineno}: private name {node.attr} "
+                                f"used from {target}")
+    return imported
+
+
+def check(root: Path, allowlist: Path | None = None) -> list[str]:
     modules = _modules(root)
-    problems: list[str] = []
+    allow, problems = load_allowlist(allowlist or root / ALLOWLIST)
     # package -> imported package -> the first place it is imported ("path:line")
     edges: dict[str, dict[str, str]] = {}
+    # module -> imported module of the same package -> the first place it is imported
+    module_edges: dict[str, dict[str, str]] = {}
+    lazy_used: set[tuple[str, str]] = set()
+    long_used: set[str] = set()
     for module, (path, is_package) in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        text = path.read_text(encoding="utf-8")
+        lines = len(text.splitlines())
+        if lines > MAX_LINES:
+            if module in allow.long:
+                long_used.add(module)
+            else:
+                problems.append(f"{path}: {lines} lines, over {MAX_LINES}: move a coherent "
+                                "concept into a module of its own")
+        tree = ast.parse(text, filename=str(path))
         own = _top(module)
         own_layer = _layer(own) if own else None
-        aliases: dict[str, str] = {}  # local name -> carbonstore module it names
-        imported: list[tuple[int, str]] = []
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name.startswith(PACKAGE + "."):
-                        imported.append((node.lineno, alias.name))
-                        if alias.asname:
-                            aliases[alias.asname] = alias.name
-            elif isinstance(node, ast.ImportFrom):
-                target = _resolve(node, module, is_package)
-                if not target or not (target == PACKAGE or target.startswith(PACKAGE + ".")):
-                    continue
-                if target != PACKAGE:
-                    imported.append((node.lineno, target))
-                for alias in node.names:
-                    full = f"{target}.{alias.name}"
-                    if full in modules:
-                        aliases[alias.asname or alias.name] = full
-                        imported.append((node.lineno, full))  # from carbonstore import x
-                    elif alias.name.startswith("_") and (module, full) not in KNOWN_PRIVATE:
-                        problems.append(f"{path}:{node.lineno}: private name {alias.name} "
-                                        f"imported from {target}")
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
-                    and not node.attr.startswith("__")
-                    and isinstance(node.value, ast.Name) and node.value.id in aliases):
-                target = aliases[node.value.id]
-                full = f"{target}.{node.attr}"
-                if target != module and (module, full) not in KNOWN_PRIVATE:
-                    problems.append(f"{path}:{node.lineno}: private name {node.attr} "
-                                    f"used from {target}")
-        for lineno, target in imported:
-            theirs = _top(target)
-            if own is None or theirs is None or theirs == own:
+        for imp in _read_imports(module, path, is_package, tree, modules, problems):
+            where = f"{path}:{imp.lineno}"
+            if imp.in_function and imp.target != module:
+                if (module, imp.target) in allow.lazy:
+                    lazy_used.add((module, imp.target))
+                else:
+                    problems.append(f"{where}: import of {imp.target} inside a function: move it "
+                                    f"to the top, or list it with its reason in {allow.path}")
+            theirs = _top(imp.target)
+            if own is None or theirs is None:
+                continue
+            if theirs == own:
+                if imp.target != module:
+                    module_edges.setdefault(module, {}).setdefault(imp.target, where)
                 continue
             if (module, theirs) not in KNOWN_UPWARD:
-                edges.setdefault(own, {}).setdefault(theirs, f"{path}:{lineno}")
+                edges.setdefault(own, {}).setdefault(theirs, where)
             their_layer = _layer(theirs)
             if own_layer is None or their_layer is None:
-                problems.append(f"{path}:{lineno}: package {own if own_layer is None else theirs}"
+                problems.append(f"{where}: package {own if own_layer is None else theirs}"
                                 " has no layer in tools/check_imports.py")
             elif their_layer > own_layer and (module, theirs) not in KNOWN_UPWARD:
-                problems.append(f"{path}:{lineno}: upward import: {own} imports {theirs}")
+                problems.append(f"{where}: upward import: {own} imports {theirs}")
     for cycle in _cycles(edges):
         where = "; ".join(f"{a} -> {b} at {edges[a][b]}" for a, b in zip(cycle, cycle[1:], strict=False))
         problems.append(f"import cycle between packages {' -> '.join(cycle)} ({where})")
+    cycles_used: set[frozenset[str]] = set()
+    for component in _sccs(module_edges):
+        if frozenset(component) in allow.cycles:
+            cycles_used.add(frozenset(component))
+            continue
+        cycle = _path(component, module_edges)
+        where = "; ".join(f"{_short(a)} -> {_short(b)} at {module_edges[a][b]}"
+                          for a, b in zip(cycle, cycle[1:], strict=False))
+        problems.append(f"import cycle between modules of {_top(cycle[0])}: "
+                        f"{' -> '.join(_short(m) for m in cycle)} ({where})")
+    for module, target in sorted(set(allow.lazy) - lazy_used):
+        problems.append(f"{allow.path}: [lazy.\"{module}\"] \"{target}\" matches no import inside "
+                        "a function: remove the entry")
+    for members in sorted(set(allow.cycles) - cycles_used, key=sorted):
+        problems.append(f"{allow.path}: the cycle {sorted(members)} is not a cycle of the tree "
+                        "(gone, or changed): remove or correct the entry")
+    for module in sorted(set(allow.long) - long_used):
+        problems.append(f"{allow.path}: [long] \"{module}\" is not over {MAX_LINES} lines: "
+                        "remove the entry")
     return sorted(set(problems))
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parent.parent
-    problems = check(root)
+    args = argv[1:]
+    allowlist = None
+    if "--allowlist" in args:
+        at = args.index("--allowlist")
+        allowlist = Path(args[at + 1])
+        del args[at:at + 2]
+    root = Path(args[0]) if args else Path(__file__).resolve().parent.parent
+    problems = check(root, allowlist)
     for line in problems:
         print(line)
     return 1 if problems else 0

@@ -213,7 +213,7 @@ def _show_segments(args: argparse.Namespace) -> int:
     table = open_store(args).table(args.table)
     entries = list(table.status.read().entries)
     if args.history:
-        entries = table.status.read_history() + entries
+        entries = table.status.history.read() + entries
     rows = [segment_row(e) for e in entries]
     if args.json:
         print_json(rows)  # epoch ms, as the tablestatus holds them

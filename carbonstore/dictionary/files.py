@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.fs as pafs
 
 from carbonstore.dictionary._gen.carbonstore_dictionary.ttypes import DictionaryChunk, SortIndex
 from carbonstore.dictionary.codec import (
@@ -100,7 +99,7 @@ class ColumnFiles:
         out = []
         for info in self.sfs.list_dir(self.log_dir):
             m = _RECORD_RE.match(info.base_name)
-            if m is None or info.type != pafs.FileType.File:
+            if m is None or not info.is_file:
                 if ".tmp" in info.base_name:  # a put_if_absent killed before its link
                     continue
                 raise DictionaryError(
@@ -463,7 +462,7 @@ def read_chunks(
     start, end = entries[0].start_offset, entries[-1].end_offset
     blob = b""
     try:
-        with files.sfs.fs.open_input_file(files.dict_path) as f:
+        with files.sfs.open_input_file(files.dict_path) as f:
             have = f.size()
             if have > start:
                 blob = bytes(f.read_at(min(end, have) - start, start))
@@ -544,6 +543,6 @@ def list_sortindex_files(sfs: StoreFS, directory: str) -> list[tuple[str, str, i
     out = []
     for info in sfs.list_dir(directory):
         m = _SORTINDEX_RE.match(os.path.basename(info.path))
-        if m and info.type == pafs.FileType.File:
+        if m and info.is_file:
             out.append((info.path, m.group("cid"), int(m.group("size"))))
     return sorted(out)

@@ -131,7 +131,7 @@ def _append(files: ColumnFiles, committed_end: int, data: bytes) -> int:
     # Object stores cannot append: rewrite the committed prefix plus the new chunks.
     head = b""
     if committed_end and sfs.exists(files.dict_path) and sfs.size(files.dict_path) >= committed_end:
-        with sfs.fs.open_input_file(files.dict_path) as f:
+        with sfs.open_input_file(files.dict_path) as f:
             head = bytes(f.read_at(committed_end, 0))
     if len(head) == committed_end:
         sfs.write_atomic(files.dict_path, head + data)
@@ -167,7 +167,7 @@ def _upgrade(files: ColumnFiles, col: Column, state: DictState) -> None:
     column_type = str(col.type)
     for v in range(state.records + 1, state.version + 1):
         e = state.meta.entries[v - 1]
-        with files.sfs.fs.open_input_file(files.dict_path) as f:
+        with files.sfs.open_input_file(files.dict_path) as f:
             data = bytes(f.read_at(e.num_bytes, e.start_offset))
         entry = replace(e, crc32=crc32(data))
         files.sfs.put_if_absent(files.record_path(v),

@@ -16,6 +16,7 @@ import numpy.typing as npt
 import xxhash
 
 from carbonstore.errors import CorruptIndexError
+from carbonstore.indexfiles import tio
 
 __all__ = [
     "BLOCK_BYTES",
@@ -167,7 +168,6 @@ def parse_bloom_header(head: bytes, *, name: str, where: str = "") -> tuple[int,
     Raises:
         CorruptIndexError: the header does not decode.
     """
-    from carbonstore.indexfiles import tio
     from carbonstore.indexfiles._gen.parquet.ttypes import BloomFilterHeader
 
     try:

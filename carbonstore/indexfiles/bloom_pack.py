@@ -53,11 +53,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import orjson
-import pyarrow.fs as pafs
 import xxhash
 
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.bloom import BLOCK_BYTES, SALTS
+from carbonstore.store.fs import AnyFS, as_store_fs
 
 __all__ = [
     "BLOOM_PACK_PREFIX", "BLOOM_PACK_SUFFIX", "BLOOM_PACK_VERSION", "CHUNK_BYTES", "STRIPE_WIDTH",
@@ -159,7 +159,7 @@ class BloomPack:
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
-    def open(cls, fs: pafs.FileSystem, path: str, *, table_id: str | None) -> BloomPack:
+    def open(cls, fs: AnyFS, path: str, *, table_id: str | None) -> BloomPack:
         """Open and verify the prefix and directory of the pack at ``path``.
 
         A local file is memory-mapped (a probe touches only the pages it needs); on other
@@ -170,8 +170,9 @@ class BloomPack:
                 disagrees with it, or a pack of another table (``table_id``).
         """
         name = path.rsplit("/", 1)[-1]
+        sfs = as_store_fs(fs)
         try:
-            if isinstance(fs, pafs.LocalFileSystem):
+            if sfs.local:
                 with open(path, "rb") as f:
                     size = f.seek(0, 2)
                     if size < _PREFIX_SIZE:
@@ -186,7 +187,7 @@ class BloomPack:
                 return cls(name, head=bytes(view[:_PREFIX_SIZE]),
                            directory=bytes(view[_PREFIX_SIZE : _PREFIX_SIZE + dlen]), sums=sums,
                            data=words, fetch=None, table_id=table_id)
-            f = fs.open_input_file(path)
+            f = sfs.open_input_file(path)
             size = f.size()
             head = f.read_at(min(size, 1 << 16), 0)
             if len(head) < _PREFIX_SIZE:

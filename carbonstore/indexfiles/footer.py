@@ -1,6 +1,6 @@
 """Read a Parquet file's footer, page indexes and bloom filters into a :class:`FileIndex`.
 
-Reads go through ``pyarrow.fs``: one read of the file tail (footer, and usually the page
+Reads go through the store's file layer (``StoreFS``): one read of the file tail (footer, and usually the page
 indexes and blooms which writers put just before it), a larger tail only when needed.
 All statistics rules of docs/index-format.md are applied here, so everything downstream
 can trust a bound that is present; anything missing means "might match".
@@ -12,7 +12,7 @@ import math
 import struct
 from dataclasses import dataclass, field
 
-import pyarrow.fs as pafs
+import pyarrow as pa
 
 from carbonstore.errors import CorruptIndexError, UnsupportedParquetError
 from carbonstore.indexfiles import tio
@@ -27,6 +27,7 @@ from carbonstore.indexfiles._gen.parquet.ttypes import (
 )
 from carbonstore.indexfiles.bloom import parse_bloom_header
 from carbonstore.indexfiles.coltypes import Leaf, decode_bound, leaves_from_schema
+from carbonstore.store.fs import AnyFS, as_store_fs
 
 __all__ = ["ChunkIndex", "FileIndex", "PageIndex", "RowGroupIndex", "read_file_index"]
 
@@ -96,7 +97,7 @@ class FileIndex:
 class _Reader:
     """Serves byte ranges from a cached tail, reading further only when needed."""
 
-    def __init__(self, f: pafs.NativeFile, size: int, name: str) -> None:
+    def __init__(self, f: pa.NativeFile, size: int, name: str) -> None:
         self.f, self.size, self.name = f, size, name
         self.start = max(0, size - TAIL_BYTES)
         self.buf = f.read_at(size - self.start, self.start)
@@ -359,7 +360,7 @@ def _read_struct(
 
 
 def read_file_index(
-    fs: pafs.FileSystem, path: str, *, rel_path: str | None = None, with_blooms: bool = True
+    fs: AnyFS, path: str, *, rel_path: str | None = None, with_blooms: bool = True
 ) -> FileIndex:
     """Read one Parquet file's footer, page indexes and blooms.
 
@@ -374,7 +375,7 @@ def read_file_index(
         UnsupportedParquetError: the file is encrypted.
     """
     try:
-        with fs.open_input_file(path) as f:
+        with as_store_fs(fs).open_input_file(path) as f:
             size = f.size()
             r = _Reader(f, size, path)
             return _build(r, fs, path, rel_path, with_blooms)
@@ -393,7 +394,7 @@ def read_file_index(
 
 
 def _build(
-    r: _Reader, fs: pafs.FileSystem, path: str, rel_path: str | None, with_blooms: bool
+    r: _Reader, fs: AnyFS, path: str, rel_path: str | None, with_blooms: bool
 ) -> FileIndex:
     fm, foff, flen = _read_footer(r)
     try:

@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import pyarrow.fs as pafs
 import xxhash
 
 from carbonstore.errors import CorruptIndexError
@@ -38,7 +37,7 @@ from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE, IndexArrays, load
 from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.packing import FORMAT_VERSION, pack, unpack
 from carbonstore.store.entries import check_relative_path
-from carbonstore.store.fs import StoreFS
+from carbonstore.store.fs import AnyFS, as_store_fs
 
 __all__ = [
     "MAGIC_MERGE",
@@ -125,18 +124,8 @@ def encode_index(header: IndexHeader, blooms: bytes, kind: IndexFileKind) -> byt
     return b"".join([first, hb, blooms, _TRAILER.pack(len(hb), TRAILER_MAGIC)])
 
 
-def _pa(fs: pafs.FileSystem | StoreFS) -> pafs.FileSystem:
-    return fs.fs if isinstance(fs, StoreFS) else fs
-
-
-def _store_fs(fs: pafs.FileSystem | StoreFS) -> StoreFS:
-    if isinstance(fs, StoreFS):
-        return fs
-    return StoreFS(fs, "", isinstance(fs, pafs.LocalFileSystem))
-
-
 def write_index(
-    fs: pafs.FileSystem | StoreFS,
+    fs: AnyFS,
     path: str,
     header: IndexHeader,
     blooms: bytes,
@@ -145,12 +134,12 @@ def write_index(
 ) -> int:
     """Write an index file durably and atomically (``StoreFS.write_atomic``); returns its size."""
     data = encode_index(header, blooms, kind)
-    _store_fs(fs).write_atomic(path, data, crash="index.before_rename")
+    as_store_fs(fs).write_atomic(path, data, crash="index.before_rename")
     return len(data)
 
 
 def build_task_index(
-    fs: pafs.FileSystem | StoreFS,
+    fs: AnyFS,
     segment_dir: str,
     data_files: Sequence[str],
     output_path: str,
@@ -174,7 +163,7 @@ def build_task_index(
         The size of the written index file in bytes.
     """
     files = [
-        read_file_index(_pa(fs), f"{segment_dir.rstrip('/')}/{rel}", rel_path=rel) for rel in data_files
+        read_file_index(fs, f"{segment_dir.rstrip('/')}/{rel}", rel_path=rel) for rel in data_files
     ]
     header, blooms = pack(files, segment_id=segment_id, task_id=task_id, column_ids=column_ids)
     return write_index(fs, output_path, header, blooms, kind="task")
@@ -265,7 +254,7 @@ def _check_region(loaded: LoadedIndex, region: bytes) -> None:
         raise CorruptIndexError(f"{loaded.path}: bloom region fails its checksum (damaged file){REBUILD_HINT}")
 
 
-def read_index(fs: pafs.FileSystem, path: str, *, with_blooms: bool = False) -> LoadedIndex:
+def read_index(fs: AnyFS, path: str, *, with_blooms: bool = False) -> LoadedIndex:
     """Read and verify an index file's header (and its bloom region when asked).
 
     The file's name says its kind (``.carbonindexmerge`` / ``.carbonindex``); a file of
@@ -276,7 +265,7 @@ def read_index(fs: pafs.FileSystem, path: str, *, with_blooms: bool = False) -> 
             fails a checksum or does not decode.
     """
     try:
-        with fs.open_input_file(path) as f:
+        with as_store_fs(fs).open_input_file(path) as f:
             size = f.size()
             head = f.read_at(min(size, 64 * 1024), 0)
             if len(head) >= _PREFIX.size:
@@ -298,19 +287,20 @@ def read_index(fs: pafs.FileSystem, path: str, *, with_blooms: bool = False) -> 
         raise CorruptIndexError(f"{path}: cannot read index file: {err}{REBUILD_HINT}") from err
 
 
-def _read_range(fs: pafs.FileSystem, path: str, position: int, out: memoryview) -> int:
+def _read_range(fs: AnyFS, path: str, position: int, out: memoryview) -> int:
     """Read ``len(out)`` bytes at ``position`` into ``out``; returns how many were there. A
     local file is read with one ``preadv`` straight into ``out`` (a fifth of the cost of
     opening it through pyarrow, which matters when a plan reads one range from each of
     1,600 merge indexes)."""
+    sfs = as_store_fs(fs)
     try:
-        if isinstance(fs, pafs.LocalFileSystem):
+        if sfs.local:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
             try:
                 return os.preadv(fd, [out], position)
             finally:
                 os.close(fd)
-        with fs.open_input_file(path) as f:
+        with sfs.open_input_file(path) as f:
             data = f.read_at(len(out), position)
         out[: len(data)] = data
         return len(data)
@@ -318,7 +308,7 @@ def _read_range(fs: pafs.FileSystem, path: str, position: int, out: memoryview) 
         raise CorruptIndexError(f"{path}: cannot read bloom bitset: {err}{REBUILD_HINT}") from err
 
 
-def read_bitset(fs: pafs.FileSystem, path: str, position: int, length: int) -> bytes:
+def read_bitset(fs: AnyFS, path: str, position: int, length: int) -> bytes:
     """One bloom bitset at ``position`` of the file, verified against its checksum."""
     raw = bytearray(length + BLOOM_CHECKSUM_SIZE)
     got = _read_range(fs, path, position, memoryview(raw))
@@ -333,7 +323,7 @@ def bitsets_span(offsets: Sequence[int], lengths: Sequence[int]) -> tuple[int, i
 
 
 def read_bitsets(
-    fs: pafs.FileSystem, path: str, base: int, offsets: Sequence[int], lengths: Sequence[int],
+    fs: AnyFS, path: str, base: int, offsets: Sequence[int], lengths: Sequence[int],
     into: memoryview | None = None,
 ) -> tuple[memoryview, int]:
     """Several bloom bitsets of one file in ONE read, each verified against its checksum.
@@ -361,14 +351,14 @@ def read_bitsets(
     return data, first
 
 
-def _bloom_reader(fs: pafs.FileSystem, path: str, base: int) -> object:
+def _bloom_reader(fs: AnyFS, path: str, base: int) -> object:
     def read(off: int, ln: int) -> bytes:
         return read_bitset(fs, path, base + off, ln)
 
     return read
 
 
-def load_index(fs: pafs.FileSystem, path: str) -> IndexArrays:
+def load_index(fs: AnyFS, path: str) -> IndexArrays:
     """Load an index file into arrays; blooms are fetched lazily from the file."""
     loaded = read_index(fs, path)
     return load_arrays(loaded.header, _bloom_reader(fs, path, loaded.bloom_region_offset))  # type: ignore[arg-type]
@@ -384,17 +374,17 @@ def _merged(loaded: Sequence[LoadedIndex], segment_id: str) -> tuple[IndexHeader
 
 
 def merge_indexes(
-    fs: pafs.FileSystem | StoreFS, task_index_paths: Sequence[str], output_path: str, *, segment_id: str = ""
+    fs: AnyFS, task_index_paths: Sequence[str], output_path: str, *, segment_id: str = ""
 ) -> int:
     """Merge task indexes into one ``.carbonindexmerge`` (written atomically); returns its size."""
-    loaded = [read_index(_pa(fs), p, with_blooms=True) for p in task_index_paths]
+    loaded = [read_index(fs, p, with_blooms=True) for p in task_index_paths]
     header, blooms = _merged(
         loaded, segment_id or (loaded[0].header.segment_id if loaded else "") or ""
     )
     return write_index(fs, output_path, header, blooms, kind="merge")
 
 
-def load_indexes(fs: pafs.FileSystem, paths: Sequence[str]) -> IndexArrays:
+def load_indexes(fs: AnyFS, paths: Sequence[str]) -> IndexArrays:
     """Arrays over several index files (e.g. every task index of an unmerged segment)."""
     if len(paths) == 1:
         return load_index(fs, paths[0])

@@ -5,8 +5,6 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-import pyarrow.fs as pafs
-
 from carbonstore.errors import CorruptIndexError, UserError
 from carbonstore.indexfiles.arrays import ColumnArrays, IndexArrays, load_arrays
 from carbonstore.indexfiles.bloom import might_contain
@@ -15,6 +13,7 @@ from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.indexfile import MAGIC_MERGE, MAGIC_TASK, TRAILER_MAGIC, load_index
 from carbonstore.indexfiles.literals import display_value, hash_literal
 from carbonstore.indexfiles.packing import pack
+from carbonstore.store.fs import AnyFS, as_store_fs
 
 __all__ = ["index_arrays_for", "inspect_path"]
 
@@ -26,26 +25,26 @@ _NAMES = (".parquet", ".carbonindex", ".carbonindexmerge")
 _WHAT = "a .parquet, .carbonindex or .carbonindexmerge file"
 
 
-def _sniff(fs: pafs.FileSystem, path: str) -> tuple[bytes, bytes]:
+def _sniff(fs: AnyFS, path: str) -> tuple[bytes, bytes]:
     """The first 8 and last 4 bytes of ``path`` (fewer for a tiny file)."""
     try:
-        with fs.open_input_file(path) as f:
+        with as_store_fs(fs).open_input_file(path) as f:
             size = f.size()
             return f.read_at(min(8, size), 0), f.read_at(min(4, size), max(0, size - 4))
     except OSError as err:
         raise CorruptIndexError(f"{path}: cannot open: {err}") from err
 
 
-def _check_input(fs: pafs.FileSystem, path: str) -> tuple[bytes, bytes]:
+def _check_input(fs: AnyFS, path: str) -> tuple[bytes, bytes]:
     """Refuse, as a user mistake, a path that is no file or a file of another kind.
 
     A file is taken for a Parquet or index file (and its damage reported as corruption)
     when it starts or ends with one of their magic bytes, or when its name says so.
     """
-    info = fs.get_file_info(path)
-    if info.type == pafs.FileType.Directory:
+    sfs = as_store_fs(fs)
+    if sfs.is_dir(path):
         raise UserError(f"{path} is a folder; give {_WHAT} (e.g. one of its segment files)")
-    if info.type == pafs.FileType.NotFound:
+    if not sfs.exists(path):
         raise UserError(f"{path} does not exist")
     head, tail = _sniff(fs, path)
     known = (
@@ -60,7 +59,7 @@ def _check_input(fs: pafs.FileSystem, path: str) -> tuple[bytes, bytes]:
     return head, tail
 
 
-def index_arrays_for(fs: pafs.FileSystem, path: str) -> IndexArrays:
+def index_arrays_for(fs: AnyFS, path: str) -> IndexArrays:
     """Arrays for a Parquet file (indexed on the fly) or an index file (by its magic).
 
     Raises:
@@ -157,7 +156,7 @@ def _column(
 
 
 def inspect_path(
-    fs: pafs.FileSystem, path: str, probe: dict[str, Any] | None = None
+    fs: AnyFS, path: str, probe: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Describe every file, row group, column chunk, page index and bloom of ``path``.
 

@@ -21,6 +21,7 @@ from carbonstore.indexfiles._gen.carbonindex.ttypes import (
     RowGroups,
     ValueKind,
 )
+from carbonstore.indexfiles.arrays import load_arrays
 from carbonstore.indexfiles.footer import ChunkIndex, FileIndex, PageIndex, RowGroupIndex
 
 __all__ = [
@@ -288,8 +289,6 @@ def pack(
 
 def unpack(header: IndexHeader, bloom_region: bytes | None) -> list[FileIndex]:
     """Rebuild :class:`FileIndex` objects (blooms included when the region is given)."""
-    from carbonstore.indexfiles.arrays import load_arrays
-
     arrs = load_arrays(header)
     files = [
         FileIndex(

@@ -287,7 +287,7 @@ def _clean(
             delete_path(table, item.path)
             crash_point("clean.mid_delete")
         for sid in removed_ids:
-            table.status.delete_lease(sid)
+            table.status.leases.delete_lease(sid)
     orphans, orphan_skips = _orphans(table, dry_run=dry_run, now=now, force=force)
     items.extend(orphans)
     skipped.extend(orphan_skips)
@@ -318,7 +318,7 @@ def _statement_guard(table: Table, *, dry_run: bool, now: int) -> StatementGuard
     dead: list[str] = []
     skipped: list[str] = []
     keep_ms = table.conf.get_int("carbon.trash.retention.days") * _DAY_MS
-    for token, beat, marked in status.statement_leases():
+    for token, beat, marked in status.leases.statement_leases():
         if marked:
             if beat is None and not dry_run:
                 # A tombstone is kept long after its statement stopped: a stalled process
@@ -334,7 +334,7 @@ def _statement_guard(table: Table, *, dry_run: bool, now: int) -> StatementGuard
                        "the files it writes are kept")
     if dead and not dry_run:
         for token in dead:
-            status.mark_statement_dead(token)
+            status.leases.mark_statement_dead(token)
         table.status.update(lambda snap: list(snap.entries),
                             operation="CLEAN FILES (mark statements dead)", force=True)
         crash_point("clean.after_mark_dead")
@@ -342,9 +342,9 @@ def _statement_guard(table: Table, *, dry_run: bool, now: int) -> StatementGuard
 
 
 def _expire_tombstone(table: Table, token: str, *, now: int, keep_ms: int) -> None:
-    written = table.status.tombstone_time_ms(token)
+    written = table.status.leases.tombstone_time_ms(token)
     if written is not None and now - written >= keep_ms:
-        table.status.delete_statement_lease(token)
+        table.status.leases.delete_statement_lease(token)
 
 
 def _orphans(

@@ -319,7 +319,7 @@ def abort_segment(
     # Only a Failure (or removed) entry's folder: never one a commit made readable.
     if not holder or not holder[0].readable:
         table.store.sfs.delete_dir(table.paths.segment_dir(segment_id))
-    table.status.delete_lease(segment_id)
+    table.status.leases.delete_lease(segment_id)
     return holder[0] if holder else None
 
 

@@ -162,7 +162,7 @@ def plan_csv_tasks(
     files = _local_files(paths)
     input_location = ""
     if files is None:
-        from carbonstore.store.objectstore import input_files
+        from carbonstore.store.fs import input_files
 
         remote = input_files(paths, table.store.conf)  # s3:// inputs: read by the tasks
         if remote is None:

@@ -281,6 +281,6 @@ class CarbonWriter(DataSourceArrowWriter):
             return
         stop_renewer(self.renewal)
         try:
-            self._table().status.delete_lease(self.settings.segment_id)
+            self._table().status.leases.delete_lease(self.settings.segment_id)
         except CarbonStoreError:  # dropped: the heartbeat went with the table
             pass

@@ -14,8 +14,7 @@ from typing import Any
 import pyarrow.dataset as ds
 
 from carbonstore.errors import UserError
-from carbonstore.store.fs import resolve_fs
-from carbonstore.store.objectstore import input_files
+from carbonstore.store.fs import input_files, resolve_fs
 from carbonstore.store.table import Table
 
 __all__ = ["is_s3_input", "parquet_frame", "refuse"]

@@ -26,24 +26,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from carbonstore.errors import CommitConflictError, SchemaError
-from carbonstore.store.ddl import (
-    ColumnDef,
-    check_column_count,
-    parse_column_defs,
-    quote_name,
-)
+from carbonstore.store.ddl import ColumnDef, parse_column_defs, quote_name
 from carbonstore.store.evolution import parse_default
 from carbonstore.store.faults import crash_point
 from carbonstore.store.schema import (
     Column,
     DataType,
     TableSchema,
+    arrow_type,
     normalise_properties,
     parse_schema_string,
     parse_type,
 )
 from carbonstore.store.schema_log import write_schema_version
 from carbonstore.store.table import ALTER_PREFIX, Table
+from carbonstore.store.types import check_column_count
 
 __all__ = [
     "SUB_ACTIONS",
@@ -83,8 +80,6 @@ def check_column_name(name: str) -> str:
 
 def columns_from_defs(defs: Sequence[ColumnDef]) -> list[Column]:
     """Columns of parsed definitions (names checked, types parsed, defaults validated)."""
-    from carbonstore.store.schema import arrow_type
-
     out: list[Column] = []
     for d in defs:
         name = parse_schema_string(f"{quote_name(d.name)} int")[0].name if d.quoted else \

@@ -10,25 +10,23 @@ false or null.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from carbonstore.errors import SchemaError
-from carbonstore.limits import MAX_COLUMNS, MAX_IDENTIFIER, MAX_TYPE_DEPTH
-
-if TYPE_CHECKING:
-    from carbonstore.store.schema import Column, DataType
+from carbonstore.limits import MAX_COLUMNS
 
 __all__ = [
+    "BARE_NAME_RE",
     "ColumnDef",
-    "check_column_count",
     "parse_column_defs",
-    "parse_nested_type",
     "quote_name",
     "read_name",
     "split_top_level",
+    "too_many_columns",
 ]
+
+
+BARE_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}", re.ASCII)  # needs no backticks
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,126 +203,11 @@ def parse_column_defs(text: str) -> list[ColumnDef]:
     """
     items = split_top_level(text)
     if len(items) > MAX_COLUMNS:
-        raise _too_many(len(items))
+        raise too_many_columns(len(items))
     return [_parse_one(item, text) for item in items]
 
 
-def _too_many(count: int, table: str = "a table") -> SchemaError:
+def too_many_columns(count: int, table: str = "a table") -> SchemaError:
     return SchemaError(
         f"{table} would have {count:,} columns: at most {MAX_COLUMNS:,} columns are supported, "
         "each field of a struct, array or map counted as one (docs/reliability.md#limits)")
-
-
-def leaf_count(t: DataType) -> int:
-    """Columns a type stores: 1 for a primitive, the sum of its fields' for a nested type
-    (walked without recursion)."""
-    count = 0
-    stack = [t]
-    while stack:
-        cur = stack.pop()
-        if cur.fields:
-            stack.extend(f for _, f in cur.fields)
-        else:
-            count += 1
-    return count
-
-
-def check_column_count(columns: Sequence[Column], table: str = "a table") -> None:
-    """Refuse a table of more than :data:`~carbonstore.limits.MAX_COLUMNS` stored columns
-    (a one-row insert at the limit writes in a few seconds; see docs/reliability.md)."""
-    total = sum(leaf_count(c.type) for c in columns)
-    if total > MAX_COLUMNS:
-        raise _too_many(total, table)
-
-
-def type_depth(text: str) -> int:
-    """How deep ``<`` nests in a type's text (backticked names skipped), without recursion."""
-    depth = deepest = 0
-    quoted = False
-    for ch in text:
-        if ch == "`":
-            quoted = not quoted
-        elif quoted:
-            continue
-        elif ch == "<":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch == ">":
-            depth -= 1
-    return deepest
-
-
-def _close(text: str, start: int) -> int:
-    """Index of the ``>`` closing the ``<`` at ``start``."""
-    depth = 0
-    quote = False
-    for i in range(start, len(text)):
-        ch = text[i]
-        if ch == "`":
-            quote = not quote
-        elif quote:
-            continue
-        elif ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-            if depth == 0:
-                return i
-    raise SchemaError(f"unbalanced '<' in type {text.strip()!r}")
-
-
-def parse_nested_type(text: str, parse_type: Callable[[str], DataType]) -> DataType:
-    """``array<T>``, ``map<K, V>``, ``struct<a: T, ...>`` (recursively; ``parse_type`` parses
-    every inner type, so decimals and nested types work at any depth).
-
-    Raises:
-        SchemaError: unbalanced brackets, an empty struct, a map without two types, a
-            duplicate struct field.
-    """
-    from carbonstore.store.schema import DataType as _DataType
-
-    t = text.strip()
-    if (deep := type_depth(t)) > MAX_TYPE_DEPTH:
-        shown = t if len(t) <= 80 else f"{t[:38]} ... {t[-38:]}"
-        raise SchemaError(f"type {shown!r} nests {deep} levels deep: at most {MAX_TYPE_DEPTH} "
-                          "levels of array / map / struct are supported "
-                          "(docs/reliability.md#limits)")
-    open_at = t.find("<")
-    head = t[:open_at].strip().lower()
-    end = _close(t, open_at)
-    if t[end + 1:].strip():
-        raise SchemaError(f"unexpected {t[end + 1:].strip()!r} after type {t[:end + 1]!r}")
-    inner = t[open_at + 1:end]
-    if head == "array":
-        return _DataType("array", fields=(("element", parse_type(inner)),))
-    if head == "map":
-        parts = split_top_level(inner)
-        if len(parts) != 2:
-            raise SchemaError(f"map needs a key and a value type: {t!r}")
-        key = parse_type(parts[0])
-        if key.is_nested:
-            raise SchemaError(f"a map key must be a primitive type: {t!r}")
-        return _DataType("map", fields=(("key", key), ("value", parse_type(parts[1]))))
-    if head == "struct":
-        fields: list[tuple[str, DataType]] = []
-        seen: set[str] = set()
-        for item in split_top_level(inner):
-            part = item.strip()
-            if not part:
-                raise SchemaError(f"empty field in {t!r}")
-            name, pos = read_name(part, 0)
-            if len(name) > MAX_IDENTIFIER:
-                raise SchemaError(f"struct field name {name[:40]!r}... is {len(name)} characters "
-                                  f"long: at most {MAX_IDENTIFIER} characters are supported")
-            rest = part[pos:].lstrip()
-            if rest.startswith(":"):
-                rest = rest[1:]
-            elif pos < len(part) and not part[pos].isspace():
-                raise SchemaError(f"invalid struct field name in {t!r}: quote it in backticks")
-            lname = name.lower()
-            if lname in seen:
-                raise SchemaError(f"struct field {name!r} is defined twice in {t!r}")
-            seen.add(lname)
-            fields.append((lname, parse_type(rest)))
-        return _DataType("struct", fields=tuple(fields))
-    raise SchemaError(f"unknown type {t!r}; nested types are array<T>, map<K,V>, struct<...>")

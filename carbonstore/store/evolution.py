@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from carbonstore.errors import CorruptMetadataError
-from carbonstore.store.schema import Column, TableSchema
+from carbonstore.store.schema import Column, TableSchema, arrow_type
+from carbonstore.store.schema_log import schema_of_version, schema_version_of_entry
 
 if TYPE_CHECKING:
     from carbonstore.store.entries import LoadEntry
@@ -99,8 +100,6 @@ def column_default(column: Column) -> Any:
     text = column.default
     if text is None:
         return None
-    from carbonstore.store.schema import arrow_type
-
     return parse_default(text, arrow_type(column.type))
 
 
@@ -208,8 +207,6 @@ def struct_field_column(column: Column, path: Sequence[str]) -> Column | None:
 def segment_projections(table: Table, entries: Sequence[LoadEntry]) -> dict[str, Projection]:
     """Segment id -> how to read it as ``table.schema``, for segments written with another
     schema version (segments absent from the result read as they are)."""
-    from carbonstore.store.schema_log import schema_version_of_entry
-
     read = table.schema
     out: dict[str, Projection] = {}
     cache: dict[int, Projection | None] = {}
@@ -232,8 +229,6 @@ def segment_projections(table: Table, entries: Sequence[LoadEntry]) -> dict[str,
 def storage_types(table: Table) -> dict[str, pa.DataType]:
     """Read name -> the Arrow type the read path holds before decoding (dictionary
     columns: INT32 surrogates)."""
-    from carbonstore.store.schema import arrow_type
-
     dictionary = set(table.schema.dictionary_columns)
     return {c.name: pa.int32() if c.name in dictionary else arrow_type(c.type)
             for c in table.schema.columns}
@@ -242,8 +237,6 @@ def storage_types(table: Table) -> dict[str, pa.DataType]:
 def written_schema(table: Table, entry: LoadEntry) -> TableSchema:
     """The schema version a segment's files were written with (rebuilding its index labels
     the columns with that version's ids, not the current ones)."""
-    from carbonstore.store.schema_log import schema_of_version, schema_version_of_entry
-
     raw = entry.extra.get("schemaVersion")
     if raw == table.schema.schema_version or (raw is None and table.schema.schema_version <= 1):
         return table.schema

@@ -34,27 +34,28 @@ from __future__ import annotations
 import errno
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from carbonstore.errors import UserError
+from carbonstore.errors import UnsupportedStoreError, UserError
+from carbonstore.store import objectstore
 from carbonstore.store.faults import crash_point
-from carbonstore.store.paths import check_location
+from carbonstore.store.location import check_location
+from carbonstore.store.objectstore import shipped_location
 
 if TYPE_CHECKING:
     from carbonstore.store.conf import CarbonConf
 
-__all__ = ["ConditionalPut", "StoreFS", "UnsupportedStoreError", "resolve_fs"]
+__all__ = [
+    "AnyFS", "ConditionalPut", "StoreFS", "UnsupportedStoreError", "as_store_fs", "input_files",
+    "resolve_fs",
+]
 
 _RACE_TRIES = 5  # looks at a path another process removes at the same time
-
-
-class UnsupportedStoreError(UserError):
-    """The store's filesystem cannot do what a commit needs (a put-if-absent write)."""
 
 
 class ConditionalPut(Protocol):
@@ -125,6 +126,23 @@ class StoreFS:
 
     def makedirs(self, path: str) -> None:
         self.fs.create_dir(path, recursive=True)
+
+    def make_dir(self, path: str) -> None:
+        """Create the folder ``path`` whose parent exists (never its parents: a folder a
+        drop removed must not come back). FileExistsError where the filesystem says so."""
+        self.fs.create_dir(path, recursive=False)
+
+    def file_info(self, path: str) -> pafs.FileInfo:
+        """One look at ``path``: its type (``is_file``), ``size`` and ``mtime``."""
+        return self.fs.get_file_info(path)
+
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        """``path`` for reads at any offset (``read_at``, ``size``); close it (``with``)."""
+        return self.fs.open_input_file(path)
+
+    def open_input_stream(self, path: str) -> pa.NativeFile:
+        """``path`` for one front-to-back read; close it (``with``)."""
+        return self.fs.open_input_stream(path)
 
     def read_bytes(self, path: str) -> bytes:
         if self.object_store and hasattr(self.conditional, "get"):
@@ -331,6 +349,18 @@ class StoreFS:
         self.fs.delete_dir(src)
 
 
+#: What the readers of index and data files take while some callers still hand them the bare
+#: pyarrow filesystem of a store (``sfs.fs``): ``as_store_fs`` makes it a StoreFS at once.
+AnyFS: TypeAlias = "StoreFS | pafs.FileSystem"
+
+
+def as_store_fs(fs: AnyFS) -> StoreFS:
+    """``fs`` as a StoreFS (a bare pyarrow filesystem is wrapped, without a base path)."""
+    if isinstance(fs, StoreFS):
+        return fs
+    return StoreFS(fs, "", isinstance(fs, pafs.LocalFileSystem))
+
+
 def resolve_fs(location: str, conf: CarbonConf | None = None) -> StoreFS:
     """Turn a local path or URI into a ``StoreFS``; local paths are made absolute.
 
@@ -340,8 +370,6 @@ def resolve_fs(location: str, conf: CarbonConf | None = None) -> StoreFS:
     """
     check_location(location)  # shape and scheme first: one line, before any library sees it
     if location.startswith("s3://"):
-        from carbonstore.store import objectstore
-
         options = objectstore.s3_options(location, conf)
         fs, conditional = objectstore.s3_filesystem(options)
         return StoreFS(fs, options.base, False, conditional, object_store=True)
@@ -357,3 +385,39 @@ def resolve_fs(location: str, conf: CarbonConf | None = None) -> StoreFS:
         return StoreFS(fs, path.rstrip("/") or "/", local)
     path = os.path.abspath(os.path.expanduser(location))
     return StoreFS(pafs.LocalFileSystem(), path, True)
+
+
+def input_files(paths: Sequence[str], conf: CarbonConf | None) -> tuple[str, list[tuple[str, int]]] | None:
+    """The files of ``s3://`` load inputs as Spark would list them, without the JVM.
+
+    Each input is an object or a folder of objects (names starting with ``_`` or ``.``
+    skipped, no sub-folders, no glob). Returns the location tasks resolve the bucket's
+    filesystem from and ``(path, size)`` of every file, or None when an input is not on
+    s3:// or not of that form.
+
+    Raises:
+        UserError: an input names no object.
+    """
+    if not paths or not all(p.startswith("s3://") for p in paths):
+        return None
+    location = ""
+    out: list[tuple[str, int]] = []
+    for raw in paths:
+        if any(ch in raw for ch in "*?["):
+            return None
+        uri = shipped_location(raw, conf)
+        sfs = resolve_fs(uri, conf)
+        location = location or uri
+        info = sfs.fs.get_file_info(sfs.base)
+        if info.type == pafs.FileType.File:
+            out.append((info.path, int(info.size or 0)))
+            continue
+        if info.type != pafs.FileType.Directory:
+            raise UserError(f"input {raw} does not exist")
+        for child in sorted(sfs.list_dir(sfs.base), key=lambda i: i.path):
+            if child.base_name.startswith(("_", ".")):
+                continue
+            if child.type != pafs.FileType.File:
+                return None
+            out.append((child.path, int(child.size or 0)))
+    return (location, out) if out else None

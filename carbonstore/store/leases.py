@@ -42,21 +42,26 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
 from carbonstore.errors import CommitConflictError
 from carbonstore.store.entries import LoadEntry, now_ms
-
-if TYPE_CHECKING:
-    from carbonstore.store.tablestatus import TableStatus
+from carbonstore.store.status_leases import LeaseFiles
 
 __all__ = ["MARKED_DEAD", "LeaseKeeper", "StatementLease", "entry_is_dead", "statement_is_dead", "lease_fields", "process_start", "renew_lease", "writer_identity"]
 
 log = logging.getLogger(__name__)
 
 MARKED_DEAD = "markedDead"  # failureCause of an entry clean files committed as Failure
+
+
+class HasLeases(Protocol):
+    """What the functions here take: a table's ``TableStatus`` (only its lease files are used)."""
+
+    @property
+    def leases(self) -> LeaseFiles: ...
 
 
 @cache
@@ -116,9 +121,9 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def entry_is_dead(status: TableStatus, entry: LoadEntry, *, now: int, lease_ms: int) -> bool:
+def entry_is_dead(status: HasLeases, entry: LoadEntry, *, now: int, lease_ms: int) -> bool:
     """True when ``entry`` (In Progress) belongs to a load that is no longer running."""
-    heartbeat = status.read_lease(entry.load_name)
+    heartbeat = status.leases.read_lease(entry.load_name)
     info = {**entry.extra, **(heartbeat or {})}
     expiry = max(
         _int(entry.extra.get("leaseExpiryMs")) or entry.load_start_time + lease_ms,
@@ -126,7 +131,7 @@ def entry_is_dead(status: TableStatus, entry: LoadEntry, *, now: int, lease_ms: 
     )
     if now > expiry:
         return True
-    if status.paths.sfs.object_store:
+    if status.leases.paths.sfs.object_store:
         # Writers of an object store run anywhere (containers, other hosts that may share a
         # host name): only the lease decides.
         return False
@@ -134,24 +139,24 @@ def entry_is_dead(status: TableStatus, entry: LoadEntry, *, now: int, lease_ms: 
     return info.get("writerHost") == _host_id() and pid is not None and not _pid_alive(pid)
 
 
-def statement_is_dead(status: TableStatus, beat: dict[str, Any] | None, *, now: int) -> bool:
+def statement_is_dead(status: HasLeases, beat: dict[str, Any] | None, *, now: int) -> bool:
     """True when a statement lease's heartbeat ``beat`` (None: torn) shows it stopped."""
     if beat is None:
         return True
     expiry = _int(beat.get("leaseExpiryMs"))
     if expiry is None or now > expiry:
         return True
-    if status.paths.sfs.object_store:
+    if status.leases.paths.sfs.object_store:
         return False
     pid = _int(beat.get("writerPid"))
     return beat.get("writerHost") == _host_id() and pid is not None and not _pid_alive(pid)
 
 
-def renew_lease(status: TableStatus, segment_id: str, seconds: float) -> None:
+def renew_lease(status: HasLeases, segment_id: str, seconds: float) -> None:
     """Rewrite ``segment_id``'s heartbeat: its lease now runs ``seconds`` from now, held by
     this process. FileNotFoundError when the table's log is gone (dropped)."""
     data = {**lease_fields(seconds), "segment": segment_id}
-    status.write_lease(segment_id, orjson.dumps(data))
+    status.leases.write_lease(segment_id, orjson.dumps(data))
 
 
 def _renew_until(stop: threading.Event, seconds: float, renew: Any, what: str) -> None:
@@ -174,7 +179,7 @@ class LeaseKeeper:
     of ``begin_segment`` stop the renewal the same way.
     """
 
-    status: TableStatus
+    status: HasLeases
     segment_id: str
     seconds: float
     courtesy: Any = None
@@ -197,7 +202,7 @@ class LeaseKeeper:
         self._stop.set()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
-        self.status.delete_lease(self.segment_id)
+        self.status.leases.delete_lease(self.segment_id)
         if self.courtesy is not None:
             self.courtesy.release()
             self.courtesy = None
@@ -208,7 +213,7 @@ class StatementLease:
     """A running statement's lease (see the module docstring): the heartbeat is written at
     once and renewed from a daemon thread until ``release()``."""
 
-    status: TableStatus
+    status: HasLeases
     operation: str
     seconds: float
     token: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
@@ -229,7 +234,7 @@ class StatementLease:
     def renew(self) -> None:
         data = {**lease_fields(self.seconds), "startMs": self.started,
                 "operation": self.operation}
-        self.status.write_statement_lease(self.token, orjson.dumps(data))
+        self.status.leases.write_statement_lease(self.token, orjson.dumps(data))
 
     def check(self, files: list[str]) -> None:
         """Raise when clean files marked this statement dead or removed one of ``files``
@@ -239,18 +244,18 @@ class StatementLease:
             CommitConflictError: nothing may be committed; the statement can be run again.
         """
         why = None
-        if self.status.statement_marked_dead(self.token):
+        if self.status.leases.statement_marked_dead(self.token):
             self._marked_dead = True
             why = ("it stalled longer than carbon.segment.lease.seconds and clean files "
                    "marked it dead")
         else:
-            sfs = self.status.paths.sfs
+            sfs = self.status.leases.paths.sfs
             missing = [f for f in files if not sfs.exists(f)]
             if missing:
                 why = f"{missing[0]} it wrote was removed meanwhile"
         if why is not None:
             raise CommitConflictError(
-                f"{self.operation} on {self.status.paths.name} cannot commit: {why}; nothing "
+                f"{self.operation} on {self.status.leases.paths.name} cannot commit: {why}; nothing "
                 "was changed - run it again")
 
     def release(self) -> None:
@@ -260,4 +265,4 @@ class StatementLease:
         self._stop.set()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
-        self.status.delete_statement_lease(self.token, tombstone=self._marked_dead)
+        self.status.leases.delete_statement_lease(self.token, tombstone=self._marked_dead)

@@ -91,6 +91,29 @@ class LockManager:
         finally:
             lock.release()
 
+    @contextmanager
+    def courtesy(self, name: str, wait: float) -> Iterator[None]:
+        """Writers of one local store take turns on ``name`` (e.g. ``tablestatus.lock``),
+        waited for ``wait`` seconds at most.
+
+        Only spares them a storm of lost races: the caller goes ahead without it after
+        ``wait`` seconds (a holder may be stuck or slow), and correctness never rests on it
+        (put-if-absent decides).
+        """
+        if not self.paths.sfs.local or self.conf.get("carbon.lock.path"):
+            yield
+            return
+        try:
+            lock = self.lock(name)
+            lock.acquire(timeout=wait)
+        except (filelock.Timeout, OSError):
+            yield
+            return
+        try:
+            yield
+        finally:
+            lock.release()
+
     def tablestatus(self) -> filelock.BaseFileLock:
         return self.lock("tablestatus.lock")
 

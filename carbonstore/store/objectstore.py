@@ -28,7 +28,6 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -36,8 +35,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from carbonstore.errors import UserError
-from carbonstore.store.paths import check_location
+from carbonstore.errors import UnsupportedStoreError, UserError
+from carbonstore.store.conf import load_conf
+from carbonstore.store.location import check_location
 
 if TYPE_CHECKING:
     from carbonstore.store.conf import CarbonConf
@@ -46,7 +46,6 @@ __all__ = [
     "S3Options",
     "S3ConditionalPut",
     "counting_fs",
-    "input_files",
     "object_uri",
     "request_counts",
     "reset_request_counts",
@@ -258,8 +257,6 @@ def s3_options(location: str, conf: CarbonConf | None = None) -> S3Options:
         UserError: the location names no bucket or has an unknown query parameter.
     """
     if conf is None:
-        from carbonstore.store.conf import load_conf
-
         conf = load_conf()
     parts = urlsplit(check_location(location))
     bucket, prefix = parts.netloc, parts.path.strip("/")
@@ -416,8 +413,6 @@ class S3ConditionalPut:
             except BaseError:  # a leftover probe object is harmless
                 log.debug("probe object %s not removed", key, exc_info=True)
             if not first or second:
-                from carbonstore.store.fs import UnsupportedStoreError
-
                 raise UnsupportedStoreError(
                     f"store s3://{self.options.base} refused: its server ignores conditional "
                     "writes (If-None-Match: *), so concurrent commits could overwrite each "
@@ -476,44 +471,6 @@ def s3_filesystem(options: S3Options) -> tuple[pafs.FileSystem, S3ConditionalPut
 
 
 # ---- load inputs in a bucket ------------------------------------------------------------
-
-
-def input_files(paths: Sequence[str], conf: CarbonConf | None) -> tuple[str, list[tuple[str, int]]] | None:
-    """The files of ``s3://`` load inputs as Spark would list them, without the JVM.
-
-    Each input is an object or a folder of objects (names starting with ``_`` or ``.``
-    skipped, no sub-folders, no glob). Returns the location tasks resolve the bucket's
-    filesystem from and ``(path, size)`` of every file, or None when an input is not on
-    s3:// or not of that form.
-
-    Raises:
-        UserError: an input names no object.
-    """
-    if not paths or not all(p.startswith("s3://") for p in paths):
-        return None
-    from carbonstore.store.fs import resolve_fs
-
-    location = ""
-    out: list[tuple[str, int]] = []
-    for raw in paths:
-        if any(ch in raw for ch in "*?["):
-            return None
-        uri = shipped_location(raw, conf)
-        sfs = resolve_fs(uri, conf)
-        location = location or uri
-        info = sfs.fs.get_file_info(sfs.base)
-        if info.type == pafs.FileType.File:
-            out.append((info.path, int(info.size or 0)))
-            continue
-        if info.type != pafs.FileType.Directory:
-            raise UserError(f"input {raw} does not exist")
-        for child in sorted(sfs.list_dir(sfs.base), key=lambda i: i.path):
-            if child.base_name.startswith(("_", ".")):
-                continue
-            if child.type != pafs.FileType.File:
-                return None
-            out.append((child.path, int(child.size or 0)))
-    return (location, out) if out else None
 
 
 def object_uri(path: str, location: str) -> str:

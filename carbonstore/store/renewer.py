@@ -31,7 +31,12 @@ from typing import Any
 
 import orjson
 
-from carbonstore.store.leases import process_start
+import carbonstore
+from carbonstore.errors import CarbonStoreError, TableNotFoundError
+from carbonstore.store.conf import load_conf
+from carbonstore.store.leases import process_start, renew_lease
+from carbonstore.store.table import Store
+from carbonstore.store.tablestatus import RUNNING_STATUSES
 
 __all__ = ["Renewal", "spawn_renewer", "stop_renewer"]
 
@@ -57,8 +62,6 @@ def spawn_renewer(
     segment_id: str, seconds: float,
 ) -> Renewal | None:
     """Start a renewer for ``segment_id``; None when it could not be started (logged)."""
-    import carbonstore
-
     token = uuid.uuid4().hex
     watch = os.getppid()
     settings = {
@@ -102,11 +105,6 @@ def stop_renewer(renewal: Renewal | None) -> None:
 
 
 def _run(settings: dict[str, Any]) -> None:
-    from carbonstore.errors import CarbonStoreError, TableNotFoundError
-    from carbonstore.store import Store, load_conf
-    from carbonstore.store.leases import renew_lease
-    from carbonstore.store.tablestatus import RUNNING_STATUSES
-
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     seg = str(settings["segment"])
@@ -133,7 +131,7 @@ def _run(settings: dict[str, Any]) -> None:
             if mine is None or mine.status not in RUNNING_STATUSES:
                 # Committed, aborted or marked dead. Checked after the write, so a heartbeat
                 # written after the committer removed it is removed here.
-                status.delete_lease(seg)
+                status.leases.delete_lease(seg)
                 return
         stop.wait(max(0.05, seconds / 4))
 

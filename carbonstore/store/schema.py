@@ -9,7 +9,6 @@ assigned, so dictionary files and statistics survive renames of nothing else.
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -20,6 +19,8 @@ import pyarrow as pa
 from carbonstore.errors import CorruptMetadataError, SchemaError
 from carbonstore.store.checksums import checked_object, with_checksum
 from carbonstore.store.conf import Bool, Float, Int, IntList, KeyType, check_value
+from carbonstore.store.ddl import BARE_NAME_RE, parse_column_defs
+from carbonstore.store.types import DataType, parse_type
 
 __all__ = [
     "arrow_type",
@@ -38,21 +39,6 @@ TypeName = Literal[
     "boolean", "byte", "short", "int", "long", "float", "double",
     "decimal", "string", "binary", "date", "timestamp",
 ]
-
-_SIMPLE_TYPES: dict[str, str] = {
-    "boolean": "boolean", "bool": "boolean",
-    "byte": "byte", "tinyint": "byte",
-    "short": "short", "smallint": "short",
-    "int": "int", "integer": "int",
-    "long": "long", "bigint": "long",
-    "float": "float", "real": "float",
-    "double": "double",
-    "string": "string", "varchar": "string", "char": "string",
-    "binary": "binary",
-    "date": "date",
-    "timestamp": "timestamp",
-}
-_DECIMAL_RE = re.compile(r"^decimal\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$")
 
 SORT_SCOPES = ("no_sort", "local_sort", "global_sort")
 
@@ -92,79 +78,6 @@ TABLE_PROPERTIES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class DataType:
-    """A Spark SQL type. ``precision``/``scale`` are set for decimals only; ``fields`` for
-    nested types: ``array`` (one field ``element``), ``map`` (``key``, ``value``) and
-    ``struct`` (its named fields, in order)."""
-
-    name: str
-    precision: int = 0
-    scale: int = 0
-    fields: tuple[tuple[str, DataType], ...] = ()
-
-    def __str__(self) -> str:
-        if self.name == "decimal":
-            return f"decimal({self.precision},{self.scale})"
-        if self.name == "array":
-            return f"array<{self.fields[0][1]}>"
-        if self.name == "map":
-            return f"map<{self.fields[0][1]},{self.fields[1][1]}>"
-        if self.name == "struct":
-            from carbonstore.store.ddl import quote_name
-
-            inner = ",".join(
-                f"{n if _NAME_RE.fullmatch(n) else quote_name(n)}:{t}" for n, t in self.fields
-            )
-            return f"struct<{inner}>"
-        return self.name
-
-    @property
-    def is_nested(self) -> bool:
-        return self.name in ("array", "map", "struct")
-
-    @property
-    def is_integral(self) -> bool:
-        return self.name in ("byte", "short", "int", "long")
-
-    @property
-    def is_floating(self) -> bool:
-        return self.name in ("float", "double")
-
-    @property
-    def is_numeric(self) -> bool:
-        return self.is_integral or self.is_floating or self.name == "decimal"
-
-
-def parse_type(text: str) -> DataType:
-    """Parse a Spark SQL type such as ``long``, ``decimal(10,2)`` or, nested,
-    ``array<struct<a: int, b: map<string, decimal(10,2)>>>``."""
-    if "<" in text:
-        from carbonstore.store.ddl import parse_nested_type
-
-        return parse_nested_type(text, parse_type)
-    t = text.strip().lower()
-    if t in _SIMPLE_TYPES:
-        return DataType(_SIMPLE_TYPES[t])
-    m = _DECIMAL_RE.match(t)
-    if m:
-        precision = int(m.group(1) or 10)
-        scale = int(m.group(2) or 0)
-        if not 1 <= precision <= 38:
-            raise SchemaError(f"decimal precision must be between 1 and 38, got {precision}")
-        if not 0 <= scale <= precision:
-            raise SchemaError(f"decimal scale must be between 0 and the precision, got {text!r}")
-        return DataType("decimal", precision, scale)
-    raise SchemaError(
-        f"unknown type {text.strip()!r}; use one of boolean, byte, short, int, long, float, "
-        "double, decimal(p,s), string, binary, date, timestamp, array<T>, map<K,V>, "
-        "struct<name: T, ...>"
-    )
-
-
-_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}", re.ASCII)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Column:
     """One column: its name (lower case), type, nullability and stable id."""
@@ -195,7 +108,7 @@ class Column:
         name, nullable, default = obj["name"], obj["nullable"], obj.get("default")
         if not isinstance(name, str) or name != name.lower():
             raise ValueError(f"column name {name!r} is not a stored (lower-case) name")
-        if not _NAME_RE.fullmatch(name):
+        if not BARE_NAME_RE.fullmatch(name):
             check_quoted_name(name)
         if not isinstance(nullable, bool):  # bool("false") is True
             raise ValueError(f"nullable of column {name!r} is {nullable!r}, not true/false")
@@ -223,15 +136,13 @@ def parse_schema_string(text: str) -> list[Column]:
     backticks. Types may nest (``map<string,int>``, ``struct<a: int, b: array<string>>``);
     ``DEFAULT v`` gives the value an added column reads as in older segments.
     """
-    from carbonstore.store.ddl import parse_column_defs
-
     columns: list[Column] = []
     seen: set[str] = set()
     for d in parse_column_defs(text):
         name = d.name
         if d.quoted:
             check_quoted_name(name)
-        elif not _NAME_RE.fullmatch(name):
+        elif not BARE_NAME_RE.fullmatch(name):
             raise SchemaError(
                 f"invalid column name {name!r}: use letters, digits and underscores "
                 "(at most 128 characters, not starting with a digit), or quote it in backticks"

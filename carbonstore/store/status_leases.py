@@ -1,35 +1,29 @@
-"""A table's lease files (heartbeats of running loads; see carbonstore.store.leases),
-kept in its tablestatus log folder: part of :class:`carbonstore.store.tablestatus.TableStatus`."""
+"""A table's lease files (heartbeats of running loads and statements; see
+carbonstore.store.leases), kept in its tablestatus log folder: ``TableStatus.leases``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
-if TYPE_CHECKING:
-    from carbonstore.store.paths import TablePaths
+from carbonstore.store.paths import TablePaths, check_segment_id
 
 __all__ = ["LeaseFiles"]
 
 _STATEMENT_PREFIX = "stmt-"
 
 
+@dataclass(frozen=True, slots=True)
 class LeaseFiles:
-    """The lease-file methods of TableStatus."""
+    """Reads and writes the lease files of one table: ``<log_dir>/leases/``."""
 
-    __slots__ = ()
-
-    if TYPE_CHECKING:  # provided by TableStatus
-        paths: TablePaths
-
-        @property
-        def log_dir(self) -> str: ...
+    paths: TablePaths
+    log_dir: str  # the table's tablestatus log folder
 
     # ---- leases (heartbeat files; see carbonstore.store.leases) ----------------------------
     def _lease_path(self, segment_id: str) -> str:
-        from carbonstore.store.paths import check_segment_id
-
         return f"{self.log_dir}/leases/{check_segment_id(segment_id)}.json"
 
     def write_lease(self, segment_id: str, data: bytes) -> None:
@@ -93,7 +87,7 @@ class LeaseFiles:
 
     def tombstone_time_ms(self, token: str) -> int | None:
         """When a statement's tombstone was written (None: there is none)."""
-        info = self.paths.sfs.fs.get_file_info(self._statement_path(token, ".dead"))
+        info = self.paths.sfs.file_info(self._statement_path(token, ".dead"))
         return int(info.mtime.timestamp() * 1000) if info.mtime is not None else None
 
     def statement_marked_dead(self, token: str) -> bool:
@@ -112,7 +106,7 @@ class LeaseFiles:
             if not sfs.is_dir(self.log_dir):
                 raise FileNotFoundError(self.log_dir)
             try:  # never recursive: a dropped table's log must not come back
-                sfs.fs.create_dir(folder, recursive=False)
+                sfs.make_dir(folder)
             except FileExistsError:
                 pass
 

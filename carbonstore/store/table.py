@@ -21,7 +21,6 @@ from carbonstore.errors import (
     VersionNotFoundError,
 )
 from carbonstore.store.conf import CarbonConf, load_conf
-from carbonstore.store.ddl import check_column_count
 from carbonstore.store.faults import crash_point
 from carbonstore.store.fs import StoreFS, resolve_fs
 from carbonstore.store.locks import LockManager
@@ -33,6 +32,7 @@ from carbonstore.store.schema import (
     normalise_properties,
     parse_schema_string,
 )
+from carbonstore.store.schema_log import check_log_owner, read_schema_log, schema_as_of
 from carbonstore.store.tablestatus import (
     MARKED_FOR_DELETE,
     LoadEntry,
@@ -41,6 +41,7 @@ from carbonstore.store.tablestatus import (
     VersionInfo,
     now_ms,
 )
+from carbonstore.store.types import check_column_count
 
 __all__ = ["ALTER_PREFIX", "NOT_APPLIED", "Store", "Table", "as_of_option", "legacy_table_id"]
 
@@ -138,16 +139,12 @@ class Table:
         snap = self.status.read(version)
         if check_files:
             self._check_files(snap, f"version {version}")
-        from carbonstore.store.schema_log import schema_as_of
-
         schema = schema_as_of(self.schema_versions(), version)
         return replace(self, pinned_version=version, schema=schema)
 
     # ---- schema versions (docs/schema-evolution.md) ----------------------------------------
     def schema_versions(self) -> list[Any]:
         """Every schema version (``schema_log.SchemaVersion``), oldest first."""
-        from carbonstore.store.schema_log import read_schema_log
-
         path = self.paths.schema
         base = TableSchema.from_bytes(self.store.sfs.read_bytes(path), path=path)
         return read_schema_log(self.store.sfs, self.paths, base)
@@ -289,7 +286,7 @@ class Table:
 
 
 class Store:
-    """A carbonstore: ``<location>/<db>/<table>/...`` over pyarrow.fs."""
+    """A carbonstore: ``<location>/<db>/<table>/...`` through its file layer (``StoreFS``)."""
 
     # The class of the tables this store opens and creates: carbonstore.api.Store (the
     # user's Store) sets its Table, which adds the operations of the layers above.
@@ -333,8 +330,6 @@ class Store:
             raise self._without_schema(paths)
         table = self._open(paths)
         if table.status.dropped():
-            from carbonstore.store.schema_log import check_log_owner
-
             check_log_owner(self.sfs, paths, table.schema)  # not a drop: another's schema
             raise TableNotFoundError(
                 f"table {paths.name} does not exist in store {self.location}: it was dropped "
@@ -384,8 +379,6 @@ class Store:
             if only_created else ""))
 
     def _open(self, paths: TablePaths) -> Table:
-        from carbonstore.store.schema_log import read_schema_log
-
         schema = TableSchema.from_bytes(self.sfs.read_bytes(paths.schema), path=paths.schema)
         schema = read_schema_log(self.sfs, paths, schema)[-1].schema  # the newest ALTER's
         return self.table_class(self, paths.name, schema)

@@ -33,12 +33,10 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import filelock
 import orjson
 
 from carbonstore.errors import (
@@ -69,7 +67,7 @@ from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TablePaths
 from carbonstore.store.status_leases import LeaseFiles
-from carbonstore.store.status_legacy import LegacyStatus
+from carbonstore.store.status_legacy import LegacyStatus, StatusHistory
 from carbonstore.store.versions import (
     CHECKPOINT_INTERVAL,
     State,
@@ -131,7 +129,7 @@ def forget_decoded() -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class TableStatus(LeaseFiles, LegacyStatus):
+class TableStatus:
     """Reads and commits one table's tablestatus versions."""
 
     paths: TablePaths
@@ -144,6 +142,16 @@ class TableStatus(LeaseFiles, LegacyStatus):
     @property
     def log_dir(self) -> str:
         return f"{self.paths.tablestatus_log}/{self.table_id}"
+
+    @property
+    def leases(self) -> LeaseFiles:
+        """The heartbeat files of the table's running loads and statements."""
+        return LeaseFiles(self.paths, self.log_dir)
+
+    @property
+    def history(self) -> StatusHistory:
+        """``tablestatus.history``: the entries clean files removed for good."""
+        return StatusHistory(self.paths)
 
     def _version_path(self, version: int) -> str:
         return f"{self.log_dir}/{version:0{_DIGITS}d}.json"
@@ -158,6 +166,17 @@ class TableStatus(LeaseFiles, LegacyStatus):
             f"table {self.paths.name} was dropped (its tablestatus log "
             f"{self.paths.relative(self.log_dir)} is gone); open it again if it was re-created"
         )
+
+    def _legacy(self) -> TableStatusSnapshot:
+        """A table of the single-file format, read as version 0 (upgraded on first write)."""
+        legacy = LegacyStatus(self.paths, self.table_id, self.legacy_schema, self.log_dir)
+        if (snap := legacy.read()) is None:
+            raise self._gone()
+        return snap
+
+    def _upgrade(self, legacy: TableStatusSnapshot) -> None:
+        LegacyStatus(self.paths, self.table_id, self.legacy_schema, self.log_dir).upgrade(
+            legacy, self._version_path(0))
 
     def _listed_versions(self) -> list[int]:
         out = []
@@ -459,30 +478,8 @@ class TableStatus(LeaseFiles, LegacyStatus):
             TableNotFoundError: the table was dropped.
         """
         self._writable()
-        with self._courtesy():
+        with self.locks.courtesy("tablestatus.lock", _COURTESY_WAIT):
             return self._commit(fn, operation, remove, force=force, files_removed=files_removed)
-
-    @contextmanager
-    def _courtesy(self) -> Iterator[None]:
-        """Writers of one local store take turns (``tablestatus.lock``, waited for briefly).
-
-        Only spares them a storm of lost races: a commit goes ahead without it after
-        ``_COURTESY_WAIT`` seconds (a holder may be stuck or slow), and correctness never
-        rests on it (put-if-absent decides).
-        """
-        if not self.paths.sfs.local or self.locks.conf.get("carbon.lock.path"):
-            yield
-            return
-        try:
-            lock = self.locks.lock("tablestatus.lock")
-            lock.acquire(timeout=_COURTESY_WAIT)
-        except (filelock.Timeout, OSError):
-            yield
-            return
-        try:
-            yield
-        finally:
-            lock.release()
 
     def _commit(
         self,
@@ -515,7 +512,7 @@ class TableStatus(LeaseFiles, LegacyStatus):
                 self._remember(version, state)
                 self._write_hint(version)
                 if removed:
-                    self._append_history(removed)
+                    self.history.append(removed)
                 return TableStatusSnapshot(state.entries, version, state.floor, self.table_id,
                                            state.timestamp)
             time.sleep(min(1.0, 0.002 * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.5))

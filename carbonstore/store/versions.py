@@ -42,6 +42,7 @@ from carbonstore.store.entries import (
     now_ms,
     segment_sort_key,
 )
+from carbonstore.store.leases import writer_identity
 
 __all__ = [
     "CHECKPOINT_INTERVAL",
@@ -328,8 +329,6 @@ def decode_legacy(data: bytes, path: str, backup: str) -> tuple[LoadEntry, ...]:
 
 
 def writer_id() -> str:
-    from carbonstore.store.leases import writer_identity
-
     return writer_identity()
 
 

@@ -343,14 +343,14 @@ def test_a_killed_statement_is_marked_dead_once_and_its_tombstone_expires(table:
 
     beat = {**lease_fields(1), "startMs": now_ms(), "operation": "DELETE",
             "writerPid": 2**22 + 12345}  # no such process
-    table.status.write_statement_lease("deadbeef", orjson.dumps(beat))
+    table.status.leases.write_statement_lease("deadbeef", orjson.dumps(beat))
     version = table.status.read().version
     clean_files(table, dry_run=True, now=now_ms() + LATER)
     assert table.status.read().version == version  # a dry run marks nothing
     clean_files(table, dry_run=False, now=now_ms() + LATER)
     assert table.status.read().version == version + 1
-    assert table.status.statement_leases() == [("deadbeef", None, True)]
+    assert table.status.leases.statement_leases() == [("deadbeef", None, True)]
     clean_files(table, dry_run=False, now=now_ms() + LATER)
     assert table.status.read().version == version + 1
     clean_files(table, dry_run=False, now=now_ms() + 8 * 24 * 3_600_000)
-    assert table.status.statement_leases() == []
+    assert table.status.leases.statement_leases() == []

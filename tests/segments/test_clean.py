@@ -40,7 +40,7 @@ def test_retention_then_removal_moves_entries_to_history(table: Table) -> None:
     real = clean_files(table, dry_run=False, now=later)
     assert real.bytes == dry.bytes
     assert statuses(table) == {"0.1": SUCCESS}
-    assert sorted(e.load_name for e in table.status.read_history()) == ["0", "1", "2"]
+    assert sorted(e.load_name for e in table.status.history.read()) == ["0", "1", "2"]
     for s in ("0", "1", "2"):
         assert not table.store.sfs.exists(table.paths.segment_dir(s))
     assert read_segments(table).num_rows == 20

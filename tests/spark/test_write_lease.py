@@ -60,4 +60,4 @@ def test_a_long_bare_write_is_not_judged_dead_by_clean_files(spark, tmp_path: Pa
     assert sorted(r.id for r in got.collect()) == list(range(40))
     # The renewer stopped with the commit: no heartbeat comes back.
     time.sleep(1.5)
-    assert table.status.read_lease(entries[0].load_name) is None
+    assert table.status.leases.read_lease(entries[0].load_name) is None

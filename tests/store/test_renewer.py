@@ -99,7 +99,7 @@ def renewers() -> Iterator[list[int]]:
 
 
 def _heartbeat(table: Table, segment: str) -> dict[str, object] | None:
-    return table.status.read_lease(segment)
+    return table.status.leases.read_lease(segment)
 
 
 def test_the_lease_outlives_its_first_term_until_the_load_commits(

@@ -203,14 +203,14 @@ def test_history_receives_removed_entries(table: Table) -> None:
         lambda s: list(s.entries), remove=lambda e: e.status == MARKED_FOR_DELETE
     )
     assert [e.load_name for e in snap.entries] == ["0", "2"]
-    history = table.status.read_history()
+    history = table.status.history.read()
     assert [(e.load_name, e.status) for e in history] == [
         ("1", MARKED_FOR_DELETE), ("3", MARKED_FOR_DELETE)
     ]
     # a second removal appends; earlier history stays
     table.status.set_status("0", MARKED_FOR_DELETE)
     table.status.update(lambda s: list(s.entries), remove=lambda e: e.load_name == "0")
-    assert [e.load_name for e in table.status.read_history()] == ["1", "3", "0"]
+    assert [e.load_name for e in table.status.history.read()] == ["1", "3", "0"]
     assert [e.load_name for e in table.status.read().entries] == ["2"]
     # the id of a removed segment is never handed out again (3 was the largest)
     assert table.status.allocate().load_name == "4"
@@ -225,7 +225,7 @@ def test_history_is_not_duplicated_when_a_removal_is_retried(table: Table) -> No
         lambda s: [LoadEntry(load_name="0", status=FAILURE, load_start_time=0), *s.entries]
     )
     table.status.update(lambda s: list(s.entries), remove=lambda e: e.load_name == "0")
-    assert [e.load_name for e in table.status.read_history()] == ["0"]
+    assert [e.load_name for e in table.status.history.read()] == ["0"]
 
 
 def test_failed_update_writes_nothing(table: Table) -> None:
@@ -315,4 +315,4 @@ def test_corrupt_history_is_reported(table: Table) -> None:
     with open(table.paths.tablestatus_history, "wb") as f:
         f.write(b"[{")
     with pytest.raises(CorruptMetadataError, match="tablestatus.history"):
-        table.status.read_history()
+        table.status.history.read()
