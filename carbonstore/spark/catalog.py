@@ -59,6 +59,9 @@ class _Registration:
     store: Store
     original_sql: Callable[..., Any]
     tables: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # the catalog tables whose store table this session's CREATE TABLE made: a DROP TABLE
+    # drops their store table too (as Spark drops a managed table's data)
+    created: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -106,7 +109,8 @@ def _literal(value: str) -> str:
 
 
 # the catalog tables this process made (``db.table`` lower case): Spark's catalog shows no
-# provider for a table of a Python data source, so ``register`` replaces only these
+# provider for a table of a Python data source, so ``register`` replaces such a table only
+# when it made one of that name
 _made: set[str] = set()
 
 
@@ -124,13 +128,13 @@ def _prepare(spark: Any, state: _Registration, tables: list[Table]) -> None:
     """Refuse, before any change, a name Spark's catalog holds for something else."""
     for table in tables:
         name = f"{table.name.database}.{table.name.table}"
-        with _location_lock:
-            if name.lower() in _made:
-                continue
         if spark.catalog.tableExists(name):
             provider = _spark_provider(state.original_sql,
                                        _qualified(table.name.database, table.name.table))
-            if not provider.lower().startswith("carbonstore"):
+            with _location_lock:
+                ours = provider.lower().startswith("carbonstore") or (
+                    not provider and name.lower() in _made)
+            if not ours:
                 raise UserError(
                     f"Spark's catalog has a table {table.name} of "
                     f"{f'provider {provider}' if provider else 'another Python data source'}"
@@ -142,13 +146,14 @@ def _qualified(database: str, table: str) -> str:
     return f"{quote_name(database)}.{quote_name(table)}"
 
 
-def _catalog_table(spark: Any, state: _Registration, table: Table) -> Any:
-    """Register ``table``'s own data source and (re)make its catalog table; Spark's (empty)
-    DataFrame of the CREATE."""
+def _catalog_table(spark: Any, state: _Registration, table: Table,
+                   as_name: tuple[str, str] | None = None) -> Any:
+    """Register ``table``'s own data source and (re)make its catalog table (named as the
+    table, or ``as_name``: (database, table)); Spark's (empty) DataFrame of the CREATE."""
     run = state.original_sql
     source = table_source(table)
     spark.dataSource.register(source)
-    db, name = table.name.database, table.name.table
+    db, name = as_name or (table.name.database, table.name.table)
     connect = _is_connect(spark)
     location = "" if connect else f"{_catalog_location()}/{db}"
     if not spark.catalog.databaseExists(db):
@@ -248,14 +253,17 @@ def carbonstore_statement(spark: Any, statement: Any) -> Any:
         return None
     name, if_exists = dropped
     with state.lock:
-        known = state.tables.get(name.lower())
-    if known is None:
+        known = state.tables.get(name.lower()) if name.lower() in state.created else None
+    if known is None:  # Spark drops the name (a table register attached keeps its data)
+        with state.lock:
+            state.tables.pop(name.lower(), None)
         return None
     location, table_name = known
     store = state.store if state.store.location == location else Store(location)
     store.drop_table(table_name)  # the store's drop commits first: the name goes after
     with state.lock:
         state.tables.pop(name.lower(), None)
+        state.created.discard(name.lower())
     with _location_lock:
         _made.discard(name.lower())
     db, _, t = name.partition(".")
@@ -285,16 +293,22 @@ def _create(spark: Any, state: _Registration, create: CreateStatement) -> Any:
         columns = ", ".join(
             f"{quote_name(f.name)} {f.dataType.simpleString()}{'' if f.nullable else ' NOT NULL'}"
             for f in run(create.query).schema.fields)
+    store_name = create.store_table or name
+    made = False
     if columns is None:  # CREATE TABLE db.t USING carbonstore: the store's own table
-        table = store.table(name)
+        table = store.table(store_name)
     else:
         try:
-            table = store.create_table(name, columns, properties=create.properties)
+            table = store.create_table(store_name, columns, properties=create.properties)
+            made = True
         except TableExistsError:
             if not create.if_not_exists:
                 raise
-            table = store.table(name)
-    created = _catalog_table(spark, state, table)
+            table = store.table(store_name)
+    created = _catalog_table(spark, state, table, (create.database, create.table))
+    if made:
+        with state.lock:
+            state.created.add(name.lower())
     if create.query is not None:
         run(f"INSERT INTO {qualified} {create.query}")
     return created

@@ -5,13 +5,14 @@ Accepted::
 
     CREATE TABLE [IF NOT EXISTS] [db.]t [(col type [NOT NULL] [COMMENT '...'], ...)]
         USING carbonstore
-        [OPTIONS (store '<location>', 'carbon.<key>' '<value>', ...)]
+        [OPTIONS (store '<location>', table '<db.table>', 'carbon.<key>' '<value>', ...)]
         [PARTITIONED BY (col | transform(col), ...)]
         [CLUSTERED BY (col, ...) INTO n BUCKETS]
         [TBLPROPERTIES ('sort_columns'='a,b', 'dictionary_include'='c', 'bloom_columns'='d', ...)]
         [AS SELECT ...]
 
-TBLPROPERTIES are the store's table properties (docs/ddl properties: an unknown one is
+OPTIONS ``table`` names the store table when it is not the statement's name (the catalog
+name is the statement's). TBLPROPERTIES are the store's table properties (an unknown one is
 refused by the store, with the list of known ones); PARTITIONED BY and CLUSTERED BY are
 the ``partition_by`` and ``bucket_columns`` / ``bucket_number`` properties. Any other
 clause (OR REPLACE, LOCATION, COMMENT, ...) is refused in one line: it would be ignored.
@@ -31,7 +32,8 @@ PROVIDER = "carbonstore"
 @dataclass(frozen=True)
 class CreateStatement:
     """One ``CREATE TABLE ... USING carbonstore``. ``columns``: the schema string (None:
-    no column list); ``query``: the SELECT of a CREATE ... AS SELECT."""
+    no column list); ``query``: the SELECT of a CREATE ... AS SELECT; ``store_table``: the
+    store table's name when OPTIONS (table ...) gives one (else ``database.table``)."""
 
     database: str
     table: str
@@ -41,6 +43,7 @@ class CreateStatement:
     conf: dict[str, str] = field(default_factory=dict)
     if_not_exists: bool = False
     query: str | None = None
+    store_table: str | None = None
 
 
 def _parse(statement: str):  # type: ignore[no-untyped-def]
@@ -100,6 +103,7 @@ def parse_create(statement: str, current_database: str) -> CreateStatement | Non
         raise UserError(f"{where}: OR REPLACE is not supported; DROP TABLE it first")
     properties: dict[str, str] = {}
     store: str | None = None
+    store_table: str | None = None
     conf: dict[str, str] = {}
     for item in items:
         if isinstance(item, exp.FileFormatProperty):
@@ -109,11 +113,13 @@ def parse_create(statement: str, current_database: str) -> CreateStatement | Non
                 key, value = _value(opt.this), _value(opt.args.get("value"))
                 if key.lower() == "store":
                     store = value
+                elif key.lower() == "table":
+                    store_table = value
                 elif key.lower().startswith("carbon."):
                     conf[key.lower()] = value
                 else:
-                    raise UserError(f"{where}: unknown option {key!r}; OPTIONS take 'store' "
-                                    "and carbon.* settings, table properties go in "
+                    raise UserError(f"{where}: unknown option {key!r}; OPTIONS take 'store', "
+                                    "'table' and carbon.* settings, table properties go in "
                                     "TBLPROPERTIES")
         elif isinstance(item, exp.PartitionedByProperty):
             parts = item.this.expressions if isinstance(item.this, exp.Schema) else [item.this]
@@ -136,6 +142,7 @@ def parse_create(statement: str, current_database: str) -> CreateStatement | Non
         database=database, table=table, columns=columns, properties=properties,
         store=store, conf=conf, if_not_exists=bool(tree.args.get("exists")),
         query=query.sql(dialect="spark") if query is not None else None,
+        store_table=store_table,
     )
 
 

@@ -128,9 +128,10 @@ def test_register_makes_every_store_table_a_table_by_name(spark: Any, tmp_path: 
     add_segments(store.table("shop.orders"), [pa.table(
         {"order_id": np.arange(300, 310), "city": ["z"] * 10, "v": np.zeros(10)})])
     assert spark.sql("SELECT count(*) FROM shop.orders WHERE city = 'z'").collect()[0][0] == 10
-    # a version by the statement's own options
-    assert spark.sql(f"SELECT count(*) FROM shop.orders WITH ('versionAsOf' = '{loaded}')") \
-        .collect()[0][0] == 300
+    # a version: Spark refuses time travel on a Python data source's table; the data
+    # source's own option and carbonstore.spark.sql read it
+    assert spark.read.format("carbonstore").option("store", store.location) \
+        .option("versionAsOf", str(loaded)).load("shop.orders").count() == 300
     # register again is a no-op for the names (idempotent), and only the named tables
     assert carbonstore.spark.register(spark, store=store, tables=["shop.cities"]) == ["shop.cities"]
     assert spark.sql("SELECT count(*) FROM shop.orders").collect()[0][0] == 310
@@ -191,11 +192,27 @@ def test_create_table_using_carbonstore_creates_the_store_table(spark: Any, tmp_
     spark.sql("CREATE TABLE mk.t3 USING carbonstore AS SELECT id * 2 AS id2 FROM range(5)")
     assert sorted(r[0] for r in spark.table("mk.t3").collect()) == [0, 2, 4, 6, 8]
     assert [c.name for c in store.table("mk.t3").schema.columns] == ["id2"]
-    # DROP TABLE of a registered table drops the store table too
+    # OPTIONS (table ...) names the store table: the catalog name is the statement's
+    spark.sql("CREATE TABLE default.ctest (id long, s string) USING carbonstore "
+              "OPTIONS (table 'mk.cities')")
+    spark.sql("INSERT INTO default.ctest VALUES (1, 'a')")
+    assert len(store.table("mk.cities").status.read().entries) == 1
+    assert spark.sql("SELECT s FROM default.ctest").collect()[0][0] == "a"
+    # DROP TABLE of a table CREATE made drops the store table too (a managed table) ...
     spark.sql("DROP TABLE mk.t3")
     assert "mk.t3" not in {str(t) for t in store.tables()}
     assert not spark.catalog.tableExists("mk.t3")
+    spark.sql("DROP TABLE default.ctest")
+    assert "mk.cities" not in {str(t) for t in store.tables()}
     spark.sql("DROP TABLE default.t2")
+    assert list(Store(other).tables()) == []
+    # ... of a table register attached, only the name (an external table)
+    third = Store(str(tmp_path / "third"))
+    third.create_table("mk.ext", "x int")
+    carbonstore.spark.register(spark, store=third)
+    spark.sql("DROP TABLE mk.ext")
+    assert not spark.catalog.tableExists("mk.ext")
+    assert [str(t) for t in third.tables()] == ["mk.ext"]
 
 
 @pytest.mark.parametrize("statement, words", [
