@@ -23,7 +23,8 @@ from carbonstore.errors import UserError
 from tests.indexfiles.segbuild import add_segments
 from tests.spark.test_tables_by_name import duckdb_answers, same_answers, user_script
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(240)]
+# each test well under a minute on a quiet machine; 420 s bounds a loaded one
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(420)]
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
