@@ -40,7 +40,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from carbonstore.errors import UserError
-from carbonstore.spark.create_sql import CreateStatement, parse_create, parse_drop
+from carbonstore.spark.create_sql import (
+    CreateStatement,
+    parse_create,
+    parse_drop,
+    strip_comments,
+)
 from carbonstore.spark.datasource import CarbonDataSource
 from carbonstore.spark.types import schema_ddl
 from carbonstore.store.ddl import quote_name
@@ -241,7 +246,10 @@ def carbonstore_statement(spark: Any, statement: Any) -> Any:
             exists), in one line; nothing is created then.
     """
     state: _Registration | None = getattr(spark, _STATE_ATTR, None)
-    if state is None or not isinstance(statement, str) or not _DDL.match(statement):
+    if state is None or not isinstance(statement, str):
+        return None
+    statement = strip_comments(statement)
+    if not _DDL.match(statement):
         return None
     if _USING.search(statement):
         create = parse_create(statement, spark.catalog.currentDatabase())

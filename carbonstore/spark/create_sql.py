@@ -20,13 +20,25 @@ clause (OR REPLACE, LOCATION, COMMENT, ...) is refused in one line: it would be 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from carbonstore.errors import UserError
 
-__all__ = ["CreateStatement", "parse_create", "parse_drop"]
+__all__ = ["CreateStatement", "parse_create", "parse_drop", "strip_comments"]
 
 PROVIDER = "carbonstore"
+_CREATE_TABLE = re.compile(r"\s*CREATE\s+(?:OR\s+REPLACE\s+)?(?:EXTERNAL\s+)?TABLE\s", re.I)
+_COMMENTS = re.compile(r"\s*(?:--[^\n]*(?:\n|$)|/\*.*?\*/)", re.S)
+
+
+def strip_comments(statement: str) -> str:
+    """``statement`` without the comments before its first word."""
+    while True:
+        m = _COMMENTS.match(statement)
+        if not m:
+            return statement
+        statement = statement[m.end():]
 
 
 @dataclass(frozen=True)
@@ -85,6 +97,10 @@ def parse_create(statement: str, current_database: str) -> CreateStatement | Non
     from sqlglot import exp
 
     tree = _parse(statement)
+    if tree is None and _CREATE_TABLE.match(statement):  # never left to Spark: catalog-only
+        raise UserError("cannot read this CREATE TABLE ... USING carbonstore; write "
+                        "CREATE TABLE db.t (col type, ...) USING carbonstore "
+                        "[OPTIONS (...)] [PARTITIONED BY (...)] [TBLPROPERTIES (...)]")
     if not isinstance(tree, exp.Create) or str(tree.args.get("kind", "")).upper() != "TABLE":
         return None
     props = tree.args.get("properties")

@@ -226,6 +226,10 @@ def test_create_table_using_carbonstore_creates_the_store_table(spark: Any, tmp_
     ("CREATE TABLE mk.bad (id BIGINT) USING carbonstore OPTIONS (sort_columns 'id')",
      "unknown option"),
     ("CREATE TABLE mk.bad USING carbonstore", "mk.bad"),  # no columns, no store table
+    ("-- a comment first\n/* and another */ CREATE TABLE mk.bad (id BIGINT) USING carbonstore "
+     "TBLPROPERTIES ('nosuch'='1')", "unknown table property"),
+    ("CREATE TABLE mk.bad (id BIGINT GENERATED ALWAYS AS (1 +)) USING carbonstore",
+     "cannot read"),
 ])
 def test_a_create_that_cannot_be_done_fails_in_one_line_and_creates_nothing(
     spark: Any, tmp_path: Path, statement: str, words: str,
