@@ -67,8 +67,17 @@ def open_table(options: dict[str, str]) -> Table:
     conf = load_conf().with_overrides(conf_overrides) if conf_overrides else load_conf()
     name = options.get("path")
     if not name:
-        raise UserError('save the DataFrame to a table: .save("db.table")')
+        raise UserError(NO_TABLE_ERROR)
     return Store(options.get(STORE_OPTION) or None, conf=conf).table(name)
+
+
+# Spark passes a catalog table's OPTIONS to no Python call of its data source: a table made
+# by CREATE TABLE ... USING carbonstore that carbonstore did not make reaches here unnamed
+NO_TABLE_ERROR = (
+    'no table named: read or write one with .load("db.table") / .save("db.table"); a Spark '
+    "catalog table USING carbonstore reads and writes a store table only when made by "
+    "carbonstore.spark.register(spark, store=...) or by CREATE TABLE ... USING carbonstore "
+    "in a session it registered (docs/spark.md)")
 
 
 _NUMERIC = frozenset({"byte", "short", "integer", "int", "long", "float", "double", "decimal"})
@@ -126,14 +135,26 @@ class CarbonCommitMessage(WriterCommitMessage):
 
 
 class CarbonDataSource(DataSource):
-    """``spark.read/write.format("carbonstore")``."""
+    """``spark.read/write.format("carbonstore")``.
+
+    A subclass per store table (:func:`carbonstore.spark.catalog.table_source`) backs that
+    table's Spark catalog table: ``provider`` is its own data source name and ``bound``
+    the options naming the table (``store``, ``table``, ``carbon.*``), which Spark does not
+    pass for a catalog table (its reads and writes get only the statement's own options).
+    """
+
+    provider = "carbonstore"
+    bound: dict[str, str] = {}  # read only: set per subclass
 
     @classmethod
     def name(cls) -> str:
-        return "carbonstore"
+        return cls.provider
 
     def _opts(self) -> dict[str, str]:
-        opts = {str(k): str(v) for k, v in dict(self.options).items()}
+        opts = {**self.bound, **{str(k): str(v) for k, v in dict(self.options).items()}}
+        if self.bound.get(TABLE_OPTION):  # a table's own source reads that table only
+            opts[TABLE_OPTION] = self.bound[TABLE_OPTION]
+            opts[STORE_OPTION] = self.bound[STORE_OPTION]
         # a catalog table (register's views) names its table by the ``table`` option:
         # Spark sets a catalog table's ``path`` option to its location
         if opts.get(TABLE_OPTION):
@@ -161,7 +182,7 @@ class CarbonDataSource(DataSource):
             raise UserError(
                 f"table {table.name} now has the columns {', '.join(have)}, this relation "
                 f"was made for {', '.join(f.name for f in schema.fields)}: run "
-                "carbonstore.spark.sql.register again (or load the DataFrame again)")
+                "carbonstore.spark.register again (or load the DataFrame again)")
         return CarbonReader(opts)
 
     @one_line_errors

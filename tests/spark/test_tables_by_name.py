@@ -1,0 +1,307 @@
+"""Store tables by name in Spark SQL: carbonstore.spark.register, CREATE TABLE ... USING
+carbonstore, INSERT INTO, DROP TABLE, and the data source without registration."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import carbonstore.spark
+from carbonstore import Store
+from carbonstore.errors import UserError
+from tests.indexfiles.segbuild import add_segments
+
+# ---- the user script: register, then spark.sql alone -----------------------------------------
+
+_ORDERS = "order_id BIGINT NOT NULL, city_id INT, note STRING, amount DOUBLE"
+_CITIES = "id INT, name STRING, region STRING"
+_ORDER_ROWS = [(i, i % 6, f"n{i % 4}", None if i % 9 == 0 else round(i * 1.25, 2))
+               for i in range(80)]
+_CITY_ROWS = [(k, f"city{k}", "north" if k < 3 else "south") for k in range(5)]  # 5: no orders
+QUERIES = {
+    "join": "SELECT c.name, c.region, count(*) AS n, sum(o.amount) AS total "
+            "FROM {db}.orders o JOIN {db}.cities c ON o.city_id = c.id "
+            "WHERE o.note <> 'n1' GROUP BY c.name, c.region ORDER BY c.name",
+    "left": "SELECT c.region, count(o.order_id) AS n FROM {db}.cities c "
+            "LEFT JOIN {db}.orders o ON o.city_id = c.id AND o.amount > 50 "
+            "GROUP BY c.region ORDER BY c.region",
+    "point": "SELECT order_id, note, amount FROM {db}.orders WHERE order_id = 37",
+    "count": "SELECT count(*), count(amount), min(order_id), max(order_id) FROM {db}.orders",
+}
+
+
+def _values(rows: list[tuple[Any, ...]]) -> str:
+    def lit(v: Any) -> str:
+        return "NULL" if v is None else f"'{v}'" if isinstance(v, str) else repr(v)
+
+    return ", ".join("(" + ", ".join(lit(v) for v in row) + ")" for row in rows)
+
+
+def user_script(spark: Any, store: str, db: str) -> dict[str, list[tuple[Any, ...]]]:
+    """What a user writes: register, then CREATE / INSERT / SELECT through spark.sql only."""
+    carbonstore.spark.register(spark, store=store)
+    spark.sql(f"CREATE TABLE {db}.orders ({_ORDERS}) USING carbonstore "
+              "TBLPROPERTIES ('sort_columns'='order_id', 'bloom_columns'='note', "
+              "'dictionary_include'='note')")
+    spark.sql(f"CREATE TABLE {db}.cities ({_CITIES}) USING carbonstore "
+              "PARTITIONED BY (region)")
+    spark.sql(f"INSERT INTO {db}.orders VALUES {_values(_ORDER_ROWS[:50])}")
+    spark.sql(f"INSERT INTO {db}.orders VALUES {_values(_ORDER_ROWS[50:])}")
+    spark.sql(f"INSERT INTO {db}.cities VALUES {_values(_CITY_ROWS)}")
+    return {k: [tuple(r) for r in spark.sql(q.format(db=db)).collect()]
+            for k, q in QUERIES.items()}
+
+
+def duckdb_answers(db: str) -> dict[str, list[tuple[Any, ...]]]:
+    con = duckdb.connect()
+    con.execute(f"CREATE SCHEMA {db}")
+    con.execute(f"CREATE TABLE {db}.orders ({_ORDERS.replace('STRING', 'VARCHAR')})")
+    con.execute(f"CREATE TABLE {db}.cities ({_CITIES.replace('STRING', 'VARCHAR')})")
+    con.execute(f"INSERT INTO {db}.orders VALUES {_values(_ORDER_ROWS)}")
+    con.execute(f"INSERT INTO {db}.cities VALUES {_values(_CITY_ROWS)}")
+    return {k: [tuple(r) for r in con.execute(q.format(db=db)).fetchall()]
+            for k, q in QUERIES.items()}
+
+
+def same_answers(got: dict[str, list[tuple[Any, ...]]],
+                 want: dict[str, list[tuple[Any, ...]]]) -> None:
+    assert got.keys() == want.keys()
+    for key in want:
+        assert len(got[key]) == len(want[key]), key
+        for g, w in zip(got[key], want[key], strict=True):
+            assert len(g) == len(w), key
+            for a, b in zip(g, w, strict=True):
+                if isinstance(b, float):
+                    assert a is not None and math.isclose(a, b, rel_tol=1e-9), (key, g, w)
+                else:
+                    assert a == b, (key, g, w)
+
+
+def test_user_script_through_spark_sql_alone_equals_duckdb(spark: Any, tmp_path: Path) -> None:
+    store = str(tmp_path / "store")
+    got = user_script(spark, store, "shopx")
+    same_answers(got, duckdb_answers("shopx"))
+    # the statements made store tables with the properties, two segments from two INSERTs
+    orders = Store(store).table("shopx.orders")
+    props = orders.schema.properties
+    assert props["sort_columns"] == "order_id" and props["bloom_columns"] == "note"
+    assert props["dictionary_include"] == "note"
+    assert Store(store).table("shopx.cities").schema.properties["partition_by"] == "region"
+    assert len([e for e in orders.status.read().entries if e.status == "Success"]) == 2
+    assert not orders.schema.columns[0].nullable  # order_id NOT NULL
+    # nothing landed in the current directory's warehouse
+    assert not (Path.cwd() / "spark-warehouse" / "shopx.db").exists()
+
+
+# ---- register: every store table by name -----------------------------------------------------
+
+
+def _shop(root: Path) -> Store:
+    store = Store(str(root / "store"))
+    orders = store.create_table("shop.orders", "order_id long not null, city string, v double")
+    add_segments(orders, [pa.table({"order_id": np.arange(k * 100, (k + 1) * 100),
+                                    "city": [f"c{i % 4}" for i in range(100)],
+                                    "v": np.arange(100) / 4}) for k in range(3)])
+    cities = store.create_table("shop.cities", "city string, country string")
+    add_segments(cities, [pa.table({"city": ["c0", "c1", "c2"], "country": ["a", "b", "b"]})])
+    return store
+
+
+def test_register_makes_every_store_table_a_table_by_name(spark: Any, tmp_path: Path) -> None:
+    store = _shop(tmp_path)
+    assert sorted(carbonstore.spark.register(spark, store=store)) == ["shop.cities", "shop.orders"]
+    assert spark.sql("SELECT count(*) FROM shop.orders").collect()[0][0] == 300
+    assert spark.table("shop.cities").count() == 3
+    rows = spark.sql("SELECT c.country, count(*) AS n FROM shop.orders o JOIN shop.cities c "
+                     "ON o.city = c.city WHERE o.order_id >= 150 GROUP BY c.country "
+                     "ORDER BY c.country").collect()
+    assert [(r.country, r.n) for r in rows] == [("a", 37), ("b", 75)]
+    # each statement plans the table's readable segments when it runs: a load after
+    # register is seen by the next statement
+    loaded = store.table("shop.orders").status.read().version
+    add_segments(store.table("shop.orders"), [pa.table(
+        {"order_id": np.arange(300, 310), "city": ["z"] * 10, "v": np.zeros(10)})])
+    assert spark.sql("SELECT count(*) FROM shop.orders WHERE city = 'z'").collect()[0][0] == 10
+    # a version: Spark refuses time travel on a Python data source's table; the data
+    # source's own option and carbonstore.spark.sql read it
+    assert spark.read.format("carbonstore").option("store", store.location) \
+        .option("versionAsOf", str(loaded)).load("shop.orders").count() == 300
+    # register again is a no-op for the names (idempotent), and only the named tables
+    assert carbonstore.spark.register(spark, store=store, tables=["shop.cities"]) == ["shop.cities"]
+    assert spark.sql("SELECT count(*) FROM shop.orders").collect()[0][0] == 310
+
+
+def test_insert_into_appends_one_segment_in_one_commit(spark: Any, tmp_path: Path) -> None:
+    store = _shop(tmp_path)
+    carbonstore.spark.register(spark, store=store)
+    orders = store.table("shop.orders")
+    # the transaction of a df.write append: its in-progress entry, then its commit
+    before = orders.status.read()
+    spark.createDataFrame([(999, "c0", 0.5)], "order_id long, city string, v double") \
+        .write.format("carbonstore").mode("append").option("store", store.location) \
+        .save("shop.orders")
+    df_write = orders.status.read().version - before.version
+    before = orders.status.read()
+    spark.sql("INSERT INTO shop.orders VALUES (1000, 'c9', 1.5), (1001, NULL, NULL)")
+    after = orders.status.read()
+    assert after.version - before.version == df_write
+    new = [e for e in after.entries if e.load_name not in {b.load_name for b in before.entries}]
+    assert len(new) == 1 and new[0].status == "Success"  # one segment, committed once
+    assert spark.sql("SELECT count(*) FROM shop.orders").collect()[0][0] == 303
+    # INSERT ... SELECT by name, from another store table
+    spark.sql("INSERT INTO shop.cities SELECT DISTINCT city, 'x' FROM shop.orders "
+              "WHERE city = 'c3'")
+    assert spark.sql("SELECT country FROM shop.cities WHERE city = 'c3'").collect()[0][0] == "x"
+    # INSERT OVERWRITE replaces the readable segments in one commit
+    spark.sql("INSERT OVERWRITE shop.cities VALUES ('q', 'r')")
+    assert [tuple(r) for r in spark.table("shop.cities").collect()] == [("q", "r")]
+    # a row the table refuses (NULL into NOT NULL) fails, and no row is added
+    with pytest.raises(Exception):  # noqa: B017 - Spark's or the store's, checked below
+        spark.sql("INSERT INTO shop.orders VALUES (NULL, 'c1', 1.0)").collect()
+    assert spark.sql("SELECT count(*) FROM shop.orders").collect()[0][0] == 303
+
+
+def test_create_table_using_carbonstore_creates_the_store_table(spark: Any, tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "store"))
+    other = str(tmp_path / "other")
+    carbonstore.spark.register(spark, store=store)
+    spark.sql("CREATE TABLE IF NOT EXISTS mk.t1 (id BIGINT, s STRING COMMENT 'a note', "
+              "d DECIMAL(10, 2), tags ARRAY<STRING>, ts TIMESTAMP) USING carbonstore "
+              "CLUSTERED BY (id) INTO 2 BUCKETS TBLPROPERTIES ('sort_columns'='s')")
+    t1 = store.table("mk.t1")
+    assert [(c.name, str(c.type)) for c in t1.schema.columns] == [
+        ("id", "long"), ("s", "string"), ("d", "decimal(10,2)"), ("tags", "array<string>"),
+        ("ts", "timestamp")]
+    assert t1.schema.properties["bucket_number"] == "2"
+    assert t1.schema.properties["bucket_columns"] == "id"
+    # IF NOT EXISTS over an existing table: nothing changes
+    spark.sql("CREATE TABLE IF NOT EXISTS mk.t1 (id BIGINT) USING carbonstore")
+    assert len(store.table("mk.t1").schema.columns) == 5
+    # OPTIONS (store ...) creates in that store; the default database is the current one
+    spark.sql(f"CREATE TABLE t2 (k INT) USING carbonstore OPTIONS (store '{other}')")
+    assert [c.name for c in Store(other).table("default.t2").schema.columns] == ["k"]
+    spark.sql("INSERT INTO t2 VALUES (7)")
+    assert spark.sql("SELECT k FROM default.t2").collect()[0][0] == 7
+    # CREATE ... AS SELECT: the query's columns, its rows in one segment
+    spark.sql("CREATE TABLE mk.t3 USING carbonstore AS SELECT id * 2 AS id2 FROM range(5)")
+    assert sorted(r[0] for r in spark.table("mk.t3").collect()) == [0, 2, 4, 6, 8]
+    assert [c.name for c in store.table("mk.t3").schema.columns] == ["id2"]
+    # OPTIONS (table ...) names the store table: the catalog name is the statement's
+    spark.sql("CREATE TABLE default.ctest (id long, s string) USING carbonstore "
+              "OPTIONS (table 'mk.cities')")
+    spark.sql("INSERT INTO default.ctest VALUES (1, 'a')")
+    assert len(store.table("mk.cities").status.read().entries) == 1
+    assert spark.sql("SELECT s FROM default.ctest").collect()[0][0] == "a"
+    # DROP TABLE of a table CREATE made drops the store table too (a managed table) ...
+    spark.sql("DROP TABLE mk.t3")
+    assert "mk.t3" not in {str(t) for t in store.tables()}
+    assert not spark.catalog.tableExists("mk.t3")
+    spark.sql("DROP TABLE default.ctest")
+    assert "mk.cities" not in {str(t) for t in store.tables()}
+    spark.sql("DROP TABLE default.t2")
+    assert list(Store(other).tables()) == []
+    # ... of a table register attached, only the name (an external table)
+    third = Store(str(tmp_path / "third"))
+    third.create_table("mk.ext", "x int")
+    carbonstore.spark.register(spark, store=third)
+    spark.sql("DROP TABLE mk.ext")
+    assert not spark.catalog.tableExists("mk.ext")
+    assert [str(t) for t in third.tables()] == ["mk.ext"]
+
+
+@pytest.mark.parametrize("statement, words", [
+    ("CREATE TABLE mk.bad (id BIGINT) USING carbonstore TBLPROPERTIES ('sortcolumns'='id')",
+     "unknown table property"),
+    ("CREATE TABLE mk.bad (id BIGINT) USING carbonstore TBLPROPERTIES ('sort_columns'='nope')",
+     "nope"),
+    ("CREATE TABLE mk.bad (id BIGINT, t TIMESTAMP_NTZ) USING carbonstore", "timestamp_ntz"),
+    ("CREATE TABLE mk.bad (id BIGINT) USING carbonstore LOCATION '/tmp/x'", "not supported"),
+    ("CREATE OR REPLACE TABLE mk.bad (id BIGINT) USING carbonstore", "OR REPLACE"),
+    ("CREATE TABLE mk.bad (id BIGINT) USING carbonstore OPTIONS (sort_columns 'id')",
+     "unknown option"),
+    ("CREATE TABLE mk.bad USING carbonstore", "mk.bad"),  # no columns, no store table
+    ("-- a comment first\n/* and another */ CREATE TABLE mk.bad (id BIGINT) USING carbonstore "
+     "TBLPROPERTIES ('nosuch'='1')", "unknown table property"),
+    ("CREATE TABLE mk.bad (id BIGINT GENERATED ALWAYS AS (1 +)) USING carbonstore",
+     "cannot read"),
+])
+def test_a_create_that_cannot_be_done_fails_in_one_line_and_creates_nothing(
+    spark: Any, tmp_path: Path, statement: str, words: str,
+) -> None:
+    store = Store(str(tmp_path / "store"))
+    carbonstore.spark.register(spark, store=store)
+    with pytest.raises(Exception) as err:  # noqa: B017 - the store's own error types
+        spark.sql(statement)
+    assert isinstance(err.value, UserError), repr(err.value)
+    text = str(err.value)
+    assert "\n" not in text and words.lower() in text.lower(), text
+    assert list(store.tables()) == [] and not spark.catalog.tableExists("mk.bad")
+
+
+def test_an_existing_spark_table_of_another_provider_is_left_alone(
+    spark: Any, tmp_path: Path,
+) -> None:
+    store = _shop(tmp_path)
+    spark.sql("CREATE DATABASE IF NOT EXISTS shop")
+    spark.sql("DROP TABLE IF EXISTS shop.cities")
+    spark.sql(f"CREATE TABLE shop.cities (x INT) USING parquet LOCATION '{tmp_path / 'pq'}'")
+    try:
+        with pytest.raises(UserError, match="provider parquet"):
+            carbonstore.spark.register(spark, store=store)
+        assert spark.sql("DESCRIBE TABLE shop.cities").collect()[0][0] == "x"
+    finally:
+        spark.sql("DROP TABLE shop.cities")
+
+
+# ---- without register -------------------------------------------------------------------------
+
+
+def _one_line(err: BaseException) -> str:
+    """The user-facing first part of a Spark error: its message before any trace."""
+    return str(err).split("\n\nJVM stacktrace")[0]
+
+
+def test_a_catalog_only_table_fails_in_one_line_at_first_use(spark: Any, tmp_path: Path) -> None:
+    # a session register did not route: Spark creates a catalog-only table (it calls no
+    # Python for CREATE with columns); its first read or write names what to do
+    other = spark.newSession()
+    store = str(tmp_path / "store")
+    other.sql(f"CREATE TABLE default.ctest (id long, s string) USING carbonstore "
+              f"OPTIONS (store '{store}', table 'shop.cities')")
+    try:
+        for statement in ("INSERT INTO default.ctest VALUES (1, 'a')",
+                          "SELECT * FROM default.ctest"):
+            with pytest.raises(Exception) as err:  # noqa: B017 - pyspark's error types
+                other.sql(statement).collect()
+            text = _one_line(err.value)
+            assert "no table named" in text and "carbonstore.spark.register" in text, text
+            assert len(text.splitlines()) <= 2 and "Traceback" not in text, text
+    finally:
+        other.sql("DROP TABLE default.ctest")
+
+
+def test_the_data_source_needs_no_registration(spark: Any, tmp_path: Path) -> None:
+    # a new session has none of get_spark's registrations: Spark finds the data source by
+    # itself (the pyspark_carbonstore module)
+    store = _shop(tmp_path)
+    other = spark.newSession()
+    df = other.read.format("carbonstore").option("store", store.location).load("shop.orders")
+    assert df.count() == 300
+    other.range(3).selectExpr("id + 500 AS order_id", "'w' AS city", "0.0 AS v") \
+        .write.format("carbonstore").mode("append").option("store", store.location) \
+        .save("shop.orders")
+    assert other.read.format("carbonstore").option("store", store.location) \
+        .load("shop.orders").count() == 303
+    for bad in (lambda: other.read.format("carbonstore").load().count(),
+                lambda: other.read.format("carbonstore").option("store", store.location)
+                .load("shop.nosuch").count()):
+        with pytest.raises(Exception) as err:  # noqa: B017 - pyspark's error types
+            bad()
+        text = _one_line(err.value)
+        assert len(text.splitlines()) <= 2 and "Traceback" not in text, text
