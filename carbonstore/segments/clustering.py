@@ -29,6 +29,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from carbonstore.errors import CompactionError
+from carbonstore.segments.cluster_spec import (
+    CLUSTERING_KEY,
+    CURVES,
+    MAX_COLUMNS,
+    ClusterSpec,
+    segment_clustering,
+)
 from carbonstore.segments.compaction_merge import (
     SegmentOutput,
     finish_segment,
@@ -40,9 +47,6 @@ from carbonstore.segments.compaction_merge import (
     write_settings,
 )
 from carbonstore.segments.curves import (
-    CURVES,
-    MAX_COLUMNS,
-    Curve,
     bits_per_column,
     curve_keys,
     encode,
@@ -63,50 +67,18 @@ __all__ = [
     "cluster_order",
     "cluster_plan",
     "cluster_settings",
+    "bounds_of",
     "cluster_unit",
+    "prepare",
     "resolve_spec",
-    "write_batches",
     "segment_clustering",
     "table_clustering",
+    "write_batches",
 ]
 
-#: The optional tablestatus entry key recording a segment's clustering (readers that do not
-#: know it keep it as an unknown entry key and ignore it).
-CLUSTERING_KEY = "clustering"
 #: Rows per data page of a clustered segment (at most; the table's page rows if fewer).
 CLUSTER_PAGE_ROWS = 8192
 _SAMPLE_ROWS = 1 << 18
-_UNIT_SAMPLE = 64  # sampled keys per unit boundary (more: units of more equal size)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClusterSpec:
-    """Cluster on ``columns`` (lower-case table column names) along ``curve``."""
-
-    columns: tuple[str, ...]
-    curve: Curve = "zorder"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"columns": list(self.columns), "curve": self.curve}
-
-    @classmethod
-    def from_json(cls, obj: Any) -> ClusterSpec | None:
-        """The spec an entry recorded; None for anything this version cannot read."""
-        if not isinstance(obj, dict):
-            return None
-        cols, curve = obj.get("columns"), obj.get("curve")
-        if not isinstance(cols, list) or not cols or not all(isinstance(c, str) for c in cols) \
-                or curve not in CURVES:
-            return None
-        return cls(columns=tuple(cols), curve=curve)
-
-    def describe(self) -> str:
-        return f"{self.curve}({','.join(self.columns)})"
-
-
-def segment_clustering(entry: LoadEntry) -> ClusterSpec | None:
-    """How a segment is clustered (None: not clustered, or by a key this version cannot read)."""
-    return ClusterSpec.from_json(entry.extra.get(CLUSTERING_KEY))
 
 
 def resolve_spec(table: Table, columns: Sequence[str], curve: str = "zorder") -> ClusterSpec:
@@ -205,7 +177,7 @@ def cluster_plan(
         np.zeros(0, np.uint64) for _ in spec.columns)
     keys = np.sort(curve_keys([sample.column(c) for c in spec.columns], bounds, spec.curve)) \
         if sample.num_rows else np.zeros(0, np.int64)
-    n = max(1, min(n, len(keys) // _UNIT_SAMPLE or 1))
+    n = max(1, min(n, len(keys)))
     cuts = sorted({int(keys[int(len(keys) * k / n)]) for k in range(1, n)}) if n > 1 else []
     edges: list[int | None] = [None, *cuts, None]
     units = tuple((i, edges[i], edges[i + 1]) for i in range(len(edges) - 1))

@@ -24,7 +24,6 @@ Three steps turn rows into one sortable curve key, all vectorised with numpy:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from carbonstore.errors import CompactionError
+from carbonstore.segments.cluster_spec import CURVES, MAX_COLUMNS, Curve
 
 __all__ = [
     "CURVES",
@@ -46,9 +46,6 @@ __all__ = [
     "zorder",
 ]
 
-Curve = Literal["zorder", "hilbert"]
-CURVES: tuple[Curve, ...] = ("zorder", "hilbert")
-MAX_COLUMNS = 4
 _SIGN = np.uint64(1 << 63)
 _U64 = npt.NDArray[np.uint64]
 
