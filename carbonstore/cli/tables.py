@@ -143,7 +143,8 @@ def _describe(args: argparse.Namespace) -> int:
     info = table.describe()
     clustered = {e.load_name: spec.describe() for e in table.status.read().entries
                  if e.readable and (spec := segment_clustering(e)) is not None}
-    info["clusteredSegments"] = clustered
+    if clustered:  # only then: describe's JSON stays create --json's for other tables
+        info["clusteredSegments"] = clustered
     if args.clustering:
         from carbonstore.segments.clustering_report import clustering_report
 
