@@ -45,6 +45,7 @@ from carbonstore.segments.compaction_merge import (
     sources_have_statistics,
     unit_count,
     write_settings,
+    writer_batches,
 )
 from carbonstore.segments.curves import (
     bits_per_column,
@@ -73,7 +74,6 @@ __all__ = [
     "resolve_spec",
     "segment_clustering",
     "table_clustering",
-    "write_batches",
 ]
 
 #: Rows per data page of a clustered segment (at most; the table's page rows if fewer).
@@ -228,16 +228,7 @@ def cluster_unit(
         return write_task([], settings, task_id=f"{idx:05d}", fs=fs)
     data = pa.concat_tables(parts)
     data = data.take(np.argsort(np.concatenate(key_parts), kind="stable"))
-    return write_task(write_batches(data, settings), settings, task_id=f"{idx:05d}", fs=fs)
-
-
-def write_batches(data: pa.Table, settings: WriteSettings) -> list[pa.RecordBatch]:
-    """``data`` in batches of about an eighth of a row group: the writer cuts a row group
-    once its buffered batches reach the blocklet size, so one huge batch would be one huge
-    row group (and its min/max would prune nothing)."""
-    per_row = max(1.0, data.nbytes / max(1, data.num_rows))
-    rows = int(settings.blocklet_bytes / per_row / 8)
-    return data.to_batches(max_chunksize=max(1024, min(1 << 20, rows)))
+    return write_task(writer_batches(data, settings), settings, task_id=f"{idx:05d}", fs=fs)
 
 
 def prepare(

@@ -45,7 +45,6 @@ from carbonstore.segments.clustering import (
     resolve_spec,
     segment_clustering,
     table_clustering,
-    write_batches,
 )
 from carbonstore.segments.compaction_merge import (
     SegmentOutput,
@@ -57,6 +56,7 @@ from carbonstore.segments.compaction_merge import (
     write_output_statistics,
     write_segment,
     write_settings,
+    writer_batches,
 )
 from carbonstore.segments.compaction_plan import (
     COMPACTION_TYPES,
@@ -404,7 +404,7 @@ def _merge_one(
             output = merge_evolved(
                 table, sources, group.output, projections,
                 settings=(settings := cluster_settings(table, group.output, statistics=True)),
-                order=lambda data: write_batches(
+                order=lambda data: writer_batches(
                     cluster_order(data, spec, bounds_of(data, spec)), settings))
         elif projections:
             output = merge_evolved(table, sources, group.output, projections)

@@ -69,6 +69,7 @@ __all__ = [
     "write_output_statistics",
     "write_segment",
     "write_settings",
+    "writer_batches",
 ]
 
 _MB = 1024 * 1024
@@ -312,7 +313,16 @@ def merge_unit(
     else:
         idx, mine = unit  # type: ignore[misc]
         data = read_source_rows(fs, mine, target, deleted)
-    return write_task(data.to_batches(), settings, task_id=f"{idx:05d}", fs=fs)
+    return write_task(writer_batches(data, settings), settings, task_id=f"{idx:05d}", fs=fs)
+
+
+def writer_batches(data: pa.Table, settings: WriteSettings) -> list[pa.RecordBatch]:
+    """``data`` in batches of about an eighth of a row group: the writer cuts a row group
+    once its buffered batches reach the blocklet size, so one huge batch (a sorted unit is
+    one chunk) would be one huge row group whose min/max prune nothing."""
+    per_row = max(1.0, data.nbytes / max(1, data.num_rows))
+    rows = int(settings.blocklet_bytes / per_row / 8)
+    return data.to_batches(max_chunksize=max(1024, min(1 << 20, rows)))
 
 
 def read_source_rows(
@@ -512,8 +522,8 @@ def merge_evolved(
     elif keys:
         data = _sort(data, keys, rank_columns(table), settings)
     table.paths.sfs.makedirs(settings.segment_dir)
-    result = write_task(batches if order is not None else data.to_batches(), settings,
-                        task_id="00000", fs=fs)
+    result = write_task(batches if order is not None else writer_batches(data, settings),
+                        settings, task_id="00000", fs=fs)
     return finish_segment(table, output_id, [result], partitioning=settings.partitioning)
 
 

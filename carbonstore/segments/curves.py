@@ -11,9 +11,9 @@ Three steps turn rows into one sortable curve key, all vectorised with numpy:
    monotone) double; strings and binaries are their first 8 bytes, big-endian (byte order is
    the order Parquet statistics and the pruner use); dictionary columns are their stored
    surrogates (what the index holds min/max of). Nulls are reported apart.
-2. :func:`grid_cells` maps encoded values to grid cells ``0 .. 2**bits - 1`` through sorted
-   boundaries sampled on the driver (equal-frequency quantiles, so skewed columns still use
-   the whole grid); nulls are cell 0, values start at 1. Monotone: a cell never decreases
+2. :func:`grid_cells` maps encoded values to grid cells ``0 .. 2**bits - 1`` (at most
+   ``MAX_CELLS`` of them) through sorted boundaries sampled on the driver (equal-frequency
+   quantiles, so skewed columns still use the whole grid); nulls are cell 0, values start at 1. Monotone: a cell never decreases
    when the value grows.
 3. :func:`zorder` interleaves the cells' bits (first column most significant);
    :func:`hilbert` applies Skilling's transform ("Programming the Hilbert curve", 2004)
@@ -35,6 +35,7 @@ from carbonstore.segments.cluster_spec import CURVES, MAX_COLUMNS, Curve
 
 __all__ = [
     "CURVES",
+    "MAX_CELLS",
     "MAX_COLUMNS",
     "Curve",
     "bits_per_column",
@@ -46,15 +47,19 @@ __all__ = [
     "zorder",
 ]
 
+#: Cells per column at most: finer grids than this order rows no better into pages of
+#: thousands of rows, and a small boundary array keeps the cell lookup in cache.
+MAX_CELLS = 1 << 12
 _SIGN = np.uint64(1 << 63)
 _U64 = npt.NDArray[np.uint64]
 
 
 def bits_per_column(n: int) -> int:
-    """Grid bits per column for ``n`` columns: keys of at most 63 bits (a signed long)."""
+    """Grid bits per column for ``n`` columns: enough for ``MAX_CELLS`` cells, and keys of at
+    most 63 bits (a signed long)."""
     if not 1 <= n <= MAX_COLUMNS:
         raise CompactionError(f"clustering takes 1 to {MAX_COLUMNS} columns, got {n}")
-    return 63 // n
+    return min(63 // n, MAX_CELLS.bit_length() - 1)
 
 
 # ---- 1. order-preserving encodings ----------------------------------------------------------
@@ -136,15 +141,24 @@ def encode(arr: pa.Array | pa.ChunkedArray) -> tuple[_U64, npt.NDArray[np.bool_]
 
 
 # ---- 2. the grid ----------------------------------------------------------------------------
+def _distinct(ordered: _U64) -> _U64:
+    """The distinct values of a sorted array (numpy's hash-based unique is slower)."""
+    if not len(ordered):
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
 def grid_bounds(sample: _U64, bits: int) -> _U64:
     """Sorted, distinct cell boundaries of ``sample`` (encoded non-null values): at most
-    ``2**bits - 2`` of them (cell 0 is null), at equal-frequency quantiles."""
-    values = np.unique(sample)
-    room = (1 << bits) - 2
+    ``min(2**bits, MAX_CELLS) - 2`` of them (cell 0 is null), at equal-frequency quantiles of
+    the sample (so a skewed column still spreads over the grid)."""
+    ordered = np.sort(sample)
+    values = _distinct(ordered)
+    room = min(1 << bits, MAX_CELLS) - 2
     if len(values) <= room + 1:
         return values[1:]  # every sampled value starts a cell of its own
-    picks = np.linspace(0, len(values) - 1, room + 2)[1:-1]
-    return np.unique(values[picks.astype(np.int64)])
+    picks = np.linspace(0, len(ordered) - 1, room + 2)[1:-1].astype(np.int64)
+    return _distinct(ordered[picks])
 
 
 def grid_cells(values: _U64, nulls: npt.NDArray[np.bool_], bounds: _U64) -> _U64:
