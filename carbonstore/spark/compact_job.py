@@ -12,6 +12,10 @@ source files, sorts them and writes its Parquet files and ONE ``.carbonindex`` t
 load writer. Rows never pass through the JVM (no Arrow conversion, no shuffle), so a
 compaction runs about as fast as a plain Spark read + write of the same files. The driver
 then writes the ``.carbonindexmerge`` and commits.
+
+Clustering (``spark_cluster_merger``, docs/clustering.md) runs the same way: one task per
+range of the curve key (the boundaries sampled on the driver), each reading the sources,
+keeping its range, sorting along the curve and writing through the load writer.
 """
 
 from __future__ import annotations

@@ -274,3 +274,21 @@ def test_point_filter_on_second_column_keeps_far_fewer_row_groups(
     # the first column stays selective too
     assert np.mean([_kept(t, f"a = {v}")[1] for v in (3, 500, 998)]) <= 0.2
 
+
+
+def test_property_follows_a_rename_and_blocks_a_drop(table: Table) -> None:
+    from carbonstore.store.alter import alter_table, drop_columns, rename_column, set_properties
+
+    alter_table(table, set_properties({"clustering.columns": "a,c"}), operation="ALTER")
+    t = table.store.table("t")
+    compact(t, "cluster")
+    alter_table(t, rename_column("c", "code"), operation="ALTER")
+    t = table.store.table("t")
+    assert t.schema.properties["clustering.columns"] == "a,code"
+    with pytest.raises(SchemaError, match="unknown column 'a'"):
+        alter_table(t, drop_columns(["a"]), operation="ALTER")
+    # segments clustered under the old name are clustered again under the new one
+    result = compact(t, "cluster", cluster_merger=tasks_merger(2))
+    assert [m.sources for m in result.merged] == [("0.1",)]
+    assert clustered(t) == {"0.2": "zorder(a,code)"}
+    assert live(t).num_rows == 9000
