@@ -13,8 +13,9 @@ Three steps turn rows into one sortable curve key, all vectorised with numpy:
    surrogates (what the index holds min/max of). Nulls are reported apart.
 2. :func:`grid_cells` maps encoded values to grid cells ``0 .. 2**bits - 1`` (at most
    ``MAX_CELLS`` of them) through sorted boundaries sampled on the driver (equal-frequency
-   quantiles, so skewed columns still use the whole grid); nulls are cell 0, values start at 1. Monotone: a cell never decreases
-   when the value grows.
+   quantiles, so skewed columns still use the whole grid); nulls are cell 0, values start at 1.
+   Monotone: a cell never decreases when the value grows. :func:`spread` shifts a column's
+   cells to the top of its bits, so a column with few values splits the curve early.
 3. :func:`zorder` interleaves the cells' bits (first column most significant);
    :func:`hilbert` applies Skilling's transform ("Programming the Hilbert curve", 2004)
    before interleaving, so consecutive keys are neighbouring cells. Both are bijections of
@@ -44,6 +45,7 @@ __all__ = [
     "grid_bounds",
     "grid_cells",
     "hilbert",
+    "spread",
     "zorder",
 ]
 
@@ -168,6 +170,17 @@ def grid_cells(values: _U64, nulls: npt.NDArray[np.bool_], bounds: _U64) -> _U64
     return cells
 
 
+def spread(cells: _U64, bounds: int, bits: int) -> _U64:
+    """Cells of a grid with ``bounds`` boundaries scaled to use all ``bits`` bits.
+
+    A column with few distinct values has few cells; left in the low bits, the curve would
+    split it only at its finest level (the other columns would decide the order, and a
+    filter on it would prune nothing). Shifted up, its cells split the curve's top levels.
+    """
+    used = max(1, int(bounds + 1).bit_length())  # cells 0 .. bounds + 1
+    return cells << np.uint64(max(0, bits - used))
+
+
 # ---- 3. the curves --------------------------------------------------------------------------
 def zorder(cells: Sequence[_U64], bits: int) -> _U64:
     """Interleave the cells' ``bits`` low bits; column 0 holds the top bit of each group."""
@@ -215,7 +228,8 @@ def curve_keys(
     if curve not in _CURVE_FNS:
         raise CompactionError(f"unknown curve {curve!r}; use one of {', '.join(CURVES)}")
     bits = bits_per_column(len(columns))
-    cells = [grid_cells(*encode(c), b) for c, b in zip(columns, bounds, strict=True)]
+    cells = [spread(grid_cells(*encode(c), b), len(b), bits)
+             for c, b in zip(columns, bounds, strict=True)]
     if len(cells) == 1:
         return cells[0].astype(np.int64)
     return _CURVE_FNS[curve](cells, bits).astype(np.int64)

@@ -292,3 +292,21 @@ def test_property_follows_a_rename_and_blocks_a_drop(table: Table) -> None:
     assert [m.sources for m in result.merged] == [("0.1",)]
     assert clustered(t) == {"0.2": "zorder(a,code)"}
     assert live(t).num_rows == 9000
+
+
+def test_dictionary_column_clusters_on_surrogates(store: Store) -> None:
+    from tests.dml.rows import load as load_values
+    from tests.dml.rows import rows as value_rows
+
+    t = store.create_table("dict", "id long not null, name string, score double", properties={
+        "dictionary_include": "name", "page_rows": "100"})
+    load_values(t, value_rows(range(0, 3000), tag="x"))
+    load_values(t, value_rows(range(3000, 6000), tag="y"))
+    want = _sorted(live(t))
+    compact(t, "cluster", by=["name", "score"], curve="hilbert", cluster_merger=tasks_merger(2))
+    assert clustered(t) == {"0.1": "hilbert(name,score)"}
+    assert _sorted(live(t)).equals(want)
+    kept = live(t, "name = 'y3'")
+    assert kept.num_rows < want.num_rows / 3  # the surrogates' min/max prune
+    assert kept.filter(pa.compute.equal(kept["name"], "y3")).num_rows == want.filter(
+        pa.compute.equal(want["name"], "y3")).num_rows > 0

@@ -153,3 +153,18 @@ def test_curve_keys_over_columns() -> None:
         curve_keys([a, b], bounds, "peano")  # type: ignore[arg-type]
     with pytest.raises(CompactionError, match="1 to 4 columns"):
         bits_per_column(5)
+
+
+@pytest.mark.parametrize("curve", ["zorder", "hilbert"])
+def test_a_column_with_few_values_still_orders_the_rows(curve: str) -> None:
+    """4 values against 10,000: along the curve the 4 values form few runs (unspread, the
+    few cells sat in the low bits and every step of the other column changed them)."""
+    rng = np.random.default_rng(3)
+    few = pa.array(rng.integers(0, 4, 20_000))
+    many = pa.array(rng.integers(0, 10_000, 20_000))
+    bits = bits_per_column(2)
+    bounds = [grid_bounds(encode(c)[0], bits) for c in (few, many)]
+    keys = curve_keys([few, many], bounds, curve)  # type: ignore[arg-type]
+    ordered = few.to_numpy()[np.argsort(keys, kind="stable")]
+    runs = 1 + int((ordered[1:] != ordered[:-1]).sum())
+    assert runs <= 16, runs
