@@ -163,6 +163,8 @@ def main() -> int:
     ap.add_argument("--page-rows", type=int, default=8192)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ap.add_argument("--cost-only", action="store_true",
+                    help="only the compactions' rows/s (no queries)")
     args = ap.parse_args()
     root = tempfile.mkdtemp(prefix="cluster-bench-")
     try:
@@ -209,6 +211,9 @@ def run(args: argparse.Namespace, root: str) -> int:
     per_row = pc.sum(sizes).as_py() / min(args.rows, 500_000)
     dtable, cost["delta z_order"] = delta_layout(os.path.join(root, "delta"), data,
                                                  int(per_row * rows_per_rg))
+    if args.cost_only:
+        print_cost(cost, args.rows)
+        return 0
     dfiles = delta_files(dtable)
     dset = dtable.to_pyarrow_dataset()
     print(f"row groups per carbonstore layout: {rg_total} (~{rows_per_rg:,.0f} rows each); "
@@ -249,11 +254,16 @@ def run(args: argparse.Namespace, root: str) -> int:
     print("|" + "---|" * (len(names) + 2))
     for row in timing:
         print("| " + " | ".join(row) + " |")
-    print("\n| compaction | seconds | rows/s |")
-    print("|---|---|---|")
-    for n, s in cost.items():
-        print(f"| {n} | {s:.1f} | {args.rows / s:,.0f} |")
+    print_cost(cost, args.rows)
     return 0
+
+
+def print_cost(cost: dict[str, float], rows: int) -> None:
+    base = cost["unclustered"]
+    print("\n| compaction | seconds | rows/s | vs major (unclustered) |")
+    print("|---|---|---|---|")
+    for n, s in cost.items():
+        print(f"| {n} | {s:.1f} | {rows / s:,.0f} | {base / s:.2f} |")
 
 
 if __name__ == "__main__":

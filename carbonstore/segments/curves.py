@@ -20,6 +20,8 @@ Three steps turn rows into one sortable curve key, all vectorised with numpy:
    :func:`hilbert` applies Skilling's transform ("Programming the Hilbert curve", 2004)
    before interleaving, so consecutive keys are neighbouring cells. Both are bijections of
    the grid onto ``0 .. 2**(bits*n) - 1``; ``bits * n <= 63`` so keys fit a signed long.
+   :func:`curve_keys` computes them with the compiled kernels of ``curves_native`` (the
+   same keys: a test holds them to these numpy definitions).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import pyarrow.compute as pc
 
 from carbonstore.errors import CompactionError
 from carbonstore.segments.cluster_spec import CURVES, MAX_COLUMNS, Curve
+from carbonstore.segments.curves_native import hilbert_keys, zorder_keys
 
 __all__ = [
     "CURVES",
@@ -218,18 +221,18 @@ def hilbert(cells: Sequence[_U64], bits: int) -> _U64:
     return zorder([xi ^ t for xi in x], bits)
 
 
-_CURVE_FNS = {"zorder": zorder, "hilbert": hilbert}
+_KERNELS = {"zorder": zorder_keys, "hilbert": hilbert_keys}
 
 
 def curve_keys(
     columns: Sequence[pa.Array | pa.ChunkedArray], bounds: Sequence[_U64], curve: Curve
 ) -> npt.NDArray[np.int64]:
     """The curve key of every row (a non-negative int64) given each column's boundaries."""
-    if curve not in _CURVE_FNS:
+    if curve not in _KERNELS:
         raise CompactionError(f"unknown curve {curve!r}; use one of {', '.join(CURVES)}")
     bits = bits_per_column(len(columns))
     cells = [spread(grid_cells(*encode(c), b), len(b), bits)
              for c, b in zip(columns, bounds, strict=True)]
     if len(cells) == 1:
         return cells[0].astype(np.int64)
-    return _CURVE_FNS[curve](cells, bits).astype(np.int64)
+    return _KERNELS[curve](np.stack(cells), bits).astype(np.int64)

@@ -168,3 +168,14 @@ def test_a_column_with_few_values_still_orders_the_rows(curve: str) -> None:
     ordered = few.to_numpy()[np.argsort(keys, kind="stable")]
     runs = 1 + int((ordered[1:] != ordered[:-1]).sum())
     assert runs <= 16, runs
+
+
+@settings(max_examples=30, deadline=None)
+@given(dims=st.integers(2, 4), seed=st.integers(0, 2**32 - 1))
+def test_compiled_kernels_give_the_numpy_keys(dims: int, seed: int) -> None:
+    from carbonstore.segments.curves_native import hilbert_keys, zorder_keys
+
+    bits = bits_per_column(dims)
+    cells = np.random.default_rng(seed).integers(0, 1 << bits, (dims, 500)).astype(np.uint64)
+    assert (zorder_keys(cells, bits) == zorder(list(cells), bits)).all()
+    assert (hilbert_keys(cells, bits) == hilbert(list(cells), bits)).all()
