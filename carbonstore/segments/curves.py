@@ -92,13 +92,15 @@ def _prefix(arr: pa.Array) -> _U64:
         if n else np.zeros(1, np.int32)
     flat = np.frombuffer(bufs[2], dtype=np.uint8)[offsets[0]: offsets[-1]] \
         if n and bufs[2] is not None else np.zeros(0, np.uint8)
-    lengths = np.diff(offsets).astype(np.int64)
-    padded = np.zeros((n, 8), dtype=np.uint8)
-    if len(flat):
-        rows = np.repeat(np.arange(n), lengths)
-        starts = np.repeat(offsets[:-1].astype(np.int64) - offsets[0], lengths)
-        padded[rows, np.arange(len(flat)) - starts] = flat
-    return padded.view(">u8").reshape(n).astype(np.uint64)
+    lengths = np.diff(offsets)
+    starts = offsets[:-1].astype(np.int64) - offsets[0]
+    out = np.zeros(n, dtype=np.uint64)
+    if not len(flat):
+        return out
+    for k in range(8):  # byte k of every value at once (0 past its end)
+        byte = np.where(lengths > k, flat[np.minimum(starts + k, len(flat) - 1)], 0)
+        out |= byte.astype(np.uint64) << np.uint64(56 - 8 * k)
+    return out
 
 
 def _decimals(arr: pa.Array) -> _U64:
