@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from carbonstore.errors import CompactionError
 from carbonstore.segments.cluster_spec import CURVES, MAX_COLUMNS, Curve
-from carbonstore.segments.curves_native import hilbert_keys, zorder_keys
+from carbonstore.segments.curves_native import cells_of, hilbert_keys, zorder_keys
 
 __all__ = [
     "CURVES",
@@ -49,6 +49,7 @@ __all__ = [
     "grid_cells",
     "hilbert",
     "spread",
+    "spread_shift",
     "zorder",
 ]
 
@@ -182,8 +183,12 @@ def spread(cells: _U64, bounds: int, bits: int) -> _U64:
     split it only at its finest level (the other columns would decide the order, and a
     filter on it would prune nothing). Shifted up, its cells split the curve's top levels.
     """
-    used = max(1, int(bounds + 1).bit_length())  # cells 0 .. bounds + 1
-    return cells << np.uint64(max(0, bits - used))
+    return cells << np.uint64(spread_shift(bounds, bits))
+
+
+def spread_shift(bounds: int, bits: int) -> int:
+    """How far :func:`spread` shifts the cells ``0 .. bounds + 1`` of a ``bits``-bit axis."""
+    return max(0, bits - max(1, int(bounds + 1).bit_length()))
 
 
 # ---- 3. the curves --------------------------------------------------------------------------
@@ -233,8 +238,11 @@ def curve_keys(
     if curve not in _KERNELS:
         raise CompactionError(f"unknown curve {curve!r}; use one of {', '.join(CURVES)}")
     bits = bits_per_column(len(columns))
-    cells = [spread(grid_cells(*encode(c), b), len(b), bits)
-             for c, b in zip(columns, bounds, strict=True)]
+    cells = []
+    for c, b in zip(columns, bounds, strict=True):
+        values, nulls = encode(c)
+        cells.append(cells_of(values, nulls, np.ascontiguousarray(b, dtype=np.uint64),
+                              spread_shift(len(b), bits)))  # grid_cells, then spread
     if len(cells) == 1:
         return cells[0].astype(np.int64)
     return _KERNELS[curve](np.stack(cells), bits).astype(np.int64)

@@ -1,4 +1,4 @@
-"""Compiled curve kernels: Z-order and Hilbert keys of many points, one loop per point.
+"""Compiled curve kernels: grid cells, Z-order and Hilbert keys, one loop per value.
 
 The numpy versions in :mod:`carbonstore.segments.curves` are the reference (and what the
 property tests check the definitions on); these compute the same keys without the numpy
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-__all__ = ["hilbert_keys", "zorder_keys"]
+__all__ = ["cells_of", "hilbert_keys", "zorder_keys"]
 
 _OPTS: dict[str, Any] = {"cache": True, "nogil": True, "boundscheck": False}
 _0 = np.uint64(0)
@@ -76,4 +76,28 @@ def hilbert_keys(cells: Any, bits: int) -> Any:
         for i in range(n):
             x[i] ^= t
         out[j] = _interleave(x, n, bits)
+    return out
+
+
+@njit(**_OPTS)
+def cells_of(values: Any, nulls: Any, bounds: Any, shift: int) -> Any:
+    """``(1 + number of bounds <= value) << shift`` for each value, 0 for a null (the grid
+    cell of :func:`carbonstore.segments.curves.grid_cells`, spread as ``spread`` does)."""
+    m = values.shape[0]
+    k = bounds.shape[0]
+    out = np.empty(m, np.uint64)
+    s = np.uint64(shift)
+    for j in range(m):
+        if nulls[j]:
+            out[j] = _0
+            continue
+        v = values[j]
+        lo, hi = 0, k
+        while lo < hi:  # first bound > v
+            mid = (lo + hi) >> 1
+            if bounds[mid] <= v:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[j] = np.uint64(lo + 1) << s
     return out

@@ -179,3 +179,18 @@ def test_compiled_kernels_give_the_numpy_keys(dims: int, seed: int) -> None:
     cells = np.random.default_rng(seed).integers(0, 1 << bits, (dims, 500)).astype(np.uint64)
     assert (zorder_keys(cells, bits) == zorder(list(cells), bits)).all()
     assert (hilbert_keys(cells, bits) == hilbert(list(cells), bits)).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(sample=st.lists(st.integers(-50, 50), min_size=1, max_size=300),
+       probe=st.lists(st.none() | st.integers(-60, 60), min_size=1, max_size=100),
+       bits=st.integers(2, 12))
+def test_compiled_cells_give_the_numpy_cells(sample: list[int], probe: list[int | None],
+                                             bits: int) -> None:
+    from carbonstore.segments.curves import spread, spread_shift
+    from carbonstore.segments.curves_native import cells_of
+
+    bounds = grid_bounds(encode(pa.array(sample, pa.int64()))[0], bits)
+    values, nulls = encode(pa.array(probe, pa.int64()))
+    want = spread(grid_cells(values, nulls, bounds), len(bounds), bits)
+    assert (cells_of(values, nulls, bounds, spread_shift(len(bounds), bits)) == want).all()
