@@ -236,6 +236,9 @@ _VERBS: list[tuple[str, re.Pattern[str]]] = [
                                  r"(?:\s+LIMIT\s+(?P<limit>\d+))?", re.I | re.S)),
     ("compact", re.compile(rf"ALTER\s+TABLE\s+{_NAME}\s+COMPACT\s+'(?P<kind>\w+)'"
                            r"(?:\s+WHERE\s+SEGMENT\.ID\s+IN\s*\((?P<ids>[^)]*)\))?", re.I | re.S)),
+    # Delta's OPTIMIZE t [WHERE ...] ZORDER BY (a, b); HILBERT BY for the Hilbert curve
+    ("optimize", re.compile(rf"OPTIMIZE\s+{_NAME}(?:\s+WHERE\s+(?P<where>.*?))?"
+                            r"\s+(?P<curve>ZORDER|HILBERT)\s+BY\s*\((?P<by>[^)]*)\)", re.I | re.S)),
     ("clean", re.compile(rf"CLEAN\s+FILES\s+FOR\s+TABLE\s+{_NAME}"
                          r"(?:\s+OPTIONS\s*\((?P<options>.*)\))?", re.I | re.S)),
     ("delete_ids", re.compile(rf"DELETE\s+FROM\s+TABLE\s+{_NAME}\s+WHERE\s+SEGMENT\.ID\s+IN\s*"
@@ -307,20 +310,34 @@ def run_verb(store: Store, verb: str, parts: dict[str, str | None]) -> tuple[lis
         if parts.get("limit") is not None:  # the newest n; LIMIT 0 shows none
             entries = entries[len(entries) - min(int(str(parts["limit"])), len(entries)):]
         cols = ["id", "status", "loadStartTime", "timeTakenMs", "rows", "dataSize", "indexSize",
-                "mergedTo", "format"]
+                "mergedTo", "format", "clusteredBy"]
         return cols, [segment_row(e) for e in entries]
     if verb == "compact":
         from carbonstore.segments.compaction import compact
-        from carbonstore.spark.compact_job import spark_merger
+        from carbonstore.spark.compact_job import spark_cluster_merger, spark_merger
 
         kind = str(parts["kind"]).lower()
-        if kind not in ("minor", "major", "custom"):
-            raise UserError(f"COMPACT '{parts['kind']}': use 'MINOR', 'MAJOR' or 'CUSTOM'")
-        ids = _ids(parts.get("ids")) if kind == "custom" else None
+        if kind not in ("minor", "major", "custom", "cluster"):
+            raise UserError(f"COMPACT '{parts['kind']}': use 'MINOR', 'MAJOR', 'CUSTOM' or "
+                            "'CLUSTER'")
+        ids = _ids(parts.get("ids")) if kind == "custom" or (
+            kind == "cluster" and parts.get("ids") is not None) else None
         result = compact(store.table(name), kind, segment_ids=ids,  # type: ignore[arg-type]
-                         merger=spark_merger())
+                         merger=spark_merger(), cluster_merger=spark_cluster_merger())
         rows = [m.to_json() | {"sources": ",".join(m.sources)} for m in result.merged]
-        return ["output", "sources", "rows", "dataSize", "indexSize", "seconds"], rows
+        return ["output", "sources", "rows", "dataSize", "indexSize", "seconds",
+                "clustering"], rows
+    if verb == "optimize":
+        from carbonstore.segments.compaction import compact
+        from carbonstore.spark.compact_job import spark_cluster_merger, spark_merger
+
+        by = [c.strip().strip("`") for c in str(parts["by"]).split(",")]
+        result = compact(store.table(name), "cluster", by=by, curve=str(parts["curve"]).lower(),
+                         where=parts.get("where"), merger=spark_merger(),
+                         cluster_merger=spark_cluster_merger())
+        rows = [m.to_json() | {"sources": ",".join(m.sources)} for m in result.merged]
+        return ["output", "sources", "rows", "dataSize", "indexSize", "seconds",
+                "clustering"], rows
     if verb == "clean":
         from carbonstore.segments.clean import clean_files
 

@@ -18,6 +18,7 @@ from carbonstore.cli._common import (
     print_table,
 )
 from carbonstore.errors import TableExistsError, UserError
+from carbonstore.segments.cluster_spec import segment_clustering
 from carbonstore.store.paths import parse_table_name
 from carbonstore.store.schema import Column, normalise_properties, parse_schema_string
 from carbonstore.store.table import Table
@@ -47,6 +48,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("describe", parents=parents, help="show a table's schema and properties")
     p.add_argument("table")
+    p.add_argument("--clustering", action="store_true",
+                   help="also say how clustered each segment is: the row groups / pages a "
+                   "point filter on each clustering column keeps (plans a few filters)")
     add_json(p)
     p.set_defaults(func=_describe)
 
@@ -135,7 +139,16 @@ def _differences(table: Table, columns: Sequence[Column], props: dict[str, str])
 
 
 def _describe(args: argparse.Namespace) -> int:
-    info = open_store(args).table(args.table).describe()
+    table = open_store(args).table(args.table)
+    info = table.describe()
+    clustered = {e.load_name: spec.describe() for e in table.status.read().entries
+                 if e.readable and (spec := segment_clustering(e)) is not None}
+    if clustered:  # only then: describe's JSON stays create --json's for other tables
+        info["clusteredSegments"] = clustered
+    if args.clustering:
+        from carbonstore.segments.clustering_report import clustering_report
+
+        info["clustering"] = [r.to_json() for r in clustering_report(table)]
     if args.json:
         print_json(info)
         return 0
@@ -147,6 +160,20 @@ def _describe(args: argparse.Namespace) -> int:
     if info["properties"]:
         print()
         print_table([{"property": k, "value": v} for k, v in info["properties"].items()], ["property", "value"])
+    if clustered:
+        print()
+        print_table([{"segment": k, "clusteredBy": v} for k, v in clustered.items()],
+                    ["segment", "clusteredBy"])
+    if args.clustering:
+        print()
+        print_table([{"segment": r["segment"], "clusteredBy": r["clusteredBy"], "rows": r["rows"],
+                      "rowGroups": r["rowGroups"]} | {
+                         "column": f["column"], "pages": f["pages"],
+                         "rowGroupsKept": f["rowGroupsKept"], "pagesKept": f["pagesKept"],
+                         "rowsKept": f["rowsKept"]}
+                     for r in info["clustering"] for f in r["pointFilters"]],
+                    ["segment", "clusteredBy", "rows", "rowGroups", "column", "pages",
+                     "rowGroupsKept", "pagesKept", "rowsKept"])
     return 0
 
 
@@ -194,6 +221,7 @@ def segment_row(e: LoadEntry) -> dict[str, Any]:
         "badRecords": e.bad_record_count,
         "visible": e.visibility,
         "deletedRows": e.deleted_rows,  # by row-level DML (docs/dml.md); rows - this are live
+        "clusteredBy": None if (spec := segment_clustering(e)) is None else spec.describe(),
     }
 
 
@@ -221,5 +249,5 @@ def _show_segments(args: argparse.Namespace) -> int:
     for row in rows:
         row["loadStartTime"] = local_time(row["loadStartTime"])
     print_table(rows, ["id", "status", "loadStartTime", "timeTakenMs", "rows", "dataSize",
-                       "indexSize", "mergedTo", "format"])
+                       "indexSize", "mergedTo", "format", "clusteredBy"])
     return 0

@@ -24,7 +24,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from carbonstore.errors import (
@@ -33,6 +33,18 @@ from carbonstore.errors import (
     CompactionError,
     LockTimeoutError,
     TableNotFoundError,
+)
+from carbonstore.pruning.plan import prune
+from carbonstore.segments.clustering import (
+    CLUSTERING_KEY,
+    ClusterSpec,
+    bounds_of,
+    cluster_local,
+    cluster_order,
+    cluster_settings,
+    resolve_spec,
+    segment_clustering,
+    table_clustering,
 )
 from carbonstore.segments.compaction_merge import (
     SegmentOutput,
@@ -44,11 +56,13 @@ from carbonstore.segments.compaction_merge import (
     write_output_statistics,
     write_segment,
     write_settings,
+    writer_batches,
 )
 from carbonstore.segments.compaction_plan import (
     COMPACTION_TYPES,
     CompactionType,
     MergeGroup,
+    plan_cluster,
     plan_compaction,
     plan_custom,
     plan_major,
@@ -73,6 +87,7 @@ from carbonstore.store.tablestatus import (
 
 __all__ = [
     "COMPACTION_LOCK",
+    "ClusterMerger",
     "CompactionResult",
     "CompactionType",
     "MergeGroup",
@@ -120,6 +135,8 @@ class MergedSegment:
     data_size: int
     index_size: int
     seconds: float
+    #: how the output is clustered (None: sorted on SORT_COLUMNS)
+    clustering: ClusterSpec | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -129,6 +146,7 @@ class MergedSegment:
             "dataSize": self.data_size,
             "indexSize": self.index_size,
             "seconds": round(self.seconds, 3),
+            "clustering": None if self.clustering is None else self.clustering.describe(),
         }
 
 
@@ -145,6 +163,9 @@ class CompactionResult:
 
 Merger = Callable[[Table, Sequence[LoadEntry], str], SegmentOutput]
 """Writes the merged output segment folder from the sources and reports what it wrote."""
+
+ClusterMerger = Callable[[Table, Sequence[LoadEntry], str, ClusterSpec], SegmentOutput]
+"""Writes the output segment ordered along the spec's curve (segments/clustering.py)."""
 
 
 # ---- commit ---------------------------------------------------------------------------------
@@ -361,7 +382,10 @@ def abort_compaction(table: Table, output: str, attempt: str, reason: str) -> No
 
 
 # ---- orchestration --------------------------------------------------------------------------
-def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment:
+def _merge_one(
+    table: Table, group: MergeGroup, merger: Merger, spec: ClusterSpec | None = None,
+    cluster_merger: ClusterMerger = cluster_local,
+) -> MergedSegment:
     t0 = time.perf_counter()
     start = now_ms()
     snap = table.status.read()
@@ -376,10 +400,20 @@ def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment
         from carbonstore.store.evolution import segment_projections
 
         projections = segment_projections(table, sources)
-        if projections:  # sources of older schema versions: read by column id, in here
+        if projections and spec is not None:  # older schema versions: read by column id
+            output = merge_evolved(
+                table, sources, group.output, projections,
+                settings=(settings := cluster_settings(table, group.output, statistics=True)),
+                order=lambda data: writer_batches(
+                    cluster_order(data, spec, bounds_of(data, spec)), settings))
+        elif projections:
             output = merge_evolved(table, sources, group.output, projections)
+        elif spec is not None:
+            output = cluster_merger(table, sources, group.output, spec)
         else:
             output = merger(table, sources, group.output)
+        if spec is not None:  # recorded in the output's tablestatus entry
+            output = replace(output, extra={**output.extra, CLUSTERING_KEY: spec.to_json()})
         crash_point("compaction.after_output")
         # rows deleted by DELETE / UPDATE / MERGE, and partitions a dynamic overwrite
         # replaced, are not compacted
@@ -414,6 +448,7 @@ def _merge_one(table: Table, group: MergeGroup, merger: Merger) -> MergedSegment
         data_size=entry.data_size,
         index_size=entry.index_size,
         seconds=time.perf_counter() - t0,
+        clustering=spec,
     )
 
 
@@ -423,28 +458,41 @@ def compact(
     *,
     segment_ids: Sequence[str] | None = None,
     merger: Merger | None = None,
+    by: Sequence[str] | None = None,
+    curve: str | None = None,
+    where: str | None = None,
+    cluster_merger: ClusterMerger | None = None,
 ) -> CompactionResult:
     """Run a compaction to completion under ``compaction.lock``.
 
     MINOR and MAJOR re-plan after every merge until nothing is left to merge (so twelve
-    fresh segments with ``4,3`` end as one level-2 segment); CUSTOM merges once.
+    fresh segments with ``4,3`` end as one level-2 segment); CUSTOM and CLUSTER merge once.
+    With the table property ``clustering.columns`` set, every output is clustered on them
+    (docs/clustering.md); CLUSTER merges the segments not yet clustered on ``by`` (default:
+    the property) along ``curve``.
 
     Args:
         table: the table.
-        compaction_type: ``minor``, ``major`` or ``custom``.
-        segment_ids: the segments for ``custom``.
+        compaction_type: ``minor``, ``major``, ``custom`` or ``cluster``.
+        segment_ids: the segments for ``custom`` (for ``cluster``: only these).
         merger: writes the output segment; default: the driver-side pyarrow merge
             (``carbonstore.spark.compact_job`` passes a Spark one).
+        by, curve: the clustering columns and curve (``cluster`` only).
+        where: ``cluster`` only: only segments that may hold rows matching this filter.
+        cluster_merger: writes a clustered output (default: in this process).
 
     Raises:
-        CompactionError: bad ids, or another compaction holds the lock.
+        CompactionError: bad ids or columns, or another compaction holds the lock.
     """
     if compaction_type not in COMPACTION_TYPES:
         raise CompactionError(
             f"unknown compaction type {compaction_type!r}; use one of {', '.join(COMPACTION_TYPES)}"
         )
-    if segment_ids is not None and compaction_type != "custom":
-        raise CompactionError("--segments is only for --type custom")
+    if segment_ids is not None and compaction_type not in ("custom", "cluster"):
+        raise CompactionError("--segments is only for --type custom or cluster")
+    if compaction_type != "cluster" and (by is not None or curve is not None or where is not None):
+        raise CompactionError("--by, --curve and --where are only for --type cluster")
+    spec = _cluster_spec(table, compaction_type, by, curve)
     run = merger if merger is not None else merge_local
     lock = table.locks.lock(COMPACTION_LOCK)
     try:
@@ -457,27 +505,55 @@ def compact(
     try:
         merged: list[MergedSegment] = []
         conf = table.conf
+        allowed = _may_match(table, where) if where is not None else None
         while True:
-            group = plan_compaction(
-                table.status.read(), conf, compaction_type, segment_ids=segment_ids
-            )
+            snap = table.status.read()
+            if compaction_type == "cluster" and spec is not None:
+                group = plan_cluster(snap, lambda e: segment_clustering(e) == spec,
+                                     segment_ids=segment_ids, allowed=allowed)
+            else:
+                group = plan_compaction(snap, conf, compaction_type, segment_ids=segment_ids)
             if group is None:
                 break
             log.info("compacting %s into %s", ",".join(group.sources), group.output)
             for attempt in range(_DML_RETRIES):
                 try:
-                    merged.append(_merge_one(table, group, run))
+                    merged.append(_merge_one(table, group, run, spec,
+                                             cluster_merger or cluster_local))
                     break
                 except RowsDeletedMeanwhile:
                     if attempt == _DML_RETRIES - 1:
                         raise
                     log.info("rows of %s were deleted meanwhile; merging again",
                              ",".join(group.sources))
-            if compaction_type == "custom":
+            if compaction_type in ("custom", "cluster"):
                 break
         return CompactionResult(compaction_type=compaction_type, merged=tuple(merged))
     finally:
         lock.release()
+
+
+def _cluster_spec(
+    table: Table, compaction_type: str, by: Sequence[str] | None, curve: str | None
+) -> ClusterSpec | None:
+    """The clustering of this compaction's outputs: ``by`` / ``curve`` for CLUSTER, else
+    (and as CLUSTER's default) the table's ``clustering.columns`` property."""
+    prop = table_clustering(table)
+    if compaction_type != "cluster":
+        return prop
+    if by is None:
+        if prop is None:
+            raise CompactionError(
+                f"table {table.name} has no clustering.columns property: pass the columns "
+                "with --by a,b")
+        return prop if curve is None else replace(prop, curve=curve)  # type: ignore[arg-type]
+    return resolve_spec(table, by, curve or (prop.curve if prop is not None else "zorder"))
+
+
+def _may_match(table: Table, where: str) -> Callable[[LoadEntry], bool]:
+    """Segments that may hold rows matching ``where`` (from the indexes)."""
+    kept = {f.segment for f in prune(table, where).files}
+    return lambda e: e.load_name in kept
 
 
 def maybe_auto_compact(table: Table, *, merger: Merger | None = None) -> CompactionResult | None:

@@ -60,6 +60,7 @@ __all__ = [
     "merge_unit",
     "ordered_files",
     "rank_columns",
+    "read_source_rows",
     "segment_data_files",
     "sort_keys",
     "source_deltas",
@@ -68,6 +69,7 @@ __all__ = [
     "write_output_statistics",
     "write_segment",
     "write_settings",
+    "writer_batches",
 ]
 
 _MB = 1024 * 1024
@@ -304,17 +306,26 @@ def merge_unit(
         idx, lo, hi, nulls = unit  # type: ignore[misc]
         key = keys[0][0]
         floating = pa.types.is_floating(target.field(key).type)
-        data = _read_files(fs, files, target, deleted,
+        data = read_source_rows(fs, files, target, deleted,
                            lambda name: _range_filter(name, lo, hi, nulls, floating=floating),
                            key)
         data = _sort(data, keys, rank_columns, settings)
     else:
         idx, mine = unit  # type: ignore[misc]
-        data = _read_files(fs, mine, target, deleted)
-    return write_task(data.to_batches(), settings, task_id=f"{idx:05d}", fs=fs)
+        data = read_source_rows(fs, mine, target, deleted)
+    return write_task(writer_batches(data, settings), settings, task_id=f"{idx:05d}", fs=fs)
 
 
-def _read_files(
+def writer_batches(data: pa.Table, settings: WriteSettings) -> list[pa.RecordBatch]:
+    """``data`` in batches of about an eighth of a row group: the writer cuts a row group
+    once its buffered batches reach the blocklet size, so one huge batch (a sorted unit is
+    one chunk) would be one huge row group whose min/max prune nothing."""
+    per_row = max(1.0, data.nbytes / max(1, data.num_rows))
+    rows = int(settings.blocklet_bytes / per_row / 8)
+    return data.to_batches(max_chunksize=max(1024, min(1 << 20, rows)))
+
+
+def read_source_rows(
     fs: Any, files: Sequence[str], target: pa.Schema, deleted: Mapping[str, bytes] | None,
     where: Callable[[str], ds.Expression | None] | None = None, key: str = "",
 ) -> pa.Table:
@@ -480,14 +491,17 @@ def merge_local(table: Table, sources: Sequence[LoadEntry], output_id: str) -> S
 
 
 def merge_evolved(
-    table: Table, sources: Sequence[LoadEntry], output_id: str, projections: dict[str, Any]
+    table: Table, sources: Sequence[LoadEntry], output_id: str, projections: dict[str, Any],
+    *, settings: WriteSettings | None = None,
+    order: Callable[[pa.Table], Sequence[pa.RecordBatch]] | None = None,
 ) -> SegmentOutput:
     """Merge sources of which some were written with an older schema version, in this
     process: each file is read by column id as the current schema (store/evolution.py:
     renamed, added columns as their default, widened), sorted, written by one task with the
     current schema (the units of :func:`merge_local` cut by the current names)."""
 
-    settings = write_settings(table, output_id, statistics=True)
+    if settings is None:
+        settings = write_settings(table, output_id, statistics=True)
     target = arrow_schema(settings.columns)
     fs = table.paths.sfs.fs
     deleted = source_deltas(table, sources)
@@ -503,10 +517,13 @@ def merge_evolved(
             parts.append(unify(data, target, proj, source=path))
     data = pa.concat_tables(parts) if parts else target.empty_table()
     keys = sort_keys(table)
-    if keys:
+    if order is not None:  # a clustering order (segments/clustering.py): its own batches
+        batches = order(data)
+    elif keys:
         data = _sort(data, keys, rank_columns(table), settings)
     table.paths.sfs.makedirs(settings.segment_dir)
-    result = write_task(data.to_batches(), settings, task_id="00000", fs=fs)
+    result = write_task(batches if order is not None else writer_batches(data, settings),
+                        settings, task_id="00000", fs=fs)
     return finish_segment(table, output_id, [result], partitioning=settings.partitioning)
 
 

@@ -2,12 +2,13 @@
 :class:`MergeGroup` out; docs/compaction.md).
 
 MINOR merges per level once a level's count reaches its threshold, MAJOR merges consecutive
-segments while their total stays under a size, CUSTOM merges exactly the given segments.
+segments while their total stays under a size, CUSTOM merges exactly the given segments,
+CLUSTER merges the readable segments not yet clustered as asked (docs/clustering.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,6 +28,7 @@ __all__ = [
     "COMPACTION_TYPES",
     "CompactionType",
     "MergeGroup",
+    "plan_cluster",
     "plan_compaction",
     "plan_custom",
     "plan_major",
@@ -34,8 +36,8 @@ __all__ = [
     "segment_level",
 ]
 
-CompactionType = Literal["minor", "major", "custom"]
-COMPACTION_TYPES: tuple[CompactionType, ...] = ("minor", "major", "custom")
+CompactionType = Literal["minor", "major", "custom", "cluster"]
+COMPACTION_TYPES: tuple[CompactionType, ...] = ("minor", "major", "custom", "cluster")
 _MB = 1024 * 1024
 _DAY_MS = 24 * 3600 * 1000
 
@@ -158,6 +160,13 @@ def plan_custom(snapshot: TableStatusSnapshot, segment_ids: Sequence[str] | None
             f"custom compaction merges at least two segments, got only segment {ids[0]}: "
             "pass two or more ids, e.g. --segments 1,2"
         )
+    _check_ids(snapshot, ids)
+    names = tuple(sorted(ids, key=segment_sort_key))
+    return MergeGroup(compaction_type="custom", sources=names, output=next_compacted_name(names[0]))
+
+
+def _check_ids(snapshot: TableStatusSnapshot, ids: Sequence[str]) -> None:
+    """Every id exists, is readable and visible, and is not compacted."""
     for sid in ids:
         e = snapshot.find(sid)
         if e is None:
@@ -179,8 +188,41 @@ def plan_custom(snapshot: TableStatusSnapshot, segment_ids: Sequence[str] | None
                 f"segment {sid} is invisible (tablestatus visibility false); only visible "
                 "segments can be compacted"
             )
-    names = tuple(sorted(ids, key=segment_sort_key))
-    return MergeGroup(compaction_type="custom", sources=names, output=next_compacted_name(names[0]))
+
+
+def plan_cluster(
+    snapshot: TableStatusSnapshot,
+    clustered: Callable[[LoadEntry], bool],
+    *,
+    segment_ids: Sequence[str] | None = None,
+    allowed: Callable[[LoadEntry], bool] | None = None,
+) -> MergeGroup | None:
+    """The readable segments (or exactly ``segment_ids``) that are not ``clustered`` yet, as
+    one merge; None when every candidate already is (incremental clustering: a segment
+    clustered on the asked columns and curve is never rewritten again).
+
+    ``allowed``: only segments it accepts (``--where``: segments that may hold matching
+    rows). A single segment is a valid group: clustering rewrites its order.
+
+    Raises:
+        CompactionError: an id given twice, missing, compacted or not readable.
+    """
+    if segment_ids is not None:
+        ids = [s.strip() for s in segment_ids if s.strip()]
+        if not ids:
+            raise CompactionError("Segment ids should not be empty: pass --segments 1,2,3")
+        if len(set(ids)) != len(ids):
+            raise CompactionError(f"segment ids {','.join(ids)} name a segment twice")
+        _check_ids(snapshot, ids)
+        pool = [snapshot.get(s) for s in ids]
+    else:
+        pool = [e for e in snapshot.entries if e.readable]
+    todo = sorted((e for e in pool if not clustered(e) and (allowed is None or allowed(e))),
+                  key=lambda e: segment_sort_key(e.load_name))
+    if not todo:
+        return None
+    names = tuple(e.load_name for e in todo)
+    return MergeGroup(compaction_type="cluster", sources=names, output=next_compacted_name(names[0]))
 
 
 def plan_compaction(
@@ -198,6 +240,8 @@ def plan_compaction(
         return plan_major(snapshot, conf, now=now)
     if compaction_type == "custom":
         return plan_custom(snapshot, segment_ids)
+    if compaction_type == "cluster":
+        raise CompactionError("plan a cluster compaction with plan_cluster (it needs the spec)")
     raise CompactionError(
         f"unknown compaction type {compaction_type!r}; use one of {', '.join(COMPACTION_TYPES)}"
     )

@@ -12,6 +12,10 @@ source files, sorts them and writes its Parquet files and ONE ``.carbonindex`` t
 load writer. Rows never pass through the JVM (no Arrow conversion, no shuffle), so a
 compaction runs about as fast as a plain Spark read + write of the same files. The driver
 then writes the ``.carbonindexmerge`` and commits.
+
+Clustering (``spark_cluster_merger``, docs/clustering.md) runs the same way: one task per
+range of the curve key (the boundaries sampled on the driver), each reading the sources,
+keeping its range, sorting along the curve and writing through the load writer.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from pyspark.sql import SparkSession
 
 from carbonstore import errors
 from carbonstore.errors import CarbonStoreError, CompactionError
-from carbonstore.segments.compaction import Merger
+from carbonstore.segments.clustering import ClusterPlan, ClusterSpec, cluster_unit, prepare
+from carbonstore.segments.compaction import ClusterMerger, Merger
 from carbonstore.segments.compaction_merge import (
     SegmentOutput,
     WorkUnit,
@@ -46,7 +51,13 @@ from carbonstore.spark.session import get_spark
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
-__all__ = ["merge_with_spark", "spark_merger", "task_error"]
+__all__ = [
+    "cluster_with_spark",
+    "merge_with_spark",
+    "spark_cluster_merger",
+    "spark_merger",
+    "task_error",
+]
 
 
 def _run_units(  # type: ignore[no-untyped-def]
@@ -92,6 +103,30 @@ def _task_result(d: dict[str, Any]) -> TaskResult:
     return TaskResult(**d)
 
 
+def _run_cluster_units(  # type: ignore[no-untyped-def]
+    settings: WriteSettings, files: Sequence[str], plan: ClusterPlan,
+    deleted: dict[str, bytes] | None = None,
+):
+    def run(units: Iterator[int]) -> Iterator[str]:
+        for unit in units:
+            result = cluster_unit(settings, files, plan, unit, deleted=deleted)
+            yield orjson.dumps(asdict(result)).decode()
+
+    return run
+
+
+def _collect(rdd: Any, run: Any) -> list[TaskResult]:
+    """Run ``run`` over the units; a task's error comes back as this process's."""
+    try:
+        messages = rdd.mapPartitions(run).collect()
+    except Exception as err:
+        failed = task_error(err)
+        if failed is None:
+            raise
+        raise failed from None
+    return [_task_result(orjson.loads(m)) for m in messages]
+
+
 def merge_with_spark(
     spark: SparkSession, table: Table, sources: Sequence[LoadEntry], output_id: str,
     *, tasks: int | None = None,
@@ -109,15 +144,22 @@ def merge_with_spark(
     rdd = spark.sparkContext.parallelize(units, len(units))
     run = _run_units(settings, files, sort_keys(table), rank_columns(table),
                      source_deltas(table, sources))
-    try:
-        messages = rdd.mapPartitions(run).collect()
-    except Exception as err:
-        failed = task_error(err)
-        if failed is None:
-            raise
-        raise failed from None
-    return finish_segment(table, output_id, [_task_result(orjson.loads(m)) for m in messages],
+    return finish_segment(table, output_id, _collect(rdd, run),
                           partitioning=settings.partitioning)
+
+
+def cluster_with_spark(
+    spark: SparkSession, table: Table, sources: Sequence[LoadEntry], output_id: str,
+    spec: ClusterSpec, *, tasks: int | None = None,
+) -> SegmentOutput:
+    """Write the clustered output segment on Spark executors: one task per curve-key range
+    (the range partitioning of the curve value), each sorting its rows along the curve."""
+    settings, files, plan, deleted = prepare(
+        table, sources, output_id, spec, spark.sparkContext.defaultParallelism, tasks)
+    units = list(range(len(plan.units)))
+    rdd = spark.sparkContext.parallelize(units, len(units))
+    results = _collect(rdd, _run_cluster_units(settings, files, plan, deleted))
+    return finish_segment(table, output_id, results, partitioning=settings.partitioning)
 
 
 def spark_merger(spark: SparkSession | None = None, *, tasks: int | None = None) -> Merger:
@@ -127,3 +169,17 @@ def spark_merger(spark: SparkSession | None = None, *, tasks: int | None = None)
         return merge_with_spark(spark or get_spark(), table, sources, output_id, tasks=tasks)
 
     return merge
+
+
+def spark_cluster_merger(
+    spark: SparkSession | None = None, *, tasks: int | None = None
+) -> ClusterMerger:
+    """A clustering merger running on ``spark`` (default: ``get_spark()``)."""
+
+    def cluster(
+        table: Table, sources: Sequence[LoadEntry], output_id: str, spec: ClusterSpec
+    ) -> SegmentOutput:
+        return cluster_with_spark(spark or get_spark(), table, sources, output_id, spec,
+                                  tasks=tasks)
+
+    return cluster

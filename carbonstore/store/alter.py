@@ -59,7 +59,7 @@ __all__ = [
 
 Change = Callable[[TableSchema], TableSchema]
 
-_LIST_PROPERTIES = ("sort_columns", "dictionary_include", "bloom_columns")
+_LIST_PROPERTIES = ("sort_columns", "dictionary_include", "bloom_columns", "clustering.columns")
 _INT_ORDER = ("byte", "short", "int", "long")
 
 

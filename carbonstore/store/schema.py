@@ -75,6 +75,8 @@ TABLE_PROPERTIES: dict[str, str] = {
     "partition_by": "partition fields of new loads, e.g. region, day(ts) (docs/partitioning.md)",
     "bucket_number": "number of bucket files per segment (with bucket_columns)",
     "bucket_columns": "comma-separated columns hashed into bucket_number buckets",
+    "clustering.columns": "1-4 comma-separated columns compaction clusters on (docs/clustering.md)",
+    "clustering.curve": "zorder | hilbert: the curve clustering.columns are ordered along",
 }
 
 
@@ -284,7 +286,7 @@ class TableSchema:
                 )
             if not isinstance(value, str):
                 raise SchemaError(f"table property {key!r} must be a string")
-        for key in ("sort_columns", "dictionary_include", "bloom_columns"):
+        for key in ("sort_columns", "dictionary_include", "bloom_columns", "clustering.columns"):
             for col in self.list_property(key):
                 if col not in names:
                     raise SchemaError(f"{key} names unknown column {col!r}")
@@ -295,6 +297,10 @@ class TableSchema:
                     f"dictionary_include cannot hold {t} column {col!r}; "
                     "dictionaries suit strings, integers, dates and decimals"
                 )
+        if len(self.list_property("clustering.columns")) > 4:
+            raise SchemaError("clustering.columns takes at most 4 columns")
+        if self.properties.get("clustering.curve", "zorder").lower() not in ("zorder", "hilbert"):
+            raise SchemaError("clustering.curve must be zorder or hilbert")
         scope = self.properties.get("sort_scope")
         if scope is not None:
             if scope.lower() not in SORT_SCOPES:
@@ -304,7 +310,7 @@ class TableSchema:
         for col in self.sort_columns:
             if self.column(col).type.name == "binary":
                 raise SchemaError(f"cannot sort on binary column {col!r}")
-        for key in ("sort_columns", "dictionary_include", "bloom_columns"):
+        for key in ("sort_columns", "dictionary_include", "bloom_columns", "clustering.columns"):
             for col in self.list_property(key):
                 if self.column(col).type.is_nested:
                     raise SchemaError(f"{key} cannot hold nested column {col!r} "

@@ -204,7 +204,7 @@ def test_carbondata_sql_verbs_run_the_cli_code(run_cli: RunCli, store: Store) ->
     ("DROP TABLE some_temp_view", "no such table"),
     ("INSERT INTO db.sales VALUES (1, 'a', 1.0)", "this INSERT statement is not one of them"),
     ("CREATE TABLE db.x (a int) USING parquet", "this CREATE statement is not one of them"),
-    ("ALTER TABLE db.sales COMPACT 'SIDEWAYS'", "use 'MINOR', 'MAJOR' or 'CUSTOM'"),
+    ("ALTER TABLE db.sales COMPACT 'SIDEWAYS'", "use 'MINOR', 'MAJOR', 'CUSTOM' or 'CLUSTER'"),
     ("DELETE FROM TABLE db.sales WHERE SEGMENT.ID IN ()", "Segment ids should not be empty"),
 ])
 def test_statements_we_cannot_honour_are_one_line_errors(

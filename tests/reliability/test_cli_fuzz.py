@@ -278,7 +278,9 @@ WRITE_COMMANDS: dict[str, st.SearchStrategy[list[str]]] = {
     "clean-files": _argv(_one(TABLES), _flag("--dry-run"), _flag("--force"),
                          _flag("--stale-inprogress"), _flag("--json")),
     "compact": _argv(_one(TABLES), _opt("--type", st.one_of(
-        st.sampled_from(["minor", "major", "custom"]), HOSTILE)), _opt("--segments", IDS),
+        st.sampled_from(["minor", "major", "custom", "cluster"]), HOSTILE)),
+        _opt("--segments", IDS), _opt("--by", COLUMNS),
+        _opt("--curve", st.one_of(st.sampled_from(["zorder", "hilbert"]), HOSTILE)),
         st.just(["--engine", "local"]), _flag("--json")),
     "index rebuild": _argv(_one(TABLES), _opt("--segments", IDS), _flag("--json")),
     "analyze": _argv(_one(TABLES), _opt("--columns", COLUMNS), _opt("--segments", IDS),

@@ -145,3 +145,24 @@ def test_a_float_sort_column_orders_nan_last_in_every_unit_count(
     numbers = [x for x in flat if x is not None and not math.isnan(x)]
     assert flat == nulls + numbers + nans
     assert numbers == sorted(numbers) and len(nans) == 3000 // 10 - 3000 // 130 - 1
+
+
+@pytest.mark.parametrize("sort", [True, False])
+def test_output_row_groups_follow_the_blocklet_size(store: Store, sort: bool) -> None:
+    """A merge unit is one sorted chunk: written as one batch it was ONE row group of the
+    whole unit (a 200k-row output in 1 row group at a 1 MB blocklet size), whose min/max
+    prune nothing. The output's row groups are cut at the blocklet size as a load's are."""
+    import numpy as np
+
+    table = store.create_table("rg", "id long not null, name string, score double", properties={
+        "blocklet_size_in_mb": "1", **({"sort_columns": "id"} if sort else {})})
+    for k in range(2):
+        ids = np.arange(k * 100_000, (k + 1) * 100_000)[::-1]
+        add_segment(table, pa.table({"id": ids, "name": [f"name-{i:012d}" for i in ids],
+                                     "score": ids / 3}), tasks=4)
+    compact(table, "major")
+    groups = [pq.ParquetFile(p).metadata for p in segment_data_files(table, "0.1")]
+    sizes = [md.row_group(i).num_rows for md in groups for i in range(md.num_row_groups)]
+    assert sum(sizes) == 200_000
+    assert len(sizes) >= 5 and max(sizes) <= 60_000, sizes  # ~40 bytes a row: ~26k rows a MB
+    assert read_segments(table)["id"].to_pylist() == list(range(200_000))

@@ -152,6 +152,7 @@ def test_properties_are_lower_cased_and_valid_ones_accepted() -> None:
         "major_compaction_size": "10", "auto_load_merge": "TRUE",
         "compaction_preserve_segments": "0", "allowed_compaction_days": "3",
         "partition_by": "id", "bucket_number": "4", "bucket_columns": "id",
+        "Clustering.Columns": "ID,name", "clustering.curve": "hilbert",
     })
     assert set(s.properties) == set(TABLE_PROPERTIES)
     assert s.sort_columns == ["name", "id"]

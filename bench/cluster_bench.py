@@ -1,0 +1,270 @@
+"""Clustering: what a filter keeps and costs per layout, vs delta-rs ``optimize.z_order``.
+
+    .venv/bin/python bench/cluster_bench.py --rows 20000000 [--blocklet-mb 8] [--repeat 3]
+
+One random table (``--rows`` rows; four candidate columns ``a`` long uniform over 1M ids,
+``b`` int uniform over 100k, ``c`` string over 200k values, ``d`` date over ~3 years, plus a
+double payload) is loaded as 4 segments into four carbonstore tables, each then compacted
+in this process (``--engine local``'s merger):
+
+* ``unclustered``  MAJOR compaction of a table without SORT_COLUMNS (rows in load order)
+* ``sorted(a)``    MAJOR compaction with SORT_COLUMNS a
+* ``zorder``       CLUSTER on (a, b, c, d), Z-order
+* ``hilbert``      CLUSTER on (a, b, c, d), Hilbert
+
+and into a Delta table written by delta-rs then ``optimize.z_order(["a","b","c","d"])``, with
+its target file size set so a file holds about as many rows as a carbonstore row group
+(delta-rs skips whole files by the log's min/max: "file-level skipping").
+
+For point and range filters on each column alone and in pairs it prints, per layout: rows
+kept after pruning (carbonstore: row ranges of kept pages; delta: rows of files the log's
+min/max keep), row groups (files for delta) kept, and the query time (best of
+``--repeat``: plan + read of the kept ranges + exact filter + count; delta: pyarrow dataset
+over the Delta table with the filter). Then the compaction cost as rows/s of each compaction
+(and delta's z_order). All figures come from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from carbonstore import Store, Table
+from carbonstore.pruning.plan import prune
+from carbonstore.segments.compaction import compact, write_segment
+from carbonstore.spark.reader import arrow_read_schema, plan_partitions, read_row_groups
+from carbonstore.store.tablestatus import SUCCESS
+
+SCHEMA = "a long, b int, c string, d date, v double"
+_EPOCH = dt.date(2022, 1, 1)
+_BASE = (_EPOCH - dt.date(1970, 1, 1)).days
+
+
+def make_rows(n: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table({
+        "a": rng.integers(0, 1_000_000, n),
+        "b": rng.integers(0, 100_000, n).astype(np.int32),
+        "c": pa.array(np.char.mod("s%06d", rng.integers(0, 200_000, n))),
+        "d": pa.array(rng.integers(0, 1100, n).astype(np.int32) + _BASE, pa.int32()
+                      ).cast(pa.date32()),
+        "v": rng.normal(size=n),
+    })
+
+
+def _day(k: int) -> dt.date:
+    return _EPOCH + dt.timedelta(days=k)
+
+
+# (name, carbonstore filter, pyarrow expression, delta file test: min/max per column -> keep)
+Filter = tuple[str, str, Any, Callable[[dict[str, tuple[Any, Any]]], bool]]
+
+
+def _point(col: str, v: Any, lit: str) -> Filter:
+    return (f"{col} point", f"{col} = {lit}", ds.field(col) == v,
+            lambda mm: mm[col][0] <= v <= mm[col][1])
+
+
+def _range(col: str, lo: Any, hi: Any, lit_lo: str, lit_hi: str) -> Filter:
+    return (f"{col} range", f"{col} between {lit_lo} and {lit_hi}",
+            (ds.field(col) >= lo) & (ds.field(col) <= hi),
+            lambda mm: mm[col][0] <= hi and lo <= mm[col][1])
+
+
+def filters() -> list[Filter]:
+    single = {
+        "a": (_point("a", 424_242, "424242"), _range("a", 500_000, 509_999, "500000", "509999")),
+        "b": (_point("b", 4242, "4242"), _range("b", 50_000, 50_999, "50000", "50999")),
+        "c": (_point("c", "s004242", "'s004242'"),
+              _range("c", "s100000", "s101999", "'s100000'", "'s101999'")),
+        "d": (_point("d", _day(400), f"date '{_day(400)}'"),
+              _range("d", _day(500), _day(510), f"date '{_day(500)}'", f"date '{_day(510)}'")),
+    }
+    out: list[Filter] = []
+    for col in "abcd":
+        out.extend(single[col])
+    for x, y in (("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")):
+        rx, ry = single[x][1], single[y][1]
+        out.append((f"{x}+{y} range", f"{rx[1]} and {ry[1]}", rx[2] & ry[2],
+                    lambda mm, rx=rx, ry=ry: rx[3](mm) and ry[3](mm)))
+    return out
+
+
+def load(table: Table, data: pa.Table, segments: int) -> None:
+    step = -(-data.num_rows // segments)
+    for i in range(segments):
+        part = data.slice(i * step, step)
+        entry = table.status.allocate()
+        out = write_segment(table, entry.load_name, [part.to_batches(max_chunksize=65536)])
+        table.status.set_status(
+            entry.load_name, SUCCESS, timestamp=entry.load_start_time + 1,
+            row_count=out.row_count, data_size=out.data_size, index_size=out.index_size,
+            segment_file=out.segment_file)
+
+
+def query(table: Table, f: Filter) -> tuple[int, int, int, int]:
+    """(rows kept, row groups kept, row groups, matching rows) of one planned scan."""
+    plan = prune(table, f[1])
+    slices = [s for p in plan_partitions(plan) for s in p.slices]
+    data = pa.Table.from_batches(list(read_row_groups(table, slices)),
+                                 schema=arrow_read_schema(table))
+    hits = data.filter(f[2]).num_rows
+    lv = plan.levels
+    return lv["rows"].kept, lv["row_groups"].kept, lv["row_groups"].total, hits
+
+
+def best(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def delta_layout(path: str, data: pa.Table, target: int) -> tuple[Any, float]:
+    from deltalake import DeltaTable, write_deltalake
+
+    step = -(-data.num_rows // 4)
+    for i in range(4):
+        write_deltalake(path, data.slice(i * step, step), mode="append")
+    t0 = time.perf_counter()
+    DeltaTable(path).optimize.z_order(["a", "b", "c", "d"], target_size=target)
+    seconds = time.perf_counter() - t0
+    return DeltaTable(path), seconds
+
+
+def delta_files(dtable: Any) -> list[tuple[int, dict[str, tuple[Any, Any]]]]:
+    """(rows, column -> (min, max)) of every live file, from the Delta log."""
+    actions = pa.table(dtable.get_add_actions(flatten=True))
+    out = []
+    for row in actions.to_pylist():
+        mm = {c: (row[f"min.{c}"], row[f"max.{c}"]) for c in "abcd"}
+        out.append((row["num_records"], mm))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--blocklet-mb", type=int, default=8)
+    ap.add_argument("--page-rows", type=int, default=8192)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ap.add_argument("--cost-only", action="store_true",
+                    help="only the compactions' rows/s (no queries)")
+    args = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="cluster-bench-")
+    try:
+        return run(args, root)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, root: str) -> int:
+    print(f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {args.rows:,} rows, "
+          f"blocklet {args.blocklet_mb} MB, pages <= {args.page_rows} rows, "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    data = make_rows(args.rows, 7)
+    store = Store(os.path.join(root, "store"))
+    props = {"blocklet_size_in_mb": str(args.blocklet_mb), "page_rows": str(args.page_rows)}
+    layouts: dict[str, Table] = {}
+    cost: dict[str, float] = {}
+    plans: list[tuple[str, dict[str, str], Callable[[Table], Any]]] = [
+        ("unclustered", {}, lambda t: compact(t, "major")),
+        ("sorted(a)", {"sort_columns": "a"}, lambda t: compact(t, "major")),
+        ("zorder", {}, lambda t: compact(t, "cluster", by=["a", "b", "c", "d"])),
+        ("hilbert", {}, lambda t: compact(t, "cluster", by=["a", "b", "c", "d"],
+                                          curve="hilbert")),
+    ]
+    for i, (name, extra, run_compaction) in enumerate(plans):
+        table = store.create_table(f"t{i}", SCHEMA, properties={
+            **props, "major_compaction_size": "100000", **extra})
+        load(table, data, 4)
+        t0 = time.perf_counter()
+        run_compaction(table)
+        cost[name] = time.perf_counter() - t0
+        layouts[name] = table
+        print(f"{name}: compacted in {cost[name]:.1f} s", file=sys.stderr, flush=True)
+    ref = layouts["unclustered"]
+    rg_total = prune(ref).levels["row_groups"].total
+    rows_per_rg = args.rows / rg_total
+    # delta: a file per carbonstore row group (same rows), sized from a first write's bytes
+    probe = os.path.join(root, "probe")
+    from deltalake import DeltaTable, write_deltalake
+
+    write_deltalake(probe, data.slice(0, min(args.rows, 500_000)))
+    sizes = pa.table(DeltaTable(probe).get_add_actions(flatten=True))["size_bytes"]
+    per_row = pc.sum(sizes).as_py() / min(args.rows, 500_000)
+    dtable, cost["delta z_order"] = delta_layout(os.path.join(root, "delta"), data,
+                                                 int(per_row * rows_per_rg))
+    if args.cost_only:
+        print_cost(cost, args.rows)
+        return 0
+    dfiles = delta_files(dtable)
+    dset = dtable.to_pyarrow_dataset()
+    print(f"row groups per carbonstore layout: {rg_total} (~{rows_per_rg:,.0f} rows each); "
+          f"delta files: {len(dfiles)} (~{args.rows / len(dfiles):,.0f} rows each)")
+    names = list(layouts)
+    header = ["filter", "matches"] + [f"{n} rows kept" for n in [*names, "delta"]]
+    print("\n| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    timing: list[list[str]] = []
+    groups: list[list[str]] = []
+    for f in filters():
+        cells, tcells, gcells = [], [], []
+        matches = None
+        for n in names:
+            seconds, (kept, rgk, rgt, hits) = best(lambda n=n, f=f: query(layouts[n], f), args.repeat)
+            if matches is None:
+                matches = hits
+            assert hits == matches, (f[0], n, hits, matches)  # every layout answers the same
+            cells.append(f"{kept:,}")
+            gcells.append(f"{rgk}/{rgt}")
+            tcells.append(f"{seconds * 1000:.0f}")
+        keep = [rows for rows, mm in dfiles if f[3](mm)]
+        seconds, hits = best(lambda f=f: dset.to_table(filter=f[2]).num_rows,
+                             args.repeat)
+        assert hits == matches, (f[0], "delta", hits, matches)
+        cells.append(f"{sum(keep):,}")
+        gcells.append(f"{len(keep)}/{len(dfiles)}")
+        tcells.append(f"{seconds * 1000:.0f}")
+        print(f"| {f[0]} | {matches:,} | " + " | ".join(cells) + " |", flush=True)
+        timing.append([f[0], *tcells])
+        groups.append([f[0], *gcells])
+    print("\n| filter | " + " | ".join(f"{n} row groups kept" for n in names)
+          + " | delta files kept |")
+    print("|" + "---|" * (len(names) + 2))
+    for row in groups:
+        print("| " + " | ".join(row) + " |")
+    print("\n| filter | " + " | ".join(f"{n} ms" for n in names) + " | delta ms |")
+    print("|" + "---|" * (len(names) + 2))
+    for row in timing:
+        print("| " + " | ".join(row) + " |")
+    print_cost(cost, args.rows)
+    return 0
+
+
+def print_cost(cost: dict[str, float], rows: int) -> None:
+    base = cost["unclustered"]
+    print("\n| compaction | seconds | rows/s | vs major (unclustered) |")
+    print("|---|---|---|---|")
+    for n, s in cost.items():
+        print(f"| {n} | {s:.1f} | {rows / s:,.0f} | {base / s:.2f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

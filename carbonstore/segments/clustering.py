@@ -1,0 +1,256 @@
+"""Clustering compaction: rewrite segments ordered along a space-filling curve
+(docs/clustering.md).
+
+A :class:`ClusterSpec` names 1-4 columns and a curve (``zorder`` or ``hilbert``). The
+driver samples the sources' clustering columns once, jointly (the same rows for every
+column), and derives (1) each column's grid boundaries (``curves.grid_bounds``) and (2) the
+curve-key boundaries that cut the output into *units* of about equal row counts - the
+range partitioning of the curve value that ``repartitionByRange`` would do. Each unit is
+one task (:func:`cluster_unit`, on a Spark executor or in this process): it reads the
+sources file by file with pyarrow (deleted rows dropped, every file as the table's storage
+schema), keeps the rows whose curve key falls in its range, sorts them by the key and writes
+them through the load writer with pages of at most ``CLUSTER_PAGE_ROWS`` rows, so the page
+index's min/max cover small boxes of the clustering columns' space. The segment's
+tablestatus entry records ``"clustering": {"columns": [...], "curve": ...}``.
+
+Every row lands in exactly one unit (keys are compared to the same boundaries in every
+task), so the output holds the sources' rows exactly once; the compaction's row count check
+and commit (``segments/compaction.py``) are the ones of any compaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from carbonstore.errors import CompactionError
+from carbonstore.segments.cluster_spec import (
+    CLUSTERING_KEY,
+    CURVES,
+    MAX_COLUMNS,
+    ClusterSpec,
+    segment_clustering,
+)
+from carbonstore.segments.compaction_merge import (
+    SegmentOutput,
+    finish_segment,
+    ordered_files,
+    read_source_rows,
+    source_deltas,
+    sources_have_statistics,
+    unit_count,
+    write_settings,
+    writer_batches,
+)
+from carbonstore.segments.curves import (
+    bits_per_column,
+    curve_keys,
+    encode,
+    grid_bounds,
+)
+from carbonstore.segments.unify import file_columns
+from carbonstore.segments.writer import TaskResult, WriteSettings, arrow_schema, write_task
+from carbonstore.store.fs import resolve_fs
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import LoadEntry
+
+__all__ = [
+    "CLUSTERING_KEY",
+    "CLUSTER_PAGE_ROWS",
+    "ClusterPlan",
+    "ClusterSpec",
+    "cluster_local",
+    "cluster_order",
+    "cluster_plan",
+    "cluster_settings",
+    "bounds_of",
+    "cluster_unit",
+    "prepare",
+    "resolve_spec",
+    "segment_clustering",
+    "table_clustering",
+]
+
+#: Rows per data page of a clustered segment (at most; the table's page rows if fewer).
+CLUSTER_PAGE_ROWS = 8192
+_SAMPLE_ROWS = 1 << 18
+
+
+def resolve_spec(table: Table, columns: Sequence[str], curve: str = "zorder") -> ClusterSpec:
+    """Check ``columns`` against the schema and build the spec.
+
+    Raises:
+        CompactionError: no column, more than four, an unknown or repeated one, a nested
+            one, or an unknown curve.
+    """
+    names = [c.strip().lower() for c in columns if c.strip()]
+    if not names:
+        raise CompactionError("clustering needs at least one column: pass --by a,b")
+    if len(names) > MAX_COLUMNS:
+        raise CompactionError(f"clustering takes at most {MAX_COLUMNS} columns, got {len(names)}")
+    if len(set(names)) != len(names):
+        raise CompactionError(f"clustering columns {','.join(names)} name a column twice")
+    if curve not in CURVES:
+        raise CompactionError(f"unknown curve {curve!r}; use one of {', '.join(CURVES)}")
+    by_name = {c.name.lower(): c for c in table.schema.columns}
+    for n in names:
+        col = by_name.get(n)
+        if col is None:
+            raise CompactionError(f"table {table.name} has no column {n!r} to cluster on")
+        if col.type.is_nested:
+            raise CompactionError(f"cannot cluster on {n!r} of type {col.type}: use a column "
+                                  "of a plain type")
+    return ClusterSpec(columns=tuple(by_name[n].name for n in names), curve=curve)  # type: ignore[arg-type]
+
+
+def table_clustering(table: Table) -> ClusterSpec | None:
+    """The table's ``clustering.columns`` / ``clustering.curve`` properties (None: not set)."""
+    cols = table.schema.list_property("clustering.columns")
+    if not cols:
+        return None
+    return resolve_spec(table, cols, (table.schema.properties.get("clustering.curve") or "zorder").lower())
+
+
+# ---- planning on the driver -----------------------------------------------------------------
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterPlan:
+    """What every cluster task needs: the columns' grid boundaries and its key range."""
+
+    spec: ClusterSpec
+    bounds: tuple[np.ndarray, ...]
+    #: (unit index, lowest key inclusive or None, highest key exclusive or None)
+    units: tuple[tuple[int, int | None, int | None], ...]
+
+
+def _sample(fs: Any, files: Sequence[str], columns: Sequence[str]) -> pa.Table:
+    """About ``_SAMPLE_ROWS`` rows of ``columns`` from evenly spread row groups (the same
+    rows for every column, so sampled keys are keys of real rows)."""
+    picks: list[tuple[str, int]] = []
+    for path in files:
+        with fs.open_input_file(path) as f:
+            md = pq.ParquetFile(f).metadata
+            picks.extend((path, i) for i in range(md.num_row_groups))
+    step = max(1, len(picks) // 64)  # at most 64 row groups
+    by_file: dict[str, list[int]] = {}
+    for path, rg in picks[::step]:
+        by_file.setdefault(path, []).append(rg)
+    per_file = max(1, _SAMPLE_ROWS // max(1, len(by_file)))
+    parts: list[pa.Table] = []
+    for path, groups in by_file.items():
+        with fs.open_input_file(path) as f:
+            pf = pq.ParquetFile(f)
+            found = file_columns(pf.schema_arrow, list(columns), None)
+            if len(found) != len(columns):
+                continue  # a column added later: no values in this file to sample
+            data = pf.read_row_groups(groups, columns=found)
+        if data.num_rows > per_file:
+            data = data.take(np.linspace(0, data.num_rows - 1, per_file).astype(np.int64))
+        parts.append(data.rename_columns(list(columns)))
+    if not parts:
+        return pa.table({c: pa.array([], pa.int64()) for c in columns})
+    return pa.concat_tables(parts, promote_options="permissive")
+
+
+def bounds_of(sample: pa.Table, spec: ClusterSpec) -> tuple[np.ndarray, ...]:
+    """Each clustering column's grid boundaries from a sample of its rows."""
+    bits = bits_per_column(len(spec.columns))
+    out = []
+    for c in spec.columns:
+        values, nulls = encode(sample.column(c))
+        out.append(grid_bounds(values[~nulls], bits))
+    return tuple(out)
+
+
+def cluster_plan(
+    fs: Any, files: Sequence[str], spec: ClusterSpec, n: int
+) -> ClusterPlan:
+    """Boundaries of the grid and of ``n`` units, from one joint sample of the sources."""
+    if not files:
+        raise CompactionError("the segments to cluster have no data files")
+    sample = _sample(fs, files, spec.columns)
+    bounds = bounds_of(sample, spec) if sample.num_rows else tuple(
+        np.zeros(0, np.uint64) for _ in spec.columns)
+    keys = np.sort(curve_keys([sample.column(c) for c in spec.columns], bounds, spec.curve)) \
+        if sample.num_rows else np.zeros(0, np.int64)
+    n = max(1, min(n, len(keys)))
+    cuts = sorted({int(keys[int(len(keys) * k / n)]) for k in range(1, n)}) if n > 1 else []
+    edges: list[int | None] = [None, *cuts, None]
+    units = tuple((i, edges[i], edges[i + 1]) for i in range(len(edges) - 1))
+    return ClusterPlan(spec=spec, bounds=bounds, units=units)
+
+
+def cluster_settings(table: Table, output_id: str, *, statistics: bool) -> WriteSettings:
+    """The load writer's settings for a clustered output: no sort order recorded (the rows
+    follow the curve), pages of at most ``CLUSTER_PAGE_ROWS`` rows."""
+    base = write_settings(table, output_id, statistics=statistics)
+    return replace(base, sort_columns=(), page_rows=min(base.page_rows, CLUSTER_PAGE_ROWS))
+
+
+# ---- the task -------------------------------------------------------------------------------
+def cluster_order(data: pa.Table, spec: ClusterSpec, bounds: Sequence[np.ndarray]) -> pa.Table:
+    """``data`` sorted along the curve (stable: rows of one cell keep their order)."""
+    keys = curve_keys([data.column(c) for c in spec.columns], bounds, spec.curve)
+    order = np.argsort(keys, kind="stable")
+    return data.take(order)
+
+
+def cluster_unit(
+    settings: WriteSettings, files: Sequence[str], plan: ClusterPlan, unit_index: int,
+    *, deleted: Mapping[str, bytes] | None = None,
+) -> TaskResult:
+    """One cluster task: the sources' rows whose curve key is in the unit's range, sorted
+    by the key, written through the load writer as ONE task (one ``.carbonindex``)."""
+    fs = resolve_fs(settings.store_location).fs
+    target = arrow_schema(settings.columns)
+    idx, lo, hi = plan.units[unit_index]
+    spec = plan.spec
+    parts: list[pa.Table] = []
+    key_parts: list[np.ndarray] = []
+    for path in files:  # one file at a time: memory holds the unit, not the sources
+        data = read_source_rows(fs, [path], target, deleted)
+        keys = curve_keys([data.column(c) for c in spec.columns], plan.bounds, spec.curve)
+        mask = np.ones(len(keys), dtype=bool)
+        if lo is not None:
+            mask &= keys >= lo
+        if hi is not None:
+            mask &= keys < hi
+        if not mask.all():
+            data, keys = data.filter(pa.array(mask)), keys[mask]
+        if data.num_rows:
+            parts.append(data)
+            key_parts.append(keys)
+    if not parts:
+        return write_task([], settings, task_id=f"{idx:05d}", fs=fs)
+    data = pa.concat_tables(parts)
+    data = data.take(np.argsort(np.concatenate(key_parts), kind="stable"))
+    return write_task(writer_batches(data, settings), settings, task_id=f"{idx:05d}", fs=fs)
+
+
+def prepare(
+    table: Table, sources: Sequence[LoadEntry], output_id: str, spec: ClusterSpec,
+    parallelism: int = 1, tasks: int | None = None,
+) -> tuple[WriteSettings, list[str], ClusterPlan, dict[str, bytes]]:
+    """The driver's part of a cluster merge: settings, source files, plan, deletes."""
+    files = ordered_files(table, sources)
+    n = tasks or unit_count(sum(e.data_size for e in sources), parallelism)
+    plan = cluster_plan(table.paths.sfs.fs, files, spec, n)
+    settings = cluster_settings(
+        table, output_id, statistics=not sources_have_statistics(table, sources))
+    table.paths.sfs.makedirs(settings.segment_dir)
+    return settings, files, plan, source_deltas(table, sources)
+
+
+def cluster_local(
+    table: Table, sources: Sequence[LoadEntry], output_id: str, spec: ClusterSpec
+) -> SegmentOutput:
+    """Cluster in this process, one unit after the other (no JVM)."""
+    settings, files, plan, deleted = prepare(table, sources, output_id, spec)
+    results = [cluster_unit(settings, files, plan, i, deleted=deleted)
+               for i in range(len(plan.units))]
+    return finish_segment(table, output_id, results, partitioning=settings.partitioning)
+

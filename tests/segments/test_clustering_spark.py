@@ -1,0 +1,49 @@
+"""Clustering on Spark executors, through the CLI and the SQL verbs (each costs seconds)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from carbonstore import Store
+from carbonstore.cli import main
+from carbonstore.cli.query import match_verb, run_verb
+from carbonstore.errors import CompactionError
+from carbonstore.segments.compaction import compact
+from tests.segments.test_clustering import _sorted, clustered, frame, live, load
+
+pytestmark = pytest.mark.spark
+
+
+def test_cluster_on_spark_cli_and_sql(spark, store: Store, capsys) -> None:  # type: ignore[no-untyped-def]
+    from carbonstore.spark.compact_job import spark_cluster_merger
+
+    table = store.create_table("t", "a long, b long, c string, d double",
+                               properties={"page_rows": "500"})
+    for s in range(3):
+        load(table, frame(2000, s))
+    before = _sorted(live(table))
+    result = compact(table, "cluster", by=["b", "c"], curve="hilbert",
+                     cluster_merger=spark_cluster_merger(spark, tasks=3))
+    assert [(m.output, m.sources) for m in result.merged] == [("0.1", ("0", "1", "2"))]
+    assert clustered(table) == {"0.1": "hilbert(b,c)"}
+    assert _sorted(live(table)).equals(before)
+
+    # the CLI (default engine: Spark) clusters only the new segment
+    load(table, frame(500, 9))
+    assert main(["compact", "t", "--type", "cluster", "--by", "b,c", "--curve", "hilbert",
+                 "--json", "--store", store.location]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [m["sources"] for m in out["merged"]] == [["3"]]
+
+    # SQL: OPTIMIZE ... ZORDER BY rewrites both (another curve); ALTER TABLE ... COMPACT
+    # 'CLUSTER' then follows the table property, absent here: one line naming the fix
+    verb, parts = match_verb("OPTIMIZE t ZORDER BY (a, `b`)")  # type: ignore[misc]
+    cols, rows = run_verb(store, verb, parts)
+    assert [r["clustering"] for r in rows] == ["zorder(a,b)"] and "clustering" in cols
+    assert clustered(table) == {"0.2": "zorder(a,b)"}
+    verb, parts = match_verb("alter table t compact 'cluster'")  # type: ignore[misc]
+    with pytest.raises(CompactionError, match="no clustering.columns property"):
+        run_verb(store, verb, parts)
+    assert live(table).num_rows == 6500
