@@ -33,6 +33,7 @@ LAYERS: list[set[str]] = [
     {"pruning"},
     {"statistics"},
     {"segments"},
+    {"sql"},
     {"api"},
     {"spark"},
     {"cli"},
