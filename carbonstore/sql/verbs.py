@@ -10,7 +10,7 @@ import re
 
 from carbonstore.errors import UserError
 
-__all__ = ["CLEAN_OPTIONS", "clean_options", "match_verb", "segment_ids", "table_properties",
+__all__ = ["CLEAN_OPTIONS", "VERBS", "clean_options", "match_verb", "segment_ids", "table_properties",
            "unquote_name"]
 
 # a name part: backticked (any text, `` for a backtick) or a bare identifier (any letters)
@@ -39,6 +39,12 @@ _VERBS: list[tuple[str, re.Pattern[str]]] = [
     ("drop", re.compile(rf"DROP\s+TABLE\s+(?P<ie>IF\s+EXISTS\s+)?{_NAME}", re.I | re.S)),
 ]
 _PAIR = re.compile(r"'((?:[^'\\]|\\.)*)'\s*=\s*'((?:[^'\\]|\\.)*)'")
+#: every verb :func:`match_verb` reads, in the order it tries them
+VERBS = tuple(name for name, _ in _VERBS)
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text, flags=re.S)
 
 
 def unquote_name(name: str) -> str:
@@ -88,12 +94,12 @@ def table_properties(parts: dict[str, str | None]) -> dict[str, str]:
     CLUSTERED BY (docs/partitioning.md). ``USING carbonstore OPTIONS (...)`` takes the same
     keys as TBLPROPERTIES except ``store`` / ``table`` / ``path``, which Spark's data source
     reads and the statement's own store and name decide here."""
-    props = {k.lower(): v for k, v in _PAIR.findall(parts.get("props") or "")}
+    props = {_unescape(k).lower(): _unescape(v) for k, v in _PAIR.findall(parts.get("props") or "")}
     options = parts.get("options")
     if options:
         for k, v in _PAIR.findall(options):
             if k.lower() not in ("store", "table", "path"):
-                props.setdefault(k.lower(), v)
+                props.setdefault(_unescape(k).lower(), _unescape(v))
     for key in ("partition_by", "bucket_columns", "bucket_number"):
         if parts.get(key):
             props[key] = str(parts[key]).replace("`", "")
