@@ -31,7 +31,7 @@ def split_script(text: str) -> list[str]:
                 j += 2 if ch != "`" and text[j] == "\\" else 1
             if j >= n:
                 line = text.count("\n", 0, i) + 1
-                raise UserError(f"the script's {ch} at line {line} is not closed")
+                raise UserError(f"cannot parse SQL: the {ch} at line {line} is not closed")
             i = j + 1
         elif text.startswith("--", i):
             end = text.find("\n", i)
@@ -39,7 +39,7 @@ def split_script(text: str) -> list[str]:
         elif text.startswith("/*", i):
             end = text.find("*/", i + 2)
             if end < 0:
-                raise UserError(f"the script's /* at line {text.count(chr(10), 0, i) + 1} "
+                raise UserError(f"cannot parse SQL: the /* at line {text.count(chr(10), 0, i) + 1} "
                                 "is not closed")
             i = end + 2
         elif ch == ";":

@@ -131,9 +131,10 @@ import runpy, sys
 import pyspark.core.context as context
 
 launch = context.launch_gateway
+log = sys.argv[1]
 
 def counted(*args, **kwargs):
-    with open(sys.argv[1], "a") as f:
+    with open(log, "a") as f:
         f.write("jvm\\n")
     return launch(*args, **kwargs)
 
