@@ -14,10 +14,9 @@ first statement asks for it; everything else runs here, from the store's metadat
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pyarrow as pa
 
@@ -236,6 +235,23 @@ def _create(store: Store, name: str, parts: dict[str, str | None]) -> Result:
                   f"created table {table.name}")
 
 
+def _reads_one_version(statement: Statement) -> bool:
+    """Statements that read one table's version: ``--as-of`` pins it."""
+    if isinstance(statement, Catalog):
+        return statement.what in ("describe", "history", "show_create")
+    return isinstance(statement, Verb) and statement.verb in ("show_segments", "show_partitions")
+
+
+class _Pinned:
+    """A store whose tables open as of one version (``--as-of`` of a SHOW / DESCRIBE)."""
+
+    def __init__(self, store: Store, as_of: int | str) -> None:
+        self._store, self._as_of = store, as_of
+
+    def table(self, name: str) -> Table:
+        return self._store.table(name).as_of(self._as_of)
+
+
 def run(store: Store, statement: Statement, *, engine: Engine | None = None,
         as_of: int | str | None = None) -> Result:
     """Run one parsed statement over ``store``; ``engine`` (None: no Spark, a statement
@@ -247,9 +263,12 @@ def run(store: Store, statement: Statement, *, engine: Engine | None = None,
     """
     if isinstance(statement, Query):
         return _query(store, statement, engine, as_of)
-    if as_of is not None and not re.match(r"(?is)(SHOW|DESC)", statement.text):
-        raise UserError(f"--as-of reads a version: {statement.text.split()[0].upper()} "
-                        "changes the latest one; leave out --as-of")
+    if as_of is not None:
+        if not _reads_one_version(statement):
+            raise UserError(f"--as-of pins the tables a statement reads: {statement.text} "
+                            "reads none or changes the latest version; leave out --as-of")
+        # these statements only open tables (store.table): each opens pinned
+        store = cast(Store, _Pinned(store, as_of))
     if isinstance(statement, Dml):
         return _dml(store, statement, engine, as_of)
     if isinstance(statement, Insert):

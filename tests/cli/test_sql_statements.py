@@ -208,3 +208,20 @@ def test_update_to_null_on_a_not_null_column_names_the_column(
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
         assert "column id is NOT NULL" in err and '(,"' not in err, err
     assert store.table("db.u").status.read().version == 1  # nothing was changed
+
+
+def test_as_of_pins_show_and_describe_and_is_refused_where_it_cannot_apply(
+    run_cli: RunCli, store: Store, table: object
+) -> None:
+    from carbonstore.segments.manage import delete_segments
+
+    version = store.table("db.sales").status.read().version
+    delete_segments(store.table("db.sales"), ["1"])
+    code, out, err = run_cli(store, "sql", "SHOW SEGMENTS FOR TABLE db.sales", "--as-of",
+                             str(version), "--json")
+    assert code == 0, err
+    assert {r["id"]: r["status"] for r in json.loads(out)}["1"] == "Success"
+    for statement in ("SHOW TABLES", "DROP TABLE db.sales", "INSERT INTO db.sales VALUES (1, 'a', 1.0)"):
+        code, out, err = run_cli(store, "sql", statement, "--as-of", "1")
+        assert code == 2 and out == "" and "leave out --as-of" in err, err
+    assert store.exists("db.sales")
