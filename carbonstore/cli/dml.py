@@ -1,5 +1,5 @@
-"""delete / update: row-level DML from the command line (docs/dml.md); and the SQL
-DELETE / UPDATE / MERGE statements of ``carbonstore sql``."""
+"""delete / update: row-level DML from the command line (docs/dml.md); the SQL DELETE /
+UPDATE / MERGE statements run through ``carbonstore.sql``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from carbonstore.errors import UserError
 from carbonstore.expressions.sql_checks import check_sql_text, check_tree_depth, too_deep_sql
 from carbonstore.store.table import Store
 
-__all__ = ["register", "run_sql_dml", "session_time_zone"]
+__all__ = ["register", "session_time_zone"]
 
 _COLUMNS = ["operation", "version", "deleted", "inserted", "files", "segments", "insertedSegment"]
 
@@ -105,29 +105,3 @@ def _update(args: argparse.Namespace) -> int:
     _emit(args, update_rows(table, parse_assignments(args.set), where,
                             time_zone=session_time_zone(store)))
     return 0
-
-
-def run_sql_dml(args: argparse.Namespace, store: Store) -> bool:
-    """Run ``args.statement`` when it is a DELETE / UPDATE / MERGE; False otherwise."""
-    from carbonstore.segments.dml_sql import parse_dml, run_dml
-
-    dml = parse_dml(args.statement)
-    if dml is None:
-        return False
-    if getattr(args, "as_of", None):
-        raise UserError(f"{dml.verb} changes the latest version; leave out --as-of")
-
-    def read_source(sql: str) -> Any:
-        from carbonstore.spark.session import get_spark
-        from carbonstore.spark.sql import run_statement
-
-        spark = get_spark(conf=store.conf)
-        return run_statement(spark, store, sql).toArrow()
-
-    result = run_dml(store, dml, read_source=read_source, time_zone=session_time_zone(store))
-    row = result.to_json()
-    if getattr(args, "json", False):
-        print_json([row])
-    else:
-        print_table([row], _COLUMNS)
-    return True

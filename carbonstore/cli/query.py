@@ -1,11 +1,12 @@
-"""prune / query / sql: driver-side index lookups and queries through the data source."""
+"""prune / query / sql: driver-side index lookups, queries through the data source, and
+statements of the store's language (``carbonstore.sql`` parses and runs them; this only
+prints)."""
 
 from __future__ import annotations
 
 import argparse
 import csv
 import math
-import re
 import sys
 import time
 from typing import Any
@@ -19,7 +20,7 @@ from carbonstore.cli._common import (
     split_ids,
 )
 from carbonstore.cli.history import add_as_of, pin
-from carbonstore.errors import TableNotFoundError, UserError
+from carbonstore.errors import UserError
 from carbonstore.store.table import Store
 
 __all__ = ["register", "rewrite_table_names"]
@@ -55,8 +56,13 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_query)
 
     p = sub.add_parser("sql", parents=parents,
-                       help='run Spark SQL where tables of the store are usable as db.table')
-    p.add_argument("statement", help='e.g. "SELECT cat, count(*) FROM db.sales GROUP BY cat"')
+                       help="run SQL statements over the store's tables (db.table): queries, "
+                            "DML, DDL, CarbonData verbs (docs/sql.md)")
+    p.add_argument("statement", nargs="?",
+                   help='statements separated by ";", e.g. "SELECT cat, count(*) FROM db.sales '
+                        'GROUP BY cat"; - reads them from stdin')
+    p.add_argument("-f", "--file", metavar="FILE",
+                   help='a file of statements separated by ";" (- for stdin)')
     p.add_argument("--limit", type=row_limit, help="at most N rows (0 to 2147483647)")
     add_as_of(p)
     fmt = p.add_mutually_exclusive_group()
@@ -156,231 +162,90 @@ def _query(args: argparse.Namespace) -> int:
 def rewrite_table_names(statement: str, store: Store) -> tuple[str, dict[str, Any]]:
     """Point each ``db.table`` reference of the store at its own temp view ``db_table__N``.
 
-    Returns the rewritten SQL (Spark dialect) and view name -> Table. Names that are not
-    tables of the store (CTEs, other views) are left alone. See
-    :func:`carbonstore.spark.statements.plan_statement`, which also finds each reference's
-    own conjuncts.
+    Returns the rewritten SQL (Spark dialect) and view name -> Table (see
+    :func:`carbonstore.sql.plan.plan_statement`).
 
     Raises:
         UserError: the statement does not parse, or names ``db.table`` that does not exist.
     """
-    from carbonstore.spark.statements import plan_statement
+    from carbonstore.sql.plan import plan_statement
 
     planned = plan_statement(statement, store)
     return planned.sql, {o.view: o.table for o in planned.occurrences}
 
 
+def _script(args: argparse.Namespace) -> str:
+    """The statements' text: the argument, ``-f FILE`` or stdin (``-``)."""
+    if (args.statement is None) == (args.file is None):
+        raise UserError("sql: give the statements as an argument or with -f FILE (- for stdin), "
+                        "not both")
+    source = args.file if args.file is not None else args.statement
+    if args.file is None and source != "-":
+        return str(source)
+    if source == "-":
+        return sys.stdin.read()
+    try:
+        with open(source, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"sql -f {source}: cannot read it ({err.__class__.__name__}: "
+                        f"{getattr(err, 'strerror', None) or err})") from None
+
+
 def _sql(args: argparse.Namespace) -> int:
-    from carbonstore.expressions.sql_checks import checked_statement
-    from carbonstore.spark.metadata_answers import answer_statement
-    from carbonstore.spark.statements import plan_statement
-
-    checked_statement(args.statement)  # length and depth limits, before anything runs
-    store = open_store(args)
-    if _alter_statement(store, args):
-        return 0
-    verb = match_verb(args.statement)
-    if verb is not None:
-        columns, rows = run_verb(store, *verb)
-        _emit(args, columns, rows[: args.limit] if args.limit is not None else rows)
-        return 0
-    from carbonstore.cli.dml import run_sql_dml
-
-    if run_sql_dml(args, store):  # DELETE / UPDATE / MERGE
-        return 0
-    # count / min / max the index decides exactly: no Spark, no data read (docs/query.md)
-    answered = answer_statement(store, args.statement, as_of=args.as_of)
-    if answered is not None:
-        columns, rows = answered
-        _emit(args, columns, rows[: args.limit] if args.limit is not None else rows)
-        return 0
-    # a bad statement (or --as-of) is a user error before Spark starts
-    planned = plan_statement(args.statement, store, as_of=args.as_of)
     from carbonstore.spark.session import start_spark
+    from carbonstore.spark.sql import SparkEngine
+    from carbonstore.sql import parse, run, split_script
 
-    # the JVM boots while this process imports and loads the occurrences' indexes
-    wait = start_spark(conf=store.conf)
-    from carbonstore.spark.api import collect_rows, prepare_scan
-    from carbonstore.spark.sql import run_statement
+    texts = split_script(_script(args))
+    if not texts:
+        raise UserError("sql: no statement given")
+    several = len(texts) > 1
+    statements = []
+    for i, text in enumerate(texts, 1):  # every statement parses before any runs
+        try:
+            statements.append(parse(text))
+        except UserError as err:
+            raise _numbered(err, i, len(texts), text) if several else err from None
+    store = open_store(args)
+    # one session for the script, started when the first statement needs it
+    engine = SparkEngine(start=lambda st: start_spark(conf=st.conf))
+    outputs: list[dict[str, Any]] = []
+    for i, (text, statement) in enumerate(zip(texts, statements, strict=True), 1):
+        try:
+            result = run(store, statement, engine=engine, as_of=args.as_of)
+            rows = result.rows
+            if result.frame is not None:
+                from carbonstore.spark.api import collect_rows
 
-    for occurrence in planned.occurrences:
-        prepare_scan(occurrence.table, occurrence.where)
-    spark = wait()
-    df = run_statement(spark, store, args.statement, as_of=args.as_of)
-    _emit(args, list(df.columns), collect_rows(df, args.limit))
+                rows = collect_rows(result.frame, args.limit)
+        except UserError as err:
+            raise _numbered(err, i, len(texts), text) if several else err from None
+        if args.limit is not None:
+            rows = rows[: args.limit]
+        if several and args.json:
+            outputs.append({"statement": text, "columns": result.columns,
+                            "rows": [_specials(r) for r in rows], "summary": result.summary})
+            continue
+        if several and i > 1 and not args.json:
+            print()
+        _emit(args, result.columns, rows)
+        if result.summary and not (args.json or args.csv):
+            print(result.summary)
+    if outputs:
+        print_json(outputs)
     return 0
 
 
-def _alter_statement(store: Store, args: argparse.Namespace) -> bool:
-    """ALTER TABLE ... ADD COLUMNS / DROP / RENAME / CHANGE / SET|UNSET TBLPROPERTIES: the
-    code of 'carbonstore alter' (store/alter_sql.py); False for any other statement."""
-    from carbonstore.store.alter import alter_table
-    from carbonstore.store.alter_sql import parse_alter
-
-    parsed = parse_alter(args.statement)
-    if parsed is None:
-        return False
-    table = store.table(parsed.table)
-    schema = alter_table(table, parsed.change, operation=parsed.operation)
-    _emit(args, ["table", "schemaVersion"],
-          [{"table": str(table.name), "schemaVersion": schema.schema_version}])
-    return True
+def _specials(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: _special(v) for k, v in row.items()}
 
 
-# ---- CarbonData SQL verbs --------------------------------------------------------------------
-# Each maps to the code of the CLI command of the same meaning (docs/query.md, "SQL verbs").
-
-_NAME = r"(?P<name>`?[A-Za-z_][\w]*`?(?:\.`?[A-Za-z_][\w]*`?)?)"
-_VERBS: list[tuple[str, re.Pattern[str]]] = [
-    ("show_segments", re.compile(rf"SHOW\s+SEGMENTS\s+(?:FOR|ON)\s+TABLE\s+{_NAME}"
-                                 r"(?:\s+LIMIT\s+(?P<limit>\d+))?", re.I | re.S)),
-    ("compact", re.compile(rf"ALTER\s+TABLE\s+{_NAME}\s+COMPACT\s+'(?P<kind>\w+)'"
-                           r"(?:\s+WHERE\s+SEGMENT\.ID\s+IN\s*\((?P<ids>[^)]*)\))?", re.I | re.S)),
-    # Delta's OPTIMIZE t [WHERE ...] ZORDER BY (a, b); HILBERT BY for the Hilbert curve
-    ("optimize", re.compile(rf"OPTIMIZE\s+{_NAME}(?:\s+WHERE\s+(?P<where>.*?))?"
-                            r"\s+(?P<curve>ZORDER|HILBERT)\s+BY\s*\((?P<by>[^)]*)\)", re.I | re.S)),
-    ("clean", re.compile(rf"CLEAN\s+FILES\s+FOR\s+TABLE\s+{_NAME}"
-                         r"(?:\s+OPTIONS\s*\((?P<options>.*)\))?", re.I | re.S)),
-    ("delete_ids", re.compile(rf"DELETE\s+FROM\s+TABLE\s+{_NAME}\s+WHERE\s+SEGMENT\.ID\s+IN\s*"
-                              r"\((?P<ids>[^)]*)\)", re.I | re.S)),
-    ("delete_before", re.compile(rf"DELETE\s+FROM\s+TABLE\s+{_NAME}\s+WHERE\s+SEGMENT\."
-                                 r"STARTTIME\s+BEFORE\s+'(?P<before>[^']*)'", re.I | re.S)),
-    ("create", re.compile(rf"CREATE\s+TABLE\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?{_NAME}\s*"
-                          r"\((?P<schema>.*)\)\s*STORED\s+(?:AS|BY)\s+'?(?:carbondata|carbonstore)'?"
-                          r"(?:\s+PARTITIONED\s+BY\s*\((?P<partition_by>.*?)\))?"
-                          r"(?:\s+CLUSTERED\s+BY\s*\((?P<bucket_columns>[^)]*)\)\s*INTO\s+"
-                          r"(?P<bucket_number>\d+)\s+BUCKETS)?"
-                          r"(?:\s+TBLPROPERTIES\s*\((?P<props>.*)\))?", re.I | re.S)),
-    ("show_partitions", re.compile(rf"SHOW\s+PARTITIONS\s+{_NAME}", re.I | re.S)),
-    ("drop", re.compile(rf"DROP\s+TABLE\s+(?P<ie>IF\s+EXISTS\s+)?{_NAME}", re.I | re.S)),
-]
-_PAIR = re.compile(r"'([^']*)'\s*=\s*'([^']*)'")
-
-
-def match_verb(statement: str) -> tuple[str, dict[str, str | None]] | None:
-    """(verb, its parts) when ``statement`` is one of the CarbonData SQL verbs, else None."""
-    text = statement.strip().rstrip(";").strip()
-    for verb, pattern in _VERBS:
-        m = pattern.fullmatch(text)
-        if m:
-            parts = m.groupdict()
-            parts["name"] = (parts.get("name") or "").replace("`", "")
-            return verb, parts
-    return None
-
-
-_CLEAN_OPTIONS = ("force", "dryrun", "dry_run", "stale_inprogress")
-
-
-def _clean_options(text: str | None) -> dict[str, bool]:
-    """CLEAN FILES' OPTIONS('force'='true', ...): every pair quoted, known keys, true/false
-    values; anything else is refused rather than ignored (a dropped 'dryrun' removes files)."""
-    if text is None:
-        return {}
-    pairs = _PAIR.findall(text)
-    rest = _PAIR.sub("", text).replace(",", "").strip()
-    if rest or (text.strip() and not pairs):
-        raise UserError(f"CLEAN FILES: cannot read OPTIONS({text.strip()}); write "
-                        f"OPTIONS('key'='value', ...) with keys {', '.join(_CLEAN_OPTIONS)}")
-    out: dict[str, bool] = {}
-    for key, value in pairs:
-        k, v = key.strip().lower(), value.strip().lower()
-        if k not in _CLEAN_OPTIONS:
-            raise UserError(f"CLEAN FILES: unknown option '{key}'; use {', '.join(_CLEAN_OPTIONS)}")
-        if v not in ("true", "false"):
-            raise UserError(f"CLEAN FILES: option '{k}' takes 'true' or 'false', got '{value}'")
-        out[k] = v == "true"
-    return out
-
-
-def _ids(text: str | None) -> list[str]:
-    ids = [x.strip().strip("'\"") for x in (text or "").split(",") if x.strip()]
-    if not ids:
-        raise UserError("SEGMENT.ID IN (...): Segment ids should not be empty")
-    return ids
-
-
-def run_verb(store: Store, verb: str, parts: dict[str, str | None]) -> tuple[list[str], list[dict[str, Any]]]:
-    """Run one CarbonData SQL verb with the CLI's code; (columns, rows) to print."""
-    from carbonstore.cli.tables import segment_row
-
-    name = str(parts["name"])
-    if verb == "show_segments":
-        entries = list(store.table(name).status.read().entries)
-        if parts.get("limit") is not None:  # the newest n; LIMIT 0 shows none
-            entries = entries[len(entries) - min(int(str(parts["limit"])), len(entries)):]
-        cols = ["id", "status", "loadStartTime", "timeTakenMs", "rows", "dataSize", "indexSize",
-                "mergedTo", "format", "clusteredBy"]
-        return cols, [segment_row(e) for e in entries]
-    if verb == "compact":
-        from carbonstore.segments.compaction import compact
-        from carbonstore.spark.compact_job import spark_cluster_merger, spark_merger
-
-        kind = str(parts["kind"]).lower()
-        if kind not in ("minor", "major", "custom", "cluster"):
-            raise UserError(f"COMPACT '{parts['kind']}': use 'MINOR', 'MAJOR', 'CUSTOM' or "
-                            "'CLUSTER'")
-        ids = _ids(parts.get("ids")) if kind == "custom" or (
-            kind == "cluster" and parts.get("ids") is not None) else None
-        result = compact(store.table(name), kind, segment_ids=ids,  # type: ignore[arg-type]
-                         merger=spark_merger(), cluster_merger=spark_cluster_merger())
-        rows = [m.to_json() | {"sources": ",".join(m.sources)} for m in result.merged]
-        return ["output", "sources", "rows", "dataSize", "indexSize", "seconds",
-                "clustering"], rows
-    if verb == "optimize":
-        from carbonstore.segments.compaction import compact
-        from carbonstore.spark.compact_job import spark_cluster_merger, spark_merger
-
-        by = [c.strip().strip("`") for c in str(parts["by"]).split(",")]
-        result = compact(store.table(name), "cluster", by=by, curve=str(parts["curve"]).lower(),
-                         where=parts.get("where"), merger=spark_merger(),
-                         cluster_merger=spark_cluster_merger())
-        rows = [m.to_json() | {"sources": ",".join(m.sources)} for m in result.merged]
-        return ["output", "sources", "rows", "dataSize", "indexSize", "seconds",
-                "clustering"], rows
-    if verb == "clean":
-        from carbonstore.segments.clean import clean_files
-
-        opts = _clean_options(parts.get("options"))
-        table = store.table(name)
-        report = clean_files(table, dry_run=opts.get("dryrun", opts.get("dry_run", False)),
-                             force=opts.get("force", False),
-                             stale_inprogress=opts.get("stale_inprogress", False))
-        rows = [i.to_json() | {"path": table.paths.relative(i.path)} for i in report.items]
-        return ["kind", "segment", "bytes", "path", "reason"], rows
-    if verb in ("delete_ids", "delete_before"):
-        from carbonstore.segments.manage import delete_segments, delete_segments_before
-
-        table = store.table(name)
-        marked = (delete_segments(table, _ids(parts.get("ids"))) if verb == "delete_ids"
-                  else delete_segments_before(table, str(parts["before"])))
-        return ["id", "status"], [{"id": e.load_name, "status": e.status} for e in marked]
-    if verb == "create":
-        from carbonstore.errors import TableExistsError
-
-        props = {k.lower(): v for k, v in _PAIR.findall(parts.get("props") or "")}
-        for key in ("partition_by", "bucket_columns", "bucket_number"):  # docs/partitioning.md
-            if parts.get(key):
-                props[key] = str(parts[key]).replace("`", "")
-        try:
-            table = store.create_table(name, str(parts["schema"]), properties=props)
-        except TableExistsError:
-            if not parts.get("ine"):
-                raise
-            return ["table", "created"], [{"table": str(store.table(name).name), "created": False}]
-        return ["table", "created"], [{"table": str(table.name), "created": True}]
-    if verb == "show_partitions":
-        from carbonstore.segments.partitions import show_partitions
-
-        rows = [{"partition": p.partition, "segments": ",".join(p.segments), "files": p.files,
-                 "rows": p.rows} for p in show_partitions(store.table(name))]
-        return ["partition", "segments", "files", "rows"], rows
-    if verb == "drop":
-        if not store.exists(name):
-            if parts.get("ie"):
-                return ["table", "dropped"], [{"table": name, "dropped": False}]
-            raise TableNotFoundError(f"DROP TABLE {name}: no such table in store {store.location}")
-        dropped = str(store.table(name).name)
-        store.drop_table(name)
-        return ["table", "dropped"], [{"table": dropped, "dropped": True}]
-    raise UserError(f"unknown SQL verb {verb}")  # pragma: no cover - _VERBS lists them all
+def _numbered(err: UserError, i: int, n: int, text: str) -> UserError:
+    """``err`` naming the statement of the script it comes from."""
+    head = " ".join(text.split())
+    shown = head if len(head) <= 40 else head[:37] + "..."
+    try:
+        return type(err)(f"statement {i} of {n} ({shown}): {err}")
+    except TypeError:  # an error class with more arguments
+        return UserError(f"statement {i} of {n} ({shown}): {err}")

@@ -101,6 +101,12 @@ def _write_insert(table: Table, rows: pa.Table) -> _Insert:
     from carbonstore.segments.load import parse_load_options, write_settings
     from carbonstore.segments.writer import write_task
 
+    for column in table.schema.columns:  # the usual misfit, named before anything is written
+        nulls = rows.column(column.name).null_count if not column.nullable else 0
+        if nulls:
+            raise UserError(
+                f"the new rows do not fit table {table.name}: column {column.name} is NOT NULL "
+                f"and {nulls} of them would set it to NULL; nothing was changed")
     entry, keeper = begin_segment(table)
     sid = entry.load_name
     sfs = table.store.sfs

@@ -1,24 +1,36 @@
 """Spark SQL over the store's tables: ``carbonstore sql``, :func:`register` and :func:`sql`.
 
-:func:`run_statement` plans each table occurrence of a statement separately
-(carbonstore.spark.statements) and runs it; :func:`register` makes tables reachable by
-name from a user's own ``spark.sql``; :func:`sql` runs a statement over those names planned
-like :func:`run_statement` (each occurrence pruned by its own conjuncts).
+:func:`sql` runs any statement of the store's language (``carbonstore.sql``: queries, DML,
+DDL, the CarbonData verbs; the router ``carbonstore sql`` uses too) with a
+:class:`SparkEngine` for what needs the JVM. :func:`run_statement` plans each table
+occurrence of a query separately (carbonstore.sql.plan) and runs it; :func:`register` makes
+tables reachable by name from a user's own ``spark.sql``.
+
+The module itself is callable: ``carbonstore.spark.sql(spark, statement, store=...)`` is
+:func:`sql`.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
+import sys
 import tempfile
 import threading
+import types
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import pyarrow as pa
+from sqlglot import exp
+
+from carbonstore.errors import UserError
+from carbonstore.sql import Insert, Query, Result, parse, run
 from carbonstore.store.table import Store, Table
 
-__all__ = ["register", "registered", "run_statement", "sql"]
+__all__ = ["SparkEngine", "register", "registered", "result_frame", "run_statement", "sql"]
 
 # per session (id of the SparkSession): view name (lower case) -> the table it shows
 _views: dict[int, dict[str, Table]] = {}
@@ -33,10 +45,12 @@ _SCANS_KEPT = 64
 
 
 def run_statement(
-    spark: Any, store: Store, statement: str, *, as_of: int | str | None = None,
-    aliases: Mapping[str, Table] | None = None,
+    spark: Any, store: str | Store | None, statement: str | exp.Expr, *,
+    as_of: int | str | None = None, aliases: Mapping[str, Table] | None = None,
 ) -> Any:
-    """The DataFrame of one SQL statement whose ``db.table`` names are tables of ``store``.
+    """The DataFrame of one SQL query whose ``db.table`` names are tables of ``store`` (a
+    Store, its location, or None for ``carbon.storelocation``); ``statement``: SQL text or
+    its tree (``carbonstore.sql.plan.parse_statement``; not changed).
 
     Each occurrence is pruned by its own conjuncts; every occurrence of a table reads one
     version (``as_of`` when given, else the latest when planned). ``aliases``: more names
@@ -46,13 +60,14 @@ def run_statement(
         UserError: the statement does not parse, names a missing table, or Spark's analysis
             rejects it.
     """
-    from sqlglot import exp
-
     from carbonstore.spark.api import run_sql
     from carbonstore.spark.metadata_answers import answer_frame
-    from carbonstore.spark.statements import parse_statement, plan_statement
+    from carbonstore.sql.plan import parse_statement, plan_statement
 
-    tree = parse_statement(statement)  # parsed once: the index answer only reads the tree
+    if not isinstance(store, Store):
+        store = Store(store)
+    # parsed once: the index answer only reads the tree
+    tree = statement.copy() if isinstance(statement, exp.Expr) else parse_statement(statement)
     answered = answer_frame(spark, store, tree, as_of=as_of, aliases=aliases)
     if answered is not None:  # count / min / max the index decides exactly: nothing read
         return answered
@@ -201,13 +216,20 @@ def registered(spark: Any) -> dict[str, Table]:
 
 def sql(spark: Any, statement: str, *, store: str | Store | None = None,
         as_of: int | str | None = None) -> Any:
-    """``spark.sql(statement)`` where the views of :func:`register` (and, with ``store``,
-    its ``db.table`` names) are planned per occurrence like :func:`run_statement`: each
-    pruned by its own filters, read by Spark's Parquet reader, count/min/max answered from
-    the index when exact, every occurrence of a table at one version.
+    """Run one statement of the store's language (docs/sql.md; the statements ``carbonstore
+    sql`` runs, with the same results) and return its DataFrame.
+
+    A query is ``spark.sql(statement)`` where the views of :func:`register` (and, with
+    ``store``, its ``db.table`` names) are planned per occurrence like
+    :func:`run_statement`: each pruned by its own filters, read by Spark's Parquet reader,
+    count/min/max answered from the index when exact, every occurrence of a table at one
+    version. Any other statement (DELETE / UPDATE / MERGE, INSERT INTO, CREATE / DROP /
+    ALTER TABLE, DESCRIBE, SHOW ..., the CarbonData verbs) runs through the store and
+    returns its result table as a DataFrame.
 
     Raises:
-        UserError: the statement does not parse or Spark's analysis rejects it.
+        UserError: the statement does not parse, is not one of the language, or Spark's
+            analysis rejects it.
     """
     views = registered(spark)
     if store is None:
@@ -215,4 +237,109 @@ def sql(spark: Any, statement: str, *, store: str | Store | None = None,
         st = first.store if first is not None else Store(None)
     else:
         st = store if isinstance(store, Store) else Store(store)
-    return run_statement(spark, st, statement, as_of=as_of, aliases=views)
+    result = run(st, parse(statement), engine=SparkEngine(spark, aliases=views), as_of=as_of)
+    return result.frame if result.frame is not None else result_frame(spark, result)
+
+
+def result_frame(spark: Any, result: Result) -> Any:
+    """A statement's result table as a DataFrame (a column of nothing but nulls: string)."""
+    table = pa.Table.from_pylist(result.rows) if result.rows else None
+    fields = []
+    for name in result.columns:
+        kind = table.schema.field(name).type if table is not None else pa.null()
+        fields.append(pa.field(name, pa.string() if pa.types.is_null(kind) else kind))
+    schema = pa.schema(fields)
+    data = (table.select(result.columns).cast(schema) if table is not None
+            else schema.empty_table())
+    return spark.createDataFrame(data)
+
+
+class SparkEngine:
+    """What ``carbonstore.sql.run`` asks of Spark (``carbonstore.sql.Engine``), over a
+    session given (the library's) or started at the first statement that needs one (the
+    CLI's ``start``: every statement of a script then runs in that one JVM)."""
+
+    def __init__(self, spark: Any = None, *, start: Callable[[Store], Any] | None = None,
+                 aliases: Mapping[str, Table] | None = None) -> None:
+        self._spark = spark
+        self._start = start
+        self.aliases = aliases
+
+    @property
+    def live(self) -> bool:
+        """A session runs (a statement the index answers then asks Spark for its types)."""
+        return self._spark is not None
+
+    def session(self, store: Store) -> Any:
+        if self._spark is None:
+            if self._start is None:
+                raise UserError("this statement needs Spark")
+            self._spark = self._start(store)()
+        return self._spark
+
+    def query(self, store: Store, statement: Query, *, as_of: int | str | None) -> Any:
+        if self._spark is None and self._start is not None:
+            # the JVM boots while this process loads the occurrences' indexes
+            from carbonstore.spark.api import prepare_scan
+            from carbonstore.sql.plan import plan_statement
+
+            wait = self._start(store)
+            planned = plan_statement(statement.tree.copy(), store, as_of=as_of,
+                                     aliases=self.aliases)
+            for occurrence in planned.occurrences:
+                prepare_scan(occurrence.table, occurrence.where)
+            self._spark = wait()
+        return run_statement(self.session(store), store, statement.tree, as_of=as_of,
+                             aliases=self.aliases)
+
+    def read_source(self, store: Store, sql: str) -> pa.Table:
+        return run_statement(self.session(store), store, sql, aliases=self.aliases).toArrow()
+
+    def merger(self) -> Any:
+        from carbonstore.spark.compact_job import spark_merger
+
+        def merge(table: Table, sources: Any, output_id: str) -> Any:
+            return spark_merger(self.session(table.store))(table, sources, output_id)
+
+        return merge
+
+    def cluster_merger(self) -> Any:
+        from carbonstore.spark.compact_job import spark_cluster_merger
+
+        def cluster(table: Table, sources: Any, output_id: str, spec: Any) -> Any:
+            return spark_cluster_merger(self.session(table.store))(table, sources, output_id,
+                                                                   spec)
+
+        return cluster
+
+    def insert(self, table: Table, statement: Insert) -> Any:
+        from carbonstore.spark.load_job import load
+
+        spark = self.session(table.store)
+        df = run_statement(spark, table.store, statement.source, aliases=self.aliases)
+        names = list(statement.columns or table.schema.column_names)
+        if len(df.columns) != len(names):
+            raise UserError(f"INSERT INTO {table.name}: the query gives {len(df.columns)} "
+                            f"column(s) for {len(names)} ({', '.join(names)})")
+        return load(table, df.toDF(*names), spark=spark,
+                    mode="overwrite" if statement.overwrite else "append")
+
+    def time_zone(self, store: Store) -> str:
+        from carbonstore.segments.timezones import SESSION_TIME_ZONE_KEY, conf_time_zone
+
+        if self._spark is None and "PYSPARK_GATEWAY_PORT" in os.environ:
+            self.session(store)  # spark-submit started the JVM: its settings
+        if self._spark is not None:
+            return str(self._spark.conf.get(SESSION_TIME_ZONE_KEY))
+        return conf_time_zone(store.conf)
+
+
+class _CallableModule(types.ModuleType):
+    """``carbonstore.spark.sql(spark, statement, ...)`` calls :func:`sql`."""
+
+    def __call__(self, spark: Any, statement: str, *, store: str | Store | None = None,
+                 as_of: int | str | None = None) -> Any:
+        return sql(spark, statement, store=store, as_of=as_of)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -202,7 +202,9 @@ def test_carbondata_sql_verbs_run_the_cli_code(run_cli: RunCli, store: Store) ->
 
 @pytest.mark.parametrize(("statement", "message"), [
     ("DROP TABLE some_temp_view", "no such table"),
-    ("INSERT INTO db.sales VALUES (1, 'a', 1.0)", "this INSERT statement is not one of them"),
+    ("INSERT INTO db.nothing VALUES (1, 'a', 1.0)", "does not exist"),
+    ("INSERT INTO db.sales (id, nope) VALUES (1, 'a')", "unknown column(s) nope"),
+    ("GRANT SELECT ON db.sales TO bob", "this GRANT statement is not one of them"),
     ("CREATE TABLE db.x (a int) USING parquet", "this CREATE statement is not one of them"),
     ("ALTER TABLE db.sales COMPACT 'SIDEWAYS'", "use 'MINOR', 'MAJOR', 'CUSTOM' or 'CLUSTER'"),
     ("DELETE FROM TABLE db.sales WHERE SEGMENT.ID IN ()", "Segment ids should not be empty"),

@@ -8,7 +8,8 @@ import pytest
 
 from carbonstore import Store
 from carbonstore.cli import main
-from carbonstore.cli.query import match_verb, run_verb
+from carbonstore.spark.sql import SparkEngine
+from carbonstore.sql import parse, run
 from carbonstore.errors import CompactionError
 from carbonstore.segments.compaction import compact
 from tests.segments.test_clustering import _sorted, clustered, frame, live, load
@@ -39,11 +40,10 @@ def test_cluster_on_spark_cli_and_sql(spark, store: Store, capsys) -> None:  # t
 
     # SQL: OPTIMIZE ... ZORDER BY rewrites both (another curve); ALTER TABLE ... COMPACT
     # 'CLUSTER' then follows the table property, absent here: one line naming the fix
-    verb, parts = match_verb("OPTIMIZE t ZORDER BY (a, `b`)")  # type: ignore[misc]
-    cols, rows = run_verb(store, verb, parts)
-    assert [r["clustering"] for r in rows] == ["zorder(a,b)"] and "clustering" in cols
+    result = run(store, parse("OPTIMIZE t ZORDER BY (a, `b`)"), engine=SparkEngine(spark))
+    assert [r["clustering"] for r in result.rows] == ["zorder(a,b)"]
+    assert "clustering" in result.columns
     assert clustered(table) == {"0.2": "zorder(a,b)"}
-    verb, parts = match_verb("alter table t compact 'cluster'")  # type: ignore[misc]
     with pytest.raises(CompactionError, match="no clustering.columns property"):
-        run_verb(store, verb, parts)
+        run(store, parse("alter table t compact 'cluster'"), engine=SparkEngine(spark))
     assert live(table).num_rows == 6500
