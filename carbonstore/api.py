@@ -35,7 +35,7 @@ class Table(base.Table):
         carbon.properties; docs/dml.md).
 
         Returns a ``DmlResult`` (rows deleted, version committed, ...)."""
-        from carbonstore.segments.dml import delete_rows
+        from carbonstore.dml import delete_rows
         from carbonstore.segments.timezones import process_time_zone
 
         if not isinstance(where, str) or not where.strip():
@@ -49,7 +49,7 @@ class Table(base.Table):
         """``UPDATE table SET c = expr, ... WHERE where``; ``set`` maps columns to Spark SQL
         expressions over the row (``{"score": "score * 2"}``). One version. ``time_zone``:
         Spark's session time zone (default as :meth:`delete`)."""
-        from carbonstore.segments.merge import update_rows
+        from carbonstore.dml import update_rows
         from carbonstore.segments.timezones import process_time_zone
 
         return update_rows(self, set, where,
@@ -70,7 +70,8 @@ class Table(base.Table):
         """``MERGE INTO table AS t USING source AS s ON on ...``, one version.
 
         Args:
-            source: the source rows: a pyarrow Table, a pandas or Spark DataFrame.
+            source: the source rows: a Spark DataFrame, a carbonstore Table, a SQL query,
+                a pyarrow Table or a pandas DataFrame (the MERGE runs on Spark).
             on: a condition over ``t`` and ``s`` (``"t.id = s.id"``) or key column names.
             when_matched_update: ``{"col": "s.col + t.col"}`` or ``"*"`` (every column from
                 the source's column of the same name).
@@ -81,7 +82,7 @@ class Table(base.Table):
             time_zone: Spark's session time zone the expressions are evaluated in
                 (default: a Spark DataFrame source's session's, else as :meth:`delete`).
         """
-        from carbonstore.segments.merge import WhenMatched, WhenNotMatched, merge_rows
+        from carbonstore.dml import WhenMatched, WhenNotMatched, merge_rows
         from carbonstore.segments.timezones import process_time_zone
 
         matched: list[WhenMatched] = []
@@ -96,7 +97,7 @@ class Table(base.Table):
                                        if when_matched_update == "*" else when_matched_update))
         not_matched = [] if when_not_matched_insert is None else [WhenNotMatched(
             values=None if when_not_matched_insert == "*" else when_not_matched_insert)]
-        return merge_rows(self, _arrow(source), on=on, matched=matched,
+        return merge_rows(self, source, on=on, matched=matched,
                           not_matched=not_matched, target_alias=target_alias,
                           source_alias=source_alias,
                           time_zone=time_zone or process_time_zone(self.store.conf, source=source))
@@ -138,16 +139,3 @@ class Store(base.Store):
     ) -> Table:
         return cast(Table, super().create_table(
             name, schema, properties=properties, if_not_exists=if_not_exists))
-
-
-def _arrow(source: Any) -> Any:
-    """A pyarrow Table of a pyarrow Table, pandas DataFrame or Spark DataFrame."""
-    import pyarrow as pa
-
-    if isinstance(source, pa.Table):
-        return source
-    if hasattr(source, "toArrow"):  # a Spark DataFrame
-        return source.toArrow()
-    if hasattr(source, "to_arrow"):
-        return source.to_arrow()
-    return pa.Table.from_pandas(source, preserve_index=False)

@@ -59,7 +59,7 @@ def session_time_zone(store: Store) -> str:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    from carbonstore.segments.dml import delete_rows
+    from carbonstore.dml import delete_rows
 
     where = args.where.strip()
     if not where:
@@ -97,7 +97,7 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
 
 
 def _update(args: argparse.Namespace) -> int:
-    from carbonstore.segments.merge import update_rows
+    from carbonstore.dml import update_rows
 
     store = open_store(args)
     table = store.table(args.table)
@@ -122,7 +122,7 @@ def run_sql_dml(args: argparse.Namespace, store: Store) -> bool:
         from carbonstore.spark.sql import run_statement
 
         spark = get_spark(conf=store.conf)
-        return run_statement(spark, store, sql).toArrow()
+        return run_statement(spark, store, sql)  # a DataFrame: the MERGE joins it in Spark
 
     result = run_dml(store, dml, read_source=read_source, time_zone=session_time_zone(store))
     row = result.to_json()
