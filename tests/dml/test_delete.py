@@ -93,7 +93,7 @@ def test_bad_filter_is_a_user_error(table: Table) -> None:
 
 def test_dictionary_column(store: Store) -> None:
     t = store.create_table("db.d", SCHEMA, properties={"dictionary_include": "name"})
-    from carbonstore.segments.merge import WhenNotMatched, merge_rows
+    from carbonstore.dml import WhenNotMatched, merge_rows
 
     merge_rows(t, rows(range(100)), on=["id"], not_matched=[WhenNotMatched()])
     delete_rows(t, "name = 'n2' OR name IS NULL")

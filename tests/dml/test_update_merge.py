@@ -7,7 +7,7 @@ import pytest
 
 from carbonstore import Store, Table
 from carbonstore.errors import UserError
-from carbonstore.segments.merge import WhenMatched, WhenNotMatched, merge_rows
+from carbonstore.dml import WhenMatched, WhenNotMatched, merge_rows
 from tests.dml.rows import SCHEMA, load, read_live, rows
 
 
@@ -42,7 +42,7 @@ def test_update_without_match_and_errors(table: Table) -> None:
     assert table.update({"score": "0"}, where="id > 1000").version is None
     with pytest.raises(UserError, match="unknown column"):
         table.update({"nosuch": "1"}, where="id = 1")
-    with pytest.raises(UserError, match="cannot hold"):
+    with pytest.raises(UserError, match="cannot be stored"):
         table.update({"id": "'not a number'"}, where="id = 1")
     with pytest.raises(UserError):
         table.update({"id": "NULL"}, where="id = 1")  # NOT NULL column
