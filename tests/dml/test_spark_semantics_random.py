@@ -48,7 +48,7 @@ atoms = {
 
 @st.composite
 def expressions(draw: Any, kind: str, depth: int = 0) -> str:
-    if depth >= 2 or draw(st.booleans()):
+    if kind != "bool" and (depth >= 2 or draw(st.booleans())):
         return draw(atoms[kind])
     sub = lambda k: draw(expressions(k, depth + 1))  # noqa: E731
     if kind == "num":
@@ -60,6 +60,11 @@ def expressions(draw: Any, kind: str, depth: int = 0) -> str:
             f"CASE WHEN {sub('num')} > 1 THEN {sub('num')} ELSE {sub('num')} END",
             f"nanvl({sub('num')}, 0)", f"coalesce({sub('num')}, 7)",
             f"length({sub('str')})"]))
+    if kind == "bool":  # (Spark's store assignment takes no number into a boolean column)
+        return draw(st.sampled_from([
+            f"({sub('num')} > 1)", f"({sub('str')} LIKE '1%')", f"isnan({sub('num')})",
+            f"({sub('str')} IS NULL)", f"({sub('ts')} < TIMESTAMP '2000-01-01 00:00:00')",
+            f"try_cast({sub('str')} AS BOOLEAN)"]))
     if kind == "str":
         return draw(st.sampled_from([
             f"concat({sub('str')}, {sub('str')})", f"lower({sub('str')})",
@@ -71,7 +76,7 @@ def expressions(draw: Any, kind: str, depth: int = 0) -> str:
 
 
 _KIND = {"o_int": "num", "o_dbl": "num", "o_dec": "num", "o_str": "str", "o_ts": "ts",
-         "o_bool": "num"}
+         "o_bool": "bool"}
 
 row = st.fixed_dictionaries({
     "i": st.one_of(st.none(), st.integers(-100, 100)),
@@ -128,7 +133,7 @@ def _oracle(spark: Any, data: pa.Table, sql: str) -> list[tuple[Any, ...]] | Exc
 def _live(spark: Any, table: Any, cols: list[str]) -> list[tuple[Any, ...]]:
     from carbonstore.spark.api import to_spark
 
-    return _rows(to_spark(spark, table).selectExpr(*cols))
+    return _rows(to_spark(table, spark).selectExpr(*cols))
 
 
 EXAMPLES = int(os.environ.get("DML_SEMANTICS_EXAMPLES", "3"))

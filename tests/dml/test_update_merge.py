@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 
 from carbonstore import Store, Table
-from carbonstore.errors import UserError
 from carbonstore.dml import WhenMatched, WhenNotMatched, merge_rows
+from carbonstore.errors import UserError
 from tests.dml.rows import SCHEMA, load, read_live, rows
 
 
