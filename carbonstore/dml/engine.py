@@ -19,6 +19,7 @@ from carbonstore.pruning.plan import TablePlan, bind_where, prune
 from carbonstore.segments.commit import lease_seconds
 from carbonstore.segments.dml_commit import DmlResult, Matches, apply_changes
 from carbonstore.segments.dml_conflicts import FileKey, Reads
+from carbonstore.spark.native import jvm_readable
 from carbonstore.store.leases import StatementLease
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
@@ -109,6 +110,12 @@ class Target:
 
     def __init__(self, spark: Any, table: Table, prune_by: Expr, snap: TableStatusSnapshot,
                  segments: Sequence[str] | None = None) -> None:
+        if not jvm_readable(table):
+            raise UserError(
+                f"{table.name} is on {table.store.location.split('://')[0]}://, which Spark's "
+                "JVM cannot open: UPDATE, MERGE and a DELETE whose condition the index cannot "
+                "bind whole run as Spark jobs over the files and are not available there yet "
+                "(a DELETE of column-op-literal / IN / IS NULL / LIKE conditions is)")
         pinned = table.as_of(snap.version, check_files=False)
         self.plan: TablePlan = prune(pinned, prune_by, segments=segments)
         self.files: dict[str, DataFile] = data_files(table, self.plan, snap)

@@ -6,11 +6,10 @@
   WHEN MATCHED [AND cond] THEN UPDATE SET c = expr, ... | UPDATE SET * | DELETE ...
   WHEN NOT MATCHED [AND cond] THEN INSERT (c, ...) VALUES (expr, ...) | INSERT *``
 
-A WHERE of DELETE / UPDATE is the store's filter syntax (docs/query.md: the filter the index
-prunes with, evaluated row by row with Spark's semantics); SET values and MERGE conditions
-are Spark SQL expressions (``segments.merge``). A MERGE source that is a store table is
-read here (its live rows); any other source (a subquery, VALUES, a view) is given to the
-caller's ``read_source`` (Spark, in ``carbonstore sql``).
+Conditions, SET values and MERGE clauses are Spark SQL evaluated by Spark
+(``carbonstore.dml``). A MERGE source that is a store table is read natively by the MERGE
+(its live rows); any other source (a subquery, VALUES, a view) is given to the caller's
+``read_source`` (Spark, in ``carbonstore sql``: a DataFrame the MERGE joins in Spark).
 """
 
 from __future__ import annotations

@@ -6,13 +6,14 @@ import pyarrow as pa
 import pytest
 
 from carbonstore import Store, Table
+from carbonstore.dml import delete_rows
 from carbonstore.errors import CorruptMetadataError, ExpressionError, UserError
 from carbonstore.expressions.expr import AlwaysTrue
 from carbonstore.pruning.plan import bind_where, prune
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact, merge_local
 from carbonstore.segments.deltas import DELTA_SUFFIX, read_delta
-from carbonstore.segments.dml import Replan, apply_changes, delete_rows, scan_rows
+from carbonstore.segments.dml import Replan, apply_changes, scan_rows
 from tests.dml.rows import SCHEMA, ids, load, read_live, rows
 
 

@@ -94,11 +94,6 @@ def test_merge_duplicate_source_match_is_an_error(table: Table) -> None:
 
 
 def test_merge_keys_outside_the_target_prune_it(table: Table) -> None:
-    from carbonstore.segments import merge as merge_mod
-
-    where = merge_mod._prune_filter(  # noqa: SLF001 - the key range the target is pruned by
-        table, pa.table({"id": pa.array([120, 130], pa.int64())}), [("id", "id")])
-    assert where == "`id` >= 120 AND `id` <= 130"
     r = table.merge(pa.table({"id": pa.array([120, 130], pa.int64()), "name": ["x", "y"],
                               "score": [0.0, 0.0]}), on=["id"], when_matched_delete=True)
     assert r.segments == ("1",) and r.deleted == 2
