@@ -75,7 +75,19 @@ def spark_errors(what: str) -> Iterator[None]:
         text = str(err)
         if "FAILED_READ_FILE" in text and ("FileNotFound" in text or "does not exist" in text):
             raise FileNotFoundError(_first_line(err)) from None
-        raise UserError(f"{what}: {_first_line(err)}; nothing was changed") from None
+        raise UserError(f"{what}: {_spark_message(err)}; nothing was changed") from None
+
+
+def _spark_message(err: BaseException) -> str:
+    """Spark's error in the words of the store's other errors where they have some (an
+    unknown column), else its first line."""
+    import re
+
+    text = str(err)
+    found = re.search(r"UNRESOLVED_COLUMN\S*\] A column[^`]*`([^`]+)`", text)
+    if found:
+        return f"unknown column {found.group(1)} ({_first_line(err)})"
+    return _first_line(err)
 
 
 def pruning_filter(table: Table, where: str | None, time_zone: str | None) -> Expr:
