@@ -140,7 +140,26 @@ def located_frame(spark: Any, table: Table, plan: TablePlan) -> Any:
     for frame in frames[1:]:
         out = out.unionByName(frame)
     out = decode_dictionaries(spark, table, out)
-    return out.selectExpr(*projection_exprs(table), FILE, POS)
+    return out.selectExpr(*_checked_exprs(table), FILE, POS)
+
+
+def _checked_exprs(table: Table) -> list[str]:
+    """The read's projection, with a NULL in a NOT NULL column (a file changed behind the
+    store's back) failing the statement instead of being read as the column's zero: a
+    statement must never write such a row back with a made-up value."""
+    out = []
+    for c, text in zip(table.schema.columns, projection_exprs(table, [c.name for c in
+                                                                       table.schema.columns]),
+                       strict=True):
+        if c.nullable:
+            out.append(text)
+            continue
+        name = quote_name(c.name)
+        value = text.rsplit(" AS ", 1)[0] if text != name else name
+        message = (f"NOT NULL column {c.name} holds 1 null or more in a data file of "
+                   f"{table.name} (changed behind the store's back)").replace("'", "")
+        out.append(f"coalesce({value}, raise_error('{message}')) AS {name}")
+    return out
 
 
 def group_positions(rows: Sequence[Any], files: Mapping[str, DataFile]) -> dict[tuple[str, str], Any]:
