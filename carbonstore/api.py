@@ -136,7 +136,7 @@ class Table(base.Table):
         carbon.properties; docs/dml.md).
 
         Returns a ``DmlResult`` (rows deleted, version committed, ...)."""
-        from carbonstore.segments.dml import delete_rows
+        from carbonstore.dml import delete_rows
         from carbonstore.segments.timezones import process_time_zone
 
         if not isinstance(where, str) or not where.strip():
@@ -150,7 +150,7 @@ class Table(base.Table):
         """``UPDATE table SET c = expr, ... WHERE where``; ``set`` maps columns to Spark SQL
         expressions over the row (``{"score": "score * 2"}``). One version. ``time_zone``:
         Spark's session time zone (default as :meth:`delete`)."""
-        from carbonstore.segments.merge import update_rows
+        from carbonstore.dml import update_rows
         from carbonstore.segments.timezones import process_time_zone
 
         return update_rows(self, set, where,
@@ -171,9 +171,9 @@ class Table(base.Table):
         """``MERGE INTO table AS t USING source AS s ON on ...``, one version.
 
         Args:
-            source: the source rows: a pyarrow Table, a pandas or Spark DataFrame.
-            on: a condition over ``t`` and ``s`` (``"t.id = s.id"``), or key column names
-                (``"id"``, ``"id, day"`` or ``["id", "day"]``: equal in both).
+            source: the source rows: a Spark DataFrame, a carbonstore Table, a SQL query,
+                a pyarrow Table or a pandas DataFrame (the MERGE runs on Spark).
+            on: a condition over ``t`` and ``s`` (``"t.id = s.id"``) or key column names.
             when_matched_update: ``{"col": "s.col + t.col"}`` or ``"*"`` (every column from
                 the source's column of the same name).
             when_matched_delete: True, or a condition: delete the matched target rows; with
@@ -183,7 +183,7 @@ class Table(base.Table):
             time_zone: Spark's session time zone the expressions are evaluated in
                 (default: a Spark DataFrame source's session's, else as :meth:`delete`).
         """
-        from carbonstore.segments.merge import WhenMatched, WhenNotMatched, merge_rows
+        from carbonstore.dml import WhenMatched, WhenNotMatched, merge_rows
         from carbonstore.segments.timezones import process_time_zone
 
         matched: list[WhenMatched] = []
@@ -198,9 +198,8 @@ class Table(base.Table):
                                        if when_matched_update == "*" else when_matched_update))
         not_matched = [] if when_not_matched_insert is None else [WhenNotMatched(
             values=None if when_not_matched_insert == "*" else when_not_matched_insert)]
-        rows = _arrow(source)
-        on = _merge_on(self, rows, on, target_alias, source_alias)
-        return merge_rows(self, rows, on=on, matched=matched,
+        on = _merge_on(self, source, on, target_alias, source_alias)
+        return merge_rows(self, source, on=on, matched=matched,
                           not_matched=not_matched, target_alias=target_alias,
                           source_alias=source_alias,
                           time_zone=time_zone or process_time_zone(self.store.conf, source=source))
@@ -273,23 +272,23 @@ class Store(base.Store):
             if_not_exists=if_not_exists))
 
 
-def _arrow(source: Any) -> Any:
-    """A pyarrow Table of a pyarrow Table, pandas DataFrame or Spark DataFrame."""
-    import pyarrow as pa
-
-    if isinstance(source, pa.Table):
-        return source
-    if hasattr(source, "toArrow"):  # a Spark DataFrame
-        return source.toArrow()
-    if hasattr(source, "to_arrow"):
-        return source.to_arrow()
-    return pa.Table.from_pandas(source, preserve_index=False)
-
 
 def _pair(value: Any, what: str) -> tuple[str, str]:
     if isinstance(value, str) or len(value) != 2:
         raise UserError(f"alter: {what} takes a pair (old, new), got {value!r}")
     return str(value[0]), str(value[1])
+
+
+def _source_columns(source: Any) -> list[str] | None:
+    """The column names of a MERGE source (None for a SQL query: Spark names them)."""
+    if isinstance(source, str):
+        return None
+    if isinstance(source, base.Table):
+        return list(source.schema.column_names)
+    schema = getattr(source, "schema", None)
+    if schema is not None and hasattr(schema, "names"):  # pyarrow
+        return list(schema.names)
+    return [str(c) for c in source.columns]  # a Spark or pandas DataFrame
 
 
 def _merge_on(table: Table, source: Any, on: str | Sequence[str], ta: str, sa: str) -> Any:
@@ -305,14 +304,15 @@ def _merge_on(table: Table, source: Any, on: str | Sequence[str], ta: str, sa: s
         if not names:
             raise UserError("merge: give on= key column names or a condition")
         mine = set(table.schema.column_names)
-        theirs = {n.lower() for n in source.schema.names}
+        columns = _source_columns(source)
+        theirs = None if columns is None else {n.lower() for n in columns}
         for n in names:
             if n not in mine:
                 raise UserError(f"merge: on: {n!r} is not a column of table {table.name} "
                                 f"(it has {', '.join(table.schema.column_names)})")
-            if n not in theirs:
+            if theirs is not None and n not in theirs:
                 raise UserError(f"merge: on: the source has no column {n!r} (it has "
-                                f"{', '.join(source.schema.names)})")
+                                f"{', '.join(columns or [])})")
         return names
     import sqlglot
     from sqlglot import exp

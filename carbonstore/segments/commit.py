@@ -55,7 +55,7 @@ from carbonstore.store.tablestatus import (
 if TYPE_CHECKING:
     from carbonstore.store.table import Table
 
-__all__ = ["LoadTransaction", "abort_segment", "begin_segment", "commit_segment", "dead_load_error",
+__all__ = ["LoadTransaction", "abort_segment", "begin_segment", "commit_segment", "dead_load_error", "remove_orphans",
            "marked_dead_error"]
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ def marked_dead_error(table: Table, segment_id: str) -> CommitConflictError | No
     return None
 
 
-def _remove_orphans(table: Table, segment_id: str, keep: set[str]) -> None:
+def remove_orphans(table: Table, segment_id: str, keep: set[str]) -> None:
     """Delete files of failed or speculative task attempts that no commit message names."""
     sfs = table.store.sfs
     seg_dir = table.paths.segment_dir(segment_id)
@@ -207,7 +207,7 @@ def commit_segment(
         sfs.makedirs(seg_dir)
         task_indexes = [r.index_file for r in done if r.index_file]
         keep = {f for r in done for f in r.files} | set(task_indexes)
-        _remove_orphans(table, segment_id, keep)
+        remove_orphans(table, segment_id, keep)
         ts = now_ms()
         merge_name = f"{segment_id}_{ts}.carbonindexmerge"
         with progress(len(task_indexes), f"merging {len(task_indexes)} task indexes of segment "

@@ -1,21 +1,19 @@
-"""Row-level DELETE, UPDATE and MERGE with delete deltas (docs/dml.md).
+"""The JVM-free DELETE and the driver-side row scan of row-level DML (docs/dml.md).
 
-A change is computed on one tablestatus snapshot and committed as ONE new version:
+DELETE, UPDATE and MERGE run as Spark jobs (``carbonstore.dml``), except a DELETE whose
+whole condition the store's filter parser binds, which runs here, on one tablestatus
+snapshot, committed as ONE new version:
 
-1. plan: the filter (or the merge's key range) prunes segments, files and row groups with
-   the index (``pruning.plan.prune`` on the pinned snapshot);
+1. plan: the filter prunes segments, files and row groups with the index
+   (``pruning.plan.prune`` on the pinned snapshot);
 2. match: the kept row groups are read with pyarrow and the predicate is evaluated row by
-   row (``pruning.rows.evaluate_rows``, Spark's semantics); rows an earlier delta deleted are
-   skipped; each match is a (segment, data file, row position);
+   row (``pruning.rows.evaluate_rows``, Spark's semantics, tested against brute force); rows
+   an earlier delta deleted are skipped; each match is a (segment, data file, row position);
 3. write: per touched data file a NEW delta holding the union of its current delta and the
-   new positions (``segments.deltas``); UPDATE / MERGE write their new and changed rows as
-   a new segment through the load writer (CarbonData's insert delta), ``In Progress`` until
-   the commit;
-4. commit (``segments.dml_commit``): the touched entries get their new deltas and the
-   insert segment becomes ``Success``, in one version - when the statement's outcome on the
-   version it commits on is the one it planned (``segments.dml_conflicts``: no row it read
-   was deleted meanwhile, no row added meanwhile meets its condition); otherwise it is
-   planned again from step 1 on the new version.
+   new positions (``segments.deltas``);
+4. commit (``segments.dml_commit``): the touched entries get their new deltas in one
+   version - when the statement's outcome on the version it commits on is the one it
+   planned (``segments.dml_conflicts``); otherwise it is planned again from step 1.
 
 No data file is ever rewritten. Statistics of touched segments are dropped (stale:
 ``carbonstore analyze`` or a compaction recomputes them without the deleted rows).
@@ -23,7 +21,7 @@ No data file is ever rewritten. Statistics of touched segments are dropped (stal
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,9 +29,6 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from carbonstore.errors import (
-    UserError,
-)
 from carbonstore.expressions.expr import Expr, references
 from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.deltas import deleted_mask, positions, read_delta
@@ -58,7 +53,6 @@ __all__ = [
     "RowFilter",
     "apply_changes",
     "delete_rows",
-    "fetch_rows",
     "insert_rows",
     "row_filter",
     "run_replanned",
@@ -101,10 +95,7 @@ def scan_rows(
     """
     from carbonstore.pruning.plan import prune
 
-    residual = expr.residual if isinstance(expr, RowFilter) else None
-    zone = expr.time_zone if isinstance(expr, RowFilter) else "UTC"
     expr = expr.expr if isinstance(expr, RowFilter) else expr
-    residual_cols = _columns_of(table, residual) if residual is not None else []
     snap = snapshot if snapshot is not None else table.status.read()
     pinned = table.as_of(snap.version, check_files=False)
     plan = prune(pinned, expr, segments=segments)
@@ -131,10 +122,7 @@ def scan_rows(
                 [md.row_group(i).num_rows for i in range(md.num_row_groups)])]).astype(np.int64)
             for rg in f.row_groups:
                 n = int(starts[rg.index + 1] - starts[rg.index])
-                want = sorted(set(refs) | set(residual_cols) | (set(names) if with_rows else set()))
-                if residual is not None and not want:  # a residual over no column (upper('a')
-                    # LIKE 'a%') is still evaluated on every row, not skipped as TRUE
-                    want = [table.schema.column_names[0]]
+                want = sorted(set(refs) | (set(names) if with_rows else set()))
                 data = row_group(table, pf, rg.index, want, projections.get(f.segment),
                                  source=f"segment {f.segment} file {seg_rel}") if want else None
                 if data is not None:
@@ -142,10 +130,6 @@ def scan_rows(
                 mask = evaluate_rows(expr, data) if refs and data is not None else np.ones(n, bool)
                 if gone is not None:
                     mask &= ~deleted_mask(gone, int(starts[rg.index]), n)
-                if residual is not None and data is not None and mask.any():
-                    from carbonstore.segments.merge import filter_mask
-
-                    mask &= filter_mask(table, data, residual, time_zone=zone)
                 hits = np.flatnonzero(mask)
                 if not len(hits):
                     continue
@@ -162,36 +146,6 @@ def scan_rows(
     if with_rows:
         rows_out = pa.concat_tables(pieces) if pieces else _empty_rows(table, names)
     return Matches(snap, out, rows_out)
-
-
-def fetch_rows(
-    table: Table, snapshot: TableStatusSnapshot, where: Mapping[FileKey, npt.NDArray[np.int64]],
-) -> pa.Table:
-    """The rows at the given positions (every column, values) with their segment, file and
-    position: only the row groups holding them are read."""
-    decode = _decoder(table)
-    names = list(table.schema.column_names)
-    fs = table.store.sfs.fs
-    pieces: list[pa.Table] = []
-    entries = [snapshot.find(sid) for sid in sorted({sid for sid, _ in where})]
-    projections = segment_projections(table, [e for e in entries if e is not None])
-    for (sid, rel), pos in sorted(where.items()):
-        pos = np.unique(np.asarray(pos, dtype=np.int64))
-        if snapshot.find(sid) is None:
-            raise Replan(f"segment {sid} is gone")
-        with fs.open_input_file(f"{table.paths.segment_dir(sid)}/{rel}") as fh:
-            pf = pq.ParquetFile(fh)
-            md = pf.metadata
-            starts = np.concatenate([[0], np.cumsum(
-                [md.row_group(i).num_rows for i in range(md.num_row_groups)])]).astype(np.int64)
-            rg_of = np.searchsorted(starts, pos, side="right") - 1
-            for rg in np.unique(rg_of).tolist():
-                mine = pos[rg_of == rg]
-                data = decode(row_group(table, pf, rg, names, projections.get(sid),
-                                        source=f"segment {sid} file {rel}"))
-                rows = data.select(names).take(pa.array(mine - starts[rg]))
-                pieces.append(_located(rows, sid, rel, mine))
-    return pa.concat_tables(pieces) if pieces else _empty_rows(table, names)
 
 
 def row_group(
@@ -212,24 +166,6 @@ def _located(rows: pa.Table, segment: str, rel: str, pos: npt.NDArray[np.int64])
     rows = rows.append_column(SEGMENT_COLUMN, pa.repeat(pa.scalar(segment, pa.string()), n))
     rows = rows.append_column(FILE_COLUMN, pa.repeat(pa.scalar(rel, pa.string()), n))
     return rows.append_column(POS_COLUMN, pa.array(pos, pa.int64()))
-
-
-def _columns_of(table: Table, condition: str) -> list[str]:
-    """Table columns a Spark SQL condition references (all of them if it does not parse:
-    DuckDB then reports the mistake)."""
-    import sqlglot
-    from sqlglot import exp
-    from sqlglot.errors import ParseError, TokenError
-
-    names = list(table.schema.column_names)
-    try:
-        tree = sqlglot.parse_one(condition, read="spark")
-    except (ParseError, TokenError, RecursionError):
-        return names
-    refs = {c.name.lower() for c in tree.find_all(exp.Column)}
-    if refs - set(names):
-        return names
-    return sorted(refs)
 
 
 def _empty_rows(table: Table, names: Sequence[str]) -> pa.Table:
@@ -283,42 +219,3 @@ def delete_rows(table: Table, where: str | Expr | None, *, time_zone: str = "UTC
                          files=files, segments=tuple(sorted({k[0] for k in matches.positions})))
 
     return run_replanned(table, "DELETE", step)
-
-
-def apply_update(
-    table: Table,
-    assignments: Mapping[str, str],
-    where: str | Expr | None,
-    *,
-    evaluate: Callable[[pa.Table, Mapping[str, str]], pa.Table],
-    time_zone: str = "UTC",
-) -> DmlResult:
-    """``UPDATE table SET c = expr, ... WHERE where``: the matched rows are deleted (delta) and
-    written again with the new values as a new segment, in one version.
-
-    ``evaluate(rows, assignments)`` returns ``rows`` (table columns) with the assignments
-    applied (``carbonstore.segments.merge.evaluate_assignments``, which ``merge.update_rows``
-    passes).
-    """
-    unknown = [c for c in assignments if c.lower() not in table.schema.column_names]
-    if unknown or not assignments:
-        raise UserError(f"UPDATE {table.name} SET: unknown column(s) "
-                        f"{', '.join(unknown) or '(none given)'}; the table has "
-                        f"{', '.join(table.schema.column_names)}")
-    expr = row_filter(table, where, time_zone=time_zone)
-    sets = {c.lower(): v for c, v in assignments.items()}
-
-    def step(snap: TableStatusSnapshot) -> DmlResult:
-        matches = scan_rows(table, expr, with_rows=True, snapshot=snap)
-        rows = matches.rows
-        new = evaluate(rows.select(list(table.schema.column_names)), sets) \
-            if rows is not None and rows.num_rows else None
-        version, files, seg = apply_changes(table, matches, operation="UPDATE", insert=new,
-                                            reads=_reads(table, expr, matches))
-        return DmlResult(operation="UPDATE", version=version, deleted=matches.count,
-                         inserted=0 if new is None else new.num_rows, files=files,
-                         segments=tuple(sorted({k[0] for k in matches.positions})),
-                         inserted_segment=seg)
-
-    return run_replanned(table, "UPDATE", step)
-

@@ -16,7 +16,7 @@ or a newer delta made them unnamed): a race, not damage.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -32,7 +32,7 @@ from carbonstore.errors import (
     CorruptMetadataError,
     UserError,
 )
-from carbonstore.segments.deltas import write_delta
+from carbonstore.segments.deltas import read_delta, write_delta
 from carbonstore.segments.dml_conflicts import FileKey, Reads, Replan, Validator
 from carbonstore.statistics.analyze import store_task_statistics
 from carbonstore.statistics.store import delete_segment_statistics
@@ -42,7 +42,8 @@ from carbonstore.store.leases import StatementLease
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import SUCCESS, LoadEntry, TableStatusSnapshot, now_ms
 
-__all__ = ["DmlResult", "Matches", "apply_changes", "read_latest", "run_replanned"]
+__all__ = ["DmlResult", "Matches", "PreparedInsert", "Written", "apply_changes", "finish_insert",
+           "read_latest", "run_replanned"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -88,15 +89,67 @@ class Matches:
 
 # ---- inserts (CarbonData's insert delta) -----------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class _Insert:
+class PreparedInsert:
+    """A written ``In Progress`` insert segment, ready to become ``Success`` in the commit."""
+
     segment: str
     fields: dict[str, Any]  # of the Success entry
     keeper: Any
 
 
-def _write_insert(table: Table, rows: pa.Table) -> _Insert:
-    """Write ``rows`` (table columns, values) as a new ``In Progress`` segment."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Written:
+    """The new delete delta a task wrote for one data file: the union of the file's delta
+    in the planned version (``planned``) and ``added`` new positions."""
+
+    planned: DeleteDelta | None
+    delta_file: str
+    deleted_rows: int
+    added: int
+
+
+def finish_insert(
+    table: Table, sid: str, results: Sequence[Any], settings: Any, keeper: Any, *, what: str,
+) -> PreparedInsert:
+    """The insert segment ``sid`` its tasks wrote (``results``: their ``TaskResult``):
+    files of other task attempts removed, the task indexes merged, statistics stored.
+
+    Raises:
+        UserError: a new row did not fit the table (the caller aborts the segment).
+    """
     from carbonstore.indexfiles.indexfile import merge_indexes
+    from carbonstore.segments.commit import remove_orphans
+    from carbonstore.segments.partitions import with_spec
+
+    done = [r for r in results if r is not None]
+    bad = sum(r.bad_records for r in done)
+    if bad:
+        sample = "; ".join(str(s) for r in done for s in r.bad_samples[:3])
+        raise UserError(
+            f"the new rows of this {what} do not fit table {table.name}: {bad} of them are "
+            f"invalid ({sample}); nothing was changed")
+    sfs = table.store.sfs
+    seg_dir = table.paths.segment_dir(sid)
+    index_files = [r.index_file for r in done if r.index_file]
+    remove_orphans(table, sid, {f for r in done for f in r.files} | set(index_files))
+    merge_name = f"{sid}_{now_ms()}.carbonindexmerge"
+    merge_size = merge_indexes(sfs.fs, [f"{seg_dir}/{n}" for n in index_files],
+                               f"{seg_dir}/{merge_name}", segment_id=sid)
+    try:
+        store_task_statistics(table, sid, done, source="load")
+    except (CarbonStoreError, OSError):  # analyze computes them later
+        log.warning("statistics of segment %s not stored", sid, exc_info=True)
+    fields = {"row_count": sum(r.rows for r in done),
+              "data_size": sum(r.data_bytes for r in done),
+              "index_size": sum(r.index_bytes for r in done) + merge_size,
+              "segment_file": merge_name,
+              "extra": with_spec({}, getattr(settings, "partitioning", None))}
+    return PreparedInsert(sid, fields, keeper)
+
+
+def _write_insert(table: Table, rows: pa.Table) -> PreparedInsert:
+    """Write ``rows`` (table columns, values) as a new ``In Progress`` segment, in this
+    process (the JVM-free insert of ``insert_rows``)."""
     from carbonstore.segments.commit import abort_segment, begin_segment
     from carbonstore.segments.load import parse_load_options, write_settings
     from carbonstore.segments.writer import write_task
@@ -109,7 +162,6 @@ def _write_insert(table: Table, rows: pa.Table) -> _Insert:
                 f"and {nulls} of them would set it to NULL; nothing was changed")
     entry, keeper = begin_segment(table)
     sid = entry.load_name
-    sfs = table.store.sfs
     try:
         batches = rows.select(list(table.schema.column_names)).to_batches()
         dict_cols = list(table.schema.dictionary_columns)
@@ -118,25 +170,9 @@ def _write_insert(table: Table, rows: pa.Table) -> _Insert:
 
             prepare_dictionaries(table, distinct_values(iter(batches), dict_cols), sid)
         settings = write_settings(table, sid, parse_load_options(table, {"sort_scope": "no_sort"}))
-        sfs.makedirs(settings.segment_dir)
-        result = write_task(iter(batches), settings, task_id="dml", fs=sfs.fs)
-        if result.bad_records:
-            sample = "; ".join(str(s) for s in result.bad_samples[:3])
-            raise UserError(
-                f"the new rows do not fit table {table.name}: {result.bad_records} of them are "
-                f"invalid ({sample}); nothing was changed")
-        seg_dir = settings.segment_dir
-        merge_name = f"{sid}_{now_ms()}.carbonindexmerge"
-        index_files = [result.index_file] if result.index_file else []
-        merge_size = merge_indexes(sfs.fs, [f"{seg_dir}/{n}" for n in index_files],
-                                   f"{seg_dir}/{merge_name}", segment_id=sid)
-        try:
-            store_task_statistics(table, sid, [result], source="load")
-        except (CarbonStoreError, OSError):  # analyze computes them later
-            log.warning("statistics of segment %s not stored", sid, exc_info=True)
-        fields = {"row_count": result.rows, "data_size": result.data_bytes,
-                  "index_size": result.index_bytes + merge_size, "segment_file": merge_name}
-        return _Insert(sid, fields, keeper)
+        table.store.sfs.makedirs(settings.segment_dir)
+        result = write_task(iter(batches), settings, task_id="dml", fs=table.store.sfs.fs)
+        return finish_insert(table, sid, [result], settings, keeper, what="INSERT")
     except BaseException as err:
         abort_segment(table, sid, reason=str(err)[:500] or type(err).__name__)
         if keeper is not None:
@@ -152,12 +188,19 @@ def apply_changes(
     operation: str,
     insert: pa.Table | None = None,
     reads: Reads | None = None,
+    written: Mapping[FileKey, Written] | None = None,
+    prepared: PreparedInsert | None = None,
+    lease: StatementLease | None = None,
 ) -> tuple[int | None, int, str | None]:
     """Commit ``matches`` as deleted rows (and ``insert`` as a new segment) in one version.
 
     ``reads``: what the statement's outcome depends on (``dml_conflicts``); default: the
     matched rows, and any row a newer version added (other than by a blind append) is
     taken to meet its condition.
+
+    ``written``: deltas the statement's Spark tasks already wrote (``matches`` then has no
+    positions); ``prepared``: an insert segment they wrote; ``lease``: the statement lease
+    taken before they wrote (released here).
 
     Returns:
         (version committed or None when nothing changed, files given a new delta, the insert
@@ -170,45 +213,70 @@ def apply_changes(
     from carbonstore.segments.commit import abort_segment, lease_seconds
 
     sfs = table.store.sfs
-    if not matches.positions and (insert is None or not insert.num_rows):
+    done = dict(written or {})
+    if not matches.positions and not done and prepared is None and (
+            insert is None or not insert.num_rows):
+        if lease is not None:
+            lease.release()
         return None, 0, None
     validator = Validator(table, matches.snapshot,
                           reads if reads is not None else Reads(matches.positions), operation)
     new_bits: dict[FileKey, BitMap] = {k: BitMap(v) for k, v in matches.positions.items()}
-    validator.check(table.status.read())  # the costly part before any file is written
-    written: dict[tuple[FileKey, str | None], DeleteDelta] = {}
-    # Held from before the first delta is written until the commit ended: clean files keeps
-    # the deltas while it is renewed (store/leases.py, "statement lease").
-    lease = StatementLease(table.status, operation, lease_seconds(table)) if new_bits else None
+    keys = set(new_bits) | set(done)
+    ins = prepared
     try:
-        ins = _write_insert(table, insert) if insert is not None and insert.num_rows else None
-    except BaseException:
+        validator.check(table.status.read())  # the costly part before any file is written
+        # Held from before the first delta is written until the commit ended: clean files
+        # keeps the deltas while it is renewed (store/leases.py, "statement lease").
+        if lease is None and new_bits:
+            lease = StatementLease(table.status, operation, lease_seconds(table))
+        if ins is None and insert is not None and insert.num_rows:
+            ins = _write_insert(table, insert)
+    except BaseException as err:
         if lease is not None:
             lease.release()
+        if prepared is not None:
+            abort_segment(table, prepared.segment, reason=str(err)[:500] or type(err).__name__)
+            if prepared.keeper is not None:
+                prepared.keeper.release()
         raise
+    cache: dict[tuple[FileKey, str | None], DeleteDelta] = {}
+    own = {k: DeleteDelta(data_file=k[1], delta_file=w.delta_file, deleted_rows=w.deleted_rows)
+           for k, w in done.items()}
+
+    def delta_for(key: FileKey, cur: DeleteDelta | None) -> DeleteDelta:
+        """The file's new delta on a version whose delta of it is ``cur``."""
+        w = done.get(key)
+        if w is not None and cur == w.planned:
+            return own[key]  # the one its task wrote
+        cache_key = (key, None if cur is None else cur.delta_file)
+        if cache_key not in cache:
+            if w is not None:  # another statement changed the file's delta meanwhile
+                seg_dir = table.paths.segment_dir(key[0])
+                bits = read_delta(sfs, seg_dir, own[key])
+                if w.planned is not None:
+                    bits -= read_delta(sfs, seg_dir, w.planned)
+            else:
+                bits = BitMap(new_bits[key])
+            if cur is not None:  # rows another statement deleted: none of ours
+                bits |= validator.delta_bits(key[0], cur)
+            cache[cache_key] = write_delta(sfs, table.paths.segment_dir(key[0]), key[1], bits)
+        return cache[cache_key]
     try:
         fresh: set[DeleteDelta] = set()  # deltas this statement wrote
 
         def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
             validator.check(snap)  # raises Replan: the plan is stale
             by_seg: dict[str, list[FileKey]] = {}
-            for key in new_bits:
+            for key in keys:
                 by_seg.setdefault(key[0], []).append(key)
             changed: dict[str, LoadEntry] = {}
-            for sid, keys in by_seg.items():
+            for sid, mine in by_seg.items():
                 e = snap.get(sid)  # readable: the check saw its rows live
                 current = {d.data_file: d for d in e.delete_deltas}
-                for key in keys:
-                    cur = current.get(key[1])
-                    cache_key = (key, None if cur is None else cur.delta_file)
-                    if cache_key not in written:
-                        bits = BitMap(new_bits[key])
-                        if cur is not None:  # rows another statement deleted: none of ours
-                            bits |= validator.delta_bits(sid, cur)
-                        written[cache_key] = write_delta(
-                            sfs, table.paths.segment_dir(sid), key[1], bits)
-                    current[key[1]] = written[cache_key]
-                fresh.update(written.values())
+                for key in mine:
+                    current[key[1]] = delta_for(key, current.get(key[1]))
+                    fresh.add(current[key[1]])
                 changed[sid] = replace(e, delete_deltas=tuple(
                     sorted(current.values(), key=lambda d: d.data_file)),
                     modification_or_deletion_timestamp=now_ms())
@@ -222,8 +290,10 @@ def apply_changes(
                         raise CommitConflictError(
                             f"the insert segment {ins.segment} of this {operation} was marked "
                             "dead (its lease expired); nothing was changed - run it again")
-                    extra = {k: v for k, v in e.extra.items() if k not in _LEASE_KEYS}
-                    e = e.with_status(SUCCESS, timestamp=now_ms(), extra=extra, **ins.fields)
+                    fields = dict(ins.fields)
+                    extra = {**{k: v for k, v in e.extra.items() if k not in _LEASE_KEYS},
+                             **fields.pop("extra", {})}
+                    e = e.with_status(SUCCESS, timestamp=now_ms(), extra=extra, **fields)
                     seen_insert = True
                 out.append(e)
             if ins is not None and not seen_insert:
@@ -246,8 +316,8 @@ def apply_changes(
             ins.keeper.release()
         if lease is not None:
             lease.release()
-    _stale_statistics(table, {k[0] for k in new_bits})
-    return snap.version, len(new_bits), ins.segment if ins is not None else None
+    _stale_statistics(table, {k[0] for k in keys})
+    return snap.version, len(keys), ins.segment if ins is not None else None
 
 
 def _stale_statistics(table: Table, segments: set[str]) -> None:

@@ -107,11 +107,13 @@ class Validator:
     def _read_rows_live(self, now: Mapping[str, LoadEntry]) -> None:
         """(a): every row it read is still live."""
         planned = {e.load_name: e for e in self.planned.entries}
-        for (sid, rel), pos in self.reads.rows.items():
-            if not len(pos):
-                continue
+        # the positions are looked up only for files whose state changed: ``rows`` may be
+        # a lazy mapping (a Spark statement's reads are computed only after a lost race)
+        for sid, rel in self.reads.rows:
             e = now.get(sid)
             if e is None or not e.readable:
+                if not len(self.reads.rows[(sid, rel)]):
+                    continue
                 raise Replan(f"segment {sid} is {'gone' if e is None else e.status}")
             cur = next((d for d in e.delete_deltas if d.data_file == rel), None)
             old = planned.get(sid)
@@ -119,7 +121,8 @@ class Validator:
                 if old is not None else None
             if cur is None or cur == was:
                 continue
-            if not self.delta_bits(sid, cur).isdisjoint(BitMap(pos)):
+            pos = self.reads.rows[(sid, rel)]
+            if len(pos) and not self.delta_bits(sid, cur).isdisjoint(BitMap(pos)):
                 raise Replan(f"rows of {rel} that this {self.operation} read were deleted or "
                              "rewritten meanwhile")
 

@@ -6,11 +6,10 @@
   WHEN MATCHED [AND cond] THEN UPDATE SET c = expr, ... | UPDATE SET * | DELETE ...
   WHEN NOT MATCHED [AND cond] THEN INSERT (c, ...) VALUES (expr, ...) | INSERT *``
 
-A WHERE of DELETE / UPDATE is the store's filter syntax (docs/query.md: the filter the index
-prunes with, evaluated row by row with Spark's semantics); SET values and MERGE conditions
-are Spark SQL expressions (``segments.merge``). A MERGE source that is a store table is
-read here (its live rows); any other source (a subquery, VALUES, a view) is given to the
-caller's ``read_source`` (Spark, in ``carbonstore sql``).
+Conditions, SET values and MERGE clauses are Spark SQL evaluated by Spark
+(``carbonstore.dml``). A MERGE source that is a store table is read natively by the MERGE
+(its live rows); any other source (a subquery, VALUES, a view) is given to the caller's
+``read_source`` (Spark, in ``carbonstore sql``: a DataFrame the MERGE joins in Spark).
 """
 
 from __future__ import annotations
@@ -20,23 +19,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from carbonstore.errors import TableNotFoundError, UserError
-from carbonstore.expressions.expr import AlwaysTrue
-from carbonstore.segments.dml import (
-    FILE_COLUMN,
-    POS_COLUMN,
-    SEGMENT_COLUMN,
-    DmlResult,
+from carbonstore.dml import (
+    WhenMatched,
+    WhenNotMatched,
+    WhenNotMatchedBySource,
     delete_rows,
-    scan_rows,
+    merge_rows,
+    update_rows,
 )
-from carbonstore.segments.dml_commit import read_latest
-from carbonstore.segments.merge import WhenMatched, WhenNotMatched, merge_rows, update_rows
+from carbonstore.errors import TableNotFoundError, UserError
+from carbonstore.segments.dml_commit import DmlResult
 from carbonstore.store.table import Store, Table
 
 __all__ = ["DmlStatement", "parse_dml", "run_dml"]
@@ -109,10 +105,11 @@ def _sets(expressions: list[Any], verb: str) -> dict[str, str]:
 
 
 def run_dml(
-    store: Store, dml: DmlStatement, *, read_source: Callable[[str], pa.Table] | None = None,
+    store: Store, dml: DmlStatement, *, read_source: Callable[[str], Any] | None = None,
     time_zone: str = "UTC",
 ) -> DmlResult:
-    """Run a parsed statement; ``read_source(sql)`` gives the rows of a non-table source;
+    """Run a parsed statement; ``read_source(sql)`` gives the rows of a non-table source (a
+    Spark DataFrame, or a pyarrow table);
     ``time_zone``: Spark's session time zone (``segments.timezones``)."""
     tree = dml.tree
     table = _table(store, tree.this, dml.verb)
@@ -125,7 +122,7 @@ def run_dml(
 
 
 def _merge(
-    store: Store, table: Table, tree: Any, read_source: Callable[[str], pa.Table] | None,
+    store: Store, table: Table, tree: Any, read_source: Callable[[str], Any] | None,
     time_zone: str,
 ) -> DmlResult:
     target_alias = tree.this.alias_or_name
@@ -133,19 +130,13 @@ def _merge(
     if using is None or tree.args.get("on") is None:
         raise UserError("MERGE INTO t USING source ON condition WHEN ...: give USING and ON")
     source_alias = using.alias_or_name
-    source: pa.Table | None = None
+    source: Any = None
     if isinstance(using, exp.Table) and not using.args.get("catalog"):
         try:
-            src = _table(store, using, "MERGE USING")
+            source = _table(store, using, "MERGE USING")  # read natively by the MERGE
         except TableNotFoundError:
             if using.db:
                 raise
-            src = None
-        if src is not None:
-            rows = read_latest(src, "MERGE USING", lambda snap: scan_rows(
-                src, AlwaysTrue(), with_rows=True, snapshot=snap).rows)
-            if rows is not None:
-                source = rows.drop_columns([SEGMENT_COLUMN, FILE_COLUMN, POS_COLUMN])
     if source is None:
         if read_source is None:
             raise UserError("MERGE USING: the source must be a table of the store here")
@@ -158,13 +149,22 @@ def _merge(
         source = read_source(sql)
     matched: list[WhenMatched] = []
     not_matched: list[WhenNotMatched] = []
+    by_source: list[WhenNotMatchedBySource] = []
     whens = tree.args.get("whens")
     for w in (whens.expressions if whens is not None else []):
         cond = w.args.get("condition")
         cond_sql = cond.sql(dialect="spark") if cond is not None else None
         then = w.args.get("then")
-        if w.args.get("source"):
-            raise UserError("MERGE: WHEN NOT MATCHED BY SOURCE is not supported")
+        if w.args.get("source"):  # WHEN NOT MATCHED BY SOURCE
+            if isinstance(then, exp.Update):
+                by_source.append(WhenNotMatchedBySource(
+                    action="update", condition=cond_sql,
+                    assignments=_sets(then.expressions, "MERGE UPDATE")))
+            elif isinstance(then, exp.Var) and str(then.this).upper() == "DELETE":
+                by_source.append(WhenNotMatchedBySource(action="delete", condition=cond_sql))
+            else:
+                raise UserError("MERGE: WHEN NOT MATCHED BY SOURCE THEN UPDATE SET ... or DELETE")
+            continue
         if w.args.get("matched"):
             if isinstance(then, exp.Update):
                 star = len(then.expressions) == 1 and isinstance(then.expressions[0], exp.Star)
@@ -188,5 +188,6 @@ def _merge(
             not_matched.append(WhenNotMatched(condition=cond_sql, values={
                 c: v.sql(dialect="spark") for c, v in zip(cols, vals, strict=True)}))
     return merge_rows(table, source, on=tree.args["on"].sql(dialect="spark"), matched=matched,
-                      not_matched=not_matched, target_alias=target_alias,
+                      not_matched=not_matched, not_matched_by_source=by_source,
+                      target_alias=target_alias,
                       source_alias=source_alias, time_zone=time_zone)

@@ -5,10 +5,7 @@ its text (``cast(ts AS string)``, ``concat(ts, ...)``, a timestamp stored into a
 column), its date and fields (``cast(ts AS date)``, ``year(ts)``) and every timestamp given
 without an offset (``TIMESTAMP '2024-01-01 10:00'``, ``cast(s AS timestamp)``, a date or a
 TIMESTAMP_NTZ taken as a timestamp) depend on that zone. DML expressions are evaluated by
-DuckDB with its ``TimeZone`` set to the same zone, so each of these means what it means in
-Spark. DuckDB (ICU) names zones by region, or ``Etc/GMT-8`` for a fixed offset of whole hours:
-a Spark zone id maps to one of them; an offset with minutes (``+05:30``) has no DuckDB name
-and is refused (name the region, e.g. ``Asia/Kolkata``).
+Spark (carbonstore/dml) with the statement's session time zone set to this zone.
 
 Where the zone comes from (the first that applies): the ``time_zone`` a caller gives; the
 session of a Spark DataFrame given as a MERGE source, or the active Spark session of the
@@ -18,40 +15,16 @@ spark.sql.session.timeZone=...``); ``spark.sql.session.timeZone`` in carbon.prop
 
 from __future__ import annotations
 
-import datetime as dt
 import sys
 from typing import Any
 
-from carbonstore.errors import ConfigError, UserError
+from carbonstore.errors import ConfigError
 from carbonstore.expressions.bind import session_zone
 
-__all__ = ["SESSION_TIME_ZONE_KEY", "conf_time_zone", "duckdb_zone", "process_time_zone"]
+__all__ = ["SESSION_TIME_ZONE_KEY", "conf_time_zone", "process_time_zone"]
 
 #: carbon.properties key of the session time zone (Spark's own key name)
 SESSION_TIME_ZONE_KEY = "spark.sql.session.timeZone"
-
-
-def duckdb_zone(name: str) -> str:
-    """DuckDB's ``TimeZone`` name of Spark's zone id ``name`` (``Europe/Paris``, ``UTC``,
-    ``+08:00``, ``GMT-3``).
-
-    Raises:
-        UserError: ``name`` is no zone, or an offset DuckDB cannot name (minutes).
-    """
-    zone = session_zone(name)
-    if zone is None:
-        raise UserError(f"session time zone {name!r} is not a time zone: use a region such as "
-                        "Europe/Paris, UTC, or an offset such as +08:00")
-    if isinstance(zone, dt.timezone):
-        offset = zone.utcoffset(None)
-        seconds = int(offset.total_seconds())
-        if seconds == 0:
-            return "UTC"
-        if seconds % 3600:
-            raise UserError(f"session time zone {name!r}: DML expressions take offsets of whole "
-                            "hours only; name the region instead (e.g. Asia/Kolkata)")
-        return f"Etc/GMT{-seconds // 3600:+d}"  # POSIX sign: Etc/GMT-8 is UTC+8
-    return str(getattr(zone, "key", name))
 
 
 def conf_time_zone(conf: Any) -> str:

@@ -42,7 +42,7 @@ from carbonstore.spark.s3_input import refuse as s3_refuse
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import FAILURE, LoadEntry
 
-__all__ = ["load", "prepare_source", "read_source"]
+__all__ = ["arranged", "load", "prepare_source", "read_source"]
 
 LoadMode = Literal["append", "overwrite"]
 
@@ -192,6 +192,12 @@ def _bucketed(df: DataFrame, table: Table, opts: LoadOptions) -> DataFrame | Non
     if opts.sort_scope != "no_sort" and opts.sort_columns:
         out = out.sortWithinPartitions(*opts.sort_columns)
     return out
+
+
+def arranged(df: DataFrame, table: Table, opts: LoadOptions) -> DataFrame:
+    """``df`` partitioned and sorted as a load writes it: one task per bucket of a
+    bucketed table, else by the sort scope (the DML insert segment's rows too)."""
+    return _bucketed(df, table, opts) or _sorted(df, opts)
 
 
 def _guess_format(paths: str | Sequence[str]) -> str:

@@ -44,7 +44,7 @@ from carbonstore.store.ddl import quote_name
 from carbonstore.store.schema import DataType
 from carbonstore.store.table import Table
 
-__all__ = ["jvm_readable", "native_frame", "nested_floating", "plain_columns", "storage_ddl",
+__all__ = ["decode_dictionaries", "jvm_readable", "native_frame", "nested_floating", "plain_columns", "storage_ddl",
            "zero_sql"]
 
 _FLOATING = frozenset({"float", "double"})
@@ -94,7 +94,6 @@ def _uri(path: str) -> str:
 
 def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | None = None) -> Any:
     """A DataFrame over the files of ``plan`` (see the module contract)."""
-    from pyspark.sql import functions as F
 
     from carbonstore.spark.types import empty_frame
 
@@ -128,17 +127,26 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
 
             live = without_deleted_rows(spark, table, plan, pushable=pushable)
             raw = live if raw is None else raw.unionByName(live)
-    out = raw
-    for name in sorted(dictionary):
-        values = _dictionary_frame(spark, table, name)
-        out = out.join(F.broadcast(values), out[f"`{name}`"] == values[_SURROGATE], "left") \
-            .drop(name, _SURROGATE).withColumnRenamed(_VALUE, name)
+    out = decode_dictionaries(spark, table, raw)
     exprs = projection_exprs(table, known)
     if projections or len(paths) < len(plan.files) or dictionary \
             or exprs != [quote_name(c.name) for c in table.schema.columns]:
         # one selectExpr of SQL texts: a handful of JVM calls, not several per column
         out = out.selectExpr(*exprs)
     # else: a bare read whose schema is the table's already (no projection to analyze)
+    return out
+
+
+def decode_dictionaries(spark: Any, table: Table, frame: Any) -> Any:
+    """``frame`` with each dictionary column's INT surrogates replaced by their values (a
+    broadcast join with the column's dictionary; other columns kept)."""
+    from pyspark.sql import functions as F
+
+    out = frame
+    for name in sorted(table.schema.dictionary_columns):
+        values = _dictionary_frame(spark, table, name)
+        out = out.join(F.broadcast(values), out[f"`{name}`"] == values[_SURROGATE], "left") \
+            .drop(name, _SURROGATE).withColumnRenamed(_VALUE, name)
     return out
 
 

@@ -292,8 +292,9 @@ class SparkEngine:
         return run_statement(self.session(store), store, statement.tree, as_of=as_of,
                              aliases=self.aliases)
 
-    def read_source(self, store: Store, sql: str) -> pa.Table:
-        return run_statement(self.session(store), store, sql, aliases=self.aliases).toArrow()
+    def read_source(self, store: Store, sql: str) -> Any:
+        # a DataFrame: the MERGE joins it in Spark, no row crosses into the driver
+        return run_statement(self.session(store), store, sql, aliases=self.aliases)
 
     def merger(self) -> Any:
         from carbonstore.spark.compact_job import spark_merger

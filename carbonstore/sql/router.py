@@ -46,8 +46,8 @@ class Engine(Protocol):
     def query(self, store: Store, statement: Query, *, as_of: int | str | None) -> Any:
         """The DataFrame of a query over the store's tables."""
 
-    def read_source(self, store: Store, sql: str) -> pa.Table:
-        """The rows of a MERGE source that is no store table."""
+    def read_source(self, store: Store, sql: str) -> Any:
+        """The rows of a MERGE source that is no store table (a Spark DataFrame)."""
 
     def merger(self) -> Any:
         """The compaction merger (``segments.compaction.Merger``)."""

@@ -17,7 +17,7 @@ from tests.dml.rows import SCHEMA, ids, load, rows
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "CARBON_CONF"}
     return subprocess.run([sys.executable, "-m", "carbonstore.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=120)
+                          text=True, env=env, timeout=600)
 
 
 @pytest.fixture

@@ -6,13 +6,14 @@ import pyarrow as pa
 import pytest
 
 from carbonstore import Store, Table
+from carbonstore.dml import delete_rows
 from carbonstore.errors import CorruptMetadataError, ExpressionError, UserError
 from carbonstore.expressions.expr import AlwaysTrue
 from carbonstore.pruning.plan import bind_where, prune
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact, merge_local
 from carbonstore.segments.deltas import DELTA_SUFFIX, read_delta
-from carbonstore.segments.dml import Replan, apply_changes, delete_rows, scan_rows
+from carbonstore.segments.dml import Replan, apply_changes, scan_rows
 from tests.dml.rows import SCHEMA, ids, load, read_live, rows
 
 
@@ -93,7 +94,7 @@ def test_bad_filter_is_a_user_error(table: Table) -> None:
 
 def test_dictionary_column(store: Store) -> None:
     t = store.create_table("db.d", SCHEMA, properties={"dictionary_include": "name"})
-    from carbonstore.segments.merge import WhenNotMatched, merge_rows
+    from carbonstore.dml import WhenNotMatched, merge_rows
 
     merge_rows(t, rows(range(100)), on=["id"], not_matched=[WhenNotMatched()])
     delete_rows(t, "name = 'n2' OR name IS NULL")

@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from carbonstore import Store, Table
+from carbonstore.dml import delete_rows
 from carbonstore.pruning.plan import prune
 from carbonstore.segments.addsegment import add_segment
 from carbonstore.segments.analyze import compute_segment_statistics
 from carbonstore.segments.compaction import compact
-from carbonstore.segments.dml import delete_rows
 from carbonstore.spark.reader import (
     arrow_read_schema,
     plan_partitions,

@@ -46,7 +46,7 @@ def main(role: str, location: str) -> int:
     return 0
 
 
-RACE_ROWS = 40  # rows 0..RACE_ROWS-1 of the DML race; upserted keys are 100_000 + k
+RACE_ROWS = 16  # rows 0..RACE_ROWS-1 of the DML race; upserted keys are 100_000 + k
 
 
 def _race(table: Table, op: str) -> None:
@@ -56,7 +56,7 @@ def _race(table: Table, op: str) -> None:
 
     import pyarrow as pa
 
-    from carbonstore.segments.merge import WhenMatched, WhenNotMatched, merge_rows, update_rows
+    from carbonstore.dml import WhenMatched, WhenNotMatched, merge_rows, update_rows
 
     for k in range(RACE_ROWS):
         if op == "delete":
@@ -102,7 +102,7 @@ def run_race(location: str, root: str,
         for role in roles}
     out = {}
     for role, p in procs.items():
-        stdout, stderr = p.communicate(timeout=300)
+        stdout, stderr = p.communicate(timeout=600)
         assert p.returncode == 0, (role, stderr[-3000:])
         out[role] = stdout
     return out

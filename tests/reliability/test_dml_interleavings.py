@@ -66,7 +66,7 @@ def other(t: Table, *args: str) -> dict[str, Any]:
     locks = str(Path(t.store.location).parent / "other-locks")
     done = subprocess.run(
         [sys.executable, "-m", "tests.reliability.dml_race_worker", t.store.location, locks,
-         *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+         *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return orjson.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 

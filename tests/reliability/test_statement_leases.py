@@ -20,11 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore import Store
+from carbonstore.dml import delete_rows, update_rows
 from carbonstore.errors import CommitConflictError
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.deltas import DELTA_SUFFIX
-from carbonstore.segments.dml import delete_rows
-from carbonstore.segments.merge import update_rows
 from carbonstore.segments.rebuild import rebuild_indexes
 from carbonstore.store import load_conf
 from carbonstore.store.faults import on_point

@@ -81,8 +81,8 @@ def _alter(store: Store, statement: str) -> None:
 
 @pytest.fixture(scope="module")
 def hunt(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from carbonstore.dml import update_rows
     from carbonstore.segments.dml import delete_rows
-    from carbonstore.segments.merge import update_rows
     from carbonstore.store import load_conf
 
     root = tmp_path_factory.mktemp("hunt")

@@ -1,0 +1,195 @@
+"""What every DML statement on Spark shares: the session and its time zone, the plan of the
+target, Spark's errors as one line, the lazy record of what a statement read, and the
+write-and-commit step (docs/dml.md, "Execution")."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from carbonstore.dml.target import FILE, POS, DataFile, data_files, group_positions, located_frame
+from carbonstore.dml.tasks import write_deltas, write_rows
+from carbonstore.errors import ExpressionError, UserError
+from carbonstore.expressions.expr import AlwaysTrue, And, Expr
+from carbonstore.pruning.plan import TablePlan, bind_where, prune
+from carbonstore.segments.commit import lease_seconds
+from carbonstore.segments.dml_commit import DmlResult, Matches, apply_changes
+from carbonstore.segments.dml_conflicts import FileKey, Reads
+from carbonstore.spark.native import jvm_readable
+from carbonstore.store.leases import StatementLease
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import TableStatusSnapshot
+
+__all__ = ["LazyRows", "Target", "commit_statement", "pruning_filter", "spark_errors",
+           "spark_for", "statement_zone"]
+
+ZONE_KEY = "spark.sql.session.timeZone"
+_EMPTY = np.zeros(0, np.uint32)
+
+
+def spark_for(table: Table) -> Any:
+    """The active Spark session, or one started with the store's conf."""
+    from carbonstore.spark.session import get_spark
+
+    return get_spark(conf=table.store.conf)
+
+
+@contextlib.contextmanager
+def statement_zone(spark: Any, time_zone: str | None) -> Iterator[None]:
+    """Spark's session time zone set to ``time_zone`` while the statement runs."""
+    if not time_zone:
+        yield
+        return
+    old = spark.conf.get(ZONE_KEY)
+    try:
+        spark.conf.set(ZONE_KEY, time_zone)
+    except Exception as err:  # noqa: BLE001 - Spark's own check of the zone id
+        raise UserError(f"unknown time zone {time_zone!r}: {_first_line(err)}") from None
+    try:
+        yield
+    finally:
+        spark.conf.set(ZONE_KEY, old)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return (lines[0] if lines else type(err).__name__)[:500]
+
+
+@contextlib.contextmanager
+def spark_errors(what: str) -> Iterator[None]:
+    """Spark's analysis and runtime errors of the user's expressions as one-line
+    :class:`UserError`; a data file missing under a task as ``FileNotFoundError`` (a race
+    with clean files when the version moved: ``run_replanned`` plans again)."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except (PySparkException, Py4JJavaError) as err:
+        text = str(err)
+        if "FAILED_READ_FILE" in text and ("FileNotFound" in text or "does not exist" in text):
+            raise FileNotFoundError(_first_line(err)) from None
+        raise UserError(f"{what}: {_spark_message(err)}; nothing was changed") from None
+
+
+def _spark_message(err: BaseException) -> str:
+    """Spark's error in the words of the store's other errors where they have some (an
+    unknown column), else its first line."""
+    import re
+
+    text = str(err)
+    found = re.search(r"UNRESOLVED_COLUMN\S*\] A column[^`]*`([^`]+)`", text)
+    if found:
+        return f"unknown column {found.group(1)} ({_first_line(err)})"
+    return _first_line(err)
+
+
+def pruning_filter(table: Table, where: str | None, time_zone: str | None) -> Expr:
+    """The conjuncts of ``where`` the store's filter parser binds (the index prunes with
+    them; Spark evaluates the whole condition on the rows of the files they keep)."""
+    import sqlglot
+    from sqlglot.errors import ParseError, TokenError
+
+    from carbonstore.expressions.bind import session_zone
+    from carbonstore.expressions.parser import and_terms
+
+    if not where:
+        return AlwaysTrue()
+    zone = (session_zone(time_zone) if time_zone else None) or dt.UTC
+    try:
+        terms = and_terms(sqlglot.parse_one(where, read="spark"))
+    except (ParseError, TokenError, RecursionError):
+        return AlwaysTrue()  # Spark reports the mistake
+    bound: Expr = AlwaysTrue()
+    for term in terms:
+        try:
+            e = bind_where(table, term.sql(dialect="spark"), time_zone=zone)
+        except (ExpressionError, RecursionError, ValueError):
+            continue
+        bound = e if isinstance(bound, AlwaysTrue) else And(bound, e)
+    return bound
+
+
+class Target:
+    """The target rows of one statement on one snapshot: its plan, its files and the
+    located DataFrame over them."""
+
+    def __init__(self, spark: Any, table: Table, prune_by: Expr, snap: TableStatusSnapshot,
+                 segments: Sequence[str] | None = None) -> None:
+        if not jvm_readable(table):
+            raise UserError(
+                f"{table.name} is on {table.store.location.split('://')[0]}://, which Spark's "
+                "JVM cannot open: UPDATE, MERGE and a DELETE whose condition the index cannot "
+                "bind whole run as Spark jobs over the files and are not available there yet "
+                "(a DELETE of column-op-literal / IN / IS NULL / LIKE conditions is)")
+        pinned = table.as_of(snap.version, check_files=False)
+        self.plan: TablePlan = prune(pinned, prune_by, segments=segments)
+        self.files: dict[str, DataFile] = data_files(table, self.plan, snap)
+        self.frame = located_frame(spark, table, self.plan)
+
+    def keys(self) -> list[FileKey]:
+        return [(f.segment, f.rel) for f in self.files.values()]
+
+    def positions(self, rows: Any) -> dict[FileKey, Any]:
+        """(segment, file) -> positions of a located DataFrame's rows (collected: used only
+        after a lost race, docs/dml.md)."""
+        return group_positions([(r[0], r[1]) for r in rows.select(FILE, POS).collect()],
+                               self.files)
+
+
+class LazyRows(Mapping[FileKey, Any]):
+    """The positions a statement read, per planned file, computed on first use: the
+    commit's conflict check asks only after a lost race, and only for files whose delta
+    changed (segments/dml_conflicts.py)."""
+
+    def __init__(self, keys: Sequence[FileKey], compute: Callable[[], Mapping[FileKey, Any]]):
+        self._keys = list(dict.fromkeys(keys))
+        self._compute = compute
+        self._data: Mapping[FileKey, Any] | None = None
+
+    def __getitem__(self, key: FileKey) -> Any:
+        if key not in set(self._keys):
+            raise KeyError(key)
+        if self._data is None:
+            self._data = self._compute()
+        return self._data.get(key, _EMPTY)
+
+    def __iter__(self) -> Iterator[FileKey]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+def commit_statement(
+    spark: Any, table: Table, snap: TableStatusSnapshot, *, operation: str,
+    gone: Any, files: Mapping[str, DataFile], new_rows: Any | None, reads: Reads,
+    replaces: bool = False,
+) -> DmlResult:
+    """Write the statement's deltas (rows of ``gone``) and insert segment (``new_rows``) in
+    Spark tasks, then commit both in one version (``segments.dml_commit``). ``replaces``:
+    the new rows are new versions of deleted ones (UPDATE): none when nothing was deleted."""
+    lease = StatementLease(table.status, operation, lease_seconds(table))
+    try:
+        with spark_errors(operation):
+            written = write_deltas(spark, table, gone, files, what=operation)
+            prepared = None
+            if new_rows is not None and (written or not replaces):
+                prepared = write_rows(spark, table, new_rows, what=operation)
+    except BaseException:
+        lease.release()
+        raise
+    version, nfiles, seg = apply_changes(
+        table, Matches(snap, {}, None), operation=operation, reads=reads, written=written,
+        prepared=prepared, lease=lease)
+    inserted = 0 if prepared is None or version is None else int(prepared.fields["row_count"])
+    return DmlResult(operation=operation, version=version,
+                     deleted=sum(w.added for w in written.values()), inserted=inserted,
+                     files=nfiles, segments=tuple(sorted({k[0] for k in written})),
+                     inserted_segment=seg)
