@@ -18,8 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-import pyarrow as pa
-
 from carbonstore.errors import TableNotFoundError, UserError
 from carbonstore.sql import catalog
 from carbonstore.sql.answers import answer_statement

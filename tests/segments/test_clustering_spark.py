@@ -8,10 +8,10 @@ import pytest
 
 from carbonstore import Store
 from carbonstore.cli import main
-from carbonstore.spark.sql import SparkEngine
-from carbonstore.sql import parse, run
 from carbonstore.errors import CompactionError
 from carbonstore.segments.compaction import compact
+from carbonstore.spark.sql import SparkEngine
+from carbonstore.sql import parse, run
 from tests.segments.test_clustering import _sorted, clustered, frame, live, load
 
 pytestmark = pytest.mark.spark
