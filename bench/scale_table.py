@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
 import sys
 import time
 from dataclasses import replace
