@@ -38,9 +38,9 @@ from carbonstore.indexfiles.snapshot import (
     DESC_FIELDS,
     SNAPSHOT_VERSION,
     Snapshot,
-    SnapshotArrays,
     SnapshotFile,
 )
+from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
 from carbonstore.indexfiles.snapshot_write import encode_snapshot, index_rows
 from carbonstore.pruning.bounds import segment_unit_stats
 from carbonstore.pruning.cache import COUNTERS, bloom_source, driver_cache
