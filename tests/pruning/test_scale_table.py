@@ -146,3 +146,31 @@ def test_plans_over_a_generated_table_keep_every_matching_row(
                 kept[g * per_rg + start: g * per_rg + end] = True
     missed = np.flatnonzero(match & ~kept)
     assert missed.size == 0, (where, rows.slice(int(missed[0]), 1).to_pylist())
+
+
+def test_planning_builds_objects_only_for_what_it_keeps(
+        generated: tuple[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Partition pruning parses each partition folder once (not each file), is skipped for
+    a filter on no partition column, and only kept files become DataFile objects."""
+    from carbonstore.pruning import partition_prune
+    from carbonstore.pruning.cache import clear_cache
+    from carbonstore.pruning.table_index import read_snapshot
+
+    store, res = generated
+    calls: list[str] = []
+    real = partition_prune.parse_partition_path
+    monkeypatch.setattr(partition_prune, "parse_partition_path",
+                        lambda fields, path, **kw: calls.append(path) or real(fields, path, **kw))
+    for f in res["filters"]:
+        clear_cache()
+        partition_prune._KEYS.clear()
+        calls.clear()
+        table = Store(store).table(scale_table.TABLE)
+        plan = prune(table, f["where"])
+        assert len(plan.files) == f["files"]
+        snap, _ = read_snapshot(table)
+        assert snap is not None and len(snap._file_objs) == f["files"], f["name"]
+        if f["name"] == "partition_day":
+            assert 0 < len(calls) <= 4  # one per day the segment bounds keep, not per file
+        else:
+            assert calls == [], f["name"]
