@@ -74,7 +74,7 @@ def _rows(lay: scale_table.Layout) -> pa.Table:
     v = lay.v_lo[g] + np.where(page2, 2.5 + 2.5 * frac, 2.5 * frac)
     v[(i == rows - 1) & lay.v_nan[g]] = np.nan
     keys = lay.keys[g, i % scale_table.KEYS]
-    day = lay.seg_day[g // (lay.f * lay.r)]
+    day = lay.seg_day[g // (lay.f * lay.r)] + (scale_table.DAY0 - dt.date(1970, 1, 1)).days
     return pa.table({
         "id": pa.array(ids, pa.int64()),
         "ts": pa.array(scale_table.TS0 + ids * 1_000_000, pa.timestamp("us", tz="UTC")),
