@@ -174,3 +174,29 @@ def test_planning_builds_objects_only_for_what_it_keeps(
             assert 0 < len(calls) <= 4  # one per day the segment bounds keep, not per file
         else:
             assert calls == [], f["name"]
+
+
+def _cli_json(store: str, *args: str) -> Any:
+    from carbonstore.cli.app import main
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert main(["--store", store, *args, "--json"]) == 0
+    return json.loads(buf.getvalue())
+
+
+def test_show_segments_pages_newest_first(generated: tuple[str, dict[str, Any]]) -> None:
+    store, _ = generated
+    page = _cli_json(store, "show-segments", scale_table.TABLE, "--limit", "3", "--offset", "2")
+    assert [r["id"] for r in page] == [str(SEGMENTS - 3), str(SEGMENTS - 4), str(SEGMENTS - 5)]
+    assert _cli_json(store, "show-segments", scale_table.TABLE, "--limit", "5", "--offset", str(SEGMENTS)) == []
+    assert len(_cli_json(store, "show-segments", scale_table.TABLE)) == SEGMENTS
+
+
+def test_an_old_version_of_a_generated_table_plans_its_own_segments(
+        generated: tuple[str, dict[str, Any]]) -> None:
+    store, _ = generated
+    # one LOAD commit per 5 segments: version 1 holds segments 0..4
+    levels = _cli_json(store, "prune", scale_table.TABLE, "--as-of", "1")["levels"]
+    assert levels["segments"]["total"] == 5
+    assert levels["files"]["kept"] == 5 * FILES
