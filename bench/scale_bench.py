@@ -134,6 +134,21 @@ def metadata_figures(store: str, repeat: int) -> dict[str, Any]:
     return out
 
 
+def imports_only(repeat: int) -> float:
+    """Wall time of a fresh process that only imports what ``prune`` imports (the floor
+    every fresh-process figure above stands on)."""
+    code = ("import carbonstore.cli.app, carbonstore.cli.query, carbonstore.pruning.plan, "
+            "carbonstore.expressions.parser, sqlglot")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(HERE.parent) + os.pathsep + env.get("PYTHONPATH", "")
+    walls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run([PY, "-c", code], check=True, env=env)
+        walls.append(time.perf_counter() - t0)
+    return round(statistics.median(walls), 3)
+
+
 # ---- delta-rs ---------------------------------------------------------------------------------
 def delta_build(store: str, n: int, files: int) -> str:
     import datetime as dt
@@ -220,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in [int(x) for x in args.sizes.split(",")]:
         store = table_for(n, args.files_per_segment)
         res: dict[str, Any] = {"segments": n, "files": n * args.files_per_segment,
+                               "imports_only_s": imports_only(args.repeat),
                                "plans": plan_figures(store, args.repeat)}
         if args.delta:
             uri = delta_build(store, n, args.files_per_segment)
