@@ -3,7 +3,8 @@
 For each size, the table of bench/scale_table.py (10 files per segment, one row group per
 file; generated once under bench/data/scale_n<N>, reused) and, for each filter of its
 expected.json, ``carbonstore --store STORE prune scale.t --where W --json`` run as a new
-process: wall time (interpreter start-up and imports included) and peak RSS (``wait4``),
+process: wall time (interpreter start-up and imports included), the open + plan time the
+command reports (``planning_ms``: from opening the table to the plan) and peak RSS,
 median of ``--repeat`` runs, and whether the plan equals expected.json. Also, in fresh
 processes: ``history --limit 20``, ``prune --as-of`` an old version, ``count(*)`` from
 metadata (``sql "SELECT count(*) ..."``), ``clean-files --dry-run``; and the commit latency
@@ -74,15 +75,18 @@ def plan_figures(store: str, repeat: int) -> list[dict[str, Any]]:
     exp = json.loads(Path(store, "expected.json").read_text())
     rows = []
     for f in exp["filters"]:
-        walls, rss, ok = [], [], True
+        walls, rss, ok, inside = [], [], True, []
         for _ in range(repeat):
             w, r, out = _cli(store, "prune", exp["table"], "--where", f["where"], "--json")
-            lv = json.loads(out)["levels"]
+            got = json.loads(out)
+            inside.append(got["planning_ms"] / 1000)
+            lv = got["levels"]
             ok &= (lv["files"]["kept"], lv["row_groups"]["kept"]) == (f["files"], f["row_groups"])
             walls.append(w)
             rss.append(r)
         rows.append({"filter": f["name"], "where": f["where"], "files": f["files"],
                      "wall_s": round(statistics.median(walls), 3), "rss_mb": round(max(rss)),
+                     "open_and_plan_s": round(statistics.median(inside), 3),
                      "equals_expected": ok})
     return rows
 
