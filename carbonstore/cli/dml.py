@@ -59,7 +59,7 @@ def session_time_zone(store: Store) -> str:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    from carbonstore.segments.dml import delete_rows
+    from carbonstore.dml import delete_rows
 
     where = args.where.strip()
     if not where:
@@ -97,7 +97,7 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
 
 
 def _update(args: argparse.Namespace) -> int:
-    from carbonstore.segments.merge import update_rows
+    from carbonstore.dml import update_rows
 
     store = open_store(args)
     table = store.table(args.table)

@@ -16,6 +16,7 @@ from carbonstore.cli._common import (
     parse_key_values,
     print_json,
     print_table,
+    row_limit,
 )
 from carbonstore.errors import TableExistsError, UserError
 from carbonstore.segments.cluster_spec import segment_clustering
@@ -65,6 +66,9 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("show-segments", parents=parents, help="list a table's segments")
     p.add_argument("table")
     p.add_argument("--history", action="store_true", help="include removed segments")
+    p.add_argument("--limit", type=row_limit, help="at most N segments, the newest first")
+    p.add_argument("--offset", type=row_limit, default=0,
+                   help="with --limit: skip the N newest segments first (pages of a big table)")
     add_json(p)
     p.set_defaults(func=_show_segments)
 
@@ -242,6 +246,9 @@ def _show_segments(args: argparse.Namespace) -> int:
     entries = list(table.status.read().entries)
     if args.history:
         entries = table.status.history.read() + entries
+    if args.limit is not None:  # a page, newest first: rows only for the segments shown
+        end = len(entries) - args.offset
+        entries = entries[max(0, end - args.limit): max(0, end)][::-1]
     rows = [segment_row(e) for e in entries]
     if args.json:
         print_json(rows)  # epoch ms, as the tablestatus holds them

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from carbonstore.expressions.expr import And, BoundRef, Eq, Expr, In, flatten
+from carbonstore.expressions.expr import And, BoundRef, Eq, Expr, In, flatten, nodes
 from carbonstore.pruning.evaluator import LEVEL_BLOOM, StatsEvaluator, UnitStats
 from carbonstore.store.partitioning import (
     PARTITIONING_KEY,
@@ -66,40 +66,129 @@ def partition_masks(
     view: Any, parts: Sequence[Any], rg_seg: Sequence[npt.NDArray[np.intp]], expr: Expr
 ) -> PartitionMasks | None:
     """Row-group masks over ``parts`` (plan units) from the files' partitions; None
-    when no planned segment is partitioned."""
+    when no planned segment is partitioned, or nothing here can drop a file (the filter
+    names no partition or bucket column and no segment lost partitions to an overwrite).
+
+    Files are grouped by the spec their segment was written with and by their partition
+    folder: each distinct folder is parsed and evaluated once, so a plan over many
+    segments of few partitions costs one string operation per file, not one parse.
+    """
     entries = view.entries
     if not view.partitioned:  # TableIndex.partitioned: applies(entries), once per view
         return None
-    by_spec: dict[int, list[tuple[int, int, str]]] = {}  # entry -> (part, unit file, path)
+    refs = _refs(expr)
+    segs = [np.asarray(rg_seg[pi], dtype=np.int64) for pi in range(len(parts))]
+    specs = _Specs()
+    lost = specs.parse(entries, _distinct_segments(segs))
+    if not lost and not any(_names_any(spec, refs) for spec in specs.seen()):
+        return None
+    # (spec, removed partitions or None) -> [(part, unit file, path)]
+    groups: dict[tuple[PartitionSpec, Any], list[tuple[int, int, str]]] = {}
     part_keep: list[Mask] = []
     pair_index: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
     for pi, arrays in enumerate(parts):
-        seg = np.asarray(rg_seg[pi], dtype=np.int64)
         rg_file = np.asarray(arrays.rg_file, dtype=np.int64)
-        pairs = (seg << 32) | rg_file
+        pairs = (segs[pi] << 32) | rg_file
         uniq, inverse = np.unique(pairs, return_inverse=True)
         pair_index.append((uniq, np.asarray(inverse).reshape(-1)))
         part_keep.append(np.ones(len(uniq), dtype=bool))
-        file_list = arrays.files  # built on access for snapshot units: once per unit
-        for k, pair in enumerate(uniq.tolist()):
-            si, fi = pair >> 32, pair & 0xFFFFFFFF
-            by_spec.setdefault(si, []).append((pi, k, file_list[fi].path or ""))
+        seg_of, file_of = (uniq >> 32).tolist(), (uniq & 0xFFFFFFFF).tolist()
+        paths = _paths(arrays.files, file_of)
+        for k, (si, path) in enumerate(zip(seg_of, paths, strict=True)):
+            e = entries[si]
+            gone = frozenset(removed_partitions(e)) if REMOVED_KEY in e.extra else None
+            groups.setdefault((specs.of(e), gone), []).append((pi, k, path or ""))
     dropped = 0
-    for si, files in by_spec.items():
-        e = entries[si]
-        spec = entry_spec(e)
-        gone = removed_partitions(e)
-        keep = np.ones(len(files), dtype=bool)
+    for (spec, gone), files in groups.items():
+        # the folder decides, except for bucketed files (their bucket is in the file name)
+        folders = ([p for _, _, p in files] if spec.bucket_number
+                   else [_folder_file(p) for _, _, p in files])
+        distinct = list(dict.fromkeys(folders))
+        at = {f: i for i, f in enumerate(distinct)}
+        keep_f = np.ones(len(distinct), dtype=bool)
         if gone:
-            keep &= np.array([partition_of(p) not in gone for _, _, p in files], dtype=bool)
+            keep_f &= np.array([partition_of(f) not in gone for f in distinct], dtype=bool)
         if not spec.is_empty:
-            keys = _keys(spec, [p for _, _, p in files])
-            keep &= _evaluate(expr, spec, keys)
+            keep_f &= _evaluate(expr, spec, _keys(spec, distinct))
+        keep = keep_f[np.array([at[f] for f in folders], dtype=np.intp)]
         for (pi, k, _), ok in zip(files, keep.tolist(), strict=True):
-            part_keep[pi][k] = ok
+            if not ok:
+                part_keep[pi][k] = False
         dropped += int((~keep).sum())
     masks = [keep[inv] for keep, (_, inv) in zip(part_keep, pair_index, strict=True)]
     return PartitionMasks(masks=masks, files_dropped=dropped)
+
+
+class _Specs:
+    """Entry -> its PartitionSpec, parsed once per distinct raw value (the entries of a
+    checkpoint share their decoded ``partitioning`` objects)."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Any, PartitionSpec]] = {}
+
+    def parse(self, entries: Sequence[Any], rows: list[int]) -> list[Any]:
+        """Parse the specs of entries ``rows``; returns those that lost partitions."""
+        out = []
+        for si in rows:
+            e = entries[si]
+            self.of(e)
+            if REMOVED_KEY in e.extra:
+                out.append(e)
+        return out
+
+    def seen(self) -> list[PartitionSpec]:
+        return [spec for _, spec in self._by_id.values()]
+
+    def of(self, entry: Any) -> PartitionSpec:
+        raw = entry.extra.get(PARTITIONING_KEY)
+        got = self._by_id.get(id(raw))
+        if got is None or got[0] is not raw:
+            got = self._by_id[id(raw)] = (raw, entry_spec(entry))
+        return got[1]
+
+
+def _distinct_segments(segs: Sequence[npt.NDArray[np.int64]]) -> list[int]:
+    if not segs:
+        return []
+    return np.unique(np.concatenate(segs)).tolist()
+
+
+def _refs(expr: Expr) -> tuple[frozenset[str], frozenset[str]]:
+    """Names and column ids the filter refers to."""
+    names, ids = set(), set()
+    for e in nodes(expr):
+        term = getattr(e, "term", None)
+        if isinstance(term, BoundRef):
+            names.add(term.name)
+            if term.column is not None and term.column.column_id:
+                ids.add(term.column.column_id)
+        elif term is not None:
+            names.add(str(term).lower())
+    return frozenset(names), frozenset(ids)
+
+
+def _names_any(spec: PartitionSpec, refs: tuple[frozenset[str], frozenset[str]]) -> bool:
+    """Whether the filter refers to a partition field's or bucket column's source."""
+    names, ids = refs
+    for f in spec.fields:
+        if (f.source_id and f.source_id in ids) or f.source.lower() in names:
+            return True
+    return any(c.lower() in names for c in spec.bucket_columns) or any(
+        i and i in ids for i in spec.bucket_column_ids)
+
+
+def _folder_file(path: str) -> str:
+    """A stand-in path in the same folder as ``path`` (its partition is the same)."""
+    head = path.rpartition("/")[0]
+    return f"{head}/_" if head else "_"
+
+
+def _paths(files: Any, positions: list[int]) -> list[str]:
+    """Paths of files ``positions`` of a unit (a snapshot unit takes them as one batch)."""
+    batch = getattr(files, "paths", None)
+    if batch is not None:
+        return batch(positions)
+    return [files[i].path for i in positions]
 
 
 _KEYS: dict[PartitionSpec, dict[str, PartitionKey | None]] = {}

@@ -31,26 +31,33 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from carbonstore.errors import CorruptIndexError
-from carbonstore.indexfiles.arrays import BloomSource, IndexArrays
+from carbonstore.indexfiles.arrays import IndexArrays
 from carbonstore.indexfiles.concat import ConcatArrays, merge_runs
 from carbonstore.indexfiles.segment_bounds import SegmentBounds
 from carbonstore.indexfiles.snapshot import (
     DESC_FIELDS,
     SNAPSHOT_VERSION,
     Snapshot,
-    SnapshotArrays,
-    SnapshotFile,
 )
+from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
 from carbonstore.indexfiles.snapshot_write import encode_snapshot, index_rows
 from carbonstore.pruning.bounds import segment_unit_stats
-from carbonstore.pruning.cache import COUNTERS, bloom_source, driver_cache
+from carbonstore.pruning.cache import COUNTERS, driver_cache
 from carbonstore.pruning.partition_prune import applies as partition_applies
 from carbonstore.pruning.segment_blooms import write_bloom_pack
 from carbonstore.pruning.segment_index import (
     SegmentIndex,
     bloom_directory,
     load_segment,
-    merge_index_names,
+)
+from carbonstore.pruning.snapshot_files import (
+    DAMAGED_SNAPSHOTS,
+    SNAPSHOT_LOCK,
+    SNAPSHOT_PREFIX,
+    SNAPSHOT_SUFFIX,
+    all_snapshot_files,
+    read_snapshot,
+    snapshot_names,
 )
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms
@@ -61,75 +68,6 @@ __all__ = [
     "write_snapshot",
 ]
 
-SNAPSHOT_SUFFIX = ".carbonsnap"
-SNAPSHOT_LOCK = "index_snapshot.lock"
-#: File names of the current format start so; older formats' snapshots (``snapshot_*``) are
-#: not read (a process of an older release still finds its own) and are deleted when a new
-#: snapshot is written.
-SNAPSHOT_PREFIX = f"snapshot{SNAPSHOT_VERSION}_"
-# (table folder, snapshot name) of snapshots found damaged after they were opened: not
-# taken again (planning falls back to the merge indexes and writes a new one)
-_DAMAGED: set[tuple[str, str]] = set()
-
-
-# ---- the table-level snapshot ---------------------------------------------------------------
-def _all_snapshot_files(table: Table) -> list[str]:
-    infos = table.store.sfs.list_dir(table.paths.index_snapshot_dir)
-    return sorted(i.base_name for i in infos if i.is_file and i.base_name.endswith(SNAPSHOT_SUFFIX))
-
-
-def snapshot_names(table: Table) -> list[str]:
-    """The table's snapshot files of the current format, oldest first."""
-    return [n for n in _all_snapshot_files(table) if n.startswith(SNAPSHOT_PREFIX)]
-
-
-def _snapshot_blooms(table: Table) -> Any:
-    fs = table.store.sfs.fs
-
-    def source(segment_id: str, merge: str, base: int) -> BloomSource:
-        return bloom_source(fs, merge_index_names(table, segment_id, merge)[0], base)
-
-    return source
-
-
-def read_snapshot(table: Table) -> tuple[Snapshot | None, bool]:
-    """The table's newest snapshot, and whether a snapshot file was there but refused."""
-    names = snapshot_names(table)
-    if not names:
-        return None, False
-    name = names[-1]
-    if (table.paths.root, name) in _DAMAGED:
-        return None, True
-    cached = driver_cache().get_snapshot(table.paths.root, name)
-    if cached is not None:
-        if cached.damaged:
-            _DAMAGED.add((table.paths.root, name))
-            return None, True
-        return cached, False
-    COUNTERS["snapshot_reads"] += 1
-    path = f"{table.paths.index_snapshot_dir}/{name}"
-    try:
-        # ranged reads: the directory and the core section now, other sections when a plan
-        # first needs them (verified then)
-        f = table.store.sfs.fs.open_input_file(path)
-        snap = Snapshot(SnapshotFile(name, lambda off, n: f.read_at(n, off), f.size()),
-                        bloom_source=_snapshot_blooms(table), counters=COUNTERS)
-    except (OSError, pa.ArrowException, KeyError, ValueError, TypeError, CorruptIndexError):
-        # A damaged (or older) snapshot only costs speed: plan from the merge indexes
-        # instead, and write a new one.
-        COUNTERS["snapshot_errors"] += 1
-        return None, True
-    driver_cache().put_snapshot(table.paths.root, snap)
-    snap.on_grow = functools.partial(_recount, table.paths.root, name)
-    return snap, False
-
-
-def _recount(root: str, name: str) -> None:
-    """Sections and arrays a plan reads count in the budget as they come: get_snapshot
-    recounts the table's snapshot (nothing when the cache no longer holds it)."""
-    driver_cache().get_snapshot(root, name)
-
-
 def write_snapshot(table: Table, view: TableIndex) -> str:
     """Write a snapshot covering ``view``'s segments: rows of the current one are copied,
     the others encoded from their (loaded) merge indexes."""
@@ -139,7 +77,7 @@ def write_snapshot(table: Table, view: TableIndex) -> str:
         pieces, slots = _snapshot_pieces(view)
     except CorruptIndexError:  # a section of the snapshot copied from is damaged
         if view.snapshot is not None:
-            _DAMAGED.add((table.paths.root, view.snapshot.name))
+            DAMAGED_SNAPSHOTS.add((table.paths.root, view.snapshot.name))
         pieces, slots = _snapshot_pieces(TableIndex(table, view.entries, None))
     data = encode_snapshot(pieces, view.bounds, slots)
     sfs.makedirs(folder)
@@ -150,7 +88,7 @@ def write_snapshot(table: Table, view: TableIndex) -> str:
     COUNTERS["snapshot_writes"] += 1
     current = snapshot_names(table)
     # keep the previous one for readers mid-switch; other formats' snapshots go
-    for old in [*current[:-2], *(n for n in _all_snapshot_files(table) if not n.startswith(SNAPSHOT_PREFIX))]:
+    for old in [*current[:-2], *(n for n in all_snapshot_files(table) if not n.startswith(SNAPSHOT_PREFIX))]:
         try:
             sfs.delete_file(f"{folder}/{old}")
         except OSError:

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+from carbonstore.store.entry_extras import EXTRA_COLUMNS, decode_extra_columns, encode_extra_columns
+
 __all__ = [
     "ALL_STATUSES",
     "COMPACTED",
@@ -450,8 +452,11 @@ def encode_entry_columns(entries: Iterable[LoadEntry]) -> dict[str, list[Any]] |
     """The entries as one array per CarbonData key (docs/tablestatus.md, "Entry columns");
     None when an entry carries keys beyond CarbonData's (``extra``): those stay rows."""
     entries = tuple(entries)
-    if any(e.extra for e in entries):
-        return None
+    extras = None
+    if any(e.extra for e in entries):  # as dictionary-encoded columns (entry_extras.py)
+        extras = encode_extra_columns([e.extra for e in entries], _KNOWN_KEYS)
+        if extras is None:
+            return None
     columns: dict[str, list[Any]] = {  # what LoadEntry.to_json writes, key by key
         "loadName": [e.load_name for e in entries],
         "loadStatus": [e.status for e in entries],
@@ -470,6 +475,8 @@ def encode_entry_columns(entries: Iterable[LoadEntry]) -> dict[str, list[Any]] |
     }
     if any(e.delete_deltas for e in entries):
         columns["deleteDeltas"] = [[d.to_json() for d in e.delete_deltas] or None for e in entries]
+    if extras is not None:
+        columns[EXTRA_COLUMNS] = extras
     return columns
 
 
@@ -481,6 +488,9 @@ def decode_entry_columns(columns: Any) -> tuple[LoadEntry, ...]:
     """
     if type(columns) is not dict:
         raise ValueError("entry columns must be a JSON object")
+    extra_columns = columns.get(EXTRA_COLUMNS)
+    if extra_columns is not None:
+        columns = {k: v for k, v in columns.items() if k != EXTRA_COLUMNS}
     unknown = sorted(columns.keys() - _KNOWN_KEYS)
     if unknown:
         raise ValueError(f"unknown entry column {unknown[0]!r}")
@@ -491,13 +501,23 @@ def decode_entry_columns(columns: Any) -> tuple[LoadEntry, ...]:
         raise ValueError(f"entry columns differ in length ({sorted(lengths)})")
     n = lengths.pop() if lengths else 0
     missing = [None] * n  # an absent key reads as null, as in a row
+    extras = decode_extra_columns(extra_columns, n, _KNOWN_KEYS) if extra_columns is not None else None
     if not any(columns.get("deleteDeltas") or ()):
         plain = _decode_plain_columns([columns.get(key, missing) for key in _PLAIN_KEYS])
         if plain is not None:
+            if extras is not None:
+                for e, x in zip(plain, extras, strict=True):
+                    if x:
+                        object.__setattr__(e, "extra", x)
             return plain
     keys = list(columns)
-    return decode_entries([dict(zip(keys, values, strict=True))
-                           for values in zip(*columns.values(), strict=True)])
+    rows = [dict(zip(keys, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+    if not keys:
+        rows = [{} for _ in range(n)]
+    if extras is not None:
+        for row, x in zip(rows, extras, strict=True):
+            row.update(x)
+    return decode_entries(rows)
 
 
 # The keys of a plain entry, in the order _PlainEntry takes their values.

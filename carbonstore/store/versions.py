@@ -42,6 +42,7 @@ from carbonstore.store.entries import (
     now_ms,
     segment_sort_key,
 )
+from carbonstore.store.entry_extras import EXTRA_COLUMNS
 from carbonstore.store.leases import writer_identity
 
 __all__ = [
@@ -76,7 +77,10 @@ COLUMNS_FORMAT_VERSION = 2
 #: three times faster: one array per key instead of an object per entry); shorter ones,
 #: the common delta, stay one object per entry
 COLUMNS_FROM = 128
-_FORMAT_VERSIONS = (FORMAT_VERSION, COLUMNS_FORMAT_VERSION)
+#: entry columns that also hold the keys beyond CarbonData's (``extraColumns``,
+#: store/entry_extras.py): a reader that knows only 1 and 2 refuses such a file
+EXTRAS_FORMAT_VERSION = 3
+_FORMAT_VERSIONS = (FORMAT_VERSION, COLUMNS_FORMAT_VERSION, EXTRAS_FORMAT_VERSION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +275,7 @@ def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> Ver
         obj = _checked_object(data, version=version, table_id=table_id)
         parent = obj.get("parent")
         entries = None
-        columns = obj.get("formatVersion") == COLUMNS_FORMAT_VERSION
+        columns = obj.get("formatVersion") in (COLUMNS_FORMAT_VERSION, EXTRAS_FORMAT_VERSION)
         if obj.get("checkpoint"):
             entries = (decode_entry_columns(obj["entryColumns"])
                        if columns and "entryColumns" in obj else decode_entries(obj["entries"]))
@@ -440,7 +444,7 @@ def encode_version(
     listed = checkpoint if checkpoint is not None else upserts
     columns = encode_entry_columns(listed) if len(listed) >= COLUMNS_FROM else None
     if columns is not None:
-        obj["formatVersion"] = COLUMNS_FORMAT_VERSION
+        obj["formatVersion"] = EXTRAS_FORMAT_VERSION if EXTRA_COLUMNS in columns else COLUMNS_FORMAT_VERSION
     if checkpoint is not None:
         if columns is not None:
             obj["entryColumns"] = columns

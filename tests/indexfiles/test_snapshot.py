@@ -21,11 +21,11 @@ from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, ConcatArrays
 from carbonstore.indexfiles.snapshot import (
     SNAPSHOT_VERSION,
-    SnapshotArrays,
     SnapshotFile,
     frame_snapshot,
     snapshot_table,
 )
+from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
 from carbonstore.pruning.cache import COUNTERS, clear_cache
 from carbonstore.pruning.plan import TablePlan, bind_where, prune
 from carbonstore.pruning.rows import evaluate_rows

@@ -8,6 +8,7 @@ one object per entry, must still open.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -59,9 +60,42 @@ def test_columns_round_trip_to_the_row_decode(entries: list[LoadEntry]) -> None:
     assert got == decode_entries(rows) == _each(rows) == tuple(entries)
 
 
-def test_entries_with_keys_beyond_carbondata_stay_rows() -> None:
-    e = LoadEntry(load_name="1", status=SUCCESS, load_start_time=1, extra={"removedPartitions": ["a"]})
+_EXTRA = st.dictionaries(
+    st.sampled_from(["writer", "schemaVersion", "partitioning", "removedPartitions"]),
+    st.one_of(st.integers(0, 3), st.sampled_from(["vm:1", "vm:2"]),
+              st.just({"fields": [{"source": "d", "transform": "day"}]}), st.just(["a", "b"])),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_ENTRY, _EXTRA), max_size=30))
+def test_entries_with_keys_beyond_carbondata_are_columns_too(pairs: list[Any]) -> None:
+    entries = _unique([replace(e, extra=x) for e, x in pairs])
+    columns = encode_entry_columns(entries)
+    assert columns is not None
+    if any(e.extra for e in entries):
+        assert set(columns["extraColumns"]) == set().union(*(e.extra for e in entries))
+    rows = orjson.loads(orjson.dumps([e.to_json() for e in entries]))
+    assert decode_entry_columns(orjson.loads(orjson.dumps(columns))) == _each(rows) == tuple(entries)
+
+
+def test_an_extra_key_with_a_null_value_stays_rows() -> None:
+    e = LoadEntry(load_name="1", status=SUCCESS, load_start_time=1, extra={"removedPartitions": None})
     assert encode_entry_columns([e]) is None
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"loadName": {"values": ["1"], "index": [0]}}, "CarbonData's key"),
+    ({"w": {"values": ["a"], "index": [1]}}, "out of range"),
+    ({"w": {"values": ["a"], "index": [0, 0]}}, "an index of 1 items"),
+    ({"w": {"values": [None], "index": [0]}}, "null value"),
+    ({"w": ["a"]}, "values, index"),
+    (["w"], "must be a JSON object"),
+])
+def test_malformed_extra_columns_are_refused(extra: Any, message: str) -> None:
+    columns = {"loadName": ["1"], "loadStatus": ["Success"], "loadStartTime": [1], "extraColumns": extra}
+    with pytest.raises(ValueError, match=message):
+        decode_entry_columns(columns)
 
 
 def _refusal(fn: Any, arg: Any) -> tuple[LoadEntry, ...] | str:

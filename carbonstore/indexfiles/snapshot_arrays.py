@@ -1,0 +1,318 @@
+"""A run of snapshot segments with one layout as one index (the IndexArrays contract of
+arrays.py), and a snapshot's data files as a list built on use.
+
+:class:`SnapshotArrays` presents any run of segments of an opened :class:`Snapshot`
+(snapshot.py) whose index columns are the same as one index, for a single vectorised
+planner pass; its columns and pages decode the snapshot's flat arrays on first use, and
+answer from the segments' merge indexes when a section turns out damaged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from carbonstore.errors import CorruptIndexError
+from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, DataFile, ValueKind
+from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE
+from carbonstore.indexfiles.concat import COLUMN_ARRAYS, PAGE_ARRAYS, RG_ARRAYS, Lazy
+from carbonstore.indexfiles.snapshot import (
+    COL_COLUMNS,
+    FLAG_BITS,
+    PAGE_COLUMNS,
+    RG_COLUMNS,
+    VALUE_TYPES,
+    Snapshot,
+    SnapshotSectionError,
+    flat_ranges,
+)
+
+__all__ = ["SnapshotArrays", "SnapshotFiles"]
+
+_NP = npt.NDArray[Any]
+
+# ---- a run of segments as one index ---------------------------------------------------------
+class SnapshotFiles(Sequence[DataFile]):
+    """DataFiles ``indices`` of a snapshot as a list, each built when first used."""
+
+    def __init__(self, snapshot: Snapshot, indices: list[int]) -> None:
+        self._snap = snapshot
+        self._indices = indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    @overload
+    def __getitem__(self, i: int) -> DataFile: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[DataFile]: ...
+
+    def __getitem__(self, i: int | slice) -> DataFile | list[DataFile]:
+        if isinstance(i, slice):
+            picked = self._indices[i]
+            self._snap.prefetch_files(picked)
+            return [self._snap.file(k) for k in picked]
+        return self._snap.file(self._indices[i])
+
+    def prefetch(self, positions: Sequence[int]) -> None:
+        """Build the DataFiles at ``positions`` in one batch (see Snapshot.prefetch_files)."""
+        self._snap.prefetch_files([self._indices[p] for p in positions])
+
+    def paths(self, positions: Sequence[int]) -> list[str]:
+        """The paths of the files at ``positions`` (no DataFile built)."""
+        return self._snap.file_paths([self._indices[p] for p in positions])
+
+
+class _Guarded(Lazy):
+    """A lazy attribute whose snapshot section turns out damaged is taken from the same
+    segments' merge indexes (``SnapshotArrays.fallback``): the arrays are equal."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in type(self).LAZY:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        try:
+            value = self._compute(name)
+        except SnapshotSectionError:
+            value = self._fallback(name)
+        setattr(self, name, value)
+        return value
+
+    def _fallback(self, name: str) -> Any:
+        raise NotImplementedError
+
+
+class _SnapPages(_Guarded):
+    LAZY = frozenset(PAGE_ARRAYS)
+
+    def __init__(self, col: _SnapColumn) -> None:
+        self._col = col
+
+    def _fallback(self, name: str) -> Any:
+        return getattr(self._col.owner.fallback_arrays().column(self._col.name).pages, name)
+
+    @property
+    def selection(self) -> tuple[Any, npt.NDArray[np.intp], _NP] | None:
+        """``(pages, positions, row counts)``: these pages are ``pages`` (the same column's
+        pages over a larger run of segments) at ``positions`` - None unless the run was
+        selected from a larger one (SnapshotArrays ``within``). Statistics derived from the
+        larger run once can then be taken by index instead of gathered again."""
+        whole = self._col.whole_column()
+        if whole is None:
+            return None
+        got = self.__dict__.get("_selection")
+        if got is None:
+            pages = whole.pages
+            rg = self._col.owner.rg_take
+            got = self.__dict__["_selection"] = (
+                pages, flat_ranges(pages.rg_start[rg], pages.rg_start[rg + 1]), pages.row_count)
+        return got  # type: ignore[no-any-return]
+
+    def _compute(self, name: str) -> Any:
+        col = self._col
+        owner = col.owner
+        if name == "row_group":  # local row group + the segment's first row group in the run
+            snap, rows = owner.snapshot, owner.rows
+            offs = snap.offsets(f"{col.key}:p_rg")
+            lens = offs[rows + 1] - offs[rows]
+            local = owner.gather(f"{col.key}:p_rg").astype(np.int64)
+            return (local + np.repeat(owner.seg_rg[:-1], lens)).astype(np.int32)
+        if name == "rg_start":
+            return np.searchsorted(self.row_group, np.arange(owner.num_row_groups + 1)).astype(np.int64)
+        return col.stat(name, page=True)
+
+
+class _SnapColumn(_Guarded):
+    LAZY = frozenset(COLUMN_ARRAYS)
+
+    def __init__(self, owner: SnapshotArrays, key: str, desc: ColumnDesc, position: int) -> None:
+        self.owner = owner
+        self.key = key
+        self.position = position  # in the layout (the same in every run of its group)
+        self.desc = desc
+        self.name = desc.name or "?"
+        self.kind: int = desc.kind if desc.kind is not None else ValueKind.NONE
+
+    def _fallback(self, name: str) -> Any:
+        if name == "pages":
+            return _SnapPages(self)
+        return getattr(self.owner.fallback_arrays().column(self.name), name)
+
+    def whole_column(self) -> _SnapColumn | None:
+        """This column in the larger run the owner was selected from (None: not selected)."""
+        whole = self.owner.whole
+        return None if whole is None else whole.columns[self.position]  # type: ignore[no-any-return]
+
+    @property
+    def selection(self) -> tuple[Any, npt.NDArray[np.intp], _NP] | None:
+        """``(column, positions, row counts)`` of the larger run this one was selected from
+        (see _SnapPages.selection), or None."""
+        whole = self.owner.whole
+        if whole is None:
+            return None
+        return whole.columns[self.position], self.owner.rg_take, whole.rg_num_rows
+
+    def stat(self, name: str, *, page: bool) -> Any:
+        prefix = "p_" if page else ""
+        bits = dict(FLAG_BITS)
+        if name in bits:
+            cache = "_p_flags" if page else "_flags"
+            flags = self.__dict__.get(cache)
+            if flags is None:
+                flags = self.owner.gather(f"{self.key}:{prefix}flags")
+                self.__dict__[cache] = flags
+            return (flags & bits[name]) != 0
+        if name in ("min", "max"):
+            if self.kind not in VALUE_TYPES:
+                n = self.owner.num_row_groups if not page else len(self.pages.row_group)
+                return np.empty(n, dtype=object)
+            return self.owner.gather(f"{self.key}:{prefix}{name}")
+        table = PAGE_COLUMNS if page else COL_COLUMNS
+        suffix = next(s for s, (attr, _) in table.items() if attr == name)
+        return self.owner.gather(f"{self.key}:{suffix}")
+
+    def _compute(self, name: str) -> Any:
+        if name == "pages":
+            return _SnapPages(self)
+        if name in ("has_pages", "boundary_order", "bloom_offset", "bloom_length"):
+            suffix = next(s for s, (attr, _) in COL_COLUMNS.items() if attr == name)
+            values = self.owner.gather(f"{self.key}:{suffix}")
+            return values != 0 if name == "has_pages" else values
+        return self.stat(name, page=False)
+
+
+class SnapshotArrays(_Guarded):
+    """Duck-typed :class:`IndexArrays` over snapshot segments ``rows`` (one layout group).
+
+    Row groups and files are numbered over the run in order; ``rg_part`` gives each row
+    group's position in ``rows``. ``fallback`` gives the same segments' arrays from their
+    merge indexes (IndexArrays or ConcatArrays, numbered the same way): an array whose
+    snapshot section is damaged comes from there. Without it, the damage is raised
+    (:class:`SnapshotSectionError`).
+
+    ``within``: ``(larger, positions)`` - this run is segments ``positions`` of ``larger``, a
+    SnapshotArrays of the same group kept across plans (``larger.rows[positions] == rows``):
+    its columns then name their row groups and pages there (``selection``), so statistics
+    computed once over ``larger`` serve every run selected from it.
+    """
+
+    LAZY = frozenset(RG_ARRAYS)
+    rg_lens: _NP  # row groups per segment of the run
+
+    def __init__(self, snapshot: Snapshot, rows: npt.NDArray[np.intp],
+                 fallback: Callable[[], Any] | None = None, *,
+                 within: tuple[SnapshotArrays, npt.NDArray[np.intp]] | None = None) -> None:
+        self.snapshot = snapshot
+        self.rows = np.asarray(rows, dtype=np.intp)
+        self.whole: SnapshotArrays | None = None if within is None else within[0]
+        self._positions = None if within is None else np.asarray(within[1], dtype=np.intp)
+        self._fallback_fn = fallback
+        self._fallback_arrays: Any = None
+        groups = snapshot.group[self.rows]
+        if not len(self.rows) or bool((groups != groups[0]).any()):
+            raise ValueError("SnapshotArrays needs a non-empty run of segments with one layout")
+        if self.whole is not None and self._positions is not None:
+            self.rg_lens = self.whole.rg_lens[self._positions]
+        else:
+            offs = snapshot.offsets("rg_rows")
+            self.rg_lens = offs[self.rows + 1] - offs[self.rows]
+        self.seg_rg = np.concatenate([[0], np.cumsum(self.rg_lens)]).astype(np.int64)
+        self.num_row_groups = int(self.seg_rg[-1])
+        self.rg_part = np.repeat(np.arange(len(self.rows), dtype=np.int32), self.rg_lens)
+        self.columns = [_SnapColumn(self, k, snapshot.slots[k], i)
+                        for i, k in enumerate(snapshot.group_slots[int(groups[0])])]
+        self._by_name = {c.name: c for c in self.columns}
+        # a run of consecutive rows: every array is a slice of the flat one
+        first, last = int(self.rows[0]), int(self.rows[-1])
+        self._span = (first, last + 1) if last - first == len(self.rows) - 1 and (
+            len(self.rows) < 3 or bool((np.diff(self.rows) == 1).all())) else None
+
+    @property
+    def rg_take(self) -> npt.NDArray[np.intp]:
+        """This run's row groups as positions in ``whole``'s (only with ``within``)."""
+        got = self.__dict__.get("_rg_take")
+        if got is None:
+            whole, pos = self.whole, self._positions
+            if whole is None or pos is None:
+                raise ValueError("rg_take needs a run selected from a larger one (within=)")
+            got = self.__dict__["_rg_take"] = flat_ranges(whole.seg_rg[pos], whole.seg_rg[pos + 1])
+        return got  # type: ignore[no-any-return]
+
+    def file_runs(self) -> tuple[_NP, _NP]:
+        """Per segment of the run: its number of files and the run's index of its first one
+        (kept: runs selected from this one number their files from these)."""
+        got = self.__dict__.get("_file_runs")
+        if got is None:
+            offs = self.snapshot.offsets("files")
+            lens = offs[self.rows + 1] - offs[self.rows]
+            got = self.__dict__["_file_runs"] = (lens, np.cumsum(lens) - lens)
+        return got  # type: ignore[no-any-return]
+
+    def gather(self, column: str) -> _NP:
+        span = self._span
+        if span is not None:
+            snap = self.snapshot
+            offs = snap.offsets(column)
+            return snap.values(column)[int(offs[span[0]]) : int(offs[span[1]])]
+        return self.snapshot.gather(column, self.rows)
+
+    def fallback_arrays(self) -> Any:
+        """The same segments' arrays from their merge indexes (loaded once).
+
+        Raises:
+            SnapshotSectionError: there is no fallback.
+        """
+        if self._fallback_arrays is None:
+            if self._fallback_fn is None:
+                raise SnapshotSectionError(f"index snapshot {self.snapshot.name}: damaged section, no fallback")
+            self._fallback_arrays = self._fallback_fn()
+        return self._fallback_arrays
+
+    def _fallback(self, name: str) -> Any:
+        return getattr(self.fallback_arrays(), name)
+
+    def _compute(self, name: str) -> Any:
+        snap = self.snapshot
+        if name == "files":
+            offs = snap.offsets("files")
+            return SnapshotFiles(snap, flat_ranges(offs[self.rows], offs[self.rows + 1]).tolist())
+        if name == "rg_file":
+            whole, pos = self.whole, self._positions
+            if whole is not None and pos is not None:  # the larger run's (kept), renumbered
+                w_lens, w_first = whole.file_runs()
+                lens = w_lens[pos]
+                shift = w_first[pos] - (np.cumsum(lens) - lens)
+                return (whole.rg_file[self.rg_take] - np.repeat(shift, self.rg_lens)).astype(np.int32)
+            offs = snap.offsets("files")
+            lens = offs[self.rows + 1] - offs[self.rows]
+            first = np.cumsum(lens) - lens
+            return (self.gather("rg_file").astype(np.int64) + np.repeat(first, self.rg_lens)).astype(np.int32)
+        column = next(c for c, (attr, _) in RG_COLUMNS.items() if attr == name)
+        return self.gather(column)
+
+    def column(self, name: str) -> Any:
+        return self._by_name[name]
+
+    def has_column(self, name: str) -> bool:
+        return name in self._by_name
+
+    def bloom_bitset(self, rg: int, name: str) -> bytes | None:
+        """The bloom bitset of row group ``rg`` (of this run) and column ``name``, or None."""
+        col = self._by_name[name]
+        off = int(col.bloom_offset[rg])
+        if off < 0:
+            return None
+        row = int(self.rows[int(self.rg_part[rg])])
+        source = self.snapshot.bloom_source(row)
+        if source is None:
+            return None
+        ln = int(col.bloom_length[rg])
+        if ln <= 0 or off + ln + BLOOM_CHECKSUM_SIZE > int(self.snapshot.bloom_len[row]):
+            raise CorruptIndexError(
+                f"index snapshot {self.snapshot.name}: bloom of column {name} of segment "
+                f"{self.snapshot.segments[row]} lies outside its bloom region"
+            )
+        return source(off, ln)
