@@ -24,7 +24,7 @@ from carbonstore.store.leases import StatementLease
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
-__all__ = ["LazyRows", "Target", "commit_statement", "pruning_filter", "spark_errors",
+__all__ = ["LazyRows", "Target", "commit_statement", "pruning_filter", "require_jvm_readable", "spark_errors",
            "spark_for", "statement_zone"]
 
 ZONE_KEY = "spark.sql.session.timeZone"
@@ -32,9 +32,11 @@ _EMPTY = np.zeros(0, np.uint32)
 
 
 def spark_for(table: Table) -> Any:
-    """The active Spark session, or one started with the store's conf."""
+    """The active Spark session, or one started with the store's conf (refused first, in
+    one line, for a store Spark's JVM cannot open)."""
     from carbonstore.spark.session import get_spark
 
+    require_jvm_readable(table)
     return get_spark(conf=table.store.conf)
 
 
@@ -116,18 +118,24 @@ def pruning_filter(table: Table, where: str | None, time_zone: str | None) -> Ex
     return bound
 
 
+def require_jvm_readable(table: Table) -> None:
+    """Refuse, in one line and before Spark starts, a statement whose files (the target's
+    or a store-table source's) Spark's JVM cannot open (an s3:// store)."""
+    if not jvm_readable(table):
+        raise UserError(
+            f"{table.name} is on {table.store.location.split('://')[0]}://, which Spark's "
+            "JVM cannot open: UPDATE, MERGE and a DELETE whose condition the index cannot "
+            "bind whole run as Spark jobs over the files and are not available there yet "
+            "(a DELETE of column-op-literal / IN / IS NULL / LIKE conditions is)")
+
+
 class Target:
     """The target rows of one statement on one snapshot: its plan, its files and the
     located DataFrame over them."""
 
     def __init__(self, spark: Any, table: Table, prune_by: Expr, snap: TableStatusSnapshot,
                  segments: Sequence[str] | None = None) -> None:
-        if not jvm_readable(table):
-            raise UserError(
-                f"{table.name} is on {table.store.location.split('://')[0]}://, which Spark's "
-                "JVM cannot open: UPDATE, MERGE and a DELETE whose condition the index cannot "
-                "bind whole run as Spark jobs over the files and are not available there yet "
-                "(a DELETE of column-op-literal / IN / IS NULL / LIKE conditions is)")
+        require_jvm_readable(table)
         pinned = table.as_of(snap.version, check_files=False)
         self.plan: TablePlan = prune(pinned, prune_by, segments=segments)
         self.files: dict[str, DataFile] = data_files(table, self.plan, snap)

@@ -20,6 +20,7 @@ from carbonstore.dml.engine import (
     LazyRows,
     Target,
     commit_statement,
+    require_jvm_readable,
     spark_errors,
     spark_for,
     statement_zone,
@@ -189,6 +190,9 @@ def merge_rows(
         if not keys:
             raise UserError("MERGE: give the ON condition or the key columns")
         on = " AND ".join(f"{ta}.{quote_name(c)} = {sa}.{quote_name(c)}" for c in keys)
+    require_jvm_readable(table)
+    if isinstance(source, Table):
+        require_jvm_readable(source)
     spark = spark_for(table)
     with statement_zone(spark, time_zone), spark_errors("MERGE"):
         src = source_frame(spark, source)

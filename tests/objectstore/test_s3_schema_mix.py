@@ -64,8 +64,8 @@ def mixed(s3_store: S3Store) -> Table:
     assert s3.cli("add-segment", "db.m", "--path",
                   _upload(s3, "a.parquet", _parquet([5, 1, 3, 7]))) == 0
     table = Store(s3.location, conf=s3.conf()).table("db.m")
-    table.merge(pa.table({"id": pa.array([2, 4, 6], pa.int64()), "name": ["x", "y", "z"],
-                          "score": [0.5, 1.5, 2.5]}), on=["id"], when_not_matched_insert="*")
+    table.append(pa.table({"id": pa.array([2, 4, 6], pa.int64()), "name": ["x", "y", "z"],
+                           "score": [0.5, 1.5, 2.5]}))
     delete_rows(table, "id IN (3, 4)")
     return table
 
