@@ -15,6 +15,10 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
 from carbonstore.dml.engine import (
     LazyRows,
     Target,
@@ -34,7 +38,7 @@ from carbonstore.store.ddl import quote_name
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
-__all__ = ["assigned_columns", "delete_rows", "jvm_free", "update_rows"]
+__all__ = ["assigned_columns", "check_columns", "delete_rows", "jvm_free", "update_rows"]
 
 
 def jvm_free(table: Table, where: str | Expr | None, time_zone: str | None) -> bool:
@@ -119,12 +123,35 @@ def _check_assignable(spark: Any, table: Table, probe: Any, what: str) -> None:
                 "rule); cast it explicitly")
 
 
+def check_columns(table: Table, texts: Mapping[str, str]) -> None:
+    """A column a condition or value names that the table does not have, in one line before
+    Spark starts (Spark would say it too, after the JVM's start). Only names Spark would
+    resolve against the table are checked: unqualified or qualified by the table's name, not
+    a lambda's variables; text sqlglot cannot read is left to Spark's parser."""
+    names = set(table.schema.column_names)
+    alias = table.name.table.lower()
+    for what, text in texts.items():
+        try:
+            tree = sqlglot.parse_one(text, read="spark")
+        except (ParseError, TokenError):
+            continue
+        variables = {p.name.lower() for lam in tree.find_all(exp.Lambda) for p in lam.expressions}
+        for col in tree.find_all(exp.Column):
+            name = col.name.lower()
+            if col.table.lower() not in ("", alias) or name in names or name in variables:
+                continue
+            raise UserError(f"{what}: unknown column {col.name}; {table.name} has "
+                            f"{', '.join(table.schema.column_names)}")
+
+
 def _run(
     table: Table, operation: str, where: str | None, sets: Mapping[str, str] | None,
     time_zone: str | None,
 ) -> DmlResult:
     from pyspark.sql import functions as F
 
+    check_columns(table, {**({f"{operation} WHERE": where} if where else {}),
+                          **{f"{operation} SET {c}": v for c, v in (sets or {}).items()}})
     spark = spark_for(table)
     prune_by = pruning_filter(table, where, time_zone)
     alias = table.name.table
