@@ -147,12 +147,7 @@ def test_dml_through_carbonstore_sql_over_connect(connect: Any, tmp_path: Path) 
 
     store = _orders(tmp_path)
     carbonstore.spark.register(connect, store=store)
-    try:
-        carbon_sql(connect, "DELETE FROM shop.orders WHERE order_id < 10", store=store)
-    except UserError as err:
-        if "DELETE" in str(err).upper() or "statement" in str(err).lower():
-            pytest.xfail(f"carbonstore.spark.sql runs no DML yet: {err}")
-        raise
+    carbon_sql(connect, "DELETE FROM shop.orders WHERE order_id < 10", store=store)
     assert connect.sql("SELECT count(*) FROM shop.orders").collect()[0][0] == 290
     assert carbon_sql(connect, "SELECT count(*) FROM shop.orders WHERE order_id < 20",
                       store=store).collect()[0][0] == 10
