@@ -136,12 +136,17 @@ class Table(base.Table):
         carbon.properties; docs/dml.md).
 
         Returns a ``DmlResult`` (rows deleted, version committed, ...)."""
-        from carbonstore.dml import delete_rows
+        from carbonstore.segments import dml as local_dml
         from carbonstore.segments.timezones import process_time_zone
 
         if not isinstance(where, str) or not where.strip():
             raise UserError("delete: give a condition (where=\"true\" deletes every row)")
-        return delete_rows(self, where, time_zone=time_zone or process_time_zone(self.store.conf))
+        zone = time_zone or process_time_zone(self.store.conf)
+        if local_dml.jvm_free(self, where, zone):  # the index decides every row: no Spark
+            return local_dml.delete_rows(self, where, time_zone=zone)
+        from carbonstore.dml import delete_rows
+
+        return delete_rows(self, where, time_zone=zone)
 
     def update(
         self, set: dict[str, str], *, where: str | None = None,  # noqa: A002

@@ -7,6 +7,7 @@ Every message says what happened and what the user can do about it. The CLI turn
 from __future__ import annotations
 
 __all__ = [
+    "QUIET_ERROR_LOGS",
     "BadRecordError",
     "CarbonStoreError",
     "CommitConflictError",
@@ -103,3 +104,8 @@ class CorruptIndexError(CarbonStoreError):
 
 class UnsupportedParquetError(CarbonStoreError):
     """A Parquet file uses a feature we cannot index (encrypted footer, ...)."""
+
+
+#: set (by the CLI, which reports every error in one line itself) to turn off PySpark's own
+#: JSON log of a failed query's context on stderr (carbonstore/spark/session.py)
+QUIET_ERROR_LOGS = "CARBONSTORE_QUIET_SPARK_ERROR_LOGS"

@@ -25,6 +25,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 
 from carbonstore.errors import (
+    QUIET_ERROR_LOGS,
     CarbonStoreError,
     CorruptIndexError,
     CorruptMetadataError,
@@ -55,7 +56,7 @@ COMMANDS = (
 #: this table against what the modules register.
 COMMAND_MODULES: dict[str, tuple[str, str]] = {
     'alter': ('alter', "change a table's schema or properties (a new schema version; no data rewritten)"),
-    'compact': ('compact', 'merge segments (minor: level thresholds, major: size, custom: given ids)'),
+    'compact': ('compact', 'merge segments (minor: level thresholds, major: size, custom: given ids, cluster: along a Z-order / Hilbert curve)'),
     'dictionary': ('dictionary', "show a column's global dictionary; look values or surrogates up"),
     'delete': ('dml', 'delete the rows matching --where (delete deltas; no file rewritten)'),
     'update': ('dml', 'set columns of the rows matching --where (Spark SQL expressions)'),
@@ -68,7 +69,7 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     'partition': ('partitions', 'show or change the partition and bucket spec of new loads'),
     'prune': ('query', 'plan a scan from the indexes: what survives and why the rest is skipped'),
     'query': ('query', 'read a table through Spark (pruned by --where)'),
-    'sql': ('query', 'run Spark SQL where tables of the store are usable as db.table'),
+    'sql': ('query', "run SQL statements over the store's tables (db.table): queries, DML, DDL, CarbonData verbs (docs/sql.md)"),
     'delete-segments': ('segments', 'mark segments for delete, by id or by load start time'),
     'clean-files': ('segments', 'remove compacted, deleted and failed segments and unreferenced folders'),
     'analyze': ('stats', 'compute column statistics of segments (ANALYZE ... COMPUTE STATISTICS FOR COLUMNS)'),
@@ -230,6 +231,13 @@ def _quiet_warnings() -> None:
         os.environ["PYTHONWARNINGS"] = f"{current},{rule}" if current else rule
 
 
+def _quiet_spark_error_logs() -> None:
+    """The CLI reports a Spark error in one line itself: PySpark's own JSON log of the same
+    error with its query context (its DataFrame/SQL query-context loggers, which write to
+    stderr) is turned off once Spark starts (spark/session.py reads the variable)."""
+    os.environ.setdefault(QUIET_ERROR_LOGS, "1")
+
+
 def _report(message: str) -> None:
     print(one_line(message), file=sys.stderr)
 
@@ -244,6 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.conf = getattr(args, "conf", None)
     _route_logging()
     _quiet_warnings()
+    _quiet_spark_error_logs()
     try:
         _check_text(parser, args)
         return int(args.func(args) or 0)

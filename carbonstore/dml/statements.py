@@ -11,13 +11,8 @@ A DELETE whose whole condition the store's filter parser binds keeps the JVM-fre
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from typing import Any
-
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.dml.engine import (
     LazyRows,
@@ -30,7 +25,7 @@ from carbonstore.dml.engine import (
 )
 from carbonstore.errors import ExpressionError, UserError
 from carbonstore.expressions.expr import Expr
-from carbonstore.pruning.plan import bind_where
+from carbonstore.expressions.sql_checks import unknown_column
 from carbonstore.segments import dml as local_dml
 from carbonstore.segments.dml_commit import DmlResult, run_replanned
 from carbonstore.segments.dml_conflicts import FileKey, Reads
@@ -38,28 +33,13 @@ from carbonstore.store.ddl import quote_name
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
-__all__ = ["assigned_columns", "check_columns", "delete_rows", "jvm_free", "update_rows"]
-
-
-def jvm_free(table: Table, where: str | Expr | None, time_zone: str | None) -> bool:
-    """True when the store's filter parser binds the whole condition (the index evaluator
-    then decides every row exactly, without Spark)."""
-    if where is None or not isinstance(where, str):
-        return True
-    from carbonstore.expressions.bind import session_zone
-
-    zone = (session_zone(time_zone) if time_zone else None) or dt.UTC
-    try:
-        bind_where(table, where, time_zone=zone)
-    except (ExpressionError, RecursionError, ValueError):
-        return False
-    return True
+__all__ = ["assigned_columns", "check_columns", "delete_rows", "update_rows"]
 
 
 def delete_rows(table: Table, where: str | Expr | None, *, time_zone: str = "UTC") -> DmlResult:
     """``DELETE FROM table WHERE where`` (docs/dml.md): JVM-free when the filter parser binds
     the whole condition, else a Spark job."""
-    if jvm_free(table, where, time_zone):
+    if local_dml.jvm_free(table, where, time_zone):
         return local_dml.delete_rows(table, where, time_zone=time_zone)
     assert isinstance(where, str)
     return _run(table, "DELETE", where, None, time_zone)
@@ -79,6 +59,9 @@ def update_rows(
     if where is not None and not isinstance(where, str):
         raise UserError("UPDATE: give the condition as text")
     sets = {c.lower(): v for c, v in assignments.items()}
+    for name, value in sets.items():  # before Spark starts: NULL into a NOT NULL column
+        if not table.schema.column(name).nullable and value.strip().upper() == "NULL":
+            raise UserError(f"UPDATE {table.name} SET {name} = NULL: column {name} is NOT NULL")
     return _run(table, "UPDATE", where, sets, time_zone)
 
 
@@ -125,23 +108,12 @@ def _check_assignable(spark: Any, table: Table, probe: Any, what: str) -> None:
 
 def check_columns(table: Table, texts: Mapping[str, str]) -> None:
     """A column a condition or value names that the table does not have, in one line before
-    Spark starts (Spark would say it too, after the JVM's start). Only names Spark would
-    resolve against the table are checked: unqualified or qualified by the table's name, not
-    a lambda's variables; text sqlglot cannot read is left to Spark's parser."""
-    names = set(table.schema.column_names)
-    alias = table.name.table.lower()
+    Spark starts (Spark would say it too, after the JVM's start)."""
     for what, text in texts.items():
-        try:
-            tree = sqlglot.parse_one(text, read="spark")
-        except (ParseError, TokenError):
-            continue
-        variables = {p.name.lower() for lam in tree.find_all(exp.Lambda) for p in lam.expressions}
-        for col in tree.find_all(exp.Column):
-            name = col.name.lower()
-            if col.table.lower() not in ("", alias) or name in names or name in variables:
-                continue
-            raise UserError(f"{what}: unknown column {col.name}; {table.name} has "
-                            f"{', '.join(table.schema.column_names)}")
+        name = unknown_column(text, table.schema.column_names, table.name.table)
+        if name is not None:
+            raise ExpressionError(f"{what}: unknown column {name}; {table.name} has "
+                                  f"{', '.join(table.schema.column_names)}")
 
 
 def _run(

@@ -23,9 +23,9 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from carbonstore.pruning.plan import FilePlan, TablePlan
+from carbonstore.segments.arrow_read import plan_projections
 from carbonstore.spark.dml import drop_deleted, name_groups
 from carbonstore.spark.native import decode_dictionaries, projection_exprs, storage_ddl
-from carbonstore.spark.reader import plan_projections
 from carbonstore.spark.types import empty_frame
 from carbonstore.store.ddl import quote_name
 from carbonstore.store.entries import DeleteDelta

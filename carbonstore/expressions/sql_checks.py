@@ -8,12 +8,14 @@ at once with one line.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from carbonstore.errors import ExpressionError
 from carbonstore.limits import MAX_EXPRESSION_DEPTH, MAX_SQL_TEXT
 
-__all__ = ["check_sql_text", "check_tree_depth", "checked_statement", "too_deep_sql"]
+__all__ = ["check_sql_text", "check_tree_depth", "checked_statement", "too_deep_sql",
+           "unknown_column"]
 
 
 def _shown(text: str, limit: int = 80) -> str:
@@ -86,3 +88,25 @@ def checked_statement(text: str, what: str = "statement") -> None:
     for tree in trees:
         if tree is not None:
             check_tree_depth(tree, what, text, flat=(exp.And, exp.Or))
+
+
+def unknown_column(text: str, columns: Sequence[str], alias: str) -> str | None:
+    """The first column Spark SQL ``text`` names that is not one of ``columns`` (lower case):
+    only names Spark would resolve against the table are checked - unqualified or qualified
+    by ``alias`` - not a lambda's variables; None also for text sqlglot cannot read (Spark's
+    parser decides those)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError, TokenError
+
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except (ParseError, TokenError):
+        return None
+    names = set(columns)
+    variables = {p.name.lower() for lam in tree.find_all(exp.Lambda) for p in lam.expressions}
+    for col in tree.find_all(exp.Column):
+        name = col.name.lower()
+        if col.table.lower() in ("", alias.lower()) and name not in names | variables:
+            return str(col.name)
+    return None

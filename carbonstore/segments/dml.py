@@ -21,6 +21,7 @@ No data file is ever rewritten. Statistics of touched segments are dropped (stal
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,7 +30,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from carbonstore.errors import ExpressionError
+from carbonstore.expressions.bind import session_zone
 from carbonstore.expressions.expr import Expr, references
+from carbonstore.pruning.plan import bind_where
 from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.deltas import deleted_mask, positions, read_delta
 from carbonstore.segments.dml_commit import DmlResult, Matches, apply_changes, run_replanned
@@ -50,6 +54,7 @@ __all__ = [
     "DmlResult",
     "Matches",
     "Replan",
+    "jvm_free",
     "RowFilter",
     "apply_changes",
     "delete_rows",
@@ -194,6 +199,19 @@ def _reads(table: Table, expr: RowFilter, matches: Matches) -> Reads:
         return scan_rows(table, expr, snapshot=snap, segments=segments).positions
 
     return Reads(matches.positions, match=match)
+
+
+def jvm_free(table: Table, where: str | Expr | None, time_zone: str | None) -> bool:
+    """True when the store's filter parser binds the whole condition (the index evaluator
+    then decides every row exactly, without Spark)."""
+    if where is None or not isinstance(where, str):
+        return True
+    zone = (session_zone(time_zone) if time_zone else None) or dt.UTC
+    try:
+        bind_where(table, where, time_zone=zone)
+    except (ExpressionError, RecursionError, ValueError):
+        return False
+    return True
 
 
 def delete_rows(table: Table, where: str | Expr | None, *, time_zone: str = "UTC") -> DmlResult:

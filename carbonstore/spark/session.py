@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from carbonstore.errors import ConfigError
+from carbonstore.errors import QUIET_ERROR_LOGS, ConfigError
 from carbonstore.store import CarbonConf, load_conf
 
 if TYPE_CHECKING:
@@ -190,6 +190,11 @@ def _adjust(spark: SparkSession) -> SparkSession:
     for key, value in _REQUIRED.items():
         spark.conf.set(key, value)
     register_data_source(spark)
+    if os.environ.get(QUIET_ERROR_LOGS):
+        from pyspark.logger import PySparkLogger
+
+        for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+            PySparkLogger.getLogger(name).disabled = True
     return spark
 
 

@@ -37,6 +37,7 @@ import pyarrow as pa
 from carbonstore.errors import ExpressionError, UserError
 from carbonstore.expressions.bind import session_zone
 from carbonstore.expressions.expr import AlwaysTrue, Expr
+from carbonstore.expressions.sql_checks import unknown_column
 from carbonstore.pruning.plan import TablePlan, bind_where, prune
 from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.arrow_read import (
@@ -45,7 +46,6 @@ from carbonstore.segments.arrow_read import (
     plan_slices,
     read_row_groups,
 )
-from carbonstore.segments.dml_filter import row_filter
 from carbonstore.segments.timezones import process_time_zone
 from carbonstore.store.table import Table
 
@@ -183,14 +183,13 @@ def _bind(table: Table, where: str | None, time_zone: str) -> Expr:
     except ExpressionError as err:
         # a condition DML splits into a bound part and a Spark SQL rest: the rest needs Spark
         # (the split's zone does not matter: only whether a rest exists)
-        try:
-            residual = row_filter(table, where, time_zone="UTC").residual
-        except UserError:
-            residual = None
-        if residual is None:
+        # an unknown column, or text Spark cannot read either, is the condition's mistake
+        if not isinstance(where, str) or unknown_column(
+                where, table.schema.column_names, table.name.table) is not None or \
+                "parse" in str(err).lower():
             raise ExpressionError(f"scan of {table.name}: {err}") from None
     raise UserError(
-        f"scan of {table.name}: {residual} is not a condition the index evaluator binds (it "
+        f"scan of {table.name}: {where} is not a condition the index evaluator binds (it "
         "takes a column compared with a literal, IN, IS [NOT] NULL, LIKE 'prefix%', "
         "AND/OR/NOT); run it in Spark: carbonstore.spark.api.to_spark(table, spark, "
         "where=...)")

@@ -88,7 +88,7 @@ def test_time_travel_sees_the_rows_of_its_version(table: Table) -> None:
 def test_bad_filter_is_a_user_error(table: Table) -> None:
     with pytest.raises(ExpressionError):
         delete_rows(table, "nosuch = 1")
-    with pytest.raises(ExpressionError):
+    with pytest.raises(UserError, match="SYNTAX"):  # Spark's parser reads what the index cannot
         delete_rows(table, "id = = 1")
 
 

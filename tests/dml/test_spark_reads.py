@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from carbonstore import Store, Table
-from carbonstore.segments.dml import delete_rows
+from carbonstore.dml import delete_rows
 from carbonstore.spark.api import to_spark
 from tests.dml.rows import SCHEMA, ids, load, rows
 

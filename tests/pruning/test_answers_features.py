@@ -50,7 +50,9 @@ def table(store: Store) -> Table:
 
 @pytest.mark.parametrize("where", [None, "id >= 400", "id < 400"])
 def test_deleted_rows_never_counted(table: Table, where: str | None) -> None:
-    delete_rows(table, "id % 5 = 0 OR id = 799 OR id = 0")
+    # every fifth id, the last and the first (a condition the index binds: no Spark)
+    fifth = ", ".join(str(i) for i in range(0, 800, 5))
+    delete_rows(table, f"id IN ({fifth}) OR id = 799 OR id = 0")
     got = answer(table, AGGS, where)
     want = _oracle(_live(table), "count(*), min(id), max(id), count(name)", where)
     if got is not None:  # given only when exact

@@ -134,7 +134,9 @@ class World:
         elif kind == "delete":
             _, k, r = op
             where = f"id % {k} = {r % k}"
-            delete_rows(self.t, where)
+            hit = [row[0] for row in self.db.execute(f"SELECT id FROM t WHERE {where}").fetchall()]
+            # the same rows by a condition the index binds (no Spark)
+            delete_rows(self.t, f"id IN ({', '.join(map(str, hit or [-1]))})")
             self.db.execute(f"DELETE FROM t WHERE {where}")
         elif kind == "compact":
             readable = [e.load_name for e in self.t.status.read().readable]

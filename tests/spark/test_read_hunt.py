@@ -81,8 +81,7 @@ def _alter(store: Store, statement: str) -> None:
 
 @pytest.fixture(scope="module")
 def hunt(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from carbonstore.dml import update_rows
-    from carbonstore.segments.dml import delete_rows
+    from carbonstore.dml import delete_rows, update_rows
     from carbonstore.store import load_conf
 
     root = tmp_path_factory.mktemp("hunt")
@@ -305,7 +304,7 @@ def test_not_null_nested_columns_after_a_delete(spark: Any, tmp_path: Any) -> No
     """NOT NULL struct / array / map columns of files with a delete delta are read with the
     table's exact schema (their non-null mark came from ``coalesce(c, CAST(0 AS struct..))``,
     which Spark's analysis refused: every read of the table failed after a DELETE)."""
-    from carbonstore.segments.dml import delete_rows
+    from carbonstore.dml import delete_rows
     from carbonstore.spark.api import to_spark
     from carbonstore.spark.sql import run_statement
     from tests.indexfiles.segbuild import add_segments

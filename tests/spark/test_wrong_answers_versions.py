@@ -13,10 +13,10 @@ import pyarrow as pa
 import pytest
 
 from carbonstore import Store
+from carbonstore.dml import delete_rows
 from carbonstore.errors import UserError
 from carbonstore.segments.clean import clean_files
 from carbonstore.segments.compaction import compact
-from carbonstore.segments.dml import delete_rows
 from carbonstore.spark.sql import register, run_statement
 from carbonstore.store import load_conf
 from carbonstore.store.alter import alter_table, rename_column
