@@ -56,7 +56,7 @@ def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if reason:
         pytest.skip(reason)
     import pyspark
-    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as RemoteSession
 
     spark_home = Path(pyspark.__file__).parent
     if not list((spark_home / "jars").glob("spark-connect_*.jar")):
@@ -84,7 +84,9 @@ def connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
                 pytest.fail("the Connect server did not start:\n"
                             + log.read_text(errors="replace")[-3000:])
             time.sleep(0.5)
-        session = SparkSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
+        # the Connect client's own builder: the classic one refuses a remote session while
+        # the suite's local session runs (SESSION_ALREADY_EXIST)
+        session = RemoteSession.builder.remote(f"sc://127.0.0.1:{port}").getOrCreate()
         yield session
         session.stop()
     finally:
