@@ -116,9 +116,11 @@ LONG_SEEDS = [21, 22, 23, 24]
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", CI_SEEDS)
 def test_race_matches_the_serial_model(tmp_path: Path, seed: int) -> None:
-    run = race(tmp_path, seed, workers=2, seconds=25)
+    # UPDATE and MERGE run as Spark jobs: each worker starts a JVM once, then a statement
+    # takes seconds, so the race runs longer than when they ran in the driver
+    run = race(tmp_path, seed, workers=2, seconds=60)
     statements = sum(run.notes[f"{k}: ok"] for k in ("delete", "update", "merge"))
-    assert statements > 20 and run.notes["versions read"] >= 3, dict(run.notes)
+    assert statements >= 10 and run.notes["versions read"] >= 3, dict(run.notes)
     assert_model(run, f"seed {seed}")
 
 
