@@ -123,7 +123,8 @@ _WHERE = st.recursive(
 
 
 @pytest.mark.spark
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(os.environ.get("CARBONSTORE_SCAN_EXAMPLES", "10")), deadline=None,
+          suppress_health_check=list(HealthCheck))
 @given(where=_WHERE)
 def test_scan_equals_the_spark_read(spark: Any, table: Table, where: str) -> None:
     from carbonstore.spark.api import to_spark
