@@ -110,7 +110,7 @@ def check_columns(table: Table, texts: Mapping[str, str]) -> None:
     """A column a condition or value names that the table does not have, in one line before
     Spark starts (Spark would say it too, after the JVM's start)."""
     for what, text in texts.items():
-        name = unknown_column(text, table.schema.column_names, table.name.table)
+        name = unknown_column(text, table.schema.column_names, table.name.table, what)
         if name is not None:
             raise ExpressionError(f"{what}: unknown column {name}; {table.name} has "
                                   f"{', '.join(table.schema.column_names)}")

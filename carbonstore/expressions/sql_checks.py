@@ -90,7 +90,8 @@ def checked_statement(text: str, what: str = "statement") -> None:
             check_tree_depth(tree, what, text, flat=(exp.And, exp.Or))
 
 
-def unknown_column(text: str, columns: Sequence[str], alias: str) -> str | None:
+def unknown_column(text: str, columns: Sequence[str], alias: str,
+                   what: str = "the expression") -> str | None:
     """The first column Spark SQL ``text`` names that is not one of ``columns`` (lower case):
     only names Spark would resolve against the table are checked - unqualified or qualified
     by ``alias`` - not a lambda's variables; None also for text sqlglot cannot read (Spark's
@@ -103,6 +104,9 @@ def unknown_column(text: str, columns: Sequence[str], alias: str) -> str | None:
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError):
         return None
+    except RecursionError:  # deeper than the parser walks: over the limit, in one line
+        raise too_deep_sql(what, text) from None
+    check_tree_depth(tree, what, text)
     names = set(columns)
     variables = {p.name.lower() for lam in tree.find_all(exp.Lambda) for p in lam.expressions}
     for col in tree.find_all(exp.Column):

@@ -141,6 +141,7 @@ def get_spark(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(level)
     register_data_source(spark)
+    _quiet_error_logs()
     return spark
 
 
@@ -190,12 +191,18 @@ def _adjust(spark: SparkSession) -> SparkSession:
     for key, value in _REQUIRED.items():
         spark.conf.set(key, value)
     register_data_source(spark)
+    _quiet_error_logs()
+    return spark
+
+
+def _quiet_error_logs() -> None:
+    """Turn off PySpark's JSON log of a failed query's context when the caller reports
+    every error itself (the CLI sets QUIET_ERROR_LOGS)."""
     if os.environ.get(QUIET_ERROR_LOGS):
         from pyspark.logger import PySparkLogger
 
         for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
             PySparkLogger.getLogger(name).disabled = True
-    return spark
 
 
 def register_data_source(spark: SparkSession) -> None:
