@@ -22,7 +22,7 @@ from carbonstore.indexfiles.segment_bounds import (
     SegmentBounds,
 )
 from carbonstore.pruning.evaluator import UnitStats
-from carbonstore.pruning.planner import find_column, value_kind
+from carbonstore.pruning.units import find_column, value_kind
 from carbonstore.store.schema import Column, TableSchema, parse_type
 
 __all__ = ["segment_bounds", "segment_unit_stats"]
