@@ -61,8 +61,9 @@ def _refresh(meta_path: str) -> None:
     sys.path.insert(0, str(HERE))
     import prune_bench as pb
 
+    from carbonstore.pruning.bloom_pack_write import write_bloom_pack
     from carbonstore.pruning.cache import clear_cache
-    from carbonstore.pruning.segment_blooms import bloom_pack_names, write_bloom_pack
+    from carbonstore.pruning.segment_blooms import bloom_pack_names
     from carbonstore.pruning.table_index import (
         readable_segments,
         refresh_index_snapshot,

@@ -18,7 +18,6 @@ probed without decoding its index header.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from types import SimpleNamespace
 from typing import Any
@@ -34,7 +33,6 @@ from carbonstore.indexfiles.bloom_pack import (
     BLOOM_PACK_PREFIX,
     BLOOM_PACK_SUFFIX,
     BloomPack,
-    PackBuilder,
 )
 from carbonstore.indexfiles.bloom_probe import might_contain_packed, remember_verdicts
 from carbonstore.indexfiles.indexfile import bitsets_span
@@ -48,13 +46,12 @@ from carbonstore.pruning.cache import (
     view_bloom_pack,
 )
 from carbonstore.store.table import Table
-from carbonstore.store.tablestatus import now_ms
 
-__all__ = ["SegmentBlooms", "bloom_pack_names", "write_bloom_pack"]
+__all__ = ["PACK_DESC", "SegmentBlooms", "bloom_pack_names", "open_pack"]
 
 _UNSEEN = -2  # segment not looked at yet
 _KEEP = -1  # no usable bitsets of the column: kept as it is
-_DESC = ("column_id", "kind", "physical_type", "type_length", "logical_type", "unit", "scale", "nested")
+PACK_DESC = ("column_id", "kind", "physical_type", "type_length", "logical_type", "unit", "scale", "nested")
 
 
 class _Packed:
@@ -115,11 +112,11 @@ class _Packed:
             if not offsets or min(offsets) < 0:
                 self.group[i] = _KEEP  # a row group without a bloom may hold anything
                 continue
-            key = tuple(repr(d.get(k)) for k in _DESC)
+            key = tuple(repr(d.get(k)) for k in PACK_DESC)
             g = self._desc_ids.get(key)
             if g is None:
                 g = self._desc_ids[key] = len(self.descs)
-                self.descs.append({k: d.get(k) for k in _DESC})
+                self.descs.append({k: d.get(k) for k in PACK_DESC})
             self.group[i] = g
             self.where[i] = (offsets, lengths, read)
 
@@ -508,7 +505,7 @@ def bloom_pack_names(table: Table) -> list[str]:
                   if i.is_file and i.base_name.startswith(BLOOM_PACK_PREFIX) and i.base_name.endswith(BLOOM_PACK_SUFFIX))
 
 
-def _open_pack(table: Table, name: str) -> BloomPack | None:
+def open_pack(table: Table, name: str) -> BloomPack | None:
     """The pack ``name`` of ``table`` (cached), or None when it is damaged or of another table."""
     path = f"{table.paths.index_snapshot_dir}/{name}"
     table_id = table.schema.table_id
@@ -529,7 +526,7 @@ def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, An
     except OSError:
         return None
     for name in reversed(names[-2:]):  # a damaged newest one: the one before still serves
-        pack = _open_pack(table, name)
+        pack = open_pack(table, name)
         if pack is None:
             continue
         keys = [(e.load_name, e.segment_file or "") for e in view.entries]
@@ -540,108 +537,3 @@ def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, An
             where = np.fromiter((index.get(k, -1) for k in keys), dtype=np.intp, count=len(keys))
         return pack, where, {}, {}
     return None
-
-
-def write_bloom_pack(table: Table, view: Any) -> str | None:
-    """Write the table's bloom pack over ``view``'s segments (its bloom columns' bitsets).
-
-    Stripes of the newest readable pack whose bitsets all belong to segments of ``view``
-    are copied with their checksums; the bitsets of its other stripes come from their
-    verified chunks; segments it does not cover are read from their merge indexes
-    (verified). The two newest packs are kept (a reader mid-switch), older ones deleted.
-
-    Returns:
-        The new pack's file name, or None when the view has no segment.
-    """
-    if not view.entries:
-        return None
-    sfs = table.store.sfs
-    folder = table.paths.index_snapshot_dir
-    builder = PackBuilder(table.schema.table_id or "")
-    keys = [(e.load_name, e.segment_file or "") for e in view.entries]
-    for key in keys:
-        builder.segment(*key)
-    done = _copy_previous(table, builder, set(keys))
-    names = [c.name for c in table.schema.columns]
-    for i, key in enumerate(keys):
-        if key not in done:
-            builder.add_segment(*key, _segment_bitsets(view, i, names))
-    data = builder.encode()
-    sfs.makedirs(folder)
-    covered = ",".join(f"{k[0]}:{k[1]}" for k in keys)
-    digest = hashlib.sha1(covered.encode()).hexdigest()[:12]
-    name = f"{BLOOM_PACK_PREFIX}{now_ms():015d}_{len(keys)}_{digest}{BLOOM_PACK_SUFFIX}"
-    sfs.write_atomic(f"{folder}/{name}", data)
-    COUNTERS["bloom_pack_writes"] += 1
-    for old in bloom_pack_names(table)[:-2]:
-        try:
-            sfs.delete_file(f"{folder}/{old}")
-        except OSError:
-            pass
-    return name
-
-
-def _copy_previous(table: Table, builder: PackBuilder, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
-    """Take what the newest readable pack holds of segments ``keys`` into ``builder``; the
-    segments taken. A stripe whose chunks fail their checksums makes the pack unused (its
-    segments are read from their merge indexes)."""
-    previous = None
-    for name in reversed(bloom_pack_names(table)):
-        previous = _open_pack(table, name)
-        if previous is not None:
-            break
-    if previous is None:
-        return set()
-    mine = np.array([builder.segment(*k) if k in keys else -1 for k in previous.segments], dtype=np.intp)
-    loose: list[tuple[int, int, bytes]] = []
-    copy: list[tuple[int, tuple[bytes, Any]]] = []
-    try:  # read everything first: a failure leaves the builder untouched
-        for t in range(len(previous.st_chunk0)):
-            members = np.flatnonzero(previous.bs_stripe == t)
-            if (mine[previous.bs_seg[members]] >= 0).all() and len(members) == builder.stripe_width:
-                copy.append((t, previous.stripe_chunks(t)))
-                continue
-            got = previous.stripe_bitsets(t)
-            if got is None:
-                raise CorruptIndexError(f"{previous.name}: a chunk fails its checksum")
-            for b in members.tolist():
-                seg = int(mine[previous.bs_seg[b]])
-                if seg >= 0:
-                    loose.append((seg, int(previous.bs_group[b]), got[int(previous.bs_slot[b])]))
-    except (CorruptIndexError, OSError):
-        COUNTERS["bloom_pack_errors"] += 1
-        return set()
-    for t, raw in copy:
-        builder.copy_stripe(previous, t, mine, raw)
-    for seg, g, bitset in loose:
-        builder.add_bitset(seg, previous.groups[g], bitset)
-    return {k for k in previous.segments if k in keys}
-
-
-def _segment_bitsets(view: Any, i: int, names: list[str]) -> list[tuple[dict[str, Any], bytes]]:
-    """Segment ``i``'s bitsets of columns ``names`` read from its merge index (verified); a
-    column with a row group without bitset, or whose bitsets do not read, is left out."""
-    out: list[tuple[dict[str, Any], bytes]] = []
-    for name in names:
-        if not view.bloom_segments(name)[i]:
-            continue
-        try:
-            found = view.bloom_dir(i, name)
-            if found is None:
-                continue
-            d, read = found
-            offsets, lengths = list(d["offset"]), list(d["length"])
-            if not offsets or min(offsets) < 0:
-                continue
-            if getattr(read, "block", None) is not None:
-                raw, first = read.block(offsets, lengths)
-                got = [bytes(raw[o - first : o - first + n]) for o, n in zip(offsets, lengths, strict=True)]
-            else:
-                got = [read(int(o), int(n)) for o, n in zip(offsets, lengths, strict=True)]
-        except CorruptIndexError:
-            continue  # planning meets the damage on the merge index path, as without a pack
-        if any(b is None for b in got):
-            continue
-        group = {"name": name, **{k: d.get(k) for k in _DESC}}
-        out.extend((group, bytes(b)) for b in got)
-    return out

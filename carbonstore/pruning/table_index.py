@@ -41,10 +41,10 @@ from carbonstore.indexfiles.snapshot import (
 )
 from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
 from carbonstore.indexfiles.snapshot_write import encode_snapshot, index_rows
+from carbonstore.pruning.bloom_pack_write import write_bloom_pack
 from carbonstore.pruning.bounds import segment_unit_stats
 from carbonstore.pruning.cache import COUNTERS, driver_cache
 from carbonstore.pruning.partition_prune import applies as partition_applies
-from carbonstore.pruning.segment_blooms import write_bloom_pack
 from carbonstore.pruning.segment_index import (
     SegmentIndex,
     bloom_directory,
