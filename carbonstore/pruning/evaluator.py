@@ -20,12 +20,10 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
 from carbonstore.errors import ExpressionError
 from carbonstore.expressions.expr import (
@@ -53,6 +51,7 @@ from carbonstore.expressions.expr import (
     flatten,
 )
 from carbonstore.expressions.visitors import ExprVisitor
+from carbonstore.pruning.unit_stats import NP, SOURCE, Mask, UnitStats
 from carbonstore.store.ordering import prefix_successor
 
 __all__ = [
@@ -67,147 +66,12 @@ LEVEL_COUNTS = 0  # null_count / nan_count / num_rows only
 LEVEL_MINMAX = 1  # plus min / max
 LEVEL_BLOOM = 2  # plus bloom filters (row groups only)
 
-Mask = npt.NDArray[np.bool_]
-_NP = npt.NDArray[Any]
 
 # (expression leaf, candidate unit indices) -> mask over those candidates (True = might hold)
 BloomProbe = Callable[[Expr, npt.NDArray[np.intp]], Mask]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UnitStats:
-    """Statistics of one column over ``n`` units, column-oriented.
-
-    ``lo`` / ``hi`` are usable lower / upper bounds where ``lo_ok`` / ``hi_ok``; ``hi_strict``
-    marks upper bounds that no value reaches (the successor of a truncated string max).
-    ``null_count`` / ``nan_count`` are -1 when unknown; ``null_unit`` marks units known to
-    hold only nulls (Parquet null_pages).
-    """
-
-    floating: bool
-    lo: _NP
-    hi: _NP
-    lo_ok: Mask
-    hi_ok: Mask
-    hi_strict: Mask
-    null_count: npt.NDArray[np.int64]
-    nan_count: npt.NDArray[np.int64]
-    num_rows: npt.NDArray[np.int64]
-    null_unit: Mask
-    # masks derived from these statistics alone (not from a literal), computed once per
-    # object: a cached UnitStats serves many plans (read-only arrays, see StatsEvaluator)
-    derived: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
-
-    @property
-    def size(self) -> int:
-        return len(self.num_rows)
-
-    @classmethod
-    def from_arrays(cls, stats: Any, num_rows: _NP, *, kind: str) -> UnitStats:
-        """Build from a ColumnArrays / PageArrays (arrays.py) of kind INT64/FLOAT64/BYTES/BIGINT.
-
-        Inexact minimums are valid lower bounds (a truncated prefix sorts before the value).
-        An inexact string maximum is replaced by the successor of its prefix, a strict upper
-        bound whether the writer rounded it up (Parquet) or only truncated it. The result is
-        kept on ``stats`` (index arrays are immutable once loaded), so a later plan over the
-        same cached arrays does not compute the successors again. Arrays that are a selection
-        of larger ones (``stats.selection``: larger arrays, positions, their row counts; see
-        indexfiles/snapshot.py) take their units from the larger arrays' statistics, which
-        are built once: every value here is computed unit by unit, so taking commutes.
-        """
-        memo = getattr(stats, "_unit_stats_memo", None)
-        hit = memo.get(kind) if isinstance(memo, dict) else None
-        if hit is not None and hit[0] is num_rows:
-            return hit[1]  # type: ignore[no-any-return]
-        selected = getattr(stats, "selection", None)
-        if selected is not None:  # units of larger arrays: their statistics (kept), taken
-            source, positions, source_rows = selected
-            out = cls.from_arrays(source, source_rows, kind=kind).take(positions)
-        else:
-            out = cls._from_arrays(stats, num_rows, kind=kind)
-        try:
-            if not isinstance(memo, dict):
-                memo = {}
-                stats._unit_stats_memo = memo
-            memo[kind] = (num_rows, out)  # holds num_rows: its identity is the key
-        except AttributeError:  # an object that takes no attributes: no memo
-            pass
-        return out
-
-    @classmethod
-    def _from_arrays(cls, stats: Any, num_rows: _NP, *, kind: str) -> UnitStats:
-        n = len(num_rows)
-        lo, hi = stats.min, stats.max
-        lo_ok = np.asarray(stats.has_min, dtype=bool).copy()
-        hi_ok = np.asarray(stats.has_max, dtype=bool).copy()
-        hi_strict = np.zeros(n, dtype=bool)
-        floating = kind == "FLOAT64"
-        if kind == "BYTES":
-            inexact = hi_ok & ~np.asarray(stats.max_exact, dtype=bool)
-            if inexact.any():
-                every = bool(inexact.all())
-                idx = None if every else np.flatnonzero(inexact)
-                put, none = _successors(hi if idx is None else hi[idx])
-                if none is not None:  # no successor: no usable bound
-                    idx = np.flatnonzero(inexact) if idx is None else idx
-                    hi_ok[idx[none]] = False
-                    idx, put = idx[~none], put[~none]
-                if idx is None:
-                    hi = put  # every max replaced: a new array
-                else:
-                    hi = hi.copy()
-                    hi[idx] = put
-                hi_strict = inexact & hi_ok
-        null_unit = getattr(stats, "null_page", None)
-        if null_unit is None:
-            null_unit = np.zeros(n, dtype=bool)
-        return cls(
-            floating=floating, lo=lo, hi=hi, lo_ok=lo_ok, hi_ok=hi_ok, hi_strict=hi_strict,
-            null_count=np.asarray(stats.null_count, dtype=np.int64),
-            nan_count=np.asarray(stats.nan_count, dtype=np.int64) if floating else np.zeros(n, np.int64),
-            num_rows=np.asarray(num_rows, dtype=np.int64), null_unit=np.asarray(null_unit, dtype=bool),
-        )
-
-    def take(self, idx: npt.NDArray[np.intp], known: Mask | None = None) -> UnitStats:
-        """Gather units ``idx``; where ``known`` is False the gathered unit has no statistics."""
-        out = UnitStats(
-            floating=self.floating, lo=self.lo[idx], hi=self.hi[idx], lo_ok=self.lo_ok[idx],
-            hi_ok=self.hi_ok[idx], hi_strict=self.hi_strict[idx], null_count=self.null_count[idx],
-            nan_count=self.nan_count[idx], num_rows=self.num_rows[idx], null_unit=self.null_unit[idx],
-        )
-        if known is None or known.all():
-            out.derived[_SOURCE] = (self, idx)  # derived masks: taken from ours (see _derived)
-            return out
-        unknown = ~known
-        minus = np.where(unknown, -1, 0)
-        return replace(
-            out, lo_ok=out.lo_ok & known, hi_ok=out.hi_ok & known, null_unit=out.null_unit & known,
-            null_count=np.where(unknown, minus, out.null_count),
-            nan_count=np.where(unknown, minus, out.nan_count),
-        )
-
-
-def _successors(values: _NP) -> tuple[_NP, Mask | None]:
-    """``prefix_successor`` of each byte string of ``values``, and where it has none (None:
-    everywhere it has one), computed once per distinct value: pages repeat their maxima
-    (16,000 page maxima of 100 distinct strings at 1,600 segments), so the values are
-    dictionary-encoded by Arrow and the dictionary's successors gathered by index, without
-    a Python step per value."""
-    try:
-        enc = pa.array(values, pa.binary()).dictionary_encode()
-    except (pa.ArrowException, TypeError):  # not all byte strings: value by value
-        out = np.empty(len(values), dtype=object)
-        out[:] = [prefix_successor(v) for v in values.tolist()]
-        missing = np.array([v is None for v in out.tolist()], dtype=bool)
-        return out, missing if missing.any() else None
-    succs = np.empty(len(enc.dictionary) + 1, dtype=object)  # the last: None, for a null
-    succs[:-1] = [prefix_successor(v) for v in enc.dictionary.to_pylist()]
-    codes = (enc.indices.fill_null(len(enc.dictionary)) if enc.null_count else enc.indices).to_numpy()
-    missing = np.array([v is None for v in succs.tolist()], dtype=bool)
-    return succs[codes], missing[codes] if missing[:-1].any() or enc.null_count else None
-
-
-def _cmp(values: _NP, ok: Mask, op: Callable[[Any, Any], Any], literal: Any,
+def _cmp(values: NP, ok: Mask, op: Callable[[Any, Any], Any], literal: Any,
          usable: tuple[bool, bool] | None = None) -> Mask:
     """``op(values, literal)`` where ``ok``; True (might) elsewhere. Filler values are never read.
     ``usable``: (every unit ok, some unit ok), when the caller knows it (_usable)."""
@@ -229,7 +93,6 @@ def _cmp(values: _NP, ok: Mask, op: Callable[[Any, Any], Any], literal: Any,
     return out
 
 
-_SOURCE = "source"  # key in UnitStats.derived: (the UnitStats taken from, positions)
 
 
 def _derived(s: UnitStats, key: Any, compute: Callable[[UnitStats], Any]) -> Any:
@@ -238,7 +101,7 @@ def _derived(s: UnitStats, key: Any, compute: Callable[[UnitStats], Any]) -> Any
     there once: every derived mask is computed unit by unit, so taking commutes)."""
     got = s.derived.get(key)
     if got is None:
-        source = s.derived.get(_SOURCE)
+        source = s.derived.get(SOURCE)
         if source is not None:
             parent, idx = source
             full = _derived(parent, key, compute)
@@ -429,7 +292,7 @@ class StatsEvaluator(ExprVisitor[Mask]):
         key = ("usable", self._minmax)
         got = s.derived.get(key)
         if got is None:
-            source = s.derived.get(_SOURCE)
+            source = s.derived.get(SOURCE)
             if source is not None:  # every bound of the units taken from is usable, none
                 whole = self._usable(source[0])  # strict: so are those of any units taken
                 if whole == ((True, True), (True, True), False) and len(source[1]):
