@@ -34,7 +34,7 @@ from tests.reliability.test_crash import KILLED, WORKLOAD, _env, run
 from tests.reliability.workload import SCHEMA, committed_ids, load, rows
 
 ROWS = 20
-SECONDS = float(os.environ.get("CARBONSTORE_RACE_SECONDS", "20"))
+SECONDS = float(os.environ.get("CARBONSTORE_RACE_SECONDS", "12"))
 # The CI run of loaders vs clean files: every run still has dead loads (loader 0 stalls its
 # first load), a few seconds of racing suffice for CI; the long variant races for minutes.
 LOADERS_SECONDS = float(os.environ.get("CARBONSTORE_RACE_SECONDS", "6"))

@@ -196,7 +196,7 @@ def _check(spark: Any, data: dict[str, list[Any]], wheres: list[str], folder: Pa
     return compared
 
 
-_SETTINGS = settings(max_examples=int(os.environ.get("CARBONSTORE_SPARK_EXAMPLES", "80")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=int(os.environ.get("CARBONSTORE_SPARK_EXAMPLES", "30")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("zone", ["UTC", "Asia/Kathmandu"])
