@@ -113,7 +113,7 @@ def _written_names(table: Table, entry: LoadEntry) -> dict[str, str]:
 
 
 def load_segment(table: Table, entry: LoadEntry) -> SegmentIndex:
-    fs = table.store.sfs.fs
+    fs = table.store.sfs
     paths = merge_index_names(table, entry.load_name, entry.segment_file)
     COUNTERS["merge_index_reads"] += len(paths)
     try:

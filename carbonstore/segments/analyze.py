@@ -20,8 +20,7 @@ from carbonstore.statistics.model import SegmentStatistics, StatisticsScope
 from carbonstore.store.evolution import Projection, segment_projections
 
 if TYPE_CHECKING:
-    import pyarrow.fs as pafs
-
+    from carbonstore.store.fs import AnyFS
     from carbonstore.store.table import Table
 
 __all__ = ["accumulate_files", "analyze_local", "compute_segment_statistics", "read_schemas",
@@ -29,7 +28,7 @@ __all__ = ["accumulate_files", "analyze_local", "compute_segment_statistics", "r
 
 
 def accumulate_files(
-    fs: pafs.FileSystem, paths: Iterable[str], schema: Any, *,
+    fs: AnyFS, paths: Iterable[str], schema: Any, *,
     columns: Sequence[str] | None = None, batch_rows: int = 131072,
     deleted: Mapping[str, bytes] | None = None, target: pa.Schema | None = None,
     projection: Projection | None = None,
@@ -92,7 +91,7 @@ def compute_segment_statistics(
     deleted = segment_deltas(table, [segment_id])
     entry = table.status.read().find(segment_id)
     proj = segment_projections(table, [entry]).get(segment_id) if entry is not None else None
-    acc = accumulate_files(table.paths.sfs.fs, files, table.schema, columns=columns,
+    acc = accumulate_files(table.paths.sfs, files, table.schema, columns=columns,
                            deleted=deleted, target=storage_schema(table), projection=proj)
     return acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id), source=source)
 
@@ -112,7 +111,7 @@ def analyze_local(
     if columns is not None:
         StatsAccumulator(spec, columns=columns)
     targets = analyze_targets(table, segments, missing_only=missing_only)
-    fs = table.paths.sfs.fs
+    fs = table.paths.sfs
     deleted = segment_deltas(table, targets)
     target, projections = read_schemas(table, targets)
     states = {

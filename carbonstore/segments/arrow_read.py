@@ -105,7 +105,7 @@ def read_row_groups(
     """
     schema = arrow_read_schema(table)
     decode = _decoder(table)
-    fs = table.store.sfs.fs
+    fs = table.store.sfs
     if expr is not None and not narrows(expr):
         expr = None
     # pre-buffering fetches every column chunk of a row group at once: one request per row

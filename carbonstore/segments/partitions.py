@@ -77,7 +77,7 @@ def segment_files(table: Table, entry: LoadEntry) -> list[tuple[str, int]]:
     if not entry.segment_file:
         return []
     seg_dir = table.paths.segment_dir(entry.load_name)
-    header = read_index(table.store.sfs.fs, f"{seg_dir}/{entry.segment_file}").header
+    header = read_index(table.store.sfs, f"{seg_dir}/{entry.segment_file}").header
     return [(f.path or "", int(f.num_rows or 0)) for f in header.files or ()]
 
 
