@@ -8,7 +8,7 @@ first statement asks for it; everything else runs here, from the store's metadat
 - metadata: SHOW SEGMENTS / TABLES / PARTITIONS / CREATE TABLE, DESCRIBE [EXTENDED|HISTORY],
   CREATE / DROP TABLE, ALTER TABLE (schema), DELETE FROM TABLE ... SEGMENT.ID, CLEAN FILES,
   and the queries the index answers exactly (count / min / max, also ``VERSION AS OF``);
-- JVM-free row work: DELETE / UPDATE, MERGE from a store table (``segments.dml_sql``);
+- JVM-free row work: DELETE / UPDATE, MERGE from a store table (``dml.sql_run``);
 - Spark: other queries, INSERT INTO (a load), MERGE from a query, compaction's merge.
 """
 
@@ -74,7 +74,7 @@ class Result:
 
 
 def _dml(store: Store, stmt: Dml, engine: Engine | None, as_of: Any) -> Result:
-    from carbonstore.segments.dml_sql import run_dml
+    from carbonstore.dml.sql_run import run_dml
 
     assert stmt.dml is not None
     if as_of is not None:
