@@ -40,6 +40,7 @@ import pyarrow as pa
 from carbonstore.pruning.plan import TablePlan
 from carbonstore.segments.writer import arrow_type
 from carbonstore.spark.nullability import not_null_relation
+from carbonstore.spark.storage_schema import storage_ddl
 from carbonstore.store.ddl import quote_name
 from carbonstore.store.schema import DataType
 from carbonstore.store.table import Table
@@ -77,15 +78,6 @@ def nested_floating(t: DataType) -> bool:
     row-group filter knows no NaN counts (docs/semantics.md)."""
     return t.name == "struct" and any(
         ft.name in _FLOATING or nested_floating(ft) for _, ft in t.fields)
-
-
-def storage_ddl(table: Table, not_null: Collection[str] = ()) -> str:
-    """The Spark schema of the table's Parquet files: dictionary columns as INT surrogates;
-    the columns ``not_null`` marked ``NOT NULL``."""
-    dictionary = set(table.schema.dictionary_columns)
-    return ", ".join(f"{quote_name(c.name)} {'int' if c.name in dictionary else c.type}"
-                     + (" NOT NULL" if c.name in not_null else "")
-                     for c in table.schema.columns)
 
 
 def _uri(path: str) -> str:
