@@ -22,6 +22,7 @@ from carbonstore.indexfiles.segment_bounds import SegmentBounds
 from carbonstore.pruning.bounds import segment_bounds
 from carbonstore.pruning.cache import COUNTERS, bloom_source
 from carbonstore.store.entries import check_plain_file_name
+from carbonstore.store.evolution import written_schema
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
@@ -107,7 +108,6 @@ def _check_accounts_for(arrays: IndexArrays, entry: LoadEntry, paths: Sequence[s
 
 def _written_names(table: Table, entry: LoadEntry) -> dict[str, str]:
     """Column id -> the name of that column in the segment's files (its schema version)."""
-    from carbonstore.store.evolution import written_schema
 
     return {c.column_id: c.name for c in written_schema(table, entry).columns}
 

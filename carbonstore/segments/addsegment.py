@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from carbonstore.dictionary import distinct_values, prepare_dictionaries
 from carbonstore.errors import CarbonStoreError, CommitConflictError, SchemaError, UserError
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.indexfile import build_task_index, merge_indexes
@@ -35,7 +36,8 @@ from carbonstore.segments.commit import (
     dead_load_error,
     dead_segment_message,
 )
-from carbonstore.segments.writer import arrow_type
+from carbonstore.segments.load import parse_load_options, write_settings
+from carbonstore.segments.writer import arrow_type, write_task
 from carbonstore.store.fs import FileInfo, FileType, StoreFS, resolve_fs
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
@@ -121,9 +123,6 @@ def _encode_into(
 
     Returns the data file names and the task index path, like the copy path.
     """
-    from carbonstore.dictionary import distinct_values, prepare_dictionaries
-    from carbonstore.segments.load import parse_load_options, write_settings
-    from carbonstore.segments.writer import write_task
 
     dict_cols = list(table.schema.dictionary_columns)
     if dict_cols:

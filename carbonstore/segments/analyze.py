@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from carbonstore.segments.compaction_merge import segment_data_files
+from carbonstore.segments.deltas import decode_delta, deleted_mask, deltas_by_path, positions
 from carbonstore.segments.unify import file_columns, storage_schema, unify
 from carbonstore.statistics.accumulator import StatsAccumulator
 from carbonstore.statistics.analyze import analyze_targets, store_accumulated, table_column_specs
@@ -42,7 +43,6 @@ def accumulate_files(
     their default (segments/unify.py). Without it the files' own names are taken."""
     import pyarrow.parquet as pq
 
-    from carbonstore.segments.deltas import decode_delta, deleted_mask, positions
 
     acc = StatsAccumulator(schema, columns=columns)
     want = None if target is None else \
@@ -71,7 +71,6 @@ def accumulate_files(
 
 def segment_deltas(table: Table, segment_ids: Iterable[str]) -> dict[str, bytes]:
     """Data file path -> delete delta bytes of the segments' files (current version)."""
-    from carbonstore.segments.deltas import deltas_by_path
 
     snap = table.status.read()
     out: dict[str, bytes] = {}

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from carbonstore.dictionary import decode_batch
 from carbonstore.errors import CorruptIndexError
 from carbonstore.expressions.expr import AlwaysTrue, Expr, references
 from carbonstore.pruning.plan import TablePlan
@@ -318,7 +319,6 @@ def plan_projections(table: Table, plan: TablePlan) -> dict[str, Projection]:
 def _decoder(table: Table) -> Any:
     if not table.schema.dictionary_columns:
         return lambda b: b
-    from carbonstore.dictionary import decode_batch
 
     return lambda b: decode_batch(b, table)
 

@@ -26,7 +26,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from carbonstore.errors import CarbonStoreError, CompactionError
-from carbonstore.segments.deltas import decode_delta, live_rows, positions
+from carbonstore.indexfiles.indexfile import merge_indexes, read_index
+from carbonstore.segments.deltas import decode_delta, deltas_by_path, live_rows, positions
 from carbonstore.segments.load import table_partitioning
 from carbonstore.segments.partitions import live_files, with_spec
 from carbonstore.segments.unify import file_columns, unify
@@ -44,6 +45,7 @@ from carbonstore.statistics.store import (
     stats_path,
     update_segment_statistics,
 )
+from carbonstore.store.evolution import segment_projections
 from carbonstore.store.fs import resolve_fs
 from carbonstore.store.partitioning import PartitionSpec
 from carbonstore.store.table import Table
@@ -103,7 +105,6 @@ def segment_data_files(table: Table, load_name: str) -> list[str]:
     commit accepted; a segment without any index (written by an older tool) falls back to
     the Parquet files of its folder.
     """
-    from carbonstore.indexfiles.indexfile import read_index
 
     sfs = table.paths.sfs
     seg_dir = table.paths.segment_dir(load_name)
@@ -191,7 +192,6 @@ def finish_segment(
     """Driver side: merge the task indexes into the segment's ``.carbonindexmerge``.
 
     ``partitioning``: the spec the tasks wrote with, recorded in the output's entry."""
-    from carbonstore.indexfiles.indexfile import merge_indexes
 
     sfs = table.paths.sfs
     seg_dir = table.paths.segment_dir(segment_id)
@@ -355,7 +355,6 @@ def read_source_rows(
 
 def source_deltas(table: Table, sources: Sequence[LoadEntry]) -> dict[str, bytes]:
     """Data file path -> its delete delta's bytes, for every source file with one."""
-    from carbonstore.segments.deltas import deltas_by_path
 
     out: dict[str, bytes] = {}
     for e in sources:
@@ -546,7 +545,6 @@ def write_output_statistics(
     are stored. Returns False when neither is available (``carbonstore analyze`` computes
     them later).
     """
-    from carbonstore.store.evolution import segment_projections
 
     stats = [None if e.delete_deltas
              else get_segment_statistics(table, e.load_name, damaged_as_missing=True)

@@ -29,6 +29,7 @@ from carbonstore.store.partitioning import (
     removed_partitions,
     removed_rows,
 )
+from carbonstore.store.schema import TableSchema
 
 if TYPE_CHECKING:
     from carbonstore.store.table import Table
@@ -204,7 +205,6 @@ def set_partition_spec(
         SchemaError: a field or bucket column does not fit the schema.
     """
     from carbonstore.store.alter import alter_table
-    from carbonstore.store.schema import TableSchema
 
     def change(schema: TableSchema) -> TableSchema:
         props = dict(schema.properties)

@@ -38,6 +38,7 @@ from carbonstore.indexfiles.indexfile import merge_indexes, read_index, write_in
 from carbonstore.indexfiles.packing import pack
 from carbonstore.segments.writer import NanTracker
 from carbonstore.store.entries import check_plain_file_name
+from carbonstore.store.evolution import index_column_ids, written_schema
 from carbonstore.store.leases import StatementLease
 from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
@@ -165,7 +166,6 @@ def rebuild_segment(
     sfs = table.store.sfs
     sid = entry.load_name
     seg_dir = table.paths.segment_dir(sid)
-    from carbonstore.store.evolution import index_column_ids, written_schema
 
     written_with = written_schema(table, entry)  # the names and ids its files were written with
     dict_cols = set(written_with.dictionary_columns)

@@ -29,9 +29,15 @@ from carbonstore.errors import SchemaError
 from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.indexfile import write_index
 from carbonstore.indexfiles.packing import pack
-from carbonstore.segments.badrecords import BadRecordAction, BadRecordSink, split_batch
+from carbonstore.segments.badrecords import (
+    HIDDEN_COLUMNS,
+    BadRecordAction,
+    BadRecordSink,
+    split_batch,
+)
 from carbonstore.segments.partition_writer import PartitionedWriter
 from carbonstore.statistics.accumulator import StatsAccumulator
+from carbonstore.store.evolution import struct_leaf_ids
 from carbonstore.store.fs import AnyFS, StoreFS, as_store_fs, local_disk, resolve_fs
 from carbonstore.store.partitioning import PartitionSpec
 from carbonstore.store.schema import Column, DataType, arrow_type, parse_type
@@ -78,7 +84,6 @@ def index_column_ids(columns: Iterable[ColumnSpec]) -> dict[str, str]:
     """Index leaf name -> column id: top-level columns, and struct fields reached through
     structs only (``s.a`` -> ``<id of s>/a``: a filter on ``s.a`` prunes by it, also after
     ``s`` is renamed). Leaves inside lists and maps are never pruned on."""
-    from carbonstore.store.evolution import struct_leaf_ids
 
     out: dict[str, str] = {}
     for c in columns:
@@ -460,7 +465,6 @@ def _iter(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 def _with_hidden(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """The table columns conformed to ``schema`` plus any hidden columns, unchanged."""
-    from carbonstore.segments.badrecords import HIDDEN_COLUMNS
 
     hidden = [n for n in batch.schema.names if n in HIDDEN_COLUMNS]
     data = _conform(batch, _nullable(schema))

@@ -18,11 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from carbonstore.errors import TableNotFoundError, UserError
+from carbonstore.errors import TableExistsError, TableNotFoundError, UserError
+from carbonstore.expressions.bind import session_zone
 from carbonstore.sql import catalog
 from carbonstore.sql.answers import answer_statement
 from carbonstore.sql.statements import Alter, Catalog, Dml, Insert, Query, Statement, Verb
 from carbonstore.sql.verbs import clean_options, segment_ids, table_properties
+from carbonstore.store.alter import alter_table
 from carbonstore.store.table import Store, Table
 
 __all__ = ["DML_COLUMNS", "Engine", "Result", "run"]
@@ -90,7 +92,6 @@ def _dml(store: Store, stmt: Dml, engine: Engine | None, as_of: Any) -> Result:
 
 
 def _query(store: Store, stmt: Query, engine: Engine | None, as_of: Any) -> Result:
-    from carbonstore.expressions.bind import session_zone
 
     zone = session_zone(engine.time_zone(store) if engine is not None else "UTC")
     if zone is not None and (engine is None or not engine.live):
@@ -142,7 +143,6 @@ def _catalog(store: Store, stmt: Catalog) -> Result:
 
 
 def _alter(store: Store, stmt: Alter) -> Result:
-    from carbonstore.store.alter import alter_table
 
     assert stmt.alter is not None
     table = store.table(stmt.alter.table)
@@ -232,7 +232,6 @@ def _verb(store: Store, stmt: Verb, engine: Engine | None) -> Result:
 
 
 def _create(store: Store, name: str, parts: dict[str, str | None]) -> Result:
-    from carbonstore.errors import TableExistsError
 
     try:
         table = store.create_table(name, str(parts["schema"]), properties=table_properties(parts))
