@@ -280,7 +280,6 @@ def carbonstore_statement(spark: Any, statement: Any) -> Any:
 
 
 def _create(spark: Any, state: _Registration, create: CreateStatement) -> Any:
-
     store = state.store
     if create.store is not None or create.conf:
         store = Store(create.store or state.store.location,

@@ -162,13 +162,11 @@ class CarbonDataSource(DataSource):
 
     @one_line_errors
     def schema(self) -> str:
-
         opts = self._opts()  # a read as of a version has that version's schema
         return schema_ddl(open_table(opts).as_of(as_of_option(opts), check_files=False))
 
     @one_line_errors
     def reader(self, schema: StructType) -> Any:
-
         opts = self._opts()
         # Spark keeps a catalog table's schema (register's views): a table altered or
         # re-created with other columns since then is a clear error, not PySpark's

@@ -92,7 +92,6 @@ def _dml(store: Store, stmt: Dml, engine: Engine | None, as_of: Any) -> Result:
 
 
 def _query(store: Store, stmt: Query, engine: Engine | None, as_of: Any) -> Result:
-
     zone = session_zone(engine.time_zone(store) if engine is not None else "UTC")
     if zone is not None and (engine is None or not engine.live):
         # count / min / max the index decides exactly: no JVM, nothing read (a live session
@@ -143,7 +142,6 @@ def _catalog(store: Store, stmt: Catalog) -> Result:
 
 
 def _alter(store: Store, stmt: Alter) -> Result:
-
     assert stmt.alter is not None
     table = store.table(stmt.alter.table)
     schema = alter_table(table, stmt.alter.change, operation=stmt.alter.operation)
@@ -232,7 +230,6 @@ def _verb(store: Store, stmt: Verb, engine: Engine | None) -> Result:
 
 
 def _create(store: Store, name: str, parts: dict[str, str | None]) -> Result:
-
     try:
         table = store.create_table(name, str(parts["schema"]), properties=table_properties(parts))
     except TableExistsError:
