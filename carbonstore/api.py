@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from carbonstore.errors import UserError
+from carbonstore.store import alter as al
 from carbonstore.store import table as base
+from carbonstore.store.ddl import parse_column_defs
 from carbonstore.store.paths import TableName
 from carbonstore.store.schema import Column
 
@@ -89,8 +91,6 @@ class Table(base.Table):
         Raises:
             SchemaError: a change is refused (nothing is written).
         """
-        from carbonstore.store import alter as al
-        from carbonstore.store.ddl import parse_column_defs
 
         changes: list[Any] = []
         ops: list[str] = []

@@ -256,3 +256,41 @@ def test_module_over_600_lines_fails(tmp_path):
     result = _run(_fake(tmp_path / "three", files, listed))
     assert result.returncode == 1
     assert '"carbonstore.store.long" is not over 600 lines: remove the entry' in result.stdout
+
+
+def test_pyarrow_fs_outside_the_store_fails(tmp_path):
+    """pyarrow.fs is the store's file layer's business: every other package goes through
+    StoreFS (carbonstore/store/fs.py), so local and s3:// stores differ in one place."""
+    files = {
+        "store/fs.py": "import pyarrow.fs as pafs  # noqa\n",
+        "store/objectstore.py": "from pyarrow import fs  # noqa\n",
+        "segments/a.py": "import pyarrow.fs as pafs  # noqa\n",
+        "pruning/b.py": "from pyarrow import fs as pafs, parquet  # noqa\n",
+        "cli/c.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                     "    from pyarrow.fs import FileSystem  # noqa\n"),
+        "spark/d.py": "def late():\n    import pyarrow.fs  # noqa\n",
+        "spark/e.py": "import pyarrow.parquet  # noqa\nimport pyarrow as pa  # noqa\n",
+    }
+    result = _run(_fake(tmp_path, files))
+    assert result.returncode == 1
+    lines = [line for line in result.stdout.splitlines() if "pyarrow.fs" in line]
+    assert sorted(line.split(":")[0].split("carbonstore/")[-1] for line in lines) == [
+        "cli/c.py", "pruning/b.py", "segments/a.py", "spark/d.py"]
+    assert all("outside the store's file layer: use StoreFS" in line for line in lines)
+    assert "segments/a.py:1:" in result.stdout and "spark/d.py:2:" in result.stdout
+
+
+def test_bare_filesystem_of_a_store_fs_outside_the_store_fails(tmp_path):
+    """``sfs.fs`` / ``table.store.sfs.fs`` reach past StoreFS to the bare pyarrow
+    filesystem; only the store package may."""
+    files = {
+        "store/paths.py": "def f(sfs):\n    return sfs.fs.get_file_info('/')\n",
+        "segments/a.py": "def f(table):\n    return table.store.sfs.fs\n",
+        "pruning/b.py": "def f(sfs):\n    return read(sfs.fs, 'x')\n",
+        "cli/c.py": "def f(sfs, fs):\n    return sfs.exists('x'), fs.size\n",
+    }
+    result = _run(_fake(tmp_path, files))
+    assert result.returncode == 1
+    assert result.stdout.count("bare filesystem") == 2, result.stdout
+    assert "segments/a.py:2: bare filesystem" in result.stdout
+    assert "pruning/b.py:2: bare filesystem" in result.stdout

@@ -43,7 +43,7 @@ def _inspect(args: argparse.Namespace) -> int:
     if not sfs.exists(sfs.base):
         raise UserError(f"index inspect: {args.path} does not exist")
     probe = _parse_probes(args.probe)
-    result = inspect_path(sfs.fs, sfs.base, probe)
+    result = inspect_path(sfs, sfs.base, probe)
     if args.json:
         print_json(result)
         return 0

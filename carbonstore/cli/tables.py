@@ -8,8 +8,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import pyarrow.fs as pafs
-
 from carbonstore.cli._common import (
     add_json,
     open_store,
@@ -20,6 +18,7 @@ from carbonstore.cli._common import (
 )
 from carbonstore.errors import TableExistsError, UserError
 from carbonstore.segments.cluster_spec import segment_clustering
+from carbonstore.store.fs import FileType
 from carbonstore.store.paths import parse_table_name
 from carbonstore.store.schema import Column, normalise_properties, parse_schema_string
 from carbonstore.store.table import Table
@@ -193,13 +192,13 @@ def _drop(args: argparse.Namespace) -> int:
 
 def _tables(args: argparse.Namespace) -> int:
     store = open_store(args)
-    kind = store.sfs.fs.get_file_info(store.sfs.base).type
-    if kind == pafs.FileType.NotFound:
+    kind = store.sfs.file_info(store.sfs.base).type
+    if kind == FileType.NotFound:
         raise UserError(
             f"store {store.location} does not exist; check --store (or carbon.storelocation), "
             "or create a table there with 'carbonstore create'"
         )
-    if kind != pafs.FileType.Directory:
+    if kind != FileType.Directory:
         raise UserError(f"store {store.location} is not a folder")
     names = [str(n) for n in store.tables()]
     if args.json:

@@ -14,7 +14,9 @@ import numpy as np
 from carbonstore.dml.target import FILE, POS, DataFile, data_files, group_positions, located_frame
 from carbonstore.dml.tasks import write_deltas, write_rows
 from carbonstore.errors import ExpressionError, UserError
+from carbonstore.expressions.bind import session_zone
 from carbonstore.expressions.expr import AlwaysTrue, And, Expr
+from carbonstore.expressions.parser import and_terms
 from carbonstore.pruning.plan import TablePlan, bind_where, prune
 from carbonstore.segments.commit import lease_seconds
 from carbonstore.segments.dml_commit import DmlResult, Matches, apply_changes
@@ -98,8 +100,6 @@ def pruning_filter(table: Table, where: str | None, time_zone: str | None) -> Ex
     import sqlglot
     from sqlglot.errors import ParseError, TokenError
 
-    from carbonstore.expressions.bind import session_zone
-    from carbonstore.expressions.parser import and_terms
 
     if not where:
         return AlwaysTrue()

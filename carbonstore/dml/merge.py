@@ -29,7 +29,8 @@ from carbonstore.dml.statements import assigned_columns
 from carbonstore.dml.target import FILE
 from carbonstore.errors import UserError
 from carbonstore.expressions.expr import AlwaysTrue, Expr
-from carbonstore.pruning.plan import prune
+from carbonstore.expressions.parser import and_terms
+from carbonstore.pruning.plan import bind_where, prune
 from carbonstore.segments.dml_commit import DmlResult, read_latest, run_replanned
 from carbonstore.segments.dml_conflicts import FileKey, Reads
 from carbonstore.store.ddl import quote_name
@@ -114,8 +115,6 @@ def _key_filter(table: Table, source: Any, on: str, ta: str, sa: str) -> Expr:
     from sqlglot import exp
     from sqlglot.errors import ParseError, TokenError
 
-    from carbonstore.expressions.parser import and_terms
-    from carbonstore.pruning.plan import bind_where
 
     try:
         terms = and_terms(sqlglot.parse_one(on, read="spark"))

@@ -39,8 +39,11 @@ from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterComm
 from carbonstore.dml.target import FILE, POS, DataFile, file_key
 from carbonstore.errors import UserError
 from carbonstore.segments.commit import abort_segment, begin_segment
+from carbonstore.segments.deltas import read_delta, write_delta
 from carbonstore.segments.dml_commit import PreparedInsert, Written, finish_insert
 from carbonstore.segments.load import parse_load_options, write_settings
+from carbonstore.segments.writer import write_task
+from carbonstore.store.fs import resolve_fs
 from carbonstore.store.table import Table
 
 __all__ = ["DUPLICATE", "write_deltas", "write_rows"]
@@ -143,8 +146,6 @@ class _DeltaTask:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[Any, ...]]:
         from pyroaring import BitMap
 
-        from carbonstore.segments.deltas import read_delta, write_delta
-        from carbonstore.store.fs import resolve_fs
 
         found: dict[str, list[np.ndarray]] = {}
         for batch in batches:
@@ -207,7 +208,6 @@ class _RowsTask:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[Any]:
         from pyspark import TaskContext
 
-        from carbonstore.segments.writer import write_task
 
         ctx = TaskContext.get()
         task_id = f"dml{ctx.partitionId():05d}-{ctx.attemptNumber()}" if ctx else "dml"

@@ -35,6 +35,12 @@ from carbonstore.expressions.expr import (
     balanced,
     too_deep_error,
 )
+from carbonstore.expressions.literals import (
+    spark_date,
+    spark_double,
+    spark_integer,
+    spark_timestamp,
+)
 from carbonstore.expressions.sql_checks import check_sql_text
 from carbonstore.limits import MAX_NUMBER_LITERAL
 
@@ -368,12 +374,6 @@ class _SqlConverter:
         """The value of ``CAST(inner AS target)`` as Spark computes it (literals read as
         Spark casts text, carbonstore.expressions.literals), or a refusal where Spark fails
         or this cannot tell the value."""
-        from carbonstore.expressions.literals import (
-            spark_date,
-            spark_double,
-            spark_integer,
-            spark_timestamp,
-        )
 
         number = isinstance(inner, (int, Decimal)) and not isinstance(inner, bool)
         if isinstance(inner, str) and target == DT.DATE:
@@ -414,7 +414,6 @@ class _SqlConverter:
         (DECIMAL alone is DECIMAL(10, 0)); more than p digits fails in Spark."""
         from decimal import ROUND_HALF_UP, Context
 
-        from carbonstore.expressions.literals import spark_double
 
         params = [p.this for p in node.to.expressions]
         try:

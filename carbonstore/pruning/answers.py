@@ -57,6 +57,8 @@ from carbonstore.pruning.evaluator import (
 )
 from carbonstore.pruning.plan import bind_where
 from carbonstore.pruning.table_index import readable_segments, table_index
+from carbonstore.store.evolution import segment_projections
+from carbonstore.store.partitioning import removed_partitions
 from carbonstore.store.schema import Column, parse_type
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
@@ -93,8 +95,6 @@ def _index_describes_reads(table: Table, entries: Sequence[LoadEntry]) -> bool:
     segment written with an older schema version (its columns are read by id, renamed,
     defaulted, widened) or one whose partitions a dynamic overwrite replaced (the index
     still lists the replaced files)."""
-    from carbonstore.store.evolution import segment_projections
-    from carbonstore.store.partitioning import removed_partitions
 
     if any(removed_partitions(e) for e in entries):
         return False

@@ -28,10 +28,9 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.fs as pafs
-
 from carbonstore.indexfiles.indexfile import read_bitset, read_bitsets
 from carbonstore.indexfiles.snapshot import Snapshot
+from carbonstore.store.fs import AnyFS
 from carbonstore.store.tablestatus import forget_decoded
 
 if TYPE_CHECKING:
@@ -93,7 +92,7 @@ class BitsetReader:
 
     __slots__ = ("base", "fs", "path")
 
-    def __init__(self, fs: pafs.FileSystem, path: str, base: int) -> None:
+    def __init__(self, fs: AnyFS, path: str, base: int) -> None:
         self.fs, self.path, self.base = fs, path, base
 
     def __call__(self, off: int, ln: int) -> bytes:
@@ -124,7 +123,7 @@ class BitsetReader:
         return read_bitsets(self.fs, self.path, self.base, offsets, lengths, into)
 
 
-def bloom_source(fs: pafs.FileSystem, path: str, base: int) -> BitsetReader:
+def bloom_source(fs: AnyFS, path: str, base: int) -> BitsetReader:
     """The bitset reader of the bloom region at ``base`` of index file ``path``."""
     return BitsetReader(fs, path, base)
 

@@ -510,7 +510,7 @@ def open_pack(table: Table, name: str) -> BloomPack | None:
     path = f"{table.paths.index_snapshot_dir}/{name}"
     table_id = table.schema.table_id
     try:
-        return open_bloom_pack(path, lambda: BloomPack.open(table.store.sfs.fs, path, table_id=table_id))  # type: ignore[no-any-return]
+        return open_bloom_pack(path, lambda: BloomPack.open(table.store.sfs, path, table_id=table_id))  # type: ignore[no-any-return]
     except CorruptIndexError:
         COUNTERS["bloom_pack_errors"] += 1  # only speed is lost: probe the merge indexes
         return None

@@ -22,6 +22,7 @@ from carbonstore.indexfiles.segment_bounds import SegmentBounds
 from carbonstore.pruning.bounds import segment_bounds
 from carbonstore.pruning.cache import COUNTERS, bloom_source
 from carbonstore.store.entries import check_plain_file_name
+from carbonstore.store.evolution import written_schema
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
@@ -107,13 +108,12 @@ def _check_accounts_for(arrays: IndexArrays, entry: LoadEntry, paths: Sequence[s
 
 def _written_names(table: Table, entry: LoadEntry) -> dict[str, str]:
     """Column id -> the name of that column in the segment's files (its schema version)."""
-    from carbonstore.store.evolution import written_schema
 
     return {c.column_id: c.name for c in written_schema(table, entry).columns}
 
 
 def load_segment(table: Table, entry: LoadEntry) -> SegmentIndex:
-    fs = table.store.sfs.fs
+    fs = table.store.sfs
     paths = merge_index_names(table, entry.load_name, entry.segment_file)
     COUNTERS["merge_index_reads"] += len(paths)
     try:

@@ -45,7 +45,7 @@ def snapshot_names(table: Table) -> list[str]:
 
 
 def _snapshot_blooms(table: Table) -> Any:
-    fs = table.store.sfs.fs
+    fs = table.store.sfs
 
     def source(segment_id: str, merge: str, base: int) -> BloomSource:
         return bloom_source(fs, merge_index_names(table, segment_id, merge)[0], base)
@@ -72,7 +72,7 @@ def read_snapshot(table: Table) -> tuple[Snapshot | None, bool]:
     try:
         # ranged reads: the directory and the core section now, other sections when a plan
         # first needs them (verified then)
-        f = table.store.sfs.fs.open_input_file(path)
+        f = table.store.sfs.open_input_file(path)
         snap = Snapshot(SnapshotFile(name, lambda off, n: f.read_at(n, off), f.size()),
                         bloom_source=_snapshot_blooms(table), counters=COUNTERS)
     except (OSError, pa.ArrowException, KeyError, ValueError, TypeError, CorruptIndexError):

@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from carbonstore.dictionary import distinct_values, prepare_dictionaries
 from carbonstore.errors import CarbonStoreError, CommitConflictError, SchemaError, UserError
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.indexfile import build_task_index, merge_indexes
@@ -36,8 +36,9 @@ from carbonstore.segments.commit import (
     dead_load_error,
     dead_segment_message,
 )
-from carbonstore.segments.writer import arrow_type
-from carbonstore.store.fs import StoreFS, resolve_fs
+from carbonstore.segments.load import parse_load_options, write_settings
+from carbonstore.segments.writer import arrow_type, write_task
+from carbonstore.store.fs import FileInfo, FileType, StoreFS, resolve_fs
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
     IN_PROGRESS,
@@ -84,16 +85,16 @@ def check_file_schema(table: Table, schema: pa.Schema, path: str) -> None:
         )
 
 
-def _parquet_files(fs: pafs.FileSystem, folder: str) -> list[pafs.FileInfo]:
-    info = fs.get_file_info(folder)
-    if info.type == pafs.FileType.NotFound:
+def _parquet_files(fs: StoreFS, folder: str) -> list[FileInfo]:
+    info = fs.file_info(folder)
+    if info.type == FileType.NotFound:
         raise UserError(f"add-segment: {folder} does not exist")
-    if info.type == pafs.FileType.File:
+    if info.is_file:
         return [info]
-    infos = fs.get_file_info(pafs.FileSelector(folder, recursive=True))
+    infos = fs.walk(folder)
     files = [
         i for i in infos
-        if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
+        if i.is_file and i.base_name.endswith(".parquet")
         and not i.base_name.startswith((".", "_"))
     ]
     if not files:
@@ -102,11 +103,11 @@ def _parquet_files(fs: pafs.FileSystem, folder: str) -> list[pafs.FileInfo]:
 
 
 def _batches(
-    src: StoreFS, files: list[pafs.FileInfo], columns: list[str] | None = None
+    src: StoreFS, files: list[FileInfo], columns: list[str] | None = None
 ) -> Iterator[pa.RecordBatch]:
     """The rows of ``files`` with the table's (lower-case) column names."""
     for f in files:
-        with src.fs.open_input_file(f.path) as fh:
+        with src.open_input_file(f.path) as fh:
             pf = pq.ParquetFile(fh)
             by_lower = {n.lower(): n for n in pf.schema_arrow.names}
             wanted = None if columns is None else [by_lower[c] for c in columns]
@@ -115,23 +116,20 @@ def _batches(
 
 
 def _encode_into(
-    table: Table, segment_id: str, src: StoreFS, files: list[pafs.FileInfo]
+    table: Table, segment_id: str, src: StoreFS, files: list[FileInfo]
 ) -> tuple[list[str], str]:
     """Add the files' dictionary values (if any), then write their rows - encoded, under the
     table's column names - into the segment.
 
     Returns the data file names and the task index path, like the copy path.
     """
-    from carbonstore.dictionary import distinct_values, prepare_dictionaries
-    from carbonstore.segments.load import parse_load_options, write_settings
-    from carbonstore.segments.writer import write_task
 
     dict_cols = list(table.schema.dictionary_columns)
     if dict_cols:
         prepare_dictionaries(table, distinct_values(_batches(src, files, dict_cols), dict_cols),
                              segment_id)
     settings = write_settings(table, segment_id, parse_load_options(table, {"sort_scope": "no_sort"}))
-    result = write_task(_batches(src, files), settings, task_id="added", fs=table.store.sfs.fs)
+    result = write_task(_batches(src, files), settings, task_id="added", fs=table.store.sfs)
     if result.index_file is None or result.bad_records:
         raise UserError(f"add-segment: the rows of {src.base} could not be written as a segment")
     return list(result.files), f"{settings.segment_dir}/{result.index_file}"
@@ -141,7 +139,7 @@ def _inside(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def _refuse_store_paths(table: Table, src: StoreFS, files: list[pafs.FileInfo], path: str) -> None:
+def _refuse_store_paths(table: Table, src: StoreFS, files: list[FileInfo], path: str) -> None:
     """Refuse a source inside the store (or holding it): adopting it would duplicate rows.
 
     Local paths are compared after resolving symlinks, the source folder's and every file's.
@@ -150,7 +148,7 @@ def _refuse_store_paths(table: Table, src: StoreFS, files: list[pafs.FileInfo], 
     if src.local and store.local:
         root = os.path.realpath(store.base)
         chosen = [os.path.realpath(src.base), *(os.path.realpath(f.path) for f in files)]
-    elif type(src.fs) is type(store.fs):
+    elif src.same_kind(store):
         root = store.base.rstrip("/") or "/"
         chosen = [src.base.rstrip("/") or "/", *(f.path for f in files)]
     else:
@@ -179,14 +177,14 @@ def add_segment(table: Table, path: str) -> LoadEntry:
     """Copy the Parquet files under ``path`` into a new segment, index and commit it."""
     src = resolve_fs(source_location(path, table.store.location), table.store.conf)
     _refuse_store_paths(table, src, [], path)
-    files = _parquet_files(src.fs, src.base)
+    files = _parquet_files(src, src.base)
     _refuse_store_paths(table, src, files, path)  # symlinks under the folder
     # Validate everything before the segment exists: footers (our own reader, which also
     # refuses encrypted and corrupt files), schema, nullability.
     other_names = False  # a file names a column in another case: its rows are rewritten
     for f in files:
-        index = read_file_index(src.fs, f.path, with_blooms=False)
-        with src.fs.open_input_file(f.path) as fh:
+        index = read_file_index(src, f.path, with_blooms=False)
+        with src.open_input_file(f.path) as fh:
             file_schema = pq.read_schema(fh)
         check_file_schema(table, file_schema, f.path)
         other_names = other_names or any(n != n.lower() for n in file_schema.names)
@@ -216,18 +214,17 @@ def add_segment(table: Table, path: str) -> LoadEntry:
             names = []
             for i, f in enumerate(files):
                 name = f"part-added{i:05d}-{uuid.uuid4().hex[:12]}.parquet"
-                pafs.copy_files(f.path, f"{seg_dir}/{name}", source_filesystem=src.fs,
-                                destination_filesystem=sfs.fs)
+                sfs.copy_from(src, f.path, f"{seg_dir}/{name}")
                 names.append(name)
             column_ids = {c.name: c.column_id for c in table.schema.columns}
             task_index = f"{seg_dir}/added-{uuid.uuid4().hex[:12]}.carbonindex"
-            build_task_index(sfs.fs, seg_dir, names, task_index, segment_id=entry.load_name,
+            build_task_index(sfs, seg_dir, names, task_index, segment_id=entry.load_name,
                              task_id="added", column_ids=column_ids)
         merge_name = f"{entry.load_name}_{now_ms()}.carbonindexmerge"
-        index_size = merge_indexes(sfs.fs, [task_index], f"{seg_dir}/{merge_name}",
+        index_size = merge_indexes(sfs, [task_index], f"{seg_dir}/{merge_name}",
                                    segment_id=entry.load_name)
         rows = sum(
-            pq.ParquetFile(sfs.fs.open_input_file(f"{seg_dir}/{n}")).metadata.num_rows
+            pq.ParquetFile(sfs.open_input_file(f"{seg_dir}/{n}")).metadata.num_rows
             for n in names
         )
         data_size = sum(sfs.size(f"{seg_dir}/{n}") for n in names)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from carbonstore.segments.compaction_merge import segment_data_files
+from carbonstore.segments.deltas import decode_delta, deleted_mask, deltas_by_path, positions
 from carbonstore.segments.unify import file_columns, storage_schema, unify
 from carbonstore.statistics.accumulator import StatsAccumulator
 from carbonstore.statistics.analyze import analyze_targets, store_accumulated, table_column_specs
@@ -20,8 +21,7 @@ from carbonstore.statistics.model import SegmentStatistics, StatisticsScope
 from carbonstore.store.evolution import Projection, segment_projections
 
 if TYPE_CHECKING:
-    import pyarrow.fs as pafs
-
+    from carbonstore.store.fs import AnyFS
     from carbonstore.store.table import Table
 
 __all__ = ["accumulate_files", "analyze_local", "compute_segment_statistics", "read_schemas",
@@ -29,7 +29,7 @@ __all__ = ["accumulate_files", "analyze_local", "compute_segment_statistics", "r
 
 
 def accumulate_files(
-    fs: pafs.FileSystem, paths: Iterable[str], schema: Any, *,
+    fs: AnyFS, paths: Iterable[str], schema: Any, *,
     columns: Sequence[str] | None = None, batch_rows: int = 131072,
     deleted: Mapping[str, bytes] | None = None, target: pa.Schema | None = None,
     projection: Projection | None = None,
@@ -43,7 +43,6 @@ def accumulate_files(
     their default (segments/unify.py). Without it the files' own names are taken."""
     import pyarrow.parquet as pq
 
-    from carbonstore.segments.deltas import decode_delta, deleted_mask, positions
 
     acc = StatsAccumulator(schema, columns=columns)
     want = None if target is None else \
@@ -72,7 +71,6 @@ def accumulate_files(
 
 def segment_deltas(table: Table, segment_ids: Iterable[str]) -> dict[str, bytes]:
     """Data file path -> delete delta bytes of the segments' files (current version)."""
-    from carbonstore.segments.deltas import deltas_by_path
 
     snap = table.status.read()
     out: dict[str, bytes] = {}
@@ -92,7 +90,7 @@ def compute_segment_statistics(
     deleted = segment_deltas(table, [segment_id])
     entry = table.status.read().find(segment_id)
     proj = segment_projections(table, [entry]).get(segment_id) if entry is not None else None
-    acc = accumulate_files(table.paths.sfs.fs, files, table.schema, columns=columns,
+    acc = accumulate_files(table.paths.sfs, files, table.schema, columns=columns,
                            deleted=deleted, target=storage_schema(table), projection=proj)
     return acc.finish(StatisticsScope(table=str(table.name), segment_id=segment_id), source=source)
 
@@ -112,7 +110,7 @@ def analyze_local(
     if columns is not None:
         StatsAccumulator(spec, columns=columns)
     targets = analyze_targets(table, segments, missing_only=missing_only)
-    fs = table.paths.sfs.fs
+    fs = table.paths.sfs
     deleted = segment_deltas(table, targets)
     target, projections = read_schemas(table, targets)
     states = {

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from carbonstore.dictionary import decode_batch
 from carbonstore.errors import CorruptIndexError
 from carbonstore.expressions.expr import AlwaysTrue, Expr, references
 from carbonstore.pruning.plan import TablePlan
@@ -105,7 +106,7 @@ def read_row_groups(
     """
     schema = arrow_read_schema(table)
     decode = _decoder(table)
-    fs = table.store.sfs.fs
+    fs = table.store.sfs
     if expr is not None and not narrows(expr):
         expr = None
     # pre-buffering fetches every column chunk of a row group at once: one request per row
@@ -318,7 +319,6 @@ def plan_projections(table: Table, plan: TablePlan) -> dict[str, Projection]:
 def _decoder(table: Table) -> Any:
     if not table.schema.dictionary_columns:
         return lambda b: b
-    from carbonstore.dictionary import decode_batch
 
     return lambda b: decode_batch(b, table)
 

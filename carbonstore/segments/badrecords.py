@@ -25,9 +25,9 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.fs as pafs
 
 from carbonstore.errors import BadRecordError
+from carbonstore.store.fs import StoreFS
 
 __all__ = [
     "ACTIONS",
@@ -140,7 +140,7 @@ def split_batch(
 class BadRecordSink:
     """Writes one task's raw bad rows to a file under the redirect folder (lazily)."""
 
-    def __init__(self, fs: pafs.FileSystem, folder: str | None, task_id: str) -> None:
+    def __init__(self, fs: StoreFS, folder: str | None, task_id: str) -> None:
         self.fs, self.folder, self.task_id = fs, folder, task_id
         self.path: str | None = None
         self._out: pa.NativeFile | None = None
@@ -153,7 +153,7 @@ class BadRecordSink:
         if self.folder is None or not lines:
             return
         if self._out is None:
-            self.fs.create_dir(self.folder, recursive=True)
+            self.fs.makedirs(self.folder)
             self.path = f"{self.folder}/part-{self.task_id}-{uuid.uuid4().hex[:12]}.csv"
             self._out = self.fs.open_output_stream(self.path)
         self._out.write(("\n".join(lines) + "\n").encode("utf-8"))

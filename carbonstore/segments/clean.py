@@ -390,12 +390,9 @@ def _orphans(
 
 
 def _newest_mtime_ms(table: Table, folder: str, default: int) -> int:
-    import pyarrow.fs as pafs
-
-    fs = table.paths.sfs.fs
+    fs = table.paths.sfs
     try:
-        infos = [fs.get_file_info(folder),
-                 *fs.get_file_info(pafs.FileSelector(folder, recursive=True))]
+        infos = [fs.file_info(folder), *fs.walk(folder)]
     except FileNotFoundError:
         return default
     times = [int(i.mtime.timestamp() * 1000) for i in infos if i.mtime is not None]
@@ -410,11 +407,11 @@ def _obsolete_sortindexes(
         table.paths.dictionary_dir
     ):
         return []
-    fs = table.paths.sfs.fs
+    fs = table.paths.sfs
     retention_ms = table.conf.get_int("carbon.segment.retention.minutes") * 60_000
     items: list[CleanItem] = []
     for path in obsolete_sortindex_files(table):
-        info = fs.get_file_info(path)
+        info = fs.file_info(path)
         mtime_ms = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
         if not force and now - mtime_ms < retention_ms:
             continue  # a running query may still read it

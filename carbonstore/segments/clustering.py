@@ -205,7 +205,7 @@ def cluster_unit(
 ) -> TaskResult:
     """One cluster task: the sources' rows whose curve key is in the unit's range, sorted
     by the key, written through the load writer as ONE task (one ``.carbonindex``)."""
-    fs = resolve_fs(settings.store_location).fs
+    fs = resolve_fs(settings.store_location)
     target = arrow_schema(settings.columns)
     idx, lo, hi = plan.units[unit_index]
     spec = plan.spec
@@ -238,7 +238,7 @@ def prepare(
     """The driver's part of a cluster merge: settings, source files, plan, deletes."""
     files = ordered_files(table, sources)
     n = tasks or unit_count(sum(e.data_size for e in sources), parallelism)
-    plan = cluster_plan(table.paths.sfs.fs, files, spec, n)
+    plan = cluster_plan(table.paths.sfs, files, spec, n)
     settings = cluster_settings(
         table, output_id, statistics=not sources_have_statistics(table, sources))
     table.paths.sfs.makedirs(settings.segment_dir)

@@ -65,7 +65,7 @@ class SegmentClustering:
 
 def _values(table: Table, segment: str, column: str, samples: int) -> list[Any]:
     """Up to ``samples`` non-null, non-NaN values of ``column`` from spread row groups."""
-    fs = table.paths.sfs.fs
+    fs = table.paths.sfs
     groups: list[tuple[str, int]] = []
     for path in segment_data_files(table, segment):
         with fs.open_input_file(path) as f:

@@ -22,8 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow.fs as pafs
-
 from carbonstore.errors import (
     BadRecordError,
     CarbonStoreError,
@@ -146,10 +144,9 @@ def remove_orphans(table: Table, segment_id: str, keep: set[str]) -> None:
         if info.is_file and info.base_name not in keep:
             sfs.delete_file(info.path)
         elif not info.is_file:  # a partition folder (docs/partitioning.md)
-            selector = pafs.FileSelector(info.path, recursive=True)
-            for sub in sfs.fs.get_file_info(selector):
+            for sub in sfs.walk(info.path):
                 rel = sub.path[len(seg_dir.rstrip("/")) + 1:]
-                if sub.type == pafs.FileType.File and rel not in keep:
+                if sub.is_file and rel not in keep:
                     sfs.delete_file(sub.path)
 
 
@@ -213,7 +210,7 @@ def commit_segment(
         with progress(len(task_indexes), f"merging {len(task_indexes)} task indexes of segment "
                       f"{segment_id}") as step:
             merge_size = merge_indexes(
-                sfs.fs, [f"{seg_dir}/{n}" for n in task_indexes], f"{seg_dir}/{merge_name}",
+                sfs, [f"{seg_dir}/{n}" for n in task_indexes], f"{seg_dir}/{merge_name}",
                 segment_id=segment_id,
             )
             step(len(task_indexes))

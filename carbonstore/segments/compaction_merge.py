@@ -26,7 +26,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from carbonstore.errors import CarbonStoreError, CompactionError
-from carbonstore.segments.deltas import decode_delta, live_rows, positions
+from carbonstore.indexfiles.indexfile import merge_indexes, read_index
+from carbonstore.segments.deltas import decode_delta, deltas_by_path, live_rows, positions
 from carbonstore.segments.load import table_partitioning
 from carbonstore.segments.partitions import live_files, with_spec
 from carbonstore.segments.unify import file_columns, unify
@@ -44,6 +45,7 @@ from carbonstore.statistics.store import (
     stats_path,
     update_segment_statistics,
 )
+from carbonstore.store.evolution import segment_projections
 from carbonstore.store.fs import resolve_fs
 from carbonstore.store.partitioning import PartitionSpec
 from carbonstore.store.table import Table
@@ -103,7 +105,6 @@ def segment_data_files(table: Table, load_name: str) -> list[str]:
     commit accepted; a segment without any index (written by an older tool) falls back to
     the Parquet files of its folder.
     """
-    from carbonstore.indexfiles.indexfile import read_index
 
     sfs = table.paths.sfs
     seg_dir = table.paths.segment_dir(load_name)
@@ -113,7 +114,7 @@ def segment_data_files(table: Table, load_name: str) -> list[str]:
     if indexes:
         files: list[str] = []
         for name in indexes:
-            header = read_index(sfs.fs, f"{seg_dir}/{name}").header  # paths checked there
+            header = read_index(sfs, f"{seg_dir}/{name}").header  # paths checked there
             files.extend(f"{seg_dir}/{f.path}" for f in header.files or [])
         return files
     return [f"{seg_dir}/{n}" for n in names if n.endswith(".parquet")]
@@ -177,7 +178,7 @@ def write_segment(
     settings = write_settings(table, segment_id)
     table.paths.sfs.makedirs(settings.segment_dir)
     results = [
-        write_task(batches, settings, task_id=f"{n:05d}", fs=table.paths.sfs.fs)
+        write_task(batches, settings, task_id=f"{n:05d}", fs=table.paths.sfs)
         for n, batches in enumerate(tasks)
         if batches
     ]
@@ -191,7 +192,6 @@ def finish_segment(
     """Driver side: merge the task indexes into the segment's ``.carbonindexmerge``.
 
     ``partitioning``: the spec the tasks wrote with, recorded in the output's entry."""
-    from carbonstore.indexfiles.indexfile import merge_indexes
 
     sfs = table.paths.sfs
     seg_dir = table.paths.segment_dir(segment_id)
@@ -206,7 +206,7 @@ def finish_segment(
             sfs.delete_file(info.path)
     merge_name = f"{segment_id}_{now_ms()}.carbonindexmerge"
     index_size = merge_indexes(
-        sfs.fs, [f"{seg_dir}/{n}" for n in index_files], f"{seg_dir}/{merge_name}",
+        sfs, [f"{seg_dir}/{n}" for n in index_files], f"{seg_dir}/{merge_name}",
         segment_id=segment_id,
     )
     return SegmentOutput(
@@ -300,7 +300,7 @@ def merge_unit(
     Each file is read as the table's storage schema (segments/unify.py), so files adopted
     with add-segment (nullable fields, other name case) merge with the store's own.
     """
-    fs = resolve_fs(settings.store_location).fs
+    fs = resolve_fs(settings.store_location)
     target = arrow_schema(settings.columns)
     if keys:
         idx, lo, hi, nulls = unit  # type: ignore[misc]
@@ -335,7 +335,7 @@ def read_source_rows(
 
     parts: list[pa.Table] = []
     for path in files:
-        dataset = ds.dataset(path, format="parquet", filesystem=fs)
+        dataset = fs.parquet_dataset(path)
         names = file_columns(dataset.schema, target.names, None)
         pos = positions(decode_delta(deleted[path], path)) if deleted and path in deleted \
             else None
@@ -355,7 +355,6 @@ def read_source_rows(
 
 def source_deltas(table: Table, sources: Sequence[LoadEntry]) -> dict[str, bytes]:
     """Data file path -> its delete delta's bytes, for every source file with one."""
-    from carbonstore.segments.deltas import deltas_by_path
 
     out: dict[str, bytes] = {}
     for e in sources:
@@ -417,7 +416,7 @@ def ordered_files(table: Table, sources: Sequence[LoadEntry]) -> list[str]:
     keys = sort_keys(table)
     if not keys or rank_columns(table)[:1] == (keys[0][0],):
         return files
-    fs = table.paths.sfs.fs
+    fs = table.paths.sfs
     mins: list[tuple[int, Any, int, str]] = []
     for n, path in enumerate(files):
         with fs.open_input_file(path) as f:
@@ -444,7 +443,7 @@ def rank_columns(table: Table) -> tuple[str, ...]:
 
 def _deal_files(fs: Any, files: Sequence[str], n: int) -> list[tuple[int, list[str]]]:
     """Source files dealt out to ``n`` tasks, largest first onto the lightest task."""
-    sizes = sorted(((int(fs.get_file_info(f).size or 0), f) for f in files), reverse=True)
+    sizes = sorted(((fs.size(f), f) for f in files), reverse=True)
     count = max(1, min(n, len(files)))
     totals = [0] * count
     out: list[tuple[int, list[str]]] = [(i, []) for i in range(count)]
@@ -460,7 +459,7 @@ def work_units(table: Table, files: Sequence[str], n: int) -> list[WorkUnit]:
     if not files:
         raise CompactionError("the segments to compact have no data files")
     keys = sort_keys(table)
-    fs = table.paths.sfs.fs
+    fs = table.paths.sfs
     if keys:
         return list(key_ranges(fs, files, keys[0][0], n))
     return list(_deal_files(fs, files, n))
@@ -503,7 +502,7 @@ def merge_evolved(
     if settings is None:
         settings = write_settings(table, output_id, statistics=True)
     target = arrow_schema(settings.columns)
-    fs = table.paths.sfs.fs
+    fs = table.paths.sfs
     deleted = source_deltas(table, sources)
     parts: list[pa.Table] = []
     for e in sources:
@@ -546,7 +545,6 @@ def write_output_statistics(
     are stored. Returns False when neither is available (``carbonstore analyze`` computes
     them later).
     """
-    from carbonstore.store.evolution import segment_projections
 
     stats = [None if e.delete_deltas
              else get_segment_statistics(table, e.load_name, damaged_as_missing=True)

@@ -47,7 +47,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.fs as pafs
 
 from carbonstore.segments.csvbad import certainly_bad, hint, nth_row_line
 from carbonstore.segments.writer import (
@@ -57,6 +56,7 @@ from carbonstore.segments.writer import (
     arrow_schema,
     write_task,
 )
+from carbonstore.store.fs import StoreFS, local_disk, resolve_fs
 
 __all__ = [
     "BadValue",
@@ -135,12 +135,10 @@ class CsvScan:
     #: filesystem holds them (their paths are then ``bucket/key``).
     input_location: str = ""
 
-    def input_fs(self) -> pafs.FileSystem:
+    def input_fs(self) -> StoreFS:
         if not self.input_location:
-            return pafs.LocalFileSystem()
-        from carbonstore.store.fs import resolve_fs
-
-        return resolve_fs(self.input_location).fs
+            return local_disk()
+        return resolve_fs(self.input_location)
 
     def _parse_types(self) -> dict[str, pa.DataType]:
         """What pyarrow parses each present column as (floats and timestamps: text first)."""
@@ -204,7 +202,7 @@ def _next_newline(f: pa.NativeFile, pos: int, size: int) -> int:
     return size
 
 
-def _split_bytes(fs: pafs.FileSystem, split: CsvSplit) -> tuple[int, bytes]:
+def _split_bytes(fs: StoreFS, split: CsvSplit) -> tuple[int, bytes]:
     """The lines that start in ``split``, whole, and where in the file they begin."""
     with fs.open_input_file(split.path) as f:
         size = f.size()
@@ -217,7 +215,7 @@ def _split_bytes(fs: pafs.FileSystem, split: CsvSplit) -> tuple[int, bytes]:
         return begin, f.read(min(stop, size) - begin)
 
 
-def _lines_before(fs: pafs.FileSystem, path: str, offset: int) -> int:
+def _lines_before(fs: StoreFS, path: str, offset: int) -> int:
     """How many lines of the file end before byte ``offset``."""
     count = 0
     with fs.open_input_file(path) as f:
@@ -385,7 +383,7 @@ def _first_bad(scan: CsvScan, data: bytes, *, quoted: bool) -> tuple[int, Column
 
 
 def read_splits(
-    scan: CsvScan, splits: Iterable[CsvSplit], fs: pafs.FileSystem
+    scan: CsvScan, splits: Iterable[CsvSplit], fs: StoreFS
 ) -> Iterator[pa.RecordBatch]:
     """The rows of ``splits`` as batches of the table's columns.
 
@@ -459,8 +457,6 @@ def csv_task(
     With ``local_sort`` the task's rows are sorted on ``settings.sort_columns`` first, as
     ``sortWithinPartitions`` would.
     """
-    from carbonstore.store.fs import resolve_fs
-
     in_fs = scan.input_fs()
     try:
         batches: Iterable[pa.RecordBatch] = read_splits(scan, splits, in_fs)
@@ -470,7 +466,7 @@ def csv_task(
                 max_chunksize=1 << 16
             )
         return write_task(
-            batches, settings, task_id=task_id, fs=resolve_fs(settings.store_location).fs
+            batches, settings, task_id=task_id, fs=resolve_fs(settings.store_location)
         )
     except NeedsSparkParser as err:
         return Fallback(task_id, str(err), bad=isinstance(err, BadValue))

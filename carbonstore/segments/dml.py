@@ -105,7 +105,7 @@ def scan_rows(
     pinned = table.as_of(snap.version, check_files=False)
     plan = prune(pinned, expr, segments=segments)
     decode = _decoder(table)
-    fs = table.store.sfs.fs
+    fs = table.store.sfs
     projections = segment_projections(
         table, [snap.get(sid) for sid in sorted({f.segment for f in plan.files})])
     refs = sorted(references(expr))

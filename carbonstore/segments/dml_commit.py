@@ -133,7 +133,7 @@ def finish_insert(
     index_files = [r.index_file for r in done if r.index_file]
     remove_orphans(table, sid, {f for r in done for f in r.files} | set(index_files))
     merge_name = f"{sid}_{now_ms()}.carbonindexmerge"
-    merge_size = merge_indexes(sfs.fs, [f"{seg_dir}/{n}" for n in index_files],
+    merge_size = merge_indexes(sfs, [f"{seg_dir}/{n}" for n in index_files],
                                f"{seg_dir}/{merge_name}", segment_id=sid)
     try:
         store_task_statistics(table, sid, done, source="load")
@@ -171,7 +171,7 @@ def _write_insert(table: Table, rows: pa.Table) -> PreparedInsert:
             prepare_dictionaries(table, distinct_values(iter(batches), dict_cols), sid)
         settings = write_settings(table, sid, parse_load_options(table, {"sort_scope": "no_sort"}))
         table.store.sfs.makedirs(settings.segment_dir)
-        result = write_task(iter(batches), settings, task_id="dml", fs=table.store.sfs.fs)
+        result = write_task(iter(batches), settings, task_id="dml", fs=table.store.sfs)
         return finish_insert(table, sid, [result], settings, keeper, what="INSERT")
     except BaseException as err:
         abort_segment(table, sid, reason=str(err)[:500] or type(err).__name__)

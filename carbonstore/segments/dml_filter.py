@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from carbonstore.expressions.bind import session_zone
 from carbonstore.expressions.expr import Expr
 from carbonstore.store.table import Table
 
@@ -33,7 +34,6 @@ def row_filter(table: Table, where: str | Expr | None, *, time_zone: str = "UTC"
         ExpressionError: it names an unknown column, does not parse, or is not a filter the
             parser binds (``carbonstore.dml`` evaluates those with Spark).
     """
-    from carbonstore.expressions.bind import session_zone
     from carbonstore.pruning.plan import bind_where
 
     zone = session_zone(time_zone) or dt.UTC

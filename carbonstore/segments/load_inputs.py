@@ -27,10 +27,8 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-import pyarrow.fs as pafs
-
 from carbonstore.errors import SchemaError, UserError
-from carbonstore.store.fs import resolve_fs
+from carbonstore.store.fs import FileType, StoreFS, filesystem_of, local_disk, resolve_fs
 
 if TYPE_CHECKING:
     from carbonstore.segments.load import LoadOptions
@@ -122,26 +120,26 @@ def infer_format(paths: Sequence[str], given: str | None) -> str | None:
     return next(iter(found), None)
 
 
-def _first_file(path: str) -> tuple[pafs.FileSystem, str] | None:
+def _first_file(path: str) -> tuple[StoreFS, str] | None:
     """The file whose first line Spark takes as the header (first in name order)."""
     if path.startswith("s3://"):  # the store's endpoint settings are in the query
         sfs = resolve_fs(path)
-        fs, p = sfs.fs, sfs.base
+        fs, p = sfs, sfs.base
     elif "://" in path:
-        fs, p = pafs.FileSystem.from_uri(path)
+        fs, p = filesystem_of(path)
     else:
-        fs, p = pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(path))
+        fs, p = local_disk(), os.path.abspath(os.path.expanduser(path))
         if glob.has_magic(p):
             hits = sorted(glob.glob(p))
             return (fs, hits[0]) if hits and os.path.isfile(hits[0]) else None
-    info = fs.get_file_info(p)
-    if info.type == pafs.FileType.File:
+    info = fs.file_info(p)
+    if info.is_file:
         return fs, p
-    if info.type != pafs.FileType.Directory:
+    if info.type != FileType.Directory:
         return None
     files = sorted(
-        i.path for i in fs.get_file_info(pafs.FileSelector(p, recursive=False))
-        if i.type == pafs.FileType.File and not i.base_name.startswith(("_", "."))
+        i.path for i in fs.list_dir(p)
+        if i.is_file and not i.base_name.startswith(("_", "."))
     )
     return (fs, files[0]) if files else None
 

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
+from carbonstore.store.fs import AnyFS
 from carbonstore.store.partitioning import (
     PartitionSpec,
     bucket_ids,
@@ -85,7 +85,7 @@ class PartitionedWriter:
     """Writes one task's rows split by partition and bucket; the task API of _TaskWriter."""
 
     def __init__(
-        self, settings: Any, task_id: str, fs: pafs.FileSystem, *, make: Callable[..., Any]
+        self, settings: Any, task_id: str, fs: AnyFS, *, make: Callable[..., Any]
     ) -> None:
         if settings.partitioning is None:
             raise ValueError("PartitionedWriter needs settings.partitioning")

@@ -29,6 +29,7 @@ from carbonstore.store.partitioning import (
     removed_partitions,
     removed_rows,
 )
+from carbonstore.store.schema import TableSchema
 
 if TYPE_CHECKING:
     from carbonstore.store.table import Table
@@ -77,7 +78,7 @@ def segment_files(table: Table, entry: LoadEntry) -> list[tuple[str, int]]:
     if not entry.segment_file:
         return []
     seg_dir = table.paths.segment_dir(entry.load_name)
-    header = read_index(table.store.sfs.fs, f"{seg_dir}/{entry.segment_file}").header
+    header = read_index(table.store.sfs, f"{seg_dir}/{entry.segment_file}").header
     return [(f.path or "", int(f.num_rows or 0)) for f in header.files or ()]
 
 
@@ -204,7 +205,6 @@ def set_partition_spec(
         SchemaError: a field or bucket column does not fit the schema.
     """
     from carbonstore.store.alter import alter_table
-    from carbonstore.store.schema import TableSchema
 
     def change(schema: TableSchema) -> TableSchema:
         props = dict(schema.properties)

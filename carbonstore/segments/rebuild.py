@@ -38,6 +38,7 @@ from carbonstore.indexfiles.indexfile import merge_indexes, read_index, write_in
 from carbonstore.indexfiles.packing import pack
 from carbonstore.segments.writer import NanTracker
 from carbonstore.store.entries import check_plain_file_name
+from carbonstore.store.evolution import index_column_ids, written_schema
 from carbonstore.store.leases import StatementLease
 from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
@@ -95,7 +96,7 @@ def _data_files(table: Table, entry: LoadEntry) -> list[str]:
         names = _all_files(table, seg_dir)
     if entry.segment_file and entry.segment_file in names:
         try:
-            header = read_index(sfs.fs, f"{seg_dir}/{check_plain_file_name(entry.segment_file)}").header
+            header = read_index(sfs, f"{seg_dir}/{check_plain_file_name(entry.segment_file)}").header
             listed = [f.path for f in header.files or []]
             if listed and all(n in names for n in listed):
                 return listed
@@ -106,18 +107,16 @@ def _data_files(table: Table, entry: LoadEntry) -> list[str]:
 
 def _all_files(table: Table, seg_dir: str) -> list[str]:
     """Paths relative to ``seg_dir`` of every file below it."""
-    import pyarrow.fs as pafs
-
     base = seg_dir.rstrip("/") + "/"
-    infos = table.store.sfs.fs.get_file_info(pafs.FileSelector(seg_dir, recursive=True))
-    return sorted(i.path[len(base):] for i in infos if i.type == pafs.FileType.File)
+    infos = table.store.sfs.walk(seg_dir)
+    return sorted(i.path[len(base):] for i in infos if i.is_file)
 
 
 def _readable_index(table: Table, seg_dir: str, entry: LoadEntry) -> bool:
     if not entry.segment_file:
         return False
     try:
-        read_index(table.store.sfs.fs, f"{seg_dir}/{check_plain_file_name(entry.segment_file)}")
+        read_index(table.store.sfs, f"{seg_dir}/{check_plain_file_name(entry.segment_file)}")
     except (CorruptIndexError, OSError):
         return False
     return True
@@ -130,7 +129,7 @@ def _task_of(name: str) -> str:
 
 def _index_file(table: Table, seg_dir: str, rel: str, float_cols: tuple[str, ...]) -> FileIndex:
     """The file's index with NaN counts per row group and page recounted from the data."""
-    fs = table.store.sfs.fs
+    fs = table.store.sfs
     path = f"{seg_dir}/{rel}"
     fi = read_file_index(fs, path, rel_path=rel)
     if not float_cols:
@@ -167,7 +166,6 @@ def rebuild_segment(
     sfs = table.store.sfs
     sid = entry.load_name
     seg_dir = table.paths.segment_dir(sid)
-    from carbonstore.store.evolution import index_column_ids, written_schema
 
     written_with = written_schema(table, entry)  # the names and ids its files were written with
     dict_cols = set(written_with.dictionary_columns)

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from carbonstore.dictionary.load import BatchEncoder
@@ -30,9 +29,16 @@ from carbonstore.errors import SchemaError
 from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.indexfile import write_index
 from carbonstore.indexfiles.packing import pack
-from carbonstore.segments.badrecords import BadRecordAction, BadRecordSink, split_batch
+from carbonstore.segments.badrecords import (
+    HIDDEN_COLUMNS,
+    BadRecordAction,
+    BadRecordSink,
+    split_batch,
+)
 from carbonstore.segments.partition_writer import PartitionedWriter
 from carbonstore.statistics.accumulator import StatsAccumulator
+from carbonstore.store.evolution import struct_leaf_ids
+from carbonstore.store.fs import AnyFS, StoreFS, as_store_fs, local_disk, resolve_fs
 from carbonstore.store.partitioning import PartitionSpec
 from carbonstore.store.schema import Column, DataType, arrow_type, parse_type
 
@@ -78,7 +84,6 @@ def index_column_ids(columns: Iterable[ColumnSpec]) -> dict[str, str]:
     """Index leaf name -> column id: top-level columns, and struct fields reached through
     structs only (``s.a`` -> ``<id of s>/a``: a filter on ``s.a`` prunes by it, also after
     ``s`` is renamed). Leaves inside lists and maps are never pruned on."""
-    from carbonstore.store.evolution import struct_leaf_ids
 
     out: dict[str, str] = {}
     for c in columns:
@@ -180,12 +185,12 @@ class _TaskWriter:
     """Writes one task's files; see the module docstring."""
 
     def __init__(
-        self, settings: WriteSettings, task_id: str, fs: pafs.FileSystem, *,
+        self, settings: WriteSettings, task_id: str, fs: AnyFS, *,
         subdir: str = "", suffix: str = "", parent: _TaskWriter | None = None,
     ) -> None:
         self.s = settings
         self.task_id = task_id
-        self.fs = fs
+        self.fs: StoreFS = as_store_fs(fs)
         self.subdir = subdir  # partition folder inside the segment ('' = the segment folder)
         self.suffix = suffix  # file name suffix (the bucket id)
         self.schema = arrow_schema(settings.columns)
@@ -242,7 +247,7 @@ class _TaskWriter:
     def _open(self) -> tuple[pq.ParquetWriter, pa.NativeFile]:
         name = f"part-{self.task_id}-{uuid.uuid4().hex[:16]}{self.suffix}.parquet"
         if self.subdir:
-            self.fs.create_dir(f"{self.s.segment_dir}/{self.subdir}", recursive=True)
+            self.fs.makedirs(f"{self.s.segment_dir}/{self.subdir}")
             name = f"{self.subdir}/{name}"
         self._sink = self.fs.open_output_stream(f"{self.s.segment_dir}/{name}")
         sorting = None
@@ -377,7 +382,7 @@ def write_task(
     settings: WriteSettings,
     *,
     task_id: str,
-    fs: pafs.FileSystem | None = None,
+    fs: AnyFS | None = None,
 ) -> TaskResult:
     """Write one task's rows into the segment folder and index them.
 
@@ -392,9 +397,7 @@ def write_task(
         The commit message for the driver.
     """
     if fs is None:
-        from carbonstore.store.fs import resolve_fs
-
-        fs = resolve_fs(settings.store_location).fs
+        fs = resolve_fs(settings.store_location)
     tw: _TaskWriter | PartitionedWriter
     if settings.partitioning is not None and not settings.partitioning.is_empty:
         tw = PartitionedWriter(settings, task_id, fs, make=_TaskWriter)
@@ -446,12 +449,10 @@ def write_task(
 
 
 def _bad_record_sink(settings: WriteSettings, task_id: str, redirect: bool) -> BadRecordSink:
-    from carbonstore.store.fs import resolve_fs
-
     if not redirect or not settings.bad_record_dir:
-        return BadRecordSink(pafs.LocalFileSystem(), None, task_id)
+        return BadRecordSink(local_disk(), None, task_id)
     bfs = resolve_fs(settings.bad_record_dir)
-    return BadRecordSink(bfs.fs, bfs.base, task_id)
+    return BadRecordSink(bfs, bfs.base, task_id)
 
 
 def _iter(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -464,7 +465,6 @@ def _iter(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 def _with_hidden(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """The table columns conformed to ``schema`` plus any hidden columns, unchanged."""
-    from carbonstore.segments.badrecords import HIDDEN_COLUMNS
 
     hidden = [n for n in batch.schema.names if n in HIDDEN_COLUMNS]
     data = _conform(batch, _nullable(schema))

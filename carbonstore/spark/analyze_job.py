@@ -39,7 +39,7 @@ def _analyze_task(
     projections: dict[str, Projection] | None = None,
 ) -> Callable[[Iterable[tuple[str, str]]], Iterable[tuple[str, bytes]]]:
     def run(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, bytes]]:
-        fs = resolve_fs(location).fs
+        fs = resolve_fs(location)
         by_segment: dict[str, list[str]] = defaultdict(list)
         for seg, path in pairs:
             by_segment[seg].append(path)

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from carbonstore.errors import UserError
+from carbonstore.errors import TableExistsError, UserError
 from carbonstore.spark.create_sql import (
     CreateStatement,
     parse_create,
@@ -280,8 +280,6 @@ def carbonstore_statement(spark: Any, statement: Any) -> Any:
 
 
 def _create(spark: Any, state: _Registration, create: CreateStatement) -> Any:
-    from carbonstore.errors import TableExistsError
-
     store = state.store
     if create.store is not None or create.conf:
         store = Store(create.store or state.store.location,

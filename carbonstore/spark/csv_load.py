@@ -314,9 +314,9 @@ def run_csv_tasks(
 def _discard(table: Table, settings: WriteSettings) -> None:
     """Remove what the tasks wrote (the segment is still in progress and locked by us)."""
     sfs = table.store.sfs
-    sfs.fs.delete_dir_contents(settings.segment_dir, missing_dir_ok=True)
+    sfs.delete_dir_contents(settings.segment_dir)
     if settings.bad_record_dir:
         from carbonstore.store.fs import resolve_fs
 
         bfs = resolve_fs(settings.bad_record_dir)
-        bfs.fs.delete_dir_contents(bfs.base, missing_dir_ok=True)
+        bfs.delete_dir_contents(bfs.base)

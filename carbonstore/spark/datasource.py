@@ -32,7 +32,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from carbonstore.errors import CarbonStoreError, CommitConflictError, UserError
+from carbonstore.errors import CarbonStoreError, CommitConflictError, SchemaError, UserError
+from carbonstore.segments.badrecords import HIDDEN_COLUMNS
 from carbonstore.segments.commit import LoadTransaction, lease_seconds, marked_dead_error
 from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import TaskResult, WriteSettings, write_task
@@ -40,7 +41,7 @@ from carbonstore.spark.reader import CarbonReader
 from carbonstore.spark.types import one_line_errors, schema_ddl
 from carbonstore.store import Store, load_conf
 from carbonstore.store.renewer import Renewal, spawn_renewer, stop_renewer
-from carbonstore.store.table import Table
+from carbonstore.store.table import Table, as_of_option
 
 __all__ = ["CarbonCommitMessage", "CarbonDataSource", "CarbonWriter"]
 
@@ -91,8 +92,6 @@ def check_write_schema(table: Table, schema: StructType) -> None:
     Raises:
         SchemaError: naming the missing, unknown and mistyped columns and the fix.
     """
-    from carbonstore.errors import SchemaError
-    from carbonstore.segments.badrecords import HIDDEN_COLUMNS
 
     given = {f.name.lower(): f for f in schema.fields if f.name not in HIDDEN_COLUMNS}
     wanted = {c.name: c for c in table.schema.columns}
@@ -163,15 +162,11 @@ class CarbonDataSource(DataSource):
 
     @one_line_errors
     def schema(self) -> str:
-        from carbonstore.store.table import as_of_option
-
         opts = self._opts()  # a read as of a version has that version's schema
         return schema_ddl(open_table(opts).as_of(as_of_option(opts), check_files=False))
 
     @one_line_errors
     def reader(self, schema: StructType) -> Any:
-        from carbonstore.store.table import as_of_option
-
         opts = self._opts()
         # Spark keeps a catalog table's schema (register's views): a table altered or
         # re-created with other columns since then is a clear error, not PySpark's

@@ -19,6 +19,7 @@ import numpy as np
 
 from carbonstore.pruning.plan import FilePlan, TablePlan
 from carbonstore.segments.deltas import decode_delta, positions
+from carbonstore.spark.storage_schema import storage_ddl
 from carbonstore.store.table import Table
 
 __all__ = ["FILES_PER_FILTER", "deleted_bitmap", "drop_deleted", "name_groups",
@@ -63,8 +64,6 @@ def without_deleted_rows(
 ) -> Any:
     """The live rows of the plan's files that have a delete delta (storage schema, like the
     plain read of :func:`carbonstore.spark.native.native_frame`)."""
-    from carbonstore.spark.native import storage_ddl
-
     out = None
     for files in name_groups([f for f in plan.files if f.delete_delta is not None]):
         raw = spark.read.schema(storage_ddl(table)).parquet(*[_uri(plan.absolute(f.path))

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from carbonstore.pruning.plan import TablePlan
+from carbonstore.pruning.plan import FilePlan, TablePlan
+from carbonstore.spark.dml import drop_deleted, name_groups
 from carbonstore.store.ddl import quote_name
 from carbonstore.store.evolution import Projection, column_default
 from carbonstore.store.table import Table
@@ -31,8 +32,6 @@ def evolved_frame(
     rows the plan's delete deltas remove are left out (spark/dml.py)."""
     from pyspark.sql import functions as F
 
-    from carbonstore.pruning.plan import FilePlan
-    from carbonstore.spark.dml import drop_deleted, name_groups
 
     def scan(ddl: str | None, files: list[FilePlan], deltas: bool) -> Any:
         reader = spark.read.schema(ddl) if ddl else spark.read

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from carbonstore.expressions.bind import session_zone
 from carbonstore.sql.answers import (
     AggregateStatement,
     answer_parts,
@@ -24,7 +25,6 @@ def answer_frame(spark: Any, store: Store, statement: str | exp.Expr, *,
                  aliases: Mapping[str, Table] | None = None) -> Any:
     """The answer of ``statement`` (SQL text or its parsed tree, not changed) as a one-row
     DataFrame with Spark's types, or None."""
-    from carbonstore.expressions.bind import session_zone
 
     zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone")))
     if zone is None:

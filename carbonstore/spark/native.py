@@ -37,9 +37,15 @@ from typing import Any
 
 import pyarrow as pa
 
+from carbonstore.dictionary import load_dictionary
+from carbonstore.dictionary.column import FIRST_SURROGATE
 from carbonstore.pruning.plan import TablePlan
 from carbonstore.segments.writer import arrow_type
+from carbonstore.spark import dml as spark_dml
+from carbonstore.spark.evolution import evolved_frame
 from carbonstore.spark.nullability import not_null_relation
+from carbonstore.spark.storage_schema import storage_ddl
+from carbonstore.spark.types import empty_frame
 from carbonstore.store.ddl import quote_name
 from carbonstore.store.schema import DataType
 from carbonstore.store.table import Table
@@ -79,15 +85,6 @@ def nested_floating(t: DataType) -> bool:
         ft.name in _FLOATING or nested_floating(ft) for _, ft in t.fields)
 
 
-def storage_ddl(table: Table, not_null: Collection[str] = ()) -> str:
-    """The Spark schema of the table's Parquet files: dictionary columns as INT surrogates;
-    the columns ``not_null`` marked ``NOT NULL``."""
-    dictionary = set(table.schema.dictionary_columns)
-    return ", ".join(f"{quote_name(c.name)} {'int' if c.name in dictionary else c.type}"
-                     + (" NOT NULL" if c.name in not_null else "")
-                     for c in table.schema.columns)
-
-
 def _uri(path: str) -> str:
     return path if "://" in path else "file://" + path
 
@@ -95,12 +92,10 @@ def _uri(path: str) -> str:
 def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | None = None) -> Any:
     """A DataFrame over the files of ``plan`` (see the module contract)."""
 
-    from carbonstore.spark.types import empty_frame
 
     paths = [_uri(plan.absolute(f.path)) for f in plan.files if f.delete_delta is None]
     if not plan.files:
         return empty_frame(spark, table)
-    from carbonstore.spark.evolution import evolved_frame
     from carbonstore.spark.reader import plan_projections
 
     raw: Any = None
@@ -123,9 +118,7 @@ def native_frame(spark: Any, table: Table, plan: TablePlan, *, pushable: str | N
                 raw = raw.where(pushable)
         if len(paths) < len(plan.files):
             # files with a delete delta: a bitmap filter drops their deleted rows (spark/dml.py)
-            from carbonstore.spark.dml import without_deleted_rows
-
-            live = without_deleted_rows(spark, table, plan, pushable=pushable)
+            live = spark_dml.without_deleted_rows(spark, table, plan, pushable=pushable)
             raw = live if raw is None else raw.unionByName(live)
     out = decode_dictionaries(spark, table, raw)
     exprs = projection_exprs(table, known)
@@ -190,8 +183,6 @@ _lock = threading.Lock()
 def _dictionary_frame(spark: Any, table: Table, name: str) -> Any:
     """(surrogate INT, value) of the column's committed dictionary, as a
     local DataFrame, cached per session, dictionary file and size (a dictionary only grows)."""
-    from carbonstore.dictionary import load_dictionary
-    from carbonstore.dictionary.column import FIRST_SURROGATE
 
     column = table.schema.column(name)
     d = load_dictionary(table, column)

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import pyarrow.dataset as ds
-
 from carbonstore.errors import UserError
 from carbonstore.store.fs import input_files, resolve_fs
 from carbonstore.store.table import Table
@@ -30,8 +28,7 @@ def parquet_frame(spark: Any, table: Table, paths: Sequence[str]) -> Any:
     if found is None:
         refuse(paths, "parquet")
     location, files = found  # type: ignore[misc]
-    data = ds.dataset([p for p, _ in files], format="parquet",
-                      filesystem=resolve_fs(location).fs).to_table()
+    data = resolve_fs(location).parquet_dataset([p for p, _ in files]).to_table()
     return spark.createDataFrame(data)
 
 

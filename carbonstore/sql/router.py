@@ -8,7 +8,7 @@ first statement asks for it; everything else runs here, from the store's metadat
 - metadata: SHOW SEGMENTS / TABLES / PARTITIONS / CREATE TABLE, DESCRIBE [EXTENDED|HISTORY],
   CREATE / DROP TABLE, ALTER TABLE (schema), DELETE FROM TABLE ... SEGMENT.ID, CLEAN FILES,
   and the queries the index answers exactly (count / min / max, also ``VERSION AS OF``);
-- JVM-free row work: DELETE / UPDATE, MERGE from a store table (``segments.dml_sql``);
+- JVM-free row work: DELETE / UPDATE, MERGE from a store table (``dml.sql_run``);
 - Spark: other queries, INSERT INTO (a load), MERGE from a query, compaction's merge.
 """
 
@@ -18,11 +18,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from carbonstore.errors import TableNotFoundError, UserError
+from carbonstore.errors import TableExistsError, TableNotFoundError, UserError
+from carbonstore.expressions.bind import session_zone
 from carbonstore.sql import catalog
 from carbonstore.sql.answers import answer_statement
 from carbonstore.sql.statements import Alter, Catalog, Dml, Insert, Query, Statement, Verb
 from carbonstore.sql.verbs import clean_options, segment_ids, table_properties
+from carbonstore.store.alter import alter_table
 from carbonstore.store.table import Store, Table
 
 __all__ = ["DML_COLUMNS", "Engine", "Result", "run"]
@@ -74,7 +76,7 @@ class Result:
 
 
 def _dml(store: Store, stmt: Dml, engine: Engine | None, as_of: Any) -> Result:
-    from carbonstore.segments.dml_sql import run_dml
+    from carbonstore.dml.sql_run import run_dml
 
     assert stmt.dml is not None
     if as_of is not None:
@@ -90,8 +92,6 @@ def _dml(store: Store, stmt: Dml, engine: Engine | None, as_of: Any) -> Result:
 
 
 def _query(store: Store, stmt: Query, engine: Engine | None, as_of: Any) -> Result:
-    from carbonstore.expressions.bind import session_zone
-
     zone = session_zone(engine.time_zone(store) if engine is not None else "UTC")
     if zone is not None and (engine is None or not engine.live):
         # count / min / max the index decides exactly: no JVM, nothing read (a live session
@@ -142,8 +142,6 @@ def _catalog(store: Store, stmt: Catalog) -> Result:
 
 
 def _alter(store: Store, stmt: Alter) -> Result:
-    from carbonstore.store.alter import alter_table
-
     assert stmt.alter is not None
     table = store.table(stmt.alter.table)
     schema = alter_table(table, stmt.alter.change, operation=stmt.alter.operation)
@@ -232,8 +230,6 @@ def _verb(store: Store, stmt: Verb, engine: Engine | None) -> Result:
 
 
 def _create(store: Store, name: str, parts: dict[str, str | None]) -> Result:
-    from carbonstore.errors import TableExistsError
-
     try:
         table = store.create_table(name, str(parts["schema"]), properties=table_properties(parts))
     except TableExistsError:

@@ -7,7 +7,7 @@
    expressions: sqlglot does not read ``SHOW SEGMENTS``, ``CLEAN FILES``, ``STORED AS``)
 3. ``DESCRIBE [EXTENDED] t``, ``DESCRIBE HISTORY t``, ``SHOW TABLES [IN db]``,
    ``SHOW CREATE TABLE t`` (:class:`Catalog`)
-4. ``DELETE`` / ``UPDATE`` / ``MERGE`` (:class:`Dml`, ``segments.dml_sql``)
+4. ``DELETE`` / ``UPDATE`` / ``MERGE`` (:class:`Dml`, ``sql.dml_parse``)
 5. ``INSERT INTO t [(c, ...)] VALUES ... | SELECT ...`` (:class:`Insert`, sqlglot)
 6. any other statement sqlglot reads as a query (:class:`Query`); anything else is refused
    in one line naming what is accepted.
@@ -27,7 +27,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import UserError
 from carbonstore.expressions.sql_checks import checked_statement
-from carbonstore.segments.dml_sql import DmlStatement, parse_dml
+from carbonstore.sql.dml_parse import DmlStatement, parse_dml
 from carbonstore.sql.plan import parse_statement
 from carbonstore.sql.verbs import match_verb, unquote_name
 from carbonstore.store.alter_sql import AlterStatement, parse_alter
@@ -75,7 +75,7 @@ class Insert(Statement):
 
 @dataclass(frozen=True, slots=True)
 class Dml(Statement):
-    """DELETE / UPDATE / MERGE (``segments.dml_sql``)."""
+    """DELETE / UPDATE / MERGE (``sql.dml_parse``, run by ``dml.sql_run``)."""
 
     dml: DmlStatement | None = None
 

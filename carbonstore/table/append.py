@@ -99,7 +99,7 @@ def append_rows(table: Table, data: Any, *, options: Mapping[str, str] | None = 
                                  sid)
         try:
             result = write_task(_batches(source), settings, task_id="00000",
-                                fs=table.store.sfs.fs)
+                                fs=table.store.sfs)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
             raise UserError(f"append to {table.name}: the data does not fit the table: "
                             f"{str(err).splitlines()[0]}; nothing was written") from None

@@ -112,7 +112,8 @@ def test_merge_errors(table: Table) -> None:
 
 
 def test_sql_statements(table: Table) -> None:
-    from carbonstore.segments.dml_sql import parse_dml, run_dml
+    from carbonstore.dml.sql_run import run_dml
+    from carbonstore.sql.dml_parse import parse_dml
 
     store = table.store
     assert parse_dml("SELECT 1") is None
