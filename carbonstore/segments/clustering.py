@@ -36,6 +36,7 @@ from carbonstore.segments.cluster_spec import (
     ClusterSpec,
     segment_clustering,
 )
+from carbonstore.segments.clustering_layout import box_order, group_rows, layout_batches
 from carbonstore.segments.compaction_merge import (
     SegmentOutput,
     finish_segment,
@@ -45,13 +46,15 @@ from carbonstore.segments.compaction_merge import (
     sources_have_statistics,
     unit_count,
     write_settings,
-    writer_batches,
 )
 from carbonstore.segments.curves import (
+    Grid,
     bits_per_column,
+    cell_codes,
     curve_keys,
-    encode,
-    grid_bounds,
+    grid_of,
+    keys_of,
+    order_keys,
 )
 from carbonstore.segments.unify import file_columns
 from carbonstore.segments.writer import TaskResult, WriteSettings, arrow_schema, write_task
@@ -65,10 +68,10 @@ __all__ = [
     "ClusterPlan",
     "ClusterSpec",
     "cluster_local",
-    "cluster_order",
+    "cluster_batches",
     "cluster_plan",
     "cluster_settings",
-    "bounds_of",
+    "grids_of",
     "cluster_unit",
     "prepare",
     "resolve_spec",
@@ -119,10 +122,10 @@ def table_clustering(table: Table) -> ClusterSpec | None:
 # ---- planning on the driver -----------------------------------------------------------------
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterPlan:
-    """What every cluster task needs: the columns' grid boundaries and its key range."""
+    """What every cluster task needs: the columns' grids and its key range."""
 
     spec: ClusterSpec
-    bounds: tuple[np.ndarray, ...]
+    grids: tuple[Grid, ...]
     #: (unit index, lowest key inclusive or None, highest key exclusive or None)
     units: tuple[tuple[int, int | None, int | None], ...]
 
@@ -156,14 +159,10 @@ def _sample(fs: Any, files: Sequence[str], columns: Sequence[str]) -> pa.Table:
     return pa.concat_tables(parts, promote_options="permissive")
 
 
-def bounds_of(sample: pa.Table, spec: ClusterSpec) -> tuple[np.ndarray, ...]:
-    """Each clustering column's grid boundaries from a sample of its rows."""
+def grids_of(sample: pa.Table, spec: ClusterSpec) -> tuple[Grid, ...]:
+    """Each clustering column's grid from a sample of its rows."""
     bits = bits_per_column(len(spec.columns))
-    out = []
-    for c in spec.columns:
-        values, nulls = encode(sample.column(c))
-        out.append(grid_bounds(values[~nulls], bits))
-    return tuple(out)
+    return tuple(grid_of(sample.column(c), bits) for c in spec.columns)
 
 
 def cluster_plan(
@@ -173,15 +172,15 @@ def cluster_plan(
     if not files:
         raise CompactionError("the segments to cluster have no data files")
     sample = _sample(fs, files, spec.columns)
-    bounds = bounds_of(sample, spec) if sample.num_rows else tuple(
-        np.zeros(0, np.uint64) for _ in spec.columns)
-    keys = np.sort(curve_keys([sample.column(c) for c in spec.columns], bounds, spec.curve)) \
+    grids = grids_of(sample, spec) if sample.num_rows else tuple(
+        Grid(bounds=np.zeros(0, np.uint64), codes=np.zeros(2, np.uint64)) for _ in spec.columns)
+    keys = np.sort(curve_keys([sample.column(c) for c in spec.columns], grids, spec.curve)) \
         if sample.num_rows else np.zeros(0, np.int64)
     n = max(1, min(n, len(keys)))
     cuts = sorted({int(keys[int(len(keys) * k / n)]) for k in range(1, n)}) if n > 1 else []
     edges: list[int | None] = [None, *cuts, None]
     units = tuple((i, edges[i], edges[i + 1]) for i in range(len(edges) - 1))
-    return ClusterPlan(spec=spec, bounds=bounds, units=units)
+    return ClusterPlan(spec=spec, grids=grids, units=units)
 
 
 def cluster_settings(table: Table, output_id: str, *, statistics: bool) -> WriteSettings:
@@ -192,43 +191,55 @@ def cluster_settings(table: Table, output_id: str, *, statistics: bool) -> Write
 
 
 # ---- the task -------------------------------------------------------------------------------
-def cluster_order(data: pa.Table, spec: ClusterSpec, bounds: Sequence[np.ndarray]) -> pa.Table:
-    """``data`` sorted along the curve (stable: rows of one cell keep their order)."""
-    keys = curve_keys([data.column(c) for c in spec.columns], bounds, spec.curve)
-    order = np.argsort(keys, kind="stable")
-    return data.take(order)
+def cluster_batches(
+    data: pa.Table, spec: ClusterSpec, grids: Sequence[Grid], settings: WriteSettings,
+    codes: Sequence[np.ndarray] | None = None,
+) -> tuple[list[pa.RecordBatch], WriteSettings]:
+    """``data`` laid out in boxes (segments/clustering_layout.py): the writer's batches (one
+    per row group) and the settings that keep them apart. ``codes``: the rows' grid codes
+    when already computed."""
+    columns = [data.column(c) for c in spec.columns]
+    if codes is None:
+        codes = [cell_codes(c, g) for c, g in zip(columns, grids, strict=True)]
+    keys = [order_keys(c, g) for c, g in zip(columns, grids, strict=True)]
+    rows = group_rows(data, settings)
+    order = box_order(codes, keys, rows, settings.page_rows)
+    return layout_batches(data, order, rows, settings)
 
 
 def cluster_unit(
     settings: WriteSettings, files: Sequence[str], plan: ClusterPlan, unit_index: int,
     *, deleted: Mapping[str, bytes] | None = None,
 ) -> TaskResult:
-    """One cluster task: the sources' rows whose curve key is in the unit's range, sorted
-    by the key, written through the load writer as ONE task (one ``.carbonindex``)."""
+    """One cluster task: the sources' rows whose curve key is in the unit's range, laid out
+    in boxes, written through the load writer as ONE task (one ``.carbonindex``)."""
     fs = resolve_fs(settings.store_location).fs
     target = arrow_schema(settings.columns)
     idx, lo, hi = plan.units[unit_index]
     spec = plan.spec
     parts: list[pa.Table] = []
-    key_parts: list[np.ndarray] = []
+    code_parts: list[list[np.ndarray]] = []
     for path in files:  # one file at a time: memory holds the unit, not the sources
         data = read_source_rows(fs, [path], target, deleted)
-        keys = curve_keys([data.column(c) for c in spec.columns], plan.bounds, spec.curve)
+        codes = [cell_codes(data.column(c), g) for c, g in zip(spec.columns, plan.grids,
+                                                               strict=True)]
+        keys = keys_of(codes, spec.curve)
         mask = np.ones(len(keys), dtype=bool)
         if lo is not None:
             mask &= keys >= lo
         if hi is not None:
             mask &= keys < hi
         if not mask.all():
-            data, keys = data.filter(pa.array(mask)), keys[mask]
+            data, codes = data.filter(pa.array(mask)), [c[mask] for c in codes]
         if data.num_rows:
             parts.append(data)
-            key_parts.append(keys)
+            code_parts.append(codes)
     if not parts:
         return write_task([], settings, task_id=f"{idx:05d}", fs=fs)
     data = pa.concat_tables(parts)
-    data = data.take(np.argsort(np.concatenate(key_parts), kind="stable"))
-    return write_task(writer_batches(data, settings), settings, task_id=f"{idx:05d}", fs=fs)
+    codes = [np.concatenate([p[i] for p in code_parts]) for i in range(len(spec.columns))]
+    batches, laid = cluster_batches(data, spec, plan.grids, settings, codes)
+    return write_task(batches, laid, task_id=f"{idx:05d}", fs=fs)
 
 
 def prepare(
