@@ -3,24 +3,28 @@
 
 A :class:`ClusterSpec` names 1-4 columns and a curve (``zorder`` or ``hilbert``). The
 driver samples the sources' clustering columns once, jointly (the same rows for every
-column), and derives (1) each column's grid boundaries (``curves.grid_bounds``) and (2) the
-curve-key boundaries that cut the output into *units* of about equal row counts - the
-range partitioning of the curve value that ``repartitionByRange`` would do. Each unit is
-one task (:func:`cluster_unit`, on a Spark executor or in this process): it reads the
-sources file by file with pyarrow (deleted rows dropped, every file as the table's storage
-schema), keeps the rows whose curve key falls in its range, sorts them by the key and writes
-them through the load writer with pages of at most ``CLUSTER_PAGE_ROWS`` rows, so the page
-index's min/max cover small boxes of the clustering columns' space. The segment's
-tablestatus entry records ``"clustering": {"columns": [...], "curve": ...}``.
+column), and derives (1) each column's grid (``curves.grid_of``: boundaries and codes) and
+(2) the curve-key boundaries that cut the output into *units* of about equal row counts -
+the range partitioning of the curve value that ``repartitionByRange`` would do. The merge
+is a shuffle: :func:`split_source` (map) reads ONE source file with pyarrow (deleted rows
+dropped, as the table's storage schema) and sends each row to the unit its curve key falls
+in; :func:`write_unit` (reduce) lays a unit's rows out in boxes
+(``segments/clustering_layout.py``) and writes them through the load writer with pages of
+at most ``CLUSTER_PAGE_ROWS`` rows. On Spark the shuffle is Spark's
+(``spark/compact_job.py``); :func:`cluster_local` spills the map output to a local
+temporary folder. The segment's tablestatus entry records
+``"clustering": {"columns": [...], "curve": ...}``.
 
-Every row lands in exactly one unit (keys are compared to the same boundaries in every
+Every row lands in exactly one unit (keys are compared to the same boundaries in every map
 task), so the output holds the sources' rows exactly once; the compaction's row count check
 and commit (``segments/compaction.py``) are the ones of any compaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -72,7 +76,9 @@ __all__ = [
     "cluster_plan",
     "cluster_settings",
     "grids_of",
-    "cluster_unit",
+    "split_source",
+    "unit_of",
+    "write_unit",
     "prepare",
     "resolve_spec",
     "segment_clustering",
@@ -207,39 +213,49 @@ def cluster_batches(
     return layout_batches(data, order, rows, settings)
 
 
-def cluster_unit(
-    settings: WriteSettings, files: Sequence[str], plan: ClusterPlan, unit_index: int,
-    *, deleted: Mapping[str, bytes] | None = None,
-) -> TaskResult:
-    """One cluster task: the sources' rows whose curve key is in the unit's range, laid out
-    in boxes, written through the load writer as ONE task (one ``.carbonindex``)."""
+def unit_of(keys: np.ndarray, plan: ClusterPlan) -> np.ndarray:
+    """The unit each curve key falls in (units are consecutive half-open key ranges)."""
+    lows = np.array([lo for _, lo, _ in plan.units[1:]], dtype=np.int64)
+    return np.searchsorted(lows, keys, side="right")
+
+
+def split_source(
+    settings: WriteSettings, path: str, plan: ClusterPlan,
+    deleted: Mapping[str, bytes] | None = None,
+) -> Iterator[tuple[int, bytes]]:
+    """The map side of a cluster merge: ONE source file's live rows, split by the unit their
+    curve key falls in, as ``(unit, Arrow IPC stream)`` pairs (the shuffle's records)."""
     fs = resolve_fs(settings.store_location).fs
-    target = arrow_schema(settings.columns)
-    idx, lo, hi = plan.units[unit_index]
+    data = read_source_rows(fs, [path], arrow_schema(settings.columns), deleted)
+    if not data.num_rows:
+        return
     spec = plan.spec
-    parts: list[pa.Table] = []
-    code_parts: list[list[np.ndarray]] = []
-    for path in files:  # one file at a time: memory holds the unit, not the sources
-        data = read_source_rows(fs, [path], target, deleted)
-        codes = [cell_codes(data.column(c), g) for c, g in zip(spec.columns, plan.grids,
-                                                               strict=True)]
-        keys = keys_of(codes, spec.curve)
-        mask = np.ones(len(keys), dtype=bool)
-        if lo is not None:
-            mask &= keys >= lo
-        if hi is not None:
-            mask &= keys < hi
-        if not mask.all():
-            data, codes = data.filter(pa.array(mask)), [c[mask] for c in codes]
-        if data.num_rows:
-            parts.append(data)
-            code_parts.append(codes)
-    if not parts:
-        return write_task([], settings, task_id=f"{idx:05d}", fs=fs)
-    data = pa.concat_tables(parts)
-    codes = [np.concatenate([p[i] for p in code_parts]) for i in range(len(spec.columns))]
-    batches, laid = cluster_batches(data, spec, plan.grids, settings, codes)
-    return write_task(batches, laid, task_id=f"{idx:05d}", fs=fs)
+    codes = [cell_codes(data.column(c), g) for c, g in zip(spec.columns, plan.grids, strict=True)]
+    units = unit_of(keys_of(codes, spec.curve), plan)
+    order = np.argsort(units, kind="stable")
+    ordered, runs = data.take(order), units[order]
+    starts = np.flatnonzero(np.concatenate(([True], runs[1:] != runs[:-1])))
+    for start, stop in zip(starts, [*starts[1:], len(runs)], strict=True):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, ordered.schema) as writer:
+            writer.write_table(ordered.slice(int(start), int(stop - start)))
+        yield int(runs[start]), sink.getvalue().to_pybytes()
+
+
+def write_unit(
+    settings: WriteSettings, plan: ClusterPlan, unit_index: int, parts: Iterable[bytes]
+) -> TaskResult | None:
+    """The reduce side: one unit's rows (the IPC streams the map side sent it) laid out in
+    boxes and written through the load writer as ONE task (one ``.carbonindex``); None when
+    no row fell in the unit."""
+    tables = [pa.ipc.open_stream(p).read_all() for p in parts]
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return None
+    data = pa.concat_tables(tables)
+    batches, laid = cluster_batches(data, plan.spec, plan.grids, settings)
+    fs = resolve_fs(settings.store_location).fs
+    return write_task(batches, laid, task_id=f"{plan.units[unit_index][0]:05d}", fs=fs)
 
 
 def prepare(
@@ -257,11 +273,28 @@ def prepare(
 
 
 def cluster_local(
-    table: Table, sources: Sequence[LoadEntry], output_id: str, spec: ClusterSpec
+    table: Table, sources: Sequence[LoadEntry], output_id: str, spec: ClusterSpec,
+    *, tasks: int | None = None,
 ) -> SegmentOutput:
-    """Cluster in this process, one unit after the other (no JVM)."""
-    settings, files, plan, deleted = prepare(table, sources, output_id, spec)
-    results = [cluster_unit(settings, files, plan, i, deleted=deleted)
-               for i in range(len(plan.units))]
+    """Cluster in this process (no JVM): every source file is read once and its rows are
+    spilled per unit to a local temporary folder, then the units are written one after the
+    other (memory holds one file or one unit)."""
+    settings, files, plan, deleted = prepare(table, sources, output_id, spec, tasks=tasks)
+    with tempfile.TemporaryDirectory(prefix="carbonstore-cluster-") as spill:
+        written: dict[int, list[str]] = {}
+        for n, path in enumerate(files):
+            for unit, part in split_source(settings, path, plan, deleted):
+                name = os.path.join(spill, f"{unit:05d}-{n:06d}.arrows")
+                with open(name, "wb") as f:
+                    f.write(part)
+                written.setdefault(unit, []).append(name)
+        results = [r for unit in sorted(written)
+                   if (r := write_unit(settings, plan, unit, _spilled(written[unit])))]
     return finish_segment(table, output_id, results, partitioning=settings.partitioning)
+
+
+def _spilled(names: Sequence[str]) -> Iterator[bytes]:
+    for name in names:
+        with open(name, "rb") as f:
+            yield f.read()
 

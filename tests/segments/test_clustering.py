@@ -19,7 +19,7 @@ from carbonstore.cli import main
 from carbonstore.errors import CompactionError, SchemaError
 from carbonstore.pruning.plan import prune
 from carbonstore.segments.cluster_spec import ClusterSpec, segment_clustering
-from carbonstore.segments.clustering import cluster_unit, finish_segment, grids_of, prepare
+from carbonstore.segments.clustering import cluster_local, grids_of
 from carbonstore.segments.clustering_report import clustering_report
 from carbonstore.segments.compaction import (
     SegmentOutput,
@@ -80,10 +80,7 @@ def tasks_merger(n: int) -> Any:
     """The local cluster merger cut into ``n`` units (as Spark tasks would be)."""
     def run(table: Table, sources: Sequence[LoadEntry], output: str,
             spec: ClusterSpec) -> SegmentOutput:
-        settings, files, plan, deleted = prepare(table, sources, output, spec, tasks=n)
-        results = [cluster_unit(settings, files, plan, i, deleted=deleted)
-                   for i in range(len(plan.units))]
-        return finish_segment(table, output, results, partitioning=settings.partitioning)
+        return cluster_local(table, sources, output, spec, tasks=n)
     return run
 
 
@@ -309,3 +306,26 @@ def test_dictionary_column_clusters_on_surrogates(store: Store) -> None:
     assert kept.num_rows < want.num_rows / 3  # the surrogates' min/max prune
     assert kept.filter(pa.compute.equal(kept["name"], "y3")).num_rows == want.filter(
         pa.compute.equal(want["name"], "y3")).num_rows > 0
+
+
+def test_each_source_file_is_read_once_whatever_the_units(
+    table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merge is a shuffle: a source file is read by one map task and its rows sent to
+    their units (each unit used to read every source file and keep its key range)."""
+    from carbonstore.segments import clustering
+
+    reads: list[str] = []
+    real = clustering.read_source_rows
+
+    def counted(fs: Any, files: Sequence[str], *args: Any, **kwargs: Any) -> pa.Table:
+        reads.extend(files)
+        return real(fs, files, *args, **kwargs)
+
+    monkeypatch.setattr(clustering, "read_source_rows", counted)
+    sources = [p for e in table.status.read().entries for p in segment_data_files(table, e.load_name)]
+    before = _sorted(live(table))
+    compact(table, "cluster", by=["a", "b"], cluster_merger=tasks_merger(4))
+    assert sorted(reads) == sorted(sources)
+    assert _sorted(live(table)).equals(before)
+    assert len(segment_data_files(table, "0.1")) == 4  # one task per unit
