@@ -87,6 +87,10 @@ __all__ = [
 
 #: Rows per data page of a clustered segment (at most; the table's page rows if fewer).
 CLUSTER_PAGE_ROWS = 8192
+#: Rows per data page at least, when a smaller output cuts pages finer (page_rows_for).
+MIN_CLUSTER_PAGE_ROWS = 1024
+#: Pages cut each clustering column about this many ways (page_rows_for).
+_CUTS_PER_COLUMN = 8
 _SAMPLE_ROWS = 1 << 18
 
 
@@ -189,11 +193,25 @@ def cluster_plan(
     return ClusterPlan(spec=spec, grids=grids, units=units)
 
 
-def cluster_settings(table: Table, output_id: str, *, statistics: bool) -> WriteSettings:
+def page_rows_for(rows: int, columns: int) -> int:
+    """Rows per page of a clustered output of ``rows`` rows on ``columns`` columns: enough
+    pages that the boxes cut each column about 8 ways (a filter on one column keeps about
+    ``pages ** (-1 / columns)``, docs/clustering.md), within
+    ``MIN_CLUSTER_PAGE_ROWS .. CLUSTER_PAGE_ROWS``."""
+    want = rows // max(1, _CUTS_PER_COLUMN ** columns)
+    return max(MIN_CLUSTER_PAGE_ROWS, min(CLUSTER_PAGE_ROWS, want))
+
+
+def cluster_settings(
+    table: Table, output_id: str, *, statistics: bool, rows: int | None = None,
+    columns: int = 1,
+) -> WriteSettings:
     """The load writer's settings for a clustered output: no sort order recorded (the rows
-    follow the curve), pages of at most ``CLUSTER_PAGE_ROWS`` rows."""
+    follow the curve), pages of at most ``CLUSTER_PAGE_ROWS`` rows (fewer for an output of
+    ``rows`` rows, see :func:`page_rows_for`), never more than the table's page rows."""
     base = write_settings(table, output_id, statistics=statistics)
-    return replace(base, sort_columns=(), page_rows=min(base.page_rows, CLUSTER_PAGE_ROWS))
+    page = CLUSTER_PAGE_ROWS if rows is None else page_rows_for(rows, columns)
+    return replace(base, sort_columns=(), page_rows=min(base.page_rows, page))
 
 
 # ---- the task -------------------------------------------------------------------------------
@@ -267,7 +285,8 @@ def prepare(
     n = tasks or unit_count(sum(e.data_size for e in sources), parallelism)
     plan = cluster_plan(table.paths.sfs.fs, files, spec, n)
     settings = cluster_settings(
-        table, output_id, statistics=not sources_have_statistics(table, sources))
+        table, output_id, statistics=not sources_have_statistics(table, sources),
+        rows=sum(e.row_count for e in sources), columns=len(spec.columns))
     table.paths.sfs.makedirs(settings.segment_dir)
     return settings, files, plan, source_deltas(table, sources)
 

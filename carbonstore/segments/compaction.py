@@ -402,7 +402,9 @@ def _merge_one(
         if projections and spec is not None:  # older schema versions: read by column id
             output = merge_evolved(
                 table, sources, group.output, projections,
-                settings=(settings := cluster_settings(table, group.output, statistics=True)),
+                settings=(settings := cluster_settings(
+                    table, group.output, statistics=True,
+                    rows=sum(e.row_count for e in sources), columns=len(spec.columns))),
                 order=lambda data: cluster_batches(data, spec, grids_of(data, spec), settings))
         elif projections:
             output = merge_evolved(table, sources, group.output, projections)

@@ -6,6 +6,7 @@ values and strings sharing a long prefix cluster as well as the others."""
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -147,3 +148,27 @@ def test_strings_sharing_a_long_prefix_are_told_apart() -> None:
     grid = grid_of(values, 12)
     assert grid.prefix == b"customer-number-00"  # what every value shares
     assert len(grid.bounds) >= 2999
+
+
+@pytest.mark.parametrize(("rows", "columns", "page"), [
+    (5_000_000, 4, 1220), (20_000_000, 4, 4882), (10**9, 4, 8192), (1_000_000, 2, 8192),
+    (10_000, 4, 1024), (300_000, 3, 1024),
+])
+def test_pages_cut_each_column_about_eight_ways(rows: int, columns: int, page: int) -> None:
+    """At 8,192-row pages 5M rows on 4 columns are 610 pages: a box layout cuts each column
+    only 610 ** (1/4) = 5 ways; smaller outputs get smaller pages (1,024 rows at least)."""
+    from carbonstore.segments.clustering import page_rows_for
+
+    assert page_rows_for(rows, columns) == page
+
+
+def test_a_table_with_default_pages_gets_the_clustered_page_rows(tmp_path: Any) -> None:
+    t = Store(str(tmp_path / "store")).create_table("p", "a long, b int, c string, d double")
+    load(t, _rows(30_000, 4))
+    compact(t, "cluster", by=["a", "b", "c", "d"])
+    sizes = []
+    for path in segment_data_files(t, "0.1"):
+        with t.paths.sfs.fs.open_input_file(path) as f:
+            md = pq.ParquetFile(f).metadata
+            sizes.extend(md.row_group(i).num_rows for i in range(md.num_row_groups))
+    assert prune(t).levels["pages"].total == 4 * sum(-(-n // 1024) for n in sizes)
