@@ -3,24 +3,28 @@
 
 A :class:`ClusterSpec` names 1-4 columns and a curve (``zorder`` or ``hilbert``). The
 driver samples the sources' clustering columns once, jointly (the same rows for every
-column), and derives (1) each column's grid boundaries (``curves.grid_bounds``) and (2) the
-curve-key boundaries that cut the output into *units* of about equal row counts - the
-range partitioning of the curve value that ``repartitionByRange`` would do. Each unit is
-one task (:func:`cluster_unit`, on a Spark executor or in this process): it reads the
-sources file by file with pyarrow (deleted rows dropped, every file as the table's storage
-schema), keeps the rows whose curve key falls in its range, sorts them by the key and writes
-them through the load writer with pages of at most ``CLUSTER_PAGE_ROWS`` rows, so the page
-index's min/max cover small boxes of the clustering columns' space. The segment's
-tablestatus entry records ``"clustering": {"columns": [...], "curve": ...}``.
+column), and derives (1) each column's grid (``curves.grid_of``: boundaries and codes) and
+(2) the curve-key boundaries that cut the output into *units* of about equal row counts -
+the range partitioning of the curve value that ``repartitionByRange`` would do. The merge
+is a shuffle: :func:`split_source` (map) reads ONE source file with pyarrow (deleted rows
+dropped, as the table's storage schema) and sends each row to the unit its curve key falls
+in; :func:`write_unit` (reduce) lays a unit's rows out in boxes
+(``segments/clustering_layout.py``) and writes them through the load writer with pages of
+at most ``CLUSTER_PAGE_ROWS`` rows. On Spark the shuffle is Spark's
+(``spark/compact_job.py``); :func:`cluster_local` spills the map output to a local
+temporary folder. The segment's tablestatus entry records
+``"clustering": {"columns": [...], "curve": ...}``.
 
-Every row lands in exactly one unit (keys are compared to the same boundaries in every
+Every row lands in exactly one unit (keys are compared to the same boundaries in every map
 task), so the output holds the sources' rows exactly once; the compaction's row count check
 and commit (``segments/compaction.py``) are the ones of any compaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,6 +40,7 @@ from carbonstore.segments.cluster_spec import (
     ClusterSpec,
     segment_clustering,
 )
+from carbonstore.segments.clustering_layout import box_order, group_rows, layout_batches
 from carbonstore.segments.compaction_merge import (
     SegmentOutput,
     finish_segment,
@@ -45,13 +50,15 @@ from carbonstore.segments.compaction_merge import (
     sources_have_statistics,
     unit_count,
     write_settings,
-    writer_batches,
 )
 from carbonstore.segments.curves import (
+    Grid,
     bits_per_column,
+    cell_codes,
     curve_keys,
-    encode,
-    grid_bounds,
+    grid_of,
+    keys_of,
+    order_keys,
 )
 from carbonstore.segments.unify import file_columns
 from carbonstore.segments.writer import TaskResult, WriteSettings, arrow_schema, write_task
@@ -65,11 +72,13 @@ __all__ = [
     "ClusterPlan",
     "ClusterSpec",
     "cluster_local",
-    "cluster_order",
+    "cluster_batches",
     "cluster_plan",
     "cluster_settings",
-    "bounds_of",
-    "cluster_unit",
+    "grids_of",
+    "split_source",
+    "unit_of",
+    "write_unit",
     "prepare",
     "resolve_spec",
     "segment_clustering",
@@ -78,6 +87,10 @@ __all__ = [
 
 #: Rows per data page of a clustered segment (at most; the table's page rows if fewer).
 CLUSTER_PAGE_ROWS = 8192
+#: Rows per data page at least, when a smaller output cuts pages finer (page_rows_for).
+MIN_CLUSTER_PAGE_ROWS = 1024
+#: Pages cut each clustering column about this many ways (page_rows_for).
+_CUTS_PER_COLUMN = 8
 _SAMPLE_ROWS = 1 << 18
 
 
@@ -119,10 +132,10 @@ def table_clustering(table: Table) -> ClusterSpec | None:
 # ---- planning on the driver -----------------------------------------------------------------
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterPlan:
-    """What every cluster task needs: the columns' grid boundaries and its key range."""
+    """What every cluster task needs: the columns' grids and its key range."""
 
     spec: ClusterSpec
-    bounds: tuple[np.ndarray, ...]
+    grids: tuple[Grid, ...]
     #: (unit index, lowest key inclusive or None, highest key exclusive or None)
     units: tuple[tuple[int, int | None, int | None], ...]
 
@@ -156,14 +169,10 @@ def _sample(fs: Any, files: Sequence[str], columns: Sequence[str]) -> pa.Table:
     return pa.concat_tables(parts, promote_options="permissive")
 
 
-def bounds_of(sample: pa.Table, spec: ClusterSpec) -> tuple[np.ndarray, ...]:
-    """Each clustering column's grid boundaries from a sample of its rows."""
+def grids_of(sample: pa.Table, spec: ClusterSpec) -> tuple[Grid, ...]:
+    """Each clustering column's grid from a sample of its rows."""
     bits = bits_per_column(len(spec.columns))
-    out = []
-    for c in spec.columns:
-        values, nulls = encode(sample.column(c))
-        out.append(grid_bounds(values[~nulls], bits))
-    return tuple(out)
+    return tuple(grid_of(sample.column(c), bits) for c in spec.columns)
 
 
 def cluster_plan(
@@ -173,62 +182,98 @@ def cluster_plan(
     if not files:
         raise CompactionError("the segments to cluster have no data files")
     sample = _sample(fs, files, spec.columns)
-    bounds = bounds_of(sample, spec) if sample.num_rows else tuple(
-        np.zeros(0, np.uint64) for _ in spec.columns)
-    keys = np.sort(curve_keys([sample.column(c) for c in spec.columns], bounds, spec.curve)) \
+    grids = grids_of(sample, spec) if sample.num_rows else tuple(
+        Grid(bounds=np.zeros(0, np.uint64), codes=np.zeros(2, np.uint64)) for _ in spec.columns)
+    keys = np.sort(curve_keys([sample.column(c) for c in spec.columns], grids, spec.curve)) \
         if sample.num_rows else np.zeros(0, np.int64)
     n = max(1, min(n, len(keys)))
     cuts = sorted({int(keys[int(len(keys) * k / n)]) for k in range(1, n)}) if n > 1 else []
     edges: list[int | None] = [None, *cuts, None]
     units = tuple((i, edges[i], edges[i + 1]) for i in range(len(edges) - 1))
-    return ClusterPlan(spec=spec, bounds=bounds, units=units)
+    return ClusterPlan(spec=spec, grids=grids, units=units)
 
 
-def cluster_settings(table: Table, output_id: str, *, statistics: bool) -> WriteSettings:
+def page_rows_for(rows: int, columns: int) -> int:
+    """Rows per page of a clustered output of ``rows`` rows on ``columns`` columns: enough
+    pages that the boxes cut each column about 8 ways (a filter on one column keeps about
+    ``pages ** (-1 / columns)``, docs/clustering.md), within
+    ``MIN_CLUSTER_PAGE_ROWS .. CLUSTER_PAGE_ROWS``."""
+    want = rows // max(1, _CUTS_PER_COLUMN ** columns)
+    return max(MIN_CLUSTER_PAGE_ROWS, min(CLUSTER_PAGE_ROWS, want))
+
+
+def cluster_settings(
+    table: Table, output_id: str, *, statistics: bool, rows: int | None = None,
+    columns: int = 1,
+) -> WriteSettings:
     """The load writer's settings for a clustered output: no sort order recorded (the rows
-    follow the curve), pages of at most ``CLUSTER_PAGE_ROWS`` rows."""
+    follow the curve), pages of at most ``CLUSTER_PAGE_ROWS`` rows (fewer for an output of
+    ``rows`` rows, see :func:`page_rows_for`), never more than the table's page rows."""
     base = write_settings(table, output_id, statistics=statistics)
-    return replace(base, sort_columns=(), page_rows=min(base.page_rows, CLUSTER_PAGE_ROWS))
+    page = CLUSTER_PAGE_ROWS if rows is None else page_rows_for(rows, columns)
+    return replace(base, sort_columns=(), page_rows=min(base.page_rows, page))
 
 
 # ---- the task -------------------------------------------------------------------------------
-def cluster_order(data: pa.Table, spec: ClusterSpec, bounds: Sequence[np.ndarray]) -> pa.Table:
-    """``data`` sorted along the curve (stable: rows of one cell keep their order)."""
-    keys = curve_keys([data.column(c) for c in spec.columns], bounds, spec.curve)
-    order = np.argsort(keys, kind="stable")
-    return data.take(order)
+def cluster_batches(
+    data: pa.Table, spec: ClusterSpec, grids: Sequence[Grid], settings: WriteSettings,
+    codes: Sequence[np.ndarray] | None = None,
+) -> tuple[list[pa.RecordBatch], WriteSettings]:
+    """``data`` laid out in boxes (segments/clustering_layout.py): the writer's batches (one
+    per row group) and the settings that keep them apart. ``codes``: the rows' grid codes
+    when already computed."""
+    columns = [data.column(c) for c in spec.columns]
+    if codes is None:
+        codes = [cell_codes(c, g) for c, g in zip(columns, grids, strict=True)]
+    keys = [order_keys(c, g) for c, g in zip(columns, grids, strict=True)]
+    rows = group_rows(data, settings)
+    order = box_order(codes, keys, rows, settings.page_rows)
+    return layout_batches(data, order, rows, settings)
 
 
-def cluster_unit(
-    settings: WriteSettings, files: Sequence[str], plan: ClusterPlan, unit_index: int,
-    *, deleted: Mapping[str, bytes] | None = None,
-) -> TaskResult:
-    """One cluster task: the sources' rows whose curve key is in the unit's range, sorted
-    by the key, written through the load writer as ONE task (one ``.carbonindex``)."""
+def unit_of(keys: np.ndarray, plan: ClusterPlan) -> np.ndarray:
+    """The unit each curve key falls in (units are consecutive half-open key ranges)."""
+    lows = np.array([lo for _, lo, _ in plan.units[1:]], dtype=np.int64)
+    return np.searchsorted(lows, keys, side="right")
+
+
+def split_source(
+    settings: WriteSettings, path: str, plan: ClusterPlan,
+    deleted: Mapping[str, bytes] | None = None,
+) -> Iterator[tuple[int, bytes]]:
+    """The map side of a cluster merge: ONE source file's live rows, split by the unit their
+    curve key falls in, as ``(unit, Arrow IPC stream)`` pairs (the shuffle's records)."""
     fs = resolve_fs(settings.store_location)
-    target = arrow_schema(settings.columns)
-    idx, lo, hi = plan.units[unit_index]
+    data = read_source_rows(fs, [path], arrow_schema(settings.columns), deleted)
+    if not data.num_rows:
+        return
     spec = plan.spec
-    parts: list[pa.Table] = []
-    key_parts: list[np.ndarray] = []
-    for path in files:  # one file at a time: memory holds the unit, not the sources
-        data = read_source_rows(fs, [path], target, deleted)
-        keys = curve_keys([data.column(c) for c in spec.columns], plan.bounds, spec.curve)
-        mask = np.ones(len(keys), dtype=bool)
-        if lo is not None:
-            mask &= keys >= lo
-        if hi is not None:
-            mask &= keys < hi
-        if not mask.all():
-            data, keys = data.filter(pa.array(mask)), keys[mask]
-        if data.num_rows:
-            parts.append(data)
-            key_parts.append(keys)
-    if not parts:
-        return write_task([], settings, task_id=f"{idx:05d}", fs=fs)
-    data = pa.concat_tables(parts)
-    data = data.take(np.argsort(np.concatenate(key_parts), kind="stable"))
-    return write_task(writer_batches(data, settings), settings, task_id=f"{idx:05d}", fs=fs)
+    codes = [cell_codes(data.column(c), g) for c, g in zip(spec.columns, plan.grids, strict=True)]
+    units = unit_of(keys_of(codes, spec.curve), plan)
+    order = np.argsort(units, kind="stable")
+    ordered, runs = data.take(order), units[order]
+    starts = np.flatnonzero(np.concatenate(([True], runs[1:] != runs[:-1])))
+    for start, stop in zip(starts, [*starts[1:], len(runs)], strict=True):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, ordered.schema) as writer:
+            writer.write_table(ordered.slice(int(start), int(stop - start)))
+        yield int(runs[start]), sink.getvalue().to_pybytes()
+
+
+def write_unit(
+    settings: WriteSettings, plan: ClusterPlan, unit_index: int, parts: Iterable[bytes]
+) -> TaskResult | None:
+    """The reduce side: one unit's rows (the IPC streams the map side sent it) laid out in
+    boxes and written through the load writer as ONE task (one ``.carbonindex``); None when
+    no row fell in the unit."""
+    tables = [pa.ipc.open_stream(p).read_all() for p in parts]
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return None
+    data = pa.concat_tables(tables)
+    batches, laid = cluster_batches(data, plan.spec, plan.grids, settings)
+    fs = resolve_fs(settings.store_location)
+    return write_task(batches, laid, task_id=f"{plan.units[unit_index][0]:05d}", fs=fs)
 
 
 def prepare(
@@ -240,17 +285,35 @@ def prepare(
     n = tasks or unit_count(sum(e.data_size for e in sources), parallelism)
     plan = cluster_plan(table.paths.sfs, files, spec, n)
     settings = cluster_settings(
-        table, output_id, statistics=not sources_have_statistics(table, sources))
+        table, output_id, statistics=not sources_have_statistics(table, sources),
+        rows=sum(e.row_count for e in sources), columns=len(spec.columns))
     table.paths.sfs.makedirs(settings.segment_dir)
     return settings, files, plan, source_deltas(table, sources)
 
 
 def cluster_local(
-    table: Table, sources: Sequence[LoadEntry], output_id: str, spec: ClusterSpec
+    table: Table, sources: Sequence[LoadEntry], output_id: str, spec: ClusterSpec,
+    *, tasks: int | None = None,
 ) -> SegmentOutput:
-    """Cluster in this process, one unit after the other (no JVM)."""
-    settings, files, plan, deleted = prepare(table, sources, output_id, spec)
-    results = [cluster_unit(settings, files, plan, i, deleted=deleted)
-               for i in range(len(plan.units))]
+    """Cluster in this process (no JVM): every source file is read once and its rows are
+    spilled per unit to a local temporary folder, then the units are written one after the
+    other (memory holds one file or one unit)."""
+    settings, files, plan, deleted = prepare(table, sources, output_id, spec, tasks=tasks)
+    with tempfile.TemporaryDirectory(prefix="carbonstore-cluster-") as spill:
+        written: dict[int, list[str]] = {}
+        for n, path in enumerate(files):
+            for unit, part in split_source(settings, path, plan, deleted):
+                name = os.path.join(spill, f"{unit:05d}-{n:06d}.arrows")
+                with open(name, "wb") as f:
+                    f.write(part)
+                written.setdefault(unit, []).append(name)
+        results = [r for unit in sorted(written)
+                   if (r := write_unit(settings, plan, unit, _spilled(written[unit])))]
     return finish_segment(table, output_id, results, partitioning=settings.partitioning)
+
+
+def _spilled(names: Sequence[str]) -> Iterator[bytes]:
+    for name in names:
+        with open(name, "rb") as f:
+            yield f.read()
 

@@ -38,10 +38,10 @@ from carbonstore.pruning.plan import prune
 from carbonstore.segments.clustering import (
     CLUSTERING_KEY,
     ClusterSpec,
-    bounds_of,
+    cluster_batches,
     cluster_local,
-    cluster_order,
     cluster_settings,
+    grids_of,
     resolve_spec,
     segment_clustering,
     table_clustering,
@@ -56,7 +56,6 @@ from carbonstore.segments.compaction_merge import (
     write_output_statistics,
     write_segment,
     write_settings,
-    writer_batches,
 )
 from carbonstore.segments.compaction_plan import (
     COMPACTION_TYPES,
@@ -403,9 +402,10 @@ def _merge_one(
         if projections and spec is not None:  # older schema versions: read by column id
             output = merge_evolved(
                 table, sources, group.output, projections,
-                settings=(settings := cluster_settings(table, group.output, statistics=True)),
-                order=lambda data: writer_batches(
-                    cluster_order(data, spec, bounds_of(data, spec)), settings))
+                settings=(settings := cluster_settings(
+                    table, group.output, statistics=True,
+                    rows=sum(e.row_count for e in sources), columns=len(spec.columns))),
+                order=lambda data: cluster_batches(data, spec, grids_of(data, spec), settings))
         elif projections:
             output = merge_evolved(table, sources, group.output, projections)
         elif spec is not None:

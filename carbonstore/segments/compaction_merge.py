@@ -492,7 +492,7 @@ def merge_local(table: Table, sources: Sequence[LoadEntry], output_id: str) -> S
 def merge_evolved(
     table: Table, sources: Sequence[LoadEntry], output_id: str, projections: dict[str, Any],
     *, settings: WriteSettings | None = None,
-    order: Callable[[pa.Table], Sequence[pa.RecordBatch]] | None = None,
+    order: Callable[[pa.Table], tuple[Sequence[pa.RecordBatch], WriteSettings]] | None = None,
 ) -> SegmentOutput:
     """Merge sources of which some were written with an older schema version, in this
     process: each file is read by column id as the current schema (store/evolution.py:
@@ -516,13 +516,14 @@ def merge_evolved(
             parts.append(unify(data, target, proj, source=path))
     data = pa.concat_tables(parts) if parts else target.empty_table()
     keys = sort_keys(table)
-    if order is not None:  # a clustering order (segments/clustering.py): its own batches
-        batches = order(data)
-    elif keys:
-        data = _sort(data, keys, rank_columns(table), settings)
     table.paths.sfs.makedirs(settings.segment_dir)
-    result = write_task(batches if order is not None else writer_batches(data, settings),
-                        settings, task_id="00000", fs=fs)
+    if order is not None:  # a clustering layout (segments/clustering.py): its own batches
+        batches, laid = order(data)
+        result = write_task(batches, laid, task_id="00000", fs=fs)
+    else:
+        if keys:
+            data = _sort(data, keys, rank_columns(table), settings)
+        result = write_task(writer_batches(data, settings), settings, task_id="00000", fs=fs)
     return finish_segment(table, output_id, [result], partitioning=settings.partitioning)
 
 

@@ -14,8 +14,10 @@ Three steps turn rows into one sortable curve key, all vectorised with numpy:
 2. :func:`grid_cells` maps encoded values to grid cells ``0 .. 2**bits - 1`` (at most
    ``MAX_CELLS`` of them) through sorted boundaries sampled on the driver (equal-frequency
    quantiles, so skewed columns still use the whole grid); nulls are cell 0, values start at 1.
-   Monotone: a cell never decreases when the value grows. :func:`spread` shifts a column's
-   cells to the top of its bits, so a column with few values splits the curve early.
+   Monotone: a cell never decreases when the value grows. :func:`grid_codes` gives each cell
+   the code ``2**bits * (share of the sample below the cell)``: every bit of a column then
+   halves its rows, whatever the column's cardinality (a column of 1,100 dates used to fill
+   only the lower half of a 12-bit axis, so its top bit split nothing).
 3. :func:`zorder` interleaves the cells' bits (first column most significant);
    :func:`hilbert` applies Skilling's transform ("Programming the Hilbert curve", 2004)
    before interleaving, so consecutive keys are neighbouring cells. Both are bijections of
@@ -27,6 +29,7 @@ Three steps turn rows into one sortable curve key, all vectorised with numpy:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -39,17 +42,22 @@ from carbonstore.segments.curves_native import cells_of, hilbert_keys, zorder_ke
 
 __all__ = [
     "CURVES",
+    "Grid",
     "MAX_CELLS",
     "MAX_COLUMNS",
     "Curve",
     "bits_per_column",
+    "cell_codes",
     "curve_keys",
     "encode",
     "grid_bounds",
     "grid_cells",
+    "grid_codes",
+    "grid_of",
+    "keys_of",
     "hilbert",
-    "spread",
-    "spread_shift",
+    "order_keys",
+    "shared_prefix",
     "zorder",
 ]
 
@@ -114,8 +122,24 @@ def _decimals(arr: pa.Array) -> _U64:
     return _ints(lo)
 
 
-def encode(arr: pa.Array | pa.ChunkedArray) -> tuple[_U64, npt.NDArray[np.bool_]]:
-    """The order-preserving ``uint64`` encoding of a column and its null mask.
+def _after_prefix(arr: pa.Array, prefix: bytes) -> _U64:
+    """The 8 bytes after ``prefix`` of the values that start with it; 0 for values below
+    every such value, all ones above (the values starting with ``prefix`` are one run of the
+    byte order, so this stays monotone)."""
+    inside = pc.fill_null(pc.starts_with(arr, pattern=prefix), False).to_numpy(
+        zero_copy_only=False)
+    rest = _prefix(pc.binary_slice(arr, len(prefix), len(prefix) + 8))
+    below = pc.fill_null(pc.less(arr, pa.scalar(prefix, pa.binary())), False).to_numpy(
+        zero_copy_only=False)
+    return np.where(inside, rest, np.where(below, np.uint64(0),
+                                           np.uint64(0xFFFFFFFFFFFFFFFF))).astype(np.uint64)
+
+
+def encode(
+    arr: pa.Array | pa.ChunkedArray, prefix: bytes = b""
+) -> tuple[_U64, npt.NDArray[np.bool_]]:
+    """The order-preserving ``uint64`` encoding of a column and its null mask (strings and
+    binaries: the 8 bytes after ``prefix``, see :func:`_after_prefix`).
 
     Raises:
         CompactionError: a type no curve orders (nested types).
@@ -141,7 +165,8 @@ def encode(arr: pa.Array | pa.ChunkedArray) -> tuple[_U64, npt.NDArray[np.bool_]
         out = _decimals(arr)
     elif pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) \
             or pa.types.is_large_binary(t):
-        out = _prefix(arr.cast(pa.binary()))
+        out = _after_prefix(arr.cast(pa.binary()), prefix) if prefix else \
+            _prefix(arr.cast(pa.binary()))
     else:
         raise CompactionError(f"cannot cluster on a column of type {t}: use a column of a "
                               "plain type (number, decimal, date, timestamp, string)")
@@ -176,19 +201,70 @@ def grid_cells(values: _U64, nulls: npt.NDArray[np.bool_], bounds: _U64) -> _U64
     return cells
 
 
-def spread(cells: _U64, bounds: int, bits: int) -> _U64:
-    """Cells of a grid with ``bounds`` boundaries scaled to use all ``bits`` bits.
+def grid_codes(ordered: _U64, nulls: int, bounds: _U64, bits: int) -> _U64:
+    """The code of each cell (index = cell): ``2**bits`` times the share of the sample
+    (``ordered``: its sorted non-null values; ``nulls``: how many were null) below the cell.
 
-    A column with few distinct values has few cells; left in the low bits, the curve would
-    split it only at its finest level (the other columns would decide the order, and a
-    filter on it would prune nothing). Shifted up, its cells split the curve's top levels.
+    Non-decreasing in the cell, so codes keep the order; cell 0 (null) is code 0. The top bit
+    of a column's codes splits its rows at the median, the next at the quartiles, and so on,
+    for a column of 3 values as for one of millions (raw cells would leave the upper bits of
+    a low-cardinality column constant, and the curve would not split on it there).
     """
-    return cells << np.uint64(spread_shift(bounds, bits))
+    total = nulls + len(ordered)
+    starts = np.concatenate(([0], np.searchsorted(ordered, bounds, side="left"))).astype(np.float64)
+    scale = float(1 << bits) / max(1, total)
+    codes = np.minimum(np.floor((nulls + starts) * scale), (1 << bits) - 1).astype(np.uint64)
+    return np.concatenate((np.zeros(1, np.uint64), codes))
 
 
-def spread_shift(bounds: int, bits: int) -> int:
-    """How far :func:`spread` shifts the cells ``0 .. bounds + 1`` of a ``bits``-bit axis."""
-    return max(0, bits - max(1, int(bounds + 1).bit_length()))
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """One column's grid: sorted cell ``bounds`` and each cell's ``code`` (cell 0: null),
+    over the encoding :func:`encode` gives with ``prefix`` (strings: the sample's shared
+    prefix, skipped so the 8 encoded bytes are the ones that differ)."""
+
+    bounds: _U64
+    codes: _U64
+    prefix: bytes = b""
+
+
+def grid_of(column: pa.Array | pa.ChunkedArray, bits: int) -> Grid:
+    """The grid of a sample of one column's values."""
+    prefix = shared_prefix(column)
+    values, nulls = encode(column, prefix)
+    ordered = np.sort(values[~nulls])
+    bounds = grid_bounds(ordered, bits)
+    return Grid(bounds=bounds, codes=grid_codes(ordered, int(nulls.sum()), bounds, bits),
+                prefix=prefix)
+
+
+def shared_prefix(column: pa.Array | pa.ChunkedArray) -> bytes:
+    """The bytes every non-null string / binary value of ``column`` starts with (b"" for
+    other types): ``customer-000123`` and ``customer-004242`` differ after 9 bytes."""
+    t = column.type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if not (pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t)
+            or pa.types.is_large_binary(t)):
+        return b""
+    live = pc.drop_null(column.cast(t) if t != column.type else column)
+    if not len(live):
+        return b""
+    lo, hi = pc.min(live).as_py(), pc.max(live).as_py()
+    lo = lo.encode() if isinstance(lo, str) else lo
+    hi = hi.encode() if isinstance(hi, str) else hi
+    n = 0  # the shared prefix of the least and the greatest is every value's
+    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
+        n += 1
+    return bytes(lo[:n])
+
+
+def order_keys(column: pa.Array | pa.ChunkedArray, grid: Grid) -> _U64:
+    """The column's encoding under ``grid`` with nulls as 0: sorts the rows as the column
+    (nulls first), up to values sharing an encoding."""
+    values, nulls = encode(column, grid.prefix)
+    values[nulls] = 0
+    return values
 
 
 # ---- 3. the curves --------------------------------------------------------------------------
@@ -231,18 +307,27 @@ def hilbert(cells: Sequence[_U64], bits: int) -> _U64:
 _KERNELS = {"zorder": zorder_keys, "hilbert": hilbert_keys}
 
 
+def cell_codes(column: pa.Array | pa.ChunkedArray, grid: Grid) -> _U64:
+    """Each row's cell code (``grid.codes[grid_cells(...)]``, compiled)."""
+    values, nulls = encode(column, grid.prefix)
+    return cells_of(values, nulls, np.ascontiguousarray(grid.bounds, dtype=np.uint64),
+                    np.ascontiguousarray(grid.codes, dtype=np.uint64))
+
+
 def curve_keys(
-    columns: Sequence[pa.Array | pa.ChunkedArray], bounds: Sequence[_U64], curve: Curve
+    columns: Sequence[pa.Array | pa.ChunkedArray], grids: Sequence[Grid], curve: Curve
 ) -> npt.NDArray[np.int64]:
-    """The curve key of every row (a non-negative int64) given each column's boundaries."""
+    """The curve key of every row (a non-negative int64) given each column's grid."""
     if curve not in _KERNELS:
         raise CompactionError(f"unknown curve {curve!r}; use one of {', '.join(CURVES)}")
-    bits = bits_per_column(len(columns))
-    cells = []
-    for c, b in zip(columns, bounds, strict=True):
-        values, nulls = encode(c)
-        cells.append(cells_of(values, nulls, np.ascontiguousarray(b, dtype=np.uint64),
-                              spread_shift(len(b), bits)))  # grid_cells, then spread
+    bits_per_column(len(columns))
+    cells = [cell_codes(c, g) for c, g in zip(columns, grids, strict=True)]
+    return keys_of(cells, curve)
+
+
+def keys_of(cells: Sequence[_U64], curve: Curve) -> npt.NDArray[np.int64]:
+    """The curve keys of cell codes (one array per column)."""
+    bits = bits_per_column(len(cells))
     if len(cells) == 1:
         return cells[0].astype(np.int64)
     return _KERNELS[curve](np.stack(cells), bits).astype(np.int64)

@@ -80,16 +80,15 @@ def hilbert_keys(cells: Any, bits: int) -> Any:
 
 
 @njit(**_OPTS)
-def cells_of(values: Any, nulls: Any, bounds: Any, shift: int) -> Any:
-    """``(1 + number of bounds <= value) << shift`` for each value, 0 for a null (the grid
-    cell of :func:`carbonstore.segments.curves.grid_cells`, spread as ``spread`` does)."""
+def cells_of(values: Any, nulls: Any, bounds: Any, codes: Any) -> Any:
+    """``codes[1 + number of bounds <= value]`` for each value, ``codes[0]`` for a null (the
+    grid cell of :func:`carbonstore.segments.curves.grid_cells`, as its code)."""
     m = values.shape[0]
     k = bounds.shape[0]
     out = np.empty(m, np.uint64)
-    s = np.uint64(shift)
     for j in range(m):
         if nulls[j]:
-            out[j] = _0
+            out[j] = codes[0]
             continue
         v = values[j]
         lo, hi = 0, k
@@ -99,5 +98,5 @@ def cells_of(values: Any, nulls: Any, bounds: Any, shift: int) -> Any:
                 lo = mid + 1
             else:
                 hi = mid
-        out[j] = np.uint64(lo + 1) << s
+        out[j] = codes[lo + 1]
     return out

@@ -13,9 +13,11 @@ load writer. Rows never pass through the JVM (no Arrow conversion, no shuffle), 
 compaction runs about as fast as a plain Spark read + write of the same files. The driver
 then writes the ``.carbonindexmerge`` and commits.
 
-Clustering (``spark_cluster_merger``, docs/clustering.md) runs the same way: one task per
-range of the curve key (the boundaries sampled on the driver), each reading the sources,
-keeping its range, sorting along the curve and writing through the load writer.
+Clustering (``spark_cluster_merger``, docs/clustering.md) is a shuffle: one map task per
+source file reads it once and sends each of its rows, as Arrow IPC bytes, to the unit (the
+range of the curve key, boundaries sampled on the driver) it falls in; one reduce task per
+unit lays its rows out and writes them through the load writer. The driver collects only
+the tasks' commit messages, never rows.
 """
 
 from __future__ import annotations
@@ -30,7 +32,13 @@ from pyspark.sql import SparkSession
 
 from carbonstore import errors
 from carbonstore.errors import CarbonStoreError, CompactionError
-from carbonstore.segments.clustering import ClusterPlan, ClusterSpec, cluster_unit, prepare
+from carbonstore.segments.clustering import (
+    ClusterPlan,
+    ClusterSpec,
+    prepare,
+    split_source,
+    write_unit,
+)
 from carbonstore.segments.compaction import ClusterMerger, Merger
 from carbonstore.segments.compaction_merge import (
     SegmentOutput,
@@ -103,22 +111,31 @@ def _task_result(d: dict[str, Any]) -> TaskResult:
     return TaskResult(**d)
 
 
-def _run_cluster_units(  # type: ignore[no-untyped-def]
-    settings: WriteSettings, files: Sequence[str], plan: ClusterPlan,
-    deleted: dict[str, bytes] | None = None,
+def _split_sources(  # type: ignore[no-untyped-def]
+    settings: WriteSettings, plan: ClusterPlan, deleted: dict[str, bytes] | None = None,
 ):
-    def run(units: Iterator[int]) -> Iterator[str]:
-        for unit in units:
-            result = cluster_unit(settings, files, plan, unit, deleted=deleted)
+    def run(paths: Iterator[str]) -> Iterator[tuple[int, bytes]]:
+        for path in paths:
+            yield from split_source(settings, path, plan, deleted)
+
+    return run
+
+
+def _write_units(settings: WriteSettings, plan: ClusterPlan):  # type: ignore[no-untyped-def]
+    def run(index: int, pairs: Iterator[tuple[int, bytes]]) -> Iterator[str]:
+        parts = (part for unit, part in pairs if unit == index)
+        result = write_unit(settings, plan, index, parts)
+        if result is not None:
             yield orjson.dumps(asdict(result)).decode()
 
     return run
 
 
-def _collect(rdd: Any, run: Any) -> list[TaskResult]:
+def _collect(rdd: Any, run: Any, *, indexed: bool = False) -> list[TaskResult]:
     """Run ``run`` over the units; a task's error comes back as this process's."""
     try:
-        messages = rdd.mapPartitions(run).collect()
+        messages = (rdd.mapPartitionsWithIndex(run) if indexed else rdd.mapPartitions(run)) \
+            .collect()
     except Exception as err:
         failed = task_error(err)
         if failed is None:
@@ -152,13 +169,16 @@ def cluster_with_spark(
     spark: SparkSession, table: Table, sources: Sequence[LoadEntry], output_id: str,
     spec: ClusterSpec, *, tasks: int | None = None,
 ) -> SegmentOutput:
-    """Write the clustered output segment on Spark executors: one task per curve-key range
-    (the range partitioning of the curve value), each sorting its rows along the curve."""
+    """Write the clustered output segment on Spark executors: map tasks read each source
+    file once and range-partition its rows by the curve key; one reduce task per key range
+    lays its rows out and writes them (nothing but commit messages reaches the driver)."""
     settings, files, plan, deleted = prepare(
         table, sources, output_id, spec, spark.sparkContext.defaultParallelism, tasks)
-    units = list(range(len(plan.units)))
-    rdd = spark.sparkContext.parallelize(units, len(units))
-    results = _collect(rdd, _run_cluster_units(settings, files, plan, deleted))
+    units = len(plan.units)
+    shuffled = spark.sparkContext.parallelize(files, len(files)) \
+        .mapPartitions(_split_sources(settings, plan, deleted)) \
+        .partitionBy(units, lambda unit: unit)
+    results = _collect(shuffled, _write_units(settings, plan), indexed=True)
     return finish_segment(table, output_id, results, partitioning=settings.partitioning)
 
 

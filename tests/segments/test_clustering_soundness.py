@@ -34,6 +34,12 @@ def _case(draw: st.DrawFn) -> tuple[dict[str, list[Any]], list[Expr], dict[str, 
     n = draw(st.integers(1, 80))
     data = {name: draw(st.lists(st.none() | _TYPES[name][2], min_size=n, max_size=n))
             for name in names}
+    # strings and binaries sharing a prefix longer than the 8 encoded bytes
+    prefix = draw(st.sampled_from(["", "customer-number-"]))
+    for name in ("string", "binary") if prefix else ():
+        if name in data:
+            pre: Any = prefix if name == "string" else prefix.encode()
+            data[name] = [None if v is None else pre + v for v in data[name]]
     exprs = draw(st.lists(_predicate(data), min_size=1, max_size=12))
     options = {
         "by": draw(st.lists(st.sampled_from(names), min_size=1, max_size=len(names), unique=True)),
@@ -41,6 +47,7 @@ def _case(draw: st.DrawFn) -> tuple[dict[str, list[Any]], list[Expr], dict[str, 
         "tasks": draw(st.integers(1, 4)),
         "page_rows": draw(st.integers(1, 8)),
         "segments": draw(st.integers(1, 3)),
+        "prefix": prefix,
     }
     return data, exprs, options
 

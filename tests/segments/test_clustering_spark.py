@@ -47,3 +47,29 @@ def test_cluster_on_spark_cli_and_sql(spark, store: Store, capsys) -> None:  # t
     with pytest.raises(CompactionError, match="no clustering.columns property"):
         run(store, parse("alter table t compact 'cluster'"), engine=SparkEngine(spark))
     assert live(table).num_rows == 6500
+
+
+def test_cluster_on_spark_is_a_shuffle(spark, store: Store) -> None:  # type: ignore[no-untyped-def]
+    """A map task per source file (each read once), a reduce task per curve-key range; the
+    driver gets only commit messages."""
+    from carbonstore.segments.compaction import segment_data_files
+    from carbonstore.spark.compact_job import spark_cluster_merger
+
+    table = store.create_table("s", "a long, b long, c string, d double",
+                               properties={"page_rows": "500"})
+    for s in range(3):
+        load(table, frame(1500, s))
+    files = sum(len(segment_data_files(table, e.load_name)) for e in table.status.read().entries)
+    before = _sorted(live(table))
+    sc = spark.sparkContext
+    sc.setJobGroup("cluster-shuffle-test", "clustering")
+    try:
+        compact(table, "cluster", by=["a", "d"], cluster_merger=spark_cluster_merger(spark, tasks=2))
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    tracker = sc.statusTracker()
+    stages = [tracker.getStageInfo(s) for j in tracker.getJobIdsForGroup("cluster-shuffle-test")
+              for s in tracker.getJobInfo(j).stageIds]
+    assert sorted(s.numTasks for s in stages if s is not None) == sorted([files, 2])
+    assert _sorted(live(table)).equals(before)
+    assert len(segment_data_files(table, "0.1")) == 2

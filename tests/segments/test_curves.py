@@ -22,6 +22,7 @@ from carbonstore.segments.curves import (
     encode,
     grid_bounds,
     grid_cells,
+    grid_of,
     hilbert,
     zorder,
 )
@@ -146,7 +147,7 @@ def test_keys_fit_a_signed_long(n: int) -> None:
 def test_curve_keys_over_columns() -> None:
     a = pa.array([3, 1, None, 2], pa.int64())
     b = pa.array(["x", "y", "z", None])
-    bounds = [grid_bounds(encode(c)[0][~encode(c)[1]], bits_per_column(2)) for c in (a, b)]
+    bounds = [grid_of(c, bits_per_column(2)) for c in (a, b)]
     keys = curve_keys([a, b], bounds, "zorder")
     assert keys.dtype == np.int64 and (keys >= 0).all() and len(set(keys.tolist())) == 4
     with pytest.raises(CompactionError, match="unknown curve"):
@@ -163,7 +164,7 @@ def test_a_column_with_few_values_still_orders_the_rows(curve: str) -> None:
     few = pa.array(rng.integers(0, 4, 20_000))
     many = pa.array(rng.integers(0, 10_000, 20_000))
     bits = bits_per_column(2)
-    bounds = [grid_bounds(encode(c)[0], bits) for c in (few, many)]
+    bounds = [grid_of(c, bits) for c in (few, many)]
     keys = curve_keys([few, many], bounds, curve)  # type: ignore[arg-type]
     ordered = few.to_numpy()[np.argsort(keys, kind="stable")]
     runs = 1 + int((ordered[1:] != ordered[:-1]).sum())
@@ -187,10 +188,9 @@ def test_compiled_kernels_give_the_numpy_keys(dims: int, seed: int) -> None:
        bits=st.integers(2, 12))
 def test_compiled_cells_give_the_numpy_cells(sample: list[int], probe: list[int | None],
                                              bits: int) -> None:
-    from carbonstore.segments.curves import spread, spread_shift
     from carbonstore.segments.curves_native import cells_of
 
-    bounds = grid_bounds(encode(pa.array(sample, pa.int64()))[0], bits)
+    grid = grid_of(pa.array(sample, pa.int64()), bits)
     values, nulls = encode(pa.array(probe, pa.int64()))
-    want = spread(grid_cells(values, nulls, bounds), len(bounds), bits)
-    assert (cells_of(values, nulls, bounds, spread_shift(len(bounds), bits)) == want).all()
+    want = grid.codes[grid_cells(values, nulls, grid.bounds).astype(np.int64)]
+    assert (cells_of(values, nulls, grid.bounds, grid.codes) == want).all()
