@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 
 from carbonstore.segments.analyze import accumulate_files, read_schemas, segment_deltas
 from carbonstore.segments.compaction import segment_data_files
-from carbonstore.spark.session import get_spark
+from carbonstore.spark import session as spark_session
 from carbonstore.statistics.accumulator import StatsAccumulator
 from carbonstore.statistics.analyze import analyze_targets, store_accumulated, table_column_specs
 from carbonstore.statistics.model import SegmentStatistics
@@ -82,7 +82,7 @@ def analyze(
     pairs = [(sid, path) for sid in targets for path in segment_data_files(table, sid)]
     states: dict[str, list[bytes]] = defaultdict(list)
     if pairs:
-        session = spark or get_spark()
+        session = spark or spark_session.get_spark()
         n = tasks or max(1, min(len(pairs), 2 * session.sparkContext.defaultParallelism))
         rdd = session.sparkContext.parallelize(pairs, n)
         task = _analyze_task(table.store.location, spec, columns,

@@ -55,7 +55,7 @@ from carbonstore.segments.compaction_merge import (
     write_settings,
 )
 from carbonstore.segments.writer import TaskResult, WriteSettings
-from carbonstore.spark.session import get_spark
+from carbonstore.spark import session as spark_session
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
@@ -186,7 +186,8 @@ def spark_merger(spark: SparkSession | None = None, *, tasks: int | None = None)
     """A compaction merger running on ``spark`` (default: ``get_spark()``)."""
 
     def merge(table: Table, sources: Sequence[LoadEntry], output_id: str) -> SegmentOutput:
-        return merge_with_spark(spark or get_spark(), table, sources, output_id, tasks=tasks)
+        session = spark or spark_session.get_spark()
+        return merge_with_spark(session, table, sources, output_id, tasks=tasks)
 
     return merge
 
@@ -199,7 +200,7 @@ def spark_cluster_merger(
     def cluster(
         table: Table, sources: Sequence[LoadEntry], output_id: str, spec: ClusterSpec
     ) -> SegmentOutput:
-        return cluster_with_spark(spark or get_spark(), table, sources, output_id, spec,
-                                  tasks=tasks)
+        session = spark or spark_session.get_spark()
+        return cluster_with_spark(session, table, sources, output_id, spec, tasks=tasks)
 
     return cluster
