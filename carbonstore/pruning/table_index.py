@@ -79,19 +79,19 @@ __all__ = [
 _ENCODE_BATCH = 512
 
 
-def write_snapshot(table: Table, view: TableIndex) -> str:
+def write_snapshot(table: Table, view: TableIndex | SnapshotSource) -> str:
     """Write a snapshot covering ``view``'s segments: chunks of the current one whose
     segments are unchanged are copied as they are (bytes and checksums), the open tail chunk
     and new segments are encoded (new segments from their merge indexes, in bounded batches)."""
     sfs = table.store.sfs
     folder = table.paths.index_snapshot_dir
     try:
-        chunks, slots = _snapshot_chunks(view)
+        chunks, slots, bounds = _snapshot_chunks(view)
     except CorruptIndexError:  # a section of the snapshot copied from is damaged
         if view.snapshot is not None:
             DAMAGED_SNAPSHOTS.add((table.paths.root, view.snapshot.name))
-        chunks, slots = _snapshot_chunks(TableIndex(table, view.entries, None))
-    data = encode_chunks(chunks, view.bounds, slots)
+        chunks, slots, bounds = _snapshot_chunks(SnapshotSource(table, view.entries, None))
+    data = encode_chunks(chunks, bounds, slots)
     sfs.makedirs(folder)
     covered = ",".join(f"{e.load_name}:{e.segment_file or ''}" for e in view.entries)
     digest = hashlib.sha1(covered.encode()).hexdigest()[:12]
@@ -106,13 +106,39 @@ def write_snapshot(table: Table, view: TableIndex) -> str:
         except OSError:
             pass
     try:  # the bloom pack over the same segments (segment_blooms.py); without it only speed is lost
-        write_bloom_pack(table, view)
+        fresh = read_snapshot(table)[0]  # bloom references from the new snapshot, not reloaded
+        write_bloom_pack(table, TableIndex(table, view.entries, fresh) if fresh is not None and fresh.name == name
+                         else view)
     except (OSError, CorruptIndexError, ValueError):
         COUNTERS["bloom_pack_errors"] += 1
     return name
 
 
-def _snapshot_chunks(view: TableIndex) -> tuple[list[Any], dict[str, dict[str, Any]]]:
+class SnapshotSource:
+    """What a snapshot writer needs of a view, without the bounds of every segment first:
+    segments ``snapshot`` covers (row counts agreeing) are its rows, the others are loaded
+    from their merge indexes when they are encoded - once each, not through the driver cache
+    (a first snapshot of 100,000 segments would otherwise load each twice)."""
+
+    def __init__(self, table: Table, entries: Sequence[LoadEntry], snapshot: Snapshot | None) -> None:
+        self.table, self.entries, self.snapshot = table, list(entries), snapshot
+        self.size = len(self.entries)
+        self._rows: list[int | None] = [None] * self.size
+        if snapshot is not None:
+            counts = snapshot.bounds.num_rows
+            for i, e in enumerate(self.entries):
+                row = snapshot.rows.get((e.load_name, e.segment_file or ""))
+                if row is not None and not (e.row_count and counts[row] != e.row_count):
+                    self._rows[i] = row
+
+    def snapshot_row(self, i: int) -> int | None:
+        return self._rows[i]
+
+    def segment(self, i: int) -> SegmentIndex:
+        return load_segment(self.table, self.entries[i])
+
+
+def _snapshot_chunks(view: TableIndex | SnapshotSource) -> tuple[list[Any], dict[str, dict[str, Any]], SegmentBounds]:
     """``view``'s segments as snapshot chunks: a chunk of its snapshot whose segments are
     the view's next ones, in order, is copied when it is full (or the view's last); the
     other segments are encoded into new chunks of CHUNK_SEGMENTS, from the snapshot's rows
@@ -127,6 +153,18 @@ def _snapshot_chunks(view: TableIndex) -> tuple[list[Any], dict[str, dict[str, A
     pending_n = 0
     copied: list[int] = []
     loaded: list[tuple[str, str, int, Any]] = []
+    bounds: list[SegmentBounds] = []  # in segment order: runs of snapshot rows, loaded segments
+    snap_rows: list[int] = []
+
+    def bound(piece: SegmentBounds | None, rows: Sequence[int] = ()) -> None:
+        if rows:
+            snap_rows.extend(rows)
+            return
+        if snap_rows and snap is not None:
+            bounds.append(snap.bounds.take(np.array(snap_rows, dtype=np.intp)))
+            snap_rows.clear()
+        if piece is not None:
+            bounds.append(piece)
 
     def flush() -> None:
         if copied and snap is not None:
@@ -156,16 +194,19 @@ def _snapshot_chunks(view: TableIndex) -> tuple[list[Any], dict[str, dict[str, A
             if (row == first and i + count <= n and (count >= CHUNK_SEGMENTS or i + count == n)
                     and rows_of[i:i + count] == list(range(first, end))):
                 chunks.append((snap.core_rows(first, end), snap.chunk_raw(k)))
+                bound(None, range(first, end))
                 i += count
                 continue
         if row is not None and snap is not None:
             if loaded or (copied and row <= copied[-1]):
                 flush()
             copied.append(row)
+            bound(None, [row])
         else:
             if copied:
                 flush()
             item = view.segment(i)
+            bound(item.bounds)
             loaded.append((view.entries[i].load_name, view.entries[i].segment_file or "", item.bloom_base,
                            item.arrays))
             if len(loaded) >= _ENCODE_BATCH:  # bounded memory: merge indexes are held only
@@ -175,7 +216,8 @@ def _snapshot_chunks(view: TableIndex) -> tuple[list[Any], dict[str, dict[str, A
         if pending_n >= CHUNK_SEGMENTS:
             close()
     close()
-    return chunks, slots
+    bound(None)
+    return chunks, slots, SegmentBounds.concat(bounds)
 
 
 # ---- a table's view over its readable segments ----------------------------------------------
@@ -551,5 +593,4 @@ def refresh_index_snapshot(table: Table) -> str | None:
         entries = readable_segments(table.status.read())
         if not entries:
             return None
-        view = TableIndex(table, entries, read_snapshot(table)[0])
-        return write_snapshot(table, view)
+        return write_snapshot(table, SnapshotSource(table, entries, read_snapshot(table)[0]))
