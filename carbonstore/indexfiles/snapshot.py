@@ -435,8 +435,8 @@ class Snapshot:
         chunk = self.chunk_of(rows)
         cut = np.flatnonzero(np.diff(chunk)) + 1
         parts = []
-        for part in np.split(rows, cut):
-            k = int(chunk[len(parts) and cut[len(parts) - 1]])
+        for first, part in zip([0, *cut.tolist()], np.split(rows, cut), strict=True):
+            k = int(chunk[first])
             base = int(offs[self.chunk_starts[k]])
             if offs[part[-1] + 1] == offs[part[0]]:
                 continue

@@ -167,3 +167,34 @@ def test_a_lookup_reads_the_chunks_of_the_segments_it_keeps(generated: tuple[str
     read = set(snap.sections_read)
     assert read <= {"core", f"rows#{k}", f"{_slot(t, 'id')}#{k}", f"{_slot(t, 'id')}:p#{k}"}, read
     assert COUNTERS.get("merge_index_reads", 0) == 0
+
+
+def test_gather_over_chunks_equals_the_flat_arrays(generated: tuple[str, dict[str, Any]], small_chunks: None) -> None:
+    """Values of any increasing set of segments, gathered chunk by chunk, are those of the
+    table-wide flat array (which reads every chunk)."""
+    import numpy as np
+
+    from carbonstore.indexfiles.snapshot import flat_ranges
+
+    store, _ = generated
+    t = _table(store)
+    _clear_snapshots(t)
+    refresh_index_snapshot(t)
+    rng = np.random.default_rng(3)
+    picks = [np.sort(rng.choice(SEGMENTS, size=n, replace=False)) for n in (1, 2, 5, 9, SEGMENTS)]
+    columns = ["rg_rows", f"{_slot(t, 'id')}:min", f"{_slot(t, 'k')}:p_max", f"{_slot(t, 'v')}:nans"]
+    got = {}
+    clear_cache()
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None
+    for c in columns:
+        for rows in picks:
+            got[(c, tuple(rows))] = snap.gather(c, rows.astype(np.intp)).tolist()
+    clear_cache()
+    whole = table_index.read_snapshot(t)[0]
+    assert whole is not None
+    for c in columns:
+        flat, offs = whole.values(c), whole.offsets(c)
+        for rows in picks:
+            want = flat[flat_ranges(offs[rows], offs[rows + 1])].tolist()
+            assert got[(c, tuple(rows))] == want, (c, rows)
