@@ -143,7 +143,7 @@ def imports_only(repeat: int) -> float:
     """Wall time of a fresh process that only imports what ``prune`` imports (the floor
     every fresh-process figure above stands on)."""
     code = ("import carbonstore.cli.app, carbonstore.cli.query, carbonstore.pruning.plan, "
-            "carbonstore.expressions.parser, sqlglot")
+            "carbonstore.expressions.parser, sqlglot, pandas")  # pandas: pyarrow imports it on the first pa.array()
     env = dict(os.environ)
     env["PYTHONPATH"] = str(HERE.parent) + os.pathsep + env.get("PYTHONPATH", "")
     walls = []

@@ -15,7 +15,7 @@ import pytest
 from carbonstore import Store
 from carbonstore.indexfiles import snapshot_write
 from carbonstore.indexfiles.snapshot_file import SnapshotFile, snapshot_table
-from carbonstore.pruning import table_index
+from carbonstore.pruning import snapshot_chunks, table_index
 from carbonstore.pruning.cache import COUNTERS, clear_cache
 from carbonstore.pruning.plan import prune
 from carbonstore.pruning.snapshot_files import snapshot_names
@@ -37,7 +37,7 @@ SEGMENTS, FILES, ROW_GROUPS, CHUNK = 21, 2, 2, 4
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(snapshot_write, "CHUNK_SEGMENTS", CHUNK)
-    monkeypatch.setattr(table_index, "CHUNK_SEGMENTS", CHUNK)
+    monkeypatch.setattr(snapshot_chunks, "CHUNK_SEGMENTS", CHUNK)
     yield
     clear_cache()
 
