@@ -53,7 +53,7 @@ def _worker(meta_path: str, label: str) -> None:
         (ts.TableStatus, "dropped", "dropped"), (table.Store, "table", "open"),
         (ts.TableStatus, "read", "ts.read"), (ti, "read_snapshot", "snap.open"),
         (ti, "TableIndex", "view"), (snap_file.SnapshotFile, "read", "sec.read"),
-        (snap.Snapshot, "_check_slot", "sec.check"), (snap.Snapshot, "values", "flat"),
+        (snap.Snapshot, "_check_chunk", "sec.check"), (snap.Snapshot, "values", "flat"),
     ]:
         _wrap(acc, owner, name, phase)
     t = time.process_time()

@@ -48,6 +48,7 @@ def _instrument(acc: dict[str, float]) -> Callable[[], None]:
     import carbonstore.pruning.plan as plan
     import carbonstore.pruning.planner as planner
     import carbonstore.pruning.table_index as ti
+    import carbonstore.pruning.view_keys as vk
     import carbonstore.store.table as table
     import carbonstore.store.tablestatus as ts
     import carbonstore.store.versions as versions
@@ -64,7 +65,7 @@ def _instrument(acc: dict[str, float]) -> Callable[[], None]:
         (planner, "_page_ranges", "plan: pages"),
         (plan, "_assemble", "plan: result"),
         (snap_file.SnapshotFile, "read", "  section read + verify + IPC"),
-        (snap.Snapshot, "_check_slot", "  section structure checks"),
+        (snap.Snapshot, "_check_chunk", "  section structure checks"),
         (snap.Snapshot, "values", "  flat arrays decoded"),
         (ev.UnitStats, "_from_arrays", "  statistics as units"),
     ]:
@@ -74,7 +75,7 @@ def _instrument(acc: dict[str, float]) -> Callable[[], None]:
         ts.forget_decoded()
         clear_cache()
         versions._IN_ORDER.clear()  # noqa: SLF001 - a bench resets the process's memos
-        ti._ENTRY_KEYS.clear()  # noqa: SLF001
+        vk._ENTRY_KEYS.clear()  # noqa: SLF001
 
     return forget
 

@@ -1,7 +1,8 @@
 """Scale benchmark: planning tables of 1,000 / 10,000 / 100,000 segments in a fresh process.
 
 For each size, the table of bench/scale_table.py (10 files per segment, one row group per
-file; generated once under bench/data/scale_n<N>, reused) and, for each filter of its
+file; generated once under ``--data`` (default $CARBONSTORE_SCALE_DATA or
+/tmp/carbonstore_scale, never inside the repository) as scale_n<N>_f<F>, reused) and, for each filter of its
 expected.json, ``carbonstore --store STORE prune scale.t --where W --json`` run as a new
 process: wall time (interpreter start-up and imports included), the open + plan time the
 command reports (``planning_ms``: from opening the table to the plan) and peak RSS,
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-DATA = HERE / "data"
+DATA = Path(os.environ.get("CARBONSTORE_SCALE_DATA", "/tmp/carbonstore_scale"))
 sys.path.insert(0, str(HERE))
 PY = sys.executable
 
@@ -142,7 +143,7 @@ def imports_only(repeat: int) -> float:
     """Wall time of a fresh process that only imports what ``prune`` imports (the floor
     every fresh-process figure above stands on)."""
     code = ("import carbonstore.cli.app, carbonstore.cli.query, carbonstore.pruning.plan, "
-            "carbonstore.expressions.parser, sqlglot")
+            "carbonstore.expressions.parser, sqlglot, pandas")  # pandas: pyarrow imports it on the first pa.array()
     env = dict(os.environ)
     env["PYTHONPATH"] = str(HERE.parent) + os.pathsep + env.get("PYTHONPATH", "")
     walls = []
@@ -234,7 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--delta", action="store_true", help="also delta-rs on the same files")
     p.add_argument("--no-metadata", action="store_true", help="only the plans")
+    p.add_argument("--data", default=None, help="folder of the generated tables (default: "
+                   "$CARBONSTORE_SCALE_DATA or /tmp/carbonstore_scale)")
     args = p.parse_args(argv)
+    global DATA
+    if args.data:
+        DATA = Path(args.data)
     results = []
     for n in [int(x) for x in args.sizes.split(",")]:
         store = table_for(n, args.files_per_segment)

@@ -21,7 +21,7 @@ checksummed ``.carbonindexmerge`` per segment (``packing.pack`` + ``encode_index
 chunk min/max, null/NaN counts, a two-page page index per column chunk and the bloom
 bitsets of ``k`` (``bloom.bloom_insert``), and the tablestatus version chain with its
 checkpoints (``TableStatus.update``: one LOAD commit per ``--segments-per-commit``
-segments). No data files are written: the table plans, counts and answers from metadata
+segments; default ``--segments / 200``). No data files are written: the table plans, counts and answers from metadata
 but cannot be read by Spark.
 
 ``STORE/expected.json`` lists the filters checked against ``carbonstore prune --json``
@@ -228,6 +228,35 @@ def expected(lay: Layout, surrogates: np.ndarray, bitsets: np.ndarray) -> list[d
 CATS_SORTED = sorted(CATS)
 
 
+def _bitsets(lay: Layout) -> np.ndarray:
+    bitsets = np.empty((lay.row_groups, BLOOM_BYTES), dtype=np.uint8)
+    for g in range(lay.row_groups):
+        bitsets[g] = np.frombuffer(_bloom(lay.keys[g]), dtype=np.uint8)
+    return bitsets
+
+
+def _surrogates(table: Any) -> np.ndarray:
+    """The global dictionary's surrogates in value order (rank i: the i-th smallest value)."""
+    from carbonstore.dictionary.column import load_dictionary
+
+    dictionary = load_dictionary(table, "cat")
+    return np.array([dictionary.surrogate_of(c) for c in CATS_SORTED], dtype=np.int64)
+
+
+def write_expected(out: str, segments: int, files: int, row_groups: int, seed: int = 7,
+                   generate_s: float | None = None) -> dict[str, Any]:
+    """(Re)write ``out/expected.json`` of the table generated there with these arguments."""
+    from carbonstore import Store
+
+    lay = Layout(segments, files, row_groups, seed)
+    filters = expected(lay, _surrogates(Store(out).table(TABLE)), _bitsets(lay))
+    result = {"table": TABLE, "segments": segments, "files_per_segment": files,
+              "row_groups_per_file": row_groups, "rows": lay.row_groups * ROWS,
+              "filters": filters, "generate_s": generate_s}
+    Path(out, "expected.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
 def generate(out: str, segments: int, files: int, row_groups: int, *, per_commit: int | None = None,
              seed: int = 7, snapshot: bool = True, quiet: bool = False) -> dict[str, Any]:
     """Create the table under ``out`` and write ``out/expected.json``; returns its content."""
@@ -235,7 +264,6 @@ def generate(out: str, segments: int, files: int, row_groups: int, *, per_commit
 
     from carbonstore import Store
     from carbonstore.dictionary import prepare_dictionaries
-    from carbonstore.dictionary.column import load_dictionary
     from carbonstore.indexfiles.indexfile import encode_index
     from carbonstore.indexfiles.packing import pack
     from carbonstore.segments.writer import index_column_ids
@@ -245,9 +273,7 @@ def generate(out: str, segments: int, files: int, row_groups: int, *, per_commit
     store = Store(out)
     table = store.create_table(TABLE, SCHEMA, properties=PROPERTIES)
     prepare_dictionaries(table, {"cat": pa.array(CATS)}, "0")
-    dictionary = load_dictionary(table, "cat")
-    # surrogates in value order: rank i -> the surrogate of the i-th smallest value
-    surrogates = np.array([dictionary.surrogate_of(c) for c in CATS_SORTED], dtype=np.int64)
+    surrogates = _surrogates(table)
     descs = _template_descs(table)
     from carbonstore.segments.load import parse_load_options, write_settings
 
@@ -257,12 +283,10 @@ def generate(out: str, segments: int, files: int, row_groups: int, *, per_commit
                         "sourceId": settings.partitioning.fields[0].source_id}]}
     seg_root = settings.segment_dir[: -len("Segment_0")]
     lay = Layout(segments, files, row_groups, seed)
-    bitsets = np.empty((lay.row_groups, BLOOM_BYTES), dtype=np.uint8)
-    for g in range(lay.row_groups):
-        bitsets[g] = np.frombuffer(_bloom(lay.keys[g]), dtype=np.uint8)
+    bitsets = _bitsets(lay)
     if not quiet:
         print(f"  blooms: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    per_commit = per_commit or max(1, segments // 1000)
+    per_commit = per_commit or max(1, segments // 200)
     sfs = store.sfs
     pending: list[LoadEntry] = []
     start = now_ms()
@@ -308,16 +332,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--files-per-segment", type=int, default=10)
     p.add_argument("--row-groups-per-file", type=int, default=1)
     p.add_argument("--segments-per-commit", type=int, default=None,
-                   help="segments per LOAD commit (default: segments / 1000, at least 1)")
+                   help="segments per LOAD commit (default: segments / 200, at least 1)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--no-snapshot", action="store_true",
                    help="leave the index snapshot to the first plan")
     p.add_argument("--out", required=True, help="store folder (created; must not hold scale.t)")
+    p.add_argument("--expected-only", action="store_true",
+                   help="only (re)write expected.json of the table already generated in --out")
     args = p.parse_args(argv)
     if min(args.segments, args.files_per_segment, args.row_groups_per_file) < 1:
         print("scale_table: --segments, --files-per-segment and --row-groups-per-file must be >= 1",
               file=sys.stderr)
         return 2
+    if args.expected_only:
+        res = write_expected(args.out, args.segments, args.files_per_segment, args.row_groups_per_file,
+                             seed=args.seed)
+        print(json.dumps({k: v for k, v in res.items() if k != "filters"}))
+        return 0
     res = generate(args.out, args.segments, args.files_per_segment, args.row_groups_per_file,
                    per_commit=args.segments_per_commit, seed=args.seed,
                    snapshot=not args.no_snapshot)

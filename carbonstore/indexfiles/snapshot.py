@@ -1,47 +1,42 @@
 """The table-level index snapshot format: every covered segment's index, column-oriented.
 
-File layout (format 6; all integers little-endian)::
+File layout (format 7; all integers little-endian; snapshot_file.py)::
 
-    magic b"CARBSNAP" | u32 format version (6) | u32 reserved (0) | u64 directory length D
+    magic b"CARBSNAP" | u32 format version (7) | u32 reserved (0) | u64 directory length D
     u64 xxh64 of bytes [0, 24) and the directory
     directory: D bytes of JSON {"length": L, "meta": {...}, "sections": {name: [offset, length, xxh64]}}
     sections: L bytes, each one Arrow IPC file (offsets from the end of the directory)
 
-Each section has its own checksum, verified when the section is first read - a plan reads
-and verifies only the sections its filter touches (ranged reads: an object store does
-ranged GETs). The prefix and the directory are verified, and the file's length checked
-against them, before anything else is used. A snapshot whose prefix, directory or a
-section it reads fails its checksum, that is truncated, empty, of another format or not a
-snapshot at all is refused (:class:`CorruptIndexError`; a section found damaged after the
-snapshot was opened raises :class:`SnapshotSectionError`, and the arrays built over it
-answer from the merge indexes instead): planning then plans from the merge indexes and
-writes a new snapshot - the snapshot is a cache of derived data, never a source of truth.
-Snapshots of older formats (4, 5: one checksum over the whole file) are not read; they are
-replaced by the next snapshot written.
+Each section has its own checksum, verified when the section is first read (ranged reads:
+an object store does ranged GETs); the prefix and the directory are verified, and the
+file's length checked against them, before anything else is used. A snapshot whose prefix,
+directory or core fails, that is truncated, empty, of another format or not a snapshot is
+refused (:class:`CorruptIndexError`); a section found damaged later raises
+:class:`SnapshotSectionError` and the arrays built over it answer from the merge indexes:
+the snapshot is a cache of derived data, never a source of truth. Older formats are not
+read; the next snapshot written replaces them.
 
-Sections: ``core`` (per segment: the columns below that are not per slot, and the segment
-bounds), and per slot ``<slot>`` (row-group statistics) and ``<slot>:p`` (page statistics).
+The snapshot is one table (snapshot_write.py) with one row per covered segment, in segment
+order, cut into sections:
 
-The sections together are one table (written by snapshot_write.py) with one row per covered
-segment, in segment order:
+* ``core``, the **summary** (read by every plan; O(segments) small values): ``segment``,
+  ``merge`` (merge index name), ``bloom_base`` / ``bloom_len`` (the bloom region in the merge
+  index), ``layout`` (the segment's index columns as slot keys, dictionary-encoded),
+  ``bounds.*`` (segment bounds, bounds.py: whole segments are pruned on them first),
+  ``npages.<slot>`` (pages per segment) and ``blooms.<slot>`` (some row group has a bitset);
+* per **chunk** ``k`` of segments (``meta["carbonstore.chunks"]``: the first rows), sections
+  ``rows#k`` (list columns ``files`` - the DataFiles - and ``rg_file``, ``rg_index``,
+  ``rg_rows``, ``rg_offset``, ``rg_length``), ``<slot>#k`` (row-group statistics and bloom
+  references of one distinct index column description, key ``c`` + hash) and ``<slot>:p#k``
+  (its page statistics, ``p_*``).
 
-* ``bounds.*`` - the segment bounds (bounds.py), for whole-segment pruning;
-* ``segment``, ``merge`` (merge index file name), ``bloom_base`` / ``bloom_len`` (where the
-  segment's bloom region lies in its merge index), ``layout`` (the segment's index columns
-  as slot keys, in order), ``files`` (its DataFiles);
-* the segment's row-group arrays as list columns ``rg_file``, ``rg_index``, ``rg_rows``,
-  ``rg_offset``, ``rg_length``;
-* per *slot* (one distinct index column description: name, kind, column id, physical and
-  logical type, ...; key ``c`` + hash) list columns ``<slot>:<array>`` of its row-group
-  statistics, bloom references and page statistics (``p_*``). Segments without the slot
-  hold empty lists.
-
-A list column flattened is that array concatenated over all segments and its list offsets
-are the segment offsets. A fresh process therefore decodes a constant number of arrays -
-those a filter touches, each once for all segments - instead of one index header per
-segment, and :class:`~carbonstore.indexfiles.snapshot_arrays.SnapshotArrays` presents any run of segments with one layout as one
-index (the duck-typed IndexArrays contract of arrays.py) for a single vectorised planner
-pass. Bloom bitsets stay in the merge indexes and are read lazily for = / IN candidates.
+Every list column's segment offsets follow from the summary (``bounds.num_files``,
+``bounds.num_row_groups``, the layouts, ``npages``), so a plan reads the summary and then
+only the chunks of the segments it keeps - each chunk's list offsets are checked against
+the summary when it is read. A list column flattened over the chunks a plan reads is one
+numpy array (decoded once per chunk), and :class:`~carbonstore.indexfiles.snapshot_arrays.SnapshotArrays`
+presents any run of segments with one layout as one index (arrays.py's contract) for a
+single vectorised planner pass. Bloom bitsets stay in the merge indexes and the bloom pack.
 """
 
 from __future__ import annotations
@@ -49,7 +44,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -59,13 +54,16 @@ import pyarrow as pa
 
 from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, DataFile, ValueKind
 from carbonstore.indexfiles.arrays import BloomSource
-from carbonstore.indexfiles.segment_bounds import ColumnBounds, SegmentBounds
+from carbonstore.indexfiles.snapshot_bounds import decode_bounds, numpy_of
 from carbonstore.indexfiles.snapshot_file import (
+    CHUNKS_META,
     CORE,
+    ROWS,
     SNAPSHOT_MAGIC,
     SNAPSHOT_VERSION,
     SnapshotFile,
     SnapshotSectionError,
+    chunk_section,
     frame_snapshot,
     section_of,
     snapshot_table,
@@ -120,71 +118,14 @@ def flat_ranges(starts: _NP, ends: _NP) -> npt.NDArray[np.intp]:
 
 
 # ---- reading ----------------------------------------------------------------------------------
-_BOUNDS_ARRAYS = ("lo", "hi", "lo_ok", "hi_ok", "nulls", "nans")
-
-
-def _numpy(col: pa.ChunkedArray) -> _NP:
-    """``col.to_numpy()``, the same values, from its one chunk when it has one (a section is
-    one IPC batch): the chunked array's first ``to_numpy`` in a process costs ~0.2 ms more."""
-    return col.chunk(0).to_numpy(zero_copy_only=False) if col.num_chunks == 1 else col.to_numpy()
-
-
-def _column_bounds(t: pa.Table, c: str, kind: str) -> ColumnBounds:
-    def arr(suffix: str) -> _NP:
-        return _numpy(t.column(f"bounds.{suffix}:{c}"))
-
-    lo, hi = arr("lo"), arr("hi")
-    if kind == "BIGINT":
-        lo = np.array([None if v is None else int(v) for v in lo], dtype=object)
-        hi = np.array([None if v is None else int(v) for v in hi], dtype=object)
-    elif kind == "BYTES":
-        lo, hi = lo.astype(object), hi.astype(object)
-    return ColumnBounds(
-        kind=kind, lo=lo, hi=hi, lo_ok=arr("lo_ok").astype(bool), hi_ok=arr("hi_ok").astype(bool),
-        null_count=arr("nulls").astype(np.int64), nan_count=arr("nans").astype(np.int64),
-    )
-
-
-class _LazyBounds(Mapping[str, ColumnBounds]):
-    """Segment bounds by column id, each column decoded on first use (a plan needs the
-    columns it filters on). Every column's arrays are looked up now (KeyError: not a
-    snapshot)."""
-
-    def __init__(self, t: pa.Table, kinds: dict[str, str]) -> None:
-        names = set(t.column_names)
-        for c in kinds:
-            for suffix in _BOUNDS_ARRAYS:
-                if f"bounds.{suffix}:{c}" not in names:
-                    raise KeyError(f"snapshot column bounds.{suffix}:{c} is missing")
-        self._t = t
-        self._kinds = kinds
-        self._done: dict[str, ColumnBounds] = {}
-
-    def __getitem__(self, c: str) -> ColumnBounds:
-        got = self._done.get(c)
-        if got is None:
-            got = self._done[c] = _column_bounds(self._t, c, self._kinds[c])
-        return got
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._kinds)
-
-    def __len__(self) -> int:
-        return len(self._kinds)
-
-
-def _decode_bounds(t: pa.Table, kinds: dict[str, str]) -> SegmentBounds:
-    return SegmentBounds(
-        num_rows=_numpy(t.column("bounds.num_rows")).astype(np.int64),
-        num_files=_numpy(t.column("bounds.num_files")).astype(np.int64),
-        num_row_groups=_numpy(t.column("bounds.num_row_groups")).astype(np.int64),
-        columns=_LazyBounds(t, kinds),  # type: ignore[arg-type]
-    )
-
 
 class Snapshot:
-    """An opened snapshot: bounds and segment offsets now, each section and flat array on
-    first use.
+    """An opened snapshot: the per-segment summary (``core``: ids, bounds, layouts, page
+    counts, bloom presence) now; each chunk section and flat array on first use.
+
+    Every list column's segment offsets follow from the summary (files and row groups per
+    segment, which slots a layout has, pages per slot), so a plan that keeps a few segments
+    reads only their chunks; each chunk section's own list offsets must equal them.
 
     Args:
         file: the opened file (directory verified); its ``core`` section is read now.
@@ -195,7 +136,7 @@ class Snapshot:
     Raises:
         CorruptIndexError: the core section fails its checksum.
         ValueError: not a readable snapshot of this version (structure checked throughout;
-            a slot's sections when they are read: :class:`SnapshotSectionError` then).
+            a chunk's sections when they are read: :class:`SnapshotSectionError` then).
     """
 
     def __init__(self, file: SnapshotFile, *, bloom_source: Callable[[str, str, int], BloomSource],
@@ -212,18 +153,22 @@ class Snapshot:
         self.on_grow: Callable[[], None] | None = None
         self._bloom_source = bloom_source
         self._sections: dict[str, pa.Table] = {}
-        core = self._section(CORE)
+        core = self.core = self._section(CORE)
         self.size = core.num_rows
+        starts = orjson.loads(meta[CHUNKS_META])
+        if (not isinstance(starts, list) or not starts or starts[0] != 0
+                or any(not isinstance(x, int) for x in starts)
+                or any(b <= a for a, b in zip(starts, starts[1:], strict=False)) or (self.size and starts[-1] >= self.size)):
+            raise ValueError("snapshot chunks are not increasing first rows")
+        #: each chunk's first row, and the size last
+        self.chunk_starts = np.array([*starts, self.size], dtype=np.int64)
         self.segments: list[str] = core.column("segment").to_pylist()
         self.merges: list[str] = core.column("merge").to_pylist()
-        self.bounds = _decode_bounds(core, orjson.loads(meta["carbonstore.kinds"]))
-        self.bloom_base = _numpy(core.column("bloom_base")).astype(np.int64)
-        self.bloom_len = _numpy(core.column("bloom_len")).astype(np.int64)
+        self.bounds = decode_bounds(core, orjson.loads(meta["carbonstore.kinds"]))
+        self.bloom_base = numpy_of(core.column("bloom_base")).astype(np.int64)
+        self.bloom_len = numpy_of(core.column("bloom_len")).astype(np.int64)
         self.slots = {k: ColumnDesc(**d) for k, d in orjson.loads(meta["carbonstore.slots"]).items()}
-        # one group per distinct layout, numbered in order of first use; the writer stores
-        # the column dictionary-encoded, so no Python string per segment is made here
-        col = core.column("layout")  # one chunk (an IPC section is one batch): taken as it is,
-        # combine_chunks of a dictionary column costs 0.3-0.5 ms in a fresh process
+        col = core.column("layout")  # dictionary-encoded by the writer: no string per segment
         layouts = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
         if not pa.types.is_dictionary(layouts.type):
             layouts = layouts.dictionary_encode()
@@ -232,15 +177,15 @@ class Snapshot:
             raise ValueError("snapshot column layout holds nulls or unknown layouts")
         self.group = layouts.indices.to_numpy(zero_copy_only=False).astype(np.int32)
         self.group_slots = [[k for k in lay.split(",") if k] for lay in layouts.dictionary.to_pylist()]
-        self._arrays: dict[str, pa.Array] = {}
         self._offsets: dict[str, _NP] = {}
+        self._chunk_arrays: dict[tuple[str, int], tuple[pa.Array, _NP]] = {}
+        self._chunk_flat: dict[tuple[str, int], _NP] = {}
         self._flat: dict[str, _NP] = {}
         self._files: list[DataFile] | None = None
-        self._file_cols: dict[str, pa.Array] | None = None
+        self._file_cols: dict[int, dict[str, pa.Array]] = {}
         self._file_objs: dict[int, DataFile] = {}
         self._blooms: dict[int, BloomSource | None] = {}
         self._bloom_slots: dict[tuple[int, str], str | None] = {}
-        self._any_bloom: dict[str, _NP] = {}
         self._check_core()
 
     @functools.cached_property
@@ -249,39 +194,60 @@ class Snapshot:
         return {(s, m): i for i, (s, m) in enumerate(zip(self.segments, self.merges, strict=True))}
 
     @property
+    def sections_read(self) -> list[str]:
+        """The sections read (and verified) so far."""
+        return list(self._sections)
+
+    @property
+    def chunks(self) -> int:
+        return len(self.chunk_starts) - 1
+
+    @property
     def table(self) -> pa.Table:
-        """Every section read so far, as one table (without schema metadata)."""
-        cols: dict[str, pa.ChunkedArray] = {}
-        for t in self._sections.values():
-            cols.update(zip(t.column_names, t.columns, strict=True))
-        return pa.table(cols)
+        """The whole snapshot as one table (every section read; without schema metadata)."""
+        self.load_all()
+        parts: dict[str, list[pa.Array]] = {}
+        for k in range(self.chunks):
+            for base in sorted(self._chunk_bases(k)):
+                t = self._sections[chunk_section(base, k)]
+                for c in t.column_names:
+                    parts.setdefault(c, []).append(t.column(c).combine_chunks())
+        cols = dict(zip(self.core.column_names, self.core.columns, strict=True))
+        return pa.table({**cols, **{c: pa.chunked_array(p) for c, p in parts.items()}})
 
     @property
     def nbytes(self) -> int:
         """Bytes held now: the sections read and the flat arrays decoded from them so far
         (object arrays of big integers counted at 32 bytes a value)."""
-        flat = sum(a.nbytes if a.dtype != object else 32 * len(a) for a in self._flat.values())
-        # the sections' buffers (not Table.nbytes: that walks every array to count slices)
+        flats = [*self._flat.values(), *self._chunk_flat.values()]
+        flat = sum(a.nbytes if a.dtype != object else 32 * len(a) for a in flats)
         held = sum(int(t.get_total_buffer_size()) for t in self._sections.values())
         return held + flat + sum(o.nbytes for o in self._offsets.values())
 
     # -- sections -------------------------------------------------------------------------
+    def _chunk_bases(self, k: int) -> list[str]:
+        """The base sections chunk ``k`` has in the file."""
+        tail = f"#{k}"
+        return [sec[: -len(tail)] for sec in self.source.sections if sec.endswith(tail)]
+
     def _section(self, section: str) -> pa.Table:
         got = self._sections.get(section)
         if got is not None:
             return got
         try:
             got = self.source.read(section)
-            if got.num_rows != getattr(self, "size", got.num_rows):
-                raise ValueError(f"section {section} has {got.num_rows} rows, not {self.size}")
+            if section == CORE:
+                if got.num_rows != getattr(self, "size", got.num_rows):
+                    raise ValueError(f"section {section} has {got.num_rows} rows, not {self.size}")
+            else:
+                base, _, k = section.rpartition("#")
+                self._check_chunk(base, int(k), got)
             self._sections[section] = got
-            if section != CORE:
-                self._check_slot(section.partition(":")[0], page=section.endswith(":p"))
         except SnapshotSectionError:
             self._forget(section)
             self._found_damaged()
             raise
-        except (ValueError, KeyError, TypeError, pa.ArrowException) as err:
+        except (ValueError, KeyError, TypeError, IndexError, pa.ArrowException) as err:
             self._forget(section)
             if section == CORE:
                 raise
@@ -293,166 +259,205 @@ class Snapshot:
         return got
 
     def _forget(self, section: str) -> None:
-        """Drop ``section`` and every array decoded from it (its checks decode some before
-        they fail): a later read of any of its columns reads it again, and fails again."""
+        """Drop ``section`` and every array decoded from it."""
         self._sections.pop(section, None)
-        for cache in (getattr(self, "_arrays", {}), getattr(self, "_offsets", {}), getattr(self, "_flat", {})):
-            for column in [c for c in cache if section_of(c) == section]:
-                del cache[column]
+        base, _, k = section.rpartition("#")
+        if not base:
+            return
+        for cache in (getattr(self, "_chunk_arrays", {}), getattr(self, "_chunk_flat", {})):
+            for key in [key for key in cache if key[1] == int(k) and section_of(key[0]) == base]:
+                del cache[key]
 
     def _found_damaged(self) -> None:
         if not self.damaged and hasattr(self, "size"):  # (the core section: refused by the caller)
             self.counters["snapshot_errors"] += 1
         self.damaged = True
 
-    def _column(self, column: str) -> pa.ChunkedArray:
-        return self._section(section_of(column)).column(column)
-
-    def load_all(self) -> pa.Table:
-        """Every section read and verified; the whole snapshot as one table."""
+    def load_all(self) -> None:
+        """Every section read and verified."""
         for section in self.source.sections:
             self._section(section)
-        return self.table
 
     # -- structure ------------------------------------------------------------------------
-    def _list(self, column: str) -> tuple[pa.Array, _NP]:
-        if column not in self._offsets:
-            col = self._column(column)
-            arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
-            if not pa.types.is_list(arr.type) or arr.null_count:
-                raise ValueError(f"snapshot column {column} is not a list column without nulls")
-            # from the offsets buffer and the child array as they are (no copy, no slice
-            # unless the list array is itself a slice)
-            offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1,
-                                 offset=4 * arr.offset).astype(np.int64)
-            start, end = int(offs[0]), int(offs[-1])
-            values = arr.values
-            if start or end != len(values):
-                values = values.slice(start, end - start)
-            self._arrays[column] = values
-            self._offsets[column] = offs - start if start else offs
-        return self._arrays[column], self._offsets[column]
+    def _check_core(self) -> None:
+        """The summary holds, for every slot a layout names, its description, page counts
+        and bloom presence; counts are not negative."""
+        names = set(self.core.column_names)
+        for key in {k for keys in self.group_slots for k in keys}:
+            if key not in self.slots or f"npages.{key}" not in names or f"blooms.{key}" not in names:
+                raise ValueError(f"snapshot layout names an unknown column slot {key}")
+        b = self.bounds
+        if (b.num_files < 0).any() or (b.num_row_groups < 0).any():
+            raise ValueError("snapshot counts are negative")
+
+    def _lens_key(self, column: str) -> str:
+        if column == "files":
+            return "files"
+        if column in RG_COLUMNS:
+            return "rg"
+        key, _, suffix = column.partition(":")
+        return f"{key}:p" if suffix.startswith("p_") else key
 
     def offsets(self, column: str) -> _NP:
-        """Segment offsets into the flat array of ``column`` (length ``size + 1``)."""
-        return self._list(column)[1]
+        """Segment offsets into the flat array of ``column`` (length ``size + 1``), from the
+        summary: nothing of a chunk is read."""
+        lk = self._lens_key(column)
+        got = self._offsets.get(lk)
+        if got is None:
+            b = self.bounds
+            if lk == "files":
+                lens = b.num_files
+            elif lk == "rg":
+                lens = b.num_row_groups
+            elif lk.endswith(":p"):
+                key = lk[:-2]
+                lens = (numpy_of(self.core.column(f"npages.{key}")).astype(np.int64)
+                        if f"npages.{key}" in self.core.column_names else np.zeros(self.size, np.int64))
+            else:
+                groups = [g for g, keys in enumerate(self.group_slots) if lk in keys]
+                lens = np.where(np.isin(self.group, groups), b.num_row_groups, 0)
+            if (lens < 0).any():
+                raise ValueError(f"snapshot counts of {column} are negative")
+            got = self._offsets[lk] = np.concatenate([[0], np.cumsum(lens, dtype=np.int64)])
+        return got
 
-    def _bounds_of(self, column: str) -> _NP:
-        """``column``'s list offsets from zero (equal offsets: equal lengths per segment),
-        read from its offsets buffer - nothing is flattened or copied."""
-        col = self._section(section_of(column)).column(column)
-        if col.num_chunks != 1:
-            return self.offsets(column)
-        arr = col.chunk(0)
-        if not pa.types.is_list(arr.type) or arr.null_count:
-            raise ValueError(f"snapshot column {column} is not a list column without nulls")
+    def _check_chunk(self, base: str, k: int, t: pa.Table) -> None:
+        """Chunk ``k``'s section ``base`` has the chunk's rows, and every list column's offsets
+        equal those of the summary (and row groups point at their segment's files, pages
+        are in row-group order)."""
+        r0, r1 = int(self.chunk_starts[k]), int(self.chunk_starts[k + 1])
+        if t.num_rows != r1 - r0:
+            raise ValueError(f"{t.num_rows} rows, not {r1 - r0}")
+        for name in t.column_names:
+            if section_of(name) != base:
+                raise ValueError(f"column {name} does not belong here")
+            arr = _one_chunk(t.column(name))
+            if not pa.types.is_list(arr.type) or arr.null_count:
+                raise ValueError(f"snapshot column {name} is not a list column without nulls")
+            offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
+            want = self.offsets(name)[r0:r1 + 1]
+            if not np.array_equal(offs.astype(np.int64) - int(offs[0]), want - want[0]):
+                raise ValueError(f"snapshot column {name} does not match the summary's counts")
+        if base == ROWS:
+            rg_file = self._take_list(t, "rg_file")[0].to_numpy(zero_copy_only=False)
+            rg = self.offsets("rg_rows")[r0:r1 + 1]
+            seg_files = np.repeat(self.bounds.num_files[r0:r1], np.diff(rg))
+            if len(rg_file) and (rg_file.min() < 0 or bool((rg_file >= seg_files).any())):
+                raise ValueError("snapshot row groups point at files that are not in their segment")
+        elif base.endswith(":p") and f"{base[:-2]}:p_rg" in t.column_names:
+            p_rg = self._take_list(t, f"{base[:-2]}:p_rg")[0].to_numpy(zero_copy_only=False).astype(np.int64)
+            pages = self.offsets(f"{base[:-2]}:p_rg")[r0:r1 + 1]
+            page_lens = np.diff(pages)
+            if len(p_rg):
+                seg_rgs = np.repeat(self.bounds.num_row_groups[r0:r1], page_lens)
+                first = np.zeros(len(p_rg), dtype=bool)
+                first[(np.cumsum(page_lens) - page_lens)[page_lens > 0]] = True
+                if (p_rg.min() < 0 or bool((p_rg >= seg_rgs).any())
+                        or bool((np.diff(p_rg) < 0)[~first[1:]].any())):
+                    raise ValueError(f"snapshot pages of {base} are not in row-group order")
+
+    @staticmethod
+    def _take_list(t: pa.Table, column: str) -> tuple[pa.Array, int]:
+        """List column ``column`` of section ``t``: its values (from the first offset) and count."""
+        arr = _one_chunk(t.column(column))
         offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
-        return offs - offs[0] if offs[0] else offs
+        start, end = int(offs[0]), int(offs[-1])
+        values = arr.values
+        if start or end != len(values):
+            values = values.slice(start, end - start)
+        return values, end - start
 
-    def _same_bounds(self, column: str, like: str, want: _NP) -> bool:
-        """``_bounds_of(column)`` equals ``want``, which is ``_bounds_of(like)``: the two list
-        columns' offsets buffers compared as bytes when both are one unsliced chunk (as the
-        writer lays them out: a memcmp instead of a numpy decode per column), else as arrays."""
-        a, b = self._section(section_of(column)).column(column), self._section(section_of(like)).column(like)
-        if a.num_chunks == 1 and b.num_chunks == 1:
-            x, y = a.chunk(0), b.chunk(0)
-            if (pa.types.is_list(x.type) and pa.types.is_list(y.type) and not x.null_count and len(x) == len(y)
-                    and x.offset == 0
-                    and y.offset == 0):
-                bx, by = x.buffers()[1], y.buffers()[1]
-                n = 4 * (len(x) + 1)
-                if bx is not None and by is not None and bx.size >= n and by.size >= n and (
-                        bx.slice(0, n).equals(by.slice(0, n))):
-                    return True
-        return bool(np.array_equal(self._bounds_of(column), want))
-
-    def _check_core(self) -> None:
-        """Every row-group list agrees with the segment's row groups, files in range, and
-        every layout names known slots with their sections."""
-        rg = self.offsets("rg_rows")
-        rg_lens = np.diff(rg)
-        for name in RG_COLUMNS:
-            if not self._same_bounds(name, "rg_rows", rg):
-                raise ValueError(f"snapshot column {name} does not match the row groups")
-        file_lens = np.diff(self.offsets("files"))
-        rg_file = self.values("rg_file")
-        seg_files = np.repeat(file_lens, rg_lens)
-        if len(rg_file) and (rg_file.min() < 0 or bool((rg_file >= seg_files).any())):
-            raise ValueError("snapshot row groups point at files that are not in their segment")
-        for key in {k for keys in self.group_slots for k in keys}:
-            if key not in self.slots or key not in self.source.sections or f"{key}:p" not in self.source.sections:
-                raise ValueError(f"snapshot layout names an unknown column slot {key}")
-
-    def _check_slot(self, key: str, *, page: bool) -> None:
-        """Slot ``key``'s row-group (or page) lists agree with the row groups (pages), pages in
-        row-group order (run when the section is read)."""
-        desc = self.slots[key]
-        rg = self.offsets("rg_rows")
-        rg_lens = np.diff(rg)
-        if not page:
-            groups = [g for g, keys in enumerate(self.group_slots) if key in keys]
-            everywhere = len(groups) == len(self.group_slots)
-            has = None if everywhere else np.isin(self.group, groups)
-            want = rg if has is None else (np.zeros_like(rg) if not has.any() else np.concatenate(
-                [[0], np.cumsum(np.where(has, rg_lens, 0))]))
-            for suffix in COL_COLUMNS:
-                if suffix in ("min", "max") and (desc.kind or 0) not in VALUE_TYPES:
-                    continue
-                if not (self._same_bounds(f"{key}:{suffix}", "rg_rows", want) if has is None
-                        else np.array_equal(self._bounds_of(f"{key}:{suffix}"), want)):
-                    raise ValueError(f"snapshot column {key}:{suffix} does not match the row groups")
-            return
-        pages = self._bounds_of(f"{key}:p_rg")
-        for suffix in PAGE_COLUMNS:
-            if suffix in ("p_min", "p_max") and (desc.kind or 0) not in VALUE_TYPES:
-                continue
-            if not self._same_bounds(f"{key}:{suffix}", f"{key}:p_rg", pages):
-                raise ValueError(f"snapshot column {key}:{suffix} does not match the pages")
-        page_lens = np.diff(pages)
-        p_rg = self.values(f"{key}:p_rg").astype(np.int64)
-        if len(p_rg):
-            seg_rgs = np.repeat(rg_lens, page_lens)
-            first = np.zeros(len(p_rg), dtype=bool)
-            first[(np.cumsum(page_lens) - page_lens)[page_lens > 0]] = True
-            if (p_rg.min() < 0 or bool((p_rg >= seg_rgs).any())
-                    or bool((np.diff(p_rg) < 0)[~first[1:]].any())):
-                raise ValueError(f"snapshot pages of {key} are not in row-group order")
+    def _chunk_list(self, column: str, k: int) -> pa.Array | None:
+        """``column``'s values over chunk ``k`` (None: the chunk has none)."""
+        key = (column, k)
+        got = self._chunk_arrays.get(key)
+        if got is None:
+            offs = self.offsets(column)
+            r0, r1 = int(self.chunk_starts[k]), int(self.chunk_starts[k + 1])
+            section = chunk_section(section_of(column), k)
+            if section not in self.source.sections and offs[r1] == offs[r0]:
+                return None  # no segment of the chunk has the column: no section written
+            t = self._section(section)
+            if column not in t.column_names:
+                if offs[r1] == offs[r0]:
+                    return None
+                self._found_damaged()
+                raise SnapshotSectionError(f"{self.source.what}: section {section} has no column {column}")
+            got = self._chunk_arrays[key] = (self._take_list(t, column)[0], offs[r0:r1 + 1] - offs[r0])
+        return got[0]
 
     # -- flat arrays ------------------------------------------------------------------------
-    def values(self, column: str) -> _NP:
-        """The flat array of ``column`` over all segments (decoded once)."""
-        got = self._flat.get(column)
-        if got is not None:
-            return got
-        arr, _ = self._list(column)
+    def _decode(self, column: str, arr: pa.Array) -> _NP:
         key, _, suffix = column.partition(":")
-        if suffix in ("min", "max", "p_min", "p_max"):
-            kind = self.slots[key].kind or 0
-            if kind == ValueKind.BIGINT:
-                out = np.empty(len(arr), dtype=object)
-                out[:] = [int.from_bytes(b, "big", signed=True) for b in arr.to_pylist()]
-            else:
-                out = arr.to_numpy(zero_copy_only=False)
-        else:
-            out = arr.to_numpy(zero_copy_only=False)
-        self.counters["snapshot_array_decodes"] += 1
-        self._flat[column] = out
-        if self.on_grow is not None:
-            self.on_grow()
-        return out
+        if suffix in ("min", "max", "p_min", "p_max") and (self.slots[key].kind or 0) == ValueKind.BIGINT:
+            out = np.empty(len(arr), dtype=object)
+            out[:] = [int.from_bytes(b, "big", signed=True) for b in arr.to_pylist()]
+            return out
+        return arr.to_numpy(zero_copy_only=False)  # type: ignore[no-any-return]
+
+    def chunk_values(self, column: str, k: int) -> _NP | None:
+        """The flat array of ``column`` over chunk ``k`` (decoded once; None: none there)."""
+        got = self._chunk_flat.get((column, k))
+        if got is None:
+            arr = self._chunk_list(column, k)
+            if arr is None:
+                return None
+            got = self._chunk_flat[(column, k)] = self._decode(column, arr)
+            self.counters["snapshot_array_decodes"] += 1
+            if self.on_grow is not None:
+                self.on_grow()
+        return got
+
+    def values(self, column: str) -> _NP:
+        """The flat array of ``column`` over all segments (every chunk read; decoded once)."""
+        got = self._flat.get(column)
+        if got is None:
+            parts = [v for k in range(self.chunks) if (v := self.chunk_values(column, k)) is not None and len(v)]
+            got = (parts[0] if len(parts) == 1 else np.concatenate(parts) if parts
+                   else np.zeros(0, dtype=object if column.endswith("min") or column.endswith("max") else np.int64))
+            self._flat[column] = got
+        return got
+
+    def chunk_of(self, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+        """The chunk of each of snapshot ``rows``."""
+        return (np.searchsorted(self.chunk_starts, rows, side="right") - 1).astype(np.intp)
 
     def gather(self, column: str, rows: npt.NDArray[np.intp]) -> _NP:
-        """``column``'s values of segments ``rows`` (in that order), concatenated."""
-        vals = self.values(column)
+        """``column``'s values of segments ``rows`` (in that order), concatenated: only the
+        chunks of ``rows`` are read (a run of segments in one chunk: a view)."""
+        rows = np.asarray(rows, dtype=np.intp)
         offs = self.offsets(column)
-        if len(rows) and int(rows[-1]) - int(rows[0]) == len(rows) - 1 and bool((np.diff(rows) == 1).all()):
-            return vals[int(offs[rows[0]]) : int(offs[rows[-1] + 1])]  # a run of segments: a view
-        return vals[flat_ranges(offs[rows], offs[rows + 1])]
+        if column in self._flat or not len(rows) or bool((np.diff(rows) < 0).any()):
+            vals = self.values(column)
+            if len(rows) and int(rows[-1]) - int(rows[0]) == len(rows) - 1 and bool((np.diff(rows) == 1).all()):
+                return vals[int(offs[rows[0]]) : int(offs[rows[-1] + 1])]
+            return vals[flat_ranges(offs[rows], offs[rows + 1])]
+        chunk = self.chunk_of(rows)
+        cut = np.flatnonzero(np.diff(chunk)) + 1
+        parts = []
+        for first, part in zip([0, *cut.tolist()], np.split(rows, cut), strict=True):
+            k = int(chunk[first])
+            base = int(offs[self.chunk_starts[k]])
+            if offs[part[-1] + 1] == offs[part[0]]:
+                continue
+            vals = self.chunk_values(column, k)
+            if vals is None:
+                continue
+            if int(part[-1]) - int(part[0]) == len(part) - 1:
+                parts.append(vals[int(offs[part[0]]) - base : int(offs[part[-1] + 1]) - base])
+            else:
+                parts.append(vals[flat_ranges(offs[part] - base, offs[part + 1] - base)])
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return self.values(column)[:0] if column in self._flat else np.zeros(0, dtype=np.int64)
+        return np.concatenate(parts)
 
+    # -- files ------------------------------------------------------------------------------
     def files(self) -> list[DataFile]:
         """Every segment's DataFiles, concatenated (built once)."""
         if self._files is None:
-            everything = range(len(self._list("files")[0]))
+            everything = range(int(self.offsets("files")[-1]))
             self.prefetch_files(everything)
             self._files = [self.file(i) for i in everything]
         return self._files
@@ -465,37 +470,74 @@ class Snapshot:
             got = self._file_objs[i]
         return got
 
-    def _file_fields(self) -> dict[str, pa.Array]:
-        if self._file_cols is None:
-            arr, _ = self._list("files")
-            self._file_cols = {f: arr.field(f) for f in FILE_STRUCT.names}
-        return self._file_cols
+    def _file_fields(self, k: int) -> dict[str, pa.Array]:
+        got = self._file_cols.get(k)
+        if got is None:
+            arr = self._chunk_list("files", k)
+            if arr is None:
+                arr = pa.array([], FILE_STRUCT)
+            got = self._file_cols[k] = {f: arr.field(f) for f in FILE_STRUCT.names}
+        return got
+
+    def _by_chunk(self, indices: Sequence[int]) -> Iterator[tuple[int, list[int], list[int]]]:
+        """Global file ``indices`` by chunk: (chunk, positions in ``indices``, local indices)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        firsts = self.offsets("files")[self.chunk_starts]
+        chunk = np.searchsorted(firsts, idx, side="right") - 1
+        for k in np.unique(chunk).tolist():
+            pos = np.flatnonzero(chunk == k)
+            yield k, pos.tolist(), (idx[pos] - firsts[k]).tolist()
 
     def prefetch_files(self, indices: Sequence[int]) -> None:
-        """Build DataFiles ``indices`` of :meth:`files` now, in one batch: a plan builds only
-        the files it keeps (never a Python object per file of the table)."""
+        """Build DataFiles ``indices`` of :meth:`files` now, in one batch per chunk: a plan
+        builds only the files it keeps (never a Python object per file of the table)."""
         todo = [i for i in indices if i not in self._file_objs]
         if not todo:
             return
-        take = pa.array(todo, pa.int64())
-        cols = {f: a.take(take).to_pylist() for f, a in self._file_fields().items()}
         names = FILE_STRUCT.names
-        for k, i in enumerate(todo):
-            self._file_objs[i] = DataFile(**{f: cols[f][k] for f in names})
+        for k, pos, local in self._by_chunk(todo):
+            take = pa.array(local, pa.int64())
+            cols = {f: a.take(take).to_pylist() for f, a in self._file_fields(k).items()}
+            for j, p in enumerate(pos):
+                self._file_objs[todo[p]] = DataFile(**{f: cols[f][j] for f in names})
 
     def file_paths(self, indices: Sequence[int]) -> list[str]:
         """The paths of DataFiles ``indices`` (no DataFile built)."""
-        return self._file_fields()["path"].take(pa.array(indices, pa.int64())).to_pylist()
+        out: list[str] = [""] * len(indices)
+        for k, pos, local in self._by_chunk(indices):
+            for p, path in zip(pos, self._file_fields(k)["path"].take(pa.array(local, pa.int64())).to_pylist(),
+                               strict=True):
+                out[p] = path
+        return out
 
-    def rows_table(self, rows: npt.NDArray[np.intp]) -> pa.Table:
-        """Segments ``rows`` as snapshot rows without bounds (to write a newer snapshot;
-        every section is read and verified first)."""
-        t = self.load_all()
-        t = t.select([n for n in t.column_names if not n.startswith("bounds.")]).take(pa.array(rows, pa.int64()))
-        layout = t.column("layout")
-        if pa.types.is_dictionary(layout.type):
-            t = t.set_column(t.schema.get_field_index("layout"), "layout", layout.cast(pa.string()))
-        return t
+    # -- writing a newer snapshot ------------------------------------------------------------
+    def core_rows(self, r0: int, r1: int) -> pa.Table:
+        """Rows ``r0:r1`` of the summary without bounds (layout as strings)."""
+        t = self.core.slice(r0, r1 - r0)
+        t = t.select([n for n in t.column_names if not n.startswith("bounds.")])
+        return t.set_column(t.schema.get_field_index("layout"), "layout",
+                            t.column("layout").cast(pa.string()))
+
+    def chunk_raw(self, k: int) -> list[tuple[str, bytes, int]]:
+        """Chunk ``k``'s sections as they are in the file: (base name, bytes, checksum), verified."""
+        return [(base, *self.source.raw(chunk_section(base, k))) for base in sorted(self._chunk_bases(k))]
+
+    def rows_tables(self, rows: npt.NDArray[np.intp]) -> list[pa.Table]:
+        """Snapshot ``rows`` (increasing) as snapshot rows without bounds, one table per
+        chunk they lie in (to write a newer snapshot; their sections are read and verified)."""
+        out = []
+        rows = np.asarray(rows, dtype=np.intp)
+        chunk = self.chunk_of(rows)
+        for k in np.unique(chunk).tolist():
+            r0 = int(self.chunk_starts[k])
+            local = pa.array(rows[chunk == k] - r0, pa.int64())
+            core = self.core_rows(r0, int(self.chunk_starts[k + 1]))
+            cols = {n: core.column(n) for n in ("segment", "merge", "bloom_base", "bloom_len", "layout")}
+            for base in sorted(self._chunk_bases(k)):
+                t = self._section(chunk_section(base, k))
+                cols.update(zip(t.column_names, t.columns, strict=True))
+            out.append(pa.table(cols).take(local))
+        return out
 
     # -- blooms -------------------------------------------------------------------------------
     def bloom_source(self, row: int) -> BloomSource | None:
@@ -517,15 +559,8 @@ class Snapshot:
         return found
 
     def _segments_with_bloom(self, key: str) -> _NP:
-        """Per segment: does any row group have a bitset in slot ``key`` (all at once)."""
-        any_bloom = self._any_bloom.get(key)
-        if any_bloom is None:
-            column = f"{key}:bloom_off"
-            offs = self.offsets(column)
-            seen = np.concatenate([[0], np.cumsum(self.values(column) >= 0)])
-            any_bloom = seen[offs[1:]] > seen[offs[:-1]]
-            self._any_bloom[key] = any_bloom
-        return any_bloom
+        """Per segment: does any row group have a bitset in slot ``key`` (the summary's)."""
+        return numpy_of(self.core.column(f"blooms.{key}")).astype(bool)
 
     def bloom_rows(self, rows: npt.NDArray[np.intp], name: str) -> npt.NDArray[np.bool_]:
         """For segments ``rows``: whether :meth:`bloom_dir` finds an entry of column ``name``
@@ -542,18 +577,19 @@ class Snapshot:
     def bloom_dir(self, row: int, name: str) -> dict[str, Any] | None:
         """Segment ``row``'s bloom directory entry of index column ``name`` (see cache.bloom_directory)."""
         found = self._bloom_slot(int(self.group[row]), name)
-        if found is None:
+        if found is None or not self._segments_with_bloom(found)[row]:
             return None
-        column = f"{found}:bloom_off"
-        offs = self.offsets(column)
-        if not self._segments_with_bloom(found)[row]:
-            return None
-        a, b = int(offs[row]), int(offs[row + 1])
+        one = np.array([row], dtype=np.intp)
         d = self.slots[found]
         return {"kind": d.kind, "column_id": d.column_id, "physical_type": d.physical_type,
                 "type_length": d.type_length, "logical_type": d.logical_type, "unit": d.unit,
-                "scale": d.scale, "nested": d.nested, "offset": self.values(column)[a:b].tolist(),
-                "length": self.values(f"{found}:bloom_len")[a:b].tolist()}
+                "scale": d.scale, "nested": d.nested,
+                "offset": self.gather(f"{found}:bloom_off", one).tolist(),
+                "length": self.gather(f"{found}:bloom_len", one).tolist()}
+
+
+def _one_chunk(col: pa.ChunkedArray) -> pa.Array:
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
 
 
 def decode_snapshot(name: str, data: bytes, *, bloom_source: Callable[[str, str, int], BloomSource],

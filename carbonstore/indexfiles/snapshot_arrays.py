@@ -36,11 +36,23 @@ _NP = npt.NDArray[Any]
 
 # ---- a run of segments as one index ---------------------------------------------------------
 class SnapshotFiles(Sequence[DataFile]):
-    """DataFiles ``indices`` of a snapshot as a list, each built when first used."""
+    """DataFiles ``indices`` of a snapshot as a list, each built when first used.
 
-    def __init__(self, snapshot: Snapshot, indices: list[int]) -> None:
+    ``fallback``: the same files from the segments' merge indexes (numbered the same way),
+    taken when the snapshot's chunk of them turns out damaged; without it the damage is
+    raised (:class:`SnapshotSectionError`)."""
+
+    def __init__(self, snapshot: Snapshot, indices: list[int],
+                 fallback: Callable[[], Sequence[DataFile]] | None = None) -> None:
         self._snap = snapshot
         self._indices = indices
+        self._fallback_fn = fallback
+        self._fallback: Sequence[DataFile] | None = None
+
+    def _merged(self) -> Sequence[DataFile] | None:
+        if self._fallback is None and self._fallback_fn is not None:
+            self._fallback = self._fallback_fn()
+        return self._fallback
 
     def __len__(self) -> int:
         return len(self._indices)
@@ -52,19 +64,40 @@ class SnapshotFiles(Sequence[DataFile]):
     def __getitem__(self, i: slice) -> list[DataFile]: ...
 
     def __getitem__(self, i: int | slice) -> DataFile | list[DataFile]:
-        if isinstance(i, slice):
-            picked = self._indices[i]
-            self._snap.prefetch_files(picked)
-            return [self._snap.file(k) for k in picked]
-        return self._snap.file(self._indices[i])
+        if self._fallback is None:
+            try:
+                if isinstance(i, slice):
+                    picked = self._indices[i]
+                    self._snap.prefetch_files(picked)
+                    return [self._snap.file(k) for k in picked]
+                return self._snap.file(self._indices[i])
+            except SnapshotSectionError:
+                if self._merged() is None:
+                    raise
+        merged = self._merged()
+        assert merged is not None
+        return list(merged[i]) if isinstance(i, slice) else merged[i]
 
     def prefetch(self, positions: Sequence[int]) -> None:
         """Build the DataFiles at ``positions`` in one batch (see Snapshot.prefetch_files)."""
-        self._snap.prefetch_files([self._indices[p] for p in positions])
+        if self._fallback is None:
+            try:
+                self._snap.prefetch_files([self._indices[p] for p in positions])
+            except SnapshotSectionError:
+                if self._merged() is None:
+                    raise
 
     def paths(self, positions: Sequence[int]) -> list[str]:
         """The paths of the files at ``positions`` (no DataFile built)."""
-        return self._snap.file_paths([self._indices[p] for p in positions])
+        if self._fallback is None:
+            try:
+                return self._snap.file_paths([self._indices[p] for p in positions])
+            except SnapshotSectionError:
+                if self._merged() is None:
+                    raise
+        merged = self._merged()
+        assert merged is not None
+        return [merged[p].path for p in positions]
 
 
 class _Guarded(Lazy):
@@ -225,10 +258,6 @@ class SnapshotArrays(_Guarded):
         self.columns = [_SnapColumn(self, k, snapshot.slots[k], i)
                         for i, k in enumerate(snapshot.group_slots[int(groups[0])])]
         self._by_name = {c.name: c for c in self.columns}
-        # a run of consecutive rows: every array is a slice of the flat one
-        first, last = int(self.rows[0]), int(self.rows[-1])
-        self._span = (first, last + 1) if last - first == len(self.rows) - 1 and (
-            len(self.rows) < 3 or bool((np.diff(self.rows) == 1).all())) else None
 
     @property
     def rg_take(self) -> npt.NDArray[np.intp]:
@@ -252,12 +281,7 @@ class SnapshotArrays(_Guarded):
         return got  # type: ignore[no-any-return]
 
     def gather(self, column: str) -> _NP:
-        span = self._span
-        if span is not None:
-            snap = self.snapshot
-            offs = snap.offsets(column)
-            return snap.values(column)[int(offs[span[0]]) : int(offs[span[1]])]
-        return self.snapshot.gather(column, self.rows)
+        return self.snapshot.gather(column, self.rows)  # (a run of rows in one chunk: a view)
 
     def fallback_arrays(self) -> Any:
         """The same segments' arrays from their merge indexes (loaded once).
@@ -278,7 +302,8 @@ class SnapshotArrays(_Guarded):
         snap = self.snapshot
         if name == "files":
             offs = snap.offsets("files")
-            return SnapshotFiles(snap, flat_ranges(offs[self.rows], offs[self.rows + 1]).tolist())
+            fallback = None if self._fallback_fn is None else (lambda: self.fallback_arrays().files)
+            return SnapshotFiles(snap, flat_ranges(offs[self.rows], offs[self.rows + 1]).tolist(), fallback)
         if name == "rg_file":
             whole, pos = self.whole, self._positions
             if whole is not None and pos is not None:  # the larger run's (kept), renumbered

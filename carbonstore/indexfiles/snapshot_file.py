@@ -1,9 +1,15 @@
-"""The index snapshot file (format 6): a verified prefix and directory, then sections.
+"""The index snapshot file (format 7): a verified prefix and directory, then sections.
 
 Layout and checks: see carbonstore.indexfiles.snapshot and docs/index-format.md. This module
-frames a whole snapshot table into sections (:func:`frame_snapshot`) and opens a file for
-ranged, verified section reads (:class:`SnapshotFile`); what the sections hold is
+frames a snapshot into sections (:func:`frame_snapshot`, :func:`frame_parts`) and opens a
+file for ranged, verified section reads (:class:`SnapshotFile`); what the sections hold is
 snapshot.py's and snapshot_write.py's business.
+
+Since format 7 every section but ``core`` is cut by **chunks** of segments (rows of the
+snapshot): the section of base name ``b`` for the segments of chunk ``k`` is ``b#k``, and the
+directory's meta ``carbonstore.chunks`` lists each chunk's first row. A plan reads ``core``
+(one small row per segment) and then only the chunks of the segments it keeps; a writer
+copies the bytes of unchanged chunks (checksums included) and encodes only new ones.
 """
 
 from __future__ import annotations
@@ -18,11 +24,13 @@ import xxhash
 
 from carbonstore.errors import CorruptIndexError
 
-__all__ = ["CORE", "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "SnapshotFile", "SnapshotSectionError", "frame_snapshot",
-           "section_of", "snapshot_table"]
+__all__ = ["CHUNKS_META", "CORE", "ROWS", "ROWS_COLUMNS", "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "SnapshotFile", "SnapshotSectionError",
+           "chunk_section", "frame_parts", "ipc_bytes", "frame_snapshot", "section_of", "snapshot_table"]
 
-# 5: segment bounds keyed by column id (docs/schema-evolution.md); 6: checksummed sections
-SNAPSHOT_VERSION = "6"
+# 5: segment bounds keyed by column id (docs/schema-evolution.md); 6: checksummed sections;
+# 7: sections cut by chunks of segments, the per-segment summary alone in core
+SNAPSHOT_VERSION = "7"
+CHUNKS_META = "carbonstore.chunks"
 SNAPSHOT_MAGIC = b"CARBSNAP"
 _SNAP_PREFIX = struct.Struct("<8sIIQQ")
 _SNAP_SUMMED = 24  # prefix bytes covered by the checksum (all but the checksum itself)
@@ -30,42 +38,70 @@ CORE = "core"
 _FIRST_READ = 1 << 16  # the first read: the prefix and (nearly always) the whole directory
 
 
+ROWS = "rows"
+#: the per-file and per-row-group list columns of every segment (base section ``rows``)
+ROWS_COLUMNS = frozenset({"files", "rg_file", "rg_index", "rg_rows", "rg_offset", "rg_length"})
+
+
 def section_of(column: str) -> str:
-    """The section holding snapshot column ``column``: ``core``, ``<slot>`` (row-group
-    statistics) or ``<slot>:p`` (page statistics, suffixes ``p_*``)."""
+    """The base section holding snapshot column ``column``: ``core`` (one value per segment),
+    ``rows`` (its files and row groups), ``<slot>`` (row-group statistics) or ``<slot>:p``
+    (page statistics, suffixes ``p_*``); every one but ``core`` is cut by chunks."""
+    if column in ROWS_COLUMNS:
+        return ROWS
     key, sep, suffix = column.partition(":")
     if not sep or column.startswith("bounds."):
         return CORE
     return f"{key}:p" if suffix.startswith("p_") else key  # page statistics: p_*
 
 
-def _ipc(t: pa.Table) -> bytes:
+def chunk_section(base: str, chunk: int) -> str:
+    """The name of base section ``base`` (not ``core``) of chunk ``chunk``."""
+    return f"{base}#{chunk}"
+
+
+def ipc_bytes(t: pa.Table) -> bytes:
+    """``t`` as one Arrow IPC file (one record batch)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, t.schema) as w:
-        w.write_table(t)
+        w.write_table(t, max_chunksize=max(t.num_rows, 1))
     return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
 
 
-def frame_snapshot(table: pa.Table) -> bytes:
+def frame_parts(meta: dict[str, str], sections: list[tuple[str, bytes, int | None]]) -> bytes:
+    """The snapshot file of ``sections`` (name, IPC bytes, their xxh64 or None to compute),
+    ``core`` first; ``meta`` names the chunks (CHUNKS_META)."""
+    table: dict[str, list[int]] = {}
+    pos = 0
+    for name, blob, checksum in sections:
+        table[name] = [pos, len(blob), xxhash.xxh64_intdigest(blob) if checksum is None else checksum]
+        pos += len(blob)
+    directory = orjson.dumps({"length": pos, "meta": meta, "sections": table})
+    first = _SNAP_PREFIX.pack(SNAPSHOT_MAGIC, int(SNAPSHOT_VERSION), 0, len(directory), 0)[:_SNAP_SUMMED]
+    h = xxhash.xxh64(first)
+    h.update(directory)
+    return b"".join([first, struct.pack("<Q", h.intdigest()), directory, *(b for _, b, _ in sections)])
+
+
+def frame_snapshot(table: pa.Table, chunk_rows: int = 1024) -> bytes:
     """The snapshot file of the whole snapshot ``table`` (its schema metadata: version, kinds,
-    slots): prefix, directory, one Arrow IPC section per column group."""
+    slots, and the chunks' first rows - else chunks of ``chunk_rows`` rows): ``core``, then
+    one Arrow IPC section per column group and chunk."""
     groups: dict[str, list[str]] = {}
     for name in table.column_names:
         groups.setdefault(section_of(name), []).append(name)
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
-    sections: dict[str, list[int]] = {}
-    blobs = []
-    pos = 0
-    for sec in sorted(groups, key=lambda g: (g != CORE, g)):
-        blob = _ipc(table.select(groups[sec]).replace_schema_metadata(None))
-        sections[sec] = [pos, len(blob), xxhash.xxh64_intdigest(blob)]
-        blobs.append(blob)
-        pos += len(blob)
-    directory = orjson.dumps({"length": pos, "meta": meta, "sections": sections})
-    first = _SNAP_PREFIX.pack(SNAPSHOT_MAGIC, int(SNAPSHOT_VERSION), 0, len(directory), 0)[:_SNAP_SUMMED]
-    h = xxhash.xxh64(first)
-    h.update(directory)
-    return b"".join([first, struct.pack("<Q", h.intdigest()), directory, *blobs])
+    starts = orjson.loads(meta[CHUNKS_META]) if CHUNKS_META in meta else list(
+        range(0, table.num_rows, chunk_rows)) or [0]
+    meta[CHUNKS_META] = orjson.dumps(starts).decode()
+    bounds = [*starts, table.num_rows]
+    sections = [(CORE, ipc_bytes(table.select(groups.get(CORE, [])).replace_schema_metadata(None)), None)]
+    for k in range(len(starts)):
+        part = table.slice(bounds[k], bounds[k + 1] - bounds[k])
+        for sec in sorted(g for g in groups if g != CORE):
+            sections.append((chunk_section(sec, k), ipc_bytes(part.select(groups[sec]).replace_schema_metadata(None)),
+                             None))
+    return frame_parts(meta, sections)
 
 
 class SnapshotSectionError(CorruptIndexError):
@@ -120,6 +156,24 @@ class SnapshotFile:
                 raise CorruptIndexError(f"{what}: section {sec} lies outside the file")
         self.base = end
 
+    def raw(self, section: str) -> tuple[bytes, int]:
+        """Section ``section``'s bytes (verified) and checksum, to copy into a newer snapshot.
+
+        Raises:
+            SnapshotSectionError: no such section, short read or fails its checksum.
+        """
+        got = self.sections.get(section)
+        if got is None:
+            raise SnapshotSectionError(f"{self.what}: no section {section}")
+        off, n, checksum = got
+        try:
+            data = bytes(self._read_at(self.base + off, n))
+        except OSError as err:
+            raise SnapshotSectionError(f"{self.what}: section {section} unreadable ({err})") from None
+        if len(data) != n or xxhash.xxh64_intdigest(data) != checksum:
+            raise SnapshotSectionError(f"{self.what}: section {section} fails its checksum (damaged file)")
+        return data, checksum
+
     def read(self, section: str) -> pa.Table:
         """Section ``section`` (read, verified, opened without copying its buffers).
 
@@ -144,11 +198,16 @@ class SnapshotFile:
 
 
 def snapshot_table(name: str, data: bytes) -> pa.Table:
-    """Every section of snapshot file bytes ``data``, verified, as one table (schema metadata:
-    the directory's)."""
+    """Every section of snapshot file bytes ``data``, verified, as one table (chunks
+    concatenated; schema metadata: the directory's)."""
     f = SnapshotFile(name, lambda off, n: memoryview(data)[off:off + n], len(data))
-    parts = [f.read(sec) for sec in f.sections]
     cols: dict[str, pa.ChunkedArray] = {}
-    for p in parts:
-        cols.update(zip(p.column_names, p.columns, strict=True))
+    core = f.read(CORE)
+    cols.update(zip(core.column_names, core.columns, strict=True))
+    chunks = len(orjson.loads(f.meta.get(CHUNKS_META, "[0]")))
+    bases = sorted({sec.rpartition("#")[0] for sec in f.sections if sec != CORE})
+    for base in bases:
+        parts = [f.read(chunk_section(base, k)) for k in range(chunks)]
+        for c in parts[0].column_names:
+            cols[c] = pa.chunked_array([p.column(c).combine_chunks() for p in parts])
     return pa.table(cols).replace_schema_metadata(f.meta)

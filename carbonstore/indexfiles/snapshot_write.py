@@ -23,11 +23,18 @@ from carbonstore.indexfiles.snapshot import (
     RG_COLUMNS,
     SNAPSHOT_VERSION,
     VALUE_TYPES,
-    frame_snapshot,
     slot_key,
 )
+from carbonstore.indexfiles.snapshot_file import (
+    CHUNKS_META,
+    CORE,
+    chunk_section,
+    frame_parts,
+    ipc_bytes,
+    section_of,
+)
 
-__all__ = ["encode_snapshot", "index_rows"]
+__all__ = ["CHUNK_SEGMENTS", "encode_chunks", "encode_snapshot", "index_rows", "new_chunk"]
 
 _NP = npt.NDArray[Any]
 
@@ -121,8 +128,13 @@ def index_rows(segments: Sequence[tuple[str, str, int, Any]]) -> tuple[pa.Table,
     return pa.table(data), slots
 
 
-def encode_snapshot(pieces: Sequence[pa.Table], bounds: SegmentBounds, slots: dict[str, dict[str, Any]]) -> bytes:
-    """The snapshot file: rows (``index_rows`` or ``Snapshot.rows_table``, in segment order) and bounds."""
+#: Segments per chunk: a plan reads the chunks of the segments it keeps, a writer encodes
+#: only chunks that changed (the open tail chunk and new ones) and copies the others.
+CHUNK_SEGMENTS = 1024
+
+
+def _aligned(pieces: Sequence[pa.Table]) -> pa.Table:
+    """``pieces`` (snapshot rows) as one table; a slot some piece lacks: empty lists there."""
     types: dict[str, pa.DataType] = {}
     for p in pieces:
         for f in p.schema:
@@ -137,9 +149,58 @@ def encode_snapshot(pieces: Sequence[pa.Table], bounds: SegmentBounds, slots: di
                 cols.append(pa.ListArray.from_arrays(pa.array(np.zeros(p.num_rows + 1, np.int32)),
                                                      pa.array([], typ.value_type)))
         aligned.append(pa.table(cols, names=list(types)))
-    t = pa.concat_tables(aligned).combine_chunks()
+    return pa.concat_tables(aligned).combine_chunks()
+
+
+def _summary(t: pa.Table) -> pa.Table:
+    """Snapshot rows ``t`` with their summary columns: per slot ``npages.<slot>`` (pages of
+    each segment) and ``blooms.<slot>`` (some row group has a bitset)."""
+    for name in [n for n in t.column_names if n.endswith(":p_rg")]:
+        key = name.split(":", 1)[0]
+        offs = np.frombuffer(t.column(name).chunk(0).buffers()[1], dtype=np.int32, count=t.num_rows + 1,
+                             offset=4 * t.column(name).chunk(0).offset)
+        t = t.append_column(f"npages.{key}", pa.array(np.diff(offs).astype(np.int32), pa.int32()))
+        bo = t.column(f"{key}:bloom_off").chunk(0)
+        b_offs = np.frombuffer(bo.buffers()[1], dtype=np.int32, count=t.num_rows + 1, offset=4 * bo.offset)
+        seen = np.concatenate([[0], np.cumsum(bo.values.to_numpy(zero_copy_only=False) >= 0)])
+        t = t.append_column(f"blooms.{key}", pa.array(seen[b_offs[1:] - b_offs[0]] > seen[b_offs[:-1] - b_offs[0]]))
+    return t
+
+
+def new_chunk(pieces: Sequence[pa.Table]) -> tuple[pa.Table, list[tuple[str, bytes, None]]]:
+    """A chunk to encode from snapshot rows ``pieces`` (``index_rows`` or
+    ``Snapshot.rows_tables``): its summary rows and its sections (base name, IPC bytes)."""
+    t = _summary(_aligned(pieces))
     used = {k for lay in t.column("layout").to_pylist() for k in lay.split(",") if k}
-    t = t.select([n for n in t.column_names if ":" not in n or n.split(":", 1)[0] in used])
+    groups: dict[str, list[str]] = {}
+    for name in t.column_names:
+        key = name.split(".", 1)[1] if name.startswith(("npages.", "blooms.")) else name.split(":", 1)[0]
+        if (":" in name or name.startswith(("npages.", "blooms."))) and key not in used:
+            continue  # a slot none of these segments has
+        groups.setdefault(section_of(name), []).append(name)
+    core = t.select(groups.pop(CORE))
+    return core, [(base, ipc_bytes(t.select(cols)), None) for base, cols in sorted(groups.items())]
+
+
+def encode_chunks(chunks: Sequence[tuple[pa.Table, Sequence[tuple[str, bytes, int | None]]]],
+                  bounds: SegmentBounds, slots: dict[str, dict[str, Any]]) -> bytes:
+    """The snapshot file of ``chunks`` in segment order, each (summary rows without bounds,
+    sections: (base name, IPC bytes, checksum or None)) - new ones from :func:`new_chunk`,
+    unchanged ones copied as they are (``Snapshot.core_rows`` / ``chunk_raw``) - and the
+    segment bounds of all their segments."""
+    cores = [c for c, _ in chunks]
+    names: dict[str, pa.DataType] = {}
+    for c in cores:
+        for f in c.schema:
+            names.setdefault(f.name, f.type)
+    filled = []
+    for c in cores:
+        cols = [c.column(n) if n in c.column_names else pa.array(
+            np.zeros(c.num_rows, np.int32) if n.startswith("npages.") else np.zeros(c.num_rows, bool), typ)
+            for n, typ in names.items()]
+        filled.append(pa.table(cols, names=list(names)))
+    t = pa.concat_tables(filled).combine_chunks() if filled else pa.table({})
+    used = {k for lay in t.column("layout").to_pylist() for k in lay.split(",") if k}
     kinds = {}
     for c, cb in bounds.columns.items():
         kinds[c] = cb.kind
@@ -156,13 +217,25 @@ def encode_snapshot(pieces: Sequence[pa.Table], bounds: SegmentBounds, slots: di
             t = t.append_column(f"bounds.{name}", arr)
     for name in ("num_rows", "num_files", "num_row_groups"):
         t = t.append_column(f"bounds.{name}", pa.array(getattr(bounds, name), pa.int64()))
-    t = t.replace_schema_metadata({
-        "carbonstore.snapshot.version": SNAPSHOT_VERSION,
-        "carbonstore.kinds": orjson.dumps(kinds).decode(),
-        "carbonstore.slots": orjson.dumps({k: v for k, v in slots.items() if k in used}).decode(),
-    })
     # the layout dictionary-encoded: a reader takes its indices as they are
     t = t.set_column(t.schema.get_field_index("layout"), "layout",
                      t.column("layout").combine_chunks().dictionary_encode())
-    return frame_snapshot(t)
+    starts = np.concatenate([[0], np.cumsum([c.num_rows for c in cores])])[:-1].tolist() or [0]
+    meta = {
+        "carbonstore.snapshot.version": SNAPSHOT_VERSION,
+        "carbonstore.kinds": orjson.dumps(kinds).decode(),
+        "carbonstore.slots": orjson.dumps({k: v for k, v in slots.items() if k in used}).decode(),
+        CHUNKS_META: orjson.dumps(starts).decode(),
+    }
+    sections: list[tuple[str, bytes, int | None]] = [(CORE, ipc_bytes(t), None)]
+    for k, (_, secs) in enumerate(chunks):
+        sections.extend((chunk_section(base, k), blob, checksum) for base, blob, checksum in secs)
+    return frame_parts(meta, sections)
 
+
+def encode_snapshot(pieces: Sequence[pa.Table], bounds: SegmentBounds, slots: dict[str, dict[str, Any]]) -> bytes:
+    """The snapshot file of snapshot rows ``pieces`` (in segment order) and their bounds, in
+    chunks of CHUNK_SEGMENTS segments."""
+    t = _aligned(pieces)
+    chunks = [new_chunk([t.slice(r, CHUNK_SEGMENTS)]) for r in range(0, t.num_rows, CHUNK_SEGMENTS)]
+    return encode_chunks(chunks, bounds, slots)

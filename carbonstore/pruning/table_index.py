@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import operator
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, cast
@@ -35,12 +34,11 @@ from carbonstore.indexfiles.arrays import IndexArrays
 from carbonstore.indexfiles.concat import ConcatArrays, merge_runs
 from carbonstore.indexfiles.segment_bounds import SegmentBounds
 from carbonstore.indexfiles.snapshot import (
-    DESC_FIELDS,
     SNAPSHOT_VERSION,
     Snapshot,
 )
 from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
-from carbonstore.indexfiles.snapshot_write import encode_snapshot, index_rows
+from carbonstore.indexfiles.snapshot_write import encode_chunks
 from carbonstore.pruning.bloom_pack_write import write_bloom_pack
 from carbonstore.pruning.bounds import segment_unit_stats
 from carbonstore.pruning.cache import COUNTERS, driver_cache
@@ -50,6 +48,7 @@ from carbonstore.pruning.segment_index import (
     bloom_directory,
     load_segment,
 )
+from carbonstore.pruning.snapshot_chunks import SnapshotSource, snapshot_chunks
 from carbonstore.pruning.snapshot_files import (
     DAMAGED_SNAPSHOTS,
     SNAPSHOT_LOCK,
@@ -59,6 +58,7 @@ from carbonstore.pruning.snapshot_files import (
     read_snapshot,
     snapshot_names,
 )
+from carbonstore.pruning.view_keys import conf_int, entries_key, names_files_of
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms
 
@@ -68,18 +68,19 @@ __all__ = [
     "write_snapshot",
 ]
 
-def write_snapshot(table: Table, view: TableIndex) -> str:
-    """Write a snapshot covering ``view``'s segments: rows of the current one are copied,
-    the others encoded from their (loaded) merge indexes."""
+def write_snapshot(table: Table, view: TableIndex | SnapshotSource) -> str:
+    """Write a snapshot covering ``view``'s segments: chunks of the current one whose
+    segments are unchanged are copied as they are (bytes and checksums), the open tail chunk
+    and new segments are encoded (new segments from their merge indexes, in bounded batches)."""
     sfs = table.store.sfs
     folder = table.paths.index_snapshot_dir
     try:
-        pieces, slots = _snapshot_pieces(view)
+        chunks, slots, bounds = snapshot_chunks(view)
     except CorruptIndexError:  # a section of the snapshot copied from is damaged
         if view.snapshot is not None:
             DAMAGED_SNAPSHOTS.add((table.paths.root, view.snapshot.name))
-        pieces, slots = _snapshot_pieces(TableIndex(table, view.entries, None))
-    data = encode_snapshot(pieces, view.bounds, slots)
+        chunks, slots, bounds = snapshot_chunks(SnapshotSource(table, view.entries, None))
+    data = encode_chunks(chunks, bounds, slots)
     sfs.makedirs(folder)
     covered = ",".join(f"{e.load_name}:{e.segment_file or ''}" for e in view.entries)
     digest = hashlib.sha1(covered.encode()).hexdigest()[:12]
@@ -94,46 +95,12 @@ def write_snapshot(table: Table, view: TableIndex) -> str:
         except OSError:
             pass
     try:  # the bloom pack over the same segments (segment_blooms.py); without it only speed is lost
-        write_bloom_pack(table, view)
+        fresh = read_snapshot(table)[0]  # bloom references from the new snapshot, not reloaded
+        write_bloom_pack(table, TableIndex(table, view.entries, fresh) if fresh is not None and fresh.name == name
+                         else view)
     except (OSError, CorruptIndexError, ValueError):
         COUNTERS["bloom_pack_errors"] += 1
     return name
-
-
-def _snapshot_pieces(view: TableIndex) -> tuple[list[pa.Table], dict[str, dict[str, Any]]]:
-    """``view``'s segments as snapshot rows: copied from its snapshot (every section verified),
-    the others encoded from their (loaded) merge indexes."""
-    pieces: list[pa.Table] = []
-    slots: dict[str, dict[str, Any]] = {}
-    snap = view.snapshot
-    if snap is not None:
-        slots.update({k: {f: getattr(d, f) for f in DESC_FIELDS} for k, d in snap.slots.items()})
-    copied: list[int] = []
-    loaded: list[tuple[str, str, int, Any]] = []
-
-    def flush() -> None:
-        if copied and snap is not None:
-            pieces.append(snap.rows_table(np.array(copied, dtype=np.intp)))
-            copied.clear()
-        if loaded:
-            rows, used = index_rows(loaded)
-            pieces.append(rows)
-            slots.update(used)
-            loaded.clear()
-
-    for i, e in enumerate(view.entries):
-        row = view.snapshot_row(i)
-        if row is not None:
-            if loaded:
-                flush()
-            copied.append(row)
-        else:
-            if copied:
-                flush()
-            item = view.segment(i)
-            loaded.append((e.load_name, e.segment_file or "", item.bloom_base, item.arrays))
-    flush()
-    return pieces, slots
 
 
 # ---- a table's view over its readable segments ----------------------------------------------
@@ -208,8 +175,8 @@ class TableIndex:
         """The common case at once: every entry is a snapshot row whose row count agrees
         (what the loop in __init__ finds then, without a Python step per segment); False,
         with nothing set, otherwise. ``names_files``: the entries' load names and merge
-        index names (``_names_files``), when the caller has them."""
-        ids, merges = names_files if names_files is not None else _names_files(self.entries)
+        index names (``names_files_of``), when the caller has them."""
+        ids, merges = names_files if names_files is not None else names_files_of(self.entries)
         if len(ids) == snapshot.size and list(ids) == snapshot.segments and list(merges) == snapshot.merges:
             rows = np.arange(len(ids), dtype=np.intp)  # the snapshot's rows, in order
         else:
@@ -463,65 +430,12 @@ def _lag_limit(table: Table) -> int:
     return table.conf.get_int("carbon.index.snapshot.max.lag")
 
 
-class _EntriesKey(tuple):  # type: ignore[type-arg]
-    """A view key that hashes once: (the segment ids, their merge index names), two tuples of
-    thousands of strings, are otherwise hashed again on every cache lookup (equal to, and
-    hashing as, the plain tuple)."""
-
-    def __hash__(self) -> int:
-        h = self.__dict__.get("hash")
-        if h is None:
-            h = self.__dict__["hash"] = tuple.__hash__(self)
-        return h  # type: ignore[no-any-return]
-
-
-_ENTRY_KEYS: dict[tuple[int, ...], tuple[tuple[LoadEntry, ...], tuple[tuple[str, ...], tuple[str, ...]]]] = {}
-
-
-def _names_files(entries: Sequence[LoadEntry]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The entries' segment ids and merge index names ("" for none)."""
-    return tuple([e.load_name for e in entries]), tuple([e.segment_file or "" for e in entries])
-
-
-def _entries_key(entries: Sequence[LoadEntry]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(segment ids, merge index names) of the entries; remembered per set of entry objects
-    (each plan of a tablestatus version gets the same immutable entries), so a plan over
-    thousands of segments does not rebuild it. Two tuples of strings rather than a pair per
-    entry: a fresh plan builds and hashes it once, and the strings' hashes are kept."""
-    ids = tuple(map(id, entries))
-    hit = _ENTRY_KEYS.get(ids)
-    if hit is not None and all(map(operator.is_, hit[0], entries)):
-        return hit[1]
-    key = _EntriesKey(_names_files(entries))
-    if len(_ENTRY_KEYS) >= 16:  # a few versions are live at a time: start over
-        _ENTRY_KEYS.clear()
-    _ENTRY_KEYS[ids] = (tuple(entries), key)  # holding the entries keeps their ids unique
-    return key
-
-
-_CONF_INTS: dict[tuple[str, str | None, tuple[tuple[str, str], ...]], int] = {}
-
-
-def _conf_int(table: Table, key: str) -> int:
-    """``table.conf.get_int(key)``, remembered per store value and table properties
-    (layering the table's properties over the store conf costs more than the rest of a
-    cached plan's lookups)."""
-    memo_key = (key, table.store.conf.values.get(key), tuple(sorted(table.schema.properties.items())))
-    value = _CONF_INTS.get(memo_key)
-    if value is None:
-        value = table.conf.get_int(key)
-        if len(_CONF_INTS) >= 64:
-            _CONF_INTS.clear()
-        _CONF_INTS[memo_key] = value
-    return value
-
-
 def table_index(table: Table, entries: Sequence[LoadEntry], *, all_readable: bool = False) -> TableIndex:
     """The (cached) view over ``entries``; refreshes a lagging snapshot when ``all_readable``."""
     cache = driver_cache()
-    cache.capacity = max(1, _conf_int(table, "carbon.driver.index.cache.size.mb")) << 20
+    cache.capacity = max(1, conf_int(table, "carbon.driver.index.cache.size.mb")) << 20
     root = table.paths.root
-    names_files = _entries_key(entries)
+    names_files = entries_key(entries)
     key = (root, names_files)
     cached = cache.get_view(key)
     if cached is not None and not (cached.snapshot is not None and cached.snapshot.damaged):
@@ -562,5 +476,4 @@ def refresh_index_snapshot(table: Table) -> str | None:
         entries = readable_segments(table.status.read())
         if not entries:
             return None
-        view = TableIndex(table, entries, read_snapshot(table)[0])
-        return write_snapshot(table, view)
+        return write_snapshot(table, SnapshotSource(table, entries, read_snapshot(table)[0]))

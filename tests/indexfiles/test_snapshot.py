@@ -321,7 +321,7 @@ def test_arrays_are_decoded_once_per_process(store: Store) -> None:
 
 
 def test_a_damaged_section_is_read_only_when_needed_and_never_used(store: Store) -> None:
-    """Format 6: a plan reads (and verifies) only the sections of the columns it filters on;
+    """Since format 6: a plan reads (and verifies) only the sections of the columns it filters on;
     a damaged one is found before use - its arrays come from the merge indexes (same plan),
     the next plan does not take the snapshot and writes a new one."""
     t = store.create_table("db.t", "id long, x double, s string")
@@ -336,7 +336,7 @@ def test_a_damaged_section_is_read_only_when_needed_and_never_used(store: Store)
     f = SnapshotFile(name, lambda off, n: data[off:off + n], len(data))
     slots = json.loads(f.meta["carbonstore.slots"])
     s_key = next(k for k, d in slots.items() if d["name"] == "s")
-    off, n, _ = f.sections[f"{s_key}:p"]
+    off, n, _ = f.sections[f"{s_key}:p#0"]  # (one chunk: ten segments)
     damaged = bytearray(data)
     damaged[f.base + off + n // 2] ^= 0x01
     path.write_bytes(bytes(damaged))

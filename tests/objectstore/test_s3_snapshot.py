@@ -1,5 +1,6 @@
 """The index snapshot on an object store: written with one PUT, read with ranged GETs
-(directory and core section at open, a column's sections when a plan filters on it)."""
+(directory and core section at open, a chunk's sections when a plan keeps its segments and
+filters on their columns)."""
 
 from __future__ import annotations
 
@@ -32,4 +33,5 @@ def test_snapshot_read_in_sections_from_s3(s3_store: S3Store) -> None:
             p.pop("planning_ms")
         assert got == plan
     assert COUNTERS.get("merge_index_reads", 0) == 0 and COUNTERS.get("snapshot_errors", 0) == 0
-    assert COUNTERS["snapshot_sections"] == 5  # + id's and name's two sections
+    # + the chunk's files and row groups, id's and name's two sections (one chunk: 4 segments)
+    assert COUNTERS["snapshot_sections"] == 6

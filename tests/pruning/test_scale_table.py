@@ -200,3 +200,10 @@ def test_an_old_version_of_a_generated_table_plans_its_own_segments(
     levels = _cli_json(store, "prune", scale_table.TABLE, "--as-of", "1")["levels"]
     assert levels["segments"]["total"] == 5
     assert levels["files"]["kept"] == 5 * FILES
+
+
+def test_expected_only_rewrites_the_same_expected_json(generated: tuple[str, dict[str, Any]]) -> None:
+    store, res = generated
+    again = scale_table.write_expected(store, SEGMENTS, FILES, ROW_GROUPS, generate_s=res["generate_s"])
+    assert again["filters"] == res["filters"]
+    assert json.loads(Path(store, "expected.json").read_text())["filters"] == res["filters"]

@@ -1,0 +1,200 @@
+"""The chunked index snapshot (format 7) on generated tables: written incrementally it is
+the snapshot a full build writes; a stale one still plans exactly; a damaged chunk never
+gives a wrong plan; a lookup reads the chunks of the segments it keeps, not the table."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from carbonstore import Store
+from carbonstore.indexfiles import snapshot_write
+from carbonstore.indexfiles.snapshot_file import SnapshotFile, snapshot_table
+from carbonstore.pruning import snapshot_chunks, table_index
+from carbonstore.pruning.cache import COUNTERS, clear_cache
+from carbonstore.pruning.plan import prune
+from carbonstore.pruning.snapshot_files import snapshot_names
+from carbonstore.pruning.table_index import (
+    TableIndex,
+    readable_segments,
+    refresh_index_snapshot,
+    write_snapshot,
+)
+from carbonstore.store.conf import load_conf
+from carbonstore.store.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import scale_table  # noqa: E402
+
+SEGMENTS, FILES, ROW_GROUPS, CHUNK = 21, 2, 2, 4
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(snapshot_write, "CHUNK_SEGMENTS", CHUNK)
+    monkeypatch.setattr(snapshot_chunks, "CHUNK_SEGMENTS", CHUNK)
+    yield
+    clear_cache()
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    out = str(tmp_path_factory.mktemp("chunks") / "store")
+    res = scale_table.generate(out, SEGMENTS, FILES, ROW_GROUPS, per_commit=7, quiet=True, snapshot=False)
+    return out, res
+
+
+def _table(store: str) -> Table:
+    return Store(store).table(scale_table.TABLE)
+
+
+def _newest(t: Table) -> tuple[str, bytes]:
+    name = snapshot_names(t)[-1]
+    return name, Path(t.paths.index_snapshot_dir, name).read_bytes()
+
+
+def _clear_snapshots(t: Table) -> None:
+    for p in Path(t.paths.index_snapshot_dir).glob("*"):
+        p.unlink()
+    clear_cache()
+
+
+def _plans_as_expected(t: Table, res: dict[str, Any]) -> None:
+    for f in res["filters"]:
+        plan = prune(t, f["where"])
+        got = (plan.levels["files"].kept, plan.levels["row_groups"].kept)
+        assert got == (f["files"], f["row_groups"]), f
+
+
+def test_incremental_build_equals_full_build(generated: tuple[str, dict[str, Any]], small_chunks: None) -> None:
+    store, res = generated
+    t = _table(store)
+    entries = readable_segments(t.status.read())
+    _clear_snapshots(t)
+    full = refresh_index_snapshot(t)
+    assert full is not None
+    want = snapshot_table(*_newest(t))
+    _clear_snapshots(t)
+    # grown in steps: 6 segments (a full chunk and an open tail of 2), then 13, then all
+    for n in (6, 13):
+        write_snapshot(t, TableIndex(t, entries[:n], table_index.read_snapshot(t)[0]))
+        clear_cache()
+    COUNTERS.clear()
+    refresh_index_snapshot(t)
+    # the last step re-read only the merge indexes of the 8 new segments: the 3 full chunks
+    # of the first 13 were copied, the open tail (segment 12) taken from the snapshot
+    assert COUNTERS["merge_index_reads"] == SEGMENTS - 13
+    name, data = _newest(t)
+    got = snapshot_table(name, data)
+    assert got.schema.metadata == want.schema.metadata
+    assert got.equals(want)
+    f = SnapshotFile(name, lambda off, n: data[off:off + n], len(data))
+    assert json.loads(f.meta["carbonstore.chunks"]) == list(range(0, SEGMENTS, CHUNK))
+    clear_cache()
+    _plans_as_expected(t, res)
+
+
+def test_a_stale_snapshot_plans_exactly(generated: tuple[str, dict[str, Any]], small_chunks: None) -> None:
+    store, res = generated
+    t = _table(store)
+    entries = readable_segments(t.status.read())
+    _clear_snapshots(t)
+    write_snapshot(t, TableIndex(t, entries[:9], None))  # 12 segments committed since
+    conf = load_conf(None).with_overrides({"carbon.index.snapshot.max.lag": "1000"})
+    t = Store(store, conf=conf).table(scale_table.TABLE)
+    clear_cache()
+    COUNTERS.clear()
+    _plans_as_expected(t, res)
+    assert COUNTERS.get("snapshot_writes", 0) == 0  # planning never wrote
+    assert COUNTERS["merge_index_reads"] == SEGMENTS - 9
+
+
+def _flip(t: Table, section: str) -> None:
+    name, data = _newest(t)
+    f = SnapshotFile(name, lambda off, n: data[off:off + n], len(data))
+    off, n, _ = f.sections[section]
+    damaged = bytearray(data)
+    damaged[f.base + off + n // 2] ^= 0x10
+    Path(t.paths.index_snapshot_dir, name).write_bytes(bytes(damaged))
+    clear_cache()
+
+
+def _slot(t: Table, column: str) -> str:
+    name, data = _newest(t)
+    f = SnapshotFile(name, lambda off, n: data[off:off + n], len(data))
+    return next(k for k, d in json.loads(f.meta["carbonstore.slots"]).items() if d["name"] == column)
+
+
+@pytest.mark.parametrize("section", ["core", "rows#2", "id#2", "id:p#2", "k#3", "cat:p#0", "v#5"])
+def test_a_damaged_chunk_never_gives_a_wrong_plan(generated: tuple[str, dict[str, Any]], small_chunks: None,
+                                                  section: str) -> None:
+    store, res = generated
+    t = _table(store)
+    _clear_snapshots(t)
+    refresh_index_snapshot(t)
+    column, sep, rest = section.partition(":") if ":" in section else section.partition("#")
+    if column not in ("core", "rows"):
+        section = f"{_slot(t, column)}{sep}{rest}"
+    _flip(t, section)
+    COUNTERS.clear()
+    _plans_as_expected(t, res)  # the damaged part comes from the merge indexes
+    assert COUNTERS["snapshot_errors"] >= 1
+    clear_cache()
+    _plans_as_expected(t, res)  # a new snapshot was written or the damaged one is refused
+
+
+def test_a_lookup_reads_the_chunks_of_the_segments_it_keeps(generated: tuple[str, dict[str, Any]],
+                                                            small_chunks: None) -> None:
+    store, res = generated
+    t = _table(store)
+    _clear_snapshots(t)
+    refresh_index_snapshot(t)
+    clear_cache()
+    COUNTERS.clear()
+    lookup = next(f for f in res["filters"] if f["name"] == "key_lookup")
+    plan = prune(t, lookup["where"])
+    assert len(plan.segments) == 1 and plan.levels["row_groups"].kept == lookup["row_groups"]
+    # core, then the kept segment's chunk: its files and row groups, id's row-group and page
+    # statistics - nothing of the other 5 chunks
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None and snap.chunks == 6
+    k = int(plan.segments[0]) // CHUNK
+    read = set(snap.sections_read)
+    assert read <= {"core", f"rows#{k}", f"{_slot(t, 'id')}#{k}", f"{_slot(t, 'id')}:p#{k}"}, read
+    assert COUNTERS.get("merge_index_reads", 0) == 0
+
+
+def test_gather_over_chunks_equals_the_flat_arrays(generated: tuple[str, dict[str, Any]], small_chunks: None) -> None:
+    """Values of any increasing set of segments, gathered chunk by chunk, are those of the
+    table-wide flat array (which reads every chunk)."""
+    import numpy as np
+
+    from carbonstore.indexfiles.snapshot import flat_ranges
+
+    store, _ = generated
+    t = _table(store)
+    _clear_snapshots(t)
+    refresh_index_snapshot(t)
+    rng = np.random.default_rng(3)
+    picks = [np.sort(rng.choice(SEGMENTS, size=n, replace=False)) for n in (1, 2, 5, 9, SEGMENTS)]
+    columns = ["rg_rows", f"{_slot(t, 'id')}:min", f"{_slot(t, 'k')}:p_max", f"{_slot(t, 'v')}:nans"]
+    got = {}
+    clear_cache()
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None
+    for c in columns:
+        for rows in picks:
+            got[(c, tuple(rows))] = snap.gather(c, rows.astype(np.intp)).tolist()
+    clear_cache()
+    whole = table_index.read_snapshot(t)[0]
+    assert whole is not None
+    for c in columns:
+        flat, offs = whole.values(c), whole.offsets(c)
+        for rows in picks:
+            want = flat[flat_ranges(offs[rows], offs[rows + 1])].tolist()
+            assert got[(c, tuple(rows))] == want, (c, rows)
