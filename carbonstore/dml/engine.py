@@ -21,24 +21,21 @@ from carbonstore.pruning.plan import TablePlan, bind_where, prune
 from carbonstore.segments.commit import lease_seconds
 from carbonstore.segments.dml_commit import DmlResult, Matches, apply_changes
 from carbonstore.segments.dml_conflicts import FileKey, Reads
-from carbonstore.spark.native import jvm_readable
 from carbonstore.store.leases import StatementLease
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
-__all__ = ["LazyRows", "Target", "commit_statement", "pruning_filter", "require_jvm_readable", "spark_errors",
-           "spark_for", "statement_zone"]
+__all__ = ["LazyRows", "Target", "commit_statement", "pruning_filter", "spark_errors", "spark_for",
+           "statement_zone"]
 
 ZONE_KEY = "spark.sql.session.timeZone"
 _EMPTY = np.zeros(0, np.uint32)
 
 
 def spark_for(table: Table) -> Any:
-    """The active Spark session, or one started with the store's conf (refused first, in
-    one line, for a store Spark's JVM cannot open)."""
+    """The active Spark session, or one started with the store's conf."""
     from carbonstore.spark.session import get_spark
 
-    require_jvm_readable(table)
     return get_spark(conf=table.store.conf)
 
 
@@ -91,6 +88,13 @@ def _spark_message(err: BaseException) -> str:
     found = re.search(r"UNRESOLVED_COLUMN\S*\] A column[^`]*`([^`]+)`", text)
     if found:
         return f"unknown column {found.group(1)} ({_first_line(err)})"
+    # an error of a Python task (the located read, the delta and insert writers): the
+    # exception its traceback ends with, not the "thrown from the Python worker" header
+    raised = re.findall(r"^(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Exception)): (.+)$",
+                        text.split("JVM stacktrace:")[0], re.M)
+    if "from the Python worker" in text and raised:
+        name, message = raised[-1]
+        return f"{name}: {message.strip()}"[:500]
     return _first_line(err)
 
 
@@ -118,24 +122,12 @@ def pruning_filter(table: Table, where: str | None, time_zone: str | None) -> Ex
     return bound
 
 
-def require_jvm_readable(table: Table) -> None:
-    """Refuse, in one line and before Spark starts, a statement whose files (the target's
-    or a store-table source's) Spark's JVM cannot open (an s3:// store)."""
-    if not jvm_readable(table):
-        raise UserError(
-            f"{table.name} is on {table.store.location.split('://')[0]}://, which Spark's "
-            "JVM cannot open: UPDATE, MERGE and a DELETE whose condition the index cannot "
-            "bind whole run as Spark jobs over the files and are not available there yet "
-            "(a DELETE of column-op-literal / IN / IS NULL / LIKE conditions is)")
-
-
 class Target:
     """The target rows of one statement on one snapshot: its plan, its files and the
     located DataFrame over them."""
 
     def __init__(self, spark: Any, table: Table, prune_by: Expr, snap: TableStatusSnapshot,
                  segments: Sequence[str] | None = None) -> None:
-        require_jvm_readable(table)
         pinned = table.as_of(snap.version, check_files=False)
         self.plan: TablePlan = prune(pinned, prune_by, segments=segments)
         self.files: dict[str, DataFile] = data_files(table, self.plan, snap)

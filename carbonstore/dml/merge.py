@@ -20,13 +20,12 @@ from carbonstore.dml.engine import (
     LazyRows,
     Target,
     commit_statement,
-    require_jvm_readable,
     spark_errors,
     spark_for,
     statement_zone,
 )
 from carbonstore.dml.statements import assigned_columns
-from carbonstore.dml.target import FILE
+from carbonstore.dml.target import FILE, table_frame
 from carbonstore.errors import UserError
 from carbonstore.expressions.expr import AlwaysTrue, Expr
 from carbonstore.expressions.parser import and_terms
@@ -82,17 +81,15 @@ class WhenNotMatchedBySource:
 
 def source_frame(spark: Any, source: Any) -> Any:
     """The MERGE source as a Spark DataFrame: a DataFrame as it is; a carbonstore table's
-    live rows (read natively, its latest version); a SQL query; a pyarrow or pandas table."""
+    live rows (its latest version; read natively, or in Python on s3://); a SQL query; a pyarrow or pandas table."""
     from pyspark.sql import DataFrame
 
     if isinstance(source, DataFrame):
         return source
     if isinstance(source, Table):
-        from carbonstore.spark.native import native_frame
-
         def read(snap: TableStatusSnapshot) -> Any:
             pinned = source.as_of(snap.version, check_files=False)
-            frame = native_frame(spark, source, prune(pinned, AlwaysTrue()))
+            frame = table_frame(spark, source, prune(pinned, AlwaysTrue()))
             return frame.localCheckpoint(eager=True)  # its files read now, while named
 
         return read_latest(source, "MERGE USING", read)
@@ -189,14 +186,12 @@ def merge_rows(
         if not keys:
             raise UserError("MERGE: give the ON condition or the key columns")
         on = " AND ".join(f"{ta}.{quote_name(c)} = {sa}.{quote_name(c)}" for c in keys)
-    require_jvm_readable(table)
-    if isinstance(source, Table):
-        require_jvm_readable(source)
     spark = spark_for(table)
     with statement_zone(spark, time_zone), spark_errors("MERGE"):
         src = source_frame(spark, source)
         src = src.toDF(*[c.lower() for c in src.columns])
-        prune_by = _key_filter(table, src, on, ta, sa)
+        # WHEN NOT MATCHED BY SOURCE takes target rows outside the source's keys too
+        prune_by = AlwaysTrue() if not_matched_by_source else _key_filter(table, src, on, ta, sa)
         plan = _Merge(spark, table, src, on, ta, sa, matched, not_matched,
                       not_matched_by_source, prune_by)
         return run_replanned(table, "MERGE", plan.step)

@@ -24,8 +24,16 @@ from urllib.parse import unquote, urlparse
 
 from carbonstore.pruning.plan import FilePlan, TablePlan
 from carbonstore.segments.arrow_read import plan_projections
+from carbonstore.segments.dml_read import FILE, POS
 from carbonstore.spark.dml import drop_deleted, name_groups
-from carbonstore.spark.native import decode_dictionaries, projection_exprs, storage_ddl
+from carbonstore.spark.located import located_read
+from carbonstore.spark.native import (
+    decode_dictionaries,
+    jvm_readable,
+    native_frame,
+    projection_exprs,
+    storage_ddl,
+)
 from carbonstore.spark.types import empty_frame
 from carbonstore.store.ddl import quote_name
 from carbonstore.store.entries import DeleteDelta
@@ -33,10 +41,8 @@ from carbonstore.store.evolution import Projection, column_default
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
-__all__ = ["FILE", "POS", "DataFile", "data_files", "file_key", "located_frame"]
+__all__ = ["FILE", "POS", "DataFile", "data_files", "file_key", "located_frame", "table_frame"]
 
-FILE = "__carbon_file"
-POS = "__carbon_pos"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +126,8 @@ def located_frame(spark: Any, table: Table, plan: TablePlan) -> Any:
         frame = empty_frame(spark, table)
         return frame.select("*", F.lit(None).cast("string").alias(FILE),
                             F.lit(None).cast("long").alias(POS))
+    if not jvm_readable(table):  # s3://: the same columns, read in Python by the tasks
+        return located_read(spark, table, plan).selectExpr(*_checked_exprs(table), FILE, POS)
     projections = plan_projections(table, plan)
     groups: dict[tuple[int, bool], tuple[Projection | None, list[FilePlan]]] = {}
     for f in plan.files:
@@ -141,6 +149,14 @@ def located_frame(spark: Any, table: Table, plan: TablePlan) -> Any:
         out = out.unionByName(frame)
     out = decode_dictionaries(spark, table, out)
     return out.selectExpr(*_checked_exprs(table), FILE, POS)
+
+
+def table_frame(spark: Any, table: Table, plan: TablePlan) -> Any:
+    """The live rows of the plan's files, the table's columns only: Spark's native read
+    where its JVM opens the files, else the located read without its two columns."""
+    if jvm_readable(table):
+        return native_frame(spark, table, plan)
+    return located_frame(spark, table, plan).drop(FILE, POS)
 
 
 def _checked_exprs(table: Table) -> list[str]:
