@@ -10,8 +10,10 @@ shop.orders")``, ``spark.table``, ``INSERT INTO shop.orders ...`` and
   ``provider``), which names its store table: Spark passes a catalog table's OPTIONS to no
   Python call of its data source, so a plain ``USING carbonstore`` catalog table could not
   say which table it is;
-- a read is planned per scan by the data source (the table's readable segments when the
-  statement runs, pruned as ``spark.read.format("carbonstore")`` is); ``INSERT INTO``
+- a query through the session's ``spark.sql`` that names the table as ``db.table`` is
+  pruned per occurrence by the index (module ``catalog_query``); any other read (
+  ``spark.table``, a name Spark resolves itself) is planned per scan by the data source
+  (the table's readable segments when the statement runs, not pruned); ``INSERT INTO``
   writes one new segment in one commit, ``INSERT OVERWRITE`` replaces the readable
   segments in one commit (the data source's writer);
 - the catalog table's columns are the store table's when registered; after an ALTER, a read
@@ -22,8 +24,8 @@ make a catalog-only table with no store table behind it. ``register`` therefore 
 session's ``spark.sql`` (that session object only) through :func:`carbonstore_statement`
 first: ``CREATE TABLE ... USING carbonstore`` creates the store table (OPTIONS, PARTITIONED
 BY, CLUSTERED BY, TBLPROPERTIES; module ``create_sql``) and its catalog table, ``DROP
-TABLE`` of a registered table drops the store table too; every other statement goes to
-Spark unchanged. A catalog-only table made elsewhere fails in one line at its first read or
+TABLE`` of a registered table drops the store table too; a query naming registered tables
+is pruned (``catalog_query.pruned_query``); every other statement goes to Spark unchanged. A catalog-only table made elsewhere fails in one line at its first read or
 write (:data:`carbonstore.spark.datasource.NO_TABLE_ERROR`).
 """
 
@@ -40,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from carbonstore.errors import UserError
+from carbonstore.spark.catalog_query import pruned_query
 from carbonstore.spark.create_sql import (
     CreateStatement,
     parse_create,
@@ -67,7 +70,14 @@ class _Registration:
     # the catalog tables whose store table this session's CREATE TABLE made: a DROP TABLE
     # drops their store table too (as Spark drops a managed table's data)
     created: set[str] = field(default_factory=set)
+    # the Store each location was registered with (its conf), for the queries by name
+    stores: dict[str, Store] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def store_for(self, location: str) -> Store:
+        with self.lock:
+            found = self.stores.get(location)
+        return found if found is not None else Store(location)
 
 
 def provider_name(table: Table) -> str:
@@ -172,6 +182,7 @@ def _catalog_table(spark: Any, state: _Registration, table: Table,
                   f"{where}")
     with state.lock:
         state.tables[f"{db}.{name}".lower()] = (table.store.location, str(table.name))
+        state.stores[table.store.location] = table.store
     with _location_lock:
         _made.add(f"{db}.{name}".lower())
     return created
@@ -195,6 +206,12 @@ def _route(spark: Any, state: _Registration) -> None:
         answered = carbonstore_statement(spark, sqlQuery)
         if answered is not None:
             return answered
+        if args is None and not kwargs:  # a query by name: pruned per occurrence
+            with state.lock:
+                tables = dict(state.tables)
+            answered = pruned_query(spark, sqlQuery, tables, state.store_for)
+            if answered is not None:
+                return answered
         return original(sqlQuery, args, **kwargs)
 
     sql.__doc__ = original.__doc__

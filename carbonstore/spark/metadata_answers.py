@@ -21,7 +21,7 @@ __all__ = ["AggregateStatement", "answer_frame", "answer_statement", "match_aggr
 
 def answer_frame(spark: Any, store: Store, statement: str | exp.Expr, *,
                  as_of: int | str | None = None,
-                 aliases: Mapping[str, Table] | None = None) -> Any:
+                 aliases: Mapping[str, Table] | None = None, lookup: bool = True) -> Any:
     """The answer of ``statement`` (SQL text or its parsed tree, not changed) as a one-row
     DataFrame with Spark's types, or None."""
     from carbonstore.expressions.bind import session_zone
@@ -29,7 +29,8 @@ def answer_frame(spark: Any, store: Store, statement: str | exp.Expr, *,
     zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone")))
     if zone is None:
         return None
-    found = answer_parts(store, statement, as_of=as_of, time_zone=zone, aliases=aliases)
+    found = answer_parts(store, statement, as_of=as_of, time_zone=zone, aliases=aliases,
+                         lookup=lookup)
     if found is None:
         return None
     shape, table, values = found

@@ -47,6 +47,7 @@ _SCANS_KEPT = 64
 def run_statement(
     spark: Any, store: str | Store | None, statement: str | exp.Expr, *,
     as_of: int | str | None = None, aliases: Mapping[str, Table] | None = None,
+    lookup: bool = True,
 ) -> Any:
     """The DataFrame of one SQL query whose ``db.table`` names are tables of ``store`` (a
     Store, its location, or None for ``carbon.storelocation``); ``statement``: SQL text or
@@ -54,7 +55,8 @@ def run_statement(
 
     Each occurrence is pruned by its own conjuncts; every occurrence of a table reads one
     version (``as_of`` when given, else the latest when planned). ``aliases``: more names
-    (lower case, no database) that stand for tables, planned the same way.
+    (lower case, ``name`` or ``db.name``) that stand for tables, planned the same way;
+    ``lookup=False``: only they name tables (other names are Spark's).
 
     Raises:
         UserError: the statement does not parse, names a missing table, or Spark's analysis
@@ -68,7 +70,7 @@ def run_statement(
         store = Store(store)
     # parsed once: the index answer only reads the tree
     tree = statement.copy() if isinstance(statement, exp.Expr) else parse_statement(statement)
-    answered = answer_frame(spark, store, tree, as_of=as_of, aliases=aliases)
+    answered = answer_frame(spark, store, tree, as_of=as_of, aliases=aliases, lookup=lookup)
     if answered is not None:  # count / min / max the index decides exactly: nothing read
         return answered
     # The driver-local read of a tiny result (to_spark) pays when the statement reads that
@@ -76,7 +78,7 @@ def run_statement(
     # no job (TPC-H Q5, Q20: the same jobs, stages and tasks as a file scan) and costs a
     # statement's first run the JVM's Arrow ingestion path: read natively there.
     local = sum(1 for _ in tree.find_all(exp.Table)) <= 1
-    planned = plan_statement(tree, store, as_of=as_of, aliases=aliases,
+    planned = plan_statement(tree, store, as_of=as_of, aliases=aliases, lookup=lookup,
                              view=lambda table, where: _scan_view(spark, table, where, local))
     return run_sql(spark, planned.sql)
 

@@ -148,8 +148,10 @@ def _column(arg: exp.Expr | None, qualifiers: set[str]) -> str | None:
 
 
 def _resolve(store: Store, shape: AggregateStatement, as_of: int | str | None,
-             aliases: Mapping[str, Table] | None) -> Table | None:
+             aliases: Mapping[str, Table] | None, lookup: bool = True) -> Table | None:
     table = (aliases or {}).get(shape.table.lower())
+    if table is None and not lookup:
+        return None
     if table is None:
         try:
             table = store.table(shape.table)
@@ -181,13 +183,14 @@ def answer_statement(
 
 def answer_parts(
     store: Store, statement: str | exp.Expr, *, as_of: int | str | None, time_zone: dt.tzinfo,
-    aliases: Mapping[str, Table] | None = None,
+    aliases: Mapping[str, Table] | None = None, lookup: bool = True,
 ) -> tuple[AggregateStatement, Table, tuple[Any, ...]] | None:
-    """(the statement's shape, the table it read, the values) when the index answers it."""
+    """(the statement's shape, the table it read, the values) when the index answers it
+    (``aliases``, ``lookup``: as plan_statement's)."""
     shape = match_aggregates(statement)
     if shape is None or len(set(shape.names)) != len(shape.names):
         return None
-    table = _resolve(store, shape, as_of, aliases)
+    table = _resolve(store, shape, as_of, aliases, lookup)
     if table is None:
         return None
     columns = set(table.schema.column_names)
