@@ -33,7 +33,7 @@ from carbonstore.dml import (
 )
 from carbonstore.errors import TableNotFoundError, UserError
 from carbonstore.segments.dml_commit import DmlResult
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["DmlStatement", "parse_dml", "run_dml"]
 
@@ -79,7 +79,7 @@ def parse_dml(statement: str) -> DmlStatement | None:
     return None
 
 
-def _table(store: Store, node: Any, verb: str) -> Table:
+def _table(store: StoreRoot, node: Any, verb: str) -> Table:
     if not isinstance(node, exp.Table) or not node.name:
         raise UserError(f"{verb}: name a table of the store (db.table)")
     name = f"{node.db}.{node.name}" if node.db else node.name
@@ -105,7 +105,7 @@ def _sets(expressions: list[Any], verb: str) -> dict[str, str]:
 
 
 def run_dml(
-    store: Store, dml: DmlStatement, *, read_source: Callable[[str], Any] | None = None,
+    store: StoreRoot, dml: DmlStatement, *, read_source: Callable[[str], Any] | None = None,
     time_zone: str = "UTC",
 ) -> DmlResult:
     """Run a parsed statement; ``read_source(sql)`` gives the rows of a non-table source (a
@@ -122,7 +122,7 @@ def run_dml(
 
 
 def _merge(
-    store: Store, table: Table, tree: Any, read_source: Callable[[str], Any] | None,
+    store: StoreRoot, table: Table, tree: Any, read_source: Callable[[str], Any] | None,
     time_zone: str,
 ) -> DmlResult:
     target_alias = tree.this.alias_or_name

@@ -52,7 +52,7 @@ from carbonstore.spark.create_sql import (
 from carbonstore.spark.datasource import CarbonDataSource
 from carbonstore.spark.types import schema_ddl
 from carbonstore.store.ddl import quote_name
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["carbonstore_statement", "register", "registered_store", "table_source"]
 
@@ -64,20 +64,20 @@ class _Registration:
     """What :func:`register` did in one session: its store, the original ``spark.sql`` and
     the catalog tables it made (``db.table`` lower case -> (store location, table name))."""
 
-    store: Store
+    store: StoreRoot
     original_sql: Callable[..., Any]
     tables: dict[str, tuple[str, str]] = field(default_factory=dict)
     # the catalog tables whose store table this session's CREATE TABLE made: a DROP TABLE
     # drops their store table too (as Spark drops a managed table's data)
     created: set[str] = field(default_factory=set)
     # the Store each location was registered with (its conf), for the queries by name
-    stores: dict[str, Store] = field(default_factory=dict)
+    stores: dict[str, StoreRoot] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def store_for(self, location: str) -> Store:
+    def store_for(self, location: str) -> StoreRoot:
         with self.lock:
             found = self.stores.get(location)
-        return found if found is not None else Store(location)
+        return found if found is not None else StoreRoot(location)
 
 
 def provider_name(table: Table) -> str:
@@ -188,7 +188,7 @@ def _catalog_table(spark: Any, state: _Registration, table: Table,
     return created
 
 
-def _registration(spark: Any, store: Store) -> _Registration:
+def _registration(spark: Any, store: StoreRoot) -> _Registration:
     """The session's registration, made (and its ``spark.sql`` routed) on first use."""
     state = getattr(spark, _STATE_ATTR, None)
     if state is None:
@@ -218,7 +218,7 @@ def _route(spark: Any, state: _Registration) -> None:
     spark.sql = sql
 
 
-def register(spark: Any, *, store: str | Store | None = None,
+def register(spark: Any, *, store: str | StoreRoot | None = None,
              tables: Iterable[str] | None = None) -> list[str]:
     """Make the tables of ``store`` addressable by name (``db.table``) in ``spark.sql``,
     ``spark.table`` and ``INSERT INTO``; returns the names. Idempotent: run it again after
@@ -233,7 +233,7 @@ def register(spark: Any, *, store: str | Store | None = None,
         UserError: a named table is missing, or Spark's catalog holds one of the names for
             a table of another provider (nothing is changed then).
     """
-    st = store if isinstance(store, Store) else Store(store)
+    st = store if isinstance(store, StoreRoot) else StoreRoot(store)
     found = [st.table(n) for n in (list(tables) if tables is not None else
                                    [str(t) for t in st.tables()])]
     state = _registration(spark, st)
@@ -243,7 +243,7 @@ def register(spark: Any, *, store: str | Store | None = None,
     return [f"{t.name.database}.{t.name.table}" for t in found]
 
 
-def registered_store(spark: Any) -> Store | None:
+def registered_store(spark: Any) -> StoreRoot | None:
     """The store :func:`register` was last given for ``spark`` (None: never registered)."""
     state = getattr(spark, _STATE_ATTR, None)
     return state.store if state is not None else None
@@ -284,7 +284,7 @@ def carbonstore_statement(spark: Any, statement: Any) -> Any:
             state.tables.pop(name.lower(), None)
         return None
     location, table_name = known
-    store = state.store if state.store.location == location else Store(location)
+    store = state.store if state.store.location == location else StoreRoot(location)
     store.drop_table(table_name)  # the store's drop commits first: the name goes after
     with state.lock:
         state.tables.pop(name.lower(), None)
@@ -301,7 +301,7 @@ def _create(spark: Any, state: _Registration, create: CreateStatement) -> Any:
 
     store = state.store
     if create.store is not None or create.conf:
-        store = Store(create.store or state.store.location,
+        store = StoreRoot(create.store or state.store.location,
                       conf=state.store.conf.with_overrides(create.conf) if create.conf
                       else state.store.conf)
     run = state.original_sql

@@ -37,7 +37,7 @@ from carbonstore.errors import CarbonStoreError, UserError
 from carbonstore.spark.create_sql import strip_comments
 from carbonstore.spark.sql import run_statement
 from carbonstore.sql.plan import parse_statement
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["pruned_query"]
 
@@ -53,7 +53,7 @@ _inside = threading.local()
 
 def pruned_query(
     spark: Any, statement: Any, tables: Mapping[str, tuple[str, str]],
-    store_for: Callable[[str], Store],
+    store_for: Callable[[str], StoreRoot],
 ) -> Any:
     """The DataFrame of ``statement`` with its registered tables pruned per occurrence, or
     None when Spark runs it as it is (see the module's text).

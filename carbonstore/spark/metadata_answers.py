@@ -14,12 +14,12 @@ from carbonstore.sql.answers import (
     answer_statement,
     match_aggregates,
 )
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["AggregateStatement", "answer_frame", "answer_statement", "match_aggregates"]
 
 
-def answer_frame(spark: Any, store: Store, statement: str | exp.Expr, *,
+def answer_frame(spark: Any, store: StoreRoot, statement: str | exp.Expr, *,
                  as_of: int | str | None = None,
                  aliases: Mapping[str, Table] | None = None, lookup: bool = True) -> Any:
     """The answer of ``statement`` (SQL text or its parsed tree, not changed) as a one-row

@@ -28,7 +28,7 @@ from carbonstore.errors import TableNotFoundError, UserError
 from carbonstore.expressions.expr import AlwaysTrue, Expr, nodes
 from carbonstore.expressions.parser import and_terms, parse_where
 from carbonstore.pruning.plan import bind_where
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["IndexWhere", "Occurrence", "PlannedStatement", "conjuncts", "index_where",
            "parse_statement", "plan_statement", "pushable_where", "split_where"]
@@ -214,7 +214,7 @@ def _sources(select: exp.Select) -> list[tuple[exp.Expr, str, bool]]:
 
 
 def plan_statement(
-    statement: str | exp.Expr, store: Store, *, as_of: int | str | None = None,
+    statement: str | exp.Expr, store: StoreRoot, *, as_of: int | str | None = None,
     aliases: Mapping[str, Table] | None = None,
     view: Callable[[Table, str | None], str] | None = None,
     lookup: bool = True,

@@ -3,7 +3,7 @@
 from carbonstore.store.conf import CarbonConf, load_conf
 from carbonstore.store.paths import TableName, TablePaths, parse_table_name
 from carbonstore.store.schema import Column, DataType, TableSchema, parse_schema_string
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatus, TableStatusSnapshot, VersionInfo
 
 __all__ = [
@@ -11,7 +11,7 @@ __all__ = [
     "Column",
     "DataType",
     "LoadEntry",
-    "Store",
+    "StoreRoot",
     "Table",
     "TableName",
     "TablePaths",
