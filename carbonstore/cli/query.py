@@ -9,7 +9,7 @@ import csv
 import math
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from carbonstore.cli._common import (
     add_json,
@@ -21,7 +21,9 @@ from carbonstore.cli._common import (
 )
 from carbonstore.cli.history import add_as_of, pin
 from carbonstore.errors import UserError
-from carbonstore.store.table import StoreRoot
+
+if TYPE_CHECKING:
+    from carbonstore.store.table import StoreRoot
 
 __all__ = ["register", "rewrite_table_names"]
 
