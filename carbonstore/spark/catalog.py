@@ -209,13 +209,29 @@ def _route(spark: Any, state: _Registration) -> None:
         if args is None and not kwargs:  # a query by name: pruned per occurrence
             with state.lock:
                 tables = dict(state.tables)
-            answered = pruned_query(spark, sqlQuery, tables, state.store_for)
+            answered = pruned_query(spark, sqlQuery, tables, state.store_for,
+                                    lambda key, table: _still_ours(state, key, table))
             if answered is not None:
                 return answered
         return original(sqlQuery, args, **kwargs)
 
     sql.__doc__ = original.__doc__
     spark.sql = sql
+
+
+def _still_ours(state: _Registration, key: str, table: Table) -> bool:
+    """Spark's catalog table ``key`` (``db.table``) is still the one made for ``table``: its
+    provider is the table's own data source (or, where Spark shows none, this process made
+    it). One DESCRIBE: the catalog is shared by every session of the JVM."""
+    db, _, name = key.partition(".")
+    try:
+        provider = _spark_provider(state.original_sql, _qualified(db, name))
+    except Exception:  # noqa: BLE001 - gone or unreadable: Spark resolves the name itself
+        return False
+    if provider:
+        return provider.lower() == provider_name(table)
+    with _location_lock:
+        return key in _made
 
 
 def register(spark: Any, *, store: str | StoreRoot | None = None,

@@ -53,13 +53,15 @@ _inside = threading.local()
 
 def pruned_query(
     spark: Any, statement: Any, tables: Mapping[str, tuple[str, str]],
-    store_for: Callable[[str], StoreRoot],
+    store_for: Callable[[str], StoreRoot], still_ours: Callable[[str, Table], bool],
 ) -> Any:
     """The DataFrame of ``statement`` with its registered tables pruned per occurrence, or
     None when Spark runs it as it is (see the module's text).
 
     ``tables``: the registered catalog tables (``db.table`` lower case -> (store location,
-    store table name)); ``store_for``: the Store of a location.
+    store table name)); ``store_for``: the Store of a location; ``still_ours``: whether
+    Spark's catalog table of that name is still the one register made for the table (another
+    session may have dropped or replaced it: Spark's table is read then).
     """
     if not isinstance(statement, str) or getattr(_inside, "active", False):
         return None
@@ -82,9 +84,12 @@ def pruned_query(
     for key in named & tables.keys():
         location, name = tables[key]
         try:
-            aliases[key] = store_for(location).table(name)
+            table = store_for(location).table(name)
         except CarbonStoreError:
             return None  # dropped or damaged: the data source's read says so in one line
+        if not still_ours(key, table):
+            return None
+        aliases[key] = table
     if not aliases:
         return None
     _inside.active = True

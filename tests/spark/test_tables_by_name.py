@@ -382,6 +382,26 @@ def test_reads_by_name_answer_every_scan_of_a_statement_and_a_reused_frame(
                      "WHERE city IS NULL").collect()[0][0] == 115
 
 
+def test_a_name_another_session_replaced_is_read_from_spark(spark: Any, tmp_path: Path) -> None:
+    """Spark's catalog is shared by the JVM's sessions: a registered name another session
+    dropped and re-created as a Parquet table is that table, not the store's."""
+    store, _ = _pruned_store(tmp_path)
+    carbonstore.spark.register(spark, store=store, tables=["shop.lines"])
+    assert spark.sql("SELECT count(*) FROM shop.lines WHERE order_id < 10").collect()[0][0] == 10
+    from carbonstore.spark import catalog
+
+    # Spark's own spark.sql, past register's routing: as another session's statements
+    other = getattr(spark, catalog._STATE_ATTR).original_sql
+    other("DROP TABLE shop.lines")
+    other(f"CREATE TABLE shop.lines USING parquet LOCATION '{tmp_path / 'pq'}' "
+          "AS SELECT 7L AS order_id")
+    try:
+        assert [tuple(r) for r in spark.sql(
+            "SELECT order_id FROM shop.lines WHERE order_id < 10").collect()] == [(7,)]
+    finally:
+        other("DROP TABLE shop.lines")
+
+
 _BY_NAME_LEAVES = st.one_of(
     st.builds("order_id {} {}".format, st.sampled_from(["=", "<", "<=", ">", ">=", "<>"]),
               st.integers(-5, 805)),
