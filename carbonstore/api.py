@@ -228,7 +228,7 @@ class Table(base.Table):
         return show_partitions(self)
 
 
-class Store(base.Store):
+class Store(base.StoreRoot):
     """A store whose tables are :class:`Table` objects (with DML and partition specs)."""
 
     table_class = Table

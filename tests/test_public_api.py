@@ -12,7 +12,7 @@ import carbonstore
 from carbonstore import errors
 from carbonstore.api import Store as ApiStore
 from carbonstore.api import Table as ApiTable
-from carbonstore.store import Store as StoreLayerStore
+from carbonstore.store import StoreRoot as StoreLayerStore
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,6 +25,20 @@ def test_all_names_resolve() -> None:
     assert carbonstore.errors is errors
     assert carbonstore.Store is ApiStore and carbonstore.Table is ApiTable
     assert set(carbonstore.__all__) <= set(dir(carbonstore))
+
+
+def test_one_public_store_class() -> None:
+    """``carbonstore.Store`` is the only class named Store: the store layer's base is
+    ``StoreRoot`` (not importable as ``carbonstore.store.Store``)."""
+    import carbonstore.store
+    import carbonstore.store.table
+
+    assert not hasattr(carbonstore.store, "Store")
+    assert not hasattr(carbonstore.store.table, "Store")
+    assert issubclass(ApiStore, StoreLayerStore) and StoreLayerStore.__name__ == "StoreRoot"
+    defined = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "carbonstore").rglob("*.py")
+                     if "\nclass Store(" in p.read_text() or "\nclass Store:" in p.read_text())
+    assert defined == ["carbonstore/api.py"]
 
 
 def test_unknown_name_is_an_attribute_error() -> None:

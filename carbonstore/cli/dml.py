@@ -9,7 +9,7 @@ from typing import Any
 from carbonstore.cli._common import add_json, open_store, print_json, print_table
 from carbonstore.errors import UserError
 from carbonstore.expressions.sql_checks import check_sql_text, check_tree_depth, too_deep_sql
-from carbonstore.store.table import Store
+from carbonstore.store.table import StoreRoot
 
 __all__ = ["register", "session_time_zone"]
 
@@ -43,7 +43,7 @@ def _emit(args: argparse.Namespace, result: Any) -> None:
         print_table([row], _COLUMNS)
 
 
-def session_time_zone(store: Store) -> str:
+def session_time_zone(store: StoreRoot) -> str:
     """Spark's session time zone of a DML command (docs/dml.md, "Time zones"): under
     spark-submit its session's (``--conf spark.sql.session.timeZone=...``), else
     ``spark.sql.session.timeZone`` of carbon.properties (default UTC)."""

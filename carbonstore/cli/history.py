@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from carbonstore.cli._common import add_json, open_store, print_json, print_table
-from carbonstore.store.table import Table
+
+if TYPE_CHECKING:
+    from carbonstore.store.table import Table
 
 __all__ = ["add_as_of", "pin", "register", "version_limit"]
 

@@ -9,7 +9,7 @@ import csv
 import math
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from carbonstore.cli._common import (
     add_json,
@@ -21,7 +21,9 @@ from carbonstore.cli._common import (
 )
 from carbonstore.cli.history import add_as_of, pin
 from carbonstore.errors import UserError
-from carbonstore.store.table import Store
+
+if TYPE_CHECKING:
+    from carbonstore.store.table import StoreRoot
 
 __all__ = ["register", "rewrite_table_names"]
 
@@ -159,7 +161,7 @@ def _query(args: argparse.Namespace) -> int:
     return 0
 
 
-def rewrite_table_names(statement: str, store: Store) -> tuple[str, dict[str, Any]]:
+def rewrite_table_names(statement: str, store: StoreRoot) -> tuple[str, dict[str, Any]]:
     """Point each ``db.table`` reference of the store at its own temp view ``db_table__N``.
 
     Returns the rewritten SQL (Spark dialect) and view name -> Table (see

@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from carbonstore.cli._common import (
     add_json,
@@ -18,11 +18,12 @@ from carbonstore.cli._common import (
 )
 from carbonstore.errors import TableExistsError, UserError
 from carbonstore.segments.cluster_spec import segment_clustering
-from carbonstore.store.fs import FileType
 from carbonstore.store.paths import parse_table_name
-from carbonstore.store.schema import Column, normalise_properties, parse_schema_string
-from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
+
+if TYPE_CHECKING:
+    from carbonstore.store.schema import Column
+    from carbonstore.store.table import Table
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -96,6 +97,8 @@ def _create(args: argparse.Namespace) -> int:
             raise
         created = False
         table = store.table(args.table)
+        from carbonstore.store.schema import normalise_properties, parse_schema_string
+
         differences = _differences(table, parse_schema_string(args.schema),
                                    normalise_properties(props))
     if not created and differences:
@@ -192,13 +195,12 @@ def _drop(args: argparse.Namespace) -> int:
 
 def _tables(args: argparse.Namespace) -> int:
     store = open_store(args)
-    kind = store.sfs.file_info(store.sfs.base).type
-    if kind == FileType.NotFound:
+    if not store.sfs.exists(store.sfs.base):
         raise UserError(
             f"store {store.location} does not exist; check --store (or carbon.storelocation), "
             "or create a table there with 'carbonstore create'"
         )
-    if kind != FileType.Directory:
+    if not store.sfs.is_dir(store.sfs.base):
         raise UserError(f"store {store.location} is not a folder")
     names = [str(n) for n in store.tables()]
     if args.json:

@@ -28,7 +28,7 @@ from carbonstore.dictionary.column import (
 )
 from carbonstore.dictionary.writer import add_values, add_values_from_file
 from carbonstore.errors import SchemaError, UserError
-from carbonstore.store.table import Store
+from carbonstore.store.table import StoreRoot
 
 __all__ = [
     "METADATA_KEY",
@@ -241,7 +241,7 @@ class BatchEncoder:
         cls, store_location: str, table_name: str, segment_id: str, *, add_missing: bool = True
     ) -> BatchEncoder:
         """An encoder for a table named in executor settings (store conf from CARBON_CONF)."""
-        return cls(Store(store_location).table(table_name), segment_id, add_missing=add_missing)
+        return cls(StoreRoot(store_location).table(table_name), segment_id, add_missing=add_missing)
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -18,12 +18,12 @@ from carbonstore.dml.statements import delete_rows, update_rows
 from carbonstore.errors import TableNotFoundError, UserError
 from carbonstore.segments.dml_commit import DmlResult
 from carbonstore.sql.dml_parse import DmlStatement
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["run_dml"]
 
 
-def _table(store: Store, node: Any, verb: str) -> Table:
+def _table(store: StoreRoot, node: Any, verb: str) -> Table:
     if not isinstance(node, exp.Table) or not node.name:
         raise UserError(f"{verb}: name a table of the store (db.table)")
     name = f"{node.db}.{node.name}" if node.db else node.name
@@ -49,7 +49,7 @@ def _sets(expressions: list[Any], verb: str) -> dict[str, str]:
 
 
 def run_dml(
-    store: Store, dml: DmlStatement, *, read_source: Callable[[str], Any] | None = None,
+    store: StoreRoot, dml: DmlStatement, *, read_source: Callable[[str], Any] | None = None,
     time_zone: str = "UTC",
 ) -> DmlResult:
     """Run a parsed statement; ``read_source(sql)`` gives the rows of a non-table source (a
@@ -66,7 +66,7 @@ def run_dml(
 
 
 def _merge(
-    store: Store, table: Table, tree: Any, read_source: Callable[[str], Any] | None,
+    store: StoreRoot, table: Table, tree: Any, read_source: Callable[[str], Any] | None,
     time_zone: str,
 ) -> DmlResult:
     target_alias = tree.this.alias_or_name

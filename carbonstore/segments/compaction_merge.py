@@ -371,9 +371,9 @@ def _sort(
     by_key = list(keys)
     if rank_columns:
         from carbonstore.dictionary.column import load_dictionary
-        from carbonstore.store.table import Store
+        from carbonstore.store.table import StoreRoot
 
-        table = Store(settings.store_location).table(settings.table_name)
+        table = StoreRoot(settings.store_location).table(settings.table_name)
         by_key = []
         for name, order, nulls in keys:
             if name not in rank_columns:

@@ -176,12 +176,14 @@ def local_frame(spark: Any, table: Table, plan: TablePlan, expr: Expr | None = N
                                  schema=arrow_read_schema(table))
     if rows.num_rows == 0:  # one empty chunk: pyspark fails on a nested column of none
         rows = rows.schema.empty_table()
-    schema = struct_type(schema_ddl(table))
     from pyspark.sql.session import SparkSession  # the classic session (Connect's is another)
 
     if isinstance(spark, SparkSession):
-        return _local_frame_class()(spark, rows, schema)
-    return _jvm_frame(spark, rows, schema)  # Spark Connect: a plain frame of the rows
+        return _local_frame_class()(spark, rows, struct_type(schema_ddl(table)))
+    # Spark Connect: a plain frame of the rows; the schema parsed by the server (a client
+    # process has no JVM of its own to parse DDL)
+    schema = spark.createDataFrame([], schema=schema_ddl(table)).schema
+    return _jvm_frame(spark, rows, schema)
 
 
 def _jvm_frame(spark: Any, rows: pa.Table, schema: Any) -> Any:

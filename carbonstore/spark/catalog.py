@@ -10,8 +10,10 @@ shop.orders")``, ``spark.table``, ``INSERT INTO shop.orders ...`` and
   ``provider``), which names its store table: Spark passes a catalog table's OPTIONS to no
   Python call of its data source, so a plain ``USING carbonstore`` catalog table could not
   say which table it is;
-- a read is planned per scan by the data source (the table's readable segments when the
-  statement runs, pruned as ``spark.read.format("carbonstore")`` is); ``INSERT INTO``
+- a query through the session's ``spark.sql`` that names the table as ``db.table`` is
+  pruned per occurrence by the index (module ``catalog_query``); any other read (
+  ``spark.table``, a name Spark resolves itself) is planned per scan by the data source
+  (the table's readable segments when the statement runs, not pruned); ``INSERT INTO``
   writes one new segment in one commit, ``INSERT OVERWRITE`` replaces the readable
   segments in one commit (the data source's writer);
 - the catalog table's columns are the store table's when registered; after an ALTER, a read
@@ -22,8 +24,8 @@ make a catalog-only table with no store table behind it. ``register`` therefore 
 session's ``spark.sql`` (that session object only) through :func:`carbonstore_statement`
 first: ``CREATE TABLE ... USING carbonstore`` creates the store table (OPTIONS, PARTITIONED
 BY, CLUSTERED BY, TBLPROPERTIES; module ``create_sql``) and its catalog table, ``DROP
-TABLE`` of a registered table drops the store table too; every other statement goes to
-Spark unchanged. A catalog-only table made elsewhere fails in one line at its first read or
+TABLE`` of a registered table drops the store table too; a query naming registered tables
+is pruned (``catalog_query.pruned_query``); every other statement goes to Spark unchanged. A catalog-only table made elsewhere fails in one line at its first read or
 write (:data:`carbonstore.spark.datasource.NO_TABLE_ERROR`).
 """
 
@@ -40,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from carbonstore.errors import TableExistsError, UserError
+from carbonstore.spark.catalog_query import pruned_query
 from carbonstore.spark.create_sql import (
     CreateStatement,
     parse_create,
@@ -49,7 +52,7 @@ from carbonstore.spark.create_sql import (
 from carbonstore.spark.datasource import CarbonDataSource
 from carbonstore.spark.types import schema_ddl
 from carbonstore.store.ddl import quote_name
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["carbonstore_statement", "register", "registered_store", "table_source"]
 
@@ -61,13 +64,20 @@ class _Registration:
     """What :func:`register` did in one session: its store, the original ``spark.sql`` and
     the catalog tables it made (``db.table`` lower case -> (store location, table name))."""
 
-    store: Store
+    store: StoreRoot
     original_sql: Callable[..., Any]
     tables: dict[str, tuple[str, str]] = field(default_factory=dict)
     # the catalog tables whose store table this session's CREATE TABLE made: a DROP TABLE
     # drops their store table too (as Spark drops a managed table's data)
     created: set[str] = field(default_factory=set)
+    # the Store each location was registered with (its conf), for the queries by name
+    stores: dict[str, StoreRoot] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def store_for(self, location: str) -> StoreRoot:
+        with self.lock:
+            found = self.stores.get(location)
+        return found if found is not None else StoreRoot(location)
 
 
 def provider_name(table: Table) -> str:
@@ -172,12 +182,13 @@ def _catalog_table(spark: Any, state: _Registration, table: Table,
                   f"{where}")
     with state.lock:
         state.tables[f"{db}.{name}".lower()] = (table.store.location, str(table.name))
+        state.stores[table.store.location] = table.store
     with _location_lock:
         _made.add(f"{db}.{name}".lower())
     return created
 
 
-def _registration(spark: Any, store: Store) -> _Registration:
+def _registration(spark: Any, store: StoreRoot) -> _Registration:
     """The session's registration, made (and its ``spark.sql`` routed) on first use."""
     state = getattr(spark, _STATE_ATTR, None)
     if state is None:
@@ -195,13 +206,35 @@ def _route(spark: Any, state: _Registration) -> None:
         answered = carbonstore_statement(spark, sqlQuery)
         if answered is not None:
             return answered
+        if args is None and not kwargs:  # a query by name: pruned per occurrence
+            with state.lock:
+                tables = dict(state.tables)
+            answered = pruned_query(spark, sqlQuery, tables, state.store_for,
+                                    lambda key, table: _still_ours(state, key, table))
+            if answered is not None:
+                return answered
         return original(sqlQuery, args, **kwargs)
 
     sql.__doc__ = original.__doc__
     spark.sql = sql
 
 
-def register(spark: Any, *, store: str | Store | None = None,
+def _still_ours(state: _Registration, key: str, table: Table) -> bool:
+    """Spark's catalog table ``key`` (``db.table``) is still the one made for ``table``: its
+    provider is the table's own data source (or, where Spark shows none, this process made
+    it). One DESCRIBE: the catalog is shared by every session of the JVM."""
+    db, _, name = key.partition(".")
+    try:
+        provider = _spark_provider(state.original_sql, _qualified(db, name))
+    except Exception:  # noqa: BLE001 - gone or unreadable: Spark resolves the name itself
+        return False
+    if provider:
+        return provider.lower() == provider_name(table)
+    with _location_lock:
+        return key in _made
+
+
+def register(spark: Any, *, store: str | StoreRoot | None = None,
              tables: Iterable[str] | None = None) -> list[str]:
     """Make the tables of ``store`` addressable by name (``db.table``) in ``spark.sql``,
     ``spark.table`` and ``INSERT INTO``; returns the names. Idempotent: run it again after
@@ -216,7 +249,7 @@ def register(spark: Any, *, store: str | Store | None = None,
         UserError: a named table is missing, or Spark's catalog holds one of the names for
             a table of another provider (nothing is changed then).
     """
-    st = store if isinstance(store, Store) else Store(store)
+    st = store if isinstance(store, StoreRoot) else StoreRoot(store)
     found = [st.table(n) for n in (list(tables) if tables is not None else
                                    [str(t) for t in st.tables()])]
     state = _registration(spark, st)
@@ -226,7 +259,7 @@ def register(spark: Any, *, store: str | Store | None = None,
     return [f"{t.name.database}.{t.name.table}" for t in found]
 
 
-def registered_store(spark: Any) -> Store | None:
+def registered_store(spark: Any) -> StoreRoot | None:
     """The store :func:`register` was last given for ``spark`` (None: never registered)."""
     state = getattr(spark, _STATE_ATTR, None)
     return state.store if state is not None else None
@@ -267,7 +300,7 @@ def carbonstore_statement(spark: Any, statement: Any) -> Any:
             state.tables.pop(name.lower(), None)
         return None
     location, table_name = known
-    store = state.store if state.store.location == location else Store(location)
+    store = state.store if state.store.location == location else StoreRoot(location)
     store.drop_table(table_name)  # the store's drop commits first: the name goes after
     with state.lock:
         state.tables.pop(name.lower(), None)
@@ -282,7 +315,7 @@ def carbonstore_statement(spark: Any, statement: Any) -> Any:
 def _create(spark: Any, state: _Registration, create: CreateStatement) -> Any:
     store = state.store
     if create.store is not None or create.conf:
-        store = Store(create.store or state.store.location,
+        store = StoreRoot(create.store or state.store.location,
                       conf=state.store.conf.with_overrides(create.conf) if create.conf
                       else state.store.conf)
     run = state.original_sql

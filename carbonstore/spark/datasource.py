@@ -39,7 +39,7 @@ from carbonstore.segments.load import parse_load_options, write_settings
 from carbonstore.segments.writer import TaskResult, WriteSettings, write_task
 from carbonstore.spark.reader import CarbonReader
 from carbonstore.spark.types import one_line_errors, schema_ddl
-from carbonstore.store import Store, load_conf
+from carbonstore.store import StoreRoot, load_conf
 from carbonstore.store.renewer import Renewal, spawn_renewer, stop_renewer
 from carbonstore.store.table import Table, as_of_option
 
@@ -69,7 +69,7 @@ def open_table(options: dict[str, str]) -> Table:
     name = options.get("path")
     if not name:
         raise UserError(NO_TABLE_ERROR)
-    return Store(options.get(STORE_OPTION) or None, conf=conf).table(name)
+    return StoreRoot(options.get(STORE_OPTION) or None, conf=conf).table(name)
 
 
 # Spark passes a catalog table's OPTIONS to no Python call of its data source: a table made
@@ -240,7 +240,7 @@ class CarbonWriter(DataSourceArrowWriter):
 
     def _table(self) -> Table:
         conf = load_conf().with_overrides(self.conf_overrides)
-        return Store(self.store_location, conf=conf).table(self.table_name)
+        return StoreRoot(self.store_location, conf=conf).table(self.table_name)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CarbonCommitMessage:
         from pyspark import TaskContext

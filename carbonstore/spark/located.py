@@ -30,7 +30,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from carbonstore.pruning.plan import TablePlan
 from carbonstore.segments.arrow_read import Slice, plan_projections, plan_slices
 from carbonstore.segments.dml_read import FILE, POS, located_batches
-from carbonstore.store import CarbonConf, Store
+from carbonstore.store import CarbonConf, StoreRoot
 from carbonstore.store.ddl import quote_name
 from carbonstore.store.table import Table
 
@@ -52,7 +52,7 @@ class _Read:
     parts: tuple[tuple[Slice, ...], ...]
 
     def open(self) -> Table:
-        table = Store(self.location, conf=self.conf).table(self.table)
+        table = StoreRoot(self.location, conf=self.conf).table(self.table)
         return table if self.version is None else table.as_of(self.version, check_files=False)
 
 

@@ -15,21 +15,22 @@ from carbonstore.sql.answers import (
     answer_statement,
     match_aggregates,
 )
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["AggregateStatement", "answer_frame", "answer_statement", "match_aggregates"]
 
 
-def answer_frame(spark: Any, store: Store, statement: str | exp.Expr, *,
+def answer_frame(spark: Any, store: StoreRoot, statement: str | exp.Expr, *,
                  as_of: int | str | None = None,
-                 aliases: Mapping[str, Table] | None = None) -> Any:
+                 aliases: Mapping[str, Table] | None = None, lookup: bool = True) -> Any:
     """The answer of ``statement`` (SQL text or its parsed tree, not changed) as a one-row
     DataFrame with Spark's types, or None."""
 
     zone = session_zone(str(spark.conf.get("spark.sql.session.timeZone")))
     if zone is None:
         return None
-    found = answer_parts(store, statement, as_of=as_of, time_zone=zone, aliases=aliases)
+    found = answer_parts(store, statement, as_of=as_of, time_zone=zone, aliases=aliases,
+                         lookup=lookup)
     if found is None:
         return None
     shape, table, values = found

@@ -42,7 +42,7 @@ from carbonstore.segments.arrow_read import (
     read_row_groups,
 )
 from carbonstore.spark.types import one_line_errors
-from carbonstore.store import Store, load_conf
+from carbonstore.store import StoreRoot, load_conf
 from carbonstore.store.evolution import Projection
 from carbonstore.store.table import Table, as_of_option
 
@@ -96,7 +96,7 @@ class CarbonReader(DataSourceReader):
     def _table(self) -> Table:
         conf = load_conf().with_overrides(_split(self.options))
         name = self.options.get("path") or ""
-        table = Store(self.options.get("store") or None, conf=conf).table(name)
+        table = StoreRoot(self.options.get("store") or None, conf=conf).table(name)
         # versionAsOf / timestampAsOf (checked for cleaned files once, when the plan is made)
         return table.as_of(as_of_option(self.options), check_files=False)
 

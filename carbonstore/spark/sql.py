@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from carbonstore.errors import UserError
 from carbonstore.sql import Insert, Query, Result, parse, run
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["SparkEngine", "register", "registered", "result_frame", "run_statement", "sql"]
 
@@ -45,8 +45,9 @@ _SCANS_KEPT = 64
 
 
 def run_statement(
-    spark: Any, store: str | Store | None, statement: str | exp.Expr, *,
+    spark: Any, store: str | StoreRoot | None, statement: str | exp.Expr, *,
     as_of: int | str | None = None, aliases: Mapping[str, Table] | None = None,
+    lookup: bool = True,
 ) -> Any:
     """The DataFrame of one SQL query whose ``db.table`` names are tables of ``store`` (a
     Store, its location, or None for ``carbon.storelocation``); ``statement``: SQL text or
@@ -54,7 +55,8 @@ def run_statement(
 
     Each occurrence is pruned by its own conjuncts; every occurrence of a table reads one
     version (``as_of`` when given, else the latest when planned). ``aliases``: more names
-    (lower case, no database) that stand for tables, planned the same way.
+    (lower case, ``name`` or ``db.name``) that stand for tables, planned the same way;
+    ``lookup=False``: only they name tables (other names are Spark's).
 
     Raises:
         UserError: the statement does not parse, names a missing table, or Spark's analysis
@@ -64,11 +66,11 @@ def run_statement(
     from carbonstore.spark.metadata_answers import answer_frame
     from carbonstore.sql.plan import parse_statement, plan_statement
 
-    if not isinstance(store, Store):
-        store = Store(store)
+    if not isinstance(store, StoreRoot):
+        store = StoreRoot(store)
     # parsed once: the index answer only reads the tree
     tree = statement.copy() if isinstance(statement, exp.Expr) else parse_statement(statement)
-    answered = answer_frame(spark, store, tree, as_of=as_of, aliases=aliases)
+    answered = answer_frame(spark, store, tree, as_of=as_of, aliases=aliases, lookup=lookup)
     if answered is not None:  # count / min / max the index decides exactly: nothing read
         return answered
     # The driver-local read of a tiny result (to_spark) pays when the statement reads that
@@ -76,7 +78,7 @@ def run_statement(
     # no job (TPC-H Q5, Q20: the same jobs, stages and tasks as a file scan) and costs a
     # statement's first run the JVM's Arrow ingestion path: read natively there.
     local = sum(1 for _ in tree.find_all(exp.Table)) <= 1
-    planned = plan_statement(tree, store, as_of=as_of, aliases=aliases,
+    planned = plan_statement(tree, store, as_of=as_of, aliases=aliases, lookup=lookup,
                              view=lambda table, where: _scan_view(spark, table, where, local))
     return run_sql(spark, planned.sql)
 
@@ -147,7 +149,7 @@ def _literal(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def register(spark: Any, *, store: str | Store | None = None,
+def register(spark: Any, *, store: str | StoreRoot | None = None,
              tables: Iterable[str] | None = None) -> list[str]:
     """Expose tables of ``store`` to ``spark.sql`` as temporary views ``db_table``.
     Returns the view names.
@@ -176,7 +178,7 @@ def register(spark: Any, *, store: str | Store | None = None,
     """
     from carbonstore.spark.session import register_data_source
 
-    st = store if isinstance(store, Store) else Store(store)
+    st = store if isinstance(store, StoreRoot) else StoreRoot(store)
     names = list(tables) if tables is not None else [str(t) for t in st.tables()]
     register_data_source(spark)
     tables_found = [st.table(name) for name in names]  # a missing table fails before any view
@@ -214,7 +216,7 @@ def registered(spark: Any) -> dict[str, Table]:
     return {k: v for k, v in known.items() if k in live}
 
 
-def sql(spark: Any, statement: str, *, store: str | Store | None = None,
+def sql(spark: Any, statement: str, *, store: str | StoreRoot | None = None,
         as_of: int | str | None = None) -> Any:
     """Run one statement of the store's language (docs/sql.md; the statements ``carbonstore
     sql`` runs, with the same results) and return its DataFrame.
@@ -234,9 +236,9 @@ def sql(spark: Any, statement: str, *, store: str | Store | None = None,
     views = registered(spark)
     if store is None:
         first = next(iter(views.values()), None)
-        st = first.store if first is not None else Store(None)
+        st = first.store if first is not None else StoreRoot(None)
     else:
-        st = store if isinstance(store, Store) else Store(store)
+        st = store if isinstance(store, StoreRoot) else StoreRoot(store)
     result = run(st, parse(statement), engine=SparkEngine(spark, aliases=views), as_of=as_of)
     return result.frame if result.frame is not None else result_frame(spark, result)
 
@@ -259,7 +261,7 @@ class SparkEngine:
     session given (the library's) or started at the first statement that needs one (the
     CLI's ``start``: every statement of a script then runs in that one JVM)."""
 
-    def __init__(self, spark: Any = None, *, start: Callable[[Store], Any] | None = None,
+    def __init__(self, spark: Any = None, *, start: Callable[[StoreRoot], Any] | None = None,
                  aliases: Mapping[str, Table] | None = None) -> None:
         self._spark = spark
         self._start = start
@@ -270,14 +272,14 @@ class SparkEngine:
         """A session runs (a statement the index answers then asks Spark for its types)."""
         return self._spark is not None
 
-    def session(self, store: Store) -> Any:
+    def session(self, store: StoreRoot) -> Any:
         if self._spark is None:
             if self._start is None:
                 raise UserError("this statement needs Spark")
             self._spark = self._start(store)()
         return self._spark
 
-    def query(self, store: Store, statement: Query, *, as_of: int | str | None) -> Any:
+    def query(self, store: StoreRoot, statement: Query, *, as_of: int | str | None) -> Any:
         if self._spark is None and self._start is not None:
             # the JVM boots while this process loads the occurrences' indexes
             from carbonstore.spark.api import prepare_scan
@@ -292,7 +294,7 @@ class SparkEngine:
         return run_statement(self.session(store), store, statement.tree, as_of=as_of,
                              aliases=self.aliases)
 
-    def read_source(self, store: Store, sql: str) -> Any:
+    def read_source(self, store: StoreRoot, sql: str) -> Any:
         # a DataFrame: the MERGE joins it in Spark, no row crosses into the driver
         return run_statement(self.session(store), store, sql, aliases=self.aliases)
 
@@ -325,7 +327,7 @@ class SparkEngine:
         return load(table, df.toDF(*names), spark=spark,
                     mode="overwrite" if statement.overwrite else "append")
 
-    def time_zone(self, store: Store) -> str:
+    def time_zone(self, store: StoreRoot) -> str:
         from carbonstore.segments.timezones import SESSION_TIME_ZONE_KEY, conf_time_zone
 
         if self._spark is None and "PYSPARK_GATEWAY_PORT" in os.environ:
@@ -338,7 +340,7 @@ class SparkEngine:
 class _CallableModule(types.ModuleType):
     """``carbonstore.spark.sql(spark, statement, ...)`` calls :func:`sql`."""
 
-    def __call__(self, spark: Any, statement: str, *, store: str | Store | None = None,
+    def __call__(self, spark: Any, statement: str, *, store: str | StoreRoot | None = None,
                  as_of: int | str | None = None) -> Any:
         return sql(spark, statement, store=store, as_of=as_of)
 

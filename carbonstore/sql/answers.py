@@ -25,7 +25,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import ExpressionError, TableNotFoundError, UserError
 from carbonstore.pruning.answers import Aggregate, answer
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["AggregateStatement", "answer_parts", "answer_statement", "match_aggregates"]
 
@@ -147,9 +147,11 @@ def _column(arg: exp.Expr | None, qualifiers: set[str]) -> str | None:
     return str(arg.name)
 
 
-def _resolve(store: Store, shape: AggregateStatement, as_of: int | str | None,
-             aliases: Mapping[str, Table] | None) -> Table | None:
+def _resolve(store: StoreRoot, shape: AggregateStatement, as_of: int | str | None,
+             aliases: Mapping[str, Table] | None, lookup: bool = True) -> Table | None:
     table = (aliases or {}).get(shape.table.lower())
+    if table is None and not lookup:
+        return None
     if table is None:
         try:
             table = store.table(shape.table)
@@ -163,7 +165,7 @@ def _resolve(store: Store, shape: AggregateStatement, as_of: int | str | None,
 
 
 def answer_statement(
-    store: Store, statement: str | exp.Expr, *, as_of: int | str | None = None,
+    store: StoreRoot, statement: str | exp.Expr, *, as_of: int | str | None = None,
     time_zone: dt.tzinfo = dt.UTC, aliases: Mapping[str, Table] | None = None,
 ) -> tuple[list[str], list[dict[str, Any]]] | None:
     """(output column names, rows) of ``statement`` answered from the index, or None.
@@ -180,14 +182,15 @@ def answer_statement(
 
 
 def answer_parts(
-    store: Store, statement: str | exp.Expr, *, as_of: int | str | None, time_zone: dt.tzinfo,
-    aliases: Mapping[str, Table] | None = None,
+    store: StoreRoot, statement: str | exp.Expr, *, as_of: int | str | None, time_zone: dt.tzinfo,
+    aliases: Mapping[str, Table] | None = None, lookup: bool = True,
 ) -> tuple[AggregateStatement, Table, tuple[Any, ...]] | None:
-    """(the statement's shape, the table it read, the values) when the index answers it."""
+    """(the statement's shape, the table it read, the values) when the index answers it
+    (``aliases``, ``lookup``: as plan_statement's)."""
     shape = match_aggregates(statement)
     if shape is None or len(set(shape.names)) != len(shape.names):
         return None
-    table = _resolve(store, shape, as_of, aliases)
+    table = _resolve(store, shape, as_of, aliases, lookup)
     if table is None:
         return None
     columns = set(table.schema.column_names)

@@ -9,7 +9,7 @@ from typing import Any
 
 from carbonstore.errors import UserError
 from carbonstore.segments.cluster_spec import segment_clustering
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 from carbonstore.store.tablestatus import LoadEntry
 
 __all__ = ["SEGMENT_COLUMNS", "create_statement", "date_time", "describe_rows", "history_rows",
@@ -71,7 +71,7 @@ def history_rows(table: Table) -> list[dict[str, Any]]:
              "writer": v.writer} for v in table.history()]
 
 
-def table_rows(store: Store, database: str | None) -> list[dict[str, Any]]:
+def table_rows(store: StoreRoot, database: str | None) -> list[dict[str, Any]]:
     names = store.tables()
     if database is not None:
         names = [n for n in names if n.database == database.lower()]

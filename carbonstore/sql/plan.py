@@ -28,7 +28,7 @@ from carbonstore.errors import TableNotFoundError, UserError
 from carbonstore.expressions.expr import AlwaysTrue, Expr, nodes
 from carbonstore.expressions.parser import and_terms, parse_where
 from carbonstore.pruning.plan import bind_where
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["IndexWhere", "Occurrence", "PlannedStatement", "conjuncts", "index_where",
            "parse_statement", "plan_statement", "pushable_where", "split_where"]
@@ -214,9 +214,10 @@ def _sources(select: exp.Select) -> list[tuple[exp.Expr, str, bool]]:
 
 
 def plan_statement(
-    statement: str | exp.Expr, store: Store, *, as_of: int | str | None = None,
+    statement: str | exp.Expr, store: StoreRoot, *, as_of: int | str | None = None,
     aliases: Mapping[str, Table] | None = None,
     view: Callable[[Table, str | None], str] | None = None,
+    lookup: bool = True,
 ) -> PlannedStatement:
     """Rewrite every store table reference to its own view and find its conjuncts.
 
@@ -224,7 +225,8 @@ def plan_statement(
     ``table`` resolves to ``default.table`` when that exists. Every occurrence of one table
     reads one version: ``as_of`` (a version, a local time or ``@epoch ms``) when given, else
     the latest version when the statement is planned. ``aliases``: more names (lower case,
-    without a database) that stand for tables, e.g. the views of ``register``. ``view``:
+    ``name`` or ``db.name``) that stand for tables, e.g. the views and the catalog tables of
+    ``register``; ``lookup=False``: only they do (any other name is left to Spark). ``view``:
     the name (``[db.]name``) of an occurrence's view, given its pinned table and conjuncts
     (default: ``db_table__N``, N its position).
 
@@ -249,7 +251,10 @@ def plan_statement(
         name, db = node.name, node.db
         if not name or node.catalog or (not db and name.lower() in ctes):
             continue
-        alias = aliases.get(name.lower()) if aliases and not db else None
+        alias = aliases.get(f"{db}.{name}".lower() if db else name.lower()) if aliases \
+            else None
+        if alias is None and not lookup:
+            continue
         try:
             found = alias if alias is not None else store.table(f"{db}.{name}" if db else name)
         except TableNotFoundError:
@@ -270,7 +275,10 @@ def plan_statement(
             pinned[key] = found.as_of(as_of) if as_of is not None else found.as_of(
                 found.status.read().version, check_files=False)
         tables[id(node)] = pinned[key]
-    names = {(t.name.database, t.name.table) for t in tables.values()}
+    # the names the statement gives its tables (an alias may differ from the table's own)
+    names = {(t.name.database, t.name.table) for t in tables.values()} | {
+        (n.db.lower(), n.name.lower()) for n in tree.find_all(exp.Table)
+        if id(n) in tables and n.db}
     for col in tree.find_all(exp.Column):
         # db.table.column: the rewritten reference keeps only the table name as its alias
         if col.args.get("db") and (col.db.lower(), col.table.lower()) in names:

@@ -25,7 +25,7 @@ from carbonstore.sql.answers import answer_statement
 from carbonstore.sql.statements import Alter, Catalog, Dml, Insert, Query, Statement, Verb
 from carbonstore.sql.verbs import clean_options, segment_ids, table_properties
 from carbonstore.store.alter import alter_table
-from carbonstore.store.table import Store, Table
+from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["DML_COLUMNS", "Engine", "Result", "run"]
 
@@ -43,10 +43,10 @@ class Engine(Protocol):
     def live(self) -> bool:
         """A session runs: a query the index answers is asked of it (Spark's types)."""
 
-    def query(self, store: Store, statement: Query, *, as_of: int | str | None) -> Any:
+    def query(self, store: StoreRoot, statement: Query, *, as_of: int | str | None) -> Any:
         """The DataFrame of a query over the store's tables."""
 
-    def read_source(self, store: Store, sql: str) -> Any:
+    def read_source(self, store: StoreRoot, sql: str) -> Any:
         """The rows of a MERGE source that is no store table (a Spark DataFrame)."""
 
     def merger(self) -> Any:
@@ -58,7 +58,7 @@ class Engine(Protocol):
     def insert(self, table: Table, statement: Insert) -> Any:
         """Load the rows of ``statement.source`` into ``table``: the committed entry."""
 
-    def time_zone(self, store: Store) -> str:
+    def time_zone(self, store: StoreRoot) -> str:
         """Spark's session time zone (the statement's timestamps without an offset)."""
 
 
@@ -75,7 +75,7 @@ class Result:
     frame: Any = None
 
 
-def _dml(store: Store, stmt: Dml, engine: Engine | None, as_of: Any) -> Result:
+def _dml(store: StoreRoot, stmt: Dml, engine: Engine | None, as_of: Any) -> Result:
     from carbonstore.dml.sql_run import run_dml
 
     assert stmt.dml is not None
@@ -91,7 +91,7 @@ def _dml(store: Store, stmt: Dml, engine: Engine | None, as_of: Any) -> Result:
     return Result(DML_COLUMNS, [row], summary, "local")
 
 
-def _query(store: Store, stmt: Query, engine: Engine | None, as_of: Any) -> Result:
+def _query(store: StoreRoot, stmt: Query, engine: Engine | None, as_of: Any) -> Result:
     zone = session_zone(engine.time_zone(store) if engine is not None else "UTC")
     if zone is not None and (engine is None or not engine.live):
         # count / min / max the index decides exactly: no JVM, nothing read (a live session
@@ -106,7 +106,7 @@ def _query(store: Store, stmt: Query, engine: Engine | None, as_of: Any) -> Resu
     return Result(list(frame.columns), [], None, "spark", frame)
 
 
-def _insert(store: Store, stmt: Insert, engine: Engine | None, as_of: Any) -> Result:
+def _insert(store: StoreRoot, stmt: Insert, engine: Engine | None, as_of: Any) -> Result:
     if as_of is not None:
         raise UserError("INSERT changes the latest version; leave out --as-of")
     table = store.table(stmt.table)
@@ -125,7 +125,7 @@ def _insert(store: Store, stmt: Insert, engine: Engine | None, as_of: Any) -> Re
                   f"{entry.load_name}", "spark")
 
 
-def _catalog(store: Store, stmt: Catalog) -> Result:
+def _catalog(store: StoreRoot, stmt: Catalog) -> Result:
     if stmt.what == "show_tables":
         catalog.check_database(stmt.name)
         rows = catalog.table_rows(store, stmt.name)
@@ -141,7 +141,7 @@ def _catalog(store: Store, stmt: Catalog) -> Result:
     return Result(["createtab_stmt"], [{"createtab_stmt": catalog.create_statement(table)}])
 
 
-def _alter(store: Store, stmt: Alter) -> Result:
+def _alter(store: StoreRoot, stmt: Alter) -> Result:
     assert stmt.alter is not None
     table = store.table(stmt.alter.table)
     schema = alter_table(table, stmt.alter.change, operation=stmt.alter.operation)
@@ -151,7 +151,7 @@ def _alter(store: Store, stmt: Alter) -> Result:
                   f"schema version {schema.schema_version}")
 
 
-def _verb(store: Store, stmt: Verb, engine: Engine | None) -> Result:
+def _verb(store: StoreRoot, stmt: Verb, engine: Engine | None) -> Result:
     verb, parts, name = stmt.verb, stmt.parts, str(stmt.parts["name"])
     if verb == "show_segments":
         entries = list(store.table(name).status.read().entries)
@@ -229,7 +229,7 @@ def _verb(store: Store, stmt: Verb, engine: Engine | None) -> Result:
                   f"dropped table {dropped}")
 
 
-def _create(store: Store, name: str, parts: dict[str, str | None]) -> Result:
+def _create(store: StoreRoot, name: str, parts: dict[str, str | None]) -> Result:
     try:
         table = store.create_table(name, str(parts["schema"]), properties=table_properties(parts))
     except TableExistsError:
@@ -252,14 +252,14 @@ def _reads_one_version(statement: Statement) -> bool:
 class _Pinned:
     """A store whose tables open as of one version (``--as-of`` of a SHOW / DESCRIBE)."""
 
-    def __init__(self, store: Store, as_of: int | str) -> None:
+    def __init__(self, store: StoreRoot, as_of: int | str) -> None:
         self._store, self._as_of = store, as_of
 
     def table(self, name: str) -> Table:
         return self._store.table(name).as_of(self._as_of)
 
 
-def run(store: Store, statement: Statement, *, engine: Engine | None = None,
+def run(store: StoreRoot, statement: Statement, *, engine: Engine | None = None,
         as_of: int | str | None = None) -> Result:
     """Run one parsed statement over ``store``; ``engine`` (None: no Spark, a statement
     that needs it is refused in one line) runs what needs a JVM; ``as_of`` pins the
@@ -275,7 +275,7 @@ def run(store: Store, statement: Statement, *, engine: Engine | None = None,
             raise UserError(f"--as-of pins the tables a statement reads: {statement.text} "
                             "reads none or changes the latest version; leave out --as-of")
         # these statements only open tables (store.table): each opens pinned
-        store = cast(Store, _Pinned(store, as_of))
+        store = cast(StoreRoot, _Pinned(store, as_of))
     if isinstance(statement, Dml):
         return _dml(store, statement, engine, as_of)
     if isinstance(statement, Insert):

@@ -35,7 +35,7 @@ import carbonstore
 from carbonstore.errors import CarbonStoreError, TableNotFoundError
 from carbonstore.store.conf import load_conf
 from carbonstore.store.leases import process_start, renew_lease
-from carbonstore.store.table import Store
+from carbonstore.store.table import StoreRoot
 from carbonstore.store.tablestatus import RUNNING_STATUSES
 
 __all__ = ["Renewal", "spawn_renewer", "stop_renewer"]
@@ -111,7 +111,7 @@ def _run(settings: dict[str, Any]) -> None:
     watch, watch_start = int(settings["watchPid"]), settings.get("watchStart")
     conf = load_conf().with_overrides(settings.get("conf") or {})
     try:
-        table = Store(settings["store"], conf=conf).table(settings["table"])
+        table = StoreRoot(settings["store"], conf=conf).table(settings["table"])
     except CarbonStoreError:
         return
     if table.table_id != settings["tableId"]:

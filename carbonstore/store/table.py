@@ -1,7 +1,9 @@
-"""``Store`` (a folder of databases and tables) and ``Table`` (one table's handles).
+"""``StoreRoot`` (a folder of databases and tables) and ``Table`` (one table's handles).
 
 The user's classes, which add row-level DML and the partition spec (code of the layers
-above this one), are their subclasses in ``carbonstore.api`` (``from carbonstore import Store``).
+above this one), are their subclasses in ``carbonstore.api`` (``from carbonstore import
+Store``): ``carbonstore.Store`` is the one public store class; ``StoreRoot`` is its base,
+for code of the package that must not import the layers above the store.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from carbonstore.store.tablestatus import (
 )
 from carbonstore.store.types import check_column_count
 
-__all__ = ["ALTER_PREFIX", "NOT_APPLIED", "Store", "Table", "as_of_option", "legacy_table_id"]
+__all__ = ["ALTER_PREFIX", "NOT_APPLIED", "StoreRoot", "Table", "as_of_option", "legacy_table_id"]
 
 _TIME_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%d")
 _AS_OF_OPTIONS = ("versionasof", "timestampasof")
@@ -75,7 +77,7 @@ def legacy_table_id(schema: TableSchema) -> str:
 class Table:
     """Handles to one existing table: schema, paths, locks, tablestatus, resolved conf."""
 
-    store: Store
+    store: StoreRoot
     name: TableName
     schema: TableSchema
     pinned_version: int | None = None
@@ -285,7 +287,7 @@ class Table:
         }
 
 
-class Store:
+class StoreRoot:
     """A carbonstore: ``<location>/<db>/<table>/...`` through its file layer (``StoreFS``)."""
 
     # The class of the tables this store opens and creates: carbonstore.api.Store (the
@@ -301,7 +303,7 @@ class Store:
         self.sfs.check_commits()  # an object store that ignores conditional writes: refused
 
     def __repr__(self) -> str:
-        return f"Store({self.location!r})"
+        return f"{type(self).__name__}({self.location!r})"
 
     def _paths(self, name: str | TableName) -> TablePaths:
         tn = name if isinstance(name, TableName) else parse_table_name(name)

@@ -83,6 +83,15 @@ def test_metadata_commands_load_no_engine(store: Store, argv: tuple[str, ...]) -
     assert not mods & set(HEAVY), sorted(mods & set(HEAVY))
 
 
+@pytest.mark.parametrize("command", ["show-segments", "history", "describe", "tables",
+                                     "prune", "drop", "create"])
+def test_a_commands_help_imports_no_arrow(command: str) -> None:
+    """``carbonstore <command> --help`` builds the command's parser only: no pyarrow, numpy
+    (the file layer and the Arrow types, ~0.2 s of CPU), sqlglot or engine."""
+    err, mods = _run(command, "--help")
+    assert not mods & {*HEAVY, "pyarrow", "numpy", "sqlglot"}, sorted(mods)
+
+
 def test_a_missing_input_fails_before_spark(store: Store, tmp_path: Path) -> None:
     store.create_table("db.t", "id long not null, name string")
     err, mods = _run("--store", store.location, "load", "db.t", "--input",

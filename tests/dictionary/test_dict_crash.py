@@ -199,9 +199,9 @@ def test_missing_sortindex_is_computed_then_rewritten(table: Table) -> None:
 def test_store_reopened_in_fresh_process_reads_same_values(store: Store, table: Table) -> None:
     add_values(table, "city", ["é", "a"], segment_id="0")
     code = (
-        "import sys; from carbonstore.store import Store, load_conf; "
+        "import sys; from carbonstore.store import StoreRoot, load_conf; "
         "from carbonstore.dictionary import load_dictionary; "
-        "print(load_dictionary(Store(sys.argv[1], conf=load_conf(None)).table('t'), 'city')"
+        "print(load_dictionary(StoreRoot(sys.argv[1], conf=load_conf(None)).table('t'), 'city')"
         ".values.to_pylist())"
     )
     out = subprocess.run([sys.executable, "-c", code, store.location], capture_output=True,

@@ -138,6 +138,22 @@ def test_read_append_and_queries_by_name_over_connect(connect: Any, tmp_path: Pa
                     "TBLPROPERTIES ('nosuch'='1')")
 
 
+def test_a_query_by_name_over_connect_reads_only_the_kept_files(
+        connect: Any, tmp_path: Path) -> None:
+    from carbonstore.store import load_conf
+
+    store = Store(_orders(tmp_path).location,
+                  conf=load_conf().with_overrides({"carbon.read.local.rows": "0"}))
+    carbonstore.spark.register(connect, store=store)
+    df = connect.sql("SELECT order_id, city FROM shop.orders WHERE order_id = 150")
+    assert [tuple(r) for r in df.collect()] == [(150, "c2")]
+    assert len(df.inputFiles()) == 1  # of 3
+    got = {r.k: r.n for r in connect.sql(
+        "SELECT 'one' AS k, count(*) AS n FROM shop.orders WHERE order_id = 5 UNION ALL "
+        "SELECT 'all', count(*) FROM shop.orders").collect()}
+    assert got == {"one": 1, "all": 300}
+
+
 def test_user_script_over_connect_equals_duckdb(connect: Any, tmp_path: Path) -> None:
     store = str(tmp_path / "store")
     same_answers(user_script(connect, store, "shopc"), duckdb_answers("shopc"))

@@ -6,7 +6,7 @@ import pyarrow as pa
 from pyspark.sql import types as T
 
 from carbonstore.spark.api import to_spark
-from carbonstore.store import Store
+from carbonstore.store import StoreRoot
 from tests.indexfiles.segbuild import add_segments
 
 
@@ -16,7 +16,7 @@ def _rows(n: int, start: int) -> pa.Table:
                      "v": [i / 7 for i in r], "note": [None if i % 3 else "x" for i in r]})
 
 
-def test_not_null_columns_stay_columns_spark_pushes_filters_on(spark: object, store: Store) -> None:
+def test_not_null_columns_stay_columns_spark_pushes_filters_on(spark: object, store: StoreRoot) -> None:
     t = store.create_table("db.nn", "id long not null, s string not null, v double not null, "
                                     "note string")
     add_segments(t, [_rows(200, k * 200) for k in range(3)], row_group_size=50, page_rows=10)

@@ -4,6 +4,7 @@ carbonstore, INSERT INTO, DROP TABLE, and the data source without registration."
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import carbonstore.spark
 from carbonstore import Store
@@ -305,3 +308,133 @@ def test_the_data_source_needs_no_registration(spark: Any, tmp_path: Path) -> No
             bad()
         text = _one_line(err.value)
         assert len(text.splitlines()) <= 2 and "Traceback" not in text, text
+
+
+# ---- reads by name are pruned per occurrence -------------------------------------------------
+
+_PRUNE_SEGMENTS = 8
+
+
+def _pruned_store(root: Path) -> tuple[Store, pa.Table]:
+    """shop.lines: 8 segments of 100 rows (one file each), order_id ascending across them,
+    nulls in city and v; the store reads through Spark's files, never the driver-local
+    read (so the files a statement reads are its DataFrame's inputFiles)."""
+    from carbonstore.store import load_conf
+
+    store = Store(str(root / "store"),
+                  conf=load_conf().with_overrides({"carbon.read.local.rows": "0"}))
+    t = store.create_table("shop.lines", "order_id long not null, city string, v double")
+    parts = []
+    for k in range(_PRUNE_SEGMENTS):
+        ids = np.arange(k * 100, (k + 1) * 100)
+        parts.append(pa.table({
+            "order_id": ids,
+            "city": [None if i % 7 == 0 else f"c{i % 5}" for i in ids],
+            "v": [None if i % 11 == 0 else float(i % 50) / 4 for i in ids]}))
+    add_segments(t, parts, row_group_size=50, page_rows=10)
+    return store, pa.concat_tables(parts)
+
+
+def _files(store: Store) -> int:
+    return sum(len(list(Path(store.location).rglob(f"*.{ext}")))
+               for ext in ("parquet", "carbondata"))
+
+
+def test_a_filtered_read_by_name_reads_only_the_kept_files(spark: Any, tmp_path: Path) -> None:
+    store, _ = _pruned_store(tmp_path)
+    assert _files(store) == _PRUNE_SEGMENTS
+    carbonstore.spark.register(spark, store=store, tables=["shop.lines"])
+    df = spark.sql("SELECT order_id, city FROM shop.lines WHERE order_id = 123")
+    assert [tuple(r) for r in df.collect()] == [(123, "c3")]
+    read = df.inputFiles()
+    assert len(read) == 1 and "/shop/lines/" in read[0].replace("\\", "/")  # 1 file of 8
+    # a range keeps the segments it overlaps, a join prunes each side by its own filter
+    assert len(spark.sql("SELECT * FROM shop.lines WHERE order_id BETWEEN 250 AND 420")
+               .inputFiles()) == 3
+    joined = spark.sql("SELECT b.order_id FROM shop.lines a JOIN shop.lines b "
+                       "ON a.order_id + 700 = b.order_id WHERE a.order_id < 50 "
+                       "AND b.order_id >= 700")
+    assert sorted(r[0] for r in joined.collect()) == list(range(700, 750))
+    assert len(joined.inputFiles()) == 2  # a: segment 0, b: segment 7
+
+
+def test_reads_by_name_answer_every_scan_of_a_statement_and_a_reused_frame(
+        spark: Any, tmp_path: Path) -> None:
+    """What a pruning pushFilters would get wrong on PySpark 4.3 (docs/semantics.md,
+    "Spark's reader reuse"): two scans of one table in one statement, a frame reused with
+    and without a filter."""
+    store, _ = _pruned_store(tmp_path)
+    carbonstore.spark.register(spark, store=store, tables=["shop.lines"])
+    got = {r.k: r.n for r in spark.sql(
+        "SELECT 'a' AS k, count(*) AS n FROM shop.lines WHERE order_id = 5 UNION ALL "
+        "SELECT 'b', count(*) FROM shop.lines WHERE order_id = 705 UNION ALL "
+        "SELECT 'all', count(*) FROM shop.lines").collect()}
+    assert got == {"a": 1, "b": 1, "all": 800}
+    df = spark.sql("SELECT * FROM shop.lines")
+    assert df.where("order_id = 123").count() == 1
+    assert df.count() == 800
+    # time travel by name (Spark refuses it for a Python data source's table)
+    version = store.table("shop.lines").status.read().version
+    add_segments(store.table("shop.lines"), [pa.table(
+        {"order_id": np.arange(800, 810), "city": ["z"] * 10, "v": np.zeros(10)})])
+    assert spark.sql("SELECT count(*) FROM shop.lines").collect()[0][0] == 810
+    assert spark.sql(f"SELECT count(*) FROM shop.lines VERSION AS OF {version} "
+                     "WHERE city IS NULL").collect()[0][0] == 115
+
+
+def test_a_name_another_session_replaced_is_read_from_spark(spark: Any, tmp_path: Path) -> None:
+    """Spark's catalog is shared by the JVM's sessions: a registered name another session
+    dropped and re-created as a Parquet table is that table, not the store's."""
+    store, _ = _pruned_store(tmp_path)
+    carbonstore.spark.register(spark, store=store, tables=["shop.lines"])
+    assert spark.sql("SELECT count(*) FROM shop.lines WHERE order_id < 10").collect()[0][0] == 10
+    from carbonstore.spark import catalog
+
+    # Spark's own spark.sql, past register's routing: as another session's statements
+    other = getattr(spark, catalog._STATE_ATTR).original_sql
+    other("DROP TABLE shop.lines")
+    other(f"CREATE TABLE shop.lines USING parquet LOCATION '{tmp_path / 'pq'}' "
+          "AS SELECT 7L AS order_id")
+    try:
+        assert [tuple(r) for r in spark.sql(
+            "SELECT order_id FROM shop.lines WHERE order_id < 10").collect()] == [(7,)]
+    finally:
+        other("DROP TABLE shop.lines")
+
+
+_BY_NAME_LEAVES = st.one_of(
+    st.builds("order_id {} {}".format, st.sampled_from(["=", "<", "<=", ">", ">=", "<>"]),
+              st.integers(-5, 805)),
+    st.builds("v {} {}".format, st.sampled_from(["<", ">=", "=", "<>"]),
+              st.sampled_from(["-1", "0", "2.5", "12.25", "100"])),
+    st.builds("city = 'c{}'".format, st.integers(0, 5)),
+    st.builds("city IN ('c{}', 'c{}')".format, st.integers(0, 5), st.integers(0, 5)),
+    st.sampled_from(["city IS NULL", "v IS NULL", "v IS NOT NULL", "city LIKE 'c1%'",
+                     "order_id % 3 = 0", "length(city) = 2"]),
+)
+_BY_NAME_WHERE = st.recursive(
+    _BY_NAME_LEAVES,
+    lambda inner: st.one_of(st.builds("({}) AND ({})".format, inner, inner),
+                            st.builds("({}) OR ({})".format, inner, inner),
+                            st.builds("NOT ({})".format, inner)),
+    max_leaves=4)
+
+
+@pytest.fixture(scope="module")
+def by_name(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> tuple[Store, pa.Table]:
+    store, rows = _pruned_store(tmp_path_factory.mktemp("by_name"))
+    carbonstore.spark.register(spark, store=store, tables=["shop.lines"])
+    return store, rows
+
+
+@settings(max_examples=int(os.environ.get("CARBONSTORE_SCAN_EXAMPLES", "8")), deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(where=_BY_NAME_WHERE)
+def test_random_filters_by_name_equal_duckdb(spark: Any, by_name: Any, where: str) -> None:
+    _, rows = by_name
+    query = ("SELECT order_id, city, v FROM {t} WHERE {w} ORDER BY order_id")
+    got = [tuple(r) for r in spark.sql(query.format(t="shop.lines", w=where)).collect()]
+    con = duckdb.connect()
+    con.register("lines", rows)
+    want = con.execute(query.format(t="lines", w=where)).fetchall()
+    assert got == [tuple(r) for r in want], where
