@@ -42,7 +42,6 @@ import orjson
 from carbonstore.errors import (
     CommitConflictError,
     CorruptMetadataError,
-    SegmentNotFoundError,
     TableNotFoundError,
     UserError,
     VersionNotFoundError,
@@ -63,6 +62,7 @@ from carbonstore.store.entries import (
     now_ms,
     segment_sort_key,
 )
+from carbonstore.store.entry_view import EntryView
 from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TablePaths
@@ -71,12 +71,13 @@ from carbonstore.store.status_legacy import LegacyStatus, StatusHistory
 from carbonstore.store.versions import (
     CHECKPOINT_INTERVAL,
     State,
+    StatusChange,
     TableStatusSnapshot,
     VersionInfo,
     VersionRecord,
-    apply_record,
     corrupt_version,
     decode_header,
+    decode_info,
     decode_record,
     encode_version,
     next_version,
@@ -97,6 +98,7 @@ __all__ = [
     "RUNNING_STATUSES",
     "SUCCESS",
     "LoadEntry",
+    "StatusChange",
     "TableStatus",
     "TableStatusSnapshot",
     "VersionInfo",
@@ -278,44 +280,39 @@ class TableStatus:
                 if base is not None:
                     base_version = v
                     break
-        # The entries as a dict by load name, built only when a version changes them: a
-        # checkpoint's entries (or a delta's upserts onto no entries) are taken as they are
-        # (their load names are distinct: decoding checks that).
-        entries: dict[str, LoadEntry] = {}
-        listed: tuple[LoadEntry, ...] | None  # the entries, when no dict holds them yet
+        # The entries as a view (entry_view.py): the checkpoint's columns, checked but built
+        # only when used, plus the changes of the versions after it.
+        view: EntryView
         if base is None:
             rec = self._read_record(checkpoint)
             if rec.entries is None and rec.dropped:
                 # A DROP is written as a delta even at a checkpoint's number; nothing
                 # follows it and nothing reads its entries.
-                state = State((), rec.floor, rec.timestamp, dropped=True)
+                state = State(EntryView(()), rec.floor, rec.timestamp, dropped=True)
                 self._remember(version, state)
                 return state
             if rec.entries is None:
                 raise corrupt_version(self._version_path(checkpoint),
                                ValueError("a checkpoint version holds no entries"))
-            listed, last = rec.entries, rec
+            view, last = rec.entries, rec
             base_version = checkpoint
         else:
-            listed, last = base.entries, None
+            view, last = base.entries, None
         for v in range(base_version + 1, version + 1):
             rec = last = self._read_record(v)
             if rec.entries is not None:
-                listed = rec.entries
-            elif not rec.removes and not rec.upserts:
+                view = rec.entries
                 continue
-            elif listed is not None and not listed and not rec.removes:
-                listed = rec.upserts
-            else:
-                if listed is not None:
-                    entries, listed = {e.load_name: e for e in listed}, None
-                apply_record(entries, rec, self._version_path(v))
-        final = listed if listed is not None else tuple(entries.values())
+            try:
+                view = view.apply(rec.upserts, rec.removes)
+            except ValueError as err:
+                raise corrupt_version(self._version_path(v), err) from err
         if last is None:  # (no version after the cached one: not reached, the hit returned)
             assert base is not None
             state = base
         else:
-            state = State(final, last.floor, last.timestamp, last.dropped)
+            state = State(view, last.floor, last.timestamp, last.dropped,
+                          last.rows if last.rows_recorded else None)
         self._remember(version, state)
         return state
 
@@ -357,7 +354,7 @@ class TableStatus:
         if state.dropped:
             raise self._gone()
         return TableStatusSnapshot(state.entries, latest, state.floor, self.table_id,
-                                   state.timestamp)
+                                   state.timestamp, rows=state.rows)
 
     def log(self, limit: int | None = None) -> list[VersionInfo]:
         """Every version, oldest first; with ``limit``, only the newest ``limit`` of them
@@ -371,7 +368,14 @@ class TableStatus:
                 rows=sum(e.row_count - e.deleted_rows for e in snap.readable),
             )]
         first = 0 if limit is None else max(0, latest - max(0, limit) + 1)
-        return [self._read_record(v).info() for v in range(first, latest + 1)]
+        return [self._info(v) for v in range(first, latest + 1)]
+
+    def _info(self, version: int) -> VersionInfo:
+        """One version's history line, from its file's header (entries not decoded)."""
+        path, data = self._version_bytes(version)
+        if data is None:  # the chain is gapless up to the latest
+            raise corrupt_version(path, FileNotFoundError("the file is missing"))
+        return decode_info(data, path, version=version, table_id=self.table_id)
 
     def _time_of(self, version: int) -> int:
         """A version's timestamp: from the decoded states, else its file's header."""
@@ -436,7 +440,7 @@ class TableStatus:
         return self._put(0, encode_version(
             version=0, table_id=self.table_id, operation="CREATE", floor=id_floor,
             checkpoint=(), upserts=(), removes=(), base=(), timestamp=ts,
-        ), State((), id_floor, ts))
+        ), State(EntryView(()), id_floor, ts, rows=0))
 
     def _put(self, version: int, data: bytes, state: State) -> TableStatusSnapshot:
         try:
@@ -448,14 +452,14 @@ class TableStatus:
         self._remember(version, state)
         self._write_hint(version)
         return TableStatusSnapshot(state.entries, version, state.floor, self.table_id,
-                                   state.timestamp)
+                                   state.timestamp, rows=state.rows)
 
     def _retries(self) -> int:
         return max(1, self.locks.conf.get_int("carbon.tablestatus.commit.retries"))
 
     def update(
         self,
-        fn: Callable[[TableStatusSnapshot], list[LoadEntry]],
+        fn: Callable[[TableStatusSnapshot], list[LoadEntry] | StatusChange],
         *,
         operation: str = "UPDATE",
         remove: Callable[[LoadEntry], bool] | None = None,
@@ -464,7 +468,9 @@ class TableStatus:
     ) -> TableStatusSnapshot:
         """Commit a new version made by ``fn`` from the latest one (optimistically).
 
-        ``fn`` returns the new list of entries; it runs again on the fresh snapshot after
+        ``fn`` returns the new list of entries, or a ``StatusChange`` (the entries it adds
+        or replaces and the names it removes: the commit then never builds the other
+        entries of the table; see docs/tablestatus.md); it runs again on the fresh snapshot after
         a lost race, so it must derive everything from its argument and raise on a
         conflict. Entries for which ``remove`` is true are left out of the new version
         and appended to ``tablestatus.history``. When nothing changes, nothing is written
@@ -483,7 +489,7 @@ class TableStatus:
 
     def _commit(
         self,
-        fn: Callable[[TableStatusSnapshot], list[LoadEntry]],
+        fn: Callable[[TableStatusSnapshot], list[LoadEntry] | StatusChange],
         operation: str,
         remove: Callable[[LoadEntry], bool] | None,
         *, force: bool = False, files_removed: Callable[[], tuple[str, ...]] | None = None,
@@ -495,8 +501,14 @@ class TableStatus:
                 self._upgrade(base)
                 continue
             wanted = fn(base)
-            removed = [e for e in wanted if remove is not None and remove(e)]
-            kept = [e for e in wanted if not (remove is not None and remove(e))]
+            removed: list[LoadEntry] = []
+            kept: list[LoadEntry] | StatusChange = wanted
+            if isinstance(wanted, StatusChange):
+                if remove is not None:
+                    raise TypeError("update(remove=...) takes a list of entries, not a StatusChange")
+            elif remove is not None:
+                removed = [e for e in wanted if remove(e)]
+                kept = [e for e in wanted if not remove(e)]
             state, data = next_version(base, kept, operation, force=force, files_removed=(
                 files_removed() if files_removed is not None else ()))
             if data is None:
@@ -514,7 +526,7 @@ class TableStatus:
                 if removed:
                     self.history.append(removed)
                 return TableStatusSnapshot(state.entries, version, state.floor, self.table_id,
-                                           state.timestamp)
+                                           state.timestamp, rows=state.rows)
             time.sleep(min(1.0, 0.002 * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.5))
         raise CommitConflictError(
             f"could not commit to {self.paths.name}: {retries} attempts lost the race to "
@@ -536,7 +548,7 @@ class TableStatus:
             if base.legacy:
                 self._upgrade(base)
                 continue
-            state = State(base.entries, base.id_floor, version_time(base.timestamp), dropped=True)
+            state = State(base.view, base.id_floor, version_time(base.timestamp), dropped=True)
             data = encode_version(
                 version=base.version + 1, table_id=self.table_id, operation="DROP",
                 floor=base.id_floor, checkpoint=None, upserts=(), removes=(),
@@ -563,7 +575,7 @@ class TableStatus:
                 **fields,
             )
             holder.append(entry)
-            return [*snap.entries, entry]
+            return StatusChange(upserts=(entry,))
 
         self.update(add, operation="ALLOCATE")
         return holder[0]
@@ -572,17 +584,10 @@ class TableStatus:
         """Move one entry to ``status`` (checked against the allowed transitions)."""
         holder: list[LoadEntry] = []
 
-        def change(snap: TableStatusSnapshot) -> list[LoadEntry]:
+        def change(snap: TableStatusSnapshot) -> StatusChange:
             holder.clear()
-            out = []
-            for e in snap.entries:
-                if e.load_name == load_name:
-                    e = e.with_status(status, **changes)
-                    holder.append(e)
-                out.append(e)
-            if not holder:
-                raise SegmentNotFoundError(f"segment {load_name} does not exist")
-            return out
+            holder.append(snap.get(load_name).with_status(status, **changes))
+            return StatusChange(upserts=(holder[0],))
 
         self.update(change, operation="SET STATUS")
         return holder[0]
