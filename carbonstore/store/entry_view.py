@@ -1,13 +1,13 @@
 """A tablestatus version's entries, checked when read and built when used.
 
-A checkpoint of a big table holds its entries as columns (docs/tablestatus.md, "Entry
-columns"). Reading one checks every column at once, as decoding did (the same checks,
-the same errors), but builds a ``LoadEntry`` only for an entry that is asked for: the
-entry of one segment (a load's commit), the newest page (``show-segments --limit``), or
-all of them when a caller iterates. The versions after the checkpoint are applied as an
-overlay (the entries they change or add, the names they remove), so a commit costs the
-size of its change, not of the table, and the next checkpoint is written by splicing the
-overlay into the checkpoint's columns, never one Python object per segment.
+A checkpoint of a big table is an Arrow file (checkpoint_arrow.py). Reading one checks
+every column at once, as decoding did (the same checks), but builds a ``LoadEntry`` only
+for an entry that is asked for: the entry of one segment (a load's commit), the newest
+page (``show-segments --limit``), or all of them when a caller iterates. The versions
+after the checkpoint are applied as an overlay (the entries they change or add, the names
+they remove), so a commit costs the size of its change, not of the table, and the next
+checkpoint is the checkpoint's columns with the overlay spliced in, never one Python
+object per segment.
 
 An ``EntryView`` is immutable: ``apply`` returns a new view. Its order is the order of
 the entries as a dict by load name that every change is applied to: the checkpoint's
@@ -18,41 +18,27 @@ again).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, overload
+from typing import overload
 
-import orjson
+import numpy as np
+import pyarrow as pa
 
-from carbonstore.store.entries import (
-    KNOWN_KEYS,
-    PLAIN_KEYS,
-    READABLE_STATUSES,
-    LoadEntry,
-    build_plain,
-    check_plain_columns,
-    decode_entry_columns,
-    encode_entry_columns,
-    segment_sort_key,
-)
-from carbonstore.store.entry_extras import EXTRA_COLUMNS, check_extra_columns
+from carbonstore.store.checkpoint_arrow import ArrowBase, entries_table
+from carbonstore.store.entries import LoadEntry, segment_sort_key
 
-__all__ = ["EntryView", "view_of_columns"]
-
-_Extras = list[tuple[str, list[Any], list[int]]]
+__all__ = ["EntryView"]
 
 
 class EntryView(Sequence[LoadEntry]):
-    """The entries of one version: a base (checked columns, or entries) plus an overlay."""
+    """The entries of one version: a base (a checkpoint's columns, or entries) plus an overlay."""
 
-    __slots__ = ("_all", "_appended", "_base", "_changed", "_cols", "_extras", "_index",
-                 "_n", "_removed", "_rows")
+    __slots__ = ("_all", "_appended", "_arrow", "_base", "_changed", "_index", "_n", "_removed", "_rows")
 
-    def __init__(self, base: Sequence[LoadEntry] | None, cols: list[Sequence[Any]] | None = None,
-                 extras: _Extras | None = None) -> None:
-        self._base = tuple(base) if base is not None else None
-        self._cols = cols
-        self._extras = extras or []
-        self._n = len(self._base) if self._base is not None else len(cols[0]) if cols else 0
-        self._rows: list[LoadEntry | None] | None = None
+    def __init__(self, base: Sequence[LoadEntry] | ArrowBase) -> None:
+        self._arrow = base if isinstance(base, ArrowBase) else None
+        self._base = None if self._arrow is not None else tuple(base)  # type: ignore[arg-type]
+        self._n = self._arrow.n if self._arrow is not None else len(self._base or ())
+        self._rows: dict[int, LoadEntry] = {}  # arrow rows built so far
         self._index: dict[str, int] | None = None
         self._changed: dict[str, LoadEntry | None] = {}  # base names: the new entry, None: removed
         self._appended: dict[str, LoadEntry] = {}  # names not in the base (or removed and added again)
@@ -65,44 +51,39 @@ class EntryView(Sequence[LoadEntry]):
 
     # ---- the base ---------------------------------------------------------------------------
     def _base_names(self) -> Sequence[str]:
-        if self._cols is not None:
-            return self._cols[0]
-        assert self._base is not None
-        return [e.load_name for e in self._base]
+        if self._arrow is not None:
+            return self._arrow.names()
+        return [e.load_name for e in self._base or ()]
 
-    def _index_of(self) -> dict[str, int]:
+    def _position(self, name: str) -> int | None:
+        if self._arrow is not None and self._index is None:
+            return self._arrow.position(name)
         if self._index is None:
-            names = self._base_names()
-            self._index = dict(zip(names, range(len(names)), strict=True))
-        return self._index
+            self._index = {e.load_name: i for i, e in enumerate(self._base or ())}
+        return self._index.get(name)
+
+    def _positions(self, names: Sequence[str]) -> dict[str, int]:
+        """The base positions of those of ``names`` that are base entries."""
+        if self._arrow is not None and self._index is None and len(names) > 16:
+            self._index = self._arrow.index()
+        return {n: i for n in names if (i := self._position(n)) is not None}
 
     def _base_row(self, i: int) -> LoadEntry:
         if self._base is not None:
             return self._base[i]
-        if self._rows is None:
-            self._rows = [None] * self._n
-        e = self._rows[i]
+        e = self._rows.get(i)
         if e is None:
-            assert self._cols is not None
-            e = build_plain(*[[c[i]] for c in self._cols])[0]
-            x = {key: values[index[i]] for key, values, index in self._extras if index[i] >= 0}
-            if x:
-                object.__setattr__(e, "extra", x)
-            self._rows[i] = e
+            assert self._arrow is not None
+            e = self._rows[i] = self._arrow.row(i)
         return e
 
     def _base_entries(self) -> tuple[LoadEntry, ...]:
         if self._base is None:
-            assert self._cols is not None
-            built = build_plain(*self._cols)
-            for key, values, index in self._extras:
-                for e, i in zip(built, index, strict=True):
-                    if i >= 0:  # build_plain gives each entry a dict of its own
-                        e.extra[key] = values[i]
-            if self._rows is not None:  # entries handed out before stay the same objects
-                built = tuple(r if r is not None else b for r, b in zip(self._rows, built, strict=True))
+            assert self._arrow is not None
+            built = self._arrow.all()
+            if self._rows:  # entries handed out before stay the same objects
+                built = tuple(self._rows.get(i, b) for i, b in enumerate(built))
             self._base = built
-            self._rows = None
         return self._base
 
     # ---- the entries ------------------------------------------------------------------------
@@ -152,15 +133,12 @@ class EntryView(Sequence[LoadEntry]):
 
     def find(self, name: str) -> LoadEntry | None:
         """The entry of segment ``name`` (None: no such entry); builds only that one."""
-        if self._all is not None and self._base is not None and not self._changed and not self._appended:
-            i = self._index_of().get(name)
-            return None if i is None else self._base[i]
         e = self._appended.get(name)
         if e is not None:
             return e
         if name in self._changed:
             return self._changed[name]
-        i = self._index_of().get(name)
+        i = self._position(name)
         return None if i is None else self._base_row(i)
 
     def names(self) -> list[str]:
@@ -189,14 +167,19 @@ class EntryView(Sequence[LoadEntry]):
                 skip -= 1
             else:
                 out.append(e)
-        names = self._base_names()
+        removed = {n for n, e in self._changed.items() if e is None}
+        changed = self._changed
+        names = self._arrow.cols["loadName"] if self._arrow is not None else None
         for i in range(self._n - 1, -1, -1):
             if len(out) >= limit:
                 break
-            name = names[i]
-            e = self._changed[name] if name in self._changed else self._base_row(i)
-            if e is None:
-                continue
+            if changed:
+                name = names[i].as_py() if names is not None else self._base_row(i).load_name
+                if name in removed:
+                    continue
+                e = changed.get(name) or self._base_row(i)
+            else:
+                e = self._base_row(i)
             if skip:
                 skip -= 1
             else:
@@ -204,27 +187,19 @@ class EntryView(Sequence[LoadEntry]):
         return out
 
     def next_id_from(self, floor: int) -> int:
-        """``max(floor, largest integer part of any load name + 1)``, from the names."""
-        names = self.names()
-        if not names:
-            return floor
-        joined = "".join(names)
-        if joined.isascii() and joined.isdigit():
-            return max(floor, max(map(int, names)) + 1)
-        return max(floor, max(segment_sort_key(n)[0] for n in names) + 1)
+        """``max(floor, largest integer part of any load name + 1)``."""
+        over = [segment_sort_key(n)[0] + 1 for n in (*self._changed, *self._appended)]
+        if self._arrow is not None:
+            return max([floor, self._arrow.max_id() + 1, *over])
+        return max([floor, *over, *(segment_sort_key(e.load_name)[0] + 1 for e in self._base or ())])
 
     def readable_stats(self) -> tuple[int, int]:
         """(readable entries, their live rows), from the columns where no entry is built."""
-        if self._cols is None or self._all is not None:
+        if self._arrow is None or self._all is not None:
             live = [e for e in self if e.readable]
             return len(live), sum(e.row_count - e.deleted_rows for e in live)
-        names, statuses, rows, visible = self._cols[0], self._cols[1], self._cols[6], self._cols[10]
-        changed, count, total = self._changed, 0, 0
-        for name, status, n, vis in zip(names, statuses, rows, visible, strict=True):
-            if status in READABLE_STATUSES and vis != "false" and name not in changed:
-                count += 1
-                total += n or 0
-        for e in (*(e for e in changed.values() if e is not None), *self._appended.values()):
+        count, total = self._arrow.readable_stats(list(self._changed))
+        for e in (*(e for e in self._changed.values() if e is not None), *self._appended.values()):
             if e.readable:
                 count += 1
                 total += e.row_count - e.deleted_rows
@@ -239,15 +214,15 @@ class EntryView(Sequence[LoadEntry]):
         """
         if not upserts and not removes:
             return self
+        positions = self._positions([*removes, *(e.load_name for e in upserts)])
         new = EntryView.__new__(EntryView)
-        new._base, new._cols, new._extras, new._n = self._base, self._cols, self._extras, self._n
-        new._rows, new._index = self._rows, self._index_of()
+        new._arrow, new._base, new._n, new._rows, new._index = (
+            self._arrow, self._base, self._n, self._rows, self._index)
         changed, appended, removed = dict(self._changed), dict(self._appended), self._removed
-        index = new._index
         for name in removes:
             if name in appended:
                 del appended[name]
-            elif name in index and changed.get(name, name) is not None:
+            elif name in positions and changed.get(name, name) is not None:
                 changed[name] = None
                 removed += 1
             else:
@@ -256,101 +231,30 @@ class EntryView(Sequence[LoadEntry]):
             name = e.load_name
             if name in appended or (name in changed and changed[name] is None):
                 appended[name] = e  # in place, or (removed and added again) last
-            elif name in index:
+            elif name in positions:
                 changed[name] = e
             else:
                 appended[name] = e
         new._changed, new._appended, new._removed, new._all = changed, appended, removed, None
         return new
 
-    def rebased(self, columns: dict[str, Any]) -> EntryView:
-        """This view's entries over ``columns`` (what ``to_columns`` wrote for it): the
-        overlay does not grow past a checkpoint. Entries built so far are kept."""
-        view = view_of_columns(columns)
-        if view._cols is None:
-            return self
-        return view
+    def to_table(self) -> pa.Table:
+        """Every entry as a checkpoint's table: the base columns with the overlay spliced
+        in (no entry of the base is built)."""
+        if self._arrow is None:
+            return entries_table(self.as_tuple())
+        spots = sorted((i, n) for n, i in self._positions(list(self._changed)).items())
+        live = [(i, self._changed[n]) for i, n in spots if self._changed[n] is not None]
+        dead = [i for i, n in spots if self._changed[n] is None]
+        over = entries_table([*(e for _, e in live), *self._appended.values()])  # type: ignore[misc]
+        n, k = self._n, len(live)
+        take = np.arange(n, dtype=np.int64)
+        take[[i for i, _ in live]] = n + np.arange(k, dtype=np.int64)
+        take = np.concatenate([np.delete(take, dead), n + k + np.arange(len(self._appended), dtype=np.int64)])
+        both = pa.concat_tables([self._arrow.table(), over])
+        return both.take(pa.array(take))
 
-    def to_columns(self) -> dict[str, Any] | None:
-        """Every entry as ``entryColumns`` (None: an entry's extras need rows): the base
-        columns with the overlay spliced in, building no entry of the base."""
-        if self._cols is None:
-            return encode_entry_columns(self.as_tuple())
-        index = self._index_of()
-        spots = sorted((index[name], name) for name in self._changed)
-        over_entries = [e for _, name in spots if (e := self._changed[name]) is not None]
-        over_entries.extend(self._appended.values())
-        over = encode_entry_columns(over_entries)
-        if over is None:
-            return None
-        live = [self._changed[name] is not None for _, name in spots]
-        positions = [i for i, _ in spots]
-
-        def splice(base: Sequence[Any], extra: Sequence[Any]) -> list[Any]:
-            out: list[Any] = []
-            prev = k = 0
-            for pos, keep in zip(positions, live, strict=True):
-                out += base[prev:pos]
-                if keep:
-                    out.append(extra[k])
-                    k += 1
-                prev = pos + 1
-            out += base[prev:]
-            out += extra[k:]
-            return out
-
-        m = len(over_entries)
-        columns: dict[str, Any] = {key: splice(col, over[key]) for key, col in zip(PLAIN_KEYS, self._cols, strict=True)}
-        if "deleteDeltas" in over:
-            columns["deleteDeltas"] = splice([None] * self._n, over["deleteDeltas"])
-        extras = _splice_extras(self._extras, over.get(EXTRA_COLUMNS, {}), self._n, m, splice)
-        if extras:
-            columns[EXTRA_COLUMNS] = extras
-        return columns
-
-
-def _splice_extras(base: _Extras, over: dict[str, Any], n: int, m: int, splice: Any) -> dict[str, Any]:
-    """The dictionary-encoded extras of the base and of the overlay, as one."""
-    out: dict[str, Any] = {}
-    by_key = {key: (values, index) for key, values, index in base}
-    for key in [*by_key, *(k for k in over if k not in by_key)]:
-        values, index = by_key.get(key, ([], [-1] * n))
-        values = list(values)
-        seen = {orjson.dumps(v, option=orjson.OPT_SORT_KEYS): i for i, v in enumerate(values)}
-        col = over.get(key)
-        mapped = [-1] * m
-        if col is not None:
-            for j, i in enumerate(col["index"]):
-                if i < 0:
-                    continue
-                v = col["values"][i]
-                token = orjson.dumps(v, option=orjson.OPT_SORT_KEYS)
-                if token not in seen:
-                    seen[token] = len(values)
-                    values.append(v)
-                mapped[j] = seen[token]
-        out[key] = {"values": values, "index": splice(index, mapped)}
-    return out
-
-
-def view_of_columns(columns: Any) -> EntryView:
-    """``decode_entry_columns`` of ``entryColumns``, every check made now, entries built
-    when used (plain entries; any other kind is decoded at once, as before).
-
-    Raises:
-        ValueError: as ``decode_entry_columns``.
-    """
-    if type(columns) is not dict:
-        raise ValueError("entry columns must be a JSON object")
-    plain = {k: v for k, v in columns.items() if k != EXTRA_COLUMNS}
-    if (
-        plain.keys() <= KNOWN_KEYS and all(type(c) is list for c in plain.values())
-        and len(set(map(len, plain.values()))) == 1 and not any(plain.get("deleteDeltas") or ())
-    ):
-        n = len(plain["loadName"]) if "loadName" in plain else 0
-        missing = [None] * n
-        checked = check_plain_columns([plain.get(key, missing) for key in PLAIN_KEYS])
-        if checked is not None:
-            extras = columns.get(EXTRA_COLUMNS)
-            return EntryView(None, checked, check_extra_columns(extras, n, KNOWN_KEYS) if extras is not None else None)
-    return EntryView(decode_entry_columns(columns))
+    def rebased(self, base: ArrowBase) -> EntryView:
+        """This view's entries over ``base`` (the checkpoint just written of them): the
+        overlay does not grow past a checkpoint."""
+        return EntryView(base)

@@ -29,15 +29,14 @@ its folder is gone and the put fails. A table written by the earlier single-file
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
-
-import orjson
 
 from carbonstore.errors import (
     CommitConflictError,
@@ -46,6 +45,7 @@ from carbonstore.errors import (
     UserError,
     VersionNotFoundError,
 )
+from carbonstore.store.checkpoint_arrow import checkpoint_name, decode_checkpoint, encode_checkpoint
 from carbonstore.store.entries import (
     ALL_STATUSES,
     COMPACTED,
@@ -66,6 +66,7 @@ from carbonstore.store.entry_view import EntryView
 from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TablePaths
+from carbonstore.store.status_latest import find_latest, version_path, write_hint
 from carbonstore.store.status_leases import LeaseFiles
 from carbonstore.store.status_legacy import LegacyStatus, StatusHistory
 from carbonstore.store.versions import (
@@ -79,6 +80,7 @@ from carbonstore.store.versions import (
     decode_header,
     decode_info,
     decode_record,
+    encode_record,
     encode_version,
     next_version,
     version_at,
@@ -107,9 +109,9 @@ __all__ = [
     "segment_sort_key",
 ]
 
-_HINT = "_latest.json"
+log = logging.getLogger(__name__)
+
 _COURTESY_WAIT = 0.5  # seconds a commit waits for the courtesy lock before going ahead
-_DIGITS = 20
 
 # (log folder, version) -> decoded state; states are immutable, so sharing them is safe.
 _STATES: OrderedDict[tuple[str, int], State] = OrderedDict()
@@ -156,11 +158,7 @@ class TableStatus:
         return StatusHistory(self.paths)
 
     def _version_path(self, version: int) -> str:
-        return f"{self.log_dir}/{version:0{_DIGITS}d}.json"
-
-    @property
-    def _hint_path(self) -> str:
-        return f"{self.log_dir}/{_HINT}"
+        return version_path(self.log_dir, version)
 
     # ---- reading ---------------------------------------------------------------------------
     def _gone(self) -> TableNotFoundError:
@@ -180,70 +178,19 @@ class TableStatus:
         LegacyStatus(self.paths, self.table_id, self.legacy_schema, self.log_dir).upgrade(
             legacy, self._version_path(0))
 
-    def _listed_versions(self) -> list[int]:
-        out = []
-        for info in self.paths.sfs.list_dir(self.log_dir):
-            stem = info.base_name.removesuffix(".json")
-            if info.is_file and len(stem) == _DIGITS and stem.isdigit():
-                out.append(int(stem))
-        return sorted(out)
-
     def _latest(self) -> int | None:
         """The latest version; None when the log does not exist (a legacy table)."""
-        sfs = self.paths.sfs
-        start: int | None = None
-        try:
-            hint = orjson.loads(sfs.read_bytes(self._hint_path))
-            if isinstance(hint, dict) and type(hint.get("version")) is int and hint["version"] >= 0:
-                start = hint["version"]
-        except FileNotFoundError:
-            pass
-        except (orjson.JSONDecodeError, OSError):  # a damaged hint is only a slower start
-            start = None
-        hint_version = start
         with _cache_lock:
             known = _NEWEST.get(self.log_dir)
-        if start is None or (known is not None and known >= start):
-            # Seen by this process, so it exists (versions are never deleted) - unless the
-            # whole log went with a drop, which a missing hint makes worth a look.
-            start = known
-            if start is not None and hint_version is None and not sfs.exists(
-                self._version_path(start)
-            ):
-                start = None
-        elif not sfs.exists(self._version_path(start)):
-            start = -start - 1  # the hint names a version that is not there (see below)
-        if start is None or start < 0:
-            hinted = None if start is None else -start - 1
-            if not sfs.is_dir(self.log_dir):
-                return None
-            listed = self._listed_versions()
-            if hinted is not None and (not listed or listed[-1] < hinted):
-                # The hint is written after its version exists and versions are never
-                # deleted: the newest commit's file was lost. Never answer from older ones.
-                raise corrupt_version(self._version_path(hinted), FileNotFoundError("it is missing"))
-            if not listed:
-                raise CorruptMetadataError(
-                    f"tablestatus log {self.log_dir} holds no version; the table's creation "
-                    "did not finish - drop the table and create it again"
-                )
-            start = listed[-1]
-        n = start
-        while sfs.exists(self._version_path(n + 1)):
-            n += 1
-        if n - start >= 8:  # keep later fresh readers from probing as far
-            self._write_hint(n)
-        with _cache_lock:
-            if _NEWEST.get(self.log_dir, -1) < n:
-                _NEWEST[self.log_dir] = n
+        n = find_latest(self.paths.sfs, self.log_dir, known)
+        if n is not None:
+            with _cache_lock:
+                if _NEWEST.get(self.log_dir, -1) < n:
+                    _NEWEST[self.log_dir] = n
         return n
 
     def _write_hint(self, version: int) -> None:
-        try:
-            self.paths.sfs.write_atomic(self._hint_path, orjson.dumps({"version": version}),
-                                        durable=False)
-        except OSError:  # a hint is never needed for correctness
-            pass
+        write_hint(self.paths.sfs, self.log_dir, version)
 
     def _version_bytes(self, version: int) -> tuple[str, bytes | None]:
         """A version file's path and bytes (None: no such file in a log that exists)."""
@@ -283,21 +230,33 @@ class TableStatus:
         # The entries as a view (entry_view.py): the checkpoint's columns, checked but built
         # only when used, plus the changes of the versions after it.
         view: EntryView
+        last: VersionRecord | None = None
         if base is None:
-            rec = self._read_record(checkpoint)
-            if rec.entries is None and rec.dropped:
-                # A DROP is written as a delta even at a checkpoint's number; nothing
-                # follows it and nothing reads its entries.
-                state = State(EntryView(()), rec.floor, rec.timestamp, dropped=True)
-                self._remember(version, state)
-                return state
-            if rec.entries is None:
-                raise corrupt_version(self._version_path(checkpoint),
-                               ValueError("a checkpoint version holds no entries"))
-            view, last = rec.entries, rec
-            base_version = checkpoint
+            c = checkpoint
+            while True:
+                got = self._arrow_checkpoint(c) if c > 0 else None
+                if got is not None:
+                    view = got
+                    last = self._read_record(c) if c == version else None
+                    break
+                rec = self._read_record(c)
+                if rec.entries is not None:  # version 0, or a checkpoint of the JSON format
+                    view, last = rec.entries, rec
+                    break
+                if rec.dropped and c == version:
+                    # A DROP is written as a delta even at a checkpoint's number; nothing
+                    # follows it and nothing reads its entries.
+                    state = State(EntryView(()), rec.floor, rec.timestamp, dropped=True)
+                    self._remember(version, state)
+                    return state
+                if c == 0:
+                    raise corrupt_version(self._version_path(0), ValueError("version 0 holds no entries"))
+                # Its checkpoint was never written (its writer was killed after the commit):
+                # the one before it, and the versions in between.
+                c -= CHECKPOINT_INTERVAL
+            base_version = c
         else:
-            view, last = base.entries, None
+            view = base.entries
         for v in range(base_version + 1, version + 1):
             rec = last = self._read_record(v)
             if rec.entries is not None:
@@ -315,6 +274,33 @@ class TableStatus:
                           last.rows if last.rows_recorded else None)
         self._remember(version, state)
         return state
+
+    def _arrow_checkpoint(self, version: int) -> EntryView | None:
+        """The entries of the Arrow checkpoint of ``version`` (None: it has none)."""
+        path = f"{self.log_dir}/{checkpoint_name(version)}"
+        try:
+            data = self.paths.sfs.read_bytes(path)
+        except FileNotFoundError:
+            return None
+        try:
+            return EntryView(decode_checkpoint(data, table_id=self.table_id, version=version))
+        except ValueError as err:
+            raise corrupt_version(path, err) from err
+
+    def _write_checkpoint(self, version: int, state: State) -> State:
+        """Write the Arrow checkpoint of ``version`` (just committed); the state then reads
+        from it. A failure only leaves readers one checkpoint further back."""
+        crash_point("tablestatus.before_checkpoint")
+        try:
+            data, arrow = encode_checkpoint(state.entries.to_table(), table_id=self.table_id,
+                                            version=version)
+            self.paths.sfs.put_if_absent(f"{self.log_dir}/{checkpoint_name(version)}", data)
+        except (OSError, ValueError):
+            log.warning("tablestatus checkpoint %s of %s not written", version, self.paths.name,
+                        exc_info=True)
+            return state
+        crash_point("tablestatus.after_checkpoint")
+        return replace(state, entries=EntryView(arrow))
 
     def _remember(self, version: int, state: State) -> None:
         with _cache_lock:
@@ -521,6 +507,8 @@ class TableStatus:
             if won:
                 crash_point("tablestatus.after_write")
                 version = base.version + 1
+                if version % CHECKPOINT_INTERVAL == 0:
+                    state = self._write_checkpoint(version, state)
                 self._remember(version, state)
                 self._write_hint(version)
                 if removed:
@@ -549,10 +537,10 @@ class TableStatus:
                 self._upgrade(base)
                 continue
             state = State(base.view, base.id_floor, version_time(base.timestamp), dropped=True)
-            data = encode_version(
+            data = encode_record(
                 version=base.version + 1, table_id=self.table_id, operation="DROP",
-                floor=base.id_floor, checkpoint=None, upserts=(), removes=(),
-                base=base.entries, timestamp=state.timestamp, dropped=True, new=base.entries,
+                floor=base.id_floor, timestamp=state.timestamp, added=[], removed=[],
+                rows=base.readable_rows(), checkpoint=None, upserts=(), removes=(), dropped=True,
             )
             try:
                 if self.paths.sfs.put_if_absent(self._version_path(base.version + 1), data):

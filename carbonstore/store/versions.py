@@ -41,7 +41,7 @@ from carbonstore.store.entries import (
     segment_sort_key,
 )
 from carbonstore.store.entry_extras import EXTRA_COLUMNS
-from carbonstore.store.entry_view import EntryView, view_of_columns
+from carbonstore.store.entry_view import EntryView
 from carbonstore.store.leases import writer_identity
 from carbonstore.store.status_snapshot import StatusChange, TableStatusSnapshot
 
@@ -83,7 +83,12 @@ COLUMNS_FROM = 128
 #: entry columns that also hold the keys beyond CarbonData's (``extraColumns``,
 #: store/entry_extras.py): a reader that knows only 1 and 2 refuses such a file
 EXTRAS_FORMAT_VERSION = 3
-_FORMAT_VERSIONS = (FORMAT_VERSION, COLUMNS_FORMAT_VERSION, EXTRAS_FORMAT_VERSION)
+#: a version at a checkpoint's number that is a delta: its checkpoint is an Arrow file
+#: written after it (checkpoint_arrow.py); a reader that knows only 1 to 3 refuses it
+#: rather than take it for a checkpoint
+ARROW_CHECKPOINTS_FORMAT_VERSION = 4
+_FORMAT_VERSIONS = (FORMAT_VERSION, COLUMNS_FORMAT_VERSION, EXTRAS_FORMAT_VERSION,
+                    ARROW_CHECKPOINTS_FORMAT_VERSION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,10 +222,11 @@ def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> Ver
         obj = _checked_object(data, version=version, table_id=table_id)
         parent = obj.get("parent")
         entries = None
-        columns = obj.get("formatVersion") in (COLUMNS_FORMAT_VERSION, EXTRAS_FORMAT_VERSION)
+        columns = obj.get("formatVersion") in (COLUMNS_FORMAT_VERSION, EXTRAS_FORMAT_VERSION,
+                                               ARROW_CHECKPOINTS_FORMAT_VERSION)
         if obj.get("checkpoint"):
-            entries = (view_of_columns(obj["entryColumns"])
-                       if columns and "entryColumns" in obj else EntryView(decode_entries(obj["entries"])))
+            entries = EntryView(decode_entry_columns(obj["entryColumns"])
+                                if columns and "entryColumns" in obj else decode_entries(obj["entries"]))
         if columns and "upsertColumns" in obj:
             upserts = decode_entry_columns(obj["upsertColumns"])
         else:
@@ -329,15 +335,11 @@ def next_version(
     floor = max([base.id_floor, *(segment_sort_key(e.load_name)[0] + 1 for e in upserts)])
     version = base.version + 1
     ts = version_time(base.timestamp)
-    checkpoint = version % CHECKPOINT_INTERVAL == 0
-    data, columns = encode_record(
+    data = encode_record(
         version=version, table_id=base.table_id, operation=operation, floor=floor,
-        timestamp=ts, added=added, removed=removed, rows=rows,
-        checkpoint=final if checkpoint else None, upserts=upserts, removes=removes,
-        files_removed=files_removed,
+        timestamp=ts, added=added, removed=removed, rows=rows, checkpoint=None,
+        upserts=upserts, removes=removes, files_removed=files_removed,
     )
-    if columns is not None:  # the overlay starts again from the checkpoint just written
-        final = final.rebased(columns)
     return State(final, floor, ts, rows=rows), data
 
 
@@ -438,7 +440,7 @@ def encode_version(
     final = checkpoint if new is None else new
     before = {e.load_name for e in base if e.readable}
     after = {e.load_name for e in final or () if e.readable}
-    data, _ = encode_record(
+    return encode_record(
         version=version, table_id=table_id, operation=operation, floor=floor, timestamp=timestamp,
         added=sorted(after - before, key=segment_sort_key),
         removed=sorted(before - after, key=segment_sort_key),
@@ -446,7 +448,6 @@ def encode_version(
         checkpoint=None if checkpoint is None else EntryView(checkpoint), upserts=upserts,
         removes=removes, dropped=dropped, files_removed=files_removed,
     )
-    return data
 
 
 def encode_record(
@@ -464,8 +465,10 @@ def encode_record(
     removes: tuple[str, ...],
     dropped: bool = False,
     files_removed: tuple[str, ...] = (),
-) -> tuple[bytes, dict[str, Any] | None]:
-    """A version's bytes, and its checkpoint's ``entryColumns`` when it wrote them."""
+) -> bytes:
+    """A version's bytes. ``checkpoint``: every entry, as version 0 holds them; any other
+    version is a delta, and at a checkpoint's number it says ``formatVersion`` 4 (its
+    checkpoint is an Arrow file written after it)."""
     obj: dict[str, Any] = {
         "formatVersion": FORMAT_VERSION,
         "tableId": table_id,
@@ -485,11 +488,13 @@ def encode_record(
     if files_removed:  # only then: versions without it read as before
         obj["filesRemoved"] = list(files_removed)
     if checkpoint is not None:
-        columns = checkpoint.to_columns() if len(checkpoint) >= COLUMNS_FROM else None
+        columns = encode_entry_columns(checkpoint) if len(checkpoint) >= COLUMNS_FROM else None
     else:
         columns = encode_entry_columns(upserts) if len(upserts) >= COLUMNS_FROM else None
     if columns is not None:
         obj["formatVersion"] = EXTRAS_FORMAT_VERSION if EXTRA_COLUMNS in columns else COLUMNS_FORMAT_VERSION
+    if checkpoint is None and version > 0 and version % CHECKPOINT_INTERVAL == 0:
+        obj["formatVersion"] = ARROW_CHECKPOINTS_FORMAT_VERSION
     if checkpoint is not None:
         if columns is not None:
             obj["entryColumns"] = columns
@@ -501,4 +506,4 @@ def encode_record(
         else:
             obj["upserts"] = [e.to_json() for e in upserts]
         obj["removes"] = list(removes)
-    return with_checksum(orjson.dumps(obj)), columns if checkpoint is not None else None
+    return with_checksum(orjson.dumps(obj))
