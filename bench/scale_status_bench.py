@@ -20,7 +20,7 @@ processes of it):
 
 Usage::
 
-    python bench/scale_status_bench.py build --segments 100000 --out /work/tmp/ss100k [--delta]
+    python bench/scale_status_bench.py build --segments 100000 --out /work/tmp/ss100k [--delta] [--format json]
     python bench/scale_status_bench.py op open --store /work/tmp/ss100k
     python -m carbonstore --store /work/tmp/ss100k show-segments scale.t --limit 20
     python -m carbonstore --store /work/tmp/ss100k history scale.t --limit 20
@@ -41,10 +41,18 @@ SCHEMA = "id long not null, k string, v double, d date"
 SPEC = {"fields": [{"source": "d", "transform": "day", "sourceId": 4}]}
 
 
-def build(out: str, segments: int, per_commit: int, delta: bool) -> None:
+def build(out: str, segments: int, per_commit: int, delta: bool, fmt: str) -> None:
     from carbonstore import Store
     from carbonstore.store.tablestatus import CHECKPOINT_INTERVAL, SUCCESS, LoadEntry, now_ms
     from carbonstore.store.versions import encode_version
+
+    if fmt == "arrow":
+        from carbonstore.store.checkpoint_arrow import (
+            checkpoint_name,
+            encode_checkpoint,
+            entries_table,
+        )
+        from carbonstore.store.versions import encode_record
 
     t0 = time.perf_counter()
     store = Store(out)
@@ -65,14 +73,26 @@ def build(out: str, segments: int, per_commit: int, delta: bool) -> None:
                 index_size=4096, segment_file=f"{s}_{start + 10 * s}.carbonindexmerge",
                 extra={"writer": "bench:1", "schemaVersion": 0, "partitioning": SPEC},
             ))
-        before = tuple(entries)
-        entries.extend(new)
         version += 1
+        stamp = start + 10 * min(segments - 1, first + per_commit)
+        if fmt == "arrow":  # every version a delta; an Arrow checkpoint after every 50th
+            entries.extend(new)
+            data = encode_record(
+                version=version, table_id=status.table_id, operation="LOAD", floor=len(entries),
+                timestamp=stamp, added=[e.load_name for e in new], removed=[],
+                rows=sum(e.row_count for e in entries), checkpoint=None, upserts=tuple(new), removes=())
+            assert sfs.put_if_absent(status._version_path(version), data)
+            if version % CHECKPOINT_INTERVAL == 0:
+                cp, _ = encode_checkpoint(entries_table(entries), table_id=status.table_id, version=version)
+                assert sfs.put_if_absent(f"{status.log_dir}/{checkpoint_name(version)}", cp)
+            continue
+        before = tuple(entries)  # the format before: every 50th version a JSON checkpoint
+        entries.extend(new)
         checkpoint = tuple(entries) if version % CHECKPOINT_INTERVAL == 0 else None
         data = encode_version(
             version=version, table_id=status.table_id, operation="LOAD", floor=len(entries),
             checkpoint=checkpoint, upserts=tuple(new), removes=(), base=before,
-            timestamp=start + 10 * min(segments - 1, first + per_commit), new=tuple(entries),
+            timestamp=stamp, new=tuple(entries),
         )
         assert sfs.put_if_absent(status._version_path(version), data)
     status._write_hint(version)
@@ -209,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--per-commit", type=int, default=100)
     b.add_argument("--out", required=True)
     b.add_argument("--delta", action="store_true")
+    b.add_argument("--format", choices=("arrow", "json"), default="arrow",
+                   help="json: JSON checkpoints inside the version files (the format before)")
     o = sub.add_parser("op")
     o.add_argument("name")
     o.add_argument("--store", required=True)
@@ -222,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.path.exists(os.path.join(args.out, "scale")):
             print(f"{args.out} already holds a table", file=sys.stderr)
             return 2
-        build(args.out, args.segments, max(1, args.per_commit), args.delta)
+        build(args.out, args.segments, max(1, args.per_commit), args.delta, args.format)
     elif args.cmd == "op":
         print(json.dumps(op(args.name, args.store, args.version, args.commits)))
     else:

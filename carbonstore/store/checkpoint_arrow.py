@@ -53,6 +53,8 @@ _FILE_TYPES = {**_TYPES, "extra": pa.dictionary(pa.int32(), pa.string())}
 _NOT_NULL = ("loadName", "loadStatus", "loadStartTime", "dataSize", "indexSize", "rowCount",
              "badRecordCount", "visibility", "majorCompacted", "fileFormat")
 _NAME_RE = r"^[0-9]+(\.[0-9]+)?$"
+_STATUS_RE = "^(" + "|".join(ALL_STATUSES) + ")$"
+_READABLE_RE = "^(" + "|".join(sorted(READABLE_STATUSES)) + ")$"
 
 
 def checkpoint_name(version: int) -> str:
@@ -131,6 +133,23 @@ def decode_checkpoint(data: bytes, *, table_id: str, version: int) -> ArrowBase:
     return ArrowBase(table.combine_chunks())
 
 
+# numpy views of Arrow buffers: Array.to_numpy would import pandas (most of a second of a
+# fresh process), and these arrays have no nulls (checked, or made by kernels from such).
+def _bits(arr: pa.BooleanArray) -> np.ndarray:
+    """A boolean array without nulls as numpy bools."""
+    if not len(arr):
+        return np.zeros(0, dtype=bool)
+    raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+    return np.unpackbits(raw, bitorder="little")[arr.offset:arr.offset + len(arr)].astype(bool)
+
+
+def _int64s(arr: pa.Int64Array) -> np.ndarray:
+    """An int64 array without nulls as numpy (zero copy)."""
+    if not len(arr):
+        return np.zeros(0, dtype=np.int64)
+    return np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr)]
+
+
 def _all(mask: Any) -> bool:
     return pc.all(mask).as_py() in (True, None)
 
@@ -144,22 +163,24 @@ class ArrowBase:
         for key in _NOT_NULL:
             if cols[key].null_count:
                 raise ValueError(f"{key} is missing in {cols[key].null_count} entries")
+        # Kernels with options only (no Python value turned into an Arrow one: pyarrow would
+        # import pandas for that, most of a second of a fresh process).
         names = cols["loadName"]
         if not _all(pc.match_substring_regex(names, _NAME_RE)):
             raise ValueError("an invalid loadName")
         if pc.count_distinct(names).as_py() != self.n:
             raise ValueError("a loadName appears twice")
-        if not _all(pc.is_in(cols["loadStatus"], value_set=pa.array(ALL_STATUSES))):
+        if not _all(pc.match_substring_regex(cols["loadStatus"], _STATUS_RE)):
             raise ValueError("an unknown loadStatus")
         if not _all(pc.match_substring_regex(cols["mergedLoadName"], _NAME_RE)):
             raise ValueError("an invalid mergedLoadName")
         files = cols["segmentFile"]
-        if not _all(pc.invert(pc.or_(pc.is_in(files, value_set=pa.array(["", ".", ".."])),
+        if not _all(pc.invert(pc.or_(pc.match_substring_regex(files, r"^\.{0,2}$"),
                                      pc.match_substring_regex(files, r"[/\\:\x00]")))):
             raise ValueError("a segmentFile that is not a plain file name")
         self.deltas: dict[int, tuple[DeleteDelta, ...]] = {}
         raw = cols["deleteDeltas"]
-        for i in np.flatnonzero(raw.is_valid().to_numpy(zero_copy_only=False)).tolist():
+        for i in (np.flatnonzero(_bits(raw.is_valid())).tolist() if raw.null_count < self.n else ()):
             items = orjson.loads(raw[i].as_py())
             if not isinstance(items, list):
                 raise ValueError("deleteDeltas must be a list")
@@ -190,10 +211,7 @@ class ArrowBase:
         return self._index
 
     def position(self, name: str) -> int | None:
-        if self._index is None:  # one lookup: a kernel's scan, no dict of every name
-            i = pc.index(self.cols["loadName"], name).as_py()
-            return None if i < 0 else i
-        return self._index.get(name)
+        return self.index().get(name)
 
     def max_id(self) -> int:
         """The largest integer part of a load name (-1: none)."""
@@ -201,9 +219,14 @@ class ArrowBase:
             if not self.n:
                 self._max_id = -1
             else:
-                major = pc.list_element(pc.split_pattern(self.cols["loadName"], "."), 0)
+                major = pc.replace_substring_regex(self.cols["loadName"], pattern=r"\..*$", replacement="")
                 self._max_id = int(pc.max(pc.cast(major, pa.int64())).as_py())
         return self._max_id
+
+    def readable_mask(self) -> np.ndarray:
+        """Which rows are readable (a readable status, visible)."""
+        return _bits(pc.and_(pc.match_substring_regex(self.cols["loadStatus"], _READABLE_RE),
+                             self.cols["visibility"]))
 
     # ---- entries ------------------------------------------------------------------------------
     def _build(self, cols: list[list[Any]], rows: Sequence[int]) -> tuple[LoadEntry, ...]:
@@ -212,17 +235,13 @@ class ArrowBase:
         major = ["true" if v else "false" for v in major]
         built = build_plain(names, statuses, starts, ts, data, index, count, bad, modified, merged,
                             vis, major, fmt, files)
-        extras, ix = self.extras, self.extra_index
-        for e, i in zip(built, rows, strict=True):
-            x = ix[i].as_py() if len(rows) < 64 else None
+        extras, ix, deltas = self.extras, self.extra_index, self.deltas
+        xs = ix.to_pylist() if len(rows) == self.n else [ix[i].as_py() for i in rows]
+        for e, i, x in zip(built, rows, xs, strict=True):
             if x is not None:
                 object.__setattr__(e, "extra", dict(extras[x]))
-            if i in self.deltas:
-                object.__setattr__(e, "delete_deltas", self.deltas[i])
-        if len(rows) >= 64 and self.extras:
-            for e, x in zip(built, ix.take(pa.array(rows)).to_pylist(), strict=True):
-                if x is not None:
-                    object.__setattr__(e, "extra", dict(extras[x]))
+            if i in deltas:
+                object.__setattr__(e, "delete_deltas", deltas[i])
         return built
 
     def row(self, i: int) -> LoadEntry:
@@ -231,18 +250,28 @@ class ArrowBase:
     def all(self) -> tuple[LoadEntry, ...]:
         return self._build([self.cols[k].to_pylist() for k in PLAIN_KEYS], range(self.n))
 
+    def _readable_rows(self, skip: Sequence[str]) -> np.ndarray:
+        mask = self.readable_mask()
+        if skip:
+            index = self.index()
+            mask[[index[n] for n in skip if n in index]] = False
+        return mask
+
     def readable_stats(self, skip: Sequence[str]) -> tuple[int, int]:
         """(readable entries, their live rows), leaving out the entries named ``skip``."""
-        mask = pc.and_(pc.is_in(self.cols["loadStatus"], value_set=pa.array(sorted(READABLE_STATUSES))),
-                       self.cols["visibility"])
-        if skip:
-            mask = pc.and_(mask, pc.invert(pc.is_in(self.cols["loadName"], value_set=pa.array(list(skip)))))
-        count = pc.sum(mask).as_py() or 0
-        rows = pc.sum(pc.filter(self.cols["rowCount"], mask)).as_py() or 0
+        mask = self._readable_rows(skip)
+        rows = int(_int64s(self.cols["rowCount"])[mask].sum())
         for i, dd in self.deltas.items():
-            if mask[i].as_py():
+            if mask[i]:
                 rows -= sum(d.deleted_rows for d in dd)
-        return count, rows
+        return int(mask.sum()), rows
+
+    def readable_files(self, skip: Sequence[str]) -> dict[str, tuple[str | None, tuple[DeleteDelta, ...]]]:
+        """Segment file and delete deltas of each readable entry, by load name (leaving out
+        the entries named ``skip``), from the columns."""
+        rows = np.flatnonzero(self._readable_rows(skip)).tolist()
+        names, files, deltas = self.names(), self.cols["segmentFile"].to_pylist(), self.deltas
+        return {names[i]: (files[i], deltas.get(i, ())) for i in rows}
 
     def table(self) -> pa.Table:
         """The entries as a table of ``SCHEMA``."""

@@ -205,6 +205,18 @@ class EntryView(Sequence[LoadEntry]):
                 total += e.row_count - e.deleted_rows
         return count, total
 
+    def readable_files(self) -> dict[str, tuple[str | None, tuple[object, ...]]]:
+        """``(segment file, delete deltas)`` of every readable entry, by load name, from the
+        columns where no entry is built."""
+        if self._arrow is None or self._all is not None:
+            return {e.load_name: (e.segment_file, e.delete_deltas) for e in self if e.readable}
+        out: dict[str, tuple[str | None, tuple[object, ...]]] = dict(
+            self._arrow.readable_files(list(self._changed)))
+        for e in (*(e for e in self._changed.values() if e is not None), *self._appended.values()):
+            if e.readable:
+                out[e.load_name] = (e.segment_file, e.delete_deltas)
+        return out
+
     # ---- changes ----------------------------------------------------------------------------
     def apply(self, upserts: Sequence[LoadEntry], removes: Sequence[str]) -> EntryView:
         """A new view: ``removes`` left out, then ``upserts`` put (a dict's order).
