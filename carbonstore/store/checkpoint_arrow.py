@@ -88,13 +88,10 @@ def entries_table(entries: Sequence[LoadEntry]) -> pa.Table:
 
 def encode_checkpoint(table: pa.Table, *, table_id: str, version: int) -> tuple[bytes, ArrowBase]:
     """The checkpoint file's bytes of ``table`` (of ``SCHEMA``), and its entries as a
-    reader of the file sees them (checked like a read: a writer never writes damage).
-
-    Raises:
-        ValueError: the entries would be damage.
-    """
+    reader of the file sees them (not checked again: they are the entries this writer
+    committed; every reader of the file checks it)."""
     data, table = checkpoint_bytes(table, table_id=table_id, version=version)
-    return data, ArrowBase(table)
+    return data, ArrowBase(table, check=False)
 
 
 def checkpoint_bytes(table: pa.Table, *, table_id: str, version: int) -> tuple[bytes, pa.Table]:
@@ -157,27 +154,11 @@ def _all(mask: Any) -> bool:
 class ArrowBase:
     """A checkpoint's entries: the columns, checked; rows built when asked for."""
 
-    def __init__(self, table: pa.Table) -> None:
+    def __init__(self, table: pa.Table, *, check: bool = True) -> None:
         self.n = table.num_rows
         cols = {name: table.column(name).combine_chunks() for name in table.schema.names}
-        for key in _NOT_NULL:
-            if cols[key].null_count:
-                raise ValueError(f"{key} is missing in {cols[key].null_count} entries")
-        # Kernels with options only (no Python value turned into an Arrow one: pyarrow would
-        # import pandas for that, most of a second of a fresh process).
-        names = cols["loadName"]
-        if not _all(pc.match_substring_regex(names, _NAME_RE)):
-            raise ValueError("an invalid loadName")
-        if pc.count_distinct(names).as_py() != self.n:
-            raise ValueError("a loadName appears twice")
-        if not _all(pc.match_substring_regex(cols["loadStatus"], _STATUS_RE)):
-            raise ValueError("an unknown loadStatus")
-        if not _all(pc.match_substring_regex(cols["mergedLoadName"], _NAME_RE)):
-            raise ValueError("an invalid mergedLoadName")
-        files = cols["segmentFile"]
-        if not _all(pc.invert(pc.or_(pc.match_substring_regex(files, r"^\.{0,2}$"),
-                                     pc.match_substring_regex(files, r"[/\\:\x00]")))):
-            raise ValueError("a segmentFile that is not a plain file name")
+        if check:
+            self._check(cols)
         self.deltas: dict[int, tuple[DeleteDelta, ...]] = {}
         raw = cols["deleteDeltas"]
         for i in (np.flatnonzero(_bits(raw.is_valid())).tolist() if raw.null_count < self.n else ()):
@@ -197,6 +178,27 @@ class ArrowBase:
         self._names: list[str] | None = None
         self._index: dict[str, int] | None = None
         self._max_id: int | None = None
+
+    def _check(self, cols: dict[str, Any]) -> None:
+        """Every check of the JSON decoder, column by column in Arrow's kernels (with
+        options only: a Python value turned into an Arrow one would make pyarrow import
+        pandas, most of a second of a fresh process)."""
+        for key in _NOT_NULL:
+            if cols[key].null_count:
+                raise ValueError(f"{key} is missing in {cols[key].null_count} entries")
+        names = cols["loadName"]
+        if not _all(pc.match_substring_regex(names, _NAME_RE)):
+            raise ValueError("an invalid loadName")
+        if pc.count_distinct(names).as_py() != self.n:
+            raise ValueError("a loadName appears twice")
+        if not _all(pc.match_substring_regex(cols["loadStatus"], _STATUS_RE)):
+            raise ValueError("an unknown loadStatus")
+        if not _all(pc.match_substring_regex(cols["mergedLoadName"], _NAME_RE)):
+            raise ValueError("an invalid mergedLoadName")
+        files = cols["segmentFile"]
+        if not _all(pc.invert(pc.or_(pc.match_substring_regex(files, r"^\.{0,2}$"),
+                                     pc.match_substring_regex(files, r"[/\\:\x00]")))):
+            raise ValueError("a segmentFile that is not a plain file name")
 
     # ---- lookups ------------------------------------------------------------------------------
     def names(self) -> list[str]:
