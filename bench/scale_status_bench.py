@@ -151,7 +151,6 @@ def op(name: str, store_path: str, version: int | None, commits: int) -> dict[st
         return commit_latency(table, commits)
     if name == "compaction":
         from carbonstore.segments.compaction_plan import plan_minor
-
         from carbonstore.store.tablestatus import forget_decoded
 
         forget_decoded()  # the read and every entry it builds count too
@@ -160,7 +159,6 @@ def op(name: str, store_path: str, version: int | None, commits: int) -> dict[st
         return {"sources": len(got.sources) if got else 0, "in_process_s": round(time.perf_counter() - t0, 3)}
     if name == "clean":
         from carbonstore.segments.clean import clean_files
-
         from carbonstore.store.tablestatus import forget_decoded
 
         forget_decoded()
