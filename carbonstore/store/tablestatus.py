@@ -4,9 +4,10 @@ Every change to a table's segments writes version ``N+1`` of its tablestatus onc
 the store's put-if-absent write (``StoreFS.put_if_absent``), as
 ``Metadata/tablestatus_log/<tableId>/<N as 20 digits>.json``. A version is never
 rewritten. It holds the version, its parent, the operation, time and writer, and the
-entries it changes (CarbonData's keys) plus the load names it removes; every
-``CHECKPOINT_INTERVAL``-th version holds all entries instead (a checkpoint), so a reader
-needs one checkpoint and at most ``CHECKPOINT_INTERVAL - 1`` small files.
+entries it changes (CarbonData's keys) plus the load names it removes; after every
+``CHECKPOINT_INTERVAL``-th version its writer writes an Arrow checkpoint of all entries
+(checkpoint_arrow.py), so a reader needs one checkpoint and at most
+``CHECKPOINT_INTERVAL - 1`` small files (more when a checkpoint was never written).
 
 Commits are optimistic: read the latest version ``N``, compute the new entries from it,
 put ``N+1``; a writer that loses the race re-reads and runs its change again on the

@@ -2,8 +2,8 @@
 
 One version file is a JSON object: ``formatVersion``, ``tableId``, ``version``, ``parent``,
 ``operation``, ``timestamp``, ``writer``, ``segmentIdFloor``, ``checkpoint`` and either all
-``entries`` (a checkpoint, every ``CHECKPOINT_INTERVAL``-th version) or the ``upserts`` and
-``removes`` it makes, plus ``readableAdded`` / ``readableRemoved`` / ``readableRows`` for the
+``entries`` (version 0, and every ``CHECKPOINT_INTERVAL``-th version of tables written
+before Arrow checkpoints, checkpoint_arrow.py) or the ``upserts`` and ``removes`` it makes, plus ``readableAdded`` / ``readableRemoved`` / ``readableRows`` for the
 history, and ``filesRemoved`` on a clean-files version that deletes files older versions
 name (superseded delete deltas, replaced merge indexes: their paths relative to the table
 folder; written before any of them is deleted, so a restore committing later sees it).
