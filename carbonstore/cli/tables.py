@@ -244,12 +244,16 @@ def local_time(epoch_ms: int | None) -> str | None:
 
 def _show_segments(args: argparse.Namespace) -> int:
     table = open_store(args).table(args.table)
-    entries = list(table.status.read().entries)
-    if args.history:
-        entries = table.status.history.read() + entries
-    if args.limit is not None:  # a page, newest first: rows only for the segments shown
-        end = len(entries) - args.offset
-        entries = entries[max(0, end - args.limit): max(0, end)][::-1]
+    snap = table.status.read()
+    if args.limit is not None and not args.history:  # a page, newest first: only its entries built
+        entries = snap.newest(args.limit, args.offset)
+    else:
+        entries = list(snap.entries)
+        if args.history:
+            entries = table.status.history.read() + entries
+        if args.limit is not None:
+            end = len(entries) - args.offset
+            entries = entries[max(0, end - args.limit): max(0, end)][::-1]
     rows = [segment_row(e) for e in entries]
     if args.json:
         print_json(rows)  # epoch ms, as the tablestatus holds them

@@ -226,9 +226,8 @@ def check_adds_up(table: Table, snap: TableStatusSnapshot) -> None:
         if info.operation == "LEGACY" or info.version > snap.version:
             continue
         state = snap if info.version == snap.version else table.status.read(info.version)
-        readable = [e for e in state.entries if e.readable]
-        rows = sum(e.row_count - e.deleted_rows for e in readable)
-        missing = set(info.added) - {e.load_name for e in readable}
+        _, rows = state.view.readable_stats()  # from the entries (not the recorded figure)
+        missing = {n for n in info.added if (e := state.find(n)) is None or not e.readable}
         if rows != info.rows or missing:
             why = (f"it made segment(s) {', '.join(sorted(missing))} readable, which its "
                    "entries do not show" if missing else

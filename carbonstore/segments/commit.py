@@ -46,6 +46,7 @@ from carbonstore.store.tablestatus import (
     PARTIAL_SUCCESS,
     SUCCESS,
     LoadEntry,
+    StatusChange,
     TableStatusSnapshot,
     now_ms,
 )
@@ -91,7 +92,7 @@ def begin_segment(
                           # the schema its files are written with (docs/schema-evolution.md)
                           extra={**lease, "schemaVersion": table.schema.schema_version})
         holder.append(entry)
-        return [*snap.entries, entry]
+        return StatusChange(upserts=(entry,))  # the commit costs one entry, not the table
 
     table.status.update(add, operation="OVERWRITE BEGIN" if overwrite else "LOAD BEGIN")
     entry = holder[0]
@@ -228,12 +229,27 @@ def commit_segment(
     holder: list[LoadEntry] = []
     seen: dict[tuple[str, str | None], dict[str, int]] = {}
 
-    def flip(snap: TableStatusSnapshot) -> list[LoadEntry]:
+    def done_entry(e: LoadEntry) -> LoadEntry:
+        return e.with_status(
+            status,
+            timestamp=ts,
+            row_count=rows,
+            bad_record_count=bad,
+            data_size=sum(r.data_bytes for r in done),
+            index_size=sum(r.index_bytes for r in done) + merge_size,
+            segment_file=merge_name,
+            extra=with_spec({**_without_lease(e.extra), **extra}, partitioning),
+        )
+
+    def flip(snap: TableStatusSnapshot) -> list[LoadEntry] | StatusChange:
         holder.clear()
         out: list[LoadEntry] = []
         mine = snap.find(segment_id)
         if mine is None or mine.status not in _RUNNING:
             raise CommitConflictError(dead_segment_message(table, segment_id, mine))
+        if not overwrite and not overwrite_partitions:  # a plain load changes its own entry only
+            holder.append(done_entry(mine))
+            return StatusChange(upserts=(holder[0],))
         entries = snap.entries
         if overwrite_partitions:
             entries = tuple(replace_partitions(
@@ -242,16 +258,7 @@ def commit_segment(
             ))
         for e in entries:
             if e.load_name == segment_id:
-                e = e.with_status(
-                    status,
-                    timestamp=ts,
-                    row_count=rows,
-                    bad_record_count=bad,
-                    data_size=sum(r.data_bytes for r in done),
-                    index_size=sum(r.index_bytes for r in done) + merge_size,
-                    segment_file=merge_name,
-                    extra=with_spec({**_without_lease(e.extra), **extra}, partitioning),
-                )
+                e = done_entry(e)
                 holder.append(e)
             elif overwrite and e.readable:
                 e = e.with_status(MARKED_FOR_DELETE, modification_or_deletion_timestamp=ts)
@@ -295,19 +302,18 @@ def abort_segment(
     """
     holder: list[LoadEntry] = []
 
-    def fail(snap: TableStatusSnapshot) -> list[LoadEntry]:
+    def fail(snap: TableStatusSnapshot) -> StatusChange:
         holder.clear()
-        out: list[LoadEntry] = []
-        for e in snap.entries:
-            if e.load_name == segment_id and e.status in _RUNNING:
-                extra = {**e.extra, "failureReason": reason[:2000]} if reason else dict(e.extra)
-                if bad_records:
-                    extra["failureCause"] = "badRecords"
-                e = e.with_status(FAILURE, timestamp=now_ms(), extra=_without_lease(extra))
-            if e.load_name == segment_id:
-                holder.append(e)
-            out.append(e)
-        return out
+        e = snap.find(segment_id)
+        if e is None:
+            return StatusChange()
+        if e.status in _RUNNING:
+            extra = {**e.extra, "failureReason": reason[:2000]} if reason else dict(e.extra)
+            if bad_records:
+                extra["failureCause"] = "badRecords"
+            e = e.with_status(FAILURE, timestamp=now_ms(), extra=_without_lease(extra))
+        holder.append(e)
+        return StatusChange(upserts=(e,))
 
     try:
         table.status.update(fail, operation="LOAD ABORT")

@@ -32,6 +32,10 @@ __all__ = [
     "RUNNING_STATUSES",
     "SUCCESS",
     "LoadEntry",
+    "KNOWN_KEYS",
+    "PLAIN_KEYS",
+    "build_plain",
+    "check_plain_columns",
     "check_plain_file_name",
     "check_relative_path",
     "decode_entries",
@@ -428,6 +432,14 @@ def _decode_plain_list(raw: list[Any]) -> tuple[LoadEntry, ...] | None:
 def _decode_plain_columns(columns: Sequence[Sequence[Any]]) -> tuple[LoadEntry, ...] | None:
     """Entries from one column per ``_PLAIN_KEYS`` key (None: absent), when every entry is
     one ``_decode_plain`` accepts and the load names are distinct; None otherwise."""
+    checked = check_plain_columns(columns)
+    return None if checked is None else build_plain(*checked)
+
+
+def check_plain_columns(columns: Sequence[Sequence[Any]]) -> list[Sequence[Any]] | None:
+    """The columns (one per ``_PLAIN_KEYS`` key, None: absent) checked as ``_decode_plain``
+    checks one entry, with distinct load names; an absent or empty ``fileFormat`` reads as
+    ``parquet``. None when any entry differs (the per-entry decoder then decides)."""
     names, statuses, starts, *ints, merged, visible, major, formats, files = columns
     try:
         if not set(map(type, formats)) <= _STR_ONLY or "" in formats:  # absent/empty: parquet
@@ -445,7 +457,7 @@ def _decode_plain_columns(columns: Sequence[Sequence[Any]]) -> tuple[LoadEntry, 
             return None
     except TypeError:  # an unhashable value where a string belongs: the full decoder says what
         return None
-    return _build_plain(names, statuses, starts, *ints, merged, visible, major, formats, files)
+    return [names, statuses, starts, *ints, merged, visible, major, formats, files]
 
 
 def encode_entry_columns(entries: Iterable[LoadEntry]) -> dict[str, list[Any]] | None:
@@ -524,12 +536,14 @@ def decode_entry_columns(columns: Any) -> tuple[LoadEntry, ...]:
 _PLAIN_KEYS = ("loadName", "loadStatus", "loadStartTime", "timestamp", "dataSize", "indexSize",
                "rowCount", "badRecordCount", "modificationOrDeletionTimestamp", "mergedLoadName",
                "visibility", "majorCompacted", "fileFormat", "segmentFile")
+PLAIN_KEYS = _PLAIN_KEYS
+KNOWN_KEYS = _KNOWN_KEYS
 _PLAIN_GETTER = operator.itemgetter(*_PLAIN_KEYS)
 _PLAIN_LEN = frozenset({len(_PLAIN_KEYS)})
 
 
 class _PlainEntry:
-    """A LoadEntry under construction by ``_build_plain``, at a third of the cost of the
+    """A LoadEntry under construction by ``build_plain``, at a third of the cost of the
     frozen dataclass's __init__ (which sets each of its 16 fields through
     ``object.__setattr__``; every fresh open builds every entry of the table). The slots
     are LoadEntry's (same names, same order, same layout), so once they are filled the
@@ -538,7 +552,7 @@ class _PlainEntry:
     __slots__ = LoadEntry.__slots__
 
 
-def _build_plain(
+def build_plain(
     names: Sequence[str], statuses: Sequence[str], starts: Sequence[int], timestamps: Sequence[int | None],
     data: Sequence[int | None], index: Sequence[int | None], rows: Sequence[int | None],
     bad: Sequence[int | None], modified: Sequence[int | None], merged: Sequence[str | None],

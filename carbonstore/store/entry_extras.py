@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["EXTRA_COLUMNS", "decode_extra_columns", "encode_extra_columns"]
+__all__ = ["EXTRA_COLUMNS", "check_extra_columns", "decode_extra_columns", "encode_extra_columns"]
 
 EXTRA_COLUMNS = "extraColumns"
 
@@ -59,9 +59,24 @@ def decode_extra_columns(columns: Any, n: int, known: frozenset[str]) -> list[di
         ValueError: not an object of ``{"values": [...], "index": [...]}`` per key, an index
             of another length or out of range, a null value, or a key of CarbonData's.
     """
+    out: list[dict[str, Any]] = [{} for _ in range(n)]
+    for key, values, index in check_extra_columns(columns, n, known):
+        for x, i in zip(out, index, strict=True):
+            if i >= 0:
+                x[key] = values[i]
+    return out
+
+
+def check_extra_columns(columns: Any, n: int, known: frozenset[str]) -> list[tuple[str, list[Any], list[int]]]:
+    """``extraColumns`` checked as ``decode_extra_columns`` checks it, as ``(key, values,
+    index)`` per key (entries are built from them when used).
+
+    Raises:
+        ValueError: as ``decode_extra_columns``.
+    """
     if type(columns) is not dict:
         raise ValueError(f"{EXTRA_COLUMNS} must be a JSON object")
-    out: list[dict[str, Any]] = [{} for _ in range(n)]
+    out = []
     for key, col in columns.items():
         if key in known:
             raise ValueError(f"{EXTRA_COLUMNS} holds CarbonData's key {key!r}")
@@ -74,7 +89,5 @@ def decode_extra_columns(columns: Any, n: int, known: frozenset[str]) -> list[di
             raise ValueError(f"{EXTRA_COLUMNS} {key!r} holds a null value")
         if not set(map(type, index)) <= {int} or (index and not -1 <= min(index) <= max(index) < len(values)):
             raise ValueError(f"{EXTRA_COLUMNS} {key!r}: an index out of range")
-        for x, i in zip(out, index, strict=True):
-            if i >= 0:
-                x[key] = values[i]
+        out.append((key, values, index))
     return out

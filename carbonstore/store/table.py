@@ -171,8 +171,20 @@ class Table:
         )
 
     def _check_files(self, snap: TableStatusSnapshot, what: str) -> None:
+        """Refuse ``snap`` when clean files removed a file its readable entries name.
+
+        Only the entries whose files the latest version does not also name are looked at:
+        clean files never deletes a file the latest version's readable entries name (it
+        removes the folders of segments no longer readable and the files a clean-files
+        version lists as replaced), so time travel to a version of a big table probes the
+        files of what changed since, not of every segment."""
         sfs = self.store.sfs
-        for e in snap.readable:
+        latest = replace(self.status, pinned=None).read()
+        if latest.version == snap.version:
+            return
+        now = latest.view.readable_files()
+        changed = [name for name, files in snap.view.readable_files().items() if now.get(name) != files]
+        for e in (snap.get(name) for name in changed):
             seg = self.paths.segment_dir(e.load_name)
             if not sfs.exists(f"{seg}/{e.segment_file}" if e.segment_file else seg):
                 raise VersionNotFoundError(

@@ -4,9 +4,10 @@ Every change to a table's segments writes version ``N+1`` of its tablestatus onc
 the store's put-if-absent write (``StoreFS.put_if_absent``), as
 ``Metadata/tablestatus_log/<tableId>/<N as 20 digits>.json``. A version is never
 rewritten. It holds the version, its parent, the operation, time and writer, and the
-entries it changes (CarbonData's keys) plus the load names it removes; every
-``CHECKPOINT_INTERVAL``-th version holds all entries instead (a checkpoint), so a reader
-needs one checkpoint and at most ``CHECKPOINT_INTERVAL - 1`` small files.
+entries it changes (CarbonData's keys) plus the load names it removes; after every
+``CHECKPOINT_INTERVAL``-th version its writer writes an Arrow checkpoint of all entries
+(checkpoint_arrow.py), so a reader needs one checkpoint and at most
+``CHECKPOINT_INTERVAL - 1`` small files (more when a checkpoint was never written).
 
 Commits are optimistic: read the latest version ``N``, compute the new entries from it,
 put ``N+1``; a writer that loses the race re-reads and runs its change again on the
@@ -29,24 +30,23 @@ its folder is gone and the put fails. A table written by the earlier single-file
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
-
-import orjson
 
 from carbonstore.errors import (
     CommitConflictError,
     CorruptMetadataError,
-    SegmentNotFoundError,
     TableNotFoundError,
     UserError,
     VersionNotFoundError,
 )
+from carbonstore.store.checkpoint_arrow import checkpoint_name, decode_checkpoint, encode_checkpoint
 from carbonstore.store.entries import (
     ALL_STATUSES,
     COMPACTED,
@@ -63,21 +63,25 @@ from carbonstore.store.entries import (
     now_ms,
     segment_sort_key,
 )
+from carbonstore.store.entry_view import EntryView
 from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TablePaths
+from carbonstore.store.status_latest import find_latest, version_path, write_hint
 from carbonstore.store.status_leases import LeaseFiles
 from carbonstore.store.status_legacy import LegacyStatus, StatusHistory
 from carbonstore.store.versions import (
     CHECKPOINT_INTERVAL,
     State,
+    StatusChange,
     TableStatusSnapshot,
     VersionInfo,
     VersionRecord,
-    apply_record,
     corrupt_version,
     decode_header,
+    decode_info,
     decode_record,
+    encode_record,
     encode_version,
     next_version,
     version_at,
@@ -97,6 +101,7 @@ __all__ = [
     "RUNNING_STATUSES",
     "SUCCESS",
     "LoadEntry",
+    "StatusChange",
     "TableStatus",
     "TableStatusSnapshot",
     "VersionInfo",
@@ -105,9 +110,9 @@ __all__ = [
     "segment_sort_key",
 ]
 
-_HINT = "_latest.json"
+log = logging.getLogger(__name__)
+
 _COURTESY_WAIT = 0.5  # seconds a commit waits for the courtesy lock before going ahead
-_DIGITS = 20
 
 # (log folder, version) -> decoded state; states are immutable, so sharing them is safe.
 _STATES: OrderedDict[tuple[str, int], State] = OrderedDict()
@@ -154,11 +159,7 @@ class TableStatus:
         return StatusHistory(self.paths)
 
     def _version_path(self, version: int) -> str:
-        return f"{self.log_dir}/{version:0{_DIGITS}d}.json"
-
-    @property
-    def _hint_path(self) -> str:
-        return f"{self.log_dir}/{_HINT}"
+        return version_path(self.log_dir, version)
 
     # ---- reading ---------------------------------------------------------------------------
     def _gone(self) -> TableNotFoundError:
@@ -178,70 +179,19 @@ class TableStatus:
         LegacyStatus(self.paths, self.table_id, self.legacy_schema, self.log_dir).upgrade(
             legacy, self._version_path(0))
 
-    def _listed_versions(self) -> list[int]:
-        out = []
-        for info in self.paths.sfs.list_dir(self.log_dir):
-            stem = info.base_name.removesuffix(".json")
-            if info.is_file and len(stem) == _DIGITS and stem.isdigit():
-                out.append(int(stem))
-        return sorted(out)
-
     def _latest(self) -> int | None:
         """The latest version; None when the log does not exist (a legacy table)."""
-        sfs = self.paths.sfs
-        start: int | None = None
-        try:
-            hint = orjson.loads(sfs.read_bytes(self._hint_path))
-            if isinstance(hint, dict) and type(hint.get("version")) is int and hint["version"] >= 0:
-                start = hint["version"]
-        except FileNotFoundError:
-            pass
-        except (orjson.JSONDecodeError, OSError):  # a damaged hint is only a slower start
-            start = None
-        hint_version = start
         with _cache_lock:
             known = _NEWEST.get(self.log_dir)
-        if start is None or (known is not None and known >= start):
-            # Seen by this process, so it exists (versions are never deleted) - unless the
-            # whole log went with a drop, which a missing hint makes worth a look.
-            start = known
-            if start is not None and hint_version is None and not sfs.exists(
-                self._version_path(start)
-            ):
-                start = None
-        elif not sfs.exists(self._version_path(start)):
-            start = -start - 1  # the hint names a version that is not there (see below)
-        if start is None or start < 0:
-            hinted = None if start is None else -start - 1
-            if not sfs.is_dir(self.log_dir):
-                return None
-            listed = self._listed_versions()
-            if hinted is not None and (not listed or listed[-1] < hinted):
-                # The hint is written after its version exists and versions are never
-                # deleted: the newest commit's file was lost. Never answer from older ones.
-                raise corrupt_version(self._version_path(hinted), FileNotFoundError("it is missing"))
-            if not listed:
-                raise CorruptMetadataError(
-                    f"tablestatus log {self.log_dir} holds no version; the table's creation "
-                    "did not finish - drop the table and create it again"
-                )
-            start = listed[-1]
-        n = start
-        while sfs.exists(self._version_path(n + 1)):
-            n += 1
-        if n - start >= 8:  # keep later fresh readers from probing as far
-            self._write_hint(n)
-        with _cache_lock:
-            if _NEWEST.get(self.log_dir, -1) < n:
-                _NEWEST[self.log_dir] = n
+        n = find_latest(self.paths.sfs, self.log_dir, known)
+        if n is not None:
+            with _cache_lock:
+                if _NEWEST.get(self.log_dir, -1) < n:
+                    _NEWEST[self.log_dir] = n
         return n
 
     def _write_hint(self, version: int) -> None:
-        try:
-            self.paths.sfs.write_atomic(self._hint_path, orjson.dumps({"version": version}),
-                                        durable=False)
-        except OSError:  # a hint is never needed for correctness
-            pass
+        write_hint(self.paths.sfs, self.log_dir, version)
 
     def _version_bytes(self, version: int) -> tuple[str, bytes | None]:
         """A version file's path and bytes (None: no such file in a log that exists)."""
@@ -278,46 +228,80 @@ class TableStatus:
                 if base is not None:
                     base_version = v
                     break
-        # The entries as a dict by load name, built only when a version changes them: a
-        # checkpoint's entries (or a delta's upserts onto no entries) are taken as they are
-        # (their load names are distinct: decoding checks that).
-        entries: dict[str, LoadEntry] = {}
-        listed: tuple[LoadEntry, ...] | None  # the entries, when no dict holds them yet
+        # The entries as a view (entry_view.py): the checkpoint's columns, checked but built
+        # only when used, plus the changes of the versions after it.
+        view: EntryView
+        last: VersionRecord | None = None
         if base is None:
-            rec = self._read_record(checkpoint)
-            if rec.entries is None and rec.dropped:
-                # A DROP is written as a delta even at a checkpoint's number; nothing
-                # follows it and nothing reads its entries.
-                state = State((), rec.floor, rec.timestamp, dropped=True)
-                self._remember(version, state)
-                return state
-            if rec.entries is None:
-                raise corrupt_version(self._version_path(checkpoint),
-                               ValueError("a checkpoint version holds no entries"))
-            listed, last = rec.entries, rec
-            base_version = checkpoint
+            c = checkpoint
+            while True:
+                got = self._arrow_checkpoint(c) if c > 0 else None
+                if got is not None:
+                    view = got
+                    last = self._read_record(c) if c == version else None
+                    break
+                rec = self._read_record(c)
+                if rec.entries is not None:  # version 0, or a checkpoint of the JSON format
+                    view, last = rec.entries, rec
+                    break
+                if rec.dropped and c == version:
+                    # A DROP is written as a delta even at a checkpoint's number; nothing
+                    # follows it and nothing reads its entries.
+                    state = State(EntryView(()), rec.floor, rec.timestamp, dropped=True)
+                    self._remember(version, state)
+                    return state
+                if c == 0:
+                    raise corrupt_version(self._version_path(0), ValueError("version 0 holds no entries"))
+                # Its checkpoint was never written (its writer was killed after the commit):
+                # the one before it, and the versions in between.
+                c -= CHECKPOINT_INTERVAL
+            base_version = c
         else:
-            listed, last = base.entries, None
+            view = base.entries
         for v in range(base_version + 1, version + 1):
             rec = last = self._read_record(v)
             if rec.entries is not None:
-                listed = rec.entries
-            elif not rec.removes and not rec.upserts:
+                view = rec.entries
                 continue
-            elif listed is not None and not listed and not rec.removes:
-                listed = rec.upserts
-            else:
-                if listed is not None:
-                    entries, listed = {e.load_name: e for e in listed}, None
-                apply_record(entries, rec, self._version_path(v))
-        final = listed if listed is not None else tuple(entries.values())
+            try:
+                view = view.apply(rec.upserts, rec.removes)
+            except ValueError as err:
+                raise corrupt_version(self._version_path(v), err) from err
         if last is None:  # (no version after the cached one: not reached, the hit returned)
             assert base is not None
             state = base
         else:
-            state = State(final, last.floor, last.timestamp, last.dropped)
+            state = State(view, last.floor, last.timestamp, last.dropped,
+                          last.rows if last.rows_recorded else None)
         self._remember(version, state)
         return state
+
+    def _arrow_checkpoint(self, version: int) -> EntryView | None:
+        """The entries of the Arrow checkpoint of ``version`` (None: it has none)."""
+        path = f"{self.log_dir}/{checkpoint_name(version)}"
+        try:
+            data = self.paths.sfs.read_bytes(path)
+        except FileNotFoundError:
+            return None
+        try:
+            return EntryView(decode_checkpoint(data, table_id=self.table_id, version=version))
+        except ValueError as err:
+            raise corrupt_version(path, err) from err
+
+    def _write_checkpoint(self, version: int, state: State) -> State:
+        """Write the Arrow checkpoint of ``version`` (just committed); the state then reads
+        from it. A failure only leaves readers one checkpoint further back."""
+        crash_point("tablestatus.before_checkpoint")
+        try:
+            data, arrow = encode_checkpoint(state.entries.to_table(), table_id=self.table_id,
+                                            version=version)
+            self.paths.sfs.put_if_absent(f"{self.log_dir}/{checkpoint_name(version)}", data)
+        except (OSError, ValueError):
+            log.warning("tablestatus checkpoint %s of %s not written", version, self.paths.name,
+                        exc_info=True)
+            return state
+        crash_point("tablestatus.after_checkpoint")
+        return replace(state, entries=EntryView(arrow))
 
     def _remember(self, version: int, state: State) -> None:
         with _cache_lock:
@@ -357,7 +341,7 @@ class TableStatus:
         if state.dropped:
             raise self._gone()
         return TableStatusSnapshot(state.entries, latest, state.floor, self.table_id,
-                                   state.timestamp)
+                                   state.timestamp, rows=state.rows)
 
     def log(self, limit: int | None = None) -> list[VersionInfo]:
         """Every version, oldest first; with ``limit``, only the newest ``limit`` of them
@@ -371,7 +355,14 @@ class TableStatus:
                 rows=sum(e.row_count - e.deleted_rows for e in snap.readable),
             )]
         first = 0 if limit is None else max(0, latest - max(0, limit) + 1)
-        return [self._read_record(v).info() for v in range(first, latest + 1)]
+        return [self._info(v) for v in range(first, latest + 1)]
+
+    def _info(self, version: int) -> VersionInfo:
+        """One version's history line, from its file's header (entries not decoded)."""
+        path, data = self._version_bytes(version)
+        if data is None:  # the chain is gapless up to the latest
+            raise corrupt_version(path, FileNotFoundError("the file is missing"))
+        return decode_info(data, path, version=version, table_id=self.table_id)
 
     def _time_of(self, version: int) -> int:
         """A version's timestamp: from the decoded states, else its file's header."""
@@ -436,7 +427,7 @@ class TableStatus:
         return self._put(0, encode_version(
             version=0, table_id=self.table_id, operation="CREATE", floor=id_floor,
             checkpoint=(), upserts=(), removes=(), base=(), timestamp=ts,
-        ), State((), id_floor, ts))
+        ), State(EntryView(()), id_floor, ts, rows=0))
 
     def _put(self, version: int, data: bytes, state: State) -> TableStatusSnapshot:
         try:
@@ -448,14 +439,14 @@ class TableStatus:
         self._remember(version, state)
         self._write_hint(version)
         return TableStatusSnapshot(state.entries, version, state.floor, self.table_id,
-                                   state.timestamp)
+                                   state.timestamp, rows=state.rows)
 
     def _retries(self) -> int:
         return max(1, self.locks.conf.get_int("carbon.tablestatus.commit.retries"))
 
     def update(
         self,
-        fn: Callable[[TableStatusSnapshot], list[LoadEntry]],
+        fn: Callable[[TableStatusSnapshot], list[LoadEntry] | StatusChange],
         *,
         operation: str = "UPDATE",
         remove: Callable[[LoadEntry], bool] | None = None,
@@ -464,7 +455,9 @@ class TableStatus:
     ) -> TableStatusSnapshot:
         """Commit a new version made by ``fn`` from the latest one (optimistically).
 
-        ``fn`` returns the new list of entries; it runs again on the fresh snapshot after
+        ``fn`` returns the new list of entries, or a ``StatusChange`` (the entries it adds
+        or replaces and the names it removes: the commit then never builds the other
+        entries of the table; see docs/tablestatus.md); it runs again on the fresh snapshot after
         a lost race, so it must derive everything from its argument and raise on a
         conflict. Entries for which ``remove`` is true are left out of the new version
         and appended to ``tablestatus.history``. When nothing changes, nothing is written
@@ -483,7 +476,7 @@ class TableStatus:
 
     def _commit(
         self,
-        fn: Callable[[TableStatusSnapshot], list[LoadEntry]],
+        fn: Callable[[TableStatusSnapshot], list[LoadEntry] | StatusChange],
         operation: str,
         remove: Callable[[LoadEntry], bool] | None,
         *, force: bool = False, files_removed: Callable[[], tuple[str, ...]] | None = None,
@@ -495,8 +488,14 @@ class TableStatus:
                 self._upgrade(base)
                 continue
             wanted = fn(base)
-            removed = [e for e in wanted if remove is not None and remove(e)]
-            kept = [e for e in wanted if not (remove is not None and remove(e))]
+            removed: list[LoadEntry] = []
+            kept: list[LoadEntry] | StatusChange = wanted
+            if isinstance(wanted, StatusChange):
+                if remove is not None:
+                    raise TypeError("update(remove=...) takes a list of entries, not a StatusChange")
+            elif remove is not None:
+                removed = [e for e in wanted if remove(e)]
+                kept = [e for e in wanted if not remove(e)]
             state, data = next_version(base, kept, operation, force=force, files_removed=(
                 files_removed() if files_removed is not None else ()))
             if data is None:
@@ -509,12 +508,14 @@ class TableStatus:
             if won:
                 crash_point("tablestatus.after_write")
                 version = base.version + 1
+                if version % CHECKPOINT_INTERVAL == 0:
+                    state = self._write_checkpoint(version, state)
                 self._remember(version, state)
                 self._write_hint(version)
                 if removed:
                     self.history.append(removed)
                 return TableStatusSnapshot(state.entries, version, state.floor, self.table_id,
-                                           state.timestamp)
+                                           state.timestamp, rows=state.rows)
             time.sleep(min(1.0, 0.002 * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.5))
         raise CommitConflictError(
             f"could not commit to {self.paths.name}: {retries} attempts lost the race to "
@@ -536,11 +537,11 @@ class TableStatus:
             if base.legacy:
                 self._upgrade(base)
                 continue
-            state = State(base.entries, base.id_floor, version_time(base.timestamp), dropped=True)
-            data = encode_version(
+            state = State(base.view, base.id_floor, version_time(base.timestamp), dropped=True)
+            data = encode_record(
                 version=base.version + 1, table_id=self.table_id, operation="DROP",
-                floor=base.id_floor, checkpoint=None, upserts=(), removes=(),
-                base=base.entries, timestamp=state.timestamp, dropped=True, new=base.entries,
+                floor=base.id_floor, timestamp=state.timestamp, added=[], removed=[],
+                rows=base.readable_rows(), checkpoint=None, upserts=(), removes=(), dropped=True,
             )
             try:
                 if self.paths.sfs.put_if_absent(self._version_path(base.version + 1), data):
@@ -563,7 +564,7 @@ class TableStatus:
                 **fields,
             )
             holder.append(entry)
-            return [*snap.entries, entry]
+            return StatusChange(upserts=(entry,))
 
         self.update(add, operation="ALLOCATE")
         return holder[0]
@@ -572,17 +573,10 @@ class TableStatus:
         """Move one entry to ``status`` (checked against the allowed transitions)."""
         holder: list[LoadEntry] = []
 
-        def change(snap: TableStatusSnapshot) -> list[LoadEntry]:
+        def change(snap: TableStatusSnapshot) -> StatusChange:
             holder.clear()
-            out = []
-            for e in snap.entries:
-                if e.load_name == load_name:
-                    e = e.with_status(status, **changes)
-                    holder.append(e)
-                out.append(e)
-            if not holder:
-                raise SegmentNotFoundError(f"segment {load_name} does not exist")
-            return out
+            holder.append(snap.get(load_name).with_status(status, **changes))
+            return StatusChange(upserts=(holder[0],))
 
         self.update(change, operation="SET STATUS")
         return holder[0]

@@ -2,8 +2,8 @@
 
 One version file is a JSON object: ``formatVersion``, ``tableId``, ``version``, ``parent``,
 ``operation``, ``timestamp``, ``writer``, ``segmentIdFloor``, ``checkpoint`` and either all
-``entries`` (a checkpoint, every ``CHECKPOINT_INTERVAL``-th version) or the ``upserts`` and
-``removes`` it makes, plus ``readableAdded`` / ``readableRemoved`` / ``readableRows`` for the
+``entries`` (version 0, and every ``CHECKPOINT_INTERVAL``-th version of tables written
+before Arrow checkpoints, checkpoint_arrow.py) or the ``upserts`` and ``removes`` it makes, plus ``readableAdded`` / ``readableRemoved`` / ``readableRows`` for the
 history, and ``filesRemoved`` on a clean-files version that deletes files older versions
 name (superseded delete deltas, replaced merge indexes: their paths relative to the table
 folder; written before any of them is deleted, so a restore committing later sees it).
@@ -21,7 +21,7 @@ a committed load vanished), is damage. Files written before checksums read as be
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -29,12 +29,10 @@ import orjson
 from carbonstore.errors import (
     CarbonStoreError,
     CorruptMetadataError,
-    SegmentNotFoundError,
     VersionNotFoundError,
 )
 from carbonstore.store.checksums import checked_object, with_checksum
 from carbonstore.store.entries import (
-    READABLE_STATUSES,
     LoadEntry,
     decode_entries,
     decode_entry_columns,
@@ -43,7 +41,9 @@ from carbonstore.store.entries import (
     segment_sort_key,
 )
 from carbonstore.store.entry_extras import EXTRA_COLUMNS
+from carbonstore.store.entry_view import EntryView
 from carbonstore.store.leases import writer_identity
+from carbonstore.store.status_snapshot import StatusChange, TableStatusSnapshot
 
 __all__ = [
     "CHECKPOINT_INTERVAL",
@@ -51,6 +51,7 @@ __all__ = [
     "COLUMNS_FROM",
     "FORMAT_VERSION",
     "State",
+    "StatusChange",
     "TableStatusSnapshot",
     "VersionInfo",
     "VersionHeader",
@@ -58,8 +59,10 @@ __all__ = [
     "apply_record",
     "corrupt_version",
     "decode_header",
+    "decode_info",
     "decode_legacy",
     "decode_record",
+    "encode_record",
     "encode_version",
     "floor_of",
     "next_version",
@@ -80,15 +83,22 @@ COLUMNS_FROM = 128
 #: entry columns that also hold the keys beyond CarbonData's (``extraColumns``,
 #: store/entry_extras.py): a reader that knows only 1 and 2 refuses such a file
 EXTRAS_FORMAT_VERSION = 3
-_FORMAT_VERSIONS = (FORMAT_VERSION, COLUMNS_FORMAT_VERSION, EXTRAS_FORMAT_VERSION)
+#: a version at a checkpoint's number that is a delta: its checkpoint is an Arrow file
+#: written after it (checkpoint_arrow.py); a reader that knows only 1 to 3 refuses it
+#: rather than take it for a checkpoint
+ARROW_CHECKPOINTS_FORMAT_VERSION = 4
+_FORMAT_VERSIONS = (FORMAT_VERSION, COLUMNS_FORMAT_VERSION, EXTRAS_FORMAT_VERSION,
+                    ARROW_CHECKPOINTS_FORMAT_VERSION)
 
 
 @dataclass(frozen=True, slots=True)
 class State:
-    entries: tuple[LoadEntry, ...]
+    entries: EntryView
     floor: int
     timestamp: int
     dropped: bool = False
+    #: readable rows of the version (its ``readableRows``); None: not recorded
+    rows: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,70 +131,6 @@ class VersionInfo:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class TableStatusSnapshot:
-    """One version of tablestatus: the entries as of ``version``.
-
-    ``id_floor`` is the smallest id a new segment may take (ids are never reused, also
-    after clean files removed the entries); ``timestamp`` is when the version was written.
-    """
-
-    entries: tuple[LoadEntry, ...]
-    version: int = 0
-    id_floor: int = 0
-    table_id: str = ""
-    timestamp: int = 0
-    legacy: bool = field(default=False, compare=False)
-
-    def get(self, load_name: str) -> LoadEntry:
-        for e in self.entries:
-            if e.load_name == load_name:
-                return e
-        raise SegmentNotFoundError(f"segment {load_name} does not exist")
-
-    def find(self, load_name: str) -> LoadEntry | None:
-        for e in self.entries:
-            if e.load_name == load_name:
-                return e
-        return None
-
-    @property
-    def readable(self) -> list[LoadEntry]:
-        return [e for e in self.entries if e.readable]
-
-    def readable_in_order(self) -> list[LoadEntry]:
-        """Readable entries in segment order (sorted once per decoded version: every plan
-        of a version asks for them, and its entries are one shared immutable tuple)."""
-        hit = _IN_ORDER.get(id(self.entries))
-        if hit is not None and hit[0] is self.entries:
-            return list(hit[1])
-        got = _in_segment_order([e for e in self.entries if e.visibility and e.status in READABLE_STATUSES])
-        if len(_IN_ORDER) >= 16:  # a few versions are live at a time: start over
-            _IN_ORDER.clear()
-        _IN_ORDER[id(self.entries)] = (self.entries, got)  # holding the tuple keeps its id unique
-        return list(got)
-
-    def next_segment_id(self) -> str:
-        ids = [segment_sort_key(e.load_name)[0] + 1 for e in self.entries]
-        return str(max([self.id_floor, *ids]))
-
-
-# id(entries tuple) -> (that tuple, its readable entries in segment order)
-_IN_ORDER: dict[int, tuple[tuple[LoadEntry, ...], tuple[LoadEntry, ...]]] = {}
-
-
-def _in_segment_order(entries: list[LoadEntry]) -> tuple[LoadEntry, ...]:
-    """``entries`` sorted by ``segment_sort_key`` of their load names; when no name has a
-    compaction suffix (``3.1``) the key is the number itself, computed in one pass."""
-    names = [e.load_name for e in entries]
-    if "." in "".join(names):
-        return tuple(sorted(entries, key=lambda e: segment_sort_key(e.load_name)))
-    keys = list(map(int, names))
-    if keys == sorted(keys):  # the usual order already (entries are appended as loads commit)
-        return tuple(entries)
-    return tuple(entries[i] for i in sorted(range(len(keys)), key=keys.__getitem__))
-
-
 def floor_of(entries: Iterable[LoadEntry], floor: int) -> int:
     return max([floor, *(segment_sort_key(e.load_name)[0] + 1 for e in entries)])
 
@@ -207,13 +153,14 @@ class VersionRecord:
     writer: str
     floor: int
     dropped: bool
-    entries: tuple[LoadEntry, ...] | None  # a checkpoint
+    entries: EntryView | None  # a checkpoint
     upserts: tuple[LoadEntry, ...]
     removes: tuple[str, ...]
     added: tuple[str, ...]
     removed: tuple[str, ...]
     rows: int
     files_removed: tuple[str, ...] = ()
+    rows_recorded: bool = True  # readableRows is in the file (files of the first format lack it)
 
     def info(self) -> VersionInfo:
         return VersionInfo(
@@ -275,10 +222,11 @@ def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> Ver
         obj = _checked_object(data, version=version, table_id=table_id)
         parent = obj.get("parent")
         entries = None
-        columns = obj.get("formatVersion") in (COLUMNS_FORMAT_VERSION, EXTRAS_FORMAT_VERSION)
+        columns = obj.get("formatVersion") in (COLUMNS_FORMAT_VERSION, EXTRAS_FORMAT_VERSION,
+                                               ARROW_CHECKPOINTS_FORMAT_VERSION)
         if obj.get("checkpoint"):
-            entries = (decode_entry_columns(obj["entryColumns"])
-                       if columns and "entryColumns" in obj else decode_entries(obj["entries"]))
+            entries = EntryView(decode_entry_columns(obj["entryColumns"])
+                                if columns and "entryColumns" in obj else decode_entries(obj["entries"]))
         if columns and "upsertColumns" in obj:
             upserts = decode_entry_columns(obj["upsertColumns"])
         else:
@@ -298,6 +246,23 @@ def decode_record(data: bytes, path: str, *, version: int, table_id: str) -> Ver
             added=_strs(obj.get("readableAdded") or []),
             removed=_strs(obj.get("readableRemoved") or []),
             rows=int(obj.get("readableRows", 0)),
+            files_removed=_strs(obj.get("filesRemoved") or []),
+            rows_recorded="readableRows" in obj,
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise corrupt_version(path, err) from err
+
+
+def decode_info(data: bytes, path: str, *, version: int, table_id: str) -> VersionInfo:
+    """What ``history`` shows of a version, checked like ``decode_record`` minus its
+    entries (a checkpoint's entries are not decoded)."""
+    try:
+        obj = _checked_object(data, version=version, table_id=table_id)
+        return VersionInfo(
+            version=version, parent=obj.get("parent"), operation=str(obj.get("operation", "")),
+            timestamp=int(obj.get("timestamp", 0)), writer=str(obj.get("writer", "")),
+            added=_strs(obj.get("readableAdded") or []), removed=_strs(obj.get("readableRemoved") or []),
+            rows=int(obj.get("readableRows", 0)), checkpoint=bool(obj.get("checkpoint")),
             files_removed=_strs(obj.get("filesRemoved") or []),
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
@@ -337,37 +302,87 @@ def writer_id() -> str:
 
 
 def next_version(
-    base: TableStatusSnapshot, wanted: list[LoadEntry], operation: str, *, force: bool = False,
-    files_removed: tuple[str, ...] = (),
+    base: TableStatusSnapshot, wanted: list[LoadEntry] | StatusChange, operation: str, *,
+    force: bool = False, files_removed: tuple[str, ...] = (),
 ) -> tuple[State, bytes | None]:
     """The state after ``base`` -> ``wanted`` and the bytes of its version (None: no change,
     unless ``force`` or ``files_removed``: a version that changes no entry, such as ALTER
-    TABLE's or the one clean files commits before deleting files older versions name)."""
-    old = {e.load_name: e for e in base.entries}
-    new_names = [e.load_name for e in wanted]
-    if len(set(new_names)) != len(new_names):
-        raise CarbonStoreError(f"a tablestatus change names a segment twice: {new_names}")
-    by_name = {e.load_name: e for e in wanted}
-    removes = tuple(n for n in old if n not in by_name)
-    upserts = tuple(e for e in wanted if old.get(e.load_name) != e)
+    TABLE's or the one clean files commits before deleting files older versions name).
+
+    ``wanted`` is the new list of entries, or a ``StatusChange``: then nothing of the table
+    but the entries it names is looked at, and a checkpoint's columns are spliced, not
+    rebuilt from entries."""
+    view = base.view
+    if isinstance(wanted, StatusChange):
+        upserts, removes = _change_of(view, wanted)
+    else:
+        old = {e.load_name: e for e in base.entries}
+        new_names = [e.load_name for e in wanted]
+        if len(set(new_names)) != len(new_names):
+            raise CarbonStoreError(f"a tablestatus change names a segment twice: {new_names}")
+        by_name = {e.load_name: e for e in wanted}
+        removes = tuple(n for n in old if n not in by_name)
+        upserts = tuple(e for e in wanted if (o := old.get(e.load_name)) is not e and o != e)
     if not removes and not upserts and not force and not files_removed:
-        return State(base.entries, base.id_floor, base.timestamp), None
-    entries = dict(old)
-    for n in removes:
-        del entries[n]
-    for e in upserts:
-        entries[e.load_name] = e
-    final = tuple(entries.values())
-    floor = floor_of(final, base.id_floor)
+        return State(view, base.id_floor, base.timestamp, rows=base._rows), None
+    added, removed, rows = _readable_change(view, upserts, removes, base._rows)
+    try:
+        final = view.apply(upserts, removes)
+    except ValueError as err:
+        raise CarbonStoreError(f"a tablestatus change is wrong: {err}") from err
+    if rows is None:
+        rows = final.readable_stats()[1]
+    floor = max([base.id_floor, *(segment_sort_key(e.load_name)[0] + 1 for e in upserts)])
     version = base.version + 1
-    checkpoint = final if version % CHECKPOINT_INTERVAL == 0 else None
     ts = version_time(base.timestamp)
-    data = encode_version(
+    data = encode_record(
         version=version, table_id=base.table_id, operation=operation, floor=floor,
-        checkpoint=checkpoint, upserts=upserts, removes=removes, base=base.entries,
-        timestamp=ts, new=final, files_removed=files_removed,
+        timestamp=ts, added=added, removed=removed, rows=rows, checkpoint=None,
+        upserts=upserts, removes=removes, files_removed=files_removed,
     )
-    return State(final, floor, ts), data
+    return State(final, floor, ts, rows=rows), data
+
+
+def _change_of(view: EntryView, change: StatusChange) -> tuple[tuple[LoadEntry, ...], tuple[str, ...]]:
+    """The upserts that change something, and the removes, of ``change`` on ``view``."""
+    names = [e.load_name for e in change.upserts]
+    if len(set(names)) != len(names) or set(names) & set(change.removes):
+        raise CarbonStoreError(f"a tablestatus change names a segment twice: {names}, "
+                               f"removes {list(change.removes)}")
+    upserts = tuple(e for e in change.upserts if (o := view.find(e.load_name)) is not e and o != e)
+    missing = [n for n in change.removes if view.find(n) is None]
+    if missing:
+        raise CarbonStoreError(f"a tablestatus change removes segments that do not exist: {missing}")
+    return upserts, tuple(change.removes)
+
+
+def _readable_change(
+    view: EntryView, upserts: tuple[LoadEntry, ...], removes: tuple[str, ...], rows: int | None,
+) -> tuple[list[str], list[str], int | None]:
+    """(segments made readable, segments no longer readable, readable rows after) of a
+    change, from the entries it names (rows: None when the base's are not known)."""
+    added: list[str] = []
+    removed: list[str] = []
+    delta = 0
+    for name in removes:
+        old = view.find(name)
+        if old is not None and old.readable:
+            removed.append(name)
+            delta -= old.row_count - old.deleted_rows
+    for e in upserts:
+        old = view.find(e.load_name)
+        was = old is not None and old.readable
+        if was:
+            assert old is not None
+            delta -= old.row_count - old.deleted_rows
+        if e.readable:
+            delta += e.row_count - e.deleted_rows
+        if was and not e.readable:
+            removed.append(e.load_name)
+        elif e.readable and not was:
+            added.append(e.load_name)
+    return (sorted(added, key=segment_sort_key), sorted(removed, key=segment_sort_key),
+            None if rows is None else rows + delta)
 
 
 def version_time(parent_timestamp: int) -> int:
@@ -420,9 +435,40 @@ def encode_version(
     new: tuple[LoadEntry, ...] | None = None,
     files_removed: tuple[str, ...] = (),
 ) -> bytes:
+    """A version's bytes from the entries before (``base``) and after (``new``, or the
+    ``checkpoint``'s); ``encode_record`` is the same from what changed."""
     final = checkpoint if new is None else new
     before = {e.load_name for e in base if e.readable}
     after = {e.load_name for e in final or () if e.readable}
+    return encode_record(
+        version=version, table_id=table_id, operation=operation, floor=floor, timestamp=timestamp,
+        added=sorted(after - before, key=segment_sort_key),
+        removed=sorted(before - after, key=segment_sort_key),
+        rows=sum(e.row_count - e.deleted_rows for e in final or () if e.readable),
+        checkpoint=None if checkpoint is None else EntryView(checkpoint), upserts=upserts,
+        removes=removes, dropped=dropped, files_removed=files_removed,
+    )
+
+
+def encode_record(
+    *,
+    version: int,
+    table_id: str,
+    operation: str,
+    floor: int,
+    timestamp: int,
+    added: list[str],
+    removed: list[str],
+    rows: int,
+    checkpoint: EntryView | None,
+    upserts: tuple[LoadEntry, ...],
+    removes: tuple[str, ...],
+    dropped: bool = False,
+    files_removed: tuple[str, ...] = (),
+) -> bytes:
+    """A version's bytes. ``checkpoint``: every entry, as version 0 holds them; any other
+    version is a delta, and at a checkpoint's number it says ``formatVersion`` 4 (its
+    checkpoint is an Arrow file written after it)."""
     obj: dict[str, Any] = {
         "formatVersion": FORMAT_VERSION,
         "tableId": table_id,
@@ -433,18 +479,22 @@ def encode_version(
         "writer": writer_id(),
         "segmentIdFloor": floor,
         "checkpoint": checkpoint is not None,
-        "readableAdded": sorted(after - before, key=segment_sort_key),
-        "readableRemoved": sorted(before - after, key=segment_sort_key),
-        "readableRows": sum(e.row_count - e.deleted_rows for e in final or () if e.readable),
+        "readableAdded": added,
+        "readableRemoved": removed,
+        "readableRows": rows,
     }
     if dropped:
         obj["dropped"] = True
     if files_removed:  # only then: versions without it read as before
         obj["filesRemoved"] = list(files_removed)
-    listed = checkpoint if checkpoint is not None else upserts
-    columns = encode_entry_columns(listed) if len(listed) >= COLUMNS_FROM else None
+    if checkpoint is not None:
+        columns = encode_entry_columns(checkpoint) if len(checkpoint) >= COLUMNS_FROM else None
+    else:
+        columns = encode_entry_columns(upserts) if len(upserts) >= COLUMNS_FROM else None
     if columns is not None:
         obj["formatVersion"] = EXTRAS_FORMAT_VERSION if EXTRA_COLUMNS in columns else COLUMNS_FORMAT_VERSION
+    if checkpoint is None and version > 0 and version % CHECKPOINT_INTERVAL == 0:
+        obj["formatVersion"] = ARROW_CHECKPOINTS_FORMAT_VERSION
     if checkpoint is not None:
         if columns is not None:
             obj["entryColumns"] = columns

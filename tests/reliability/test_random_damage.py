@@ -102,8 +102,8 @@ def _table_dir(root: Path) -> Path:
 
 
 def _is_checkpoint(p: Path) -> bool:
-    return p.parent.parent.name == "tablestatus_log" and p.stem.isdigit() and \
-        int(p.stem) % 50 == 0
+    """A checkpoint's Arrow file (the version at its number is a delta, damaged as one)."""
+    return p.parent.parent.name == "tablestatus_log" and p.name.endswith(".checkpoint.arrow")
 
 
 #: kind -> which files of a table folder (relative paths) are of that kind

@@ -173,7 +173,7 @@ def test_long_lists_are_written_as_columns_and_read_back(big: Table) -> None:
     for i in range(2, CHECKPOINT_INTERVAL + 1):  # up to a checkpoint of every entry
         big.status.allocate(status=SUCCESS, row_count=i)
     checkpoint = orjson.loads(open(_version_file(big, CHECKPOINT_INTERVAL), "rb").read())
-    assert checkpoint["checkpoint"] and "entries" not in checkpoint
+    assert not checkpoint["checkpoint"] and "entries" not in checkpoint  # its entries: an Arrow file
     small = orjson.loads(open(_version_file(big, 2), "rb").read())
     assert small["formatVersion"] == 1 and isinstance(small["upserts"], list)  # short: rows
     warm = big.status.read()

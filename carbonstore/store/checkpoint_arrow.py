@@ -1,0 +1,283 @@
+"""tablestatus checkpoints as Arrow files (docs/tablestatus.md, "Checkpoints").
+
+Every ``CHECKPOINT_INTERVAL``-th version is followed by a checkpoint of all the entries as
+of that version: ``<version as 20 digits>.checkpoint.arrow`` next to the version files,
+written once with put-if-absent *after* the version committed (so a commit never waits for
+it to be read back, and a writer killed in between leaves a table that reads from the
+checkpoint before). The file is ``CSCKPT1\\n`` + the xxh64 (16 hex digits) of the rest +
+``\\n`` + one Arrow IPC stream: one column per CarbonData entry key, ``deleteDeltas`` as a
+JSON string (null: none), ``extra`` (the keys beyond CarbonData's) as a dictionary of JSON
+objects (a table's extras take a handful of distinct values). The stream's metadata names
+the table id and the version.
+
+Reading checks everything the JSON decoder checks, column by column in Arrow's kernels (a
+load name twice, a bad name or status, a segment file that is not a plain name, an extra
+holding CarbonData's key ...), and builds a ``LoadEntry`` only for a row that is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import xxhash
+
+from carbonstore.store.entries import (
+    ALL_STATUSES,
+    KNOWN_KEYS,
+    PLAIN_KEYS,
+    READABLE_STATUSES,
+    DeleteDelta,
+    LoadEntry,
+    build_plain,
+)
+
+__all__ = ["ArrowBase", "checkpoint_bytes", "checkpoint_name", "decode_checkpoint", "encode_checkpoint", "entries_table"]
+
+_MAGIC = b"CSCKPT1\n"
+_HEAD = len(_MAGIC) + 17
+_STR, _INT, _BOOL = pa.string(), pa.int64(), pa.bool_()
+_TYPES = {
+    "loadName": _STR, "loadStatus": _STR, "loadStartTime": _INT, "timestamp": _INT,
+    "dataSize": _INT, "indexSize": _INT, "rowCount": _INT, "badRecordCount": _INT,
+    "modificationOrDeletionTimestamp": _INT, "mergedLoadName": _STR, "visibility": _BOOL,
+    "majorCompacted": _BOOL, "fileFormat": _STR, "segmentFile": _STR, "deleteDeltas": _STR,
+    "extra": _STR,
+}
+SCHEMA = pa.schema([pa.field(k, t) for k, t in _TYPES.items()])
+_FILE_TYPES = {**_TYPES, "extra": pa.dictionary(pa.int32(), pa.string())}
+_NOT_NULL = ("loadName", "loadStatus", "loadStartTime", "dataSize", "indexSize", "rowCount",
+             "badRecordCount", "visibility", "majorCompacted", "fileFormat")
+_NAME_RE = r"^[0-9]+(\.[0-9]+)?$"
+_STATUS_RE = "^(" + "|".join(ALL_STATUSES) + ")$"
+_READABLE_RE = "^(" + "|".join(sorted(READABLE_STATUSES)) + ")$"
+
+
+def checkpoint_name(version: int) -> str:
+    return f"{version:020d}.checkpoint.arrow"
+
+
+def entries_table(entries: Sequence[LoadEntry]) -> pa.Table:
+    """The entries as a table of ``SCHEMA`` (what a checkpoint holds)."""
+    cols: dict[str, list[Any]] = {
+        "loadName": [e.load_name for e in entries],
+        "loadStatus": [e.status for e in entries],
+        "loadStartTime": [e.load_start_time for e in entries],
+        "timestamp": [e.timestamp for e in entries],
+        "dataSize": [e.data_size for e in entries],
+        "indexSize": [e.index_size for e in entries],
+        "rowCount": [e.row_count for e in entries],
+        "badRecordCount": [e.bad_record_count for e in entries],
+        "modificationOrDeletionTimestamp": [e.modification_or_deletion_timestamp for e in entries],
+        "mergedLoadName": [e.merged_load_name for e in entries],
+        "visibility": [e.visibility for e in entries],
+        "majorCompacted": [e.major_compacted for e in entries],
+        "fileFormat": [e.file_format for e in entries],
+        "segmentFile": [e.segment_file for e in entries],
+        "deleteDeltas": [orjson.dumps([d.to_json() for d in e.delete_deltas]).decode()
+                         if e.delete_deltas else None for e in entries],
+        "extra": [orjson.dumps(e.extra, option=orjson.OPT_SORT_KEYS).decode() if e.extra else None
+                  for e in entries],
+    }
+    return pa.table({k: pa.array(v, type=_TYPES[k]) for k, v in cols.items()}, schema=SCHEMA)
+
+
+def encode_checkpoint(table: pa.Table, *, table_id: str, version: int) -> tuple[bytes, ArrowBase]:
+    """The checkpoint file's bytes of ``table`` (of ``SCHEMA``), and its entries as a
+    reader of the file sees them (not checked again: they are the entries this writer
+    committed; every reader of the file checks it)."""
+    data, table = checkpoint_bytes(table, table_id=table_id, version=version)
+    return data, ArrowBase(table, check=False)
+
+
+def checkpoint_bytes(table: pa.Table, *, table_id: str, version: int) -> tuple[bytes, pa.Table]:
+    """The checkpoint file's bytes of ``table``, unchecked, and the table as written."""
+    table = table.combine_chunks()
+    table = table.set_column(table.schema.get_field_index("extra"), "extra",
+                             pc.dictionary_encode(table.column("extra")).cast(_FILE_TYPES["extra"]))
+    meta = {b"tableId": table_id.encode(), b"version": str(version).encode()}
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema.with_metadata(meta)) as writer:
+        writer.write_table(table)
+    body = sink.getvalue().to_pybytes()
+    return _MAGIC + xxhash.xxh64_hexdigest(body).encode() + b"\n" + body, table
+
+
+def decode_checkpoint(data: bytes, *, table_id: str, version: int) -> ArrowBase:
+    """The checked entries of a checkpoint file.
+
+    Raises:
+        ValueError: damage of any kind (the caller names the file).
+    """
+    if not data.startswith(_MAGIC) or data[_HEAD - 1:_HEAD] != b"\n":
+        raise ValueError("not a tablestatus checkpoint file")
+    body = memoryview(data)[_HEAD:]
+    if xxhash.xxh64_hexdigest(body).encode() != data[len(_MAGIC):_HEAD - 1]:
+        raise ValueError("its checksum does not match its content")
+    try:
+        table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()
+    except (pa.ArrowInvalid, OSError) as err:
+        raise ValueError(f"unreadable Arrow stream ({err})") from err
+    meta = table.schema.metadata or {}
+    if meta.get(b"tableId") != table_id.encode() or meta.get(b"version") != str(version).encode():
+        raise ValueError(f"it is version {meta.get(b'version')!r} of table {meta.get(b'tableId')!r}")
+    if {f.name: f.type for f in table.schema} != _FILE_TYPES or table.schema.names != list(_TYPES):
+        raise ValueError(f"unexpected columns {table.schema}")
+    return ArrowBase(table.combine_chunks())
+
+
+# numpy views of Arrow buffers: Array.to_numpy would import pandas (most of a second of a
+# fresh process), and these arrays have no nulls (checked, or made by kernels from such).
+def _bits(arr: pa.BooleanArray) -> np.ndarray:
+    """A boolean array without nulls as numpy bools."""
+    if not len(arr):
+        return np.zeros(0, dtype=bool)
+    raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+    return np.unpackbits(raw, bitorder="little")[arr.offset:arr.offset + len(arr)].astype(bool)
+
+
+def _int64s(arr: pa.Int64Array) -> np.ndarray:
+    """An int64 array without nulls as numpy (zero copy)."""
+    if not len(arr):
+        return np.zeros(0, dtype=np.int64)
+    return np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr)]
+
+
+def _all(mask: Any) -> bool:
+    return pc.all(mask).as_py() in (True, None)
+
+
+class ArrowBase:
+    """A checkpoint's entries: the columns, checked; rows built when asked for."""
+
+    def __init__(self, table: pa.Table, *, check: bool = True) -> None:
+        self.n = table.num_rows
+        cols = {name: table.column(name).combine_chunks() for name in table.schema.names}
+        if check:
+            self._check(cols)
+        self.deltas: dict[int, tuple[DeleteDelta, ...]] = {}
+        raw = cols["deleteDeltas"]
+        for i in (np.flatnonzero(_bits(raw.is_valid())).tolist() if raw.null_count < self.n else ()):
+            items = orjson.loads(raw[i].as_py())
+            if not isinstance(items, list):
+                raise ValueError("deleteDeltas must be a list")
+            self.deltas[i] = tuple(DeleteDelta.from_json(d) for d in items)
+        extra = cols.pop("extra")
+        self.extras: list[dict[str, Any]] = []
+        for text in extra.dictionary.to_pylist():
+            x = orjson.loads(text) if text is not None else None
+            if type(x) is not dict or x.keys() & KNOWN_KEYS:
+                raise ValueError(f"an extra that is not an object of other keys: {text!r}")
+            self.extras.append(x)
+        self.extra_index = extra.indices
+        self.cols = cols
+        self._names: list[str] | None = None
+        self._index: dict[str, int] | None = None
+        self._max_id: int | None = None
+
+    def _check(self, cols: dict[str, Any]) -> None:
+        """Every check of the JSON decoder, column by column in Arrow's kernels (with
+        options only: a Python value turned into an Arrow one would make pyarrow import
+        pandas, most of a second of a fresh process)."""
+        for key in _NOT_NULL:
+            if cols[key].null_count:
+                raise ValueError(f"{key} is missing in {cols[key].null_count} entries")
+        names = cols["loadName"]
+        if not _all(pc.match_substring_regex(names, _NAME_RE)):
+            raise ValueError("an invalid loadName")
+        if pc.count_distinct(names).as_py() != self.n:
+            raise ValueError("a loadName appears twice")
+        if not _all(pc.match_substring_regex(cols["loadStatus"], _STATUS_RE)):
+            raise ValueError("an unknown loadStatus")
+        if not _all(pc.match_substring_regex(cols["mergedLoadName"], _NAME_RE)):
+            raise ValueError("an invalid mergedLoadName")
+        files = cols["segmentFile"]
+        if not _all(pc.invert(pc.or_(pc.match_substring_regex(files, r"^\.{0,2}$"),
+                                     pc.match_substring_regex(files, r"[/\\:\x00]")))):
+            raise ValueError("a segmentFile that is not a plain file name")
+
+    # ---- lookups ------------------------------------------------------------------------------
+    def names(self) -> list[str]:
+        if self._names is None:
+            self._names = self.cols["loadName"].to_pylist()
+        return self._names
+
+    def index(self) -> dict[str, int]:
+        if self._index is None:
+            names = self.names()
+            self._index = dict(zip(names, range(len(names)), strict=True))
+        return self._index
+
+    def position(self, name: str) -> int | None:
+        return self.index().get(name)
+
+    def max_id(self) -> int:
+        """The largest integer part of a load name (-1: none)."""
+        if self._max_id is None:
+            if not self.n:
+                self._max_id = -1
+            else:
+                major = pc.replace_substring_regex(self.cols["loadName"], pattern=r"\..*$", replacement="")
+                self._max_id = int(pc.max(pc.cast(major, pa.int64())).as_py())
+        return self._max_id
+
+    def readable_mask(self) -> np.ndarray:
+        """Which rows are readable (a readable status, visible)."""
+        return _bits(pc.and_(pc.match_substring_regex(self.cols["loadStatus"], _READABLE_RE),
+                             self.cols["visibility"]))
+
+    # ---- entries ------------------------------------------------------------------------------
+    def _build(self, cols: list[list[Any]], rows: Sequence[int]) -> tuple[LoadEntry, ...]:
+        names, statuses, starts, ts, data, index, count, bad, modified, merged, vis, major, fmt, files = cols
+        vis = ["false" if v is False else "true" for v in vis]
+        major = ["true" if v else "false" for v in major]
+        built = build_plain(names, statuses, starts, ts, data, index, count, bad, modified, merged,
+                            vis, major, fmt, files)
+        extras, ix, deltas = self.extras, self.extra_index, self.deltas
+        xs = ix.to_pylist() if len(rows) == self.n else [ix[i].as_py() for i in rows]
+        for e, i, x in zip(built, rows, xs, strict=True):
+            if x is not None:
+                object.__setattr__(e, "extra", dict(extras[x]))
+            if i in deltas:
+                object.__setattr__(e, "delete_deltas", deltas[i])
+        return built
+
+    def row(self, i: int) -> LoadEntry:
+        return self._build([[self.cols[k][i].as_py()] for k in PLAIN_KEYS], [i])[0]
+
+    def all(self) -> tuple[LoadEntry, ...]:
+        return self._build([self.cols[k].to_pylist() for k in PLAIN_KEYS], range(self.n))
+
+    def _readable_rows(self, skip: Sequence[str]) -> np.ndarray:
+        mask = self.readable_mask()
+        if skip:
+            index = self.index()
+            mask[[index[n] for n in skip if n in index]] = False
+        return mask
+
+    def readable_stats(self, skip: Sequence[str]) -> tuple[int, int]:
+        """(readable entries, their live rows), leaving out the entries named ``skip``."""
+        mask = self._readable_rows(skip)
+        rows = int(_int64s(self.cols["rowCount"])[mask].sum())
+        for i, dd in self.deltas.items():
+            if mask[i]:
+                rows -= sum(d.deleted_rows for d in dd)
+        return int(mask.sum()), rows
+
+    def readable_files(self, skip: Sequence[str]) -> dict[str, tuple[str | None, tuple[DeleteDelta, ...]]]:
+        """Segment file and delete deltas of each readable entry, by load name (leaving out
+        the entries named ``skip``), from the columns."""
+        rows = np.flatnonzero(self._readable_rows(skip)).tolist()
+        names, files, deltas = self.names(), self.cols["segmentFile"].to_pylist(), self.deltas
+        return {names[i]: (files[i], deltas.get(i, ())) for i in rows}
+
+    def table(self) -> pa.Table:
+        """The entries as a table of ``SCHEMA``."""
+        cols = dict(self.cols)
+        cols["extra"] = pa.array([orjson.dumps(x, option=orjson.OPT_SORT_KEYS).decode() for x in self.extras],
+                                 type=_STR).take(self.extra_index)
+        return pa.table([cols[k] for k in _TYPES], schema=SCHEMA)

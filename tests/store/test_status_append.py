@@ -1,0 +1,307 @@
+"""Commits that name their change (StatusChange), entries built when used, and checkpoints
+spliced from columns: the same entries as a commit that hands over the whole list."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from carbonstore import Store
+from carbonstore.errors import CorruptMetadataError
+from carbonstore.store import checkpoint_arrow, tablestatus, versions
+from carbonstore.store.checkpoint_arrow import checkpoint_name
+from carbonstore.store.tablestatus import (
+    COMPACTED,
+    FAILURE,
+    IN_PROGRESS,
+    MARKED_FOR_DELETE,
+    SUCCESS,
+    LoadEntry,
+    StatusChange,
+    forget_decoded,
+)
+
+SPEC = {"fields": [{"source": "d", "transform": "day", "sourceId": 1}]}
+
+
+@pytest.fixture
+def small_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkpoints every 4th version, entry columns from 3 entries: short sequences meet
+    both, several times."""
+    monkeypatch.setattr(versions, "CHECKPOINT_INTERVAL", 4)
+    monkeypatch.setattr(tablestatus, "CHECKPOINT_INTERVAL", 4)
+    monkeypatch.setattr(versions, "COLUMNS_FROM", 3)
+
+
+def _table(root: Path, name: str = "db.t"):
+    return Store(str(root)).create_table(name, "id long, d date")
+
+
+# One step of a random commit sequence: (kind, a number choosing the segment(s), extras?)
+STEP = st.tuples(
+    st.sampled_from(["load", "begin", "finish", "fail", "delete", "compact", "clean", "deltas", "noop"]),
+    st.integers(0, 1000), st.booleans(),
+)
+
+
+def _change(entries: dict[str, LoadEntry], step: tuple[str, int, bool], next_id: int,
+            ) -> tuple[list[LoadEntry], list[str]]:
+    """(upserts, removes) of ``step`` on ``entries`` (a model of what the product commits)."""
+    kind, pick, extras = step
+    names = list(entries)
+    extra = {"writer": f"h:{pick % 3}", "schemaVersion": 0, **({"partitioning": SPEC} if extras else {})}
+
+    def of(status: str) -> list[LoadEntry]:
+        return [e for e in entries.values() if e.status == status]
+
+    if kind == "load":
+        return [LoadEntry(load_name=str(next_id), status=SUCCESS, load_start_time=1000 + pick,
+                          timestamp=2000 + pick, row_count=pick, segment_file=f"{next_id}_1.carbonindexmerge",
+                          extra=extra)], []
+    if kind == "begin":
+        return [LoadEntry(load_name=str(next_id), status=IN_PROGRESS, load_start_time=1000 + pick,
+                          extra={**extra, "leaseExpiryMs": 99 + pick})], []
+    running, done = of(IN_PROGRESS), of(SUCCESS)
+    if kind in ("finish", "fail") and running:
+        e = running[pick % len(running)]
+        return [e.with_status(SUCCESS if kind == "finish" else FAILURE, timestamp=3000 + pick,
+                              row_count=pick, extra={k: v for k, v in e.extra.items() if k != "leaseExpiryMs"})], []
+    if kind == "delete" and done:
+        return [done[pick % len(done)].with_status(MARKED_FOR_DELETE, modification_or_deletion_timestamp=pick)], []
+    if kind == "compact" and len(done) >= 2:
+        first = pick % (len(done) - 1)
+        sources = done[first:first + 2]
+        out_name = f"{sources[0].load_name.split('.')[0]}.{pick % 5 + 1}"
+        if out_name in entries:
+            return [], []
+        merged = LoadEntry(load_name=out_name, status=SUCCESS, load_start_time=5, timestamp=6,
+                           row_count=sum(e.row_count for e in sources), extra=extra)
+        return [*(e.with_status(COMPACTED, merged_load_name=out_name) for e in sources), merged], []
+    if kind == "clean":
+        gone = [n for n in names if entries[n].status in (COMPACTED, MARKED_FOR_DELETE, FAILURE)]
+        return [], gone[: 1 + pick % 3]
+    if kind == "deltas" and done:
+        from carbonstore.store.entries import DeleteDelta
+
+        e = done[pick % len(done)]
+        dd = (DeleteDelta(data_file="part-0.parquet", delta_file=f"d{pick}.delta", deleted_rows=min(1, e.row_count)),)
+        return [e.with_status(e.status, delete_deltas=dd)], []
+    return [], []
+
+
+def _run(table, steps: list[tuple[str, int, bool]], *, as_change: bool) -> list[list[LoadEntry]]:
+    """Commit ``steps``; the entries after each version, as a model computes them."""
+    model: dict[str, LoadEntry] = {}
+    out = []
+    for step in steps:
+        snap = table.status.read()
+        next_id = int(snap.next_segment_id())
+        upserts, removes = _change(model, step, next_id)
+        if not upserts and not removes:
+            continue
+        for n in removes:
+            del model[n]
+        for e in upserts:
+            model[e.load_name] = e
+        if as_change:
+            table.status.update(lambda s, u=tuple(upserts), r=tuple(removes): StatusChange(u, r),
+                                operation=step[0].upper())
+        else:
+            wanted = list(model.values())
+            table.status.update(lambda s, w=wanted: w, operation=step[0].upper())
+        out.append(list(model.values()))
+    return out
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(STEP, min_size=1, max_size=30))
+def test_change_commits_equal_whole_list_commits(tmp_path_factory, small_checkpoints, steps) -> None:
+    root = tmp_path_factory.mktemp("append")
+    whole, change = _table(root, "db.whole"), _table(root, "db.change")
+    want = _run(whole, steps, as_change=False)
+    got = _run(change, steps, as_change=True)
+    assert want == got
+    latest = whole.status.read().version
+    assert change.status.read().version == latest
+    for fresh in (False, True):  # as the writer saw it, and from the files in a new process
+        if fresh:
+            forget_decoded()
+        for v in range(latest + 1):
+            a, b = whole.status.read(v), change.status.read(v)
+            assert list(a.entries) == list(b.entries)
+            assert a.id_floor == b.id_floor
+            assert a.readable_rows() == b.readable_rows() == sum(
+                e.row_count - e.deleted_rows for e in a.entries if e.readable)
+            assert a.readable_count() == len(a.readable)
+        final = change.status.read()
+        assert list(final.entries) == want[-1] if want else True
+        for limit, offset in ((1, 0), (3, 1), (100, 0)):
+            assert final.newest(limit, offset) == list(final.entries)[::-1][offset:offset + limit]
+    infos_a = [(i.added, i.removed, i.rows) for i in whole.history()]
+    infos_b = [(i.added, i.removed, i.rows) for i in change.history()]
+    assert infos_a == infos_b
+
+
+def test_a_commit_builds_only_the_entries_it_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load's begin and commit on a fresh read of a 600-segment table build a handful of
+    entries, not 600 (before: the read built every entry, the commit diffed them all)."""
+    monkeypatch.setattr(versions, "CHECKPOINT_INTERVAL", 3)
+    monkeypatch.setattr(tablestatus, "CHECKPOINT_INTERVAL", 3)
+    table = _table(tmp_path)
+    table.status.update(lambda s: [LoadEntry(load_name=str(i), status=SUCCESS, load_start_time=i,
+                                             extra={"writer": "h:1"}) for i in range(600)],
+                        operation="LOAD")
+    while table.status.read().version % 3:
+        table.status.update(lambda s: list(s.entries), operation="ALTER t", force=True)
+    assert (Path(table.status.log_dir) / checkpoint_name(table.status.read().version)).exists()
+    forget_decoded()
+    built = []
+    real = checkpoint_arrow.build_plain
+
+    def counting(*cols):
+        built.append(len(cols[0]))
+        return real(*cols)
+
+    monkeypatch.setattr(checkpoint_arrow, "build_plain", counting)
+    entry = table.status.allocate()
+    table.status.set_status(entry.load_name, SUCCESS, row_count=5)
+    snap = table.status.read()
+    assert snap.find(entry.load_name).status == SUCCESS
+    assert snap.find("17").extra == {"writer": "h:1"}
+    assert snap.readable_count() == 601 and snap.readable_rows() == 5
+    assert [e.load_name for e in snap.newest(3)] == ["600", "599", "598"]
+    assert sum(built) <= 4, built
+    assert len(snap.entries) == 601 and sum(built) > 600  # iterating builds them all
+
+
+def test_a_crash_before_a_checkpoint_leaves_a_readable_table(tmp_path: Path) -> None:
+    """Killed after committing the version whose checkpoint it was about to write: the
+    table reads from the checkpoint before it (and the versions since), and commits go on."""
+    table = _table(tmp_path)
+    interval = versions.CHECKPOINT_INTERVAL
+    while table.status.read().version < interval - 1:
+        table.status.allocate(status=SUCCESS, row_count=1)
+    before = table.status.read()
+    code = ("import sys; from carbonstore import Store; "
+            "Store(sys.argv[1]).table('db.t').status.allocate(status='Success', row_count=1)")
+    for point in ("tablestatus.before_write", "tablestatus.before_checkpoint"):
+        env = {**os.environ, "CARBONSTORE_CRASH_AT": point}
+        proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=env, timeout=120)
+        assert proc.returncode == -9
+        forget_decoded()
+        if point == "tablestatus.before_write":
+            assert table.status.read() == before
+    after = table.status.read()
+    assert after.version == interval and not (Path(table.status.log_dir) / checkpoint_name(interval)).exists()
+    assert [e.load_name for e in after.entries] == [*(e.load_name for e in before.entries), str(interval - 1)]
+    assert after.readable_rows() == interval
+    table.status.allocate(status=SUCCESS, row_count=1)
+    forget_decoded()
+    assert table.status.read().readable_rows() == interval + 1
+    assert table.status.read(interval) == after
+
+
+def _old_chain(table, versions_n: int, per_version: int) -> list[LoadEntry]:
+    """Version files as the JSON-checkpoint format wrote them (a checkpoint of every entry
+    at every 50th version), written directly."""
+    entries: list[LoadEntry] = []
+    status = table.status
+    for v in range(1, versions_n + 1):
+        new = tuple(LoadEntry(load_name=str(len(entries) + i), status=SUCCESS, load_start_time=v,
+                              row_count=2, extra={"writer": "old:1"}) for i in range(per_version))
+        before = tuple(entries)
+        entries.extend(new)
+        data = versions.encode_version(
+            version=v, table_id=status.table_id, operation="LOAD", floor=len(entries),
+            checkpoint=tuple(entries) if v % 50 == 0 else None, upserts=new, removes=(),
+            base=before, timestamp=1000 + v, new=tuple(entries))
+        assert table.store.sfs.put_if_absent(status._version_path(v), data)
+    return entries
+
+
+@pytest.mark.parametrize("per_version", [1, 3])  # checkpoint as objects, and as columns
+def test_old_format_tables_open_and_take_change_commits(tmp_path: Path, per_version: int) -> None:
+    table = _table(tmp_path)
+    entries = _old_chain(table, 60, per_version)
+    raw = orjson.loads((Path(table.status.log_dir) / f"{50:020d}.json").read_bytes())
+    assert raw["checkpoint"] is True and ("entries" in raw) == (per_version == 1)
+    forget_decoded()
+    assert list(table.status.read().entries) == entries
+    while table.status.read().version < 100:  # upgrade on write: the next checkpoint is Arrow
+        e = table.status.allocate()
+        table.status.set_status(e.load_name, SUCCESS, row_count=3)
+        entries.append(table.status.read().get(e.load_name))
+    assert (Path(table.status.log_dir) / checkpoint_name(100)).exists()
+    forget_decoded()
+    snap = table.status.read()
+    assert list(snap.entries) == entries
+    assert snap.readable_rows() == sum(e.row_count for e in entries)
+    assert table.status.read(55).entries == tuple(entries[:55 * per_version])
+
+
+def test_legacy_single_file_table_upgrades_and_takes_change_commits(tmp_path: Path) -> None:
+    store = Store(str(tmp_path))
+    table = store.create_table("db.old", "id long")
+    paths = table.paths
+    schema = orjson.loads(Path(paths.schema).read_bytes())
+    del schema["tableId"], schema["checksum"]  # as written before both
+    Path(paths.schema).write_bytes(orjson.dumps(schema))
+    store.sfs.delete_dir(paths.tablestatus_log)
+    Path(paths.tablestatus).write_bytes(orjson.dumps(
+        [LoadEntry(load_name="0", status=SUCCESS, load_start_time=1, row_count=7).to_json()]))
+    forget_decoded()
+    old = Store(str(tmp_path)).table("db.old")
+    assert old.status.read().legacy
+    e = old.status.allocate()
+    old.status.set_status(e.load_name, SUCCESS, row_count=1)
+    forget_decoded()
+    snap = Store(str(tmp_path)).table("db.old").status.read()
+    assert [x.load_name for x in snap.entries] == ["0", "1"] and snap.readable_rows() == 8
+
+
+def _checkpointed(tmp_path: Path):
+    table = _table(tmp_path)
+    table.status.update(lambda s: [LoadEntry(load_name=str(i), status=SUCCESS, load_start_time=i)
+                                   for i in range(200)], operation="LOAD")
+    while table.status.read().version % versions.CHECKPOINT_INTERVAL:
+        table.status.update(lambda s: list(s.entries), operation="ALTER t", force=True)
+    v = table.status.read().version
+    return table, v, Path(table.status.log_dir) / checkpoint_name(v)
+
+
+@pytest.mark.parametrize("damage", ["flip", "escape", "twice", "status", "known extra", "other version"])
+def test_damaged_checkpoints_are_reported_when_read(tmp_path: Path, damage: str) -> None:
+    """Entries are built when used, but every column is checked when the checkpoint is read."""
+    table, v, path = _checkpointed(tmp_path)
+    entries = [LoadEntry(load_name=str(i), status=SUCCESS, load_start_time=i) for i in range(200)]
+    if damage == "flip":
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0x10
+        expect = "checksum"
+    else:
+        expect, version = {
+            "escape": ("not a plain file name", v), "twice": ("appears twice", v),
+            "status": ("unknown loadStatus", v), "known extra": ("extra", v),
+            "other version": ("it is version", v - 1),
+        }[damage]
+        e = entries[150]
+        entries[150] = {
+            "escape": replace(e, segment_file="../escape"), "twice": replace(e, load_name="3"),
+            "status": replace(e, status="Sucess"), "known extra": replace(e, extra={"rowCount": 1}),
+        }.get(damage, e)
+        data, _ = checkpoint_arrow.checkpoint_bytes(
+            checkpoint_arrow.entries_table(entries), table_id=table.status.table_id, version=version)
+    path.unlink()
+    path.write_bytes(bytes(data))
+    forget_decoded()
+    with pytest.raises(CorruptMetadataError, match=expect):
+        table.status.read()
+
