@@ -18,8 +18,8 @@ from carbonstore.cli._common import (
 )
 from carbonstore.errors import TableExistsError, UserError
 from carbonstore.segments.cluster_spec import segment_clustering
+from carbonstore.store.entries import LoadEntry
 from carbonstore.store.paths import parse_table_name
-from carbonstore.store.tablestatus import LoadEntry
 
 if TYPE_CHECKING:
     from carbonstore.store.schema import Column

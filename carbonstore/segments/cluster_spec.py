@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from carbonstore.store.tablestatus import LoadEntry
+from carbonstore.store.entries import LoadEntry
 
 __all__ = ["CLUSTERING_KEY", "CURVES", "MAX_COLUMNS", "ClusterSpec", "Curve",
            "segment_clustering"]
