@@ -17,7 +17,8 @@ from carbonstore import Store
 from tests.cluster.conftest import spark_submit
 from tests.dml.rows import SCHEMA, read_live, rows
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1500)]
+# long: about 2 minutes on top of tests/cluster/test_cluster.py's cluster run (make test-long)
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.spark, pytest.mark.timeout(1500)]
 
 SCRIPT = """
 UPDATE db.t SET score = score * 2, name = upper(name) WHERE id % 3 = 0;
