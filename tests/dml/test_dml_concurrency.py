@@ -38,8 +38,10 @@ def test_delete_load_compact_race(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("roles", [("race-delete", "race-update"),
-                                   ("race-upsert", "race-upsert-b")])
+@pytest.mark.parametrize("roles", [
+    ("race-delete", "race-update"),
+    # long: about 2 minutes; CI races two MERGE upserts in tests/reliability/test_dml_interleavings.py
+    pytest.param(("race-upsert", "race-upsert-b"), marks=pytest.mark.long)])
 def test_statements_racing_on_one_row_at_a_time(tmp_path: Path, roles: tuple[str, str]) -> None:
     """No pauses: two processes DELETE / UPDATE (or both MERGE-upsert) row k, k = 0, 1, ...
     at about the same time. Whatever the interleaving: no row a DELETE reported deleted is

@@ -150,6 +150,9 @@ def _rows(table: Table) -> list[tuple[object, ...]]:
     return sorted(tuple(r.values()) for r in got.to_pylist())
 
 
+@pytest.mark.long  # five CLI processes, a JVM each (about a minute); in CI the same UPDATE and
+# MERGE over segments of both schemas run in-process (test_python_update_and_merge_over_mixed_segments)
+@pytest.mark.spark
 def test_cli_update_over_segments_of_both_schemas(store: Store, tmp_path: Path) -> None:
     loc = store.location
     src = _nullable_parquet(tmp_path / "in", [1, 2, 3])
