@@ -41,6 +41,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from dml_bench import build, clone  # noqa: E402
+from dml_spark_bench import _source  # noqa: E402  (the same MERGE source)
 
 UPDATE_WHERE = "id % 2 = 0"
 UPDATE_SET = {"v": "v * 2", "cat": "upper(cat)"}
@@ -51,14 +52,6 @@ def _hwm(pid: str = "self") -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024  # MB
     return float("nan")
-
-
-def _source(spark, rows: int, n: int):  # noqa: ANN001, ANN202 - a Spark DataFrame
-    half = n // 2
-    step = max(1, rows // max(1, half))
-    return spark.range(0, n).selectExpr(
-        f"CASE WHEN id < {half} THEN id * {step} ELSE {rows} + id END AS id",
-        "lpad(hex(id), 16, '0') AS k", "'c0' AS cat", "CAST(1.0 AS DOUBLE) AS v")
 
 
 def _arrow_source(rows: int, n: int):  # noqa: ANN202 - a pyarrow table
