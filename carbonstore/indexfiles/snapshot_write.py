@@ -133,12 +133,18 @@ def index_rows(segments: Sequence[tuple[str, str, int, Any]]) -> tuple[pa.Table,
 CHUNK_SEGMENTS = 1024
 
 
+def _column_types(tables: Sequence[pa.Table]) -> dict[str, pa.DataType]:
+    """Every column name of ``tables``, in first-seen order, with its first type."""
+    types: dict[str, pa.DataType] = {}
+    for t in tables:
+        for f in t.schema:
+            types.setdefault(f.name, f.type)
+    return types
+
+
 def _aligned(pieces: Sequence[pa.Table]) -> pa.Table:
     """``pieces`` (snapshot rows) as one table; a slot some piece lacks: empty lists there."""
-    types: dict[str, pa.DataType] = {}
-    for p in pieces:
-        for f in p.schema:
-            types.setdefault(f.name, f.type)
+    types = _column_types(pieces)
     aligned = []
     for p in pieces:
         cols = []
@@ -189,10 +195,7 @@ def encode_chunks(chunks: Sequence[tuple[pa.Table, Sequence[tuple[str, bytes, in
     unchanged ones copied as they are (``Snapshot.core_rows`` / ``chunk_raw``) - and the
     segment bounds of all their segments."""
     cores = [c for c, _ in chunks]
-    names: dict[str, pa.DataType] = {}
-    for c in cores:
-        for f in c.schema:
-            names.setdefault(f.name, f.type)
+    names = _column_types(cores)
     filled = []
     for c in cores:
         cols = [c.column(n) if n in c.column_names else pa.array(
