@@ -460,22 +460,26 @@ def and_terms(condition: Any) -> list[Any]:
 _TERM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|=|<|>)\s*(-?[0-9]{1,18}(?:\.[0-9]{1,18})?|'[^'\\\x00-\x1f\x7f\ud800-\udfff]*')\s*")
 _AND = re.compile(r"(?i:and)\s")
 _OPS: dict[str, type[Comparison]] = {"=": Eq, "<": Lt, "<=": LtEq, ">": Gt, ">=": GtEq}
-_NAMES: dict[str, bool] = {}  # identifier -> sqlglot reads it as that column
+#: The words sqlglot's Spark dialect does not read as a column name in ``word = 1`` (its
+#: keywords and functions without parentheses), upper case: what the shape path leaves to
+#: sqlglot. A static list, so a lookup imports no sqlglot (a fifth of a second of a fresh
+#: process); tests/expressions/test_parser_shapes.py checks it against every keyword and
+#: function name of the installed sqlglot.
+NOT_COLUMN_NAMES = frozenset("""
+    ALTER ANALYZE AND ANY AS BEGIN BETWEEN CACHE CALL CASE COMMENT COMMIT CONNECT_BY_ROOT COPY
+    CREATE CROSS CURRENT_DATE CURRENT_TIMESTAMP CURRENT_USER DECLARE DELETE DESC DESCRIBE
+    DISTINCT DROP ELSE EXCEPT EXECUTE EXPLAIN FALSE FETCH FOR FROM GLOB GRANT HAVING IF ILIKE
+    INNER INSERT INTERSECT INTO JOIN KILL LATERAL LIKE LOAD MERGE MINUS NOT NOTNULL NULL ON
+    OPTIMIZE OR OUTER PARTITIONED_BY PIVOT PRAGMA PREPARE QUALIFY REFRESH REGEXP RENAME
+    RETURNING REVOKE RLIKE ROLLBACK SELECT SERDEPROPERTIES SESSION_USER SET SHOW TABLESAMPLE
+    THEN TRUE TRUNCATE UNCACHE UNION UNPIVOT UPDATE USE USING VACUUM VALUES WHEN WHERE WITH XOR
+""".split())
 
 
 def _plain_name(name: str) -> bool:
     """``name`` is a column name to sqlglot (not a keyword or a function without
-    parentheses such as CURRENT_DATE): asked once per identifier."""
-    ok = _NAMES.get(name)
-    if ok is None:
-        try:
-            ok = _parse_where(f"{name} = 1") == Eq(name, 1)
-        except ExpressionError:
-            ok = False
-        if len(_NAMES) >= 1024:
-            _NAMES.clear()
-        _NAMES[name] = ok
-    return ok
+    parentheses such as CURRENT_DATE); sqlglot's keywords are case-insensitive."""
+    return name.upper() not in NOT_COLUMN_NAMES
 
 
 def _simple(sql: str) -> Expr | None:

@@ -81,3 +81,53 @@ def test_lookups_take_the_shape_path() -> None:
                  "s = 'it''s'", "s = 'a\\\\b'", "id = 5 or x = 1", "id = 1234567890123456789",
                  "5 = id", "id = 5 -- c"]:
         assert parser._simple(text) is None, text
+
+
+def _sqlglot_words() -> set[str]:
+    """Every one-word keyword and function name the installed sqlglot's Spark dialect knows."""
+    import re
+
+    from sqlglot.dialects.dialect import Dialect
+
+    spark = Dialect.get_or_raise("spark")
+    tok, par = spark.tokenizer_class, spark.parser_class
+    words: set[str] = set()
+    for table in (tok.KEYWORDS, par.FUNCTIONS, par.NO_PAREN_FUNCTION_PARSERS, par.FUNCTION_PARSERS,
+                  getattr(par, "NO_PAREN_FUNCTIONS", {}), getattr(par, "PRIMARY_PARSERS", {}),
+                  getattr(par, "RANGE_PARSERS", {}), getattr(par, "STATEMENT_PARSERS", {}),
+                  getattr(par, "PROPERTY_PARSERS", {}), getattr(par, "CONSTRAINT_PARSERS", {})):
+        for key in table:
+            word = key if isinstance(key, str) else getattr(key, "name", str(key))
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", word):
+                words.add(word.upper())
+    return words
+
+
+def test_the_static_list_of_words_that_are_not_names_is_sqlglots() -> None:
+    """The shape path decides without sqlglot which words are column names; for every
+    keyword and function name of the installed sqlglot (in three spellings) it decides as
+    sqlglot's own parse of ``word = 1`` does. Fails when a sqlglot upgrade adds a keyword."""
+    words = _sqlglot_words()
+    assert len(words) > 500
+    assert parser.NOT_COLUMN_NAMES <= words
+    for word in sorted(words):
+        for spelled in (word, word.lower(), word.capitalize()):
+            text = f"{spelled} = 1"
+            expected = _sqlglot(text)
+            got = parser._simple(text)
+            if got is None:
+                assert word in parser.NOT_COLUMN_NAMES, f"{spelled} is a column name to sqlglot"
+            else:
+                assert _shape(got) == expected, text
+
+
+def test_a_lookup_imports_no_sqlglot() -> None:
+    """parse_where of the common shape runs without importing sqlglot (a fresh process)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from carbonstore.expressions.parser import parse_where; "
+            "parse_where(\"id = 5 AND k = 'abc'\"); parse_where('Date >= 3'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sqlglot'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
