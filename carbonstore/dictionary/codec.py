@@ -26,6 +26,7 @@ from carbonstore.dictionary._gen.carbonstore_dictionary.ttypes import (
     ValueEncoding,
 )
 from carbonstore.errors import DictionaryError, SchemaError, UserError
+from carbonstore.store.arrow_numpy import binary_array
 from carbonstore.store.schema import DataType
 
 __all__ = [
@@ -143,7 +144,7 @@ def decode_chunk(chunk: DictionaryChunk, target: pa.DataType) -> pa.Array:
         items = chunk.byte_arrays or []
         if len(items) != n:
             raise DictionaryError(f"dictionary chunk says {n} values but holds {len(items)}")
-        arr = pa.array(items, pa.binary())
+        arr = binary_array(items)  # (pa.array would import pandas)
         if pa.types.is_string(target):
             try:
                 return arr.cast(pa.string())

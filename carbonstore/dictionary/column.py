@@ -26,6 +26,7 @@ from carbonstore.dictionary.files import (
     write_sort_index,
 )
 from carbonstore.errors import DictionaryError, SchemaError, UserError
+from carbonstore.store.arrow_numpy import from_numpy, string_array
 from carbonstore.store.schema import Column
 
 __all__ = [
@@ -119,7 +120,7 @@ class ColumnDictionary:
             return None
         if stored is None:
             return None
-        sv = self.values.take(pa.array(stored[0] - FIRST_SURROGATE))
+        sv = self.values.take(from_numpy(stored[0] - FIRST_SURROGATE))
         if not ascending(sv):
             return None
         self._sorted_values = sv  # checked in value order: sorted_values() reuses it
@@ -142,7 +143,7 @@ class ColumnDictionary:
         order, _ = self.sort_index()
         with self._lock:
             if self._sorted_values is None:
-                self._sorted_values = self.values.take(pa.array(order - FIRST_SURROGATE))
+                self._sorted_values = self.values.take(from_numpy(order - FIRST_SURROGATE))
             return self._sorted_values
 
     def rank_bound(self, value: Any, *, right: bool) -> int:
@@ -203,8 +204,9 @@ class ColumnDictionary:
             if items and all(v is None or isinstance(v, str) for v in items):
                 if not pa.types.is_string(self.arrow_type):
                     return parse_text_values(items, self.column.type)
-            try:
-                values = pa.array(items, self.arrow_type)
+            try:  # (a string list without pa.array, which would import pandas)
+                values = (string_array(items) if pa.types.is_string(self.arrow_type)
+                          else pa.array(items, self.arrow_type))
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as err:
                 raise UserError(
                     f"cannot use {values!r} as {self.arrow_type} values of {self.column.name!r}: {err}"

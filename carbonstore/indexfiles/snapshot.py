@@ -13,8 +13,7 @@ file's length checked against them, before anything else is used. A snapshot who
 directory or core fails, that is truncated, empty, of another format or not a snapshot is
 refused (:class:`CorruptIndexError`); a section found damaged later raises
 :class:`SnapshotSectionError` and the arrays built over it answer from the merge indexes:
-the snapshot is a cache of derived data, never a source of truth. Older formats are not
-read; the next snapshot written replaces them.
+the snapshot is derived data, never a source of truth. Older formats are not read (the next one replaces them).
 
 The snapshot is one table (snapshot_write.py) with one row per covered segment, in segment
 order, cut into sections:
@@ -54,7 +53,8 @@ import pyarrow as pa
 
 from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, DataFile, ValueKind
 from carbonstore.indexfiles.arrays import BloomSource
-from carbonstore.indexfiles.snapshot_bounds import decode_bounds, numpy_of
+from carbonstore.indexfiles.held import HeldBytes
+from carbonstore.indexfiles.snapshot_bounds import decode_bounds
 from carbonstore.indexfiles.snapshot_file import (
     CHUNKS_META,
     CORE,
@@ -68,6 +68,7 @@ from carbonstore.indexfiles.snapshot_file import (
     section_of,
     snapshot_table,
 )
+from carbonstore.store.arrow_numpy import from_numpy, to_numpy
 
 __all__ = ["BOUNDS_TYPES", "COL_COLUMNS", "DESC_FIELDS", "FILE_STRUCT", "FLAG_BITS", "PAGE_COLUMNS", "RG_COLUMNS",
            "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "VALUE_TYPES", "Snapshot", "SnapshotFile",
@@ -152,7 +153,7 @@ class Snapshot:
         #: called when a section is read or a flat array decoded (the owner recounts nbytes)
         self.on_grow: Callable[[], None] | None = None
         self._bloom_source = bloom_source
-        self._sections: dict[str, pa.Table] = {}
+        self._sections: dict[str, pa.Table] = HeldBytes()
         core = self.core = self._section(CORE)
         self.size = core.num_rows
         starts = orjson.loads(meta[CHUNKS_META])
@@ -165,22 +166,22 @@ class Snapshot:
         self.segments: list[str] = core.column("segment").to_pylist()
         self.merges: list[str] = core.column("merge").to_pylist()
         self.bounds = decode_bounds(core, orjson.loads(meta["carbonstore.kinds"]))
-        self.bloom_base = numpy_of(core.column("bloom_base")).astype(np.int64)
-        self.bloom_len = numpy_of(core.column("bloom_len")).astype(np.int64)
+        self.bloom_base = to_numpy(core.column("bloom_base")).astype(np.int64)
+        self.bloom_len = to_numpy(core.column("bloom_len")).astype(np.int64)
         self.slots = {k: ColumnDesc(**d) for k, d in orjson.loads(meta["carbonstore.slots"]).items()}
         col = core.column("layout")  # dictionary-encoded by the writer: no string per segment
         layouts = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
         if not pa.types.is_dictionary(layouts.type):
             layouts = layouts.dictionary_encode()
         if layouts.null_count or (len(layouts) and (
-                layouts.indices.to_numpy(zero_copy_only=False).max() >= len(layouts.dictionary))):
+                to_numpy(layouts.indices).max() >= len(layouts.dictionary))):
             raise ValueError("snapshot column layout holds nulls or unknown layouts")
-        self.group = layouts.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+        self.group = to_numpy(layouts.indices).astype(np.int32)
         self.group_slots = [[k for k in lay.split(",") if k] for lay in layouts.dictionary.to_pylist()]
-        self._offsets: dict[str, _NP] = {}
+        self._offsets: dict[str, _NP] = HeldBytes()
         self._chunk_arrays: dict[tuple[str, int], tuple[pa.Array, _NP]] = {}
-        self._chunk_flat: dict[tuple[str, int], _NP] = {}
-        self._flat: dict[str, _NP] = {}
+        self._chunk_flat: dict[tuple[str, int], _NP] = HeldBytes()
+        self._flat: dict[str, _NP] = HeldBytes()
         self._files: list[DataFile] | None = None
         self._file_cols: dict[int, dict[str, pa.Array]] = {}
         self._file_objs: dict[int, DataFile] = {}
@@ -218,11 +219,8 @@ class Snapshot:
     @property
     def nbytes(self) -> int:
         """Bytes held now: the sections read and the flat arrays decoded from them so far
-        (object arrays of big integers counted at 32 bytes a value)."""
-        flats = [*self._flat.values(), *self._chunk_flat.values()]
-        flat = sum(a.nbytes if a.dtype != object else 32 * len(a) for a in flats)
-        held = sum(int(t.get_total_buffer_size()) for t in self._sections.values())
-        return held + flat + sum(o.nbytes for o in self._offsets.values())
+        (held.py: kept as they come and go, not summed again)."""
+        return sum(d.held for d in (self._sections, self._flat, self._chunk_flat, self._offsets))  # type: ignore[attr-defined]
 
     # -- sections -------------------------------------------------------------------------
     def _chunk_bases(self, k: int) -> list[str]:
@@ -311,7 +309,7 @@ class Snapshot:
                 lens = b.num_row_groups
             elif lk.endswith(":p"):
                 key = lk[:-2]
-                lens = (numpy_of(self.core.column(f"npages.{key}")).astype(np.int64)
+                lens = (to_numpy(self.core.column(f"npages.{key}")).astype(np.int64)
                         if f"npages.{key}" in self.core.column_names else np.zeros(self.size, np.int64))
             else:
                 groups = [g for g, keys in enumerate(self.group_slots) if lk in keys]
@@ -339,13 +337,13 @@ class Snapshot:
             if not np.array_equal(offs.astype(np.int64) - int(offs[0]), want - want[0]):
                 raise ValueError(f"snapshot column {name} does not match the summary's counts")
         if base == ROWS:
-            rg_file = self._take_list(t, "rg_file")[0].to_numpy(zero_copy_only=False)
+            rg_file = to_numpy(self._take_list(t, "rg_file")[0])
             rg = self.offsets("rg_rows")[r0:r1 + 1]
             seg_files = np.repeat(self.bounds.num_files[r0:r1], np.diff(rg))
             if len(rg_file) and (rg_file.min() < 0 or bool((rg_file >= seg_files).any())):
                 raise ValueError("snapshot row groups point at files that are not in their segment")
         elif base.endswith(":p") and f"{base[:-2]}:p_rg" in t.column_names:
-            p_rg = self._take_list(t, f"{base[:-2]}:p_rg")[0].to_numpy(zero_copy_only=False).astype(np.int64)
+            p_rg = to_numpy(self._take_list(t, f"{base[:-2]}:p_rg")[0]).astype(np.int64)
             pages = self.offsets(f"{base[:-2]}:p_rg")[r0:r1 + 1]
             page_lens = np.diff(pages)
             if len(p_rg):
@@ -393,7 +391,7 @@ class Snapshot:
             out = np.empty(len(arr), dtype=object)
             out[:] = [int.from_bytes(b, "big", signed=True) for b in arr.to_pylist()]
             return out
-        return arr.to_numpy(zero_copy_only=False)  # type: ignore[no-any-return]
+        return to_numpy(arr)  # type: ignore[no-any-return]
 
     def chunk_values(self, column: str, k: int) -> _NP | None:
         """The flat array of ``column`` over chunk ``k`` (decoded once; None: none there)."""
@@ -496,7 +494,7 @@ class Snapshot:
             return
         names = FILE_STRUCT.names
         for k, pos, local in self._by_chunk(todo):
-            take = pa.array(local, pa.int64())
+            take = from_numpy(np.asarray(local, dtype=np.int64))
             cols = {f: a.take(take).to_pylist() for f, a in self._file_fields(k).items()}
             for j, p in enumerate(pos):
                 self._file_objs[todo[p]] = DataFile(**{f: cols[f][j] for f in names})
@@ -505,7 +503,7 @@ class Snapshot:
         """The paths of DataFiles ``indices`` (no DataFile built)."""
         out: list[str] = [""] * len(indices)
         for k, pos, local in self._by_chunk(indices):
-            for p, path in zip(pos, self._file_fields(k)["path"].take(pa.array(local, pa.int64())).to_pylist(),
+            for p, path in zip(pos, self._file_fields(k)["path"].take(from_numpy(np.asarray(local, dtype=np.int64))).to_pylist(),
                                strict=True):
                 out[p] = path
         return out
@@ -530,7 +528,7 @@ class Snapshot:
         chunk = self.chunk_of(rows)
         for k in np.unique(chunk).tolist():
             r0 = int(self.chunk_starts[k])
-            local = pa.array(rows[chunk == k] - r0, pa.int64())
+            local = from_numpy((rows[chunk == k] - r0).astype(np.int64))
             core = self.core_rows(r0, int(self.chunk_starts[k + 1]))
             cols = {n: core.column(n) for n in ("segment", "merge", "bloom_base", "bloom_len", "layout")}
             for base in sorted(self._chunk_bases(k)):
@@ -560,7 +558,7 @@ class Snapshot:
 
     def _segments_with_bloom(self, key: str) -> _NP:
         """Per segment: does any row group have a bitset in slot ``key`` (the summary's)."""
-        return numpy_of(self.core.column(f"blooms.{key}")).astype(bool)
+        return to_numpy(self.core.column(f"blooms.{key}")).astype(bool)
 
     def bloom_rows(self, rows: npt.NDArray[np.intp], name: str) -> npt.NDArray[np.bool_]:
         """For segments ``rows``: whether :meth:`bloom_dir` finds an entry of column ``name``
