@@ -42,6 +42,7 @@ from carbonstore.store.partitioning import (
     partition_of,
     removed_partitions,
 )
+from carbonstore.store.readable import ReadableEntries, extras_of
 
 __all__ = ["PartitionMasks", "applies", "partition_masks"]
 
@@ -59,6 +60,8 @@ class PartitionMasks:
 
 def applies(entries: Sequence[Any]) -> bool:
     """True when some entry is partitioned, bucketed or lost partitions to an overwrite."""
+    if isinstance(entries, ReadableEntries):  # from the distinct extras, no entry built
+        return entries.any_extra((PARTITIONING_KEY, REMOVED_KEY))
     return any(PARTITIONING_KEY in e.extra or REMOVED_KEY in e.extra for e in entries)
 
 
@@ -79,7 +82,9 @@ def partition_masks(
     refs = _refs(expr)
     segs = [np.asarray(rg_seg[pi], dtype=np.int64) for pi in range(len(parts))]
     specs = _Specs()
-    lost = specs.parse(entries, _distinct_segments(segs))
+    # what is read of each planned segment's entry, without building it (readable.py)
+    entries = extras_of(entries, _distinct_segments(segs))
+    lost = specs.parse(entries, list(entries))
     if not lost and not any(_names_any(spec, refs) for spec in specs.seen()):
         return None
     # (spec, removed partitions or None) -> [(part, unit file, path)]
@@ -126,7 +131,7 @@ class _Specs:
     def __init__(self) -> None:
         self._by_id: dict[int, tuple[Any, PartitionSpec]] = {}
 
-    def parse(self, entries: Sequence[Any], rows: list[int]) -> list[Any]:
+    def parse(self, entries: Any, rows: list[int]) -> list[Any]:
         """Parse the specs of entries ``rows``; returns those that lost partitions."""
         out = []
         for si in rows:

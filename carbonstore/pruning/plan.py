@@ -64,6 +64,7 @@ from carbonstore.pruning.segment_blooms import SegmentBlooms
 from carbonstore.pruning.table_index import readable_segments, table_index
 from carbonstore.store.partitioning import REMOVED_KEY, live_deleted_rows, removed_rows
 from carbonstore.store.paths import check_segment_id, segment_dir_name
+from carbonstore.store.readable import EntryExtra, ReadableEntries
 from carbonstore.store.table import Table
 
 __all__ = ["LEVELS", "FilePlan", "LevelSummary", "RowGroupPlan", "TablePlan", "bind_where", "prune"]
@@ -119,7 +120,7 @@ def _choose(
     wanted = {check_segment_id(p.strip()) for p in parts if p.strip()}
     if not wanted:
         raise SegmentNotFoundError("Segment ids should not be empty")
-    return [e for e in entries if e.load_name in wanted], False
+    return [entries[i] for i, name in enumerate(entries.names) if name in wanted], False
 
 
 def prune(
@@ -154,7 +155,7 @@ def prune(
     expr = dictionary_safe(expr, table, bounds=view.bounds)  # after the tablestatus read
     memo_key = _memo_key(where, values_expr, expr, segments, explain, table, snapshot.version)
     hit = view.plans.get(memo_key) if memo_key is not None else None
-    if hit is not None and hit[0] is snapshot.entries:
+    if hit is not None and hit[0] is snapshot.view:
         return hit[1].reissued((time.perf_counter() - t0) * 1000.0)  # type: ignore[no-any-return]
     n = view.size
     if n:
@@ -170,9 +171,9 @@ def prune(
     result = _assemble(table, view, expr, where, (s0, s1, s2), rg_seg, parts, plan, explain, t0,
                        files_by_partition=pm.files_dropped if pm is not None and plan else 0,
                        keep=keep, entries=entries, version=snapshot.version,
-                       all_entries=snapshot.entries if all_readable else None)
+                       all_entries=snapshot.view if all_readable else None)
     if memo_key is not None:  # a copy of its own: the caller may change its levels dict
-        _remember(view, memo_key, snapshot.entries, result.reissued(result.planning_ms))
+        _remember(view, memo_key, snapshot.view, result.reissued(result.planning_ms))
     return result
 
 
@@ -228,7 +229,7 @@ def _with_deltas(files: tuple[FilePlan, ...], entries: Sequence[Any]) -> tuple[F
     """Name each kept file's live delete delta of the planned version (from the entries read
     now, never from the cached index view, whose entries may predate a DELETE)."""
     deltas = {e.load_name: {d.data_file: d for d in e.delete_deltas}
-              for e in entries if e.delete_deltas}
+              for e in _marked(entries) if e.delete_deltas}
     if deltas:
         out = []
         for f in files:
@@ -282,7 +283,7 @@ def _assemble(
     segs = np.concatenate(file_segs) if file_segs else np.zeros(0, np.intp)
     if len(segs):
         segs = segs[np.concatenate([[True], segs[1:] != segs[:-1]])]
-    kept_seg = [view.entries[i].load_name for i in segs.tolist()]
+    kept_seg = [view.names[i] for i in segs.tolist()]
     in_dropped = dropped_seg
     # s2 within s1 within s0 (level_masks): each level's drops are differences of counts
     c0, c1, seg_bounds_pass = (int(np.count_nonzero(m)) for m in (s0, s1, s2))
@@ -334,12 +335,20 @@ def _deleted_rows(entries: Sequence[Any], all_entries: Any = None) -> int:
         hit = _DELETED.get(id(all_entries))
         if hit is not None and hit[0] is all_entries:
             return hit[1]
-    n = sum(live_deleted_rows(e) for e in entries if e.delete_deltas or REMOVED_KEY in e.extra)
+    n = sum(live_deleted_rows(e) for e in _marked(entries) if e.delete_deltas or REMOVED_KEY in e.extra)
     if all_entries is not None:
         if len(_DELETED) >= 16:  # a few versions are live at a time: start over
             _DELETED.clear()
         _DELETED[id(all_entries)] = (all_entries, n)  # holding the tuple keeps its id unique
     return n
+
+
+def _marked(entries: Sequence[Any]) -> Sequence[Any]:
+    """The entries that may have delete deltas or replaced partitions (all of a list; of
+    readable entries, only those: no other entry is built)."""
+    if isinstance(entries, ReadableEntries):
+        return [entries[i] for i in entries.with_deltas_or(REMOVED_KEY)]
+    return entries
 
 
 def _first_of_each(values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
@@ -370,7 +379,7 @@ def _file_plans(
             arrays.rg_index[kept].tolist(), arrays.rg_num_rows[kept].tolist(),
             arrays.rg_length[kept].tolist(), strict=True,
         ):  # Python numbers taken once per array: a plan may keep thousands of row groups
-            file_seg[f] = view.entries[seg].load_name
+            file_seg[f] = view.names[seg]
             rgs.setdefault(f, []).append(RowGroupPlan(
                 index=index, num_rows=num_rows,
                 row_ranges=tuple(map(tuple, plan.row_ranges[int(lo) + local].tolist())),
@@ -397,17 +406,20 @@ class _SegDirs(dict):  # type: ignore[type-arg]
     def __init__(self, paths: Any) -> None:
         super().__init__()
         self.paths = paths
+        self.root = paths.root  # (a property that joins: once, not once per segment)
+        fact = _SEG_DIRS.get((self.root, ""))  # the Fact folder, relative: once
+        if fact is None:
+            fact = _SEG_DIRS[(self.root, "")] = str(paths.relative(paths.fact_dir))
+        self.fact = fact
 
     def __missing__(self, sid: str) -> str:
-        key = (self.paths.root, sid)
+        key = (self.root, sid)
         rel = _SEG_DIRS.get(key)
         if rel is None:
-            fact = _SEG_DIRS.get((self.paths.root, ""))  # the Fact folder, relative: once
-            if fact is None:
-                fact = _SEG_DIRS[(self.paths.root, "")] = str(self.paths.relative(self.paths.fact_dir))
-            rel = f"{fact}/{segment_dir_name(sid)}"
+            rel = f"{self.fact}/{segment_dir_name(sid)}"
             if len(_SEG_DIRS) > 200_000:
                 _SEG_DIRS.clear()
+                _SEG_DIRS[(self.root, "")] = self.fact
             _SEG_DIRS[key] = rel
         self[sid] = rel
         return rel
@@ -425,7 +437,17 @@ def _removed_rows(view: Any) -> npt.NDArray[np.int64] | None:
     """Rows per planned segment in partitions a dynamic overwrite replaced (None: none)."""
     if not view.partitioned:
         return None
-    return np.array([removed_rows(e) for e in view.entries], dtype=np.int64)
+    entries = view.entries
+    if not isinstance(entries, ReadableEntries):
+        return np.array([removed_rows(e) for e in entries], dtype=np.int64)
+    codes, extras = entries.extra_codes()  # one check per distinct extra
+    used, first = np.unique(codes, return_index=True)
+    per = np.zeros(len(extras) + 1, dtype=np.int64)  # the last: entries without an extra
+    for c, at in zip(used.tolist(), first.tolist(), strict=True):
+        if c >= 0:
+            per[c] = removed_rows(EntryExtra(entries.names[at], extras[c]))
+    return per[codes]
+
 
 
 def _rows_level(rows: tuple[int, int], in_dropped: Any, parts: list[Any], pg: Any, *,
@@ -453,7 +475,7 @@ def _explain(
     out: list[Dropped] = []
     for i in np.flatnonzero(~s2).tolist():
         reason = "counts" if not s0[i] else "minmax" if not s1[i] else "bloom"
-        out.append(Dropped(level="segment", segment=view.entries[i].load_name, reason=reason))
+        out.append(Dropped(level="segment", segment=view.names[i], reason=reason))
     if plan is None or not parts:
         return tuple(out)
     g = planner_mod.RowGroupUnits(parts)
@@ -462,7 +484,7 @@ def _explain(
     for gi in range(g.size):
         pi, local = int(g.part[gi]), int(g.local[gi])
         arrays = parts[pi]
-        sid = view.entries[int(rg_seg[pi][local])].load_name
+        sid = view.names[int(rg_seg[pi][local])]
         path = f"{seg_dir[sid]}/{arrays.files[int(arrays.rg_file[local])].path}"
         rg = int(arrays.rg_index[local])
         why = ("partition" if not kp[gi] else "counts" if not m0[gi] else "minmax" if not m1[gi] else "bloom" if not m2[gi]

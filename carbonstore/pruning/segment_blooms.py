@@ -410,7 +410,7 @@ class SegmentBlooms:
         packed = packed_bitsets(view, ref.name)
         fresh = packed is None
         if fresh:  # a new view (e.g. after a load): what an older one read is taken over
-            packed = _Packed([(e.load_name, e.segment_file or "") for e in view.entries],
+            packed = _Packed(list(zip(view.names, view.files, strict=True)),
                              latest_packed(view, ref.name))
         with packed.lock:
             out, grown = self._probe(packed, ref, literals, idx, cand, out)
@@ -529,7 +529,7 @@ def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, An
         pack = open_pack(table, name)
         if pack is None:
             continue
-        keys = [(e.load_name, e.segment_file or "") for e in view.entries]
+        keys = list(zip(view.names, view.files, strict=True))
         if keys == pack.segments:  # the pack was written over this view's segments
             where = np.arange(len(keys), dtype=np.intp)
         else:

@@ -59,6 +59,7 @@ from carbonstore.pruning.snapshot_files import (
     snapshot_names,
 )
 from carbonstore.pruning.view_keys import conf_int, entries_key, names_files_of
+from carbonstore.store.readable import ReadableEntries
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms
 
@@ -114,7 +115,11 @@ class TableIndex:
     def __init__(self, table: Table, entries: Sequence[LoadEntry], snapshot: Snapshot | None, *,
                  names_files: tuple[Sequence[str], Sequence[str]] | None = None) -> None:
         self.table = table
-        self.entries = list(entries)
+        self.entries: Sequence[LoadEntry] = entries if isinstance(entries, ReadableEntries) else list(entries)
+        if names_files is None:
+            names_files = names_files_of(self.entries)
+        #: each segment's load name and merge index name ("" for none), by view index
+        self.names, self.files = names_files
         self.root = table.paths.root
         self.snapshot = snapshot
         self._snap_row: dict[int, int] = {}
@@ -186,7 +191,8 @@ class TableIndex:
                 return False
             rows = np.array(cast(list[int], got), dtype=np.intp)
         found = rows.tolist()
-        counts = np.array([e.row_count for e in self.entries], dtype=np.int64)
+        counts = (self.entries.row_counts if isinstance(self.entries, ReadableEntries)
+                  else np.array([e.row_count for e in self.entries], dtype=np.int64))
         if bool(((counts != 0) & (snapshot.bounds.num_rows[rows] != counts)).any()):
             return False  # the loop plans those from their merge indexes
         self._snap_row = dict(zip(range(len(found)), found, strict=True))
@@ -421,9 +427,10 @@ class TableIndex:
         return d, read
 
 
-def readable_segments(snapshot: TableStatusSnapshot) -> list[LoadEntry]:
-    """Readable segments of one tablestatus snapshot, in segment order."""
-    return snapshot.readable_in_order()
+def readable_segments(snapshot: TableStatusSnapshot) -> ReadableEntries:
+    """Readable segments of one tablestatus snapshot, in segment order (an entry is built
+    when it is used: a plan builds those of the segments it keeps)."""
+    return snapshot.readable_segments()
 
 
 def _lag_limit(table: Table) -> int:

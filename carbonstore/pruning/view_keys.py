@@ -7,6 +7,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 
+from carbonstore.store.readable import ReadableEntries
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
@@ -30,6 +31,8 @@ _ENTRY_KEYS: dict[tuple[int, ...], tuple[tuple[LoadEntry, ...], tuple[tuple[str,
 
 def names_files_of(entries: Sequence[LoadEntry]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The entries' segment ids and merge index names ("" for none)."""
+    if isinstance(entries, ReadableEntries):
+        return entries.key()
     return tuple([e.load_name for e in entries]), tuple([e.segment_file or "" for e in entries])
 
 
@@ -38,6 +41,13 @@ def entries_key(entries: Sequence[LoadEntry]) -> tuple[tuple[str, ...], tuple[st
     (each plan of a tablestatus version gets the same immutable entries), so a plan over
     thousands of segments does not rebuild it. Two tuples of strings rather than a pair per
     entry: a fresh plan builds and hashes it once, and the strings' hashes are kept."""
+    if isinstance(entries, ReadableEntries):  # one per version: its columns, hashed once
+        got = _READABLE_KEYS.get(id(entries))
+        if got is None or got[0] is not entries:
+            if len(_READABLE_KEYS) >= 16:
+                _READABLE_KEYS.clear()
+            got = _READABLE_KEYS[id(entries)] = (entries, _EntriesKey(entries.key()))
+        return got[1]
     ids = tuple(map(id, entries))
     hit = _ENTRY_KEYS.get(ids)
     if hit is not None and all(map(operator.is_, hit[0], entries)):
@@ -48,6 +58,8 @@ def entries_key(entries: Sequence[LoadEntry]) -> tuple[tuple[str, ...], tuple[st
     _ENTRY_KEYS[ids] = (tuple(entries), key)  # holding the entries keeps their ids unique
     return key
 
+
+_READABLE_KEYS: dict[int, tuple[ReadableEntries, tuple[tuple[str, ...], tuple[str, ...]]]] = {}
 
 _CONF_INTS: dict[tuple[str, str | None, tuple[tuple[str, str], ...]], int] = {}
 

@@ -36,7 +36,7 @@ from carbonstore.store.entries import (
     build_plain,
 )
 
-__all__ = ["ArrowBase", "checkpoint_bytes", "checkpoint_name", "decode_checkpoint", "encode_checkpoint", "entries_table"]
+__all__ = ["ArrowBase", "checkpoint_bytes", "int64s", "checkpoint_name", "decode_checkpoint", "encode_checkpoint", "entries_table"]
 
 _MAGIC = b"CSCKPT1\n"
 _HEAD = len(_MAGIC) + 17
@@ -140,7 +140,7 @@ def _bits(arr: pa.BooleanArray) -> np.ndarray:
     return np.unpackbits(raw, bitorder="little")[arr.offset:arr.offset + len(arr)].astype(bool)
 
 
-def _int64s(arr: pa.Int64Array) -> np.ndarray:
+def int64s(arr: pa.Int64Array) -> np.ndarray:
     """An int64 array without nulls as numpy (zero copy)."""
     if not len(arr):
         return np.zeros(0, dtype=np.int64)
@@ -262,7 +262,7 @@ class ArrowBase:
     def readable_stats(self, skip: Sequence[str]) -> tuple[int, int]:
         """(readable entries, their live rows), leaving out the entries named ``skip``."""
         mask = self._readable_rows(skip)
-        rows = int(_int64s(self.cols["rowCount"])[mask].sum())
+        rows = int(int64s(self.cols["rowCount"])[mask].sum())
         for i, dd in self.deltas.items():
             if mask[i]:
                 rows -= sum(d.deleted_rows for d in dd)

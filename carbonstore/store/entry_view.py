@@ -86,6 +86,19 @@ class EntryView(Sequence[LoadEntry]):
             self._base = built
         return self._base
 
+    def arrow_base(self) -> ArrowBase | None:
+        """The checkpoint's columns this view reads from (None: its base is entries)."""
+        return self._arrow
+
+    def overlay(self) -> tuple[dict[str, LoadEntry | None], dict[str, LoadEntry]]:
+        """The changes over the base: base names -> the new entry (None: removed), and the
+        entries not in the base. Read only."""
+        return self._changed, self._appended
+
+    def base_entry(self, i: int) -> LoadEntry:
+        """The base's entry ``i`` (built once; the object ``as_tuple`` hands out)."""
+        return self._base_row(i)
+
     # ---- the entries ------------------------------------------------------------------------
     def as_tuple(self) -> tuple[LoadEntry, ...]:
         """Every entry (built once, then kept)."""

@@ -15,6 +15,7 @@ from typing import Any
 from carbonstore.errors import SegmentNotFoundError
 from carbonstore.store.entries import READABLE_STATUSES, LoadEntry, segment_sort_key
 from carbonstore.store.entry_view import EntryView
+from carbonstore.store.readable import ReadableEntries
 
 __all__ = ["StatusChange", "TableStatusSnapshot"]
 
@@ -115,9 +116,25 @@ class TableStatusSnapshot:
         _IN_ORDER[id(entries)] = (entries, got)  # holding the tuple keeps its id unique
         return list(got)
 
+    def readable_segments(self) -> ReadableEntries:
+        """The entries of ``readable_in_order`` as a sequence that builds an entry only when
+        it is used (readable.py); one per version's entries, kept while they are live."""
+        view = self.view
+        hit = _READABLE.get(id(view))
+        if hit is not None and hit[0] is view:
+            return hit[1]
+        got = ReadableEntries(view)
+        if len(_READABLE) >= 16:  # a few versions are live at a time: start over
+            _READABLE.clear()
+        _READABLE[id(view)] = (view, got)  # holding the view keeps its id unique
+        return got
+
     def next_segment_id(self) -> str:
         return str(self.view.next_id_from(self.id_floor))
 
+
+# id(entry view) -> (that view, its readable entries in segment order, built when used)
+_READABLE: dict[int, tuple[EntryView, ReadableEntries]] = {}
 
 # id(entries tuple) -> (that tuple, its readable entries in segment order)
 _IN_ORDER: dict[int, tuple[tuple[LoadEntry, ...], tuple[LoadEntry, ...]]] = {}

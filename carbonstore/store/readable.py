@@ -1,0 +1,202 @@
+"""The readable entries of one tablestatus version in segment order, built when used.
+
+A plan needs, for every readable segment, its load name, its merge index name and its row
+count (to find the segment in the index snapshot), and whole entries only for the segments
+it keeps. Over an Arrow checkpoint (checkpoint_arrow.py) those three come from its columns,
+and a ``LoadEntry`` is built only for an entry that is asked for: a key lookup in a table of
+100,000 segments builds one entry, not 100,000.
+
+``ReadableEntries`` is the same sequence ``TableStatusSnapshot.readable_in_order`` returns
+(the readable, visible entries sorted by segment id, ``segment_sort_key``); its entries are
+the very objects the version's ``EntryView`` hands out. Immutable.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from carbonstore.store.checkpoint_arrow import int64s
+from carbonstore.store.entries import READABLE_STATUSES, LoadEntry, segment_sort_key
+from carbonstore.store.entry_view import EntryView
+
+__all__ = ["EntryExtra", "ReadableEntries", "extras_of"]
+
+def _readable(e: LoadEntry) -> bool:
+    return e.visibility and e.status in READABLE_STATUSES
+
+
+class ReadableEntries(Sequence[LoadEntry]):
+    """Readable entries in segment order; ``names``, ``files``, ``row_counts`` and the
+    extras without building an entry, ``[i]`` builds entry ``i`` only."""
+
+    __slots__ = ("_built", "_codes", "_extras", "_over", "_rows", "_view", "files", "names", "row_counts")
+
+    def __init__(self, view: EntryView) -> None:
+        self._view = view
+        self._built: dict[int, LoadEntry] = {}
+        arrow = view.arrow_base()
+        if arrow is None:  # entries already (a JSON version, or built): nothing to save
+            entries = [e for e in view if _readable(e)]
+            entries = _in_order(entries, [e.load_name for e in entries])
+            self._rows = np.full(len(entries), -1, dtype=np.int64)
+            self._over: dict[int, LoadEntry] = dict(enumerate(entries))
+            self._extras: list[dict[str, Any]] = [e.extra for e in entries]
+            self._codes = np.arange(len(entries), dtype=np.int64)
+            self.names = tuple(e.load_name for e in entries)
+            self.files = tuple(e.segment_file or "" for e in entries)
+            self.row_counts = np.array([e.row_count for e in entries], dtype=np.int64)
+            return
+        changed, appended = view.overlay()
+        mask = arrow.readable_mask()
+        if changed:
+            index = arrow.index()
+            mask[[index[n] for n in changed if n in index]] = False
+        rows = np.flatnonzero(mask)
+        over = [e for e in (*(e for e in changed.values() if e is not None), *appended.values()) if _readable(e)]
+        every = len(rows) == arrow.n
+        all_names, all_files = arrow.names(), arrow.cols["segmentFile"].to_pylist()
+        pick = rows.tolist()
+        names = (list(all_names) if every else _take(all_names, pick)) + [e.load_name for e in over]
+        files = [f or "" for f in (all_files if every else _take(all_files, pick))] + \
+            [e.segment_file or "" for e in over]
+        counts = np.concatenate([int64s(arrow.cols["rowCount"])[rows],
+                                 np.array([e.row_count for e in over], dtype=np.int64)])
+        # extras by code: the checkpoint's distinct extras, then each overlay entry's own
+        base_codes = _codes_of(arrow.extra_index)[rows]
+        n_x = len(arrow.extras)
+        codes = np.concatenate([base_codes, n_x + np.arange(len(over), dtype=np.int64)])
+        src_rows = np.concatenate([rows.astype(np.int64), np.full(len(over), -1, dtype=np.int64)])
+        order = _order(names)
+        if order is not None:
+            names = _take(names, order)
+            files = _take(files, order)
+            at = np.array(order, dtype=np.intp)
+            counts, codes, src_rows = counts[at], codes[at], src_rows[at]
+            over_at = {int(p): over[int(src) - len(rows)] for p, src in enumerate(at.tolist()) if src >= len(rows)}
+        else:
+            over_at = {len(rows) + k: e for k, e in enumerate(over)}
+        self._rows, self._over, self._codes = src_rows, over_at, codes
+        self._extras = [*arrow.extras, *(e.extra for e in over)]
+        self.names, self.files, self.row_counts = tuple(names), tuple(files), counts
+
+    # ---- the sequence -------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, i: int) -> LoadEntry: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[LoadEntry]: ...
+
+    def __getitem__(self, i: int | slice) -> LoadEntry | list[LoadEntry]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self._rows)))]
+        if i < 0:
+            i += len(self._rows)
+        e = self._built.get(i)
+        if e is None:
+            row = int(self._rows[i])  # IndexError past the end
+            e = self._over[i] if row < 0 else self._view.base_entry(row)
+            self._built[i] = e
+        return e
+
+    def __iter__(self) -> Iterator[LoadEntry]:
+        return (self[i] for i in range(len(self._rows)))
+
+    def __repr__(self) -> str:
+        return f"ReadableEntries({len(self)} entries)"
+
+    # ---- columns ------------------------------------------------------------------------------
+    def key(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(load names, merge index names): what identifies the set of segments."""
+        return self.names, self.files
+
+    def extra_codes(self) -> tuple[npt.NDArray[np.int64], list[dict[str, Any]]]:
+        """Each entry's ``extra`` as a code into the list of distinct ones (-1: none; a
+        table's entries share a handful). Read only."""
+        return self._codes, self._extras
+
+    def any_extra(self, keys: Sequence[str]) -> bool:
+        """Some entry's ``extra`` holds one of ``keys``."""
+        used = np.unique(self._codes[self._codes >= 0]).tolist()
+        return any(k in self._extras[c] for c in used for k in keys)
+
+    def with_deltas_or(self, key: str) -> list[int]:
+        """Positions of the entries with delete deltas or ``key`` in their extra."""
+        marked = [c for c, x in enumerate(self._extras) if key in x]
+        hit = np.isin(self._codes, marked) if marked else np.zeros(len(self._rows), dtype=bool)
+        arrow = self._view.arrow_base()
+        if arrow is not None and arrow.deltas:
+            hit |= np.isin(self._rows, list(arrow.deltas))
+        for i, e in self._over.items():
+            if e.delete_deltas:
+                hit[i] = True
+        return np.flatnonzero(hit).tolist()  # type: ignore[no-any-return]
+
+
+def _codes_of(ix: pa.Array) -> npt.NDArray[np.int64]:
+    """A dictionary's indices as int64, -1 for null (from the buffers: no pandas)."""
+    if not len(ix):
+        return np.zeros(0, dtype=np.int64)
+    codes = int64s(ix.cast(pa.int64())).copy()
+    if ix.null_count:
+        raw = np.frombuffer(ix.buffers()[0], dtype=np.uint8)
+        valid = np.unpackbits(raw, bitorder="little")[ix.offset:ix.offset + len(ix)].astype(bool)
+        codes[~valid] = -1
+    return codes
+
+
+class EntryExtra:
+    """What the partition and replaced-rows checks read of an entry (``load_name``,
+    ``extra``), without building it: one per distinct extra of a checkpoint."""
+
+    __slots__ = ("extra", "load_name")
+
+    def __init__(self, load_name: str, extra: dict[str, Any]) -> None:
+        self.load_name, self.extra = load_name, extra
+
+
+def extras_of(entries: Sequence[LoadEntry], rows: list[int]) -> dict[int, Any]:
+    """Entry ``i`` of ``rows`` (increasing) -> an object with its ``load_name`` and
+    ``extra``: of readable entries one ``EntryExtra`` per distinct extra, named after its
+    first entry in ``rows`` (the one a check reports first); else the entries."""
+    if not isinstance(entries, ReadableEntries) or not rows:
+        return {i: entries[i] for i in rows}
+    codes, extras = entries.extra_codes()
+    mine = codes[np.asarray(rows, dtype=np.intp)]
+    used, first = np.unique(mine, return_index=True)
+    one = {code: EntryExtra(entries.names[rows[at]], extras[code] if code >= 0 else {})
+           for code, at in zip(used.tolist(), first.tolist(), strict=True)}
+    return dict(zip(rows, map(one.__getitem__, mine.tolist()), strict=True))
+
+
+def _take(values: list[Any], at: list[int]) -> list[Any]:
+    """``[values[i] for i in at]``, at C speed."""
+    if not at:
+        return []
+    if len(at) == 1:
+        return [values[at[0]]]
+    return list(operator.itemgetter(*at)(values))
+
+
+def _order(names: list[str]) -> list[int] | None:
+    """The positions of ``names`` in segment order (None: in order already)."""
+    if "." in "".join(names):
+        order = sorted(range(len(names)), key=lambda i: segment_sort_key(names[i]))
+        return None if order == list(range(len(names))) else order
+    keys = np.fromiter(map(int, names), dtype=np.int64, count=len(names))
+    if len(keys) < 2 or bool((keys[1:] > keys[:-1]).all()):
+        return None
+    return np.argsort(keys, kind="stable").tolist()  # type: ignore[no-any-return]
+
+
+def _in_order(entries: list[LoadEntry], names: list[str]) -> list[LoadEntry]:
+    order = _order(names)
+    return entries if order is None else [entries[i] for i in order]
