@@ -454,10 +454,12 @@ def and_terms(condition: Any) -> list[Any]:
 
 
 # ---- the common shape without sqlglot -------------------------------------------------------
-# ``name op literal [AND name op literal ...]`` with a plain number or string literal: a
-# lookup with a new key each time. Anything else (or anything unusual inside it) goes to
-# sqlglot; the result is the expression sqlglot's parse gives (tests compare the two).
-_TERM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|=|<|>)\s*(-?[0-9]{1,18}(?:\.[0-9]{1,18})?|'[^'\\\x00-\x1f\x7f\ud800-\udfff]*')\s*")
+# ``name op literal [AND name op literal ...]`` with a plain number, string, DATE '...' or
+# TIMESTAMP '...' literal: a lookup with a new key each time, a day range. Anything else (or
+# anything unusual inside it) goes to sqlglot; the result is the expression sqlglot's parse
+# gives (tests compare the two).
+_TERM = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<=|>=|=|<|>)\s*(-?[0-9]{1,18}(?:\.[0-9]{1,18})?|"
+                   r"(?:(?i:date|timestamp)\s*)?'[^'\\\x00-\x1f\x7f\ud800-\udfff]*')\s*")
 _AND = re.compile(r"(?i:and)\s")
 _OPS: dict[str, type[Comparison]] = {"=": Eq, "<": Lt, "<=": LtEq, ">": Gt, ">=": GtEq}
 #: The words sqlglot's Spark dialect does not read as a column name in ``word = 1`` (its
@@ -493,7 +495,13 @@ def _simple(sql: str) -> Expr | None:
         name, op, lit = m.groups()
         if not _plain_name(name):
             return None
-        value = lit[1:-1] if lit[0] == "'" else Decimal(lit) if "." in lit else int(lit)
+        if lit[-1] == "'" and lit[0] != "'":  # DATE '...' / TIMESTAMP '...': Spark's cast
+            text = lit[lit.index("'") + 1:-1]
+            value = spark_date(text) if lit[0] in "dD" else spark_timestamp(text)
+            if value is None:
+                return None  # sqlglot's path says why
+        else:
+            value = lit[1:-1] if lit[0] == "'" else Decimal(lit) if "." in lit else int(lit)
         terms.append(_OPS[op](name, value))
         pos = m.end()
         if pos == end:

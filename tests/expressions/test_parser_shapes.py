@@ -46,6 +46,11 @@ INTS = st.integers(-10**20, 10**20).map(str) | st.sampled_from(["0005", "-0", "1
 STRINGS = st.lists(st.characters(codec="utf-8", exclude_categories=("Cs",)) | st.sampled_from(
     ["'", "\\", "\n", "\t", "%", "_", "and", "${x}", "\x7f", "\x00"]), max_size=8).map(lambda s: "'" + "".join(s) + "'")
 SPACE = st.sampled_from(["", " ", "  ", "\t", "\n"])
+DAYS = st.sampled_from(["'2024-02-10'", "'2024-2-1'", "'2024'", "' 2024-02-10 '", "'2024-02-10 10:00:00'",
+                        "'2024-02-30'", "'x'", "''", "'2024-02-10T10:11:12.5'", "'+2024-01-01'", "'1-1-1'"])
+DATED = st.builds(lambda w, sp, d: f"{w}{sp}{d}", st.sampled_from(["DATE", "date", "Timestamp", "TIMESTAMP",
+                                                                   "datetime", "DATE_"]),
+                  st.sampled_from(["", " ", "\n"]), DAYS | STRINGS)
 JOIN = st.sampled_from([" and ", " AND ", " And ", "and ", " and", " or ", "\nand\n", " && ", " and  "])
 
 
@@ -53,7 +58,7 @@ JOIN = st.sampled_from([" and ", " AND ", " And ", "and ", " and", " or ", "\nan
 def filters(draw: Any) -> str:
     terms = []
     for _ in range(draw(st.integers(1, 4))):
-        lit = draw(INTS | STRINGS)
+        lit = draw(INTS | STRINGS | DATED)
         name, op = draw(NAMES), draw(OPS)
         s1, s2, s3 = draw(SPACE), draw(SPACE), draw(SPACE)
         terms.append(f"{s1}{name}{s2}{op}{s3}{lit}{draw(SPACE)}")
@@ -74,7 +79,8 @@ def test_the_shape_path_gives_the_sqlglot_expression(text: str) -> None:
 
 def test_lookups_take_the_shape_path() -> None:
     for text in ["id = 5", "k = 'abc'", "id >= 3 and id <= 9", "a=1 AND b='x y' and c<-4", "v > 0.999",
-                 "s = 'a and b'", "id = 0005"]:
+                 "s = 'a and b'", "id = 0005", "d >= DATE '2024-02-10' AND d < DATE '2024-02-13'",
+                 "t = timestamp'2024-02-10 10:00:00'"]:
         assert parser._simple(text) is not None, text
         assert _shape(parser._simple(text)) == _sqlglot(text)
     for text in ["id = 5.", "id = 1e3", "current_date = 1", "true = 1", "id = 5and x = 1",

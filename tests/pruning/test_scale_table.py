@@ -207,3 +207,62 @@ def test_expected_only_rewrites_the_same_expected_json(generated: tuple[str, dic
     again = scale_table.write_expected(store, SEGMENTS, FILES, ROW_GROUPS, generate_s=res["generate_s"])
     assert again["filters"] == res["filters"]
     assert json.loads(Path(store, "expected.json").read_text())["filters"] == res["filters"]
+
+
+@pytest.fixture(scope="module")
+def checkpointed(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    """A generated table read from an Arrow checkpoint plus later versions (failed loads,
+    which plan nothing), as a table of many loads is."""
+    from carbonstore.store.entries import FAILURE
+    from carbonstore.store.versions import CHECKPOINT_INTERVAL
+
+    out = str(tmp_path_factory.mktemp("scale_ckpt") / "store")
+    res = scale_table.generate(out, SEGMENTS, FILES, ROW_GROUPS, per_commit=4, quiet=True)
+    status = Store(out).table(scale_table.TABLE).status
+    while status.read().version < CHECKPOINT_INTERVAL + 3:
+        status.set_status(status.allocate().load_name, FAILURE)
+    return out, res
+
+
+_FRESH = """
+import io, json, sys
+from contextlib import redirect_stdout
+from carbonstore.cli.app import main
+store, table, filters = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+kept = []
+for f in filters:
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert main(["--store", store, "prune", table, "--where", f["where"], "--json"]) == 0
+    levels = json.loads(buf.getvalue())["levels"]
+    kept.append([levels["files"]["kept"], levels["row_groups"]["kept"]])
+for args in (["show-segments", table, "--limit", "5"], ["history", table, "--limit", "5"],
+             ["describe", table], ["tables"]):
+    with redirect_stdout(io.StringIO()):
+        assert main(["--store", store, *args]) == 0
+print(json.dumps({"kept": kept, "modules": sorted({m.split(".")[0] for m in sys.modules})}))
+"""
+
+
+def test_a_fresh_prune_imports_no_pandas_or_sqlglot(checkpointed: tuple[str, dict[str, Any]]) -> None:
+    """Every filter of expected.json planned from the Arrow checkpoint in a fresh process,
+    then the metadata commands: the plans are exact, and neither pandas (pyarrow imports it
+    on its first pa.array / to_numpy) nor sqlglot (the lookup shape needs no parser) is
+    imported - together about half a second of a fresh process."""
+    import os
+    import subprocess
+
+    import carbonstore
+    from carbonstore.store.checkpoint_arrow import checkpoint_name
+    from carbonstore.store.versions import CHECKPOINT_INTERVAL
+
+    store, res = checkpointed
+    status = Store(store).table(scale_table.TABLE).status
+    assert Path(status.log_dir, checkpoint_name(CHECKPOINT_INTERVAL)).exists()
+    env = {**os.environ, "PYTHONPATH": str(Path(carbonstore.__file__).parents[1])}
+    out = subprocess.run([sys.executable, "-c", _FRESH, store, scale_table.TABLE, json.dumps(res["filters"])],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["kept"] == [[f["files"], f["row_groups"]] for f in res["filters"]]
+    assert not {"pandas", "sqlglot"} & set(got["modules"]), got["modules"]

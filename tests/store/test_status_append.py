@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -136,6 +137,8 @@ def test_change_commits_equal_whole_list_commits(tmp_path_factory, small_checkpo
             forget_decoded()
         for v in range(latest + 1):
             a, b = whole.status.read(v), change.status.read(v)
+            _same_readable(a)
+            _same_readable(b)
             assert list(a.entries) == list(b.entries)
             assert a.id_floor == b.id_floor
             assert a.readable_rows() == b.readable_rows() == sum(
@@ -148,6 +151,23 @@ def test_change_commits_equal_whole_list_commits(tmp_path_factory, small_checkpo
     infos_a = [(i.added, i.removed, i.rows) for i in whole.history()]
     infos_b = [(i.added, i.removed, i.rows) for i in change.history()]
     assert infos_a == infos_b
+
+
+def _same_readable(snap: Any) -> None:
+    """The readable entries a plan reads (readable.py: columns of the checkpoint, entries
+    built when used) are ``readable_in_order``'s: names, merge indexes, row counts, extras,
+    the entries with deltas, and the very entry objects."""
+    lazy = snap.readable_segments()
+    names, files, counts = lazy.names, lazy.files, lazy.row_counts.tolist()
+    codes, extras = lazy.extra_codes()
+    marked = lazy.with_deltas_or("removedPartitions")
+    want = snap.readable_in_order()
+    assert names == tuple(e.load_name for e in want)
+    assert files == tuple(e.segment_file or "" for e in want)
+    assert counts == [e.row_count for e in want]
+    assert [extras[c] if c >= 0 else {} for c in codes.tolist()] == [e.extra for e in want]
+    assert marked == [i for i, e in enumerate(want) if e.delete_deltas or "removedPartitions" in e.extra]
+    assert len(lazy) == len(want) and all(x is y for x, y in zip(lazy, want, strict=True))
 
 
 def test_a_commit_builds_only_the_entries_it_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
