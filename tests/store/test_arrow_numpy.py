@@ -1,0 +1,77 @@
+"""store/arrow_numpy.py gives what pyarrow's own conversions give (same values, same dtype,
+nulls as pyarrow shows them), without importing pandas."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from carbonstore.store.arrow_numpy import binary_array, from_numpy, string_array, to_numpy
+
+_TYPES = {
+    pa.int8(): st.integers(-128, 127), pa.int32(): st.integers(-2**31, 2**31 - 1),
+    pa.int64(): st.integers(-2**63, 2**63 - 1), pa.uint16(): st.integers(0, 2**16 - 1),
+    pa.float32(): st.floats(width=32), pa.float64(): st.floats(), pa.bool_(): st.booleans(),
+    pa.string(): st.text(), pa.binary(): st.binary(), pa.date32(): st.dates(),
+}
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.dtype == want.dtype
+    assert len(got) == len(want)
+    if got.dtype.kind == "f":
+        assert np.array_equal(got, want, equal_nan=True)
+    else:
+        assert got.tolist() == want.tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), type_=st.sampled_from(list(_TYPES)), nulls=st.booleans(),
+       offset=st.integers(0, 3), chunks=st.integers(0, 3))
+def test_to_numpy_is_pyarrows(data: st.DataObject, type_: pa.DataType, nulls: bool, offset: int,
+                              chunks: int) -> None:
+    values = _TYPES[type_] | st.none() if nulls else _TYPES[type_]
+    pieces = [pa.array(data.draw(st.lists(values, max_size=20)), type_) for _ in range(max(chunks, 1))]
+    arr = pieces[0].slice(min(offset, len(pieces[0])))  # an offset into the buffers
+    _same(to_numpy(arr), arr.to_numpy(zero_copy_only=False))
+    col = pa.chunked_array(pieces[:chunks], type_)
+    _same(to_numpy(col), col.to_numpy())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from([np.int8, np.int32, np.int64, np.uint64, np.float32, np.float64, np.bool_]),
+       st.lists(st.integers(-100, 100), max_size=30), st.integers(1, 3))
+def test_from_numpy_is_pa_array(dtype: type, ints: list[int], step: int) -> None:
+    values = np.array(ints, dtype=np.int64).astype(dtype)[::step]  # not contiguous for step > 1
+    assert from_numpy(values).equals(pa.array(values))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.binary(max_size=12), max_size=20), st.lists(st.text(max_size=6), max_size=20))
+def test_binary_and_string_arrays_are_pa_arrays(blobs: list[bytes], texts: list[str]) -> None:
+    assert binary_array(blobs).equals(pa.array(blobs, pa.binary()))
+    assert string_array(texts).equals(pa.array(texts, pa.string()))
+    encoded = [t.encode() for t in texts]
+    assert string_array(encoded).equals(pa.array(encoded, pa.string()))
+
+
+def test_bad_strings_fail_as_pyarrow_fails() -> None:
+    with pytest.raises(pa.ArrowInvalid):
+        string_array([b"\xff"])
+    with pytest.raises((pa.ArrowInvalid, UnicodeEncodeError)):
+        string_array(["\ud800"])
+
+
+def test_the_helpers_import_no_pandas() -> None:
+    code = ("import sys, numpy as np; from carbonstore.store.arrow_numpy import *; "
+            "import pyarrow.compute as pc; a = from_numpy(np.arange(5)); to_numpy(a); "
+            "to_numpy(pc.greater(a, a)); string_array(['x']); binary_array([b'y']); "
+            "print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"
