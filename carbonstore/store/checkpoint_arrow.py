@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 import xxhash
 
 from carbonstore.store.entries import (
@@ -96,6 +95,7 @@ def encode_checkpoint(table: pa.Table, *, table_id: str, version: int) -> tuple[
 
 def checkpoint_bytes(table: pa.Table, *, table_id: str, version: int) -> tuple[bytes, pa.Table]:
     """The checkpoint file's bytes of ``table``, unchecked, and the table as written."""
+    import pyarrow.compute as pc  # lazily: a table without an Arrow checkpoint never needs it
     table = table.combine_chunks()
     table = table.set_column(table.schema.get_field_index("extra"), "extra",
                              pc.dictionary_encode(table.column("extra")).cast(_FILE_TYPES["extra"]))
@@ -148,6 +148,7 @@ def int64s(arr: pa.Int64Array) -> np.ndarray:
 
 
 def _all(mask: Any) -> bool:
+    import pyarrow.compute as pc  # lazily: a table without an Arrow checkpoint never needs it
     return pc.all(mask).as_py() in (True, None)
 
 
@@ -183,6 +184,7 @@ class ArrowBase:
         """Every check of the JSON decoder, column by column in Arrow's kernels (with
         options only: a Python value turned into an Arrow one would make pyarrow import
         pandas, most of a second of a fresh process)."""
+        import pyarrow.compute as pc  # lazily: a table without an Arrow checkpoint never needs it
         for key in _NOT_NULL:
             if cols[key].null_count:
                 raise ValueError(f"{key} is missing in {cols[key].null_count} entries")
@@ -217,6 +219,7 @@ class ArrowBase:
 
     def max_id(self) -> int:
         """The largest integer part of a load name (-1: none)."""
+        import pyarrow.compute as pc  # lazily: a table without an Arrow checkpoint never needs it
         if self._max_id is None:
             if not self.n:
                 self._max_id = -1
@@ -227,6 +230,7 @@ class ArrowBase:
 
     def readable_mask(self) -> np.ndarray:
         """Which rows are readable (a readable status, visible)."""
+        import pyarrow.compute as pc  # lazily: a table without an Arrow checkpoint never needs it
         return _bits(pc.and_(pc.match_substring_regex(self.cols["loadStatus"], _READABLE_RE),
                              self.cols["visibility"]))
 

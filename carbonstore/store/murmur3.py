@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from carbonstore.errors import SchemaError
 
@@ -88,6 +87,7 @@ def _java_bigint_bytes(v: int) -> bytes:
 
 def _hash_column(arr: pa.Array, seed: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
     """Spark's Murmur3Hash step over one column: nulls leave the running hash unchanged."""
+    import pyarrow.compute as pc  # lazily: a metadata command that only opens a table never hashes
     t = arr.type
     valid = np.ones(len(arr), dtype=bool) if arr.null_count == 0 else \
         np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)

@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from carbonstore.errors import CorruptMetadataError, SchemaError, UserError
 from carbonstore.store.murmur3 import bucket_ids, spark_hash
@@ -343,6 +342,7 @@ def literal_array(value: Any, type_name: str, precision: int = 0, scale: int = 0
 
 # ---- transforms: values, folder text, bounds -----------------------------------------------
 def _as_int64(arr: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    import pyarrow.compute as pc  # lazily: a metadata command that only opens a table never computes
     t = arr.type
     if pa.types.is_date32(t):
         ints = arr.view(pa.int32()).cast(pa.int64())
@@ -358,6 +358,7 @@ def _as_int64(arr: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool
 
 def field_values(f: PartitionField, arr: pa.Array, type_name: str) -> list[Any]:
     """Transform values of one column for field ``f`` (None for null), in folder text form."""
+    import pyarrow.compute as pc  # lazily: a metadata command that only opens a table never computes
     tr = f.transform
     if tr == "identity":
         return [None if v is None else _identity_text(v, type_name) for v in arr.to_pylist()]
