@@ -80,7 +80,9 @@ def test_metadata_commands_load_no_engine(store: Store, argv: tuple[str, ...]) -
     store.create_table("db.t", "id long not null, name string")
     err, mods = _run("--store", store.location, *argv)
     assert not err, err
-    assert not mods & set(HEAVY), sorted(mods & set(HEAVY))
+    # pandas: pyarrow imports it on a first pa.array / to_numpy (arrow_numpy.py avoids those);
+    # sqlglot: a filter of the lookup shape is parsed without it
+    assert not mods & {*HEAVY, "pandas", "sqlglot"}, sorted(mods & {*HEAVY, "pandas", "sqlglot"})
 
 
 @pytest.mark.parametrize("command", ["show-segments", "history", "describe", "tables",
