@@ -26,16 +26,12 @@ import threading
 import weakref
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from carbonstore.indexfiles.indexfile import read_bitset, read_bitsets
 from carbonstore.indexfiles.snapshot import Snapshot
 from carbonstore.store.fs import AnyFS
 from carbonstore.store.tablestatus import forget_decoded
-
-if TYPE_CHECKING:
-    from carbonstore.pruning.segment_index import SegmentIndex
-    from carbonstore.pruning.table_index import TableIndex
 
 __all__ = ["COUNTERS", "BitsetReader", "DriverIndexCache", "bloom_source", "clear_cache", "driver_cache",
            "keep_packed", "latest_packed", "open_bloom_pack", "packed_bitsets", "view_bloom_pack"]
@@ -223,8 +219,10 @@ class DriverIndexCache:
     def __init__(self, capacity: int = 512 << 20) -> None:
         self.capacity = capacity
         self.used = 0
-        self._items: OrderedDict[tuple[str, str, str], SegmentIndex] = OrderedDict()
-        self._views: OrderedDict[tuple[Any, ...], TableIndex] = OrderedDict()
+        # segment_index.SegmentIndex and table_index.TableIndex: named, not imported (they
+        # use this cache; the cache reads only a segment index's ``nbytes``)
+        self._items: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
+        self._views: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         # Table folder -> (its index snapshot, the bytes counted for it in ``used``).
         self._snapshots: OrderedDict[str, tuple[Snapshot, int]] = OrderedDict()
         self.evictions = 0  # entries dropped over budget, ever
@@ -233,14 +231,15 @@ class DriverIndexCache:
     def __len__(self) -> int:
         return len(self._items)
 
-    def get(self, key: tuple[str, str, str]) -> SegmentIndex | None:
+    def get(self, key: tuple[str, str, str]) -> Any:
+        """The cached SegmentIndex under ``key`` (most recently used now), or None."""
         with self.lock:
             item = self._items.get(key)
             if item is not None:
                 self._items.move_to_end(key)
             return item
 
-    def put(self, key: tuple[str, str, str], item: SegmentIndex) -> None:
+    def put(self, key: tuple[str, str, str], item: Any) -> None:
         with self.lock:
             old = self._items.pop(key, None)
             if old is not None:
@@ -249,7 +248,7 @@ class DriverIndexCache:
             self.used += item.nbytes
             self._evict(keep_items=1)
 
-    def get_view(self, key: tuple[Any, ...]) -> TableIndex | None:
+    def get_view(self, key: tuple[Any, ...]) -> Any:
         """The cached table view under ``key`` (most recently used now), or None."""
         with self.lock:
             view = self._views.get(key)
@@ -257,7 +256,7 @@ class DriverIndexCache:
                 self._views.move_to_end(key)
             return view
 
-    def put_view(self, key: tuple[Any, ...], view: TableIndex, *, evictions_before: int) -> None:
+    def put_view(self, key: tuple[Any, ...], view: Any, *, evictions_before: int) -> None:
         """Keep ``view`` unless entries were evicted since ``evictions_before`` (a view built
         over the budget is not worth keeping); at most 16 views."""
         with self.lock:
