@@ -152,6 +152,7 @@ def test_planning_builds_objects_only_for_what_it_keeps(
         generated: tuple[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     """Partition pruning parses each partition folder once (not each file), is skipped for
     a filter on no partition column, and only kept files become DataFile objects."""
+    from carbonstore.indexfiles.held import held_bytes
     from carbonstore.pruning import partition_prune
     from carbonstore.pruning.cache import clear_cache
     from carbonstore.pruning.table_index import read_snapshot
@@ -170,6 +171,10 @@ def test_planning_builds_objects_only_for_what_it_keeps(
         assert len(plan.files) == f["files"]
         snap, _ = read_snapshot(table)
         assert snap is not None and len(snap._file_objs) == f["files"], f["name"]
+        # the bytes it counts in the cache's budget are what it holds (kept as they came)
+        held = [*snap._sections.values(), *snap._flat.values(), *snap._chunk_flat.values(),
+                *snap._offsets.values()]
+        assert snap.nbytes == sum(held_bytes(v) for v in held) > 0
         if f["name"] == "partition_day":
             assert 0 < len(calls) <= 4  # one per day the segment bounds keep, not per file
         else:
