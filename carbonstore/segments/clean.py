@@ -57,6 +57,7 @@ from carbonstore.store.tablestatus import (
     MARKED_FOR_DELETE,
     RUNNING_STATUSES,
     LoadEntry,
+    StatusChange,
     TableStatusSnapshot,
     now_ms,
     segment_sort_key,
@@ -188,18 +189,18 @@ def _mark_dead(table: Table, dead: list[LoadEntry], now: int) -> set[str]:
     wanted = {e.load_name for e in dead}
     marked: set[str] = set()
 
-    def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+    def apply(snap: TableStatusSnapshot) -> StatusChange:
         marked.clear()
         out = []
-        for e in snap.entries:
-            if e.load_name in wanted and e.status in RUNNING_STATUSES:
-                e = e.with_status(FAILURE, timestamp=now_ms(), extra={
+        for name in sorted(wanted, key=segment_sort_key):
+            e = snap.find(name)
+            if e is not None and e.status in RUNNING_STATUSES:
+                out.append(e.with_status(FAILURE, timestamp=now_ms(), extra={
                     **e.extra, "failureReason": "its lease expired: marked dead by clean files",
                     "failureCause": MARKED_DEAD,
-                })
-                marked.add(e.load_name)
-            out.append(e)
-        return out
+                }))
+                marked.add(name)
+        return StatusChange(upserts=tuple(out))
 
     table.status.update(apply, operation="CLEAN FILES (mark dead)")
     return marked
@@ -263,15 +264,15 @@ def _clean(
             chosen = {e.load_name: e.status for e, _ in removable}
             gone: set[str] = set()
 
-            def apply(s: TableStatusSnapshot) -> list[LoadEntry]:
+            def apply(s: TableStatusSnapshot) -> StatusChange:
                 # Only entries still in the (terminal) status they were chosen for.
                 gone.clear()
-                gone.update(e.load_name for e in s.entries if chosen.get(e.load_name) == e.status)
-                return list(s.entries)
+                gone.update(n for n, status in chosen.items()
+                            if (e := s.find(n)) is not None and e.status == status)
+                return StatusChange(removes=tuple(n for n in chosen if n in gone))
 
             crash_point("clean.before_commit")
-            table.status.update(apply, operation="CLEAN FILES",
-                                remove=lambda e: e.load_name in gone)
+            table.status.update(apply, operation="CLEAN FILES", remove=lambda e: True)
             removable = [(e, r) for e, r in removable if e.load_name in gone]
     removed_ids = [e.load_name for e, _ in removable]
     for e, reason in removable:
@@ -334,7 +335,7 @@ def _statement_guard(table: Table, *, dry_run: bool, now: int) -> StatementGuard
     if dead and not dry_run:
         for token in dead:
             status.leases.mark_statement_dead(token)
-        table.status.update(lambda snap: list(snap.entries),
+        table.status.update(lambda snap: StatusChange(),
                             operation="CLEAN FILES (mark statements dead)", force=True)
         crash_point("clean.after_mark_dead")
     return StatementGuard(min(live) - lease if live else None, tuple(skipped))

@@ -37,7 +37,7 @@ from carbonstore.errors import VersionNotFoundError
 from carbonstore.segments.deltas import DELTA_SUFFIX
 from carbonstore.store.faults import crash_point
 from carbonstore.store.table import Table
-from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot
+from carbonstore.store.tablestatus import StatusChange, TableStatusSnapshot
 
 __all__ = ["CleanItem", "StatementGuard", "delete_path", "lease_ms", "unnamed_files"]
 
@@ -165,10 +165,10 @@ def unnamed_files(
     crash_point("clean.files_chosen")
     chosen: list[tuple[str, CleanItem]] = []
 
-    def keep_named(snap: TableStatusSnapshot) -> list[LoadEntry]:
+    def keep_named(snap: TableStatusSnapshot) -> StatusChange:
         named.read_to(snap)  # every version committed since the judgement, e.g. a restore
         chosen[:] = [(rel, item) for rel, item in found if rel not in named.files]
-        return list(snap.entries)
+        return StatusChange()
 
     table.status.update(keep_named, operation="CLEAN FILES",
                         files_removed=lambda: tuple(rel for rel, _ in chosen))
