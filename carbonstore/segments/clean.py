@@ -107,7 +107,9 @@ def _removable_entries(
     retention_ms = table.conf.get_int("carbon.segment.retention.minutes") * 60_000
     out: list[tuple[LoadEntry, str]] = []
     skipped: list[str] = []
-    for e in sorted(snap.entries, key=lambda x: segment_sort_key(x.load_name)):
+    # Only entries in these statuses are judged: only they are built (not 100,000 readable ones).
+    judged = snap.view.with_status((COMPACTED, MARKED_FOR_DELETE, FAILURE, *RUNNING_STATUSES))
+    for e in sorted(judged, key=lambda x: segment_sort_key(x.load_name)):
         if e.status in (COMPACTED, MARKED_FOR_DELETE):
             age = now - _changed_at(e)
             if force or age >= retention_ms:
@@ -360,7 +362,7 @@ def _orphans(
     sfs = table.paths.sfs
     items: list[CleanItem] = []
     skipped: list[str] = []
-    named = {e.load_name for e in table.status.read().entries}
+    named = set(table.status.read().view.names())
     lease = lease_ms(table)
     for info in sfs.list_dir(table.paths.fact_dir):
         m = _SEGMENT_DIR_RE.match(info.base_name)

@@ -230,6 +230,12 @@ class ArrowBase:
         return _bits(pc.and_(pc.match_substring_regex(self.cols["loadStatus"], _READABLE_RE),
                              self.cols["visibility"]))
 
+    def status_rows(self, statuses: Sequence[str]) -> list[int]:
+        """The rows whose status is one of ``statuses`` (a regex kernel: no Python value
+        is turned into an Arrow one)."""
+        pattern = "^(" + "|".join(sorted(statuses)) + ")$"
+        return np.flatnonzero(_bits(pc.match_substring_regex(self.cols["loadStatus"], pattern))).tolist()
+
     # ---- entries ------------------------------------------------------------------------------
     def _build(self, cols: list[list[Any]], rows: Sequence[int]) -> tuple[LoadEntry, ...]:
         names, statuses, starts, ts, data, index, count, bad, modified, merged, vis, major, fmt, files = cols

@@ -214,6 +214,10 @@ class TableStatus:
                 f"table {self.paths.name} has no tablestatus version {version}")
         return decode_record(data, path, version=version, table_id=self.table_id)
 
+    def record(self, version: int) -> VersionRecord:
+        """Version ``version``'s own file decoded: what it changed, not the table's entries."""
+        return self._read_record(version)
+
     def _state(self, version: int) -> State:
         key = (self.log_dir, version)
         with _cache_lock:

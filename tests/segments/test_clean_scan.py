@@ -1,0 +1,141 @@
+"""Clean files lists only the segment folders that may hold unnamed files (clean_scan.py),
+and still removes every superseded delta and leftover - on real folders, no Spark."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from carbonstore import Store
+from carbonstore.segments import clean_scan
+from carbonstore.segments.clean import clean_files
+from carbonstore.segments.dml import delete_rows
+from carbonstore.store import load_conf
+from carbonstore.store.fs import StoreFS
+from carbonstore.store.table import Table
+from carbonstore.store.tablestatus import now_ms
+from tests.reliability.workload import SCHEMA, load, rows
+
+LATER = 2 * 3_600_000  # past the retention time
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Table:
+    conf = tmp_path / "carbon.properties"
+    conf.write_text("carbon.clean.files.force.allowed=true\ncarbon.segment.retention.minutes=1\n"
+                    "carbon.segment.lease.seconds=1\n", encoding="utf-8")
+    t = Store(str(tmp_path / "store"), conf=load_conf(str(conf))).create_table("db.t", SCHEMA)
+    for i in range(6):
+        load(t, rows(i * 10, 10), tasks=1)
+    time.sleep(1.2)  # folders written within the slack (the lease time) of a scan count as new
+    return t
+
+
+@pytest.fixture
+def listed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The segment folders clean files lists (their ids), in order."""
+    out: list[str] = []
+    real = StoreFS.list_dir
+
+    def counting(self: StoreFS, path: str):  # type: ignore[no-untyped-def]
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if name.startswith("Segment_"):
+            out.append(name.removeprefix("Segment_"))
+        return real(self, path)
+
+    monkeypatch.setattr(StoreFS, "list_dir", counting)
+    return out
+
+
+def _deltas(table: Table, sid: str) -> set[str]:
+    return {p.name for p in Path(table.paths.segment_dir(sid)).glob("*.deletedelta")}
+
+
+def _clean(table: Table, *, later: bool = True, dry_run: bool = False):  # type: ignore[no-untyped-def]
+    return clean_files(table, dry_run=dry_run, now=now_ms() + (LATER if later else 0))
+
+
+def test_a_clean_lists_only_folders_written_since_the_last_one(table: Table, listed: list[str]) -> None:
+    """Six segments; after a first (full) clean, two DELETEs in segment 2 leave a
+    superseded delta there: the next clean lists segment 2 only and removes it (before:
+    every folder, each clean)."""
+    _clean(table)
+    assert sorted(listed) == ["0", "1", "2", "3", "4", "5"]  # no record yet: every folder
+    time.sleep(1.2)  # past the slack (the lease time) of the record's start
+    delete_rows(table, "id = 21")
+    d1 = _deltas(table, "2")
+    delete_rows(table, "id = 22")
+    assert len(_deltas(table, "2")) == 2
+    time.sleep(1.2)  # past the lease: no statement may still commit d1
+    listed.clear()
+    report = _clean(table)
+    assert listed == ["2"]
+    assert [Path(i.path).name for i in report.items if i.kind == "delta"] == sorted(d1)
+    assert _deltas(table, "2") == {d.delta_file for d in table.status.read().get("2").delete_deltas}
+    time.sleep(1.2)
+    listed.clear()
+    _clean(table)
+    assert listed == ["2"]  # the last clean's own delete changed that folder: once more
+    listed.clear()
+    _clean(table)
+    assert listed == []  # nothing written since: nothing listed
+
+
+def test_a_file_kept_by_one_clean_is_judged_again_by_the_next(table: Table, listed: list[str]) -> None:
+    """A superseded delta that a version within the retention time still names is kept
+    (and its folder recorded); the next clean, past the retention time, lists that folder
+    again though nothing was written to it, and removes the delta."""
+    _clean(table)
+    time.sleep(1.2)
+    delete_rows(table, "id = 41")
+    d1 = _deltas(table, "4")
+    delete_rows(table, "id = 42")
+    time.sleep(1.2)
+    report = _clean(table, later=False)  # the version naming d1 is within the retention time
+    assert not [i for i in report.items if i.kind == "delta"] and _deltas(table, "4") >= d1
+    assert clean_scan.read_record(table).pending == ("4",)  # type: ignore[union-attr]
+    time.sleep(1.2)  # the folder is not touched again
+    listed.clear()
+    report = _clean(table)
+    assert listed == ["4"]
+    assert {Path(i.path).name for i in report.items if i.kind == "delta"} == d1
+
+
+def test_a_killed_statements_leftover_is_found_by_its_folders_time(table: Table, listed: list[str]) -> None:
+    """A statement killed after writing a delta leaves a file no version names and no
+    entry change: the folder's time names it to the next clean."""
+    _clean(table)
+    time.sleep(1.2)
+    stray = Path(table.paths.segment_dir("3")) / "part-0-0.feed.deletedelta"
+    stray.write_bytes(b"left by a killed DELETE")
+    time.sleep(1.2)
+    listed.clear()
+    report = _clean(table)
+    assert listed == ["3"]
+    assert [i.path for i in report.items if i.kind == "delta"] == [str(stray)]
+    assert not stray.exists()
+
+
+def test_a_restore_lists_the_folders_of_the_entries_it_changed(table: Table, listed: list[str]) -> None:
+    """A restore changes entries without writing into their folders: the versions since
+    the record name them."""
+    before = table.status.read().version
+    delete_rows(table, "id = 11")
+    time.sleep(1.2)
+    _clean(table)
+    time.sleep(1.2)
+    table.restore(before)  # segment 1's delta is unnamed now; its folder was not written
+    listed.clear()
+    report = _clean(table)
+    assert listed == ["1"]
+    assert len([i for i in report.items if i.kind == "delta"]) == 1
+
+
+def test_a_damaged_record_lists_every_folder(table: Table, listed: list[str]) -> None:
+    _clean(table)
+    Path(table.status.log_dir, "_clean_scan.json").write_bytes(b"{not json")
+    listed.clear()
+    _clean(table, dry_run=True)
+    assert sorted(listed) == ["0", "1", "2", "3", "4", "5"]
