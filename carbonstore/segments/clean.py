@@ -43,12 +43,14 @@ from carbonstore.segments.clean_unnamed import (
     CleanItem,
     StatementGuard,
     delete_path,
+    first_in_reach,
     lease_ms,
     unnamed_files,
 )
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import MARKED_DEAD, entry_is_dead, statement_is_dead
 from carbonstore.store.locks import acquire
+from carbonstore.store.status_checkpoints import removable_checkpoints, write_removed_below
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
     CHECKPOINT_INTERVAL,
@@ -300,6 +302,7 @@ def _clean(
     items.extend(_stale_bloom_packs(table, dry_run=dry_run, now=now, force=force))
     items.extend(_expire_trash(table, dry_run=dry_run, now=now))
     items.extend(_obsolete_sortindexes(table, dry_run=dry_run, now=now, force=force))
+    items.extend(_old_checkpoints(table, dry_run=dry_run, now=now, force=force))
     return CleanReport(
         table=str(table.name),
         dry_run=dry_run,
@@ -450,6 +453,25 @@ def _stale_bloom_packs(
         items.append(CleanItem(kind="index", path=info.path, size=int(info.size or 0), reason=reason))
         if not dry_run:
             delete_path(table, info.path)
+    return items
+
+
+def _old_checkpoints(table: Table, *, dry_run: bool, now: int, force: bool) -> list[CleanItem]:
+    """Tablestatus checkpoints no version within the retention time reads
+    (store/status_checkpoints.py); removed unless ``dry_run``."""
+    status, sfs = table.status, table.paths.sfs
+    if status.pinned is not None:
+        return []
+    first = first_in_reach(table, status.read(), now=now, force=force)
+    paths, below = removable_checkpoints(sfs, status.log_dir, first, CHECKPOINT_INTERVAL)
+    items = [CleanItem(kind="checkpoint", path=p, size=sfs.size(p),
+                       reason=f"tablestatus checkpoint older than the one version {first} reads")
+             for p in paths]
+    if not dry_run:
+        for item in items:
+            delete_path(table, item.path)
+        if items:
+            write_removed_below(sfs, status.log_dir, below)
     return items
 
 

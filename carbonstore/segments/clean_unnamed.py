@@ -41,9 +41,9 @@ from carbonstore.store.faults import crash_point
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import StatusChange, TableStatusSnapshot, segment_sort_key
 
-__all__ = ["CleanItem", "StatementGuard", "delete_path", "lease_ms", "unnamed_files"]
+__all__ = ["CleanItem", "StatementGuard", "delete_path", "first_in_reach", "lease_ms", "unnamed_files"]
 
-ItemKind = Literal["segment", "orphan", "trash", "stats", "sortindex", "index", "delta"]
+ItemKind = Literal["segment", "orphan", "trash", "stats", "sortindex", "index", "delta", "checkpoint"]
 _MERGE_INDEX_SUFFIX = ".carbonindexmerge"
 
 
@@ -115,7 +115,7 @@ class _Named:
                 return
 
 
-def _first_in_reach(table: Table, latest: TableStatusSnapshot, *, now: int, force: bool) -> int:
+def first_in_reach(table: Table, latest: TableStatusSnapshot, *, now: int, force: bool) -> int:
     """The oldest version a reader may still be on: the one that was the latest
     ``carbon.segment.retention.minutes`` ago (``force``: the latest)."""
     if force:
@@ -177,7 +177,7 @@ def unnamed_files(
                                          reason=reason)))
     all_found = list(found)
     if found:  # only then are the versions in reach read (the newest one's are known)
-        named = _Named(table, _first_in_reach(table, latest, now=now, force=force))
+        named = _Named(table, first_in_reach(table, latest, now=now, force=force))
         named.read_to(latest, until_all_of={rel for rel, _ in found})
         found = [(rel, item) for rel, item in found if rel not in named.files]
     if dry_run:

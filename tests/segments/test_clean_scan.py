@@ -139,3 +139,44 @@ def test_a_damaged_record_lists_every_folder(table: Table, listed: list[str]) ->
     listed.clear()
     _clean(table, dry_run=True)
     assert sorted(listed) == ["0", "1", "2", "3", "4", "5"]
+
+
+def test_old_checkpoints_go_and_every_version_still_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checkpoints every 4th version, 30 versions: clean files removes the checkpoints
+    before the one the oldest retained version reads (before: they were never removed);
+    every version - retained or older - reads the same entries from the files alone, and
+    the next clean probes only from where the last one stopped."""
+    from carbonstore.store import tablestatus, versions
+    from carbonstore.store.checkpoint_arrow import checkpoint_name
+    from carbonstore.store.tablestatus import SUCCESS, forget_decoded
+
+    monkeypatch.setattr(versions, "CHECKPOINT_INTERVAL", 4)
+    monkeypatch.setattr(tablestatus, "CHECKPOINT_INTERVAL", 4)
+    monkeypatch.setattr("carbonstore.segments.clean.CHECKPOINT_INTERVAL", 4)
+    conf = tmp_path / "carbon.properties"
+    conf.write_text("carbon.clean.files.force.allowed=true\n", encoding="utf-8")
+    table = Store(str(tmp_path / "s"), conf=load_conf(str(conf))).create_table("db.t", SCHEMA)
+    while table.status.read().version < 30:
+        table.status.allocate(status=SUCCESS, row_count=1)
+    log = Path(table.status.log_dir)
+    assert sorted(int(p.name[:20]) for p in log.glob("*.checkpoint.arrow")) == list(range(4, 29, 4))
+    want = {v: list(table.status.read(v).entries) for v in range(31)}
+    first = 21  # the oldest retained version: it reads checkpoint 20
+    monkeypatch.setattr("carbonstore.segments.clean.first_in_reach", lambda *a, **k: first)
+    dry = clean_files(table, dry_run=True)
+    assert sorted(Path(i.path).name for i in dry.items if i.kind == "checkpoint") == [
+        checkpoint_name(c) for c in (4, 8, 12, 16)]
+    assert len(list(log.glob("*.checkpoint.arrow"))) == 7  # a dry run removes nothing
+    clean_files(table, dry_run=False)
+    assert sorted(int(p.name[:20]) for p in log.glob("*.checkpoint.arrow")) == [20, 24, 28]
+    forget_decoded()
+    assert {v: list(table.status.read(v).entries) for v in range(31)} == want
+    (log / checkpoint_name(24)).unlink()  # a checkpoint its writer never wrote
+    first = 27  # reads 20 then (24 is missing): 20 stays
+    probed: list[str] = []
+    real = StoreFS.exists
+    monkeypatch.setattr(StoreFS, "exists", lambda self, p: probed.append(p) or real(self, p))
+    assert not [i for i in clean_files(table, dry_run=False).items if i.kind == "checkpoint"]
+    assert not any(checkpoint_name(c) in p for p in probed for c in (4, 8, 12, 16))
+    forget_decoded()
+    assert {v: list(table.status.read(v).entries) for v in range(31)} == want
