@@ -96,11 +96,14 @@ def delete_path(table: Table, path: str) -> None:
 
 
 class _Named:
-    """The files named by every version from ``first`` to the newest one read so far."""
+    """The files of ``segments`` named by every version from ``first`` to the newest one
+    read so far. Only those segments' entries are looked at in each version (the files in
+    question are theirs): a version costs the segments, not the table's 100,000 entries."""
 
-    def __init__(self, table: Table, first: int) -> None:
+    def __init__(self, table: Table, first: int, segments: set[str]) -> None:
         self.table = table
         self.upto = first - 1
+        self.segments = sorted(segments, key=segment_sort_key)
         self.files: set[str] = set()
 
     def read_to(self, snap: TableStatusSnapshot, *, until_all_of: set[str] | None = None) -> None:
@@ -109,7 +112,9 @@ class _Named:
         # Upwards, so each version is decoded from the one before it (cached).
         for v in range(self.upto + 1, snap.version + 1):
             state = snap if v == snap.version else self.table.status.read(v)
-            self.files.update(self.table.files_named(state))
+            entries = [e for sid in self.segments if (e := state.find(sid)) is not None and e.readable]
+            self.files.update(_named_now(self.table, {
+                e.load_name: (e.segment_file, e.delete_deltas) for e in entries}))
             self.upto = v
             if until_all_of is not None and until_all_of <= self.files:
                 return
@@ -177,7 +182,8 @@ def unnamed_files(
                                          reason=reason)))
     all_found = list(found)
     if found:  # only then are the versions in reach read (the newest one's are known)
-        named = _Named(table, first_in_reach(table, latest, now=now, force=force))
+        named = _Named(table, first_in_reach(table, latest, now=now, force=force),
+                       {item.segment_id for _, item in found if item.segment_id is not None})
         named.read_to(latest, until_all_of={rel for rel, _ in found})
         found = [(rel, item) for rel, item in found if rel not in named.files]
     if dry_run:
