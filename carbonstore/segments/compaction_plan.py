@@ -8,12 +8,11 @@ CLUSTER merges the readable segments not yet clustered as asked (docs/clustering
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-import pyarrow.compute as pc
 
 from carbonstore.errors import CompactionError
 from carbonstore.store.conf import CarbonConf
@@ -75,7 +74,7 @@ class _Candidate:
 
 def _candidates(
     snapshot: TableStatusSnapshot, conf: CarbonConf, now: int
-) -> list[_Candidate]:
+) -> Iterator[_Candidate]:
     """Readable segments in segment order, minus the preserved newest and the too old.
 
     A big table's are taken from the status columns (its checkpoint's, with the versions
@@ -95,26 +94,22 @@ def _candidates(
         keep = max(0, keep - preserve)
     days = conf.get_int("carbon.allowed.compaction.days")
     oldest = now - days * _DAY_MS if days > 0 else None
-    return [_Candidate(names[i], sizes[i], majors[i]) for i in range(keep)
-            if oldest is None or starts[i] >= oldest]
+    return (_Candidate(names[i], sizes[i], majors[i]) for i in range(keep)  # built as planned
+            if oldest is None or starts[i] >= oldest)
 
 
 def _readable_columns(snapshot: TableStatusSnapshot) -> tuple[list[str], list[int], list[bool], list[int]]:
     """(names, data sizes, major-compacted flags, load start times) of the readable
     entries in segment order, from the status columns."""
-    t = snapshot.view.to_table()
-    pattern = "^(" + "|".join(sorted(READABLE_STATUSES)) + ")$"
-    t = t.filter(pc.and_(pc.match_substring_regex(t.column("loadStatus"), pattern),
-                         t.column("visibility")))
-    names: list[str] = t.column("loadName").to_pylist()
+    names, (sizes, majors, starts) = snapshot.view.readable_values(
+        "data_size", "major_compacted", "load_start_time")
     if any("." in n for n in names):
         order = sorted(range(len(names)), key=lambda i: segment_sort_key(names[i]))
     else:
-        order = np.argsort(np.array(names, dtype=np.int64), kind="stable").tolist()
-    names = [names[i] for i in order]
-    cols = [t.column(k).to_pylist() for k in ("dataSize", "majorCompacted", "loadStartTime")]
-    sizes, majors, starts = ([c[i] for i in order] for c in cols)
-    return names, sizes, majors, starts
+        order = np.argsort(np.fromiter(map(int, names), dtype=np.int64, count=len(names)),
+                           kind="stable").tolist()
+    return ([names[i] for i in order], [sizes[i] for i in order],  # type: ignore[misc]
+            [majors[i] for i in order], [starts[i] for i in order])  # type: ignore[misc]
 
 
 def plan_minor(

@@ -28,6 +28,11 @@ from carbonstore.store.entries import LoadEntry, segment_sort_key
 
 __all__ = ["EntryView"]
 
+#: entry field -> its checkpoint column (the int and bool ones ``readable_values`` serves)
+_COLUMN = {"data_size": "dataSize", "index_size": "indexSize", "row_count": "rowCount",
+           "load_start_time": "loadStartTime", "timestamp": "timestamp",
+           "major_compacted": "majorCompacted", "bad_record_count": "badRecordCount"}
+
 
 class EntryView(Sequence[LoadEntry]):
     """The entries of one version: a base (a checkpoint's columns, or entries) plus an overlay."""
@@ -205,6 +210,22 @@ class EntryView(Sequence[LoadEntry]):
                 if (i := self._position(n)) is not None]
         out.sort(key=lambda x: x[0])
         return [e for _, e in out] + [e for e in self._appended.values() if e.status in statuses]
+
+    def readable_values(self, *attrs: str) -> tuple[list[str], list[list[object]]]:
+        """Load names and the values of ``attrs`` (int or bool fields: ``data_size``,
+        ``major_compacted``, ``load_start_time`` ...) of the readable entries, the base's
+        first; from the columns where no entry is built (compaction planning)."""
+        if self._arrow is None or self._all is not None:
+            live = [e for e in self if e.readable]
+            return [e.load_name for e in live], [[getattr(e, a) for e in live] for a in attrs]
+        names, cols = self._arrow.readable_values(list(self._changed), [_COLUMN[a] for a in attrs])
+        values = [c.tolist() for c in cols]
+        for e in (*(e for e in self._changed.values() if e is not None), *self._appended.values()):
+            if e.readable:
+                names.append(e.load_name)
+                for v, a in zip(values, attrs, strict=True):
+                    v.append(getattr(e, a))
+        return names, values
 
     def readable_stats(self) -> tuple[int, int]:
         """(readable entries, their live rows), from the columns where no entry is built."""

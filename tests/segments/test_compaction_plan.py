@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from carbonstore.errors import CompactionError, UserError
+from carbonstore.segments import compaction_plan
 from carbonstore.segments.compaction import (
     plan_compaction,
     plan_custom,
@@ -12,7 +17,9 @@ from carbonstore.segments.compaction import (
     plan_minor,
     segment_level,
 )
-from carbonstore.store import load_conf
+from carbonstore.store import checkpoint_arrow, load_conf
+from carbonstore.store.checkpoint_arrow import encode_checkpoint, entries_table
+from carbonstore.store.entry_view import EntryView
 from carbonstore.store.tablestatus import (
     COMPACTED,
     FAILURE,
@@ -144,13 +151,6 @@ def test_unknown_type() -> None:
 
 
 # ---- planning from the status columns (a big table's checkpoint) ---------------------------
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from carbonstore.segments import compaction_plan  # noqa: E402
-from carbonstore.store import checkpoint_arrow  # noqa: E402
-from carbonstore.store.checkpoint_arrow import encode_checkpoint, entries_table  # noqa: E402
-from carbonstore.store.entry_view import EntryView  # noqa: E402
 
 _ENTRY = st.tuples(st.integers(0, 60), st.integers(0, 3),
                    st.sampled_from([SUCCESS, SUCCESS, PARTIAL_SUCCESS, COMPACTED, FAILURE,
@@ -158,9 +158,16 @@ _ENTRY = st.tuples(st.integers(0, 60), st.integers(0, 3),
                    st.integers(0, 3), st.integers(0, 3), st.booleans(), st.booleans())
 
 
-def _arrow_snap(entries: list[LoadEntry]) -> TableStatusSnapshot:
-    _, base = encode_checkpoint(entries_table(entries), table_id="t", version=50)
-    return TableStatusSnapshot(EntryView(base), 50, 0, "t")
+def _arrow_snap(entries: list[LoadEntry], overlay: int = 0) -> TableStatusSnapshot:
+    """A snapshot read from a checkpoint; ``overlay``: the first ``overlay`` entries were
+    different in the checkpoint and the rest not in it (the versions since changed and
+    added them)."""
+    if not overlay:
+        _, base = encode_checkpoint(entries_table(entries), table_id="t", version=50)
+        return TableStatusSnapshot(EntryView(base), 50, 0, "t")
+    old = [replace(e, status=SUCCESS, data_size=7, visibility=True) for e in entries[:overlay]]
+    _, base = encode_checkpoint(entries_table(old), table_id="t", version=50)
+    return TableStatusSnapshot(EntryView(base).apply(entries, ()), 53, 0, "t")
 
 
 @settings(max_examples=60, deadline=None)
@@ -178,12 +185,13 @@ def test_columns_plan_what_entries_plan(raw, preserve, days, thresholds) -> None
                                 "carbon.compaction.level.threshold": thresholds,
                                 "carbon.major.compaction.size": "5",
                                 "carbon.minor.compaction.size": "2"})
-    plain, arrow = snap(*entries), _arrow_snap(entries)
+    plain = snap(*entries)
     for plan in (plan_minor, plan_major):
         want = plan(plain, conf, now=NOW)
         compaction_plan._COLUMNS_FROM, saved = 0, compaction_plan._COLUMNS_FROM
         try:
-            assert plan(arrow, conf, now=NOW) == want
+            for overlay in (0, len(entries) // 2):
+                assert plan(_arrow_snap(entries, overlay), conf, now=NOW) == want
         finally:
             compaction_plan._COLUMNS_FROM = saved
 
