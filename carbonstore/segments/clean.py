@@ -39,6 +39,7 @@ from typing import Any
 from carbonstore.dictionary.writer import obsolete_sortindex_files
 from carbonstore.errors import CorruptMetadataError, LockTimeoutError, UserError
 from carbonstore.indexfiles.bloom_pack import BLOOM_PACK_PREFIX, BLOOM_PACK_SUFFIX
+from carbonstore.segments.clean_scan import now_wall_ms
 from carbonstore.segments.clean_unnamed import (
     CleanItem,
     StatementGuard,
@@ -292,13 +293,21 @@ def _clean(
             crash_point("clean.mid_delete")
         for sid in removed_ids:
             table.status.leases.delete_lease(sid)
-    orphans, orphan_skips = _orphans(table, dry_run=dry_run, now=now, force=force)
+    # One listing of the segment folders serves the orphans and the unnamed files' choice
+    # of folders (taken after the scan's start time: clean_scan.py).
+    started = now_wall_ms()
+    try:
+        fact = sfs.list_dir(table.paths.fact_dir)
+    except FileNotFoundError:
+        fact = []
+    orphans, orphan_skips = _orphans(table, fact, dry_run=dry_run, now=now, force=force)
     items.extend(orphans)
     skipped.extend(orphan_skips)
     # Before any unnamed file a running statement may be about to commit is judged.
     guard = _statement_guard(table, dry_run=dry_run, now=now)
     skipped.extend(guard.skipped)
-    items.extend(unnamed_files(table, dry_run=dry_run, now=now, force=force, guard=guard))
+    items.extend(unnamed_files(table, dry_run=dry_run, now=now, force=force, guard=guard,
+                               fact=(started, fact)))
     items.extend(_stale_bloom_packs(table, dry_run=dry_run, now=now, force=force))
     items.extend(_expire_trash(table, dry_run=dry_run, now=now))
     items.extend(_obsolete_sortindexes(table, dry_run=dry_run, now=now, force=force))
@@ -353,7 +362,7 @@ def _expire_tombstone(table: Table, token: str, *, now: int, keep_ms: int) -> No
 
 
 def _orphans(
-    table: Table, *, dry_run: bool, now: int, force: bool
+    table: Table, fact: list[Any], *, dry_run: bool, now: int, force: bool
 ) -> tuple[list[CleanItem], list[str]]:
     """Segment folders no entry names, untouched for the lease time: moved to ``.Trash/``.
 
@@ -367,7 +376,7 @@ def _orphans(
     skipped: list[str] = []
     named = set(table.status.read().view.names())
     lease = lease_ms(table)
-    for info in sfs.list_dir(table.paths.fact_dir):
+    for info in fact:
         m = _SEGMENT_DIR_RE.match(info.base_name)
         if info.is_file or m is None or m.group(1) in named:
             continue

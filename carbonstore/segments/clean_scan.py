@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -103,8 +104,10 @@ def _changed_since(table: Table, after: int, upto: int) -> set[str] | None:
 
 
 def folders_to_list(table: Table, readable: list[str], latest_version: int, slack_ms: int,
-                    ) -> tuple[list[str], bool]:
-    """(the readable segments whose folders to list, whether that is all of them)."""
+                    infos: list[Any] | None = None) -> tuple[list[str], bool]:
+    """(the readable segments whose folders to list, whether that is all of them);
+    ``infos``: the listing of ``Fact/Part0`` when the caller has it (taken after the
+    scan's start time)."""
     record = read_record(table)
     if record is None or record.version > latest_version:
         return readable, True
@@ -113,10 +116,11 @@ def folders_to_list(table: Table, readable: list[str], latest_version: int, slac
         return readable, True
     touched = set(record.pending) | changed
     since = record.started_ms - slack_ms
-    try:
-        infos = table.paths.sfs.list_dir(table.paths.fact_dir)
-    except FileNotFoundError:
-        infos = []
+    if infos is None:
+        try:
+            infos = table.paths.sfs.list_dir(table.paths.fact_dir)
+        except FileNotFoundError:
+            infos = []
     for info in infos:
         m = _SEGMENT_DIR_RE.match(info.base_name)
         if m is None or info.is_file:

@@ -145,17 +145,19 @@ def _named_now(table: Table, readable: dict[str, tuple[str | None, tuple[DeleteD
 
 
 def unnamed_files(
-    table: Table, *, dry_run: bool, now: int, force: bool, guard: StatementGuard
+    table: Table, *, dry_run: bool, now: int, force: bool, guard: StatementGuard,
+    fact: tuple[int, list[Any]] | None = None,
 ) -> list[CleanItem]:
     """Superseded delete deltas and replaced merge indexes of readable segments that no
     version in reach names; removed (recorded first, see the module docstring) unless
     ``dry_run``. Only the folders that may hold one are listed (clean_scan.py)."""
     sfs = table.paths.sfs
-    started = now_wall_ms()
+    # ``fact``: (a start time, the listing of Fact/Part0 taken after it) of the caller
+    started, infos = fact if fact is not None else (now_wall_ms(), None)
     latest = table.status.read()
     readable = latest.view.readable_files()
     young = lease_ms(table)
-    listed, _ = folders_to_list(table, list(readable), latest.version, young)
+    listed, _ = folders_to_list(table, list(readable), latest.version, young, infos)
     now_named = _named_now(table, {sid: readable[sid] for sid in listed})
     found: list[tuple[str, CleanItem]] = []
     kept: set[str] = set()  # segments left holding an unnamed file (for the next clean)
