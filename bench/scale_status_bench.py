@@ -259,6 +259,25 @@ def delta_op(name: str, path: str) -> dict[str, Any]:
         return {"version": dt.version()}
     if name == "history":
         return {"versions": len(dt.history(20))}
+    if name == "asof":  # time travel to an old version (the checkpoint is after it)
+        old = deltalake.DeltaTable(path, version=20)
+        return {"version": old.version(), "files": len(old.file_uris())}
+    if name == "vacuum":  # what clean files is to carbonstore: a dry run lists the table
+        t0 = time.perf_counter()
+        gone = dt.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False)
+        return {"files": len(gone), "in_process_s": round(time.perf_counter() - t0, 3)}
+    if name == "commit":  # appends of one small file each, timed around the write + commit
+        import pyarrow as pa
+
+        times = []
+        for i in range(25):
+            data = pa.table({"id": pa.array([i], pa.int64()), "v": pa.array([0.5])})  # its schema
+            t0 = time.perf_counter()
+            deltalake.write_deltalake(path, data, mode="append")
+            times.append((time.perf_counter() - t0) * 1000)
+        times.sort()
+        return {"commits": len(times), "p50_ms": round(statistics.median(times), 2),
+                "p99_ms": round(times[math.ceil(len(times) * 0.99) - 1], 2)}
     raise SystemExit(f"unknown delta op {name}")
 
 
