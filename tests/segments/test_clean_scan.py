@@ -180,3 +180,26 @@ def test_old_checkpoints_go_and_every_version_still_reads(tmp_path: Path, monkey
     assert not any(checkpoint_name(c) in p for p in probed for c in (4, 8, 12, 16))
     forget_decoded()
     assert {v: list(table.status.read(v).entries) for v in range(31)} == want
+
+
+def test_versions_in_reach_cost_the_judged_segments_only(table: Table, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unnamed delta makes clean files read every version in reach (none names it); each
+    is asked for the entries of the delta's segment only (before: every entry
+    of every version - 250 s for 52 versions of a 100,000-segment table)."""
+    from carbonstore.store import checkpoint_arrow, tablestatus, versions
+    from carbonstore.store.tablestatus import StatusChange, forget_decoded
+
+    monkeypatch.setattr(versions, "CHECKPOINT_INTERVAL", 4)
+    monkeypatch.setattr(tablestatus, "CHECKPOINT_INTERVAL", 4)
+    stray = Path(table.paths.segment_dir("2")) / "part-0-0.feed.deletedelta"
+    stray.write_bytes(b"left by a killed DELETE")  # named by no version: all are read
+    for _ in range(12):  # versions in reach, read from checkpoints: their entries built on use
+        table.status.update(lambda s: StatusChange(), operation="ALTER t", force=True)
+    time.sleep(1.2)
+    forget_decoded()
+    built: list[int] = []
+    real = checkpoint_arrow.build_plain
+    monkeypatch.setattr(checkpoint_arrow, "build_plain", lambda *c: built.append(len(c[0])) or real(*c))
+    report = _clean(table, later=False)  # within the retention time: every version is in reach
+    assert [i.path for i in report.items if i.kind == "delta"] == [str(stray)]
+    assert sum(built) <= 8, built  # a few entries of segment 2 (before: 6 per version read)
