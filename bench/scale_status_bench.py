@@ -16,7 +16,10 @@ processes of it):
 * ``asof``: time travel to version ``--version`` (default: the middle one) and its count;
 * ``commit``: ``--commits`` loads' begin + commit versions, prints p50/p99 ms per version;
 * ``compaction``: minor compaction planning (the segments a MINOR compaction would merge);
-* ``clean``: clean-files planning (a dry run's removable segments, status only).
+* ``clean``: clean-files planning (a dry run's removable segments, status only);
+  ``--run``: a real run (removes what it finds);
+* ``delete``: ``--commits`` DELETE commits of one row each (a new delete delta of one
+  file of a segment, committed as ``DELETE`` does: ``apply_changes``), p50/p99 ms.
 
 Usage::
 
@@ -133,7 +136,8 @@ def build_delta(path: str, commits: int, per_commit: int, segments: int) -> None
     print(f"delta: {commits} commits, {time.perf_counter() - t0:.1f} s", file=sys.stderr)
 
 
-def op(name: str, store_path: str, version: int | None, commits: int) -> dict[str, Any]:
+def op(name: str, store_path: str, version: int | None, commits: int,
+       run: bool = False) -> dict[str, Any]:
     from carbonstore import Store
 
     table = Store(store_path).table(TABLE)
@@ -163,8 +167,10 @@ def op(name: str, store_path: str, version: int | None, commits: int) -> dict[st
 
         forget_decoded()
         t0 = time.perf_counter()
-        report = clean_files(table, dry_run=True)
+        report = clean_files(table, dry_run=not run)
         return {"items": len(report.items), "in_process_s": round(time.perf_counter() - t0, 3)}
+    if name == "delete":
+        return delete_latency(table, commits)
     raise SystemExit(f"unknown op {name}")
 
 
@@ -221,6 +227,30 @@ def commit_latency(table: Any, commits: int) -> dict[str, Any]:
             "max_ms": round(times[-1], 2), "checkpoint_commits_ms": [round(t, 1) for t in at_checkpoint]}
 
 
+def delete_latency(table: Any, commits: int) -> dict[str, Any]:
+    """``commits`` DELETE commits of one row each, in segments spread over the table, timed
+    around ``apply_changes`` (the delta file's write and the version's commit)."""
+    import numpy as np
+
+    from carbonstore.segments.dml_commit import Matches, apply_changes
+
+    snap = table.status.read()
+    n = int(snap.next_segment_id())  # segments spread over the table that have a folder
+    names = [sid for k in range(commits * 3) if (e := snap.find(sid := str(k * n // (commits * 3))))
+             is not None and e.readable and table.paths.sfs.is_dir(table.paths.segment_dir(sid))][:commits]
+    times: list[float] = []
+    for i, sid in enumerate(names):
+        snap = table.status.read()
+        matches = Matches(snap, {(sid, f"part-0-{i}.parquet"): np.array([i], dtype=np.uint32)}, None)
+        t0 = time.perf_counter()
+        apply_changes(table, matches, operation="DELETE")
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"commits": len(times), "p50_ms": round(statistics.median(times), 2),
+            "p99_ms": round(times[math.ceil(len(times) * 0.99) - 1], 2),
+            "max_ms": round(times[-1], 2)}
+
+
 def delta_op(name: str, path: str) -> dict[str, Any]:
     import deltalake
 
@@ -229,6 +259,25 @@ def delta_op(name: str, path: str) -> dict[str, Any]:
         return {"version": dt.version()}
     if name == "history":
         return {"versions": len(dt.history(20))}
+    if name == "asof":  # time travel to an old version (the checkpoint is after it)
+        old = deltalake.DeltaTable(path, version=20)
+        return {"version": old.version(), "files": len(old.file_uris())}
+    if name == "vacuum":  # what clean files is to carbonstore: a dry run lists the table
+        t0 = time.perf_counter()
+        gone = dt.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False)
+        return {"files": len(gone), "in_process_s": round(time.perf_counter() - t0, 3)}
+    if name == "commit":  # appends of one small file each, timed around the write + commit
+        import pyarrow as pa
+
+        times = []
+        for i in range(25):
+            data = pa.table({"id": pa.array([i], pa.int64()), "v": pa.array([0.5])})  # its schema
+            t0 = time.perf_counter()
+            deltalake.write_deltalake(path, data, mode="append")
+            times.append((time.perf_counter() - t0) * 1000)
+        times.sort()
+        return {"commits": len(times), "p50_ms": round(statistics.median(times), 2),
+                "p99_ms": round(times[math.ceil(len(times) * 0.99) - 1], 2)}
     raise SystemExit(f"unknown delta op {name}")
 
 
@@ -247,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     o.add_argument("--store", required=True)
     o.add_argument("--version", type=int)
     o.add_argument("--commits", type=int, default=25)
+    o.add_argument("--run", action="store_true", help="clean: a real run, not a dry run")
     d = sub.add_parser("delta")
     d.add_argument("name")
     d.add_argument("--path", required=True)
@@ -257,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         build(args.out, args.segments, max(1, args.per_commit), args.delta, args.format)
     elif args.cmd == "op":
-        print(json.dumps(op(args.name, args.store, args.version, args.commits)))
+        print(json.dumps(op(args.name, args.store, args.version, args.commits, args.run)))
     else:
         print(json.dumps(delta_op(args.name, args.path)))
     return 0

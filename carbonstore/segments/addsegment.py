@@ -44,6 +44,7 @@ from carbonstore.store.tablestatus import (
     IN_PROGRESS,
     SUCCESS,
     LoadEntry,
+    StatusChange,
     TableStatusSnapshot,
     now_ms,
 )
@@ -248,20 +249,15 @@ def _commit(table: Table, sid: str, fields: dict[str, object], path: str) -> Loa
     """Flip the running entry to Success; a clear error when clean files marked it dead."""
     holder: list[LoadEntry] = []
 
-    def flip(snap: TableStatusSnapshot) -> list[LoadEntry]:
+    def flip(snap: TableStatusSnapshot) -> StatusChange:
         mine = snap.find(sid)
         if mine is None or mine.status != IN_PROGRESS:
             raise CommitConflictError(dead_segment_message(table, sid, mine))
         holder.clear()
-        out = []
-        for e in snap.entries:
-            if e.load_name == sid:
-                extra = {k: v for k, v in e.extra.items() if k not in _LEASE_KEYS}
-                e = e.with_status(SUCCESS, timestamp=now_ms(), extra={**extra, "addedFrom": path},
-                                  **fields)
-                holder.append(e)
-            out.append(e)
-        return out
+        extra = {k: v for k, v in mine.extra.items() if k not in _LEASE_KEYS}
+        holder.append(mine.with_status(SUCCESS, timestamp=now_ms(),
+                                       extra={**extra, "addedFrom": path}, **fields))
+        return StatusChange(upserts=(holder[0],))  # its own entry only, not the table
 
     table.status.update(flip, operation="ADD SEGMENT")
     return holder[0]

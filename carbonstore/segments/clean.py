@@ -39,16 +39,19 @@ from typing import Any
 from carbonstore.dictionary.writer import obsolete_sortindex_files
 from carbonstore.errors import CorruptMetadataError, LockTimeoutError, UserError
 from carbonstore.indexfiles.bloom_pack import BLOOM_PACK_PREFIX, BLOOM_PACK_SUFFIX
+from carbonstore.segments.clean_scan import now_wall_ms
 from carbonstore.segments.clean_unnamed import (
     CleanItem,
     StatementGuard,
     delete_path,
+    first_in_reach,
     lease_ms,
     unnamed_files,
 )
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import MARKED_DEAD, entry_is_dead, statement_is_dead
 from carbonstore.store.locks import acquire
+from carbonstore.store.status_checkpoints import removable_checkpoints, write_removed_below
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
     CHECKPOINT_INTERVAL,
@@ -57,6 +60,7 @@ from carbonstore.store.tablestatus import (
     MARKED_FOR_DELETE,
     RUNNING_STATUSES,
     LoadEntry,
+    StatusChange,
     TableStatusSnapshot,
     now_ms,
     segment_sort_key,
@@ -106,7 +110,9 @@ def _removable_entries(
     retention_ms = table.conf.get_int("carbon.segment.retention.minutes") * 60_000
     out: list[tuple[LoadEntry, str]] = []
     skipped: list[str] = []
-    for e in sorted(snap.entries, key=lambda x: segment_sort_key(x.load_name)):
+    # Only entries in these statuses are judged: only they are built (not 100,000 readable ones).
+    judged = snap.view.with_status((COMPACTED, MARKED_FOR_DELETE, FAILURE, *RUNNING_STATUSES))
+    for e in sorted(judged, key=lambda x: segment_sort_key(x.load_name)):
         if e.status in (COMPACTED, MARKED_FOR_DELETE):
             age = now - _changed_at(e)
             if force or age >= retention_ms:
@@ -188,18 +194,18 @@ def _mark_dead(table: Table, dead: list[LoadEntry], now: int) -> set[str]:
     wanted = {e.load_name for e in dead}
     marked: set[str] = set()
 
-    def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+    def apply(snap: TableStatusSnapshot) -> StatusChange:
         marked.clear()
         out = []
-        for e in snap.entries:
-            if e.load_name in wanted and e.status in RUNNING_STATUSES:
-                e = e.with_status(FAILURE, timestamp=now_ms(), extra={
+        for name in sorted(wanted, key=segment_sort_key):
+            e = snap.find(name)
+            if e is not None and e.status in RUNNING_STATUSES:
+                out.append(e.with_status(FAILURE, timestamp=now_ms(), extra={
                     **e.extra, "failureReason": "its lease expired: marked dead by clean files",
                     "failureCause": MARKED_DEAD,
-                })
-                marked.add(e.load_name)
-            out.append(e)
-        return out
+                }))
+                marked.add(name)
+        return StatusChange(upserts=tuple(out))
 
     table.status.update(apply, operation="CLEAN FILES (mark dead)")
     return marked
@@ -263,15 +269,15 @@ def _clean(
             chosen = {e.load_name: e.status for e, _ in removable}
             gone: set[str] = set()
 
-            def apply(s: TableStatusSnapshot) -> list[LoadEntry]:
+            def apply(s: TableStatusSnapshot) -> StatusChange:
                 # Only entries still in the (terminal) status they were chosen for.
                 gone.clear()
-                gone.update(e.load_name for e in s.entries if chosen.get(e.load_name) == e.status)
-                return list(s.entries)
+                gone.update(n for n, status in chosen.items()
+                            if (e := s.find(n)) is not None and e.status == status)
+                return StatusChange(removes=tuple(n for n in chosen if n in gone))
 
             crash_point("clean.before_commit")
-            table.status.update(apply, operation="CLEAN FILES",
-                                remove=lambda e: e.load_name in gone)
+            table.status.update(apply, operation="CLEAN FILES", remove=lambda e: True)
             removable = [(e, r) for e, r in removable if e.load_name in gone]
     removed_ids = [e.load_name for e, _ in removable]
     for e, reason in removable:
@@ -287,16 +293,25 @@ def _clean(
             crash_point("clean.mid_delete")
         for sid in removed_ids:
             table.status.leases.delete_lease(sid)
-    orphans, orphan_skips = _orphans(table, dry_run=dry_run, now=now, force=force)
+    # One listing of the segment folders serves the orphans and the unnamed files' choice
+    # of folders (taken after the scan's start time: clean_scan.py).
+    started = now_wall_ms()
+    try:
+        fact = sfs.list_dir(table.paths.fact_dir)
+    except FileNotFoundError:
+        fact = []
+    orphans, orphan_skips = _orphans(table, fact, dry_run=dry_run, now=now, force=force)
     items.extend(orphans)
     skipped.extend(orphan_skips)
     # Before any unnamed file a running statement may be about to commit is judged.
     guard = _statement_guard(table, dry_run=dry_run, now=now)
     skipped.extend(guard.skipped)
-    items.extend(unnamed_files(table, dry_run=dry_run, now=now, force=force, guard=guard))
+    items.extend(unnamed_files(table, dry_run=dry_run, now=now, force=force, guard=guard,
+                               fact=(started, fact)))
     items.extend(_stale_bloom_packs(table, dry_run=dry_run, now=now, force=force))
     items.extend(_expire_trash(table, dry_run=dry_run, now=now))
     items.extend(_obsolete_sortindexes(table, dry_run=dry_run, now=now, force=force))
+    items.extend(_old_checkpoints(table, dry_run=dry_run, now=now, force=force))
     return CleanReport(
         table=str(table.name),
         dry_run=dry_run,
@@ -334,7 +349,7 @@ def _statement_guard(table: Table, *, dry_run: bool, now: int) -> StatementGuard
     if dead and not dry_run:
         for token in dead:
             status.leases.mark_statement_dead(token)
-        table.status.update(lambda snap: list(snap.entries),
+        table.status.update(lambda snap: StatusChange(),
                             operation="CLEAN FILES (mark statements dead)", force=True)
         crash_point("clean.after_mark_dead")
     return StatementGuard(min(live) - lease if live else None, tuple(skipped))
@@ -347,7 +362,7 @@ def _expire_tombstone(table: Table, token: str, *, now: int, keep_ms: int) -> No
 
 
 def _orphans(
-    table: Table, *, dry_run: bool, now: int, force: bool
+    table: Table, fact: list[Any], *, dry_run: bool, now: int, force: bool
 ) -> tuple[list[CleanItem], list[str]]:
     """Segment folders no entry names, untouched for the lease time: moved to ``.Trash/``.
 
@@ -359,9 +374,9 @@ def _orphans(
     sfs = table.paths.sfs
     items: list[CleanItem] = []
     skipped: list[str] = []
-    named = {e.load_name for e in table.status.read().entries}
+    named = set(table.status.read().view.names())
     lease = lease_ms(table)
-    for info in sfs.list_dir(table.paths.fact_dir):
+    for info in fact:
         m = _SEGMENT_DIR_RE.match(info.base_name)
         if info.is_file or m is None or m.group(1) in named:
             continue
@@ -447,6 +462,25 @@ def _stale_bloom_packs(
         items.append(CleanItem(kind="index", path=info.path, size=int(info.size or 0), reason=reason))
         if not dry_run:
             delete_path(table, info.path)
+    return items
+
+
+def _old_checkpoints(table: Table, *, dry_run: bool, now: int, force: bool) -> list[CleanItem]:
+    """Tablestatus checkpoints no version within the retention time reads
+    (store/status_checkpoints.py); removed unless ``dry_run``."""
+    status, sfs = table.status, table.paths.sfs
+    if status.pinned is not None:
+        return []
+    first = first_in_reach(table, status.read(), now=now, force=force)
+    paths, below = removable_checkpoints(sfs, status.log_dir, first, CHECKPOINT_INTERVAL)
+    items = [CleanItem(kind="checkpoint", path=p, size=sfs.size(p),
+                       reason=f"tablestatus checkpoint older than the one version {first} reads")
+             for p in paths]
+    if not dry_run:
+        for item in items:
+            delete_path(table, item.path)
+        if items:
+            write_removed_below(sfs, status.log_dir, below)
     return items
 
 

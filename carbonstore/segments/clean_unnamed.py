@@ -34,14 +34,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from carbonstore.errors import VersionNotFoundError
+from carbonstore.segments.clean_scan import ScanRecord, folders_to_list, now_wall_ms, write_record
 from carbonstore.segments.deltas import DELTA_SUFFIX
+from carbonstore.store.entries import DeleteDelta
 from carbonstore.store.faults import crash_point
 from carbonstore.store.table import Table
-from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot
+from carbonstore.store.tablestatus import StatusChange, TableStatusSnapshot, segment_sort_key
 
-__all__ = ["CleanItem", "StatementGuard", "delete_path", "lease_ms", "unnamed_files"]
+__all__ = ["CleanItem", "StatementGuard", "delete_path", "first_in_reach", "lease_ms", "unnamed_files"]
 
-ItemKind = Literal["segment", "orphan", "trash", "stats", "sortindex", "index", "delta"]
+ItemKind = Literal["segment", "orphan", "trash", "stats", "sortindex", "index", "delta", "checkpoint"]
 _MERGE_INDEX_SUFFIX = ".carbonindexmerge"
 
 
@@ -94,11 +96,14 @@ def delete_path(table: Table, path: str) -> None:
 
 
 class _Named:
-    """The files named by every version from ``first`` to the newest one read so far."""
+    """The files of ``segments`` named by every version from ``first`` to the newest one
+    read so far. Only those segments' entries are looked at in each version (the files in
+    question are theirs): a version costs the segments, not the table's 100,000 entries."""
 
-    def __init__(self, table: Table, first: int) -> None:
+    def __init__(self, table: Table, first: int, segments: set[str]) -> None:
         self.table = table
         self.upto = first - 1
+        self.segments = sorted(segments, key=segment_sort_key)
         self.files: set[str] = set()
 
     def read_to(self, snap: TableStatusSnapshot, *, until_all_of: set[str] | None = None) -> None:
@@ -107,13 +112,15 @@ class _Named:
         # Upwards, so each version is decoded from the one before it (cached).
         for v in range(self.upto + 1, snap.version + 1):
             state = snap if v == snap.version else self.table.status.read(v)
-            self.files.update(self.table.files_named(state))
+            entries = [e for sid in self.segments if (e := state.find(sid)) is not None and e.readable]
+            self.files.update(_named_now(self.table, {
+                e.load_name: (e.segment_file, e.delete_deltas) for e in entries}))
             self.upto = v
             if until_all_of is not None and until_all_of <= self.files:
                 return
 
 
-def _first_in_reach(table: Table, latest: TableStatusSnapshot, *, now: int, force: bool) -> int:
+def first_in_reach(table: Table, latest: TableStatusSnapshot, *, now: int, force: bool) -> int:
     """The oldest version a reader may still be on: the one that was the latest
     ``carbon.segment.retention.minutes`` ago (``force``: the latest)."""
     if force:
@@ -125,19 +132,37 @@ def _first_in_reach(table: Table, latest: TableStatusSnapshot, *, now: int, forc
         return 0
 
 
+def _named_now(table: Table, readable: dict[str, tuple[str | None, tuple[DeleteDelta, ...]]],
+               ) -> set[str]:
+    """``table.files_named`` of the latest version, from its columns (no entry built)."""
+    out: set[str] = set()
+    for sid, (segment_file, deltas) in readable.items():
+        seg = table.paths.relative(table.paths.segment_dir(sid))
+        if segment_file:
+            out.add(f"{seg}/{segment_file}")
+        out.update(f"{seg}/{d.delta_file}" for d in deltas)
+    return out
+
+
 def unnamed_files(
-    table: Table, *, dry_run: bool, now: int, force: bool, guard: StatementGuard
+    table: Table, *, dry_run: bool, now: int, force: bool, guard: StatementGuard,
+    fact: tuple[int, list[Any]] | None = None,
 ) -> list[CleanItem]:
     """Superseded delete deltas and replaced merge indexes of readable segments that no
     version in reach names; removed (recorded first, see the module docstring) unless
-    ``dry_run``."""
+    ``dry_run``. Only the folders that may hold one are listed (clean_scan.py)."""
     sfs = table.paths.sfs
+    # ``fact``: (a start time, the listing of Fact/Part0 taken after it) of the caller
+    started, infos = fact if fact is not None else (now_wall_ms(), None)
     latest = table.status.read()
-    now_named = set(table.files_named(latest))
+    readable = latest.view.readable_files()
     young = lease_ms(table)
+    listed, _ = folders_to_list(table, list(readable), latest.version, young, infos)
+    now_named = _named_now(table, {sid: readable[sid] for sid in listed})
     found: list[tuple[str, CleanItem]] = []
-    for e in latest.readable:
-        seg_dir = table.paths.segment_dir(e.load_name)
+    kept: set[str] = set()  # segments left holding an unnamed file (for the next clean)
+    for sid in listed:
+        seg_dir = table.paths.segment_dir(sid)
         for info in sfs.list_dir(seg_dir):
             if not info.is_file:
                 continue
@@ -152,27 +177,41 @@ def unnamed_files(
                 continue
             mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else now
             if now - mtime < young or guard.keeps(mtime):
+                kept.add(sid)
                 continue  # a running statement may be about to commit it
-            found.append((rel, CleanItem(kind=kind, segment_id=e.load_name,  # type: ignore[arg-type]
+            found.append((rel, CleanItem(kind=kind, segment_id=sid,  # type: ignore[arg-type]
                                          path=info.path, size=int(info.size or 0),
                                          reason=reason)))
+    all_found = list(found)
     if found:  # only then are the versions in reach read (the newest one's are known)
-        named = _Named(table, _first_in_reach(table, latest, now=now, force=force))
+        named = _Named(table, first_in_reach(table, latest, now=now, force=force),
+                       {item.segment_id for _, item in found if item.segment_id is not None})
         named.read_to(latest, until_all_of={rel for rel, _ in found})
         found = [(rel, item) for rel, item in found if rel not in named.files]
-    if dry_run or not found:
+    if dry_run:
         return [item for _, item in found]
+    if not found:
+        write_record(table, ScanRecord(started, latest.version, _left(kept, all_found, set())))
+        return []
     crash_point("clean.files_chosen")
     chosen: list[tuple[str, CleanItem]] = []
 
-    def keep_named(snap: TableStatusSnapshot) -> list[LoadEntry]:
+    def keep_named(snap: TableStatusSnapshot) -> StatusChange:
         named.read_to(snap)  # every version committed since the judgement, e.g. a restore
         chosen[:] = [(rel, item) for rel, item in found if rel not in named.files]
-        return list(snap.entries)
+        return StatusChange()
 
     table.status.update(keep_named, operation="CLEAN FILES",
                         files_removed=lambda: tuple(rel for rel, _ in chosen))
     crash_point("clean.files_recorded")
     for _, item in chosen:
         delete_path(table, item.path)
+    write_record(table, ScanRecord(started, latest.version,
+                                   _left(kept, all_found, {item.path for _, item in chosen})))
     return [item for _, item in chosen]
+
+
+def _left(kept: set[str], found: list[tuple[str, CleanItem]], deleted: set[str]) -> tuple[str, ...]:
+    """The segments this scan left an unnamed file in: the next clean lists them again."""
+    left = kept | {item.segment_id for _, item in found if item.path not in deleted and item.segment_id}
+    return tuple(sorted(left, key=segment_sort_key))

@@ -80,6 +80,7 @@ from carbonstore.store.tablestatus import (
     READABLE_STATUSES,
     SUCCESS,
     LoadEntry,
+    StatusChange,
     TableStatusSnapshot,
     now_ms,
 )
@@ -201,23 +202,22 @@ def commit_compaction(
     """
     holder: list[LoadEntry] = []
 
-    def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+    def apply(snap: TableStatusSnapshot) -> StatusChange:
         holder.clear()
-        by_name = {e.load_name: e for e in snap.entries}
         _check_sources(snap, group, expected)
         for sid, deltas in (expected_deltas or {}).items():
-            if by_name[sid].delete_deltas != deltas:
+            if snap.get(sid).delete_deltas != deltas:
                 raise RowsDeletedMeanwhile(
                     f"rows of segment {sid} were deleted (DELETE / UPDATE / MERGE) while it was "
                     f"being compacted into {group.output}; the compaction was aborted - run it "
                     "again")
         for sid, gone in (removed or {}).items():
-            if removed_partitions(by_name[sid]) != gone:
+            if removed_partitions(snap.get(sid)) != gone:
                 raise CompactionError(
                     f"partitions of segment {sid} were overwritten while it was being compacted "
                     f"into {group.output}; the compaction was aborted"
                 )
-        mine = by_name.get(group.output)
+        mine = snap.find(group.output)
         if mine is None or mine.status != IN_PROGRESS or (
             mine.extra.get("compactionAttempt") != attempt
         ):
@@ -227,7 +227,7 @@ def commit_compaction(
                 "and clean files marked it dead; the compaction was aborted and nothing changed"
             )
         ts = now_ms()
-        sources = [by_name[s] for s in group.sources]
+        sources = [snap.get(s) for s in group.sources]
         entry = LoadEntry(
             load_name=group.output,
             status=SUCCESS,
@@ -243,17 +243,12 @@ def commit_compaction(
                    "compactionAttempt": attempt,
                    "schemaVersion": table.schema.schema_version},  # written with the current
         )
-        out: list[LoadEntry] = []
-        for e in snap.entries:
-            if e.load_name in expected:
-                e = e.with_status(
-                    COMPACTED, merged_load_name=group.output, modification_or_deletion_timestamp=ts
-                )
-            elif e.load_name == group.output:
-                e = entry
-            out.append(e)
         holder.append(entry)
-        return out
+        # Only the sources and the output change: the commit costs them, not the table.
+        return StatusChange(upserts=(*(
+            snap.get(sid).with_status(COMPACTED, merged_load_name=group.output,
+                                      modification_or_deletion_timestamp=ts)
+            for sid in expected), entry))
 
     crash_point("compaction.before_commit")
     table.status.update(apply, operation="COMPACTION")
@@ -303,7 +298,7 @@ def begin_compaction(
             )
         table.paths.sfs.delete_dir(table.paths.segment_dir(group.output))
 
-    def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+    def apply(snap: TableStatusSnapshot) -> StatusChange:
         _check_sources(snap, group, expected)
         now_taken = snap.find(group.output)
         if now_taken is not None and not (
@@ -318,21 +313,28 @@ def begin_compaction(
         lease = {**lease_fields(seconds), "compactionAttempt": attempt}
         entry = LoadEntry(load_name=group.output, status=IN_PROGRESS, load_start_time=start_ms,
                           major_compacted=group.major, extra=lease)
-        return [*(e for e in snap.entries if e.load_name != group.output), entry]
+        return StatusChange(upserts=(entry,))
 
     table.status.update(apply, operation="COMPACTION BEGIN")
     return LeaseKeeper(table.status, group.output, seconds), attempt
 
 
-def _failed(snap: TableStatusSnapshot, output: str, attempt: object, reason: str) -> list[LoadEntry]:
-    """``snap``'s entries with ``output`` Failure when it is still this attempt's running one."""
-    return [
-        e.with_status(FAILURE, timestamp=now_ms(),
-                      extra={**e.extra, "failureReason": reason[:2000]})
-        if e.load_name == output and e.running
-        and e.extra.get("compactionAttempt") == attempt else e
-        for e in snap.entries
-    ]
+def _failed(snap: TableStatusSnapshot, output: str, attempt: object, reason: str) -> StatusChange:
+    """``output`` Failure when it is still this attempt's running one (else no change)."""
+    e = snap.find(output)
+    if e is None or not e.running or e.extra.get("compactionAttempt") != attempt:
+        return StatusChange()
+    return StatusChange(upserts=(e.with_status(
+        FAILURE, timestamp=now_ms(), extra={**e.extra, "failureReason": reason[:2000]}),))
+
+
+def _aborted(snap: TableStatusSnapshot, output: str, attempt: object, reason: str) -> StatusChange:
+    """``_failed``, and an entry of this attempt already ``Failure`` named for removal too
+    (``abort_compaction`` takes both to tablestatus.history)."""
+    e = snap.find(output)
+    if e is not None and e.status == FAILURE and e.extra.get("compactionAttempt") == attempt:
+        return StatusChange(removes=(output,))
+    return _failed(snap, output, attempt, reason)
 
 
 def _fail_attempt(table: Table, output: str, attempt: object, reason: str) -> LoadEntry | None:
@@ -372,7 +374,7 @@ def abort_compaction(table: Table, output: str, attempt: str, reason: str) -> No
 
     try:
         table.status.update(
-            lambda snap: _failed(snap, output, attempt, reason), operation="COMPACTION ABORT",
+            lambda snap: _aborted(snap, output, attempt, reason), operation="COMPACTION ABORT",
             remove=lambda x: x.load_name == output and x.status == FAILURE
             and x.extra.get("compactionAttempt") == attempt,
         )

@@ -8,9 +8,11 @@ CLUSTER merges the readable segments not yet clustered as asked (docs/clustering
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 from carbonstore.errors import CompactionError
 from carbonstore.store.conf import CarbonConf
@@ -40,6 +42,8 @@ CompactionType = Literal["minor", "major", "custom", "cluster"]
 COMPACTION_TYPES: tuple[CompactionType, ...] = ("minor", "major", "custom", "cluster")
 _MB = 1024 * 1024
 _DAY_MS = 24 * 3600 * 1000
+#: tables of this many entries or more are planned from the status columns
+_COLUMNS_FROM = 2_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,21 +63,53 @@ def segment_level(load_name: str) -> int:
     return segment_sort_key(load_name)[1]
 
 
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """What planning looks at of a readable segment."""
+
+    load_name: str
+    data_size: int
+    major_compacted: bool
+
+
 def _candidates(
     snapshot: TableStatusSnapshot, conf: CarbonConf, now: int
-) -> list[LoadEntry]:
-    """Readable segments in segment order, minus the preserved newest and the too old."""
-    valid = sorted(
-        (e for e in snapshot.entries if e.readable), key=lambda e: segment_sort_key(e.load_name)
-    )
+) -> Iterator[_Candidate]:
+    """Readable segments in segment order, minus the preserved newest and the too old.
+
+    A big table's are taken from the status columns (its checkpoint's, with the versions
+    since spliced in): planning at 100,000 segments builds no entry."""
+    if len(snapshot.view) >= _COLUMNS_FROM:
+        names, sizes, majors, starts = _readable_columns(snapshot)
+    else:
+        valid = sorted((e for e in snapshot.entries if e.readable),
+                       key=lambda e: segment_sort_key(e.load_name))
+        names = [e.load_name for e in valid]
+        sizes = [e.data_size for e in valid]
+        majors = [e.major_compacted for e in valid]
+        starts = [e.load_start_time for e in valid]
+    keep = len(names)
     preserve = max(0, conf.get_int("carbon.compaction.preserve.segments"))
     if preserve:
-        valid = valid[: max(0, len(valid) - preserve)]
+        keep = max(0, keep - preserve)
     days = conf.get_int("carbon.allowed.compaction.days")
-    if days > 0:
-        oldest = now - days * _DAY_MS
-        valid = [e for e in valid if e.load_start_time >= oldest]
-    return valid
+    oldest = now - days * _DAY_MS if days > 0 else None
+    return (_Candidate(names[i], sizes[i], majors[i]) for i in range(keep)  # built as planned
+            if oldest is None or starts[i] >= oldest)
+
+
+def _readable_columns(snapshot: TableStatusSnapshot) -> tuple[list[str], list[int], list[bool], list[int]]:
+    """(names, data sizes, major-compacted flags, load start times) of the readable
+    entries in segment order, from the status columns."""
+    names, (sizes, majors, starts) = snapshot.view.readable_values(
+        "data_size", "major_compacted", "load_start_time")
+    if any("." in n for n in names):
+        order = sorted(range(len(names)), key=lambda i: segment_sort_key(names[i]))
+    else:
+        order = np.argsort(np.fromiter(map(int, names), dtype=np.int64, count=len(names)),
+                           kind="stable").tolist()
+    return ([names[i] for i in order], [sizes[i] for i in order],  # type: ignore[misc]
+            [majors[i] for i in order], [starts[i] for i in order])  # type: ignore[misc]
 
 
 def plan_minor(
@@ -118,7 +154,7 @@ def plan_major(
     fewer than two segments is not merged.
     """
     limit = conf.get_int("carbon.major.compaction.size") * _MB
-    run: list[LoadEntry] = []
+    run: list[_Candidate] = []
     total = 0
     for e in _candidates(snapshot, conf, now_ms() if now is None else now):
         if e.data_size > limit:

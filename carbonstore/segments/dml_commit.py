@@ -40,7 +40,13 @@ from carbonstore.store.entries import DeleteDelta
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import StatementLease
 from carbonstore.store.table import Table
-from carbonstore.store.tablestatus import SUCCESS, LoadEntry, TableStatusSnapshot, now_ms
+from carbonstore.store.tablestatus import (
+    SUCCESS,
+    LoadEntry,
+    StatusChange,
+    TableStatusSnapshot,
+    now_ms,
+)
 
 __all__ = ["DmlResult", "Matches", "PreparedInsert", "Written", "apply_changes", "finish_insert",
            "read_latest", "run_replanned"]
@@ -265,7 +271,7 @@ def apply_changes(
     try:
         fresh: set[DeleteDelta] = set()  # deltas this statement wrote
 
-        def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+        def apply(snap: TableStatusSnapshot) -> StatusChange:
             validator.check(snap)  # raises Replan: the plan is stale
             by_seg: dict[str, list[FileKey]] = {}
             for key in keys:
@@ -280,31 +286,28 @@ def apply_changes(
                 changed[sid] = replace(e, delete_deltas=tuple(
                     sorted(current.values(), key=lambda d: d.data_file)),
                     modification_or_deletion_timestamp=now_ms())
-            out: list[LoadEntry] = []
-            seen_insert = False
-            for e in snap.entries:
-                if e.load_name in changed:
-                    e = changed[e.load_name]
-                elif ins is not None and e.load_name == ins.segment:
-                    if not e.running:
-                        raise CommitConflictError(
-                            f"the insert segment {ins.segment} of this {operation} was marked "
-                            "dead (its lease expired); nothing was changed - run it again")
-                    fields = dict(ins.fields)
-                    extra = {**{k: v for k, v in e.extra.items() if k not in _LEASE_KEYS},
-                             **fields.pop("extra", {})}
-                    e = e.with_status(SUCCESS, timestamp=now_ms(), extra=extra, **fields)
-                    seen_insert = True
-                out.append(e)
-            if ins is not None and not seen_insert:
-                raise CommitConflictError(
-                    f"the insert segment {ins.segment} of this {operation} was removed; "
-                    "nothing was changed - run it again")
+            # Only the segments given a new delta and the insert segment change: the
+            # commit costs them, not the table.
+            out = list(changed.values())
+            if ins is not None:
+                e = snap.find(ins.segment)
+                if e is None or ins.segment in changed:
+                    raise CommitConflictError(
+                        f"the insert segment {ins.segment} of this {operation} was removed; "
+                        "nothing was changed - run it again")
+                if not e.running:
+                    raise CommitConflictError(
+                        f"the insert segment {ins.segment} of this {operation} was marked "
+                        "dead (its lease expired); nothing was changed - run it again")
+                fields = dict(ins.fields)
+                extra = {**{k: v for k, v in e.extra.items() if k not in _LEASE_KEYS},
+                         **fields.pop("extra", {})}
+                out.append(e.with_status(SUCCESS, timestamp=now_ms(), extra=extra, **fields))
             if lease is not None:  # after the version was read: see store/leases.py
                 lease.check([f"{table.paths.segment_dir(sid)}/{d.delta_file}"
                              for sid, e in changed.items() for d in e.delete_deltas
                              if d in fresh])
-            return out
+            return StatusChange(upserts=tuple(out))
 
         snap = table.status.update(apply, operation=operation)
     except BaseException as err:

@@ -21,6 +21,7 @@ from carbonstore.store.tablestatus import (
     PARTIAL_SUCCESS,
     SUCCESS,
     LoadEntry,
+    StatusChange,
     TableStatusSnapshot,
     now_ms,
     segment_sort_key,
@@ -93,18 +94,13 @@ def delete_segments(table: Table, ids: str | Sequence[str]) -> list[LoadEntry]:
     wanted = parse_segment_ids(ids)
     holder: list[LoadEntry] = []
 
-    def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
+    def apply(snap: TableStatusSnapshot) -> StatusChange:
         holder.clear()
-        for sid in wanted:
-            _check_deletable(snap.find(sid), sid)
         ts = now_ms()
-        out = []
-        for e in snap.entries:
-            if e.load_name in wanted:
-                e = e.with_status(MARKED_FOR_DELETE, modification_or_deletion_timestamp=ts)
-                holder.append(e)
-            out.append(e)
-        return out
+        for sid in dict.fromkeys(wanted):  # (an id given twice is marked once)
+            holder.append(_check_deletable(snap.find(sid), sid).with_status(
+                MARKED_FOR_DELETE, modification_or_deletion_timestamp=ts))
+        return StatusChange(upserts=tuple(holder))
 
     table.status.update(apply, operation="DELETE SEGMENTS")
     return holder

@@ -42,7 +42,13 @@ from carbonstore.store.evolution import index_column_ids, written_schema
 from carbonstore.store.leases import StatementLease
 from carbonstore.store.locks import acquire
 from carbonstore.store.table import Table
-from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms, segment_sort_key
+from carbonstore.store.tablestatus import (
+    LoadEntry,
+    StatusChange,
+    TableStatusSnapshot,
+    now_ms,
+    segment_sort_key,
+)
 
 __all__ = ["RebuildResult", "rebuild_indexes", "rebuild_segment"]
 
@@ -246,17 +252,15 @@ def _commit(
     table: Table, sid: str, seg_dir: str, merge_name: str, index_size: int,
     lease: StatementLease,
 ) -> None:
-    def apply(snap: TableStatusSnapshot) -> list[LoadEntry]:
-        if snap.find(sid) is None:
+    def apply(snap: TableStatusSnapshot) -> StatusChange:
+        e = snap.find(sid)
+        if e is None:
             raise CarbonStoreError(
                 f"segment {sid} of {table.name} was removed while its index was rebuilt"
             )
         lease.check([f"{seg_dir}/{merge_name}"])  # after the version was read
-        return [
-            e.with_status(e.status, segment_file=merge_name, index_size=index_size)
-            if e.load_name == sid else e
-            for e in snap.entries
-        ]
+        return StatusChange(upserts=(  # its own entry only, not the table
+            e.with_status(e.status, segment_file=merge_name, index_size=index_size),))
 
     table.status.update(apply, operation="REBUILD INDEX")
 

@@ -234,6 +234,23 @@ class ArrowBase:
         return _bits(pc.and_(pc.match_substring_regex(self.cols["loadStatus"], _READABLE_RE),
                              self.cols["visibility"]))
 
+    def readable_values(self, skip: Sequence[str], keys: Sequence[str],
+                        ) -> tuple[list[str], list[np.ndarray]]:
+        """Names and the numpy values of the int64 / boolean columns ``keys`` of the
+        readable rows, leaving out the entries named ``skip`` (no entry built, no Python
+        value turned into an Arrow one)."""
+        rows = np.flatnonzero(self._readable_rows(skip))
+        names = self.names()
+        cols = [(_bits(c) if c.type == _BOOL else _int64s(c))[rows]
+                for c in (self.cols[k] for k in keys)]
+        return [names[i] for i in rows.tolist()], cols
+
+    def status_rows(self, statuses: Sequence[str]) -> list[int]:
+        """The rows whose status is one of ``statuses`` (a regex kernel: no Python value
+        is turned into an Arrow one)."""
+        pattern = "^(" + "|".join(sorted(statuses)) + ")$"
+        return np.flatnonzero(_bits(pc.match_substring_regex(self.cols["loadStatus"], pattern))).tolist()
+
     # ---- entries ------------------------------------------------------------------------------
     def _build(self, cols: list[list[Any]], rows: Sequence[int]) -> tuple[LoadEntry, ...]:
         names, statuses, starts, ts, data, index, count, bad, modified, merged, vis, major, fmt, files = cols

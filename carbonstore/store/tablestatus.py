@@ -214,6 +214,10 @@ class TableStatus:
                 f"table {self.paths.name} has no tablestatus version {version}")
         return decode_record(data, path, version=version, table_id=self.table_id)
 
+    def record(self, version: int) -> VersionRecord:
+        """Version ``version``'s own file decoded: what it changed, not the table's entries."""
+        return self._read_record(version)
+
     def _state(self, version: int) -> State:
         key = (self.log_dir, version)
         with _cache_lock:
@@ -460,7 +464,8 @@ class TableStatus:
         entries of the table; see docs/tablestatus.md); it runs again on the fresh snapshot after
         a lost race, so it must derive everything from its argument and raise on a
         conflict. Entries for which ``remove`` is true are left out of the new version
-        and appended to ``tablestatus.history``. When nothing changes, nothing is written
+        and appended to ``tablestatus.history`` (of a ``StatusChange``: those it removes
+        and those it upserts, as they were and as upserted; no other entry is looked at). When nothing changes, nothing is written
         and the snapshot ``fn`` saw is returned (``force``: a version is written anyway, as
         ALTER TABLE does to order its schema version among the tablestatus versions, or
         when ``files_removed``, called after ``fn``, names files clean files deletes next).
@@ -492,7 +497,7 @@ class TableStatus:
             kept: list[LoadEntry] | StatusChange = wanted
             if isinstance(wanted, StatusChange):
                 if remove is not None:
-                    raise TypeError("update(remove=...) takes a list of entries, not a StatusChange")
+                    kept, removed = _archived(base, wanted, remove)
             elif remove is not None:
                 removed = [e for e in wanted if remove(e)]
                 kept = [e for e in wanted if not remove(e)]
@@ -580,3 +585,14 @@ class TableStatus:
 
         self.update(change, operation="SET STATUS")
         return holder[0]
+
+
+def _archived(base: TableStatusSnapshot, change: StatusChange, remove: Callable[[LoadEntry], bool],
+              ) -> tuple[StatusChange, list[LoadEntry]]:
+    """``change`` with the entries ``remove`` picks taken out (removed from the table), and
+    those entries (for ``tablestatus.history``): the base entries it removes, the upserts."""
+    gone = [e for n in change.removes if (e := base.find(n)) is not None and remove(e)]
+    dropped = [e for e in change.upserts if remove(e)]
+    removes = [*change.removes, *(e.load_name for e in dropped if base.find(e.load_name) is not None)]
+    upserts = tuple(e for e in change.upserts if not remove(e))
+    return StatusChange(upserts=upserts, removes=tuple(removes)), [*gone, *dropped]

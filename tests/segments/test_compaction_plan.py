@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from carbonstore.errors import CompactionError, UserError
+from carbonstore.segments import compaction_plan
 from carbonstore.segments.compaction import (
     plan_compaction,
     plan_custom,
@@ -12,7 +17,9 @@ from carbonstore.segments.compaction import (
     plan_minor,
     segment_level,
 )
-from carbonstore.store import load_conf
+from carbonstore.store import checkpoint_arrow, load_conf
+from carbonstore.store.checkpoint_arrow import encode_checkpoint, entries_table
+from carbonstore.store.entry_view import EntryView
 from carbonstore.store.tablestatus import (
     COMPACTED,
     FAILURE,
@@ -141,3 +148,64 @@ def test_custom_errors(ids: list[str] | None, message: str) -> None:
 def test_unknown_type() -> None:
     with pytest.raises(CompactionError, match="unknown compaction type"):
         plan_compaction(snap(), load_conf(None), "huge")  # type: ignore[arg-type]
+
+
+# ---- planning from the status columns (a big table's checkpoint) ---------------------------
+
+_ENTRY = st.tuples(st.integers(0, 60), st.integers(0, 3),
+                   st.sampled_from([SUCCESS, SUCCESS, PARTIAL_SUCCESS, COMPACTED, FAILURE,
+                                    MARKED_FOR_DELETE, IN_PROGRESS]),
+                   st.integers(0, 3), st.integers(0, 3), st.booleans(), st.booleans())
+
+
+def _arrow_snap(entries: list[LoadEntry], overlay: int = 0) -> TableStatusSnapshot:
+    """A snapshot read from a checkpoint; ``overlay``: the first ``overlay`` entries were
+    different in the checkpoint and the rest not in it (the versions since changed and
+    added them)."""
+    if not overlay:
+        _, base = encode_checkpoint(entries_table(entries), table_id="t", version=50)
+        return TableStatusSnapshot(EntryView(base), 50, 0, "t")
+    old = [replace(e, status=SUCCESS, data_size=7, visibility=True) for e in entries[:overlay]]
+    _, base = encode_checkpoint(entries_table(old), table_id="t", version=50)
+    return TableStatusSnapshot(EntryView(base).apply(entries, ()), 53, 0, "t")
+
+
+@settings(max_examples=60, deadline=None)
+@given(raw=st.lists(_ENTRY, max_size=40, unique_by=lambda x: (x[0], x[1])),
+       preserve=st.integers(0, 2), days=st.sampled_from([0, 2]), thresholds=st.sampled_from(["4,3", "2,2", "3"]))
+def test_columns_plan_what_entries_plan(raw, preserve, days, thresholds) -> None:  # type: ignore[no-untyped-def]
+    """Planning from the columns (what a table of 2,000 entries or more does) and from the
+    entries give the same MINOR and MAJOR merge, on tables in any order."""
+    entries = [LoadEntry(load_name=f"{n}.{lvl}" if lvl else str(n), status=status,
+                         load_start_time=int(NOW - age * DAY), timestamp=NOW, data_size=size * MB,
+                         row_count=10, major_compacted=major, visibility=visible)
+               for n, lvl, status, size, age, major, visible in raw]
+    conf = load_conf(None).with_overrides({"carbon.compaction.preserve.segments": str(preserve),
+                                "carbon.allowed.compaction.days": str(days),
+                                "carbon.compaction.level.threshold": thresholds,
+                                "carbon.major.compaction.size": "5",
+                                "carbon.minor.compaction.size": "2"})
+    plain = snap(*entries)
+    for plan in (plan_minor, plan_major):
+        want = plan(plain, conf, now=NOW)
+        compaction_plan._COLUMNS_FROM, saved = 0, compaction_plan._COLUMNS_FROM
+        try:
+            for overlay in (0, len(entries) // 2):
+                assert plan(_arrow_snap(entries, overlay), conf, now=NOW) == want
+        finally:
+            compaction_plan._COLUMNS_FROM = saved
+
+
+def test_a_big_tables_plan_builds_no_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """5,000 readable segments read from a checkpoint: MINOR and MAJOR planning build no
+    entry (before: every one, each plan; auto-compaction plans after every load)."""
+    entries = [LoadEntry(load_name=str(i), status=SUCCESS, load_start_time=NOW, timestamp=NOW,
+                         data_size=MB, row_count=1, major_compacted=i < 4990) for i in range(5000)]
+    built: list[int] = []
+    real = checkpoint_arrow.build_plain
+    monkeypatch.setattr(checkpoint_arrow, "build_plain", lambda *c: built.append(len(c[0])) or real(*c))
+    conf = load_conf(None)
+    got = plan_minor(_arrow_snap(entries), conf, now=NOW)
+    assert got is not None and got.sources == ("4990", "4991", "4992", "4993")
+    assert plan_major(_arrow_snap(entries), conf, now=NOW) is not None
+    assert built == []

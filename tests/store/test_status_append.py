@@ -48,7 +48,8 @@ def _table(root: Path, name: str = "db.t"):
 
 # One step of a random commit sequence: (kind, a number choosing the segment(s), extras?)
 STEP = st.tuples(
-    st.sampled_from(["load", "begin", "finish", "fail", "delete", "compact", "clean", "deltas", "noop"]),
+    st.sampled_from(["load", "begin", "finish", "fail", "delete", "compact", "clean", "deltas", "noop",
+                     "abort", "archive", "mark"]),
     st.integers(0, 1000), st.booleans(),
 )
 
@@ -86,9 +87,15 @@ def _change(entries: dict[str, LoadEntry], step: tuple[str, int, bool], next_id:
         merged = LoadEntry(load_name=out_name, status=SUCCESS, load_start_time=5, timestamp=6,
                            row_count=sum(e.row_count for e in sources), extra=extra)
         return [*(e.with_status(COMPACTED, merged_load_name=out_name) for e in sources), merged], []
-    if kind == "clean":
+    if kind in ("clean", "archive"):
         gone = [n for n in names if entries[n].status in (COMPACTED, MARKED_FOR_DELETE, FAILURE)]
         return [], gone[: 1 + pick % 3]
+    if kind == "abort" and running:  # a compaction's abort: Failure, then to the history
+        e = running[pick % len(running)]
+        return [e.with_status(FAILURE, timestamp=pick, extra={**e.extra, "aborted": pick})], []
+    if kind == "mark" and running:  # clean files marking dead loads Failure
+        return [e.with_status(FAILURE, timestamp=pick, extra={**e.extra, "failureCause": "dead"})
+                for e in running[: 1 + pick % 2]], []
     if kind == "deltas" and done:
         from carbonstore.store.entries import DeleteDelta
 
@@ -108,16 +115,26 @@ def _run(table, steps: list[tuple[str, int, bool]], *, as_change: bool) -> list[
         upserts, removes = _change(model, step, next_id)
         if not upserts and not removes:
             continue
+        before = dict(model)
+        # abort and archive take the entries they remove to tablestatus.history, as
+        # abort_compaction and clean files do (update(remove=...))
+        archived = {e.load_name for e in upserts} if step[0] == "abort" else (
+            set(removes) if step[0] == "archive" else set())
+        remove = (lambda e, a=frozenset(archived): e.load_name in a) if archived else None
         for n in removes:
             del model[n]
         for e in upserts:
             model[e.load_name] = e
         if as_change:
             table.status.update(lambda s, u=tuple(upserts), r=tuple(removes): StatusChange(u, r),
-                                operation=step[0].upper())
+                                operation=step[0].upper(), remove=remove)
         else:
             wanted = list(model.values())
-            table.status.update(lambda s, w=wanted: w, operation=step[0].upper())
+            if step[0] == "archive":  # the whole list still holds them: remove= leaves them out
+                wanted = [*wanted, *(e for n, e in before.items() if n in archived)]
+            table.status.update(lambda s, w=wanted: w, operation=step[0].upper(), remove=remove)
+        for n in archived:
+            model.pop(n, None)
         out.append(list(model.values()))
     return out
 
@@ -151,6 +168,8 @@ def test_change_commits_equal_whole_list_commits(tmp_path_factory, small_checkpo
     infos_a = [(i.added, i.removed, i.rows) for i in whole.history()]
     infos_b = [(i.added, i.removed, i.rows) for i in change.history()]
     assert infos_a == infos_b
+    # the entries taken out for good: the same, in the same order
+    assert whole.status.history.read() == change.status.history.read()
 
 
 def _same_readable(snap: Any) -> None:
