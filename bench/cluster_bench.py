@@ -281,11 +281,11 @@ def print_tables(layouts: dict[str, Table], dtable: Any, args: argparse.Namespac
         timing.append([f[0], *tcells])
         groups.append([f[0], *gcells])
     print("\n| filter | " + " | ".join(f"{n} row groups kept" for n in names)
-          + " | delta files kept |" * bool(peers))
+          + " | delta files kept" * bool(peers) + " |")
     print("|" + "---|" * (len(names) + 1 + len(peers)))
     for row in groups:
         print("| " + " | ".join(row) + " |")
-    print("\n| filter | " + " | ".join(f"{n} ms" for n in names) + " | delta ms |" * bool(peers))
+    print("\n| filter | " + " | ".join(f"{n} ms" for n in names) + " | delta ms" * bool(peers) + " |")
     print("|" + "---|" * (len(names) + 1 + len(peers)))
     for row in timing:
         print("| " + " | ".join(row) + " |")
