@@ -137,16 +137,16 @@ def best(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     return float(np.median(times)), out
 
 
-def delta_layout(path: str, data: pa.Table, target: int) -> tuple[Any, float]:
+def delta_layout(path: str, data: pa.Table, target: int) -> tuple[Any, float, float]:
     from deltalake import DeltaTable, write_deltalake
 
     step = -(-data.num_rows // 4)
     for i in range(4):
         write_deltalake(path, data.slice(i * step, step), mode="append")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     DeltaTable(path).optimize.z_order(["a", "b", "c", "d"], target_size=target)
     seconds = time.perf_counter() - t0
-    return DeltaTable(path), seconds
+    return DeltaTable(path), seconds, time.process_time() - c0
 
 
 def delta_files(dtable: Any) -> list[tuple[int, dict[str, tuple[Any, Any]]]]:
@@ -168,6 +168,8 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     ap.add_argument("--dir", default=None,
                     help="where the tables are written (default: the system's temp folder)")
+    ap.add_argument("--layouts", default="unclustered,sorted(a),zorder,hilbert,delta",
+                    help="the layouts to build (comma-separated; default: all five)")
     ap.add_argument("--cost-only", action="store_true",
                     help="only the compactions' rows/s (no queries)")
     args = ap.parse_args()
@@ -188,6 +190,7 @@ def run(args: argparse.Namespace, root: str) -> int:
     props = {"blocklet_size_in_mb": str(args.blocklet_mb), "page_rows": str(args.page_rows)}
     layouts: dict[str, Table] = {}
     cost: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     plans: list[tuple[str, dict[str, str], Callable[[Table], Any]]] = [
         ("unclustered", {}, lambda t: compact(t, "major")),
         ("sorted(a)", {"sort_columns": "a"}, lambda t: compact(t, "major")),
@@ -195,18 +198,30 @@ def run(args: argparse.Namespace, root: str) -> int:
         ("hilbert", {}, lambda t: compact(t, "cluster", by=["a", "b", "c", "d"],
                                           curve="hilbert")),
     ]
+    wanted = set(args.layouts.split(","))
     for i, (name, extra, run_compaction) in enumerate(plans):
+        if name not in wanted:
+            continue
+        t0 = time.perf_counter()
         table = store.create_table(f"t{i}", SCHEMA, properties={
             **props, "major_compaction_size": "100000", **extra})
         load(table, data, 4)
-        t0 = time.perf_counter()
+        print(f"{name}: loaded in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+        t0, c0 = time.perf_counter(), time.process_time()
         run_compaction(table)
         cost[name] = time.perf_counter() - t0
+        cpu[name] = time.process_time() - c0
         layouts[name] = table
-        print(f"{name}: compacted in {cost[name]:.1f} s", file=sys.stderr, flush=True)
-    ref = layouts["unclustered"]
+        print(f"{name}: compacted in {cost[name]:.1f} s ({cpu[name]:.1f} s CPU)",
+              file=sys.stderr, flush=True)
+    ref = layouts.get("unclustered") or next(iter(layouts.values()))
     rg_total = prune(ref).levels["row_groups"].total
     rows_per_rg = args.rows / rg_total
+    if "delta" not in wanted:
+        print_cost(cost, args.rows, cpu)
+        if not args.cost_only:
+            print_tables(layouts, None, args)
+        return 0
     # delta: a file per carbonstore row group (same rows), sized from a first write's bytes
     probe = os.path.join(root, "probe")
     from deltalake import DeltaTable, write_deltalake
@@ -214,17 +229,30 @@ def run(args: argparse.Namespace, root: str) -> int:
     write_deltalake(probe, data.slice(0, min(args.rows, 500_000)))
     sizes = pa.table(DeltaTable(probe).get_add_actions(flatten=True))["size_bytes"]
     per_row = pc.sum(sizes).as_py() / min(args.rows, 500_000)
-    dtable, cost["delta z_order"] = delta_layout(os.path.join(root, "delta"), data,
+    dtable, cost["delta z_order"], cpu["delta z_order"] = delta_layout(os.path.join(root, "delta"), data,
                                                  int(per_row * rows_per_rg))
+    print(f"delta: z_order in {cost['delta z_order']:.1f} s", file=sys.stderr, flush=True)
     if args.cost_only:
-        print_cost(cost, args.rows)
+        print_cost(cost, args.rows, cpu)
         return 0
-    dfiles = delta_files(dtable)
-    dset = dtable.to_pyarrow_dataset()
+    print_tables(layouts, dtable, args)
+    print_cost(cost, args.rows, cpu)
+    return 0
+
+
+def print_tables(layouts: dict[str, Table], dtable: Any, args: argparse.Namespace) -> None:
+    """The rows and row groups kept and the query times of every filter on every layout
+    (and delta's, when ``dtable`` is given)."""
+    ref = next(iter(layouts.values()))
+    rg_total = prune(ref).levels["row_groups"].total
+    rows_per_rg = args.rows / rg_total
+    dfiles = delta_files(dtable) if dtable is not None else [(0, {})]
+    dset = dtable.to_pyarrow_dataset() if dtable is not None else None
     print(f"row groups per carbonstore layout: {rg_total} (~{rows_per_rg:,.0f} rows each); "
           f"delta files: {len(dfiles)} (~{args.rows / len(dfiles):,.0f} rows each)")
     names = list(layouts)
-    header = ["filter", "matches"] + [f"{n} rows kept" for n in [*names, "delta"]]
+    peers = ["delta"] if dset is not None else []
+    header = ["filter", "matches"] + [f"{n} rows kept" for n in [*names, *peers]]
     print("\n| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     timing: list[list[str]] = []
@@ -241,35 +269,35 @@ def run(args: argparse.Namespace, root: str) -> int:
             cells.append(f"{rows:,}")
             gcells.append(f"{rgk}/{rgt}")
             tcells.append(f"{seconds * 1000:.0f}")
-        keep = [rows for rows, mm in dfiles if f[3](mm)]
-        seconds, hits = best(lambda f=f: dset.to_table(filter=f[2]).num_rows,
-                             args.repeat)
-        assert hits == matches, (f[0], "delta", hits, matches)
-        cells.append(f"{sum(keep):,}")
-        gcells.append(f"{len(keep)}/{len(dfiles)}")
-        tcells.append(f"{seconds * 1000:.0f}")
+        if dset is not None:
+            keep = [rows for rows, mm in dfiles if f[3](mm)]
+            seconds, hits = best(lambda f=f: dset.to_table(filter=f[2]).num_rows,
+                                 args.repeat)
+            assert hits == matches, (f[0], "delta", hits, matches)
+            cells.append(f"{sum(keep):,}")
+            gcells.append(f"{len(keep)}/{len(dfiles)}")
+            tcells.append(f"{seconds * 1000:.0f}")
         print(f"| {f[0]} | {matches:,} | " + " | ".join(cells) + " |", flush=True)
         timing.append([f[0], *tcells])
         groups.append([f[0], *gcells])
     print("\n| filter | " + " | ".join(f"{n} row groups kept" for n in names)
-          + " | delta files kept |")
-    print("|" + "---|" * (len(names) + 2))
+          + " | delta files kept" * bool(peers) + " |")
+    print("|" + "---|" * (len(names) + 1 + len(peers)))
     for row in groups:
         print("| " + " | ".join(row) + " |")
-    print("\n| filter | " + " | ".join(f"{n} ms" for n in names) + " | delta ms |")
-    print("|" + "---|" * (len(names) + 2))
+    print("\n| filter | " + " | ".join(f"{n} ms" for n in names) + " | delta ms" * bool(peers) + " |")
+    print("|" + "---|" * (len(names) + 1 + len(peers)))
     for row in timing:
         print("| " + " | ".join(row) + " |")
-    print_cost(cost, args.rows)
-    return 0
 
 
-def print_cost(cost: dict[str, float], rows: int) -> None:
-    base = cost["unclustered"]
-    print("\n| compaction | seconds | rows/s | vs major (unclustered) |")
-    print("|---|---|---|---|")
+def print_cost(cost: dict[str, float], rows: int, cpu: dict[str, float]) -> None:
+    base = cost.get("unclustered")
+    print("\n| compaction | seconds | CPU seconds | rows/s | vs major (unclustered) |")
+    print("|---|---|---|---|---|")
     for n, s in cost.items():
-        print(f"| {n} | {s:.1f} | {rows / s:,.0f} | {base / s:.2f} |")
+        ratio = f"{base / s:.2f}" if base else "-"
+        print(f"| {n} | {s:.1f} | {cpu.get(n, float('nan')):.1f} | {rows / s:,.0f} | {ratio} |")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,16 @@ min/max on each column are the box's sides, up to ties at a cut value), and the 
 as near cubes (in shares of rows) as the page count allows, so a filter on any one column
 keeps about ``pages ** (-1 / columns)`` of them.
 
+Cuts are staggered: a set of ``k`` quanta is cut at ``j`` quanta with ``j / k`` spread over
+``1/2 +- CUT_SPREAD`` (a golden-ratio sequence over the cuts, started at the task's
+``salt``), not at the middle. A large set's median is the column's median in every unit
+and every sibling box (the rows are a random share of the column), so middle cuts land on
+the same value everywhere, and rounded to whole row groups they all moved the same way:
+at 5M rows the first cut on ``b`` fell at 50,130 and 50,295 in the two tasks, inside
+``b between 50000 and 50999``, and that range kept the boxes on both sides of it in every
+task (4.1x fewer rows than unclustered where a point kept 8.5x). Staggered, a range can
+still cross a cut, but only the cut of some boxes, not of all.
+
 The writer cuts row groups and pages at exactly these boundaries: each batch handed to it
 is one row group (the flush threshold is the smallest batch's size) and pages hold
 ``page_rows`` rows from the row group's start.
@@ -29,29 +39,36 @@ import pyarrow as pa
 
 from carbonstore.segments.writer import WriteSettings
 
-__all__ = ["box_order", "group_rows", "layout_batches"]
+__all__ = ["CUT_SPREAD", "box_order", "cut_at", "group_rows", "layout_batches"]
+
+#: How far from the middle a set is cut at most, in shares of its rows (``cut_at``).
+CUT_SPREAD = 0.08
+_PHI = (5 ** 0.5 - 1) / 2
 
 
 def box_order(
     codes: Sequence[npt.NDArray[np.uint64]], keys: Sequence[npt.NDArray[np.uint64]],
-    group: int, page: int,
+    group: int, page: int, salt: int = 0,
 ) -> npt.NDArray[np.int64]:
     """The permutation that lays the rows out in boxes (see the module docstring).
 
     ``codes``: each clustering column's grid code per row (how far the rows spread on it);
     ``keys``: its exact order key per row (what the cut partitions by). ``group`` is a
-    multiple of ``page``.
+    multiple of ``page``; ``salt`` (the task's unit) starts the sequence of cut positions
+    (:func:`cut_at`), so two tasks do not cut at the same shares.
     """
     n = len(keys[0]) if keys else 0
     order = np.arange(n, dtype=np.int64)
     stack = [(0, n)]
+    node = salt
     while stack:
         lo, hi = stack.pop()
         m = hi - lo
         if m <= page:
             continue
         quantum = group if m > group else page
-        cut = (-(-m // quantum) // 2) * quantum
+        cut = cut_at(m, quantum, node)
+        node += 1
         seg = order[lo:hi]
         spans = [int(c[seg].max()) - int(c[seg].min()) for c in codes]
         d = int(np.argmax(spans))
@@ -64,6 +81,18 @@ def box_order(
         stack.append((lo + cut, hi))
         stack.append((lo, lo + cut))
     return order
+
+
+def cut_at(rows: int, quantum: int, node: int) -> int:
+    """Where the ``node``-th cut splits a set of ``rows`` rows: a multiple of ``quantum``
+    (the writer's row-group or page rows) within ``1/2 +- CUT_SPREAD`` of the rows, the
+    offset following the golden-ratio sequence (evenly spread over any run of cuts), and
+    leaving at least one quantum on each side."""
+    k = -(-rows // quantum)
+    if k < 3:
+        return (k // 2) * quantum
+    offset = ((node * _PHI) % 1.0 - 0.5) * 2 * CUT_SPREAD
+    return max(1, min(k - 1, round(k * (0.5 + offset)))) * quantum
 
 
 def group_rows(data: pa.Table, settings: WriteSettings) -> int:
