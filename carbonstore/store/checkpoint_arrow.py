@@ -241,13 +241,14 @@ class ArrowBase:
         value turned into an Arrow one)."""
         rows = np.flatnonzero(self._readable_rows(skip))
         names = self.names()
-        cols = [(_bits(c) if c.type == _BOOL else _int64s(c))[rows]
+        cols = [(_bits(c) if c.type == _BOOL else int64s(c))[rows]
                 for c in (self.cols[k] for k in keys)]
         return [names[i] for i in rows.tolist()], cols
 
     def status_rows(self, statuses: Sequence[str]) -> list[int]:
         """The rows whose status is one of ``statuses`` (a regex kernel: no Python value
         is turned into an Arrow one)."""
+        import pyarrow.compute as pc  # lazily: a table without an Arrow checkpoint never needs it
         pattern = "^(" + "|".join(sorted(statuses)) + ")$"
         return np.flatnonzero(_bits(pc.match_substring_regex(self.cols["loadStatus"], pattern))).tolist()
 
