@@ -25,10 +25,11 @@ from carbonstore.store.leases import StatementLease
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
-__all__ = ["LazyRows", "Target", "commit_statement", "pruning_filter", "spark_errors", "spark_for",
+__all__ = ["LazyRows", "adaptive_execution", "Target", "commit_statement", "pruning_filter", "spark_errors", "spark_for",
            "statement_zone"]
 
 ZONE_KEY = "spark.sql.session.timeZone"
+ADAPTIVE_KEY = "spark.sql.adaptive.enabled"
 _EMPTY = np.zeros(0, np.uint32)
 
 
@@ -54,6 +55,25 @@ def statement_zone(spark: Any, time_zone: str | None) -> Iterator[None]:
         yield
     finally:
         spark.conf.set(ZONE_KEY, old)
+
+
+@contextlib.contextmanager
+def adaptive_execution(spark: Any, on: bool = False) -> Iterator[None]:
+    """Spark's adaptive query execution on or off (``on``) while the statement's jobs run.
+
+    The jobs of DELETE and UPDATE gain nothing from it (the delta job's shuffle has its
+    own partition count, the insert job's arrangement is the load's), and it costs them
+    one Spark job per query stage: a map stage, a cached relation and the final stage each
+    run as a job of their own, re-planned in between (about half a small UPDATE's time).
+    A MERGE keeps it for a large target (its join may gain by it: runtime broadcast,
+    coalesced or split skewed partitions). Results are the same either way.
+    """
+    old = spark.conf.get(ADAPTIVE_KEY)
+    spark.conf.set(ADAPTIVE_KEY, "true" if on else "false")
+    try:
+        yield
+    finally:
+        spark.conf.set(ADAPTIVE_KEY, old)
 
 
 def _first_line(err: BaseException) -> str:
@@ -132,6 +152,10 @@ class Target:
         self.plan: TablePlan = prune(pinned, prune_by, segments=segments)
         self.files: dict[str, DataFile] = data_files(table, self.plan, snap)
         self.frame = located_frame(spark, table, self.plan)
+
+    def rows(self) -> int:
+        """Rows in the row groups the plan keeps."""
+        return sum(rg.num_rows for f in self.plan.files for rg in f.row_groups)
 
     def keys(self) -> list[FileKey]:
         return [(f.segment, f.rel) for f in self.files.values()]

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from carbonstore.dml.engine import (
     LazyRows,
     Target,
+    adaptive_execution,
     commit_statement,
     spark_errors,
     spark_for,
@@ -40,6 +41,9 @@ __all__ = ["WhenMatched", "WhenNotMatched", "WhenNotMatchedBySource", "merge_row
            "source_frame"]
 
 _PRESENT = "__carbon_source_row"
+#: a MERGE whose target plan keeps more rows runs with Spark's adaptive execution (its
+#: join may gain by it); a smaller one without (engine.adaptive_execution)
+ADAPTIVE_ROWS = 1_000_000
 _CLAUSE = "__carbon_clause"
 
 
@@ -187,7 +191,7 @@ def merge_rows(
             raise UserError("MERGE: give the ON condition or the key columns")
         on = " AND ".join(f"{ta}.{quote_name(c)} = {sa}.{quote_name(c)}" for c in keys)
     spark = spark_for(table)
-    with statement_zone(spark, time_zone), spark_errors("MERGE"):
+    with statement_zone(spark, time_zone), adaptive_execution(spark), spark_errors("MERGE"):
         src = source_frame(spark, source)
         src = src.toDF(*[c.lower() for c in src.columns])
         # WHEN NOT MATCHED BY SOURCE takes target rows outside the source's keys too
@@ -257,13 +261,15 @@ class _Merge:
 
         target = Target(self.spark, self.table, self.prune_by, snap)
         clauses = self._clauses()
-        with spark_errors("MERGE"):
+        large = target.rows() > ADAPTIVE_ROWS
+        with adaptive_execution(self.spark, large), spark_errors("MERGE"):
             joined = self._join(target)
             # persisted: the delta job and the insert job see one join (and run it once)
             taken = joined.withColumn(_CLAUSE, F.expr(_first_taken(
                 [(guard, c.condition) for _, guard, c in clauses]))).persist()
         try:
-            return self._commit(snap, target, clauses, taken)
+            with adaptive_execution(self.spark, large):
+                return self._commit(snap, target, clauses, taken)
         finally:
             taken.unpersist()
 
@@ -296,5 +302,8 @@ class _Merge:
         # (loads too) may be ones it would have matched.
         reads = Reads(LazyRows(target.keys(), lambda: self._read(snap)), match=self._read,
                       appends=bool(self.not_matched))
+        # without a NOT MATCHED clause every new row replaces a deleted one: none deleted,
+        # no insert job
         return commit_statement(self.spark, self.table, snap, operation="MERGE", gone=gone,
-                                files=target.files, new_rows=new, reads=reads)
+                                files=target.files, new_rows=new, reads=reads,
+                                replaces=not self.not_matched)
