@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import pyarrow as pa
+
 from carbonstore.dml.engine import (
     LazyRows,
     Target,
@@ -99,8 +101,6 @@ def source_frame(spark: Any, source: Any) -> Any:
         return read_latest(source, "MERGE USING", read)
     if isinstance(source, str):
         return spark.sql(source)
-    import pyarrow as pa
-
     if isinstance(source, pa.Table):
         return spark.createDataFrame(source)
     if type(source).__module__.startswith("pandas"):
@@ -109,9 +109,11 @@ def source_frame(spark: Any, source: Any) -> Any:
                     f"query, a pyarrow Table or a pandas DataFrame, not {type(source).__name__}")
 
 
-def _key_filter(table: Table, source: Any, on: str, ta: str, sa: str) -> Expr:
+def _key_filter(table: Table, source: Any, on: str, ta: str, sa: str,
+                local: Any = None) -> Expr:
     """The index's filter on the target for the source's key range (``t.k = s.k`` conjuncts
-    on integer or string keys: ``k >= min AND k <= max``); AlwaysTrue otherwise."""
+    on integer keys: ``k >= min AND k <= max``); AlwaysTrue otherwise. ``local``: the
+    source as the caller's pyarrow table, when it was one (its range needs no Spark job)."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError, TokenError
@@ -135,10 +137,7 @@ def _key_filter(table: Table, source: Any, on: str, ta: str, sa: str) -> Expr:
               and s in {c.lower() for c in source.columns}]
     if not usable:
         return AlwaysTrue()
-    from pyspark.sql import functions as F
-
-    aggs = [f(F.col(quote_name(s))) for _, s in usable for f in (F.min, F.max)]
-    row = source.agg(*aggs).collect()[0]
+    row = _bounds(source, [s for _, s in usable], local)
     terms_sql = []
     for i, (t, _) in enumerate(usable):
         lo, hi = row[2 * i], row[2 * i + 1]
@@ -147,6 +146,24 @@ def _key_filter(table: Table, source: Any, on: str, ta: str, sa: str) -> Expr:
     if not terms_sql:
         return AlwaysTrue()
     return bind_where(table, " AND ".join(terms_sql))
+
+
+def _bounds(source: Any, columns: Sequence[str], local: Any) -> list[Any]:
+    """[min, max] of each of ``columns`` of the source, nulls ignored: from the caller's
+    pyarrow table when it was one, else by one Spark aggregate."""
+    if local is not None:
+        import pyarrow.compute as pc
+
+        names = {n.lower(): n for n in local.column_names}
+        out = []
+        for c in columns:
+            got = pc.min_max(local.column(names[c]))
+            out += [got["min"].as_py(), got["max"].as_py()]
+        return out
+    from pyspark.sql import functions as F
+
+    aggs = [f(F.col(quote_name(c))) for c in columns for f in (F.min, F.max)]
+    return list(source.agg(*aggs).collect()[0])
 
 
 def _first_taken(conditions: Sequence[tuple[str, str | None]]) -> str:
@@ -195,7 +212,9 @@ def merge_rows(
         src = source_frame(spark, source)
         src = src.toDF(*[c.lower() for c in src.columns])
         # WHEN NOT MATCHED BY SOURCE takes target rows outside the source's keys too
-        prune_by = AlwaysTrue() if not_matched_by_source else _key_filter(table, src, on, ta, sa)
+        local = source if isinstance(source, pa.Table) else None
+        prune_by = AlwaysTrue() if not_matched_by_source else _key_filter(
+            table, src, on, ta, sa, local)
         plan = _Merge(spark, table, src, on, ta, sa, matched, not_matched,
                       not_matched_by_source, prune_by)
         return run_replanned(table, "MERGE", plan.step)
