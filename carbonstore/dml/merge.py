@@ -21,7 +21,7 @@ import pyarrow as pa
 from carbonstore.dml.engine import (
     LazyRows,
     Target,
-    adaptive_execution,
+    adaptive_off,
     commit_statement,
     spark_errors,
     spark_for,
@@ -43,8 +43,8 @@ __all__ = ["WhenMatched", "WhenNotMatched", "WhenNotMatchedBySource", "merge_row
            "source_frame"]
 
 _PRESENT = "__carbon_source_row"
-#: a MERGE whose target plan keeps more rows runs with Spark's adaptive execution (its
-#: join may gain by it); a smaller one without (engine.adaptive_execution)
+#: a MERGE whose target plan keeps more rows runs with Spark's adaptive execution as the
+#: session has it (its join may gain by it); a smaller one without (engine.adaptive_off)
 ADAPTIVE_ROWS = 1_000_000
 _CLAUSE = "__carbon_clause"
 
@@ -208,7 +208,7 @@ def merge_rows(
             raise UserError("MERGE: give the ON condition or the key columns")
         on = " AND ".join(f"{ta}.{quote_name(c)} = {sa}.{quote_name(c)}" for c in keys)
     spark = spark_for(table)
-    with statement_zone(spark, time_zone), adaptive_execution(spark), spark_errors("MERGE"):
+    with statement_zone(spark, time_zone), spark_errors("MERGE"):
         src = source_frame(spark, source)
         src = src.toDF(*[c.lower() for c in src.columns])
         # WHEN NOT MATCHED BY SOURCE takes target rows outside the source's keys too
@@ -281,13 +281,13 @@ class _Merge:
         target = Target(self.spark, self.table, self.prune_by, snap)
         clauses = self._clauses()
         large = target.rows() > ADAPTIVE_ROWS
-        with adaptive_execution(self.spark, large), spark_errors("MERGE"):
+        with adaptive_off(self.spark, not large), spark_errors("MERGE"):
             joined = self._join(target)
             # persisted: the delta job and the insert job see one join (and run it once)
             taken = joined.withColumn(_CLAUSE, F.expr(_first_taken(
                 [(guard, c.condition) for _, guard, c in clauses]))).persist()
         try:
-            with adaptive_execution(self.spark, large):
+            with adaptive_off(self.spark, not large):
                 return self._commit(snap, target, clauses, taken)
         finally:
             taken.unpersist()

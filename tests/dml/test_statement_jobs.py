@@ -75,3 +75,28 @@ def test_a_merge_with_nothing_new_begins_no_insert_segment(spark: Any, table: Ta
     assert len(table.history()) == before  # no LOAD BEGIN, no aborted segment
     assert len(jobs) == 2, stages  # the broadcast, the deltas
     assert len(read_live(table)) == 600
+
+
+def test_statements_of_two_threads_restore_the_adaptive_setting_they_found() -> None:
+    """The first statement turns adaptive execution off, the last one out restores it,
+    however the statements of two threads interleave (JVM-free: a session's conf)."""
+    from carbonstore.dml.engine import ADAPTIVE_KEY, adaptive_off
+
+    class Conf(dict):
+        def set(self, key: str, value: str) -> None:
+            self[key] = value
+
+    class Session:
+        conf = Conf({ADAPTIVE_KEY: "true"})
+
+    spark = Session()
+    a, b = adaptive_off(spark), adaptive_off(spark)
+    a.__enter__()
+    b.__enter__()
+    assert spark.conf[ADAPTIVE_KEY] == "false"
+    a.__exit__(None, None, None)  # the first one out leaves it off: b still runs
+    assert spark.conf[ADAPTIVE_KEY] == "false"
+    b.__exit__(None, None, None)
+    assert spark.conf[ADAPTIVE_KEY] == "true"
+    with adaptive_off(spark, off=False):
+        assert spark.conf[ADAPTIVE_KEY] == "true"
