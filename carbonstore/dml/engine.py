@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -25,10 +26,13 @@ from carbonstore.store.leases import StatementLease
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
-__all__ = ["LazyRows", "Target", "commit_statement", "pruning_filter", "spark_errors", "spark_for",
-           "statement_zone"]
+__all__ = ["LazyRows", "Target", "adaptive_off", "commit_statement", "pruning_filter",
+           "spark_errors", "spark_for", "statement_zone"]
 
 ZONE_KEY = "spark.sql.session.timeZone"
+ADAPTIVE_KEY = "spark.sql.adaptive.enabled"
+_adaptive_lock = threading.Lock()
+_adaptive_users: dict[int, list[Any]] = {}  # id(session) -> [statements, value found]
 _EMPTY = np.zeros(0, np.uint32)
 
 
@@ -54,6 +58,38 @@ def statement_zone(spark: Any, time_zone: str | None) -> Iterator[None]:
         yield
     finally:
         spark.conf.set(ZONE_KEY, old)
+
+
+@contextlib.contextmanager
+def adaptive_off(spark: Any, off: bool = True) -> Iterator[None]:
+    """Spark's adaptive query execution off while the statement's jobs run (when ``off``).
+
+    The jobs of DELETE and UPDATE gain nothing from it (the delta job's shuffle has its
+    own partition count, the insert job's arrangement is the load's), and it costs them
+    one Spark job per query stage: a map stage, a cached relation and the final stage each
+    run as a job of their own, re-planned in between (about half a small UPDATE's time).
+    A large MERGE keeps it (its join may gain by it: runtime broadcast, coalesced or split
+    skewed partitions). Results are the same either way. Statements of several threads on
+    one session share the switch: the first sets it, the last restores the value it found.
+    """
+    if not off:
+        yield
+        return
+    key = id(spark)
+    with _adaptive_lock:
+        users = _adaptive_users.setdefault(key, [0, None])
+        if users[0] == 0:
+            users[1] = spark.conf.get(ADAPTIVE_KEY)
+            spark.conf.set(ADAPTIVE_KEY, "false")
+        users[0] += 1
+    try:
+        yield
+    finally:
+        with _adaptive_lock:
+            users[0] -= 1
+            if users[0] == 0:
+                spark.conf.set(ADAPTIVE_KEY, users[1])
+                del _adaptive_users[key]
 
 
 def _first_line(err: BaseException) -> str:
@@ -132,6 +168,10 @@ class Target:
         self.plan: TablePlan = prune(pinned, prune_by, segments=segments)
         self.files: dict[str, DataFile] = data_files(table, self.plan, snap)
         self.frame = located_frame(spark, table, self.plan)
+
+    def rows(self) -> int:
+        """Rows in the row groups the plan keeps."""
+        return sum(rg.num_rows for f in self.plan.files for rg in f.row_groups)
 
     def keys(self) -> list[FileKey]:
         return [(f.segment, f.rel) for f in self.files.values()]

@@ -16,9 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import pyarrow as pa
+
 from carbonstore.dml.engine import (
     LazyRows,
     Target,
+    adaptive_off,
     commit_statement,
     spark_errors,
     spark_for,
@@ -40,6 +43,9 @@ __all__ = ["WhenMatched", "WhenNotMatched", "WhenNotMatchedBySource", "merge_row
            "source_frame"]
 
 _PRESENT = "__carbon_source_row"
+#: a MERGE whose target plan keeps more rows runs with Spark's adaptive execution as the
+#: session has it (its join may gain by it); a smaller one without (engine.adaptive_off)
+ADAPTIVE_ROWS = 1_000_000
 _CLAUSE = "__carbon_clause"
 
 
@@ -95,8 +101,6 @@ def source_frame(spark: Any, source: Any) -> Any:
         return read_latest(source, "MERGE USING", read)
     if isinstance(source, str):
         return spark.sql(source)
-    import pyarrow as pa
-
     if isinstance(source, pa.Table):
         return spark.createDataFrame(source)
     if type(source).__module__.startswith("pandas"):
@@ -105,9 +109,11 @@ def source_frame(spark: Any, source: Any) -> Any:
                     f"query, a pyarrow Table or a pandas DataFrame, not {type(source).__name__}")
 
 
-def _key_filter(table: Table, source: Any, on: str, ta: str, sa: str) -> Expr:
+def _key_filter(table: Table, source: Any, on: str, ta: str, sa: str,
+                local: Any = None) -> Expr:
     """The index's filter on the target for the source's key range (``t.k = s.k`` conjuncts
-    on integer or string keys: ``k >= min AND k <= max``); AlwaysTrue otherwise."""
+    on integer keys: ``k >= min AND k <= max``); AlwaysTrue otherwise. ``local``: the
+    source as the caller's pyarrow table, when it was one (its range needs no Spark job)."""
     import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError, TokenError
@@ -131,10 +137,7 @@ def _key_filter(table: Table, source: Any, on: str, ta: str, sa: str) -> Expr:
               and s in {c.lower() for c in source.columns}]
     if not usable:
         return AlwaysTrue()
-    from pyspark.sql import functions as F
-
-    aggs = [f(F.col(quote_name(s))) for _, s in usable for f in (F.min, F.max)]
-    row = source.agg(*aggs).collect()[0]
+    row = _bounds(source, [s for _, s in usable], local)
     terms_sql = []
     for i, (t, _) in enumerate(usable):
         lo, hi = row[2 * i], row[2 * i + 1]
@@ -143,6 +146,24 @@ def _key_filter(table: Table, source: Any, on: str, ta: str, sa: str) -> Expr:
     if not terms_sql:
         return AlwaysTrue()
     return bind_where(table, " AND ".join(terms_sql))
+
+
+def _bounds(source: Any, columns: Sequence[str], local: Any) -> list[Any]:
+    """[min, max] of each of ``columns`` of the source, nulls ignored: from the caller's
+    pyarrow table when it was one, else by one Spark aggregate."""
+    if local is not None:
+        import pyarrow.compute as pc
+
+        names = {n.lower(): n for n in local.column_names}
+        out = []
+        for c in columns:
+            got = pc.min_max(local.column(names[c]))
+            out += [got["min"].as_py(), got["max"].as_py()]
+        return out
+    from pyspark.sql import functions as F
+
+    aggs = [f(F.col(quote_name(c))) for c in columns for f in (F.min, F.max)]
+    return list(source.agg(*aggs).collect()[0])
 
 
 def _first_taken(conditions: Sequence[tuple[str, str | None]]) -> str:
@@ -191,7 +212,9 @@ def merge_rows(
         src = source_frame(spark, source)
         src = src.toDF(*[c.lower() for c in src.columns])
         # WHEN NOT MATCHED BY SOURCE takes target rows outside the source's keys too
-        prune_by = AlwaysTrue() if not_matched_by_source else _key_filter(table, src, on, ta, sa)
+        local = source if isinstance(source, pa.Table) else None
+        prune_by = AlwaysTrue() if not_matched_by_source else _key_filter(
+            table, src, on, ta, sa, local)
         plan = _Merge(spark, table, src, on, ta, sa, matched, not_matched,
                       not_matched_by_source, prune_by)
         return run_replanned(table, "MERGE", plan.step)
@@ -257,13 +280,15 @@ class _Merge:
 
         target = Target(self.spark, self.table, self.prune_by, snap)
         clauses = self._clauses()
-        with spark_errors("MERGE"):
+        large = target.rows() > ADAPTIVE_ROWS
+        with adaptive_off(self.spark, not large), spark_errors("MERGE"):
             joined = self._join(target)
             # persisted: the delta job and the insert job see one join (and run it once)
             taken = joined.withColumn(_CLAUSE, F.expr(_first_taken(
                 [(guard, c.condition) for _, guard, c in clauses]))).persist()
         try:
-            return self._commit(snap, target, clauses, taken)
+            with adaptive_off(self.spark, not large):
+                return self._commit(snap, target, clauses, taken)
         finally:
             taken.unpersist()
 
@@ -296,5 +321,8 @@ class _Merge:
         # (loads too) may be ones it would have matched.
         reads = Reads(LazyRows(target.keys(), lambda: self._read(snap)), match=self._read,
                       appends=bool(self.not_matched))
+        # without a NOT MATCHED clause every new row replaces a deleted one: none deleted,
+        # no insert job
         return commit_statement(self.spark, self.table, snap, operation="MERGE", gone=gone,
-                                files=target.files, new_rows=new, reads=reads)
+                                files=target.files, new_rows=new, reads=reads,
+                                replaces=not self.not_matched)

@@ -17,6 +17,7 @@ from typing import Any
 from carbonstore.dml.engine import (
     LazyRows,
     Target,
+    adaptive_off,
     commit_statement,
     pruning_filter,
     spark_errors,
@@ -142,12 +143,19 @@ def _run(
             rows = matched(target)
             new = None
             if sets is not None:
-                new = rows.select(*assigned_columns(spark, table, rows, sets,
-                                                    f"{operation} SET"))
+                values = assigned_columns(spark, table, rows, sets, f"{operation} SET")
+                # one read of the target: the delta job keeps the matched rows it reads,
+                # the insert job (when they are any) takes their new versions from them
+                rows = rows.persist()
+                new = rows.select(*values)
         reads = Reads(LazyRows(target.keys(), lambda: read(snap)), match=read)
-        return commit_statement(spark, table, snap, operation=operation, gone=rows,
-                                files=target.files, new_rows=new, reads=reads,
-                                replaces=True)
+        try:
+            return commit_statement(spark, table, snap, operation=operation, gone=rows,
+                                    files=target.files, new_rows=new, reads=reads,
+                                    replaces=True)
+        finally:
+            if new is not None:
+                rows.unpersist()
 
-    with statement_zone(spark, time_zone):
+    with statement_zone(spark, time_zone), adaptive_off(spark):
         return run_replanned(table, operation, step)

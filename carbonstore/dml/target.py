@@ -18,14 +18,13 @@ segment folder, its name there and the delta it had in the planned version.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from carbonstore.pruning.plan import FilePlan, TablePlan
 from carbonstore.segments.arrow_read import plan_projections
 from carbonstore.segments.dml_read import FILE, POS
 from carbonstore.spark.dml import drop_deleted, name_groups
+from carbonstore.spark.dml_tasks import DataFile, file_key
 from carbonstore.spark.located import located_read
 from carbonstore.spark.native import (
     decode_dictionaries,
@@ -36,35 +35,12 @@ from carbonstore.spark.native import (
 )
 from carbonstore.spark.types import empty_frame
 from carbonstore.store.ddl import quote_name
-from carbonstore.store.entries import DeleteDelta
 from carbonstore.store.evolution import Projection, column_default
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
 
 __all__ = ["FILE", "POS", "DataFile", "data_files", "file_key", "located_frame", "table_frame"]
 
-
-
-@dataclass(frozen=True, slots=True)
-class DataFile:
-    """One planned data file, as its task sees it."""
-
-    segment: str
-    rel: str  # relative to the segment folder
-    segment_dir: str
-    delta: DeleteDelta | None  # its live delta in the planned version
-
-
-def file_key(path: str) -> str:
-    """The file-system path of a scan's ``_metadata.file_path`` (a URI) or of a plain path,
-    one spelling for both."""
-    if "://" in path or path.startswith("file:"):
-        parsed = urlparse(path)
-        if parsed.scheme == "file":
-            path = unquote(parsed.path)
-        else:
-            path = f"{parsed.scheme}://{parsed.netloc}{unquote(parsed.path)}"
-    return path.replace("//", "/") if "://" not in path else path
 
 
 def data_files(table: Table, plan: TablePlan, snap: TableStatusSnapshot) -> dict[str, DataFile]:
