@@ -21,7 +21,7 @@ demo: venv
 
 test: venv
 	$(PY) tools/check_imports.py
-	$(PY) -m pytest -q -p no:cacheprovider --durations=40 -m "not long" tests
+	$(PY) -m pytest -q -p no:cacheprovider --durations=40 -n 2 --dist loadfile -m "not long" tests
 
 # The long runs of the race, damage and fuzz suites (about half an hour on 2 cores).
 test-long: venv
