@@ -47,9 +47,6 @@ def scratch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("scratch")
 
 
-_SPARK_BEFORE = pytest.StashKey[bool]()
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``spark`` every test that uses the ``spark`` fixture, directly or through other
@@ -60,35 +57,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.spark)
 
 
-def _spark_running() -> bool:
-    """Whether this process has a live SparkContext (without importing pyspark)."""
-    context = sys.modules.get("pyspark.core.context")
-    spark_context = getattr(context, "SparkContext", None)
-    return getattr(spark_context, "_active_spark_context", None) is not None
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    item.stash[_SPARK_BEFORE] = _spark_running()
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+def pytest_configure(config: pytest.Config) -> None:
     """In a run that leaves out ``spark`` tests (the README's run of the tests that need no
-    JVM), a test without the ``spark`` mark that starts a JVM in this process fails: use the
-    ``spark`` fixture, or mark it."""
-    result = yield
-    if "not spark" in (item.config.option.markexpr or "") \
-            and not item.get_closest_marker("spark") \
-            and not item.stash.get(_SPARK_BEFORE, True) and _spark_running():
-        from pyspark.sql import SparkSession
+    JVM), launching a JVM in this process fails, so a test that needs Spark without the
+    ``spark`` fixture or mark fails with this message instead of starting one unseen."""
+    if "not spark" not in (config.option.markexpr or ""):
+        return
+    import pyspark.core.context as context
 
-        session = SparkSession.getActiveSession()
-        if session is not None:  # the next test must not inherit it unnoticed
-            session.stop()
-        pytest.fail("this test started Spark without the spark fixture (or the spark mark)",
-                    pytrace=False)
-    return result
+    def refuse(*_: object, **__: object) -> None:
+        raise RuntimeError("this run leaves out spark tests, and a test started Spark: "
+                           "give it the spark fixture or the spark mark")
+
+    context.launch_gateway = refuse  # what SparkContext._ensure_initialized calls
 
 
 @pytest.fixture(scope="session")

@@ -79,6 +79,7 @@ def test_delete_by_a_renamed_column_of_old_segments(table: Table) -> None:
     assert "n3" not in kept["label"].to_pylist()
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_update_of_old_segment_rows_writes_current_schema(table: Table) -> None:
     model = _model()
     table.update({"flag": "7", "score": "score * 2"}, where="label = 'n2' AND id >= 250")
@@ -166,6 +167,7 @@ def test_cli_update_over_segments_of_both_schemas(store: Store, tmp_path: Path) 
     assert _rows(store.table("db.m")) == [(1, 12, 3), (2, 20, 3), (3, 31, 3)]
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_python_update_and_merge_over_mixed_segments(mixed: Table) -> None:
     r = mixed.update({"v": "v + 1"}, where="id IN (1, 3)")
     assert r.deleted == 2
@@ -180,6 +182,7 @@ def test_python_update_and_merge_over_mixed_segments(mixed: Table) -> None:
     assert _rows(mixed.store.table("db.m")) == [(1, 112, 3), (3, 31, 3)]
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_sql_merge_over_mixed_segments(mixed: Table) -> None:
     store = mixed.store
     src = store.create_table("db.s", "id long not null, v long, c long")

@@ -31,6 +31,7 @@ def nan_store(store: Any) -> Store:
     return s
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_merge_condition_on_nan_is_sparks(nan_store: Store) -> None:
     src = pa.table({"id": pa.array([1, 2, 3, 5], pa.int64()),
                     "v": [math.nan, -1.0, math.nan, math.nan]})
@@ -42,6 +43,7 @@ def test_merge_condition_on_nan_is_sparks(nan_store: Store) -> None:
                                         (5, "ins")]
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_merge_matched_condition_and_keys_on_nan(nan_store: Store) -> None:
     src = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": [math.nan, 5.0, 0.0]})
     nan_store.table("db.t").merge(src, on="t.id = s.id",

@@ -89,6 +89,7 @@ def _json(capsys: pytest.CaptureFixture[str], s3: S3Store, *args: str) -> object
     return orjson.loads(capsys.readouterr().out)
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_partitioned_bucketed_table_altered_on_s3(s3_store: S3Store,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     s3 = s3_store

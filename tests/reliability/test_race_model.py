@@ -149,6 +149,7 @@ def at_commit(first: Worker, kind: str, params: dict[str, Any],
     return records
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_schedule_delete_over_a_concurrent_update_of_its_row(table: Any) -> None:
     location, setup = table
     w0, w1 = Worker(location, "db.t", 0, 1), Worker(location, "db.t", 1, 1)
@@ -160,6 +161,7 @@ def test_schedule_delete_over_a_concurrent_update_of_its_row(table: Any) -> None
                  frozenset({DML_CONFLICT}))
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_schedule_two_merges_insert_one_new_key(table: Any) -> None:
     location, setup = table
     w0, w1 = Worker(location, "db.t", 0, 1), Worker(location, "db.t", 1, 1)
@@ -170,6 +172,7 @@ def test_schedule_two_merges_insert_one_new_key(table: Any) -> None:
     assert_model(run, "two MERGE upserts of the new key 230", frozenset({MERGE_DUPLICATE}))
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_schedule_merge_insert_while_a_restore_brings_the_key_back(table: Any) -> None:
     location, setup = table
     w0, w1 = Worker(location, "db.t", 0, 1), Worker(location, "db.t", 1, 1)
@@ -216,6 +219,7 @@ def test_schedule_two_deletes_of_one_row_count_it_once(table: Any) -> None:
                  frozenset({DML_CONFLICT}))
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_schedule_update_over_a_concurrent_merge_insert_in_its_range(table: Any) -> None:
     """The UPDATE changes a row that existed when it planned (199) and commits after a MERGE
     inserted a new key of its range (201): in commit order it must change both."""

@@ -160,6 +160,7 @@ def _run(ops: list[tuple[Any, ...]]) -> None:
             world.check()
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(OPS, min_size=3, max_size=9))
 @example([("adopt", 3), ("add", 3), ("update", 2, 1), ("update", 2, 1), ("merge", 2),

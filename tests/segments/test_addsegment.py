@@ -171,6 +171,7 @@ def test_cli_add_segment_inside_the_store_is_one_line(tmp_path: Path) -> None:
     assert len(res.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_adopted_files_of_other_name_case_and_nullability_take_dml_and_compaction(
     store: Store, tmp_path: Path
 ) -> None:
