@@ -28,6 +28,7 @@ def location(tmp_path: Path) -> str:
     return st.location
 
 
+@pytest.mark.spark  # the CLI processes it runs start Spark
 def test_delete_update_commands(location: str) -> None:
     r = run("--store", location, "delete", "db.t", "--where", "id < 10", "--json")
     assert r.returncode == 0, r.stderr
@@ -43,6 +44,7 @@ def test_delete_update_commands(location: str) -> None:
     assert orjson.loads(r.stdout) == [{"n": 90}]
 
 
+@pytest.mark.spark  # the CLI processes it runs start Spark
 def test_sql_dml(location: str) -> None:
     r = run("--store", location, "sql",
             "MERGE INTO db.t USING db.s ON t.id = s.id WHEN MATCHED AND s.id = 99 THEN DELETE "
