@@ -128,6 +128,7 @@ def test_alter_is_one_schema_version(tmp_path: Path) -> None:
         t2.alter()
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_merge_on_is_checked_in_one_line(tmp_path: Path) -> None:
     import pyarrow as pa
 

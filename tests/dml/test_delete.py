@@ -85,6 +85,7 @@ def test_time_travel_sees_the_rows_of_its_version(table: Table) -> None:
         delete_rows(old, "id = 1")
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_bad_filter_is_a_user_error(table: Table) -> None:
     with pytest.raises(ExpressionError):
         delete_rows(table, "nosuch = 1")
@@ -92,6 +93,7 @@ def test_bad_filter_is_a_user_error(table: Table) -> None:
         delete_rows(table, "id = = 1")
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_dictionary_column(store: Store) -> None:
     t = store.create_table("db.d", SCHEMA, properties={"dictionary_include": "name"})
     from carbonstore.dml import WhenNotMatched, merge_rows
@@ -230,6 +232,7 @@ def test_merge_source_rows_are_live_rows(store: Store) -> None:
     assert pa.types.is_int64(got.schema.field("__carbon_pos").type)
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_conditions_the_index_cannot_use(table: Table) -> None:
     r = delete_rows(table, "id % 3 = 0 AND id < 30 AND upper(name) <> 'N0'")
     want = [i for i in range(1000)

@@ -89,6 +89,7 @@ def test_update_of_old_segment_rows_writes_current_schema(table: Table) -> None:
     _check(table, model)
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_compaction_and_statistics_drop_deleted_rows_of_old_segments(table: Table) -> None:
     model = _model()
     delete_rows(table, "id % 3 = 0")
@@ -196,6 +197,7 @@ def test_sql_merge_over_mixed_segments(mixed: Table) -> None:
     assert _rows(store.table("db.m")) == [(1, 16, 3), (2, 20, 3), (3, 35, 3), (7, 5, 0)]
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_local_compaction_with_a_delta_over_mixed_nullability(store: Store,
                                                                tmp_path: Path) -> None:
     t = store.create_table("db.m", "id long not null, v long")
@@ -209,6 +211,7 @@ def test_local_compaction_with_a_delta_over_mixed_nullability(store: Store,
     assert [e.load_name for e in t.status.read().readable] == ["0.1"]
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_a_null_in_a_not_null_column_is_one_line(store: Store, tmp_path: Path) -> None:
     t = store.create_table("db.m", "id long not null, v long")
     entry = add_segment(t, str(_nullable_parquet(tmp_path / "in", [1, 2, 3])))

@@ -61,6 +61,7 @@ def _table_rows(table: Any) -> list[tuple[Any, ...]]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(ops=OPS)
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_dml_matches_duckdb(tmp_path_factory: pytest.TempPathFactory, ops: list[Any]) -> None:
     store = Store(str(tmp_path_factory.mktemp("prop") / "store"))
     table = store.create_table("db.t", SCHEMA, properties={"sort_columns": "id"})

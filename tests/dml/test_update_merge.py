@@ -23,6 +23,7 @@ def _by_id(table: Table) -> dict[int, dict[str, object]]:
     return {r["id"]: r for r in read_live(table).to_pylist()}
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_update_one_commit(table: Table) -> None:
     v = table.status.read().version
     r = table.update({"score": "score * 100", "name": "upper(name)"}, where="id < 3 OR id = 150")
@@ -38,6 +39,7 @@ def test_update_one_commit(table: Table) -> None:
     assert sorted(_by_id(table.as_of(v + 1))) == list(range(200))  # before the UPDATE commit
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_update_without_match_and_errors(table: Table) -> None:
     assert table.update({"score": "0"}, where="id > 1000").version is None
     with pytest.raises(UserError, match="unknown column"):
@@ -51,6 +53,7 @@ def test_update_without_match_and_errors(table: Table) -> None:
                for e in table.status.read().entries)
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_merge_upsert(table: Table) -> None:
     src = pa.table({"id": pa.array([5, 6, 500, 150], pa.int64()), "name": ["a", "b", "c", "d"],
                     "score": [1.0, 2.0, 3.0, 4.0]})
@@ -61,6 +64,7 @@ def test_merge_upsert(table: Table) -> None:
     assert got[5] == {"id": 5, "name": "a", "score": 1.0} and got[500]["name"] == "c"
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_merge_clauses_in_order(table: Table) -> None:
     src = pa.table({"id": pa.array([1, 2, 3, 300, 301], pa.int64()),
                     "v": pa.array([10, 20, 30, 40, 50], pa.int64())})
@@ -81,6 +85,7 @@ def test_merge_clauses_in_order(table: Table) -> None:
     assert (r.deleted, r.inserted) == (3, 3)
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_merge_duplicate_source_match_is_an_error(table: Table) -> None:
     src = pa.table({"id": pa.array([7, 7], pa.int64()), "name": ["a", "b"],
                     "score": [1.0, 2.0]})
@@ -93,12 +98,14 @@ def test_merge_duplicate_source_match_is_an_error(table: Table) -> None:
     assert len(read_live(table, "id = 900")) == 2
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_merge_keys_outside_the_target_prune_it(table: Table) -> None:
     r = table.merge(pa.table({"id": pa.array([120, 130], pa.int64()), "name": ["x", "y"],
                               "score": [0.0, 0.0]}), on=["id"], when_matched_delete=True)
     assert r.segments == ("1",) and r.deleted == 2
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_merge_errors(table: Table) -> None:
     src = pa.table({"id": pa.array([1], pa.int64())})
     with pytest.raises(UserError, match="WHEN"):
@@ -111,6 +118,7 @@ def test_merge_errors(table: Table) -> None:
         table.merge(src, on="t.nosuch = s.id", when_matched_delete=True)
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_sql_statements(table: Table) -> None:
     from carbonstore.dml.sql_run import run_dml
     from carbonstore.sql.dml_parse import parse_dml

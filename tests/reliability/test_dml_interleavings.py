@@ -88,6 +88,7 @@ def at_commit(fn: Callable[[], object], nth: int) -> AbstractContextManager[None
 # ---- item 1: a DELETE and an UPDATE of the same row ------------------------------------------
 @pytest.mark.parametrize("first", ["update", "delete"])
 @pytest.mark.parametrize("where", ["id = 7", "id < 10"])
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_delete_racing_an_update_of_its_row_leaves_no_row(
     table: Table, first: str, where: str,
 ) -> None:
@@ -111,6 +112,7 @@ def test_delete_racing_an_update_of_its_row_leaves_no_row(
         assert (result.deleted, result.inserted) == (0, 0) and result.replans >= 1
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_delete_racing_an_update_that_moves_a_row_into_its_condition(table: Table) -> None:
     """The rows a newer version ADDED count too: DELETE WHERE v >= 10 plans on V and finds
     row 3 (v = 10 there); an UPDATE makes row 12's v 10 and commits first. Committed
@@ -136,6 +138,7 @@ def test_delete_ignores_a_blind_append_that_committed_first(table: Table) -> Non
 K = 100
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_two_merge_upserts_of_a_new_key_insert_it_once(table: Table) -> None:
     """Both plan on V where K is missing; the other commits ``inserted=1``. This one then
     inserted K again (two rows K). Committed second, it must see K and take the matched
@@ -149,6 +152,7 @@ def test_two_merge_upserts_of_a_new_key_insert_it_once(table: Table) -> None:
 
 
 @pytest.mark.parametrize("how", ["delta", "segment"])
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_merge_upsert_racing_a_restore_that_brings_the_key_back(table: Table, how: str) -> None:
     """K was deleted (a row of a delta, or its whole segment); a restore to the version
     that still had K commits while a MERGE upsert of K, planned without K, waits to commit:
@@ -169,6 +173,7 @@ def test_merge_upsert_racing_a_restore_that_brings_the_key_back(table: Table, ho
     assert mine.replans >= 1  # type: ignore[attr-defined]
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_merge_upsert_racing_a_load_of_the_key(table: Table) -> None:
     """A NOT MATCHED insert is checked against every row added since its plan, loads too:
     a load of K committed first makes the upsert update it instead of adding a second K."""
@@ -178,6 +183,7 @@ def test_merge_upsert_racing_a_load_of_the_key(table: Table) -> None:
     assert mine.replans >= 1  # type: ignore[attr-defined]
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_merge_insert_racing_a_delete_of_the_key_it_matched(table: Table) -> None:
     """The rows a MERGE joined are what it read, whether a clause took them or not: K
     matched (so no insert) and a DELETE of K committed first - committed second, the MERGE
@@ -211,6 +217,7 @@ def _run(t: Table, statement: str) -> Any:
 
 
 @pytest.mark.parametrize("statement", ["delete", "update", "merge"])
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_a_statement_whose_planned_segments_a_forced_clean_removed_plans_again(
     table: Table, statement: str,
 ) -> None:
@@ -294,6 +301,7 @@ def test_a_statement_that_keeps_losing_to_forced_cleans_says_so_in_one_line(
     assert 139 in [r[0] for r in rows_of(table)]
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_a_merge_whose_source_table_a_forced_clean_removed_reads_it_again(table: Table) -> None:
     """``MERGE INTO db.t USING db.src``: the source table's segments were compacted and
     removed by a forced clean between the read of its version and of its files."""

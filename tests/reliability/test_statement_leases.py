@@ -87,6 +87,7 @@ def test_a_delete_stalled_past_its_lease_fails_instead_of_committing_a_removed_d
 
 
 @pytest.mark.parametrize("statement", ["delete", "update"])
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_a_renewed_statement_keeps_its_deltas_from_a_forced_clean(
     table: Table, statement: str
 ) -> None:
@@ -109,6 +110,7 @@ def test_a_renewed_statement_keeps_its_deltas_from_a_forced_clean(
     assert committed_ids(table) == want
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_an_update_stalled_past_its_lease_changes_nothing(table: Table) -> None:
     """UPDATE: deltas and an insert segment; clean files marks both dead (the insert
     segment's In Progress entry and the statement), removes them, and nothing commits."""
@@ -291,6 +293,7 @@ _STEP = st.tuples(
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(_STEP, min_size=1, max_size=4))
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_statements_and_clean_files_interleaved_keep_every_committed_change(
     tmp_path_factory, steps
 ) -> None:  # type: ignore[no-untyped-def]

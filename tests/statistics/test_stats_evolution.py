@@ -93,6 +93,7 @@ def _check(stats: dict[str, Any], want: dict[str, dict[str, Any]], rows_: int) -
             assert got["numTrues"] + got["numFalses"] + got["numNulls"] == rows_
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_stats_after_rename_add_column_default_and_widen(
     table: Table, capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -108,6 +109,7 @@ def test_stats_after_rename_add_column_default_and_widen(
     _check(orjson.loads(_run(store, capsys, "stats", "db.t", "--json")), want, 50)
 
 
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_stored_statistics_of_old_segments_read_as_current_columns(
     store: Store, capsys: pytest.CaptureFixture[str],
 ) -> None:
