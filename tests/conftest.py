@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,17 +60,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_configure(config: pytest.Config) -> None:
     """In a run that leaves out ``spark`` tests (the README's run of the tests that need no
-    JVM), launching a JVM in this process fails, so a test that needs Spark without the
-    ``spark`` fixture or mark fails with this message instead of starting one unseen."""
+    JVM), launching a JVM fails, so a test that needs Spark without the ``spark`` fixture or
+    mark fails with this message instead of starting one unseen: in this process through
+    PySpark's gateway launcher, in a child process (a CLI command the test runs) through a
+    SPARK_HOME whose ``spark-submit`` refuses."""
     if "not spark" not in (config.option.markexpr or ""):
         return
     import pyspark.core.context as context
 
+    message = ("this run leaves out spark tests, and a test started Spark: "
+               "give it the spark fixture or the spark mark")
+
     def refuse(*_: object, **__: object) -> None:
-        raise RuntimeError("this run leaves out spark tests, and a test started Spark: "
-                           "give it the spark fixture or the spark mark")
+        raise RuntimeError(message)
 
     context.launch_gateway = refuse  # what SparkContext._ensure_initialized calls
+    home = Path(tempfile.mkdtemp(prefix="no-spark-home-"))
+    submit = home / "bin" / "spark-submit"
+    submit.parent.mkdir()
+    submit.write_text(f"#!/bin/sh\necho '{message}' >&2\nexit 1\n")
+    submit.chmod(0o755)
+    os.environ["SPARK_HOME"] = str(home)  # children inherit it; PySpark launches from it
 
 
 @pytest.fixture(scope="session")

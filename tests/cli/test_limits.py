@@ -76,6 +76,7 @@ def store(tmp_path: Path) -> str:
 # ---- the reported tracebacks, as real processes -------------------------------------------
 
 
+@pytest.mark.spark  # the DELETE's condition is not bindable: Spark evaluates it
 def test_a_quoted_integer_of_5000_digits_in_where(store: str) -> None:
     digits = "9" * 5000
     one_line(cli("--store", store, "prune", "t", "--where", f"order_id = '{digits}'"),

@@ -38,6 +38,7 @@ def test_delete_load_compact_race(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.spark  # the racing processes run DML on Spark
 @pytest.mark.parametrize("roles", [
     ("race-delete", "race-update"),
     # long: about 2 minutes; CI races two MERGE upserts in tests/reliability/test_dml_interleavings.py

@@ -114,6 +114,7 @@ LONG_SEEDS = [21, 22, 23, 24]
 
 
 @pytest.mark.slow
+@pytest.mark.spark  # the workers run UPDATE and MERGE on Spark
 @pytest.mark.parametrize("seed", CI_SEEDS)
 def test_race_matches_the_serial_model(tmp_path: Path, seed: int) -> None:
     # UPDATE and MERGE run as Spark jobs: each worker starts a JVM once, then a statement
@@ -125,6 +126,7 @@ def test_race_matches_the_serial_model(tmp_path: Path, seed: int) -> None:
 
 
 @pytest.mark.long
+@pytest.mark.spark
 @pytest.mark.parametrize("seed", LONG_SEEDS)
 def test_race_matches_the_serial_model_long(tmp_path: Path, seed: int) -> None:
     run = race(tmp_path, seed, workers=3, seconds=75)
