@@ -4,18 +4,19 @@
 A :class:`ClusterSpec` names 1-4 columns and a curve (``zorder`` or ``hilbert``). The
 driver samples the sources' clustering columns once, jointly (the same rows for every
 column), and derives (1) each column's grid (``curves.grid_of``: boundaries and codes) and
-(2) the curve-key boundaries that cut the output into *units* of about equal row counts -
-the range partitioning of the curve value that ``repartitionByRange`` would do. The merge
-is a shuffle: :func:`split_source` (map) reads ONE source file with pyarrow (deleted rows
-dropped, as the table's storage schema) and sends each row to the unit its curve key falls
-in; :func:`write_unit` (reduce) lays a unit's rows out in boxes
+(2) the cuts of the output into *units* (tasks) of about equal row counts: the top of the
+k-d tree that lays every unit out in boxes (``clustering_layout.unit_tree``; units were
+curve-key ranges, whose boundaries put one value of the second column at the edge of every
+unit). The merge is a shuffle: :func:`split_source` (map) reads ONE source file with
+pyarrow (deleted rows dropped, as the table's storage schema) and sends each row to the
+unit its order keys fall in; :func:`write_unit` (reduce) lays a unit's rows out in boxes
 (``segments/clustering_layout.py``) and writes them through the load writer with pages of
 at most ``CLUSTER_PAGE_ROWS`` rows. On Spark the shuffle is Spark's
 (``spark/compact_job.py``); :func:`cluster_local` spills the map output to a local
 temporary folder. The segment's tablestatus entry records
 ``"clustering": {"columns": [...], "curve": ...}``.
 
-Every row lands in exactly one unit (keys are compared to the same boundaries in every map
+Every row lands in exactly one unit (keys are compared to the same thresholds in every map
 task), so the output holds the sources' rows exactly once; the compaction's row count check
 and commit (``segments/compaction.py``) are the ones of any compaction.
 """
