@@ -4,18 +4,19 @@
 A :class:`ClusterSpec` names 1-4 columns and a curve (``zorder`` or ``hilbert``). The
 driver samples the sources' clustering columns once, jointly (the same rows for every
 column), and derives (1) each column's grid (``curves.grid_of``: boundaries and codes) and
-(2) the curve-key boundaries that cut the output into *units* of about equal row counts -
-the range partitioning of the curve value that ``repartitionByRange`` would do. The merge
-is a shuffle: :func:`split_source` (map) reads ONE source file with pyarrow (deleted rows
-dropped, as the table's storage schema) and sends each row to the unit its curve key falls
-in; :func:`write_unit` (reduce) lays a unit's rows out in boxes
+(2) the cuts of the output into *units* (tasks) of about equal row counts: the top of the
+k-d tree that lays every unit out in boxes (``clustering_layout.unit_tree``; units were
+curve-key ranges, whose boundaries put one value of the second column at the edge of every
+unit). The merge is a shuffle: :func:`split_source` (map) reads ONE source file with
+pyarrow (deleted rows dropped, as the table's storage schema) and sends each row to the
+unit its order keys fall in; :func:`write_unit` (reduce) lays a unit's rows out in boxes
 (``segments/clustering_layout.py``) and writes them through the load writer with pages of
 at most ``CLUSTER_PAGE_ROWS`` rows. On Spark the shuffle is Spark's
 (``spark/compact_job.py``); :func:`cluster_local` spills the map output to a local
 temporary folder. The segment's tablestatus entry records
 ``"clustering": {"columns": [...], "curve": ...}``.
 
-Every row lands in exactly one unit (keys are compared to the same boundaries in every map
+Every row lands in exactly one unit (keys are compared to the same thresholds in every map
 task), so the output holds the sources' rows exactly once; the compaction's row count check
 and commit (``segments/compaction.py``) are the ones of any compaction.
 """
@@ -40,7 +41,14 @@ from carbonstore.segments.cluster_spec import (
     ClusterSpec,
     segment_clustering,
 )
-from carbonstore.segments.clustering_layout import box_order, group_rows, layout_batches
+from carbonstore.segments.clustering_layout import (
+    Node,
+    box_order,
+    group_rows,
+    layout_batches,
+    unit_of_rows,
+    unit_tree,
+)
 from carbonstore.segments.compaction_merge import (
     SegmentOutput,
     finish_segment,
@@ -55,7 +63,6 @@ from carbonstore.segments.curves import (
     Grid,
     bits_per_column,
     cell_codes,
-    curve_keys,
     grid_of,
     keys_of,
     order_keys,
@@ -134,12 +141,14 @@ def table_clustering(table: Table) -> ClusterSpec | None:
 # ---- planning on the driver -----------------------------------------------------------------
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterPlan:
-    """What every cluster task needs: the columns' grids and its key range."""
+    """What every cluster task needs: the columns' grids and the cuts into units."""
 
     spec: ClusterSpec
     grids: tuple[Grid, ...]
-    #: (unit index, lowest key inclusive or None, highest key exclusive or None)
-    units: tuple[tuple[int, int | None, int | None], ...]
+    #: the unit tree (clustering_layout.unit_tree): thresholds on the columns' order keys
+    tree: tuple[Node, ...]
+    #: the units, in the curve's order of their sampled rows (task ids)
+    units: tuple[int, ...]
 
 
 def _sample(fs: Any, files: Sequence[str], columns: Sequence[str]) -> pa.Table:
@@ -186,13 +195,17 @@ def cluster_plan(
     sample = _sample(fs, files, spec.columns)
     grids = grids_of(sample, spec) if sample.num_rows else tuple(
         Grid(bounds=np.zeros(0, np.uint64), codes=np.zeros(2, np.uint64)) for _ in spec.columns)
-    keys = np.sort(curve_keys([sample.column(c) for c in spec.columns], grids, spec.curve)) \
-        if sample.num_rows else np.zeros(0, np.int64)
-    n = max(1, min(n, len(keys)))
-    cuts = sorted({int(keys[int(len(keys) * k / n)]) for k in range(1, n)}) if n > 1 else []
-    edges: list[int | None] = [None, *cuts, None]
-    units = tuple((i, edges[i], edges[i + 1]) for i in range(len(edges) - 1))
-    return ClusterPlan(spec=spec, grids=grids, units=units)
+    if not sample.num_rows:
+        return ClusterPlan(spec=spec, grids=grids, tree=(), units=(0,))
+    columns = [sample.column(c) for c in spec.columns]
+    codes = [cell_codes(c, g) for c, g in zip(columns, grids, strict=True)]
+    keys = [order_keys(c, g) for c, g in zip(columns, grids, strict=True)]
+    tree, count = unit_tree(codes, keys, max(1, min(n, sample.num_rows)))
+    # task ids follow the curve through the units (the files' order, not the pruning)
+    curve, sampled = keys_of(codes, spec.curve), unit_of_rows(keys, tree)
+    middle = [float(np.median(curve[sampled == u])) for u in range(count)]
+    units = tuple(int(r) for r in np.argsort(np.argsort(middle, kind="stable"), kind="stable"))
+    return ClusterPlan(spec=spec, grids=grids, tree=tree, units=units)
 
 
 def page_rows_for(rows: int, columns: int) -> int:
@@ -233,10 +246,10 @@ def cluster_batches(
     return layout_batches(data, order, rows, settings)
 
 
-def unit_of(keys: np.ndarray, plan: ClusterPlan) -> np.ndarray:
-    """The unit each curve key falls in (units are consecutive half-open key ranges)."""
-    lows = np.array([lo for _, lo, _ in plan.units[1:]], dtype=np.int64)
-    return np.searchsorted(lows, keys, side="right")
+def unit_of(keys: Sequence[np.ndarray], plan: ClusterPlan) -> np.ndarray:
+    """The task each row goes to, from its order keys on the clustering columns (the unit
+    tree's leaf it falls in, numbered in the curve's order)."""
+    return np.asarray(plan.units, dtype=np.int64)[unit_of_rows(keys, plan.tree)]
 
 
 def split_source(
@@ -250,8 +263,8 @@ def split_source(
     if not data.num_rows:
         return
     spec = plan.spec
-    codes = [cell_codes(data.column(c), g) for c, g in zip(spec.columns, plan.grids, strict=True)]
-    units = unit_of(keys_of(codes, spec.curve), plan)
+    units = unit_of([order_keys(data.column(c), g)
+                     for c, g in zip(spec.columns, plan.grids, strict=True)], plan)
     order = np.argsort(units, kind="stable")
     ordered, runs = data.take(order), units[order]
     starts = np.flatnonzero(np.concatenate(([True], runs[1:] != runs[:-1])))
@@ -273,10 +286,9 @@ def write_unit(
     if not tables:
         return None
     data = pa.concat_tables(tables)
-    batches, laid = cluster_batches(data, plan.spec, plan.grids, settings,
-                                    salt=plan.units[unit_index][0])
+    batches, laid = cluster_batches(data, plan.spec, plan.grids, settings, salt=unit_index)
     fs = resolve_fs(settings.store_location)
-    return write_task(batches, laid, task_id=f"{plan.units[unit_index][0]:05d}", fs=fs)
+    return write_task(batches, laid, task_id=f"{unit_index:05d}", fs=fs)
 
 
 def prepare(

@@ -4,6 +4,7 @@ filters on a non-leading column selective."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -107,14 +109,19 @@ def test_cluster_rewrites_along_the_curve_once(table: Table, curve: str) -> None
         "0": COMPACTED, "1": COMPACTED, "2": COMPACTED, "0.1": SUCCESS}
     assert snap.get("0.1").extra["clustering"] == {"columns": ["a", "b"], "curve": curve}
     assert _sorted(live(table)).equals(before)
-    # the tasks hold consecutive ranges of the curve key
+    # the tasks are boxes of (a, b) of about equal rows (the top of the k-d tree), and
+    # the files follow the curve through them
     data = pa.concat_tables(pq.read_table(p) for p in segment_data_files(table, "0.1"))
     spec = ClusterSpec(columns=("a", "b"), curve=curve)  # type: ignore[arg-type]
     files = [pq.read_table(p) for p in sorted(segment_data_files(table, "0.1"))]
     assert len(files) == 3
+    assert all(abs(f.num_rows - 3000) <= 300 for f in files), [f.num_rows for f in files]
+    for f, g in itertools.combinations(files, 2):  # apart on some column: disjoint boxes
+        assert any(pc.max(f[c]).as_py() < pc.min(g[c]).as_py()
+                   or pc.max(g[c]).as_py() < pc.min(f[c]).as_py() for c in "ab")
     grids = grids_of(data, spec)  # the sample is every row here: the same grid
-    keys = [curve_keys([f["a"], f["b"]], grids, curve) for f in files]  # type: ignore[arg-type]
-    assert all(k1.max() <= k2.min() for k1, k2 in zip(keys, keys[1:], strict=False))
+    middles = [np.median(curve_keys([f["a"], f["b"]], grids, curve)) for f in files]  # type: ignore[arg-type]
+    assert middles == sorted(middles)
     # clustered already: nothing to do, nothing written
     version = table.status.read().version
     assert compact(table, "cluster", by=["a", "b"], curve=curve).merged == ()
