@@ -59,7 +59,7 @@ def main() -> int:
     import carbonstore.spark.api as api
     import carbonstore.spark.metadata_answers as answers
     import carbonstore.spark.native as native
-    import carbonstore.spark.sql as csql
+    import carbonstore.spark.queries as csql
     import carbonstore.spark.statements as statements
     from carbonstore import Store
     from carbonstore.spark.session import get_spark

@@ -2,13 +2,13 @@
 
 One function, :func:`run`, serves ``carbonstore sql`` (which prints the :class:`Result`) and
 ``carbonstore.spark.sql()`` (which returns it as a DataFrame). What needs a JVM goes through
-an :class:`Engine` (``carbonstore.spark.sql.SparkEngine``), whose session starts when the
+an :class:`Engine` (``carbonstore.sql.spark_engine.SparkEngine``), whose session starts when the
 first statement asks for it; everything else runs here, from the store's metadata and files:
 
 - metadata: SHOW SEGMENTS / TABLES / PARTITIONS / CREATE TABLE, DESCRIBE [EXTENDED|HISTORY],
   CREATE / DROP TABLE, ALTER TABLE (schema), DELETE FROM TABLE ... SEGMENT.ID, CLEAN FILES,
   and the queries the index answers exactly (count / min / max, also ``VERSION AS OF``);
-- JVM-free row work: DELETE / UPDATE, MERGE from a store table (``dml.sql_run``);
+- JVM-free row work: DELETE / UPDATE, MERGE from a store table (``sql.dml_run``);
 - Spark: other queries, INSERT INTO (a load), MERGE from a query, compaction's merge.
 """
 
@@ -20,8 +20,8 @@ from typing import Any, Protocol, cast
 
 from carbonstore.errors import TableExistsError, TableNotFoundError, UserError
 from carbonstore.expressions.bind import session_zone
+from carbonstore.spark.query_answers import answer_statement
 from carbonstore.sql import catalog
-from carbonstore.sql.answers import answer_statement
 from carbonstore.sql.statements import Alter, Catalog, Dml, Insert, Query, Statement, Verb
 from carbonstore.sql.verbs import clean_options, segment_ids, table_properties
 from carbonstore.store.alter import alter_table
@@ -76,7 +76,7 @@ class Result:
 
 
 def _dml(store: StoreRoot, stmt: Dml, engine: Engine | None, as_of: Any) -> Result:
-    from carbonstore.dml.sql_run import run_dml
+    from carbonstore.sql.dml_run import run_dml
 
     assert stmt.dml is not None
     if as_of is not None:

@@ -27,8 +27,8 @@ from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import UserError
 from carbonstore.expressions.sql_checks import checked_statement
+from carbonstore.spark.statements import parse_statement
 from carbonstore.sql.dml_parse import DmlStatement, parse_dml
-from carbonstore.sql.plan import parse_statement
 from carbonstore.sql.verbs import match_verb, unquote_name
 from carbonstore.store.alter_sql import AlterStatement, parse_alter
 
@@ -75,7 +75,7 @@ class Insert(Statement):
 
 @dataclass(frozen=True, slots=True)
 class Dml(Statement):
-    """DELETE / UPDATE / MERGE (``sql.dml_parse``, run by ``dml.sql_run``)."""
+    """DELETE / UPDATE / MERGE (``sql.dml_parse``, run by ``sql.dml_run``)."""
 
     dml: DmlStatement | None = None
 
