@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from carbonstore.spark.session import register_data_source
 from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["VIEWS_DATABASE", "register", "registered", "run_statement"]
@@ -165,8 +166,6 @@ def register(spark: Any, *, store: str | StoreRoot | None = None,
         store: a Store, a store location, or None for ``carbon.storelocation``.
         tables: ``db.table`` names (default: every table of the store).
     """
-    from carbonstore.spark.session import register_data_source
-
     st = store if isinstance(store, StoreRoot) else StoreRoot(store)
     names = list(tables) if tables is not None else [str(t) for t in st.tables()]
     register_data_source(spark)

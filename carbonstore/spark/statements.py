@@ -26,7 +26,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import TableNotFoundError, UserError
 from carbonstore.expressions.expr import AlwaysTrue, Expr, nodes
-from carbonstore.expressions.parser import and_terms, parse_where
+from carbonstore.expressions.parser import and_terms, parse_where, sql_error_message
 from carbonstore.pruning.plan import bind_where
 from carbonstore.store.table import StoreRoot, Table
 
@@ -54,8 +54,6 @@ def parse_statement(statement: str) -> exp.Expr:
     try:
         trees = sqlglot.parse(statement, read="spark")
     except (ParseError, TokenError) as err:
-        from carbonstore.expressions.parser import sql_error_message
-
         raise UserError(f"cannot parse SQL: {sql_error_message(err)}") from err
     except RecursionError as err:
         raise UserError("cannot parse SQL: the statement nests too deeply") from err

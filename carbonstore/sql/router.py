@@ -20,6 +20,8 @@ from typing import Any, Protocol, cast
 
 from carbonstore.errors import TableExistsError, TableNotFoundError, UserError
 from carbonstore.expressions.bind import session_zone
+from carbonstore.segments.manage import delete_segments, delete_segments_before
+from carbonstore.segments.partitions import show_partitions
 from carbonstore.spark.query_answers import answer_statement
 from carbonstore.sql import catalog
 from carbonstore.sql.statements import Alter, Catalog, Dml, Insert, Query, Statement, Verb
@@ -200,8 +202,6 @@ def _verb(store: StoreRoot, stmt: Verb, engine: Engine | None) -> Result:
                    + "".join(f"; kept: {s}" for s in report.skipped))
         return Result(["kind", "segment", "bytes", "path", "reason"], rows, summary, "local")
     if verb in ("delete_ids", "delete_before"):
-        from carbonstore.segments.manage import delete_segments, delete_segments_before
-
         table = store.table(name)
         marked = (delete_segments(table, segment_ids(parts.get("ids"))) if verb == "delete_ids"
                   else delete_segments_before(table, str(parts["before"])))
@@ -212,8 +212,6 @@ def _verb(store: StoreRoot, stmt: Verb, engine: Engine | None) -> Result:
     if verb == "create":
         return _create(store, name, parts)
     if verb == "show_partitions":
-        from carbonstore.segments.partitions import show_partitions
-
         rows = [{"partition": p.partition, "segments": ",".join(p.segments), "files": p.files,
                  "rows": p.rows} for p in show_partitions(store.table(name))]
         return Result(["partition", "segments", "files", "rows"], rows,

@@ -17,7 +17,9 @@ from typing import Any
 import pyarrow as pa
 
 from carbonstore.errors import UserError
+from carbonstore.segments.timezones import SESSION_TIME_ZONE_KEY, conf_time_zone
 from carbonstore.spark.queries import registered, run_statement
+from carbonstore.spark.statements import plan_statement
 from carbonstore.sql.router import Result, run
 from carbonstore.sql.statements import Insert, Query, parse
 from carbonstore.store.table import StoreRoot, Table
@@ -92,7 +94,6 @@ class SparkEngine:
         if self._spark is None and self._start is not None:
             # the JVM boots while this process loads the occurrences' indexes
             from carbonstore.spark.api import prepare_scan
-            from carbonstore.spark.statements import plan_statement
 
             wait = self._start(store)
             planned = plan_statement(statement.tree.copy(), store, as_of=as_of,
@@ -137,8 +138,6 @@ class SparkEngine:
                     mode="overwrite" if statement.overwrite else "append")
 
     def time_zone(self, store: StoreRoot) -> str:
-        from carbonstore.segments.timezones import SESSION_TIME_ZONE_KEY, conf_time_zone
-
         if self._spark is None and "PYSPARK_GATEWAY_PORT" in os.environ:
             self.session(store)  # spark-submit started the JVM: its settings
         if self._spark is not None:

@@ -26,6 +26,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import UserError
+from carbonstore.expressions.parser import sql_error_message
 from carbonstore.expressions.sql_checks import checked_statement
 from carbonstore.spark.statements import parse_statement
 from carbonstore.sql.dml_parse import DmlStatement, parse_dml
@@ -136,8 +137,6 @@ def _insert(text: str) -> Insert | None:
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError, RecursionError) as err:
-        from carbonstore.expressions.parser import sql_error_message
-
         raise UserError(f"cannot parse INSERT: {sql_error_message(err)}") from err
     if not isinstance(tree, exp.Insert):
         raise UserError("write INSERT INTO db.t [(c, ...)] VALUES (...), ... | SELECT ...")
