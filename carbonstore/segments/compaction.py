@@ -35,6 +35,7 @@ from carbonstore.errors import (
     TableNotFoundError,
 )
 from carbonstore.pruning.plan import prune
+from carbonstore.pruning.table_index import refresh_if_lagging
 from carbonstore.segments.clustering import (
     CLUSTERING_KEY,
     ClusterSpec,
@@ -252,6 +253,7 @@ def commit_compaction(
 
     crash_point("compaction.before_commit")
     table.status.update(apply, operation="COMPACTION")
+    refresh_if_lagging(table)  # after the commit, best effort: planning never writes it
     return holder[0]
 
 
