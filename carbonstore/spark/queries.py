@@ -18,6 +18,7 @@ from typing import Any
 from sqlglot import exp
 
 from carbonstore.spark.session import register_data_source
+from carbonstore.spark.statements import parse_statement, plan_statement
 from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["VIEWS_DATABASE", "register", "registered", "run_statement"]
@@ -54,7 +55,6 @@ def run_statement(
     """
     from carbonstore.spark.api import run_sql
     from carbonstore.spark.metadata_answers import answer_frame
-    from carbonstore.spark.statements import parse_statement, plan_statement
 
     if not isinstance(store, StoreRoot):
         store = StoreRoot(store)
