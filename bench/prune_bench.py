@@ -23,9 +23,10 @@ every system's imports excluded; the systems' fresh processes take turns, ``max(
     .venv/bin/python bench/prune_bench.py --segments 100 --lookup-phases  # a lookup's steps
 
 Each size's data (and the peers' tables) is generated once and reused by later runs; delete
-bench/data/n<N>_r<rows> to regenerate it. The first warm plan of a run writes the
-carbonstore index snapshot when the store has none of the current format, so fresh
-processes always read one.
+bench/data/n<N>_r<rows> to regenerate it. Each run first takes the writers' step a load's
+commit takes (``refresh_if_lagging``: the carbonstore index snapshot is written when the
+store has none of the current format, or it lags), so fresh processes always read one;
+planning itself never writes.
 
 Peers are optional (``pip install -e .[bench]``); a missing one is reported as such.
 """
@@ -77,6 +78,7 @@ def generate(n_segments: int, rows: int = ROWS) -> dict[str, Any]:
     """Build (or reuse) the store with ``n_segments`` loads; returns its description."""
     from carbonstore import Store
     from carbonstore.indexfiles.indexfile import merge_indexes
+    from carbonstore.pruning.table_index import refresh_if_lagging
     from carbonstore.segments.load import parse_load_options, write_settings
     from carbonstore.segments.writer import write_task
     from carbonstore.store.tablestatus import SUCCESS, LoadEntry, TableStatusSnapshot, now_ms
@@ -84,7 +86,9 @@ def generate(n_segments: int, rows: int = ROWS) -> dict[str, Any]:
     root = DATA / f"n{n_segments}_r{rows}"
     meta_path = root / "meta.json"
     if meta_path.exists():
-        return json.loads(meta_path.read_text())
+        meta = json.loads(meta_path.read_text())
+        refresh_if_lagging(Store(meta["store"]).table(TABLE))  # data of an older format
+        return meta
     store = Store(str(root / "store"))
     table = store.create_table(TABLE, SCHEMA, properties={"bloom_columns": "k"})
     rng = np.random.default_rng(42)
@@ -116,6 +120,7 @@ def generate(n_segments: int, rows: int = ROWS) -> dict[str, Any]:
         return [*snap.entries, *entries]
 
     table.status.update(add)
+    refresh_if_lagging(table)  # what the loads' commits leave
     meta = {"n": n_segments, "rows": rows, "store": str(root / "store"), "root": str(root),
             "files": files, "key": keys[n_segments // 2 + 1 if n_segments > 2 else 0],
             "generate_s": round(time.perf_counter() - t0, 1)}

@@ -315,7 +315,7 @@ def generate(out: str, segments: int, files: int, row_groups: int, *, per_commit
         if not quiet and s % 10000 == 9999:
             print(f"  {s + 1}/{segments} segments: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     filters = expected(lay, surrogates, bitsets)
-    if snapshot:  # what the first plan of a used table leaves: the index snapshot and bloom pack
+    if snapshot:  # what the loads' commits leave: the index snapshot and bloom pack
         from carbonstore.pruning.table_index import refresh_index_snapshot
 
         refresh_index_snapshot(store.table(TABLE))
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="segments per LOAD commit (default: segments / 200, at least 1)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--no-snapshot", action="store_true",
-                   help="leave the index snapshot to the first plan")
+                   help="write no index snapshot (planning never writes one)")
     p.add_argument("--out", required=True, help="store folder (created; must not hold scale.t)")
     p.add_argument("--expected-only", action="store_true",
                    help="only (re)write expected.json of the table already generated in --out")

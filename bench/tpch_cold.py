@@ -84,7 +84,7 @@ def child(side: str, store: str, statement: str, files: dict[str, list[str]],
 
     _timed(session, "get_spark", "spark")
     if side in ("ours", "base"):
-        import carbonstore.spark.sql as csql
+        import carbonstore.sql.spark_engine as csql  # the CLI's engine runs run_statement
         from carbonstore.cli.app import main
 
         _timed(csql, "run_statement", "statement")

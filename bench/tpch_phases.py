@@ -59,13 +59,12 @@ def main() -> int:
     import carbonstore.spark.api as api
     import carbonstore.spark.metadata_answers as answers
     import carbonstore.spark.native as native
-    import carbonstore.spark.sql as csql
-    import carbonstore.spark.statements as statements
+    import carbonstore.spark.queries as csql
     from carbonstore import Store
     from carbonstore.spark.session import get_spark
 
     _wrap(answers, "answer_frame", "answer_frame")
-    _wrap(statements, "plan_statement", "plan_statement")
+    _wrap(csql, "plan_statement", "plan_statement")  # run_statement's own name for it
     _wrap(csql, "_scan_view", "_scan_view")
     _wrap(api, "scan_frame", "scan_frame")
     _wrap(api, "prune", "prune")

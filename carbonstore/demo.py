@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import date, timedelta
 from pathlib import Path
 
+from carbonstore import Store
 from carbonstore.cli import main as cli
 
 SAMPLE_DIR = Path("sample_data")
@@ -65,7 +66,6 @@ def run() -> None:
     first = generate(SAMPLE_DIR / "sales_1.csv", start_id=0, rows=20_000, seed=1)
     second = generate(SAMPLE_DIR / "sales_2.csv", start_id=20_000, rows=20_000, seed=2)
     print(f"sample data: {first} and {second}")
-    from carbonstore import Store
 
     if Store().exists(TABLE):
         step("start from a fresh table", "drop", TABLE)

@@ -104,6 +104,24 @@ def test_spark_does_not_import_cli(tmp_path):
     assert re.search(r"import cycle between packages \S+( -> \S+)* -> spark -> cli", result.stdout)
 
 
+def test_a_module_listed_apart_sits_in_its_own_layer(tmp_path):
+    """``spark.sql`` (the public ``carbonstore.spark.sql``) sits in the SQL front end's layer,
+    above dml/: it may import the front end, and no module of spark/ may import it."""
+    files = {
+        "sql/router.py": "from carbonstore.dml import run  # noqa\n",
+        "dml/run.py": "from carbonstore.spark import queries  # noqa\n",
+        "spark/queries.py": "import os  # noqa\n",
+        "spark/sql.py": "from carbonstore.sql.router import run  # noqa\n",
+    }
+    result = _run(_fake(tmp_path / "ok", files))
+    assert (result.returncode, result.stdout) == (0, "")
+    files["spark/queries.py"] = "from carbonstore.spark.sql import run  # noqa\n"
+    result = _run(_fake(tmp_path / "back", files))
+    assert result.returncode == 1
+    assert "spark/queries.py:1: upward import: spark imports spark.sql" in result.stdout
+    assert "import cycle between packages" in result.stdout
+
+
 def test_private_name_across_modules_fails(tmp_path):
     root = _copy(tmp_path)
     _append(root / "carbonstore/segments/manage.py",

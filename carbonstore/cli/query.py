@@ -165,12 +165,12 @@ def rewrite_table_names(statement: str, store: StoreRoot) -> tuple[str, dict[str
     """Point each ``db.table`` reference of the store at its own temp view ``db_table__N``.
 
     Returns the rewritten SQL (Spark dialect) and view name -> Table (see
-    :func:`carbonstore.sql.plan.plan_statement`).
+    :func:`carbonstore.spark.statements.plan_statement`).
 
     Raises:
         UserError: the statement does not parse, or names ``db.table`` that does not exist.
     """
-    from carbonstore.sql.plan import plan_statement
+    from carbonstore.spark.statements import plan_statement
 
     planned = plan_statement(statement, store)
     return planned.sql, {o.view: o.table for o in planned.occurrences}

@@ -22,6 +22,7 @@ from carbonstore.pruning.plan import TablePlan, bind_where, prune
 from carbonstore.segments.commit import lease_seconds
 from carbonstore.segments.dml_commit import DmlResult, Matches, apply_changes
 from carbonstore.segments.dml_conflicts import FileKey, Reads
+from carbonstore.spark.session import get_spark
 from carbonstore.store.leases import StatementLease
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import TableStatusSnapshot
@@ -38,8 +39,6 @@ _EMPTY = np.zeros(0, np.uint32)
 
 def spark_for(table: Table) -> Any:
     """The active Spark session, or one started with the store's conf."""
-    from carbonstore.spark.session import get_spark
-
     return get_spark(conf=table.store.conf)
 
 

@@ -9,9 +9,13 @@ file and are read lazily for = / IN candidates only). A fresh process reads the
 tablestatus, the newest snapshot's directory and core section (the sections of a column
 when a plan first filters on it) and the merge indexes of segments committed since, and
 decodes each array a filter touches once for all segments. :func:`refresh_index_snapshot` rewrites it
-(atomically, under a lock); planning also refreshes it lazily when it lags by more than
+(atomically, under a lock). Planning only reads: it never writes a snapshot or a bloom
+pack. The writers keep it fresh: after a commit that changes the readable segments (a load,
+a compaction, a DML statement, add segment, an index rebuild) they call
+:func:`refresh_if_lagging`, which rewrites it, best effort, when it lags by more than
 ``carbon.index.snapshot.max.lag`` segments. A snapshot of another format version, or a
-damaged one, is ignored (planning reads the merge indexes) and rewritten.
+damaged one, is ignored (planning reads the merge indexes) and rewritten by the next
+writer (or ``refresh_index_snapshot``).
 
 :class:`TableIndex` plans segments the snapshot covers from its table-level arrays, the
 others from their merge indexes loaded through the driver cache (cache.py).
@@ -29,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from carbonstore.errors import CorruptIndexError
+from carbonstore.errors import CarbonStoreError, CorruptIndexError
 from carbonstore.indexfiles.arrays import IndexArrays
 from carbonstore.indexfiles.concat import ConcatArrays, merge_runs
 from carbonstore.indexfiles.segment_bounds import SegmentBounds
@@ -65,8 +69,8 @@ from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms
 
 __all__ = [
     "SNAPSHOT_LOCK", "SNAPSHOT_PREFIX", "SNAPSHOT_SUFFIX", "SNAPSHOT_VERSION", "TableIndex", "read_snapshot",
-    "readable_segments", "refresh_index_snapshot", "snapshot_names", "table_index",
-    "write_snapshot",
+    "readable_segments", "refresh_if_lagging", "refresh_index_snapshot", "snapshot_names",
+    "table_index", "write_snapshot",
 ]
 
 def write_snapshot(table: Table, view: TableIndex | SnapshotSource) -> str:
@@ -438,7 +442,11 @@ def _lag_limit(table: Table) -> int:
 
 
 def table_index(table: Table, entries: Sequence[LoadEntry], *, all_readable: bool = False) -> TableIndex:
-    """The (cached) view over ``entries``; refreshes a lagging snapshot when ``all_readable``."""
+    """The (cached) view over ``entries``, read-only: a lagging, missing or damaged snapshot
+    is planned around (the segments it does not cover from their merge indexes), never
+    rewritten here (:func:`refresh_if_lagging` is the writers' step). ``all_readable``:
+    ``entries`` are all the readable segments of the table (kept for the callers; the view
+    is the same)."""
     cache = driver_cache()
     cache.capacity = max(1, conf_int(table, "carbon.driver.index.cache.size.mb")) << 20
     root = table.paths.root
@@ -448,24 +456,40 @@ def table_index(table: Table, entries: Sequence[LoadEntry], *, all_readable: boo
     if cached is not None and not (cached.snapshot is not None and cached.snapshot.damaged):
         return cached
     before = cache.evictions
-    snapshot, refused = read_snapshot(table) if entries else (None, False)
+    snapshot, _ = read_snapshot(table) if entries else (None, False)
     view = TableIndex(table, entries, snapshot, names_files=names_files)
-    if all_readable and (view.uncovered > _lag_limit(table) or refused or view.disagrees):
-        _refresh_best_effort(table, view)
     cache.put_view(key, view, evictions_before=before)
     return view
 
 
-def _refresh_best_effort(table: Table, view: TableIndex) -> None:
+def refresh_if_lagging(table: Table) -> str | None:
+    """The writers' step after a commit that changes the readable segments: write a new
+    snapshot when the current one lags by more than ``carbon.index.snapshot.max.lag``
+    readable segments, or is damaged, of another format version or disagrees with the
+    tablestatus. Best effort: it never raises for an I/O, Arrow or index problem and gives
+    up at once when another process holds the snapshot lock (only speed is lost; the next
+    writer retries). Planning never calls it.
+
+    Returns:
+        The new snapshot's file name, or None when none was written.
+    """
     try:
+        entries = readable_segments(table.status.read())
+        if not entries:
+            return None
+        snapshot, refused = read_snapshot(table)
+        view = TableIndex(table, entries, snapshot)
+        if not (view.uncovered > _lag_limit(table) or refused or view.disagrees):
+            return None
         lock = table.locks.lock(SNAPSHOT_LOCK)
         lock.acquire(timeout=0)
-    except (TimeoutError, OSError):
-        return  # another process is writing one, or the store is read-only for us
+    except (TimeoutError, OSError, pa.ArrowException, CarbonStoreError):
+        return None  # another process is writing one, or the store is read-only for us
     try:
-        write_snapshot(table, view)
-    except (OSError, pa.ArrowException):
-        COUNTERS["snapshot_errors"] += 1  # only speed is lost; the next plan retries
+        return write_snapshot(table, view)
+    except (OSError, pa.ArrowException, CarbonStoreError):
+        COUNTERS["snapshot_errors"] += 1  # only speed is lost; the next writer retries
+        return None
     finally:
         lock.release()
 

@@ -30,6 +30,7 @@ from carbonstore.dictionary import distinct_values, prepare_dictionaries
 from carbonstore.errors import CarbonStoreError, CommitConflictError, SchemaError, UserError
 from carbonstore.indexfiles.footer import read_file_index
 from carbonstore.indexfiles.indexfile import build_task_index, merge_indexes
+from carbonstore.pruning.table_index import refresh_if_lagging
 from carbonstore.segments.commit import (
     abort_segment,
     begin_segment,
@@ -260,4 +261,5 @@ def _commit(table: Table, sid: str, fields: dict[str, object], path: str) -> Loa
         return StatusChange(upserts=(holder[0],))  # its own entry only, not the table
 
     table.status.update(flip, operation="ADD SEGMENT")
+    refresh_if_lagging(table)  # after the commit, best effort: planning never writes it
     return holder[0]

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from carbonstore.dictionary import decode_batch
-from carbonstore.errors import CorruptIndexError
+from carbonstore.errors import CorruptIndexError, CorruptMetadataError
 from carbonstore.expressions.expr import AlwaysTrue, Expr, references
 from carbonstore.pruning.plan import TablePlan
 from carbonstore.pruning.rows import narrows, rows_may_match
@@ -291,8 +291,6 @@ def _deleted_positions(fs: Any, path: str) -> np.ndarray:
         with fs.open_input_stream(path) as fh:
             data = fh.read()
     except FileNotFoundError as err:
-        from carbonstore.errors import CorruptMetadataError
-
         raise CorruptMetadataError(
             f"delete delta {path} named by the tablestatus is missing; restore it from a "
             "backup (without it deleted rows would be read again)") from err

@@ -31,6 +31,7 @@ from carbonstore.errors import (
 )
 from carbonstore.indexfiles.indexfile import merge_indexes
 from carbonstore.progress import progress
+from carbonstore.pruning.table_index import refresh_if_lagging
 from carbonstore.segments.compaction import maybe_auto_compact
 from carbonstore.segments.partitions import replace_partitions, with_spec
 from carbonstore.segments.writer import TaskResult, WriteSettings
@@ -272,6 +273,7 @@ def commit_segment(
     except (CommitConflictError, UserError):
         abort_segment(table, segment_id, reason="the commit failed")
         raise
+    refresh_if_lagging(table)  # after the commit, best effort: planning never writes it
     return holder[0]
 
 

@@ -35,6 +35,7 @@ from carbonstore.errors import (
     TableNotFoundError,
 )
 from carbonstore.pruning.plan import prune
+from carbonstore.pruning.table_index import refresh_if_lagging
 from carbonstore.segments.clustering import (
     CLUSTERING_KEY,
     ClusterSpec,
@@ -69,6 +70,7 @@ from carbonstore.segments.compaction_plan import (
     segment_level,
 )
 from carbonstore.segments.partitions import compacted_rows, removed_partitions
+from carbonstore.store.evolution import segment_projections
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import LeaseKeeper, entry_is_dead, lease_fields
 from carbonstore.store.locks import acquire
@@ -252,6 +254,7 @@ def commit_compaction(
 
     crash_point("compaction.before_commit")
     table.status.update(apply, operation="COMPACTION")
+    refresh_if_lagging(table)  # after the commit, best effort: planning never writes it
     return holder[0]
 
 
@@ -398,8 +401,6 @@ def _merge_one(
     keeper, attempt = begin_compaction(table, group, expected, start)
     committed = False
     try:
-        from carbonstore.store.evolution import segment_projections
-
         projections = segment_projections(table, sources)
         if projections and spec is not None:  # older schema versions: read by column id
             output = merge_evolved(

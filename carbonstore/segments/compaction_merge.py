@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from carbonstore.dictionary.column import load_dictionary
 from carbonstore.errors import CarbonStoreError, CompactionError
 from carbonstore.indexfiles.indexfile import merge_indexes, read_index
 from carbonstore.segments.deltas import decode_delta, deltas_by_path, live_rows, positions
@@ -48,7 +49,7 @@ from carbonstore.statistics.store import (
 from carbonstore.store.evolution import segment_projections
 from carbonstore.store.fs import resolve_fs
 from carbonstore.store.partitioning import PartitionSpec
-from carbonstore.store.table import Table
+from carbonstore.store.table import StoreRoot, Table
 from carbonstore.store.tablestatus import LoadEntry, now_ms
 
 __all__ = [
@@ -370,9 +371,6 @@ def _sort(
     hidden: list[str] = []
     by_key = list(keys)
     if rank_columns:
-        from carbonstore.dictionary.column import load_dictionary
-        from carbonstore.store.table import StoreRoot
-
         table = StoreRoot(settings.store_location).table(settings.table_name)
         by_key = []
         for name, order, nulls in keys:

@@ -32,6 +32,7 @@ from carbonstore.errors import (
     CorruptMetadataError,
     UserError,
 )
+from carbonstore.pruning.table_index import refresh_if_lagging
 from carbonstore.segments.deltas import read_delta, write_delta
 from carbonstore.segments.dml_conflicts import FileKey, Reads, Replan, Validator
 from carbonstore.statistics.analyze import store_task_statistics
@@ -320,6 +321,7 @@ def apply_changes(
         if lease is not None:
             lease.release()
     _stale_statistics(table, {k[0] for k in keys})
+    refresh_if_lagging(table)  # after the commit, best effort: planning never writes it
     return snap.version, len(keys), ins.segment if ins is not None else None
 
 

@@ -36,6 +36,7 @@ from carbonstore.errors import CarbonStoreError, CorruptIndexError, SegmentNotFo
 from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.indexfile import merge_indexes, read_index, write_index
 from carbonstore.indexfiles.packing import pack
+from carbonstore.pruning.table_index import refresh_if_lagging
 from carbonstore.segments.writer import NanTracker
 from carbonstore.store.entries import check_plain_file_name
 from carbonstore.store.evolution import index_column_ids, written_schema
@@ -277,8 +278,10 @@ def rebuild_indexes(
         SegmentNotFoundError: a named segment does not exist or is not readable.
         CorruptIndexError: a data file is damaged (nothing of that segment changes).
     """
-    return [rebuild_segment(table, e, on_file=on_file)
-            for e in _choose(table.status.read(), table, segment_ids)]
+    results = [rebuild_segment(table, e, on_file=on_file)
+               for e in _choose(table.status.read(), table, segment_ids)]
+    refresh_if_lagging(table)  # after the commits, best effort: planning never writes it
+    return results
 
 
 def count_data_files(table: Table, segment_ids: Sequence[str] | None = None) -> int:

@@ -21,6 +21,7 @@ from carbonstore.expressions.bind import session_zone
 from carbonstore.expressions.expr import AlwaysTrue, Expr
 from carbonstore.pruning.plan import TablePlan, prune
 from carbonstore.pruning.rows import rows_exact
+from carbonstore.spark.native import jvm_readable, native_frame, plain_columns
 from carbonstore.spark.reader import (
     LOCAL_ROWS_KEY,
     SEGMENTS_OPTION,
@@ -31,8 +32,9 @@ from carbonstore.spark.reader import (
     plan_projections,
     read_row_groups,
 )
-from carbonstore.spark.statements import IndexWhere, index_where
-from carbonstore.spark.types import schema_ddl, struct_type
+from carbonstore.spark.session import register_data_source
+from carbonstore.spark.statements import IndexWhere, index_where, split_where
+from carbonstore.spark.types import empty_frame, schema_ddl, struct_type
 from carbonstore.store.table import Table
 
 BINARY_AS_BYTES_KEY = "spark.sql.execution.pyspark.binaryAsBytes"  # Spark's; default true
@@ -74,10 +76,6 @@ def _pruned_frame(
     table: Table, spark: Any, where: str | None, pushed: IndexWhere, zone: dt.tzinfo | None,
     segments: str | Sequence[str] | None, local: bool,
 ) -> Any:
-    from carbonstore.spark.native import jvm_readable, native_frame, plain_columns
-    from carbonstore.spark.session import register_data_source
-    from carbonstore.spark.statements import split_where
-
     expr = pushed.expr if zone is not None else AlwaysTrue()
     if jvm_readable(table) or (pushed.where and zone is not None):
         plan = prune(table, expr, segments=segments)
@@ -93,7 +91,6 @@ def _pruned_frame(
             # conjuncts on plain columns are applied under the frame's projections (pushed
             # to the Parquet reader), the others on top: each conjunct once
             if not pushed.exact:  # a filter Spark rejects: one line, whatever the plan
-                from carbonstore.spark.types import empty_frame
 
                 _where(empty_frame(spark, table), where)
             pushable, rest = split_where(where, plain_columns(table))

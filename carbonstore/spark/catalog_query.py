@@ -2,8 +2,8 @@
 
 ``spark.sql("SELECT ... FROM shop.orders WHERE ...")`` in a session
 :func:`carbonstore.spark.register` routed: a query (SELECT, WITH, UNION, VALUES ...) that
-names registered catalog tables as ``db.table`` is run as :func:`carbonstore.spark.sql.
-run_statement` runs it: each occurrence of a table planned by the index for its own
+names registered catalog tables as ``db.table`` is run as :func:`carbonstore.spark.
+queries.run_statement` runs it: each occurrence of a table planned by the index for its own
 conjuncts (segments, files, row groups kept) and read by Spark's Parquet reader, count /
 min / max answered from the index when exact, every occurrence of a table at one version
 (the newest when ``spark.sql`` is called, or the statement's ``VERSION AS OF``). The
@@ -35,8 +35,8 @@ from sqlglot import exp
 
 from carbonstore.errors import CarbonStoreError, UserError
 from carbonstore.spark.create_sql import strip_comments
-from carbonstore.spark.sql import run_statement
-from carbonstore.sql.plan import parse_statement
+from carbonstore.spark.queries import run_statement
+from carbonstore.spark.statements import parse_statement
 from carbonstore.store.table import StoreRoot, Table
 
 __all__ = ["pruned_query"]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from carbonstore.dictionary import prepare_dictionaries
 from carbonstore.errors import BadRecordError
 from carbonstore.progress import LoadUpdate
 from carbonstore.segments.commit import LoadTransaction
@@ -50,6 +51,8 @@ from carbonstore.segments.load_inputs import (
 )
 from carbonstore.segments.writer import ColumnSpec, TaskResult, WriteSettings
 from carbonstore.spark.load_progress import Counters, watching
+from carbonstore.store.fs import input_files, resolve_fs
+from carbonstore.store.objectstore import object_uri
 from carbonstore.store.table import Table
 
 __all__ = [
@@ -162,8 +165,6 @@ def plan_csv_tasks(
     files = _local_files(paths)
     input_location = ""
     if files is None:
-        from carbonstore.store.fs import input_files
-
         remote = input_files(paths, table.store.conf)  # s3:// inputs: read by the tasks
         if remote is None:
             return None
@@ -173,8 +174,6 @@ def plan_csv_tasks(
     if opts.header:
         first = [f for f, _ in files[:1]]
         if input_location:
-            from carbonstore.store.objectstore import object_uri
-
             first = [object_uri(first[0], input_location)]
         file_cols = header_columns(first, {**reader_opts, "sep": delimiter})
         if file_cols is None:
@@ -279,8 +278,6 @@ def run_csv_tasks(
     what = f"load {table.name} segment {settings.segment_id}"
     try:
         if table.schema.dictionary_columns:
-            from carbonstore.dictionary import prepare_dictionaries
-
             cols = tuple(c for c in table.schema.dictionary_columns if c not in (prebuilt or {}))
             distinct: dict[str, pa.Array] = {}
             if cols:
@@ -316,7 +313,5 @@ def _discard(table: Table, settings: WriteSettings) -> None:
     sfs = table.store.sfs
     sfs.delete_dir_contents(settings.segment_dir)
     if settings.bad_record_dir:
-        from carbonstore.store.fs import resolve_fs
-
         bfs = resolve_fs(settings.bad_record_dir)
         bfs.delete_dir_contents(bfs.base)

@@ -39,6 +39,7 @@ from carbonstore.spark.csv_load import CsvPlan, plan_csv_tasks, run_csv_tasks
 from carbonstore.spark.load_progress import stage_watch
 from carbonstore.spark.s3_input import is_s3_input, parquet_frame
 from carbonstore.spark.s3_input import refuse as s3_refuse
+from carbonstore.spark.session import get_spark
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import FAILURE, LoadEntry
 
@@ -252,8 +253,6 @@ def load(
         read = lambda: df  # noqa: E731
     else:
         if spark is None:
-            from carbonstore.spark.session import get_spark
-
             spark = get_spark()
         fmt = (format or _guess_format(df_or_path)).lower()
         plist = [df_or_path] if isinstance(df_or_path, str) else list(df_or_path)

@@ -1,4 +1,4 @@
-"""The index's answer to a statement (:mod:`carbonstore.sql.answers`) as a DataFrame."""
+"""The index's answer to a statement (:mod:`carbonstore.spark.query_answers`) as a DataFrame."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from sqlglot import exp
 
 from carbonstore.expressions.bind import session_zone
-from carbonstore.sql.answers import (
+from carbonstore.spark.query_answers import (
     AggregateStatement,
     answer_parts,
     answer_statement,

@@ -1,5 +1,5 @@
 """SQL DELETE / UPDATE / MERGE statements, parsed with sqlglot (run by
-``carbonstore.dml.sql_run``).
+``carbonstore.sql.dml_run``).
 
 - ``DELETE FROM db.t [WHERE cond]``
 - ``UPDATE db.t SET c = expr, ... [WHERE cond]``

@@ -2,13 +2,13 @@
 
 One function, :func:`run`, serves ``carbonstore sql`` (which prints the :class:`Result`) and
 ``carbonstore.spark.sql()`` (which returns it as a DataFrame). What needs a JVM goes through
-an :class:`Engine` (``carbonstore.spark.sql.SparkEngine``), whose session starts when the
+an :class:`Engine` (``carbonstore.sql.spark_engine.SparkEngine``), whose session starts when the
 first statement asks for it; everything else runs here, from the store's metadata and files:
 
 - metadata: SHOW SEGMENTS / TABLES / PARTITIONS / CREATE TABLE, DESCRIBE [EXTENDED|HISTORY],
   CREATE / DROP TABLE, ALTER TABLE (schema), DELETE FROM TABLE ... SEGMENT.ID, CLEAN FILES,
   and the queries the index answers exactly (count / min / max, also ``VERSION AS OF``);
-- JVM-free row work: DELETE / UPDATE, MERGE from a store table (``dml.sql_run``);
+- JVM-free row work: DELETE / UPDATE, MERGE from a store table (``sql.dml_run``);
 - Spark: other queries, INSERT INTO (a load), MERGE from a query, compaction's merge.
 """
 
@@ -20,8 +20,10 @@ from typing import Any, Protocol, cast
 
 from carbonstore.errors import TableExistsError, TableNotFoundError, UserError
 from carbonstore.expressions.bind import session_zone
+from carbonstore.segments.manage import delete_segments, delete_segments_before
+from carbonstore.segments.partitions import show_partitions
+from carbonstore.spark.query_answers import answer_statement
 from carbonstore.sql import catalog
-from carbonstore.sql.answers import answer_statement
 from carbonstore.sql.statements import Alter, Catalog, Dml, Insert, Query, Statement, Verb
 from carbonstore.sql.verbs import clean_options, segment_ids, table_properties
 from carbonstore.store.alter import alter_table
@@ -76,7 +78,7 @@ class Result:
 
 
 def _dml(store: StoreRoot, stmt: Dml, engine: Engine | None, as_of: Any) -> Result:
-    from carbonstore.dml.sql_run import run_dml
+    from carbonstore.sql.dml_run import run_dml
 
     assert stmt.dml is not None
     if as_of is not None:
@@ -200,8 +202,6 @@ def _verb(store: StoreRoot, stmt: Verb, engine: Engine | None) -> Result:
                    + "".join(f"; kept: {s}" for s in report.skipped))
         return Result(["kind", "segment", "bytes", "path", "reason"], rows, summary, "local")
     if verb in ("delete_ids", "delete_before"):
-        from carbonstore.segments.manage import delete_segments, delete_segments_before
-
         table = store.table(name)
         marked = (delete_segments(table, segment_ids(parts.get("ids"))) if verb == "delete_ids"
                   else delete_segments_before(table, str(parts["before"])))
@@ -212,8 +212,6 @@ def _verb(store: StoreRoot, stmt: Verb, engine: Engine | None) -> Result:
     if verb == "create":
         return _create(store, name, parts)
     if verb == "show_partitions":
-        from carbonstore.segments.partitions import show_partitions
-
         rows = [{"partition": p.partition, "segments": ",".join(p.segments), "files": p.files,
                  "rows": p.rows} for p in show_partitions(store.table(name))]
         return Result(["partition", "segments", "files", "rows"], rows,

@@ -26,9 +26,10 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from carbonstore.errors import UserError
+from carbonstore.expressions.parser import sql_error_message
 from carbonstore.expressions.sql_checks import checked_statement
+from carbonstore.spark.statements import parse_statement
 from carbonstore.sql.dml_parse import DmlStatement, parse_dml
-from carbonstore.sql.plan import parse_statement
 from carbonstore.sql.verbs import match_verb, unquote_name
 from carbonstore.store.alter_sql import AlterStatement, parse_alter
 
@@ -75,7 +76,7 @@ class Insert(Statement):
 
 @dataclass(frozen=True, slots=True)
 class Dml(Statement):
-    """DELETE / UPDATE / MERGE (``sql.dml_parse``, run by ``dml.sql_run``)."""
+    """DELETE / UPDATE / MERGE (``sql.dml_parse``, run by ``sql.dml_run``)."""
 
     dml: DmlStatement | None = None
 
@@ -136,8 +137,6 @@ def _insert(text: str) -> Insert | None:
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError, RecursionError) as err:
-        from carbonstore.expressions.parser import sql_error_message
-
         raise UserError(f"cannot parse INSERT: {sql_error_message(err)}") from err
     if not isinstance(tree, exp.Insert):
         raise UserError("write INSERT INTO db.t [(c, ...)] VALUES (...), ... | SELECT ...")

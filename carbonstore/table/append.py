@@ -24,6 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from carbonstore.dictionary import distinct_values, prepare_dictionaries
 from carbonstore.errors import UserError
 from carbonstore.segments.commit import LoadTransaction
 from carbonstore.segments.load import parse_load_options, write_settings
@@ -92,8 +93,6 @@ def append_rows(table: Table, data: Any, *, options: Mapping[str, str] | None = 
         settings = write_settings(table, sid, opts)
         table.store.sfs.makedirs(settings.segment_dir)
         if dict_cols:
-            from carbonstore.dictionary import distinct_values, prepare_dictionaries
-
             assert isinstance(source, pa.Table)
             prepare_dictionaries(table, distinct_values(_batches(source, dict_cols), dict_cols),
                                  sid)

@@ -120,7 +120,7 @@ def test_merge_errors(table: Table) -> None:
 
 @pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_sql_statements(table: Table) -> None:
-    from carbonstore.dml.sql_run import run_dml
+    from carbonstore.sql.dml_run import run_dml
     from carbonstore.sql.dml_parse import parse_dml
 
     store = table.store

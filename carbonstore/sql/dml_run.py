@@ -1,4 +1,5 @@
-"""Run a parsed SQL DELETE / UPDATE / MERGE (``carbonstore.sql.dml_parse``).
+"""Run a parsed SQL DELETE / UPDATE / MERGE (``carbonstore.sql.dml_parse``) on the Spark
+DML engine (``carbonstore.dml``).
 
 Conditions, SET values and MERGE clauses are Spark SQL evaluated by Spark
 (``carbonstore.dml``). A MERGE source that is a store table is read natively by the MERGE
