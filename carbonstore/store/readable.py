@@ -142,10 +142,12 @@ class ReadableEntries(Sequence[LoadEntry]):
 
 
 def _codes_of(ix: pa.Array) -> npt.NDArray[np.int64]:
-    """A dictionary's indices as int64, -1 for null (from the buffers: no pandas)."""
+    """A dictionary's indices as int64, -1 for null (from the buffers: neither pandas nor
+    pyarrow.compute)."""
     if not len(ix):
         return np.zeros(0, dtype=np.int64)
-    codes = int64s(ix.cast(pa.int64())).copy()
+    dtype = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}[ix.type]
+    codes = np.frombuffer(ix.buffers()[1], dtype=dtype)[ix.offset:ix.offset + len(ix)].astype(np.int64)
     if ix.null_count:
         raw = np.frombuffer(ix.buffers()[0], dtype=np.uint8)
         valid = np.unpackbits(raw, bitorder="little")[ix.offset:ix.offset + len(ix)].astype(bool)
