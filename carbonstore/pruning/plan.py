@@ -379,29 +379,36 @@ def _kept_rows(
     plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs,
 ) -> Iterator[tuple[str, str, list[tuple[int, int, list[list[int]], int]]]]:
     """Each kept file in plan order: (segment id, path relative to the table, its kept row
-    groups as (index, rows, [[start, end), ...], compressed bytes)), plain Python values."""
+    groups as (index, rows, [[start, end), ...], compressed bytes)), plain Python values
+    taken once per array (a plan may keep tens of thousands of row groups)."""
     if plan is None:
         return
+    ranges: dict[int, list[list[int]]] = {}  # global row group -> its ranges, as lists
+    for g, ab in zip(plan.range_group.tolist(), plan.range_rows.tolist(), strict=True):
+        got = ranges.get(g)
+        if got is None:
+            ranges[g] = [ab]
+        else:
+            got.append(ab)
+    names = view.names
     for pi, arrays in enumerate(parts):
         rgs: dict[int, list[tuple[int, int, list[list[int]], int]]] = {}
         file_seg: dict[int, str] = {}
         lo, hi = np.searchsorted(plan.part, [pi, pi + 1])
         kept = np.flatnonzero(plan.kept[lo:hi])
-        ranges = plan.row_ranges
-        for local, f, seg, index, num_rows, length in zip(
-            kept.tolist(), arrays.rg_file[kept].tolist(), rg_seg[pi][kept].tolist(),
+        for g, f, seg, index, num_rows, length in zip(
+            (kept + int(lo)).tolist(), arrays.rg_file[kept].tolist(), rg_seg[pi][kept].tolist(),
             arrays.rg_index[kept].tolist(), arrays.rg_num_rows[kept].tolist(),
             arrays.rg_length[kept].tolist(), strict=True,
-        ):  # Python numbers taken once per array: a plan may keep thousands of row groups
-            file_seg[f] = view.names[seg]
-            rgs.setdefault(f, []).append((index, num_rows, ranges[int(lo) + local].tolist(), length))
+        ):
+            file_seg[f] = names[seg]
+            rgs.setdefault(f, []).append((index, num_rows, ranges[g], length))
         order = sorted(rgs)
-        prefetch = getattr(arrays.files, "prefetch", None)
-        if prefetch is not None:  # a snapshot unit: the kept files' objects in one batch
-            prefetch(order)
-        for f in order:
+        of_paths = getattr(arrays.files, "paths", None)
+        paths = of_paths(order) if of_paths is not None else [arrays.files[f].path for f in order]
+        for f, path in zip(order, paths, strict=True):  # (a snapshot unit: paths, no DataFile)
             sid = file_seg[f]
-            yield sid, f"{seg_dir[sid]}/{arrays.files[f].path}", rgs[f]
+            yield sid, f"{seg_dir[sid]}/{path}", rgs[f]
 
 
 def _file_plans(
@@ -453,12 +460,13 @@ class _SegDirs(dict):  # type: ignore[type-arg]
         self.fact = fact
 
     def __missing__(self, sid: str) -> str:
+        if sid.isdigit() and sid.isascii():  # a plain number cannot leave the folder
+            rel = self[sid] = f"{self.fact}/Segment_{sid}"
+            return rel
         key = (self.root, sid)
         rel = _SEG_DIRS.get(key)
         if rel is None:
-            # a plain number cannot leave the folder: no pattern match per segment
-            rel = f"{self.fact}/Segment_{sid}" if sid.isascii() and sid.isdigit() \
-                else f"{self.fact}/{segment_dir_name(sid)}"
+            rel = f"{self.fact}/{segment_dir_name(sid)}"
             if len(_SEG_DIRS) > 200_000:
                 _SEG_DIRS.clear()
                 _SEG_DIRS[(self.root, "")] = self.fact
