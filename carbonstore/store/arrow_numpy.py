@@ -166,6 +166,26 @@ class StringBytes:
         out[inside] = self.data[(self.starts + pos)[inside]]
         return out
 
+    def plain_ints(self) -> npt.NDArray[np.int64] | None:
+        """Each row as the number its digits spell, when every row is a plain number (1 to
+        18 digits, no leading zero, no null); None otherwise. (A column of load names: their
+        order and uniqueness without a Python string per row.)"""
+        n = self.n
+        if not n:
+            return np.zeros(0, dtype=np.int64)
+        if not self.valid.all() or int(self.lengths.min()) < 1 or int(self.lengths.max()) > 18:
+            return None
+        lo, _ = self.span()
+        data = self.bytes()
+        if data.tobytes().translate(None, b"0123456789"):
+            return None
+        rel = self.starts - lo
+        if bool(((data[rel] == ord("0")) & (self.lengths > 1)).any()):
+            return None  # "07" and "7" would be one number
+        row = np.repeat(np.arange(n), self.lengths)
+        exp = (rel + self.lengths)[row] - np.arange(len(data)) - 1  # digits after each digit
+        return np.add.reduceat((data.astype(np.int64) - ord("0")) * _POW10[exp], rel)  # type: ignore[no-any-return]
+
     def codes(self, words: tuple[str, ...]) -> npt.NDArray[np.int64]:
         """Each row's position in ``words`` (-1: none of them, or null)."""
         out = np.full(self.n, -1, dtype=np.int64)
@@ -179,6 +199,7 @@ class StringBytes:
         return out
 
 
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
 _DIGITS = np.zeros(256, dtype=bool)
 _DIGITS[ord("0"):ord("9") + 1] = True
 

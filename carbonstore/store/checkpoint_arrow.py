@@ -155,6 +155,7 @@ class ArrowBase:
         self.cols = cols
         self._names: list[str] | None = None
         self._statuses: np.ndarray | None = None
+        self._plain: np.ndarray | None | bool = False  # (False: not worked out yet)
         if check:
             self._check(cols)
         self.deltas: dict[int, tuple[DeleteDelta, ...]] = {}
@@ -183,7 +184,13 @@ class ArrowBase:
                 raise ValueError(f"{key} is missing in {cols[key].null_count} entries")
         if not load_names_ok(StringBytes(cols["loadName"])):
             raise ValueError("an invalid loadName")
-        if len(set(self.names())) != self.n:
+        ints = self.plain_ids()
+        if ints is not None:  # plain numbers (the common case): ascending, or sorted
+            twice = len(ints) > 1 and not bool((ints[1:] > ints[:-1]).all()) and \
+                not bool((np.diff(np.sort(ints)) != 0).all())
+        else:
+            twice = len(set(self.names())) != self.n
+        if twice:
             raise ValueError("a loadName appears twice")
         if (self._status_codes() < 0).any():
             raise ValueError("an unknown loadStatus")
@@ -191,6 +198,13 @@ class ArrowBase:
             raise ValueError("an invalid mergedLoadName")
         if not plain_file_names_ok(StringBytes(cols["segmentFile"])):
             raise ValueError("a segmentFile that is not a plain file name")
+
+    def plain_ids(self) -> np.ndarray | None:
+        """Each row's load name as a number, when every name is a plain number (no ``.``,
+        no leading zero); None otherwise."""
+        if self._plain is False:
+            self._plain = StringBytes(self.cols["loadName"]).plain_ints()
+        return self._plain  # type: ignore[return-value]
 
     def _status_codes(self) -> np.ndarray:
         """Each row's status as its position in ``ALL_STATUSES`` (-1: none)."""

@@ -72,7 +72,13 @@ class ReadableEntries(Sequence[LoadEntry]):
         n_x = len(arrow.extras)
         codes = np.concatenate([base_codes, n_x + np.arange(len(over), dtype=np.int64)])
         src_rows = np.concatenate([rows.astype(np.int64), np.full(len(over), -1, dtype=np.int64)])
-        order = _order(names)
+        ids = arrow.plain_ids()
+        if ids is not None and all(e.load_name.isascii() and e.load_name.isdigit() for e in over):
+            keys = np.concatenate([ids[rows], np.array([int(e.load_name) for e in over], dtype=np.int64)])
+            order = None if len(keys) < 2 or bool((keys[1:] > keys[:-1]).all()) \
+                else np.argsort(keys, kind="stable").tolist()  # (what _order finds, from the column)
+        else:
+            order = _order(names)
         if order is not None:
             names = _take(names, order)
             files = _take(files, order)

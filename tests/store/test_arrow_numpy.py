@@ -136,3 +136,16 @@ def test_take_pylist_is_take(data: st.DataObject, type_: pa.DataType, nulls: boo
         assert want == arr.take(pa.array(at, pa.int64())).to_pylist() or repr(want) == repr(
             arr.take(pa.array(at, pa.int64())).to_pylist())
     assert repr(take_pylist(arr, at)) == repr(want)  # repr: NaN equals NaN
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(alphabet="0123456789.a", max_size=20)), max_size=8),
+       st.integers(0, 2))
+def test_plain_ints_are_the_numbers_or_none(values: list[str | None], offset: int) -> None:
+    got = StringBytes(_arrow(values, offset)).plain_ints()
+    plain = all(v is not None and v.isdigit() and 1 <= len(v) <= 18 and (v == "0" or v[0] != "0")
+                for v in values)
+    if plain:
+        assert got is not None and got.tolist() == [int(v) for v in values]  # type: ignore[arg-type]
+    else:
+        assert got is None
