@@ -68,6 +68,7 @@ BLOOM_PACK_PREFIX = "blooms_"
 BLOOM_PACK_SUFFIX = ".carbonbloom"
 BLOOM_PACK_VERSION = 1
 CHUNK_BYTES = 4096
+_PROBE_BATCH = 1 << 16  # bitsets probed at a time for one hash
 STRIPE_WIDTH = 128  # bitsets per stripe: a row of 32-byte blocks fills one 4 KiB chunk
 _MAGIC = b"CSBLPACK"
 _PREFIX = struct.Struct("<8sIIQQQQ")  # magic, version, chunk bytes, dir len, chunks, data offset, dir sum
@@ -284,7 +285,20 @@ class BloomPack:
 
     def _probe_one(self, h: int, nb: npt.NDArray[Any], base: npt.NDArray[Any],
                    stride: npt.NDArray[Any]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-        """:meth:`probe` of one hash ``h``: the same blocks and bits, without a hash axis."""
+        """:meth:`probe` of one hash ``h``: the same blocks and bits, without a hash axis,
+        in batches of bitsets (a table of 1,000,000 files probes 1,000,000 bitsets: batches
+        keep the temporaries small enough to be reused, not fresh pages faulted in each time)."""
+        n = len(nb)
+        if n <= _PROBE_BATCH:
+            return self._probe_batch(h, nb, base, stride)
+        hit, ok = np.empty(n, dtype=bool), np.empty(n, dtype=bool)
+        for i in range(0, n, _PROBE_BATCH):
+            j = min(n, i + _PROBE_BATCH)
+            hit[i:j], ok[i:j] = self._probe_batch(h, nb[i:j], base[i:j], stride[i:j])
+        return hit, ok
+
+    def _probe_batch(self, h: int, nb: npt.NDArray[Any], base: npt.NDArray[Any],
+                     stride: npt.NDArray[Any]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
         block = ((np.uint64(h >> 32) * nb) >> np.uint64(32)).astype(np.int64)
         byte = base + block * stride
         chunk = byte // self.chunk_bytes
