@@ -155,7 +155,7 @@ def imports_only(repeat: int) -> float:
 
 
 # ---- delta-rs ---------------------------------------------------------------------------------
-def delta_build(store: str, n: int, files: int) -> str:
+def delta_build(store: str, n: int, files: int, commits: int = 400) -> str:
     import datetime as dt
 
     import numpy as np
@@ -188,7 +188,7 @@ def delta_build(store: str, n: int, files: int) -> str:
                  "nullCount": {"id": 0, "k": 0, "cat": 0, "v": 0}}
         adds.append(AddAction(f"d={day}/part-{g:09d}.parquet", 24 * rows, {"d": day}, now, True,
                               json.dumps(stats)))
-    per = max(1, -(-len(adds) // 400))
+    per = max(1, -(-len(adds) // commits))  # (each commit reloads the log: few for 1M files)
     dtab = None
     for i in range(0, len(adds), per):
         batch = adds[i: i + per]

@@ -68,6 +68,7 @@ BLOOM_PACK_PREFIX = "blooms_"
 BLOOM_PACK_SUFFIX = ".carbonbloom"
 BLOOM_PACK_VERSION = 1
 CHUNK_BYTES = 4096
+_PROBE_BATCH = 1 << 16  # bitsets probed at a time for one hash
 STRIPE_WIDTH = 128  # bitsets per stripe: a row of 32-byte blocks fills one 4 KiB chunk
 _MAGIC = b"CSBLPACK"
 _PREFIX = struct.Struct("<8sIIQQQQ")  # magic, version, chunk bytes, dir len, chunks, data offset, dir sum
@@ -117,7 +118,13 @@ class BloomPack:
             ids, merges = meta["segment_ids"].split("\n"), meta["merges"].split("\n")
             if len(ids) != len(merges):
                 raise ValueError("segment ids and merge index names disagree")
-            self.segments: list[tuple[str, str]] = [] if meta["segment_ids"] == "" else list(zip(ids, merges, strict=True))
+            if meta["segment_ids"] == "":
+                ids, merges = [], []
+            #: the covered segments' ids and merge index names, in pack order (``segments``
+            #: pairs them, when asked: a plan compares the two lists, no tuple per segment)
+            self.segment_ids: list[str] = ids
+            self.merges: list[str] = merges
+            self.num_segments = len(ids)
             self.groups: list[dict[str, Any]] = [dict(g) for g in meta["groups"]]
         except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as err:
             raise CorruptIndexError(f"{name}: bloom pack directory does not decode: {err}") from err
@@ -140,6 +147,11 @@ class BloomPack:
         self._by_name: dict[str, npt.NDArray[np.intp]] = {}
 
     @functools.cached_property
+    def segments(self) -> list[tuple[str, str]]:
+        """Each covered segment as (segment id, merge index name), in pack order."""
+        return list(zip(self.segment_ids, self.merges, strict=True))
+
+    @functools.cached_property
     def index(self) -> dict[tuple[str, str], int]:
         """Each covered segment's place, by (segment id, merge index name)."""
         return {s: i for i, s in enumerate(self.segments)}
@@ -151,7 +163,7 @@ class BloomPack:
             c0.min() < 0 or cn.min() < 0 or int((c0 + cn).max()) > self.num_chunks or w.min() < 1
             or nb.min() < 1 or (w * nb * BLOCK_BYTES > cn * self.chunk_bytes).any())
         ) or (len(t) and (
-            self.bs_seg.min() < 0 or self.bs_seg.max() >= len(self.segments) or self.bs_group.min() < 0
+            self.bs_seg.min() < 0 or self.bs_seg.max() >= self.num_segments or self.bs_group.min() < 0
             or self.bs_group.max() >= len(self.groups) or t.min() < 0 or t.max() >= len(c0)
             or self.bs_slot.min() < 0 or (self.bs_slot >= w[t]).any()))
         if bad or self.chunk_bytes < BLOCK_BYTES or self.chunk_bytes % BLOCK_BYTES:
@@ -273,7 +285,20 @@ class BloomPack:
 
     def _probe_one(self, h: int, nb: npt.NDArray[Any], base: npt.NDArray[Any],
                    stride: npt.NDArray[Any]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-        """:meth:`probe` of one hash ``h``: the same blocks and bits, without a hash axis."""
+        """:meth:`probe` of one hash ``h``: the same blocks and bits, without a hash axis,
+        in batches of bitsets (a table of 1,000,000 files probes 1,000,000 bitsets: batches
+        keep the temporaries small enough to be reused, not fresh pages faulted in each time)."""
+        n = len(nb)
+        if n <= _PROBE_BATCH:
+            return self._probe_batch(h, nb, base, stride)
+        hit, ok = np.empty(n, dtype=bool), np.empty(n, dtype=bool)
+        for i in range(0, n, _PROBE_BATCH):
+            j = min(n, i + _PROBE_BATCH)
+            hit[i:j], ok[i:j] = self._probe_batch(h, nb[i:j], base[i:j], stride[i:j])
+        return hit, ok
+
+    def _probe_batch(self, h: int, nb: npt.NDArray[Any], base: npt.NDArray[Any],
+                     stride: npt.NDArray[Any]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
         block = ((np.uint64(h >> 32) * nb) >> np.uint64(32)).astype(np.int64)
         byte = base + block * stride
         chunk = byte // self.chunk_bytes

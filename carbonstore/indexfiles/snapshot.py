@@ -68,7 +68,7 @@ from carbonstore.indexfiles.snapshot_file import (
     section_of,
     snapshot_table,
 )
-from carbonstore.store.arrow_numpy import from_numpy, to_numpy
+from carbonstore.store.arrow_numpy import from_numpy, take_pylist, to_numpy
 
 __all__ = ["BOUNDS_TYPES", "COL_COLUMNS", "DESC_FIELDS", "FILE_STRUCT", "FLAG_BITS", "PAGE_COLUMNS", "RG_COLUMNS",
            "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "VALUE_TYPES", "Snapshot", "SnapshotFile",
@@ -494,8 +494,7 @@ class Snapshot:
             return
         names = FILE_STRUCT.names
         for k, pos, local in self._by_chunk(todo):
-            take = from_numpy(np.asarray(local, dtype=np.int64))
-            cols = {f: a.take(take).to_pylist() for f, a in self._file_fields(k).items()}
+            cols = {f: take_pylist(a, local) for f, a in self._file_fields(k).items()}
             for j, p in enumerate(pos):
                 self._file_objs[todo[p]] = DataFile(**{f: cols[f][j] for f in names})
 
@@ -503,8 +502,7 @@ class Snapshot:
         """The paths of DataFiles ``indices`` (no DataFile built)."""
         out: list[str] = [""] * len(indices)
         for k, pos, local in self._by_chunk(indices):
-            for p, path in zip(pos, self._file_fields(k)["path"].take(from_numpy(np.asarray(local, dtype=np.int64))).to_pylist(),
-                               strict=True):
+            for p, path in zip(pos, take_pylist(self._file_fields(k)["path"], local), strict=True):
                 out[p] = path
         return out
 

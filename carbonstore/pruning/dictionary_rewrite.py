@@ -20,6 +20,7 @@ from carbonstore.expressions.expr import (
     In,
     LtEq,
     Or,
+    nodes,
 )
 from carbonstore.store.schema import Column, parse_type
 from carbonstore.store.table import Table
@@ -58,8 +59,9 @@ def dictionary_safe(expr: Expr, table: Table, *, bounds: Any = None) -> Expr:
     segments hold (DictionaryError otherwise: a missing dictionary is not an empty one).
     """
     dict_cols = _dictionary_columns(table.schema)
-    if not dict_cols:
-        return expr
+    if not dict_cols or not any(isinstance(t := getattr(e, "term", None), BoundRef) and t.name in dict_cols
+                                for e in nodes(expr)):
+        return expr  # (the dictionary modules are not even imported)
     from carbonstore.dictionary import filters as dict_filters
     from carbonstore.dictionary.column import check_covers, load_dictionary, max_surrogate
 

@@ -84,7 +84,8 @@ def partition_masks(
     specs = _Specs()
     # what is read of each planned segment's entry, without building it (readable.py)
     entries = extras_of(entries, _distinct_segments(segs))
-    lost = specs.parse(entries, list(entries))
+    # readable entries share one object per distinct extra: each is parsed once
+    lost = specs.parse(entries, list({id(e): si for si, e in entries.items()}.values()))
     if not lost and not any(_names_any(spec, refs) for spec in specs.seen()):
         return None
     # (spec, removed partitions or None) -> [(part, unit file, path)]

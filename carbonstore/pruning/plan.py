@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -225,20 +225,32 @@ def _remember(view: Any, key: Any, entries: Any, plan: TablePlan) -> None:
     plans[key] = (entries, plan)
 
 
+def _delta_map(entries: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """Load name -> data file -> its live delete delta, of the entries read now (never of
+    the cached index view, whose entries may predate a DELETE)."""
+    return {e.load_name: {d.data_file: d for d in e.delete_deltas}
+            for e in _marked(entries) if e.delete_deltas}
+
+
+def _delta_of(deltas: dict[str, dict[str, Any]], segment: str, path: str) -> tuple[str, int] | None:
+    """The live delete delta (path relative to the table, deleted rows) of kept file
+    ``path`` of ``segment`` (None: none)."""
+    mine = deltas.get(segment)
+    if not mine:
+        return None
+    seg_dir, _, rel = path.partition(f"/Segment_{segment}/")
+    d = mine.get(rel) if rel else None
+    return None if d is None else (f"{seg_dir}/Segment_{segment}/{d.delta_file}", d.deleted_rows)
+
+
 def _with_deltas(files: tuple[FilePlan, ...], entries: Sequence[Any]) -> tuple[FilePlan, ...]:
-    """Name each kept file's live delete delta of the planned version (from the entries read
-    now, never from the cached index view, whose entries may predate a DELETE)."""
-    deltas = {e.load_name: {d.data_file: d for d in e.delete_deltas}
-              for e in _marked(entries) if e.delete_deltas}
+    """Name each kept file's live delete delta of the planned version."""
+    deltas = _delta_map(entries)
     if deltas:
         out = []
         for f in files:
-            mine = deltas.get(f.segment)
-            seg_dir, _, rel = f.path.partition(f"/Segment_{f.segment}/")
-            d = mine.get(rel) if mine and rel else None
-            out.append(f if d is None else replace(
-                f, delete_delta=f"{seg_dir}/Segment_{f.segment}/{d.delta_file}",
-                deleted_rows=d.deleted_rows))
+            d = _delta_of(deltas, f.segment, f.path)
+            out.append(f if d is None else replace(f, delete_delta=d[0], deleted_rows=d[1]))
         files = tuple(out)
     return files
 
@@ -318,7 +330,8 @@ def _assemble(
         table=str(table.name), where=where_text, expr=expr,
         planning_ms=(time.perf_counter() - t0) * 1000.0, root=paths.root,
         segments=tuple(kept_seg), levels=levels, dropped=dropped,
-        files=DeferredFiles(functools.partial(_file_plans, view, rg_seg, parts, plan, seg_dir, entries)),
+        files=DeferredFiles(functools.partial(_file_plans, view, rg_seg, parts, plan, seg_dir, entries),
+                            json=functools.partial(_file_json, view, rg_seg, parts, plan, seg_dir, entries)),
         version=version,
         deleted_rows=_deleted_rows(entries, all_entries),
     )
@@ -361,39 +374,73 @@ def _first_of_each(values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
     return np.unique(values, return_index=True)[1]  # type: ignore[no-any-return]
 
 
+def _kept_rows(
+    view: Any, rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
+    plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs,
+) -> Iterator[tuple[str, str, list[tuple[int, int, list[list[int]], int]]]]:
+    """Each kept file in plan order: (segment id, path relative to the table, its kept row
+    groups as (index, rows, [[start, end), ...], compressed bytes)), plain Python values
+    taken once per array (a plan may keep tens of thousands of row groups)."""
+    if plan is None:
+        return
+    ranges: dict[int, list[list[int]]] = {}  # global row group -> its ranges, as lists
+    for g, ab in zip(plan.range_group.tolist(), plan.range_rows.tolist(), strict=True):
+        got = ranges.get(g)
+        if got is None:
+            ranges[g] = [ab]
+        else:
+            got.append(ab)
+    names = view.names
+    for pi, arrays in enumerate(parts):
+        rgs: dict[int, list[tuple[int, int, list[list[int]], int]]] = {}
+        file_seg: dict[int, str] = {}
+        lo, hi = np.searchsorted(plan.part, [pi, pi + 1])
+        kept = np.flatnonzero(plan.kept[lo:hi])
+        for g, f, seg, index, num_rows, length in zip(
+            (kept + int(lo)).tolist(), arrays.rg_file[kept].tolist(), rg_seg[pi][kept].tolist(),
+            arrays.rg_index[kept].tolist(), arrays.rg_num_rows[kept].tolist(),
+            arrays.rg_length[kept].tolist(), strict=True,
+        ):
+            file_seg[f] = names[seg]
+            rgs.setdefault(f, []).append((index, num_rows, ranges[g], length))
+        order = sorted(rgs)
+        of_paths = getattr(arrays.files, "paths", None)
+        paths = of_paths(order) if of_paths is not None else [arrays.files[f].path for f in order]
+        for f, path in zip(order, paths, strict=True):  # (a snapshot unit: paths, no DataFile)
+            sid = file_seg[f]
+            yield sid, f"{seg_dir[sid]}/{path}", rgs[f]
+
+
 def _file_plans(
     view: Any, rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
     plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs, entries: Sequence[Any],
 ) -> tuple[FilePlan, ...]:
     """The kept files and row groups as objects (built when a caller reads TablePlan.files)."""
-    files: list[FilePlan] = []
-    if plan is None:
-        return ()
-    for pi, arrays in enumerate(parts):
-        rgs: dict[int, list[RowGroupPlan]] = {}
-        file_seg: dict[int, str] = {}
-        lo, hi = np.searchsorted(plan.part, [pi, pi + 1])
-        kept = np.flatnonzero(plan.kept[lo:hi])
-        for local, f, seg, index, num_rows, length in zip(
-            kept.tolist(), arrays.rg_file[kept].tolist(), rg_seg[pi][kept].tolist(),
-            arrays.rg_index[kept].tolist(), arrays.rg_num_rows[kept].tolist(),
-            arrays.rg_length[kept].tolist(), strict=True,
-        ):  # Python numbers taken once per array: a plan may keep thousands of row groups
-            file_seg[f] = view.names[seg]
-            rgs.setdefault(f, []).append(RowGroupPlan(
-                index=index, num_rows=num_rows,
-                row_ranges=tuple(map(tuple, plan.row_ranges[int(lo) + local].tolist())),
-                length=length,
-            ))
-        order = sorted(rgs)
-        prefetch = getattr(arrays.files, "prefetch", None)
-        if prefetch is not None:  # a snapshot unit: the kept files' objects in one batch
-            prefetch(order)
-        for f in order:
-            sid = file_seg[f]
-            files.append(FilePlan(segment=sid, path=f"{seg_dir[sid]}/{arrays.files[f].path}",
-                                  row_groups=tuple(rgs[f])))
-    return _with_deltas(tuple(files), entries)
+    files = tuple(
+        FilePlan(segment=sid, path=path, row_groups=tuple(
+            RowGroupPlan(index=index, num_rows=num_rows, row_ranges=tuple(map(tuple, rr)), length=length)
+            for index, num_rows, rr, length in rgs))
+        for sid, path, rgs in _kept_rows(view, rg_seg, parts, plan, seg_dir))
+    return _with_deltas(files, entries)
+
+
+def _file_json(
+    view: Any, rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
+    plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs, entries: Sequence[Any],
+) -> list[dict[str, Any]]:
+    """``[f.to_json() for f in _file_plans(...)]`` without the objects: a scan's plan may
+    keep tens of thousands of files, and ``carbonstore prune --json`` needs only this."""
+    deltas = _delta_map(entries)
+    out = []
+    for sid, path, rgs in _kept_rows(view, rg_seg, parts, plan, seg_dir):
+        d: dict[str, Any] = {"segment": sid, "path": path, "row_groups": [
+            {"index": index, "num_rows": num_rows, "row_ranges": rr} for index, num_rows, rr, _ in rgs]}
+        if deltas:
+            got = _delta_of(deltas, sid, path)
+            if got is not None:
+                d["delete_delta"], d["deleted_rows"] = got
+        out.append(d)
+    return out
 
 
 _SEG_DIRS: dict[tuple[str, str], str] = {}  # (table root, segment id) -> relative folder
@@ -413,6 +460,9 @@ class _SegDirs(dict):  # type: ignore[type-arg]
         self.fact = fact
 
     def __missing__(self, sid: str) -> str:
+        if sid.isdigit() and sid.isascii():  # a plain number cannot leave the folder
+            rel = self[sid] = f"{self.fact}/Segment_{sid}"
+            return rel
         key = (self.root, sid)
         rel = _SEG_DIRS.get(key)
         if rel is None:

@@ -87,11 +87,14 @@ class DeferredFiles:
     per-row-group objects.
     """
 
-    __slots__ = ("_build", "_built")
+    __slots__ = ("_build", "_built", "json")
 
-    def __init__(self, build: Callable[[], tuple[FilePlan, ...]]) -> None:
+    def __init__(self, build: Callable[[], tuple[FilePlan, ...]], *,
+                 json: Callable[[], list[dict[str, Any]]] | None = None) -> None:
         self._build = build
         self._built: tuple[FilePlan, ...] | None = None
+        #: the files' JSON without building the objects (None: from the objects)
+        self.json = json
 
     def build(self) -> tuple[FilePlan, ...]:
         """The files, built on the first call (plans reissued from one memo share them:
@@ -150,7 +153,7 @@ class TablePlan:
             "where": self.where,
             "planning_ms": round(self.planning_ms, 3),
             "levels": {k: self.levels[k].to_json() for k in LEVELS},
-            "files": [f.to_json() for f in self.files],
+            "files": _files_json(self),
         }
 
     def explain(self) -> str:
@@ -194,6 +197,14 @@ def _files_get(plan: TablePlan) -> tuple[FilePlan, ...]:
         files = files.build()
         plan.__dict__["files"] = files
     return files  # type: ignore[no-any-return]
+
+
+def _files_json(plan: TablePlan) -> list[dict[str, Any]]:
+    """The files' JSON; of files not built yet, straight from the plan's arrays."""
+    files = plan.__dict__["files"]
+    if isinstance(files, DeferredFiles) and files._built is None and files.json is not None:
+        return files.json()
+    return [f.to_json() for f in plan.files]
 
 
 def _files_set(plan: TablePlan, files: tuple[FilePlan, ...] | DeferredFiles) -> None:

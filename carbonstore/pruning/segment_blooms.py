@@ -292,11 +292,11 @@ class SegmentBlooms:
         rows = where[segs]  # each segment's place in the pack, or -1
         inside = rows >= 0
         r = rows[inside]
-        seg_has = np.zeros(len(pack.segments), dtype=bool)
+        seg_has = np.zeros(pack.num_segments, dtype=bool)
         groups: list[tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], dict[str, Any] | None, Any]] = []
         mine = pack.column_bitsets(ref.name)
         if len(mine) and len(r):
-            wanted = np.zeros(len(pack.segments), dtype=bool)
+            wanted = np.zeros(pack.num_segments, dtype=bool)
             wanted[r] = True
             mine = mine[wanted[pack.bs_seg[mine]]]
             of_group = pack.bs_group[mine]
@@ -312,7 +312,7 @@ class SegmentBlooms:
         fast = None  # one group, one bitset per segment (a row group each): per answered
         if len(groups) == 1 and groups[0][2] is not None:  # position of segs, its bitset
             these, owners, d, layout = groups[0]
-            of_seg = np.full(len(pack.segments), -1, dtype=np.intp)
+            of_seg = np.full(pack.num_segments, -1, dtype=np.intp)
             of_seg[owners] = np.arange(len(owners), dtype=np.intp)
             if int(np.count_nonzero(of_seg >= 0)) == len(owners):
                 b = np.full(len(segs), -1, dtype=np.intp)
@@ -354,9 +354,9 @@ class SegmentBlooms:
         hit = np.ones(len(segs), dtype=bool)
         if not groups:
             return done, hit
-        seg_hit = np.zeros(len(pack.segments), dtype=bool)
-        seg_bad = np.zeros(len(pack.segments), dtype=bool)
-        seg_unsure = np.zeros(len(pack.segments), dtype=bool)  # some bitset not probed, or missed
+        seg_hit = np.zeros(pack.num_segments, dtype=bool)
+        seg_bad = np.zeros(pack.num_segments, dtype=bool)
+        seg_unsure = np.zeros(pack.num_segments, dtype=bool)  # some bitset not probed, or missed
         probed: npt.NDArray[np.uint64] | None = None
         for these, owners, d, layout in groups:
             if d is None:
@@ -529,11 +529,12 @@ def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, An
         pack = open_pack(table, name)
         if pack is None:
             continue
-        keys = list(zip(view.names, view.files, strict=True))
-        if keys == pack.segments:  # the pack was written over this view's segments
-            where = np.arange(len(keys), dtype=np.intp)
+        names, files = list(view.names), list(view.files)
+        if names == pack.segment_ids and files == pack.merges:  # written over this view's segments
+            where = np.arange(len(names), dtype=np.intp)
         else:
             index = pack.index
-            where = np.fromiter((index.get(k, -1) for k in keys), dtype=np.intp, count=len(keys))
+            where = np.fromiter((index.get(k, -1) for k in zip(names, files, strict=True)),
+                                dtype=np.intp, count=len(names))
         return pack, where, {}, {}
     return None

@@ -107,3 +107,162 @@ def string_array(items: list[Any]) -> pa.Array:
         except pa.ArrowInvalid:
             pass  # pyarrow's own error below
     return pa.array(items, pa.string())
+
+
+# ---- string columns as bytes: checks and vocabularies without pyarrow.compute --------------
+# (pyarrow.compute parses the documentation of every kernel on import: a tenth of a second
+# of a fresh process; a tablestatus checkpoint's checks need only byte tests)
+class StringBytes:
+    """A string array's bytes: per row its start, length and validity, and helpers that
+    test every row's bytes at once (``rows_with`` ...) without a Python string per row."""
+
+    __slots__ = ("data", "lengths", "n", "starts", "valid")
+
+    def __init__(self, arr: pa.Array) -> None:
+        if not (pa.types.is_string(arr.type) or pa.types.is_binary(arr.type)):
+            raise TypeError(f"not a string array: {arr.type}")
+        n = self.n = len(arr)
+        bufs = arr.buffers()
+        if n == 0:
+            self.starts = self.lengths = np.zeros(0, dtype=np.int64)
+            self.data = np.zeros(0, dtype=np.uint8)
+            self.valid = np.zeros(0, dtype=bool)
+            return
+        offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset:arr.offset + n + 1].astype(np.int64)
+        self.starts = offsets[:-1]
+        self.lengths = np.diff(offsets)
+        self.data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and bufs[2].size \
+            else np.zeros(0, dtype=np.uint8)
+        self.valid = _valid(arr) if arr.null_count else np.ones(n, dtype=bool)
+
+    def span(self) -> tuple[int, int]:
+        """The byte range of ``data`` the rows use."""
+        if not self.n:
+            return 0, 0
+        return int(self.starts[0]), int(self.starts[-1] + self.lengths[-1])
+
+    def rows_of(self, byte_mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+        """The valid row of each byte ``byte_mask`` marks (a mask over ``data[span]``), in
+        byte order: a row appears once per marked byte it holds. Cheap when few bytes are
+        marked (no per-byte sum over the whole column)."""
+        lo, _ = self.span()
+        pos = np.flatnonzero(byte_mask) + lo
+        if not len(pos):
+            return np.zeros(0, dtype=np.int64)
+        row = np.searchsorted(self.starts, pos, side="right") - 1
+        # a zero-length row shares its start with the next: the last row starting there
+        inside = (row >= 0) & (pos < self.starts[np.maximum(row, 0)] + self.lengths[np.maximum(row, 0)])
+        row = row[inside]
+        return row[self.valid[row]]  # type: ignore[no-any-return]
+
+    def bytes(self) -> npt.NDArray[np.uint8]:
+        lo, hi = self.span()
+        return self.data[lo:hi]  # type: ignore[no-any-return]
+
+    def byte_at(self, pos: npt.NDArray[np.int64]) -> npt.NDArray[np.int16]:
+        """Each row's byte at ``pos`` (relative to its start; -1 past its end)."""
+        out = np.full(self.n, -1, dtype=np.int16)
+        inside = (pos >= 0) & (pos < self.lengths)
+        out[inside] = self.data[(self.starts + pos)[inside]]
+        return out
+
+    def plain_ints(self) -> npt.NDArray[np.int64] | None:
+        """Each row as the number its digits spell, when every row is a plain number (1 to
+        18 digits, no leading zero, no null); None otherwise. (A column of load names: their
+        order and uniqueness without a Python string per row.)"""
+        n = self.n
+        if not n:
+            return np.zeros(0, dtype=np.int64)
+        if not self.valid.all() or int(self.lengths.min()) < 1 or int(self.lengths.max()) > 18:
+            return None
+        lo, _ = self.span()
+        data = self.bytes()
+        if data.tobytes().translate(None, b"0123456789"):
+            return None
+        rel = self.starts - lo
+        if bool(((data[rel] == ord("0")) & (self.lengths > 1)).any()):
+            return None  # "07" and "7" would be one number
+        row = np.repeat(np.arange(n), self.lengths)
+        exp = (rel + self.lengths)[row] - np.arange(len(data)) - 1  # digits after each digit
+        return np.add.reduceat((data.astype(np.int64) - ord("0")) * _POW10[exp], rel)  # type: ignore[no-any-return]
+
+    def codes(self, words: tuple[str, ...]) -> npt.NDArray[np.int64]:
+        """Each row's position in ``words`` (-1: none of them, or null)."""
+        out = np.full(self.n, -1, dtype=np.int64)
+        for code, word in enumerate(words):
+            raw = np.frombuffer(word.encode(), dtype=np.uint8)
+            rows = np.flatnonzero((self.lengths == len(raw)) & self.valid & (out < 0))
+            if len(rows) and len(raw):
+                same = (self.data[self.starts[rows, None] + np.arange(len(raw))] == raw).all(axis=1)
+                rows = rows[same]
+            out[rows] = code
+        return out
+
+
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
+_DIGITS = np.zeros(256, dtype=bool)
+_DIGITS[ord("0"):ord("9") + 1] = True
+
+
+def load_names_ok(s: StringBytes) -> bool:
+    """Every valid row matches ``^[0-9]+(\\.[0-9]+)?$`` (digits, at most one dot, a digit
+    at each end)."""
+    data = s.bytes()
+    raw = data.tobytes()
+    # (bytes.translate / in run at C speed over the column; the per-row work only when needed)
+    if raw.translate(None, b"0123456789.") and len(s.rows_of(~(_DIGITS[data] | (data == ord("."))))):
+        return False
+    if b"." in raw:
+        dotted = s.rows_of(data == ord("."))
+        if len(dotted) > 1 and bool((dotted[1:] == dotted[:-1]).any()):
+            return False  # two dots in one name
+    first, last = s.byte_at(np.zeros(s.n, np.int64)), s.byte_at(s.lengths - 1)
+    ok = (first >= 0) & _DIGITS[np.maximum(first, 0)] & _DIGITS[np.maximum(last, 0)]
+    return bool((ok | ~s.valid).all())
+
+
+_PATH_BYTES = np.zeros(256, dtype=bool)
+for _b in b"/\\:\x00":
+    _PATH_BYTES[_b] = True
+
+
+def plain_file_names_ok(s: StringBytes) -> bool:
+    """No valid row is empty, ``.`` or ``..``, or holds ``/``, ``\\``, ``:`` or NUL."""
+    data = s.bytes()
+    raw = data.tobytes()
+    if any(b in raw for b in (b"/", b"\\", b":", b"\x00")) and len(s.rows_of(_PATH_BYTES[data])):
+        return False
+    short = np.flatnonzero((s.lengths <= 2) & s.valid)  # only these can be "", "." or ".."
+    if not len(short):
+        return True
+    starts, lengths, dot = s.starts[short], s.lengths[short], ord(".")
+    first = np.where(lengths >= 1, s.data[np.minimum(starts, len(s.data) - 1)] if len(s.data) else 0, -1)
+    second = np.where(lengths >= 2, s.data[np.minimum(starts + 1, len(s.data) - 1)] if len(s.data) else 0, -1)
+    bad = (lengths == 0) | ((lengths == 1) & (first == dot)) | ((lengths == 2) & (first == dot) & (second == dot))
+    return not bool(bad.any())
+
+
+def take_pylist(arr: pa.Array, at: Any) -> list[Any]:
+    """``arr.take(at).to_pylist()`` for the types an index reads back (integers, floats,
+    strings; any other type value by value), without ``Array.take``, which imports
+    pyarrow.compute (a tenth of a second of a fresh process)."""
+    idx = np.asarray(at, dtype=np.int64)
+    n = len(arr)
+    if len(idx) and (int(idx.min()) < -n or int(idx.max()) >= n):
+        raise IndexError("index out of bounds")
+    idx = np.where(idx < 0, idx + n, idx)
+    t = arr.type
+    dtype = _NUMERIC.get(t)
+    if dtype is not None and n:
+        out = np.frombuffer(arr.buffers()[1], dtype=dtype)[arr.offset + idx].tolist()
+    elif pa.types.is_string(t) and n:
+        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset:arr.offset + n + 1]
+        data = arr.buffers()[2]
+        raw = memoryview(data) if data is not None else memoryview(b"")
+        out = [str(raw[a:b], "utf-8") for a, b in zip(offsets[idx].tolist(), offsets[idx + 1].tolist(), strict=True)]
+    else:
+        return [arr[i].as_py() for i in idx.tolist()]
+    if arr.null_count:
+        valid = _valid(arr)[idx].tolist()
+        out = [v if ok else None for v, ok in zip(out, valid, strict=True)]
+    return out  # type: ignore[no-any-return]

@@ -10,9 +10,10 @@ JSON string (null: none), ``extra`` (the keys beyond CarbonData's) as a dictiona
 objects (a table's extras take a handful of distinct values). The stream's metadata names
 the table id and the version.
 
-Reading checks everything the JSON decoder checks, column by column in Arrow's kernels (a
-load name twice, a bad name or status, a segment file that is not a plain name, an extra
-holding CarbonData's key ...), and builds a ``LoadEntry`` only for a row that is used.
+Reading checks everything the JSON decoder checks, column by column over the columns' bytes
+with numpy (a load name twice, a bad name or status, a segment file that is not a plain
+name, an extra holding CarbonData's key ...; pyarrow.compute is not imported to read a
+checkpoint), and builds a ``LoadEntry`` only for a row that is used.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import orjson
 import pyarrow as pa
 import xxhash
 
+from carbonstore.store.arrow_numpy import StringBytes, load_names_ok, plain_file_names_ok
 from carbonstore.store.entries import (
     ALL_STATUSES,
     KNOWN_KEYS,
@@ -51,9 +53,6 @@ SCHEMA = pa.schema([pa.field(k, t) for k, t in _TYPES.items()])
 _FILE_TYPES = {**_TYPES, "extra": pa.dictionary(pa.int32(), pa.string())}
 _NOT_NULL = ("loadName", "loadStatus", "loadStartTime", "dataSize", "indexSize", "rowCount",
              "badRecordCount", "visibility", "majorCompacted", "fileFormat")
-_NAME_RE = r"^[0-9]+(\.[0-9]+)?$"
-_STATUS_RE = "^(" + "|".join(ALL_STATUSES) + ")$"
-_READABLE_RE = "^(" + "|".join(sorted(READABLE_STATUSES)) + ")$"
 
 
 def checkpoint_name(version: int) -> str:
@@ -147,22 +146,21 @@ def int64s(arr: pa.Int64Array) -> np.ndarray:
     return np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr)]
 
 
-def _all(mask: Any) -> bool:
-    import pyarrow.compute as pc  # lazily: a table without an Arrow checkpoint never needs it
-    return pc.all(mask).as_py() in (True, None)
-
-
 class ArrowBase:
     """A checkpoint's entries: the columns, checked; rows built when asked for."""
 
     def __init__(self, table: pa.Table, *, check: bool = True) -> None:
         self.n = table.num_rows
         cols = {name: table.column(name).combine_chunks() for name in table.schema.names}
+        self.cols = cols
+        self._names: list[str] | None = None
+        self._statuses: np.ndarray | None = None
+        self._plain: np.ndarray | None | bool = False  # (False: not worked out yet)
         if check:
             self._check(cols)
         self.deltas: dict[int, tuple[DeleteDelta, ...]] = {}
         raw = cols["deleteDeltas"]
-        for i in (np.flatnonzero(_bits(raw.is_valid())).tolist() if raw.null_count < self.n else ()):
+        for i in (np.flatnonzero(StringBytes(raw).valid).tolist() if raw.null_count < self.n else ()):
             items = orjson.loads(raw[i].as_py())
             if not isinstance(items, list):
                 raise ValueError("deleteDeltas must be a list")
@@ -175,32 +173,44 @@ class ArrowBase:
                 raise ValueError(f"an extra that is not an object of other keys: {text!r}")
             self.extras.append(x)
         self.extra_index = extra.indices
-        self.cols = cols
-        self._names: list[str] | None = None
         self._index: dict[str, int] | None = None
         self._max_id: int | None = None
 
     def _check(self, cols: dict[str, Any]) -> None:
-        """Every check of the JSON decoder, column by column in Arrow's kernels (with
-        options only: a Python value turned into an Arrow one would make pyarrow import
-        pandas, most of a second of a fresh process)."""
-        import pyarrow.compute as pc  # lazily: a table without an Arrow checkpoint never needs it
+        """Every check of the JSON decoder, column by column over the columns' bytes (numpy:
+        no pyarrow.compute, whose import parses the documentation of every kernel)."""
         for key in _NOT_NULL:
             if cols[key].null_count:
                 raise ValueError(f"{key} is missing in {cols[key].null_count} entries")
-        names = cols["loadName"]
-        if not _all(pc.match_substring_regex(names, _NAME_RE)):
+        if not load_names_ok(StringBytes(cols["loadName"])):
             raise ValueError("an invalid loadName")
-        if pc.count_distinct(names).as_py() != self.n:
+        ints = self.plain_ids()
+        if ints is not None:  # plain numbers (the common case): ascending, or sorted
+            twice = len(ints) > 1 and not bool((ints[1:] > ints[:-1]).all()) and \
+                not bool((np.diff(np.sort(ints)) != 0).all())
+        else:
+            twice = len(set(self.names())) != self.n
+        if twice:
             raise ValueError("a loadName appears twice")
-        if not _all(pc.match_substring_regex(cols["loadStatus"], _STATUS_RE)):
+        if (self._status_codes() < 0).any():
             raise ValueError("an unknown loadStatus")
-        if not _all(pc.match_substring_regex(cols["mergedLoadName"], _NAME_RE)):
+        if not load_names_ok(StringBytes(cols["mergedLoadName"])):
             raise ValueError("an invalid mergedLoadName")
-        files = cols["segmentFile"]
-        if not _all(pc.invert(pc.or_(pc.match_substring_regex(files, r"^\.{0,2}$"),
-                                     pc.match_substring_regex(files, r"[/\\:\x00]")))):
+        if not plain_file_names_ok(StringBytes(cols["segmentFile"])):
             raise ValueError("a segmentFile that is not a plain file name")
+
+    def plain_ids(self) -> np.ndarray | None:
+        """Each row's load name as a number, when every name is a plain number (no ``.``,
+        no leading zero); None otherwise."""
+        if self._plain is False:
+            self._plain = StringBytes(self.cols["loadName"]).plain_ints()
+        return self._plain  # type: ignore[return-value]
+
+    def _status_codes(self) -> np.ndarray:
+        """Each row's status as its position in ``ALL_STATUSES`` (-1: none)."""
+        if self._statuses is None:
+            self._statuses = StringBytes(self.cols["loadStatus"]).codes(ALL_STATUSES)
+        return self._statuses
 
     # ---- lookups ------------------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -230,9 +240,8 @@ class ArrowBase:
 
     def readable_mask(self) -> np.ndarray:
         """Which rows are readable (a readable status, visible)."""
-        import pyarrow.compute as pc  # lazily: a table without an Arrow checkpoint never needs it
-        return _bits(pc.and_(pc.match_substring_regex(self.cols["loadStatus"], _READABLE_RE),
-                             self.cols["visibility"]))
+        readable = np.array([st in READABLE_STATUSES for st in ALL_STATUSES] + [False])
+        return readable[self._status_codes()] & _bits(self.cols["visibility"])  # type: ignore[no-any-return]
 
     def readable_values(self, skip: Sequence[str], keys: Sequence[str],
                         ) -> tuple[list[str], list[np.ndarray]]:
@@ -246,11 +255,9 @@ class ArrowBase:
         return [names[i] for i in rows.tolist()], cols
 
     def status_rows(self, statuses: Sequence[str]) -> list[int]:
-        """The rows whose status is one of ``statuses`` (a regex kernel: no Python value
-        is turned into an Arrow one)."""
-        import pyarrow.compute as pc  # lazily: a table without an Arrow checkpoint never needs it
-        pattern = "^(" + "|".join(sorted(statuses)) + ")$"
-        return np.flatnonzero(_bits(pc.match_substring_regex(self.cols["loadStatus"], pattern))).tolist()
+        """The rows whose status is one of ``statuses``."""
+        wanted = np.array([st in statuses for st in ALL_STATUSES] + [False])
+        return np.flatnonzero(wanted[self._status_codes()]).tolist()  # type: ignore[no-any-return]
 
     # ---- entries ------------------------------------------------------------------------------
     def _build(self, cols: list[list[Any]], rows: Sequence[int]) -> tuple[LoadEntry, ...]:

@@ -72,7 +72,13 @@ class ReadableEntries(Sequence[LoadEntry]):
         n_x = len(arrow.extras)
         codes = np.concatenate([base_codes, n_x + np.arange(len(over), dtype=np.int64)])
         src_rows = np.concatenate([rows.astype(np.int64), np.full(len(over), -1, dtype=np.int64)])
-        order = _order(names)
+        ids = arrow.plain_ids()
+        if ids is not None and all(e.load_name.isascii() and e.load_name.isdigit() for e in over):
+            keys = np.concatenate([ids[rows], np.array([int(e.load_name) for e in over], dtype=np.int64)])
+            order = None if len(keys) < 2 or bool((keys[1:] > keys[:-1]).all()) \
+                else np.argsort(keys, kind="stable").tolist()  # (what _order finds, from the column)
+        else:
+            order = _order(names)
         if order is not None:
             names = _take(names, order)
             files = _take(files, order)
@@ -142,10 +148,12 @@ class ReadableEntries(Sequence[LoadEntry]):
 
 
 def _codes_of(ix: pa.Array) -> npt.NDArray[np.int64]:
-    """A dictionary's indices as int64, -1 for null (from the buffers: no pandas)."""
+    """A dictionary's indices as int64, -1 for null (from the buffers: neither pandas nor
+    pyarrow.compute)."""
     if not len(ix):
         return np.zeros(0, dtype=np.int64)
-    codes = int64s(ix.cast(pa.int64())).copy()
+    dtype = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}[ix.type]
+    codes = np.frombuffer(ix.buffers()[1], dtype=dtype)[ix.offset:ix.offset + len(ix)].astype(np.int64)
     if ix.null_count:
         raw = np.frombuffer(ix.buffers()[0], dtype=np.uint8)
         valid = np.unpackbits(raw, bitorder="little")[ix.offset:ix.offset + len(ix)].astype(bool)

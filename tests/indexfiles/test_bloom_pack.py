@@ -41,9 +41,23 @@ def _open(path: Path, ranged: bool) -> BloomPack:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(segment_st, min_size=1, max_size=6), st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=5),
-       st.booleans(), st.sampled_from([32, 256, 4096]), st.integers(1, 5), st.integers(1, 5))
+       st.booleans(), st.sampled_from([32, 256, 4096]), st.integers(1, 5), st.integers(1, 5),
+       st.sampled_from([1 << 16, 2]))
 def test_probe_matches_each_bitset(tmp_path: Path, segments: list[list[tuple[int, list[int]]]],
-                                   probes: list[int], ranged: bool, chunk: int, width: int, width2: int) -> None:
+                                   probes: list[int], ranged: bool, chunk: int, width: int, width2: int,
+                                   batch: int) -> None:
+    # (batch: bitsets a one-hash probe takes at a time; 2 makes small packs probe in batches)
+    import carbonstore.indexfiles.bloom_pack as bloom_pack_mod
+
+    saved, bloom_pack_mod._PROBE_BATCH = bloom_pack_mod._PROBE_BATCH, batch
+    try:
+        _probe_matches_each_bitset(tmp_path, segments, probes, ranged, chunk, width, width2)
+    finally:
+        bloom_pack_mod._PROBE_BATCH = saved
+
+
+def _probe_matches_each_bitset(tmp_path: Path, segments: list[list[tuple[int, list[int]]]],
+                               probes: list[int], ranged: bool, chunk: int, width: int, width2: int) -> None:
     builder = PackBuilder("t", chunk_bytes=chunk, stripe_width=width)
     whole: list[list[bytes]] = []
     for s, bitsets in enumerate(segments):

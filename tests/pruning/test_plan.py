@@ -232,6 +232,11 @@ def test_files_built_on_first_read_are_the_plan_everyone_sees(store: Store) -> N
     assert replace(b, planning_ms=a.planning_ms) == a  # b's files are built by the comparison
     assert replace(a, where="x").files == files
     assert b.to_json()["files"] == [f.to_json() for f in files]
+    fresh = prune(t, "id between 1100 and 1120 or  id = 3999")  # not memoized: files not built
+    assert fresh.__dict__["files"]._built is None
+    assert fresh.to_json()["files"] == [f.to_json() for f in files]  # straight from the arrays
+    assert fresh.__dict__["files"]._built is None  # (no object was built for the JSON)
+    assert fresh.to_json()["files"][0]["delete_delta"] == files[0].delete_delta
     c = prune(t, "id between 1100 and 1120 or id = 3999")
     back = pickle.loads(pickle.dumps(c))  # files not read yet: pickled built
     assert back.files == files and replace(back, planning_ms=a.planning_ms) == a

@@ -151,7 +151,7 @@ def test_plans_over_a_generated_table_keep_every_matching_row(
 def test_planning_builds_objects_only_for_what_it_keeps(
         generated: tuple[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
     """Partition pruning parses each partition folder once (not each file), is skipped for
-    a filter on no partition column, and only kept files become DataFile objects."""
+    a filter on no partition column, and no file but a kept one becomes a DataFile."""
     from carbonstore.indexfiles.held import held_bytes
     from carbonstore.pruning import partition_prune
     from carbonstore.pruning.cache import clear_cache
@@ -170,7 +170,8 @@ def test_planning_builds_objects_only_for_what_it_keeps(
         plan = prune(table, f["where"])
         assert len(plan.files) == f["files"]
         snap, _ = read_snapshot(table)
-        assert snap is not None and len(snap._file_objs) == f["files"], f["name"]
+        # at most the kept files become DataFiles (the plan's files take only their paths)
+        assert snap is not None and len(snap._file_objs) <= f["files"], f["name"]
         # the bytes it counts in the cache's budget are what it holds (kept as they came)
         held = [*snap._sections.values(), *snap._flat.values(), *snap._chunk_flat.values(),
                 *snap._offsets.values()]
@@ -247,6 +248,46 @@ for args in (["show-segments", table, "--limit", "5"], ["history", table, "--lim
         assert main(["--store", store, *args]) == 0
 print(json.dumps({"kept": kept, "modules": sorted({m.split(".")[0] for m in sys.modules})}))
 """
+
+
+_FRESH_ONE = """
+import io, json, sys
+from contextlib import redirect_stdout
+from carbonstore.cli.app import main
+buf = io.StringIO()
+with redirect_stdout(buf):
+    assert main(["--store", sys.argv[1], "prune", sys.argv[2], "--where", sys.argv[3], "--json"]) == 0
+levels = json.loads(buf.getvalue())["levels"]
+print(json.dumps({"kept": [levels["files"]["kept"], levels["row_groups"]["kept"]],
+                  "modules": sorted(sys.modules)}))
+"""
+
+# what a lookup's fresh process must not import: pyarrow.compute parses the documentation of
+# every kernel on import (a tenth of a second), the dictionaries are for filters on
+# dictionary columns only, filelock for a writer (a plan takes no lock)
+_NOT_FOR_A_LOOKUP = {"pyarrow.compute", "carbonstore.dictionary", "pandas", "sqlglot", "filelock"}
+
+
+def test_a_fresh_lookup_imports_no_compute_kernels(checkpointed: tuple[str, dict[str, Any]]) -> None:
+    """Each lookup of expected.json (and a range on a plain column) planned alone in a fresh
+    process from the Arrow checkpoint: exact, and without pyarrow.compute - the checkpoint's
+    checks, the readable entries and the kept files read the columns' buffers."""
+    import os
+    import subprocess
+
+    import carbonstore
+
+    store, res = checkpointed
+    env = {**os.environ, "PYTHONPATH": str(Path(carbonstore.__file__).parents[1])}
+    wanted = [f for f in res["filters"] if "lookup" in f["name"] or f["where"].startswith("v ")]
+    assert len(wanted) >= 3
+    for f in wanted:
+        out = subprocess.run([sys.executable, "-c", _FRESH_ONE, store, scale_table.TABLE, f["where"]],
+                             capture_output=True, text=True, timeout=300, env=env)
+        assert out.returncode == 0, out.stderr[-3000:]
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        assert got["kept"] == [f["files"], f["row_groups"]], f
+        assert not _NOT_FOR_A_LOOKUP & set(got["modules"]), (f["where"], sorted(_NOT_FOR_A_LOOKUP & set(got["modules"])))
 
 
 def test_a_fresh_prune_imports_no_pandas_or_sqlglot(checkpointed: tuple[str, dict[str, Any]]) -> None:

@@ -12,7 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from carbonstore.store.arrow_numpy import binary_array, from_numpy, string_array, to_numpy
+from carbonstore.store.arrow_numpy import (
+    StringBytes,
+    binary_array,
+    from_numpy,
+    load_names_ok,
+    plain_file_names_ok,
+    string_array,
+    take_pylist,
+    to_numpy,
+)
 
 _TYPES = {
     pa.int8(): st.integers(-128, 127), pa.int32(): st.integers(-2**31, 2**31 - 1),
@@ -75,3 +84,68 @@ def test_the_helpers_import_no_pandas() -> None:
             "print('pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ---- byte checks of string columns: the same verdicts as the regex kernels they replace -----
+_NAMEISH = st.text(alphabet="0123456789.a/\\:\x00 ١", max_size=6)
+
+
+def _arrow(values: list[str | None], offset: int) -> pa.Array:
+    return pa.array(["x"] * offset + values, pa.string()).slice(offset)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), _NAMEISH), max_size=8), st.integers(0, 2))
+def test_byte_checks_are_the_regex_kernels(values: list[str | None], offset: int) -> None:
+    import pyarrow.compute as pc
+
+    arr = _arrow(values, offset)
+
+    def kernel_all(mask: pa.Array) -> bool:
+        return pc.all(mask).as_py() in (True, None)
+
+    names = kernel_all(pc.match_substring_regex(arr, r"^[0-9]+(\.[0-9]+)?$"))
+    plain = kernel_all(pc.invert(pc.or_(pc.match_substring_regex(arr, r"^\.{0,2}$"),
+                                        pc.match_substring_regex(arr, r"[/\\:\x00]"))))
+    assert load_names_ok(StringBytes(arr)) == names
+    assert plain_file_names_ok(StringBytes(arr)) == plain
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["Success", "Failure", "Succes", "", "Compacted",
+                                                        "Marked for Delete", "In Progress x"])),
+                max_size=10), st.integers(0, 2))
+def test_status_codes_are_positions_in_the_vocabulary(values: list[str | None], offset: int) -> None:
+    words = ("Success", "Failure", "Compacted", "Marked for Delete")
+    got = StringBytes(_arrow(values, offset)).codes(words).tolist()
+    assert got == [words.index(v) if v in words else -1 for v in values]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.sampled_from([pa.int32(), pa.int64(), pa.string(), pa.float64(), pa.bool_()]),
+       st.booleans(), st.integers(0, 3))
+def test_take_pylist_is_take(data: st.DataObject, type_: pa.DataType, nulls: bool, offset: int) -> None:
+    values = data.draw(st.lists(_TYPES.get(type_, st.booleans()) if type_ != pa.string() else st.text(),
+                                min_size=offset, max_size=offset + 8))
+    if nulls and len(values) > offset:
+        values[data.draw(st.integers(offset, len(values) - 1))] = None
+    arr = pa.array(values, type_).slice(offset)
+    at = data.draw(st.lists(st.integers(-len(arr), len(arr) - 1), max_size=6)) if len(arr) else []
+    want = [arr[a].as_py() for a in at]  # (negative positions count from the end)
+    if all(a >= 0 for a in at):
+        assert want == arr.take(pa.array(at, pa.int64())).to_pylist() or repr(want) == repr(
+            arr.take(pa.array(at, pa.int64())).to_pylist())
+    assert repr(take_pylist(arr, at)) == repr(want)  # repr: NaN equals NaN
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(alphabet="0123456789.a", max_size=20)), max_size=8),
+       st.integers(0, 2))
+def test_plain_ints_are_the_numbers_or_none(values: list[str | None], offset: int) -> None:
+    got = StringBytes(_arrow(values, offset)).plain_ints()
+    plain = all(v is not None and v.isdigit() and 1 <= len(v) <= 18 and (v == "0" or v[0] != "0")
+                for v in values)
+    if plain:
+        assert got is not None and got.tolist() == [int(v) for v in values]  # type: ignore[arg-type]
+    else:
+        assert got is None
