@@ -163,7 +163,7 @@ def answer(
     entries = readable_segments(table.status.read())
     if not _index_describes_reads(table, entries):
         return None
-    view = table_index(table, entries, all_readable=True)
+    view = table_index(table, entries)
     n = view.size
     if not n:
         return tuple(0 if a.func == "count" else None for a in aggregates)

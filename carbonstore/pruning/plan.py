@@ -150,7 +150,7 @@ def prune(
     expr = bind_where(table, where, time_zone=time_zone)
     snapshot = table.status.read()
     entries, all_readable = _choose(table, segments, snapshot)
-    view = table_index(table, entries, all_readable=all_readable)
+    view = table_index(table, entries)
     values_expr = expr  # partitions hold values, not dictionary surrogates
     expr = dictionary_safe(expr, table, bounds=view.bounds)  # after the tablestatus read
     memo_key = _memo_key(where, values_expr, expr, segments, explain, table, snapshot.version)

@@ -441,12 +441,10 @@ def _lag_limit(table: Table) -> int:
     return table.conf.get_int("carbon.index.snapshot.max.lag")
 
 
-def table_index(table: Table, entries: Sequence[LoadEntry], *, all_readable: bool = False) -> TableIndex:
+def table_index(table: Table, entries: Sequence[LoadEntry]) -> TableIndex:
     """The (cached) view over ``entries``, read-only: a lagging, missing or damaged snapshot
     is planned around (the segments it does not cover from their merge indexes), never
-    rewritten here (:func:`refresh_if_lagging` is the writers' step). ``all_readable``:
-    ``entries`` are all the readable segments of the table (kept for the callers; the view
-    is the same)."""
+    rewritten here (:func:`refresh_if_lagging` is the writers' step)."""
     cache = driver_cache()
     cache.capacity = max(1, conf_int(table, "carbon.driver.index.cache.size.mb")) << 20
     root = table.paths.root
