@@ -55,7 +55,7 @@ def test_a_filter_keeping_some_segments_is_planned_from_the_whole_group(tables: 
     clear_cache()
     handle = Store(table.store.location).table("db.t")
     prune(handle, "id = 5")
-    view = table_index(handle, readable_segments(handle.status.read()), all_readable=True)
+    view = table_index(handle, readable_segments(handle.status.read()))
     parts, _ = view.units(np.array([1, 3], dtype=np.intp))
     assert len(parts) == 1 and parts[0].whole is not None  # selected, not gathered again
     column = parts[0].column("id")
