@@ -34,6 +34,7 @@ from carbonstore.store.entries import (
     LoadEntry,
     build_plain,
 )
+from carbonstore.store.status_checkpoints import checkpoint_name
 
 __all__ = ["ArrowBase", "checkpoint_bytes", "int64s", "checkpoint_name", "decode_checkpoint", "encode_checkpoint", "entries_table"]
 
@@ -54,10 +55,6 @@ _NOT_NULL = ("loadName", "loadStatus", "loadStartTime", "dataSize", "indexSize",
 _NAME_RE = r"^[0-9]+(\.[0-9]+)?$"
 _STATUS_RE = "^(" + "|".join(ALL_STATUSES) + ")$"
 _READABLE_RE = "^(" + "|".join(sorted(READABLE_STATUSES)) + ")$"
-
-
-def checkpoint_name(version: int) -> str:
-    return f"{version:020d}.checkpoint.arrow"
 
 
 def entries_table(entries: Sequence[LoadEntry]) -> pa.Table:

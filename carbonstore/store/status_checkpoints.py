@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import orjson
 
-from carbonstore.store.checkpoint_arrow import checkpoint_name
 from carbonstore.store.fs import StoreFS
 
-__all__ = ["removable_checkpoints", "write_removed_below"]
+__all__ = ["checkpoint_name", "removable_checkpoints", "write_removed_below"]
 
 _HINT = "_checkpoints.json"
+
+
+def checkpoint_name(version: int) -> str:
+    """The file name of the Arrow checkpoint of ``version`` in the log folder."""
+    return f"{version:020d}.checkpoint.arrow"
 
 
 def _below_hint(sfs: StoreFS, log_dir: str) -> int:

@@ -46,7 +46,6 @@ from carbonstore.errors import (
     UserError,
     VersionNotFoundError,
 )
-from carbonstore.store.checkpoint_arrow import checkpoint_name, decode_checkpoint, encode_checkpoint
 from carbonstore.store.entries import (
     ALL_STATUSES,
     COMPACTED,
@@ -67,6 +66,7 @@ from carbonstore.store.entry_view import EntryView
 from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TablePaths
+from carbonstore.store.status_checkpoints import checkpoint_name
 from carbonstore.store.status_latest import find_latest, version_path, write_hint
 from carbonstore.store.status_leases import LeaseFiles
 from carbonstore.store.status_legacy import LegacyStatus, StatusHistory
@@ -287,6 +287,7 @@ class TableStatus:
             data = self.paths.sfs.read_bytes(path)
         except FileNotFoundError:
             return None
+        from carbonstore.store.checkpoint_arrow import decode_checkpoint  # numpy, pyarrow
         try:
             return EntryView(decode_checkpoint(data, table_id=self.table_id, version=version))
         except ValueError as err:
@@ -295,6 +296,7 @@ class TableStatus:
     def _write_checkpoint(self, version: int, state: State) -> State:
         """Write the Arrow checkpoint of ``version`` (just committed); the state then reads
         from it. A failure only leaves readers one checkpoint further back."""
+        from carbonstore.store.checkpoint_arrow import encode_checkpoint  # numpy, pyarrow
         crash_point("tablestatus.before_checkpoint")
         try:
             data, arrow = encode_checkpoint(state.entries.to_table(), table_id=self.table_id,
