@@ -66,7 +66,7 @@ from carbonstore.store.entry_view import EntryView
 from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TablePaths
-from carbonstore.store.status_checkpoints import checkpoint_name
+from carbonstore.store.status_checkpoints import checkpoint_name, replays_json
 from carbonstore.store.status_latest import find_latest, version_path, write_hint
 from carbonstore.store.status_leases import LeaseFiles
 from carbonstore.store.status_legacy import LegacyStatus, StatusHistory
@@ -239,7 +239,7 @@ class TableStatus:
         if base is None:
             c = checkpoint
             while True:
-                got = self._arrow_checkpoint(c) if c > 0 else None
+                got = self._arrow_checkpoint(c) if c > 0 and not replays_json(c) else None
                 if got is not None:
                     view = got
                     last = self._read_record(c) if c == version else None

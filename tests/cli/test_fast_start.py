@@ -103,6 +103,33 @@ def test_metadata_commands_load_no_engine(loaded: Store, argv: tuple[str, ...]) 
     assert not mods & heavy, sorted(mods & heavy)
 
 
+def test_a_table_past_its_first_checkpoint_is_read_without_arrow(store: Store) -> None:
+    """Past version 50 a table has an Arrow checkpoint; a process without pyarrow reads
+    its JSON versions from version 0 instead (status_checkpoints.replays_json), and shows
+    the same segments."""
+    import orjson
+    import pyarrow as pa
+
+    from carbonstore.store.status_checkpoints import checkpoint_name
+
+    table = store.create_table("db.t", "id long not null, name string")
+    for i in range(26):  # 1 + 2 versions each: 53
+        table.append(pa.table({"id": pa.array([i], pa.int64()), "name": ["a"]}))
+    status = store.table("db.t").status
+    assert (Path(status.log_dir) / checkpoint_name(50)).exists()
+    code = ("import sys, runpy; sys.argv = ['carbonstore', *sys.argv[1:]]\n"
+            "try: runpy.run_module('carbonstore', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "print('ARROW' if {'numpy', 'pyarrow'} & set(sys.modules) else 'PLAIN', file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code, "--store", store.location, "show-segments",
+                          "db.t", "--json"], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.stderr.strip() == "PLAIN", out.stderr
+    shown = orjson.loads(out.stdout)
+    assert [r["id"] for r in shown] == [e.load_name for e in status.read().entries]
+    assert [r["rows"] for r in shown] == [1] * 26
+
+
 def test_prune_loads_no_engine(loaded: Store) -> None:
     """``prune`` reads index files (numpy arrays): no engine, no pandas, and no sqlglot for
     a filter of the lookup shape."""
