@@ -14,12 +14,18 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-
-import filelock
+from typing import TYPE_CHECKING
 
 from carbonstore.errors import LockTimeoutError
 from carbonstore.store.conf import CarbonConf
 from carbonstore.store.paths import TablePaths, check_segment_id
+
+if TYPE_CHECKING:
+    import filelock
+
+# filelock is imported where a lock is taken, not with the module: a command that only reads
+# (show-segments, describe) takes none, and filelock (with secrets, random, hashlib) is
+# 10-15 ms of a start-up (python -X importtime)
 
 __all__ = ["LockManager", "NoLock"]
 
@@ -70,6 +76,8 @@ class LockManager:
         return os.path.join(self._lock_dir(), name)
 
     def lock(self, name: str) -> filelock.BaseFileLock:
+        import filelock  # noqa: F811 - see the imports
+
         if self.skipped:
             return NoLock(f"{self.paths.lock_dir}/{name}")  # type: ignore[return-value]
         return filelock.FileLock(self.path(name), thread_local=False)
@@ -103,6 +111,8 @@ class LockManager:
         if not self.paths.sfs.local or self.conf.get("carbon.lock.path"):
             yield
             return
+        import filelock  # noqa: F811 - see the imports
+
         try:
             lock = self.lock(name)
             lock.acquire(timeout=wait)
@@ -122,6 +132,8 @@ class LockManager:
 
     def segment_lock_free(self, segment_id: str) -> bool:
         """True when nobody holds the segment's lock (its load is dead or finished)."""
+        import filelock  # noqa: F811 - see the imports
+
         lock = self.segment(segment_id)
         try:
             lock.acquire(timeout=0)
@@ -135,6 +147,8 @@ def acquire(
     lock: filelock.BaseFileLock, name: str, conf: CarbonConf, *,
     timeout: float | None = None, retries: int | None = None,
 ) -> None:
+    import filelock  # noqa: F811 - see the imports
+
     per_try = conf.get_float("carbon.lock.retry.timeout.sec") if timeout is None else timeout
     tries = max(1, conf.get_int("carbon.lock.retries") if retries is None else retries)
     for _ in range(tries):
