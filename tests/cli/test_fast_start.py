@@ -153,3 +153,28 @@ def test_a_missing_input_fails_before_spark(store: Store, tmp_path: Path) -> Non
                      str(tmp_path / "nope.csv"))
     assert err == f"carbonstore: error: input {tmp_path / 'nope.csv'} does not exist"
     assert not mods & set(HEAVY)
+
+
+@pytest.mark.parametrize("given", [None, "3"])
+def test_the_program_runs_numpy_with_one_blas_thread(given: str | None) -> None:
+    """``carbonstore`` (python -m, the console script) sets OPENBLAS_NUM_THREADS=1 before
+    anything imports numpy, unless the user set it; numpy then starts no BLAS threads."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    code = ("import os, sys, runpy; sys.argv = ['carbonstore', '--help']\n"
+            "try: runpy.run_module('carbonstore', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "print(os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**env, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.stderr.strip() == (given or "1")
+
+
+def test_main_called_by_a_program_leaves_its_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from carbonstore.cli.app import main
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
