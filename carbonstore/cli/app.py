@@ -34,6 +34,10 @@ from carbonstore.errors import (
     UserError,
 )
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at --help (mypy knows it)
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["COMMANDS", "DAMAGE_ERRORS", "UNCHECKED", "build_parser", "main"]
 
 # Damage to a file (a metadata file, an index, a dictionary, a data file) or an input file we
@@ -96,6 +100,26 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version (importlib.metadata is read only
+    when asked: it is not part of a command's start)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("carbonstore")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            found = "unknown (not installed)"
+        print(f"carbonstore {found}")
+        parser.exit(0)
+
+
 def command_of(argv: Sequence[str]) -> str | None:
     """The command a command line names (its first argument that is not a top-level option
     or an option's value), or None."""
@@ -130,6 +154,7 @@ def build_parser(command: str | None = None, *, index: bool = False) -> argparse
         description="A segment store of Parquet files with side indexes, driven by PySpark.",
         parents=[common],
     )
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     if index:

@@ -18,6 +18,10 @@ from carbonstore.cli.app import COMMAND_MODULES, COMMANDS, build_parser, command
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pyspark", "py4j", "numba", "duckdb")
+#: what a metadata command on a table whose tablestatus is JSON never needs: the answer is
+#: plain Python over JSON files (the Arrow types, the numpy arrays and the file layer's
+#: pyarrow.fs come in only for a big table's Arrow checkpoint, a plan or a data file)
+ARROW = ("numpy", "pyarrow")
 
 _RUN = """
 import runpy, sys
@@ -70,12 +74,11 @@ def test_import_and_help_load_no_engine() -> None:
     assert not mods & {*HEAVY, "pyarrow", "numpy", "sqlglot"}, sorted(mods)
     err, mods = _run()  # no command: argparse's one line, still nothing imported
     assert "required: COMMAND" in err and "pyarrow" not in mods
-
-
-#: what a metadata command on a table whose tablestatus is JSON never needs: the answer is
-#: plain Python over JSON files (the Arrow types, the numpy arrays and the file layer's
-#: pyarrow.fs come in only for a big table's Arrow checkpoint, a plan or a data file)
-ARROW = ("numpy", "pyarrow")
+    err, mods = _run("--version")
+    assert not err and not mods & {*HEAVY, *ARROW, "sqlglot"}, sorted(mods)
+    out = subprocess.run([sys.executable, "-m", "carbonstore", "--version"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0 and out.stdout.startswith("carbonstore "), out
 
 
 @pytest.fixture
