@@ -396,9 +396,9 @@ class TableStatus:
     def dropped(self) -> bool:
         """True when the table's drop committed (its latest version is the DROP, or its log
         is gone) - whether or not its folder was removed yet. Reads the latest version's
-        header only (a delta: a few hundred bytes), or decodes it when it is a checkpoint (one
-        file, kept for the read that follows an open); a damaged log counts as not dropped
-        (its readers report the damage)."""
+        header only (a delta: a few hundred bytes; also at a checkpoint's number, whose
+        entries are in the Arrow file beside it), or decodes a big one once, for the read that
+        follows; a damaged log counts as not dropped (its readers report the damage)."""
         try:
             latest = self._latest()
             if latest is None:  # no log: a table of the single-file format, or removed
@@ -407,9 +407,6 @@ class TableStatus:
                 hit = _STATES.get((self.log_dir, latest))
             if hit is not None:
                 return hit.dropped
-            if latest % CHECKPOINT_INTERVAL == 0:
-                # A checkpoint holds every entry: decode it once, for the reads that follow.
-                return self._state(latest).dropped
             path = self._version_path(latest)
             data = self.paths.sfs.read_bytes(path)
             if len(data) < _HEADER_ONLY_BYTES:

@@ -344,3 +344,25 @@ def test_damaged_checkpoints_are_reported_when_read(tmp_path: Path, damage: str)
     with pytest.raises(CorruptMetadataError, match=expect):
         table.status.read()
 
+
+
+def test_dropped_at_a_checkpoints_number_reads_no_entries(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether a table was dropped is said by its latest version's header, also when that
+    version is at a checkpoint's number: ``carbonstore tables`` decodes no checkpoint of
+    100,000 entries (its entries are in the Arrow file beside it)."""
+    table = _table(tmp_path)
+    interval = versions.CHECKPOINT_INTERVAL
+    while table.status.read().version < interval:
+        table.status.allocate(status=SUCCESS, row_count=1)
+    assert (Path(table.status.log_dir) / checkpoint_name(interval)).exists()
+    forget_decoded()
+
+    def decoded(*args: Any) -> Any:
+        raise AssertionError("the entries were decoded")
+
+    monkeypatch.setattr(tablestatus.TableStatus, "_state", decoded)
+    reopened = Store(str(tmp_path)).table("db.t").status  # opening reads no entries either
+    assert reopened.dropped() is False
+    names = [str(n) for n in Store(str(tmp_path)).tables()]
+    assert names == ["db.t"]
