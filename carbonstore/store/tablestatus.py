@@ -238,8 +238,9 @@ class TableStatus:
         last: VersionRecord | None = None
         if base is None:
             c = checkpoint
+            replay = c > 0 and replays_json(self.paths.sfs, self.log_dir, c)
             while True:
-                got = self._arrow_checkpoint(c) if c > 0 and not replays_json(c) else None
+                got = self._arrow_checkpoint(c) if c > 0 and not replay else None
                 if got is not None:
                     view = got
                     last = self._read_record(c) if c == version else None

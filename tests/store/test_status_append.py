@@ -366,3 +366,27 @@ def test_dropped_at_a_checkpoints_number_reads_no_entries(tmp_path: Path,
     assert reopened.dropped() is False
     names = [str(n) for n in Store(str(tmp_path)).tables()]
     assert names == ["db.t"]
+
+
+def test_a_reader_without_arrow_replays_only_a_short_light_log(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without pyarrow loaded, the JSON versions are read instead of the Arrow checkpoint
+    only while they are few and small (REPLAY_VERSIONS, REPLAY_BYTES): a table of 100,000
+    segments in 250 versions holds 50 MB of them and reads its checkpoint."""
+    from carbonstore.store import status_checkpoints as sc
+    from carbonstore.store.fs import local_disk
+
+    table = _table(tmp_path)
+    while table.status.read().version < versions.CHECKPOINT_INTERVAL:
+        table.status.allocate(status=SUCCESS, row_count=1)
+    sfs, log_dir = local_disk(), table.status.log_dir  # lists through os: no pyarrow again
+    assert not sc.replays_json(sfs, log_dir, 50)  # pyarrow is loaded here: the checkpoint
+    monkeypatch.delitem(sys.modules, "pyarrow")
+    assert sc.replays_json(sfs, log_dir, 50)
+    size = sum(p.stat().st_size for p in Path(log_dir).glob("*.json") if p.stem.isdigit())
+    monkeypatch.setattr(sc, "REPLAY_BYTES", size - 1)
+    assert not sc.replays_json(sfs, log_dir, 50)
+    monkeypatch.setattr(sc, "REPLAY_BYTES", size)
+    assert sc.replays_json(sfs, log_dir, 50)
+    monkeypatch.setattr(sc, "REPLAY_VERSIONS", 49)
+    assert not sc.replays_json(sfs, log_dir, 50)
