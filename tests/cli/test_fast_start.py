@@ -133,6 +133,18 @@ def test_a_table_past_its_first_checkpoint_is_read_without_arrow(store: Store) -
     assert [r["rows"] for r in shown] == [1] * 26
 
 
+@pytest.mark.parametrize("command", ["describe", "show-segments"])
+def test_a_partitioned_tables_metadata_loads_no_arrow(store: Store, command: str) -> None:
+    """A partition spec (checked whenever the schema is read) is plain Python: only
+    computing partition values of rows needs numpy and pyarrow."""
+    store.create_table("db.p", "id long, d date, r string",
+                       properties={"partition_by": "day(d), r", "bucket_number": "4",
+                                   "bucket_columns": "id"})
+    err, mods = _run("--store", store.location, command, "db.p")
+    assert not err, err
+    assert not mods & {*HEAVY, *ARROW}, sorted(mods & {*HEAVY, *ARROW})
+
+
 def test_prune_loads_no_engine(loaded: Store) -> None:
     """``prune`` reads index files (numpy arrays): no engine, no pandas, and no sqlglot for
     a filter of the lookup shape."""
