@@ -69,7 +69,14 @@ def _analyze(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         from carbonstore.spark.analyze_job import analyze
         from carbonstore.spark.session import get_spark
+        from carbonstore.statistics.accumulator import StatsAccumulator
+        from carbonstore.statistics.analyze import analyze_targets, table_column_specs
 
+        # unknown columns and segments are user errors before the JVM starts (analyze checks
+        # them again, for its library callers)
+        if columns is not None:
+            StatsAccumulator(table_column_specs(table), columns=columns)
+        analyze_targets(table, segments)
         spark = get_spark(master=args.master, conf=table.store.conf)
         with progress(None, f"analyzing {table.name}", json=args.json):
             done = analyze(table, spark=spark, segments=segments, columns=columns,

@@ -95,9 +95,11 @@ class SparkEngine:
             # the JVM boots while this process loads the occurrences' indexes
             from carbonstore.spark.api import prepare_scan
 
-            wait = self._start(store)
+            # its tables and versions are checked first: a statement naming no table of the
+            # store starts no JVM
             planned = plan_statement(statement.tree.copy(), store, as_of=as_of,
                                      aliases=self.aliases)
+            wait = self._start(store)
             for occurrence in planned.occurrences:
                 prepare_scan(occurrence.table, occurrence.where)
             self._spark = wait()

@@ -36,6 +36,7 @@ from carbonstore.store.entries import (
     LoadEntry,
     build_plain,
 )
+from carbonstore.store.status_checkpoints import checkpoint_name
 
 __all__ = ["ArrowBase", "checkpoint_bytes", "int64s", "checkpoint_name", "decode_checkpoint", "encode_checkpoint", "entries_table"]
 
@@ -53,10 +54,6 @@ SCHEMA = pa.schema([pa.field(k, t) for k, t in _TYPES.items()])
 _FILE_TYPES = {**_TYPES, "extra": pa.dictionary(pa.int32(), pa.string())}
 _NOT_NULL = ("loadName", "loadStatus", "loadStartTime", "dataSize", "indexSize", "rowCount",
              "badRecordCount", "visibility", "majorCompacted", "fileFormat")
-
-
-def checkpoint_name(version: int) -> str:
-    return f"{version:020d}.checkpoint.arrow"
 
 
 def entries_table(entries: Sequence[LoadEntry]) -> pa.Table:

@@ -13,18 +13,23 @@ An ``EntryView`` is immutable: ``apply`` returns a new view. Its order is the or
 the entries as a dict by load name that every change is applied to: the checkpoint's
 order, a changed entry keeps its place, a new one goes last (also one removed and added
 again).
+
+A view over entries (a JSON tablestatus) is plain Python: numpy, pyarrow and the checkpoint
+module are imported only by ``to_table`` (writing a checkpoint); a view over a checkpoint
+holds the ``ArrowBase`` its reader made.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
-import numpy as np
-import pyarrow as pa
-
-from carbonstore.store.checkpoint_arrow import ArrowBase, entries_table
 from carbonstore.store.entries import LoadEntry, segment_sort_key
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from carbonstore.store.checkpoint_arrow import ArrowBase
 
 __all__ = ["EntryView"]
 
@@ -40,7 +45,8 @@ class EntryView(Sequence[LoadEntry]):
     __slots__ = ("_all", "_appended", "_arrow", "_base", "_changed", "_index", "_n", "_removed", "_rows")
 
     def __init__(self, base: Sequence[LoadEntry] | ArrowBase) -> None:
-        self._arrow = base if isinstance(base, ArrowBase) else None
+        # entries are a Sequence; a checkpoint's ArrowBase is not (and needs no import here)
+        self._arrow = None if isinstance(base, Sequence) else base
         self._base = None if self._arrow is not None else tuple(base)  # type: ignore[arg-type]
         self._n = self._arrow.n if self._arrow is not None else len(self._base or ())
         self._rows: dict[int, LoadEntry] = {}  # arrow rows built so far
@@ -300,6 +306,11 @@ class EntryView(Sequence[LoadEntry]):
     def to_table(self) -> pa.Table:
         """Every entry as a checkpoint's table: the base columns with the overlay spliced
         in (no entry of the base is built)."""
+        import numpy as np
+        import pyarrow as pa  # noqa: F811
+
+        from carbonstore.store.checkpoint_arrow import entries_table
+
         if self._arrow is None:
             return entries_table(self.as_tuple())
         spots = sorted((i, n) for n, i in self._positions(list(self._changed)).items())

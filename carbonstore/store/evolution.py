@@ -14,6 +14,10 @@ columns, a :class:`ColumnSource`:
 ``projection`` returns None when nothing differs, so reads of unaltered tables pay nothing.
 Dictionary columns keep their INT32 surrogates here; the dictionary decoder (keyed by
 column id) runs after the projection, then the caller conforms to the read types.
+
+The projections are plain Python over the schemas; pyarrow is imported by the functions that
+build Arrow values (defaults, projected batches), not with the module: the metadata
+commands and a plan import this module and need no Arrow (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -22,13 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from carbonstore.errors import CorruptMetadataError
 from carbonstore.store.schema import Column, TableSchema, arrow_type
 from carbonstore.store.schema_log import schema_of_version, schema_version_of_entry
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from carbonstore.store.entries import LoadEntry
     from carbonstore.store.table import Table
 
@@ -89,6 +93,8 @@ def physical_names(proj: Projection) -> list[str]:
 
 def default_array(column: Column, n: int, arrow_type: pa.DataType) -> pa.Array:
     """``n`` copies of the column's default (nulls when it has none) as ``arrow_type``."""
+    import pyarrow as pa  # noqa: F811 - the Arrow side only (see the module doc)
+
     default = column_default(column)
     if default is None:
         return pa.nulls(n, arrow_type)
@@ -109,6 +115,8 @@ def parse_default(text: str, arrow_type: pa.DataType) -> pa.Scalar:
     Raises:
         ValueError: the text is not a value of the type.
     """
+    import pyarrow as pa  # noqa: F811 - the Arrow side only (see the module doc)
+
     raw = text.strip()
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
         raw = raw[1:-1]
@@ -136,6 +144,8 @@ def project_batch(
     ``storage_types``: read name -> the Arrow type of a column added later (what its
     default is built as; for dictionary columns, the caller decodes after this).
     """
+    import pyarrow as pa  # noqa: F811 - the Arrow side only (see the module doc)
+
     n = batch.num_rows
     arrays: list[pa.Array] = []
     names: list[str] = []
@@ -154,6 +164,8 @@ def project_table(
     *, cast: bool = True,
 ) -> pa.Table:
     """:func:`project_batch` over a table; ``cast`` conforms to ``storage_types`` too."""
+    import pyarrow as pa  # noqa: F811 - the Arrow side only (see the module doc)
+
     cols: list[Any] = []
     names: list[str] = []
     for s in proj:
@@ -229,6 +241,8 @@ def segment_projections(table: Table, entries: Sequence[LoadEntry]) -> dict[str,
 def storage_types(table: Table) -> dict[str, pa.DataType]:
     """Read name -> the Arrow type the read path holds before decoding (dictionary
     columns: INT32 surrogates)."""
+    import pyarrow as pa  # noqa: F811 - the Arrow side only (see the module doc)
+
     dictionary = set(table.schema.dictionary_columns)
     return {c.name: pa.int32() if c.name in dictionary else arrow_type(c.type)
             for c in table.schema.columns}

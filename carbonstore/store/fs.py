@@ -35,32 +35,26 @@ import errno
 import os
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
-import pyarrow as pa
-import pyarrow.fs as pafs
-
 from carbonstore.errors import UnsupportedStoreError, UserError
-from carbonstore.store import objectstore
 from carbonstore.store.faults import crash_point
-from carbonstore.store.location import check_location
-from carbonstore.store.objectstore import shipped_location
+from carbonstore.store.local_files import FileInfo, FileType, LocalFileInfo, list_local, stat_local
+from carbonstore.store.location import check_location, shipped_location
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
 
     from carbonstore.store.conf import CarbonConf
 
 __all__ = [
-    "AnyFS", "ConditionalPut", "FileInfo", "FileType", "StoreFS", "UnsupportedStoreError",
+    "AnyFS", "ConditionalPut", "FileInfo", "FileType", "LocalFileInfo", "StoreFS", "UnsupportedStoreError",
     "as_store_fs", "filesystem_of", "input_files", "local_disk", "resolve_fs",
 ]
 
-#: What a listing or ``file_info`` returns, and the kinds of path it tells apart; the rest
-#: of the product names them from here (pyarrow.fs stays inside the store's file layer).
-FileInfo = pafs.FileInfo
-FileType = pafs.FileType
+
 
 _RACE_TRIES = 5  # looks at a path another process removes at the same time
 
@@ -92,17 +86,70 @@ def _fsync_dir(path: str) -> None:
         os.close(dfd)
 
 
-@dataclass(frozen=True, slots=True)
 class StoreFS:
-    """A pyarrow filesystem plus the base path of the store on it."""
+    """A pyarrow filesystem plus the base path of the store on it.
 
-    fs: pafs.FileSystem
+    On the local disk (``local``) the filesystem is made on first use (``fs``): the reads a
+    metadata command makes (``exists``, ``is_dir``, ``size``, ``file_info``, ``list_dir``,
+    ``read_bytes``) go to ``os`` directly, so listing tables or reading a JSON tablestatus
+    imports no pyarrow (with numpy, about 0.2 s of CPU at start; docs/cli.md).
+    Immutable; equal when on the same filesystem and base.
+    """
+
+    __slots__ = ("_fs", "base", "conditional", "local", "object_store")
+
+    _fs: pafs.FileSystem | None
     base: str
     local: bool
-    conditional: ConditionalPut | None = None
+    conditional: ConditionalPut | None
     #: A PUT is atomic and there is no rename (object stores): ``write_atomic`` writes the
     #: final name once, ``move`` copies then deletes.
-    object_store: bool = False
+    object_store: bool
+
+    def __init__(self, fs: pafs.FileSystem | None, base: str, local: bool,
+                 conditional: ConditionalPut | None = None, object_store: bool = False) -> None:
+        """``fs`` None: the local disk (``local`` must be True), made on first use."""
+        if fs is None and not local:
+            raise ValueError("a StoreFS without a filesystem is the local disk")
+        for name, value in (("_fs", fs), ("base", base), ("local", local),
+                            ("conditional", conditional), ("object_store", object_store)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"StoreFS is immutable (setting {name})")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return StoreFS, (self._fs, self.base, self.local, self.conditional, self.object_store)
+
+    def _key(self) -> tuple[Any, ...]:
+        fs = self._fs
+        # a local disk made on first use equals one made at once
+        plain_local = fs is None or (self.local and type(fs).__name__ == "LocalFileSystem")
+        return ("local" if plain_local else fs, self.base, self.local, self.conditional,
+                self.object_store)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StoreFS):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash((self.base, self.local, self.object_store))
+
+    def __repr__(self) -> str:
+        kind = "local disk" if self._fs is None else type(self._fs).__name__
+        return f"StoreFS({kind}, base={self.base!r})"
+
+    @property
+    def fs(self) -> pafs.FileSystem:
+        """The pyarrow filesystem (on the local disk, made here on first use)."""
+        fs = self._fs
+        if fs is None:
+            import pyarrow.fs as pafs  # noqa: F811 - ~0.2 s of CPU with pyarrow and numpy
+
+            fs = pafs.LocalFileSystem()
+            object.__setattr__(self, "_fs", fs)
+        return fs
 
     def check_commits(self) -> None:
         """Refuse a store whose conditional put does not work (probed once per process).
@@ -126,13 +173,13 @@ class StoreFS:
         return "/".join([self.base.rstrip("/"), *parts])
 
     def exists(self, path: str) -> bool:
-        return self.fs.get_file_info(path).type != pafs.FileType.NotFound
+        return self.file_info(path).type != FileType.NotFound
 
     def is_dir(self, path: str) -> bool:
-        return self.fs.get_file_info(path).type == pafs.FileType.Directory
+        return self.file_info(path).type == FileType.Directory
 
     def size(self, path: str) -> int:
-        info = self.fs.get_file_info(path)
+        info = self.file_info(path)
         return int(info.size or 0)
 
     def makedirs(self, path: str) -> None:
@@ -143,9 +190,11 @@ class StoreFS:
         drop removed must not come back). FileExistsError where the filesystem says so."""
         self.fs.create_dir(path, recursive=False)
 
-    def file_info(self, path: str) -> pafs.FileInfo:
+    def file_info(self, path: str) -> FileInfo:
         """One look at ``path``: its type (``is_file``), ``size`` and ``mtime``."""
-        return self.fs.get_file_info(path)
+        if self._fs is None:
+            return LocalFileInfo(path, stat_local(path))
+        return self.fs.get_file_info(path)  # type: ignore[no-any-return]
 
     def open_input_file(self, path: str) -> pa.NativeFile:
         """``path`` for reads at any offset (``read_at``, ``size``); close it (``with``)."""
@@ -160,13 +209,17 @@ class StoreFS:
         data files a commit names only once they are whole); close it (``with``)."""
         return self.fs.open_output_stream(path)
 
-    def walk(self, path: str) -> list[pafs.FileInfo]:
+    def walk(self, path: str) -> list[FileInfo]:
         """Everything under the folder ``path``, at any depth (files and folders; ``is_file``
         tells them apart). FileNotFoundError when ``path`` is not there."""
-        return self.fs.get_file_info(pafs.FileSelector(path, recursive=True))
+        import pyarrow.fs as pafs  # noqa: F811 - the filesystem's own listing
+
+        return self.fs.get_file_info(pafs.FileSelector(path, recursive=True))  # type: ignore[no-any-return]
 
     def copy_from(self, source: StoreFS, src: str, dst: str) -> None:
         """Copy the file ``src`` of ``source`` (another store or filesystem) to ``dst`` here."""
+        import pyarrow.fs as pafs  # noqa: F811
+
         pafs.copy_files(src, dst, source_filesystem=source.fs, destination_filesystem=self.fs)
 
     def delete_dir_contents(self, path: str) -> None:
@@ -182,6 +235,9 @@ class StoreFS:
     def read_bytes(self, path: str) -> bytes:
         if self.object_store and hasattr(self.conditional, "get"):
             return self.conditional.get(path)  # type: ignore[union-attr]
+        if self._fs is None:
+            with open(path, "rb") as f:
+                return f.read()
         with self.fs.open_input_file(path) as f:
             return bytes(f.read())
 
@@ -231,11 +287,16 @@ class StoreFS:
 
     def _remove_temp(self, tmp: str) -> None:
         """Remove the temp file of a failed write (never masks the write's own error)."""
-        try:
-            if self.local:
+        if self.local:
+            try:
                 os.unlink(tmp)
-            else:
-                self.fs.delete_file(tmp)
+            except OSError:
+                pass  # never created, or already renamed
+            return
+        import pyarrow as pa  # noqa: F811 - a remote store has it loaded
+
+        try:
+            self.fs.delete_file(tmp)
         except (OSError, pa.ArrowException):
             pass  # never created, or already renamed
 
@@ -325,15 +386,21 @@ class StoreFS:
     # Listing, sizing and deleting take a path another process may remove at the same time
     # (clean files and a dead load's own abort remove one segment folder): a path that is,
     # or becomes, absent is listed as empty, sized 0 and counts as deleted - never an error.
-    def list_dir(self, path: str) -> list[pafs.FileInfo]:
+    def list_dir(self, path: str) -> list[FileInfo]:
+        if self._fs is None:
+            return list_local(path)
+        import pyarrow.fs as pafs  # noqa: F811 - the filesystem's own listing
+
         if not self.exists(path):
             return []
         try:
-            return self.fs.get_file_info(pafs.FileSelector(path, recursive=False))
+            return self.fs.get_file_info(pafs.FileSelector(path, recursive=False))  # type: ignore[no-any-return]
         except FileNotFoundError:  # removed meanwhile
             return []
 
     def tree_size(self, path: str) -> int:
+        import pyarrow.fs as pafs  # noqa: F811 - the filesystem's own listing
+
         for _ in range(_RACE_TRIES):
             if not self.exists(path):
                 return 0
@@ -341,7 +408,7 @@ class StoreFS:
                 infos = self.fs.get_file_info(pafs.FileSelector(path, recursive=True))
             except FileNotFoundError:  # it, or a folder in it, went meanwhile: look again
                 continue
-            return sum(int(i.size or 0) for i in infos if i.type == pafs.FileType.File)
+            return sum(int(i.size or 0) for i in infos if i.type == FileType.File)
         return 0
 
     def delete_dir(self, path: str) -> None:
@@ -375,9 +442,9 @@ class StoreFS:
             self.fs.delete_file(src)
             return
         self.makedirs(dst)
-        for info in self.fs.get_file_info(pafs.FileSelector(src, recursive=True)):
+        for info in self.walk(src):
             target = dst + info.path[len(src):]
-            if info.type == pafs.FileType.Directory:
+            if info.type == FileType.Directory:
                 self.makedirs(target)
             else:
                 self.fs.copy_file(info.path, target)
@@ -393,17 +460,21 @@ def as_store_fs(fs: AnyFS) -> StoreFS:
     """``fs`` as a StoreFS (a bare pyarrow filesystem is wrapped, without a base path)."""
     if isinstance(fs, StoreFS):
         return fs
+    import pyarrow.fs as pafs  # noqa: F811 - a bare pyarrow filesystem: pyarrow is loaded
+
     return StoreFS(fs, "", isinstance(fs, pafs.LocalFileSystem))
 
 
 def local_disk() -> StoreFS:
     """The local disk, without a base path (files given by absolute path)."""
-    return StoreFS(pafs.LocalFileSystem(), "", True)
+    return StoreFS(None, "", True)
 
 
 def filesystem_of(uri: str) -> tuple[StoreFS, str]:
     """The filesystem of ``uri`` (no base path) and the path in it, as pyarrow resolves a
     URI, unchecked: for inputs read once (a CSV header), whose errors the caller handles."""
+    import pyarrow.fs as pafs  # noqa: F811 - a URI is resolved by pyarrow
+
     fs, path = pafs.FileSystem.from_uri(uri)
     return StoreFS(fs, "", isinstance(fs, pafs.LocalFileSystem)), path
 
@@ -417,10 +488,15 @@ def resolve_fs(location: str, conf: CarbonConf | None = None) -> StoreFS:
     """
     check_location(location)  # shape and scheme first: one line, before any library sees it
     if location.startswith("s3://"):
+        from carbonstore.store import objectstore  # pyarrow's S3 filesystem and obstore
+
         options = objectstore.s3_options(location, conf)
         fs, conditional = objectstore.s3_filesystem(options)
         return StoreFS(fs, options.base, False, conditional, object_store=True)
     if "://" in location:
+        import pyarrow as pa  # noqa: F811 - a URI is resolved by pyarrow
+        import pyarrow.fs as pafs  # noqa: F811
+
         try:
             fs, path = pafs.FileSystem.from_uri(location)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
@@ -431,7 +507,7 @@ def resolve_fs(location: str, conf: CarbonConf | None = None) -> StoreFS:
         local = isinstance(fs, pafs.LocalFileSystem)
         return StoreFS(fs, path.rstrip("/") or "/", local)
     path = os.path.abspath(os.path.expanduser(location))
-    return StoreFS(pafs.LocalFileSystem(), path, True)
+    return StoreFS(None, path, True)
 
 
 def input_files(paths: Sequence[str], conf: CarbonConf | None) -> tuple[str, list[tuple[str, int]]] | None:
@@ -456,15 +532,15 @@ def input_files(paths: Sequence[str], conf: CarbonConf | None) -> tuple[str, lis
         sfs = resolve_fs(uri, conf)
         location = location or uri
         info = sfs.fs.get_file_info(sfs.base)
-        if info.type == pafs.FileType.File:
+        if info.type == FileType.File:
             out.append((info.path, int(info.size or 0)))
             continue
-        if info.type != pafs.FileType.Directory:
+        if info.type != FileType.Directory:
             raise UserError(f"input {raw} does not exist")
         for child in sorted(sfs.list_dir(sfs.base), key=lambda i: i.path):
             if child.base_name.startswith(("_", ".")):
                 continue
-            if child.type != pafs.FileType.File:
+            if child.type != FileType.File:
                 return None
             out.append((child.path, int(child.size or 0)))
     return (location, out) if out else None

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from carbonstore.errors import UserError
 from carbonstore.limits import MAX_LOCATION_LENGTH
 
-__all__ = ["LOCATION_SCHEMES", "check_location"]
+if TYPE_CHECKING:
+    from carbonstore.store.conf import CarbonConf
+
+__all__ = ["CONF_KEYS", "LOCATION_SCHEMES", "TRUE_VALUES", "check_location", "shipped_location"]
+
+#: Conf keys of the S3 connection, and the location query parameter of each (non-secret).
+CONF_KEYS = {
+    "carbon.s3.endpoint": "endpoint",
+    "carbon.s3.region": "region",
+    "carbon.s3.path.style.access": "path_style",
+}
+#: What ``path_style`` (and its conf key) takes as true.
+TRUE_VALUES = ("true", "1", "yes")
 
 
 #: URI schemes a store location or input path may use (a local path needs none).
@@ -48,3 +61,22 @@ def check_location(location: object, what: str = "location") -> str:
         raise UserError(f"{what} {shown} has a '..' or '.' path segment; a URI names its "
                         "folder directly (write the path without '..')")
     return location
+
+
+def shipped_location(location: str, conf: CarbonConf | None) -> str:
+    """``location`` with the conf's non-secret S3 settings in its query (others unchanged).
+
+    Tasks resolve the store from this string alone, so they reach the same endpoint with
+    the same region and addressing. Credentials are never put there: tasks take them
+    from the conf file (``CARBON_CONF``) or the AWS environment / profile.
+    """
+    if not location.startswith("s3://") or conf is None:
+        return location
+    parts = urlsplit(check_location(location))  # before the query is rebuilt
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    for key, q in CONF_KEYS.items():
+        value = conf.get(key).strip()
+        if value and q not in query and not (q == "path_style" and value.lower() not in TRUE_VALUES):
+            query[q] = value
+    base = f"s3://{parts.netloc}{parts.path}"
+    return f"{base}?{urlencode(query)}" if query else base

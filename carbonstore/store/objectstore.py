@@ -30,14 +30,14 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from carbonstore.errors import UnsupportedStoreError, UserError
 from carbonstore.store.conf import load_conf
-from carbonstore.store.location import check_location
+from carbonstore.store.location import CONF_KEYS, TRUE_VALUES, check_location, shipped_location
 
 if TYPE_CHECKING:
     from carbonstore.store.conf import CarbonConf
@@ -55,12 +55,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Conf keys of the S3 connection, and the location query parameter of each (non-secret).
-CONF_KEYS = {
-    "carbon.s3.endpoint": "endpoint",
-    "carbon.s3.region": "region",
-    "carbon.s3.path.style.access": "path_style",
-}
 SECRET_KEYS = ("carbon.s3.access.key", "carbon.s3.secret.key", "carbon.s3.session.token")
 
 # ---- request counts ---------------------------------------------------------------------
@@ -181,7 +175,6 @@ def counting_fs(inner: pafs.FileSystem) -> pafs.FileSystem:
 
 # ---- connection settings ----------------------------------------------------------------
 
-_TRUE = ("true", "1", "yes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,7 +284,7 @@ def s3_options(location: str, conf: CarbonConf | None = None) -> S3Options:
     access, secret, token = (_conf_value(conf, k) or None for k in SECRET_KEYS)
     return S3Options(
         bucket=bucket, prefix=prefix, endpoint=endpoint or None, region=region,
-        path_style=got["path_style"].lower() in _TRUE,
+        path_style=got["path_style"].lower() in TRUE_VALUES,
         access_key=access, secret_key=secret, session_token=token,
     )
 
@@ -329,25 +322,6 @@ def _bucket_region(bucket: str) -> str:
         return pafs.resolve_s3_region(bucket)
     except (OSError, pa.ArrowException):
         return "us-east-1"
-
-
-def shipped_location(location: str, conf: CarbonConf | None) -> str:
-    """``location`` with the conf's non-secret S3 settings in its query (others unchanged).
-
-    Tasks resolve the store from this string alone, so they reach the same endpoint with
-    the same region and addressing. Credentials are never put there: tasks take them
-    from the conf file (``CARBON_CONF``) or the AWS environment / profile.
-    """
-    if not location.startswith("s3://") or conf is None:
-        return location
-    parts = urlsplit(check_location(location))  # before the query is rebuilt
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    for key, q in CONF_KEYS.items():
-        value = conf.get(key).strip()
-        if value and q not in query and not (q == "path_style" and value.lower() not in _TRUE):
-            query[q] = value
-    base = f"s3://{parts.netloc}{parts.path}"
-    return f"{base}?{urlencode(query)}" if query else base
 
 
 # ---- the conditional put ----------------------------------------------------------------

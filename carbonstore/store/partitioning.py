@@ -31,17 +31,18 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from carbonstore.errors import CorruptMetadataError, SchemaError, UserError
-from carbonstore.store.murmur3 import bucket_ids, spark_hash
 from carbonstore.store.ordering import prefix_successor
 
+if TYPE_CHECKING:  # the spec is plain Python; numpy and pyarrow are loaded by the transforms
+    import numpy as np
+    import numpy.typing as npt
+    import pyarrow as pa
+
 __all__ = [
+    "bucket_ids",
     "live_deleted_rows",
     "BUCKET_SUFFIX_RE",
     "NULL_PARTITION",
@@ -51,13 +52,11 @@ __all__ = [
     "PartitionField",
     "PartitionKey",
     "PartitionSpec",
-    "bucket_ids",
     "entry_spec",
     "escape",
     "parse_partition_path",
     "removed_partitions",
     "removed_rows",
-    "spark_hash",
     "unescape",
 ]
 
@@ -323,6 +322,7 @@ def _split_commas(text: str) -> list[str]:
 
 def literal_array(value: Any, type_name: str, precision: int = 0, scale: int = 0) -> pa.Array:
     """A one-element Arrow array of a bound literal (expr.py's comparable representation)."""
+    import pyarrow as pa  # noqa: F811 - see the imports
     if type_name == "string":
         return pa.array([value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value],
                         pa.string())
@@ -341,7 +341,16 @@ def literal_array(value: Any, type_name: str, precision: int = 0, scale: int = 0
 
 
 # ---- transforms: values, folder text, bounds -----------------------------------------------
+def bucket_ids(columns: Sequence[pa.Array], number: int) -> npt.NDArray[np.int64]:
+    """The bucket of each row (murmur3.py, loaded here: it is numpy and pyarrow)."""
+    from carbonstore.store import murmur3
+
+    return murmur3.bucket_ids(columns, number)
+
+
 def _as_int64(arr: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    import numpy as np  # noqa: F811 - see the imports
+    import pyarrow as pa  # noqa: F811
     import pyarrow.compute as pc  # lazily: a metadata command that only opens a table never computes
     t = arr.type
     if pa.types.is_date32(t):
@@ -358,6 +367,7 @@ def _as_int64(arr: pa.Array) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool
 
 def field_values(f: PartitionField, arr: pa.Array, type_name: str) -> list[Any]:
     """Transform values of one column for field ``f`` (None for null), in folder text form."""
+    import numpy as np  # noqa: F811 - see the imports
     import pyarrow.compute as pc  # lazily: a metadata command that only opens a table never computes
     tr = f.transform
     if tr == "identity":
@@ -490,6 +500,7 @@ def field_bounds(
 
 def _time_range(tr: str, text: str) -> tuple[int, int]:
     """[start, end) in microseconds since epoch of a year/month/day/hour value."""
+    import numpy as np  # noqa: F811 - see the imports
     lo: Any
     hi: Any
     if tr == "year":

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
-import pyarrow as pa
 
 from carbonstore.errors import CorruptMetadataError, SchemaError
 from carbonstore.store.checksums import checked_object, with_checksum
 from carbonstore.store.conf import Bool, Float, Int, IntList, KeyType, check_value
 from carbonstore.store.ddl import BARE_NAME_RE, parse_column_defs
 from carbonstore.store.types import DataType, parse_type
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "arrow_type",
@@ -382,7 +384,13 @@ def normalise_properties(props: dict[str, str]) -> dict[str, str]:
 
 
 def arrow_type(t: DataType) -> pa.DataType:
-    """The Arrow (and so Parquet) type a table column is stored as."""
+    """The Arrow (and so Parquet) type a table column is stored as.
+
+    pyarrow is imported here, not with the module: a schema read from JSON (``describe``,
+    ``show-segments``) needs no Arrow type, and pyarrow with numpy is about 0.2 s of CPU.
+    """
+    import pyarrow as pa  # noqa: F811
+
     simple: dict[str, pa.DataType] = {
         "boolean": pa.bool_(),
         "byte": pa.int8(),

@@ -15,18 +15,55 @@ back the same way). Version files are never removed.
 ``_checkpoints.json`` in the log folder records the checkpoint below which all were
 removed, so the next clean probes only the checkpoints written since (a hint: without it
 every checkpoint number from the first is probed once).
+
+A reader in a process that has not loaded pyarrow (a metadata command: ``show-segments``,
+``history``, ``describe``) reads a table of at most ``REPLAY_VERSIONS`` versions, whose
+JSON versions up to the checkpoint hold at most ``REPLAY_BYTES``, from those versions
+alone, from version 0, and leaves the Arrow checkpoints unread: the way it reads when a
+checkpoint was never written, so the same entries. 400 versions (200 loads, 0.3 MB) read
+so in 0.02-0.03 s of CPU, where importing pyarrow and numpy to decode the checkpoint costs
+about 0.2 s. A table of 100,000 segments in 250 versions (50 MB of JSON) reads its
+checkpoint, as does a process that has pyarrow loaded.
 """
 
 from __future__ import annotations
 
+import sys
+
 import orjson
 
-from carbonstore.store.checkpoint_arrow import checkpoint_name
 from carbonstore.store.fs import StoreFS
 
-__all__ = ["removable_checkpoints", "write_removed_below"]
+__all__ = ["REPLAY_BYTES", "REPLAY_VERSIONS", "checkpoint_name", "removable_checkpoints", "replays_json",
+           "write_removed_below"]
+
+#: The most versions a reader without pyarrow reads from version 0 instead of a checkpoint
+#: (about 50 us of CPU each, against about 0.2 s to import pyarrow and numpy), and the most
+#: bytes they may hold (1 MiB of JSON decodes in well under 0.1 s).
+REPLAY_VERSIONS = 1_000
+REPLAY_BYTES = 1 << 20
 
 _HINT = "_checkpoints.json"
+
+
+def checkpoint_name(version: int) -> str:
+    """The file name of the Arrow checkpoint of ``version`` in the log folder."""
+    return f"{version:020d}.checkpoint.arrow"
+
+
+def replays_json(sfs: StoreFS, log_dir: str, checkpoint: int) -> bool:
+    """Whether a reader skips the Arrow checkpoint of ``checkpoint`` (and every earlier one)
+    and reads the JSON versions from version 0: pyarrow is not loaded in this process, and
+    there are at most ``REPLAY_VERSIONS`` of them holding at most ``REPLAY_BYTES`` (one
+    listing of the log folder). Same entries either way."""
+    if checkpoint > REPLAY_VERSIONS or "pyarrow" in sys.modules:
+        return False
+    total = 0
+    for info in sfs.list_dir(log_dir):
+        name = info.base_name
+        if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) <= checkpoint:
+            total += int(info.size or 0)
+    return total <= REPLAY_BYTES
 
 
 def _below_hint(sfs: StoreFS, log_dir: str) -> int:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from carbonstore.errors import SegmentNotFoundError
 from carbonstore.store.entries import READABLE_STATUSES, LoadEntry, segment_sort_key
 from carbonstore.store.entry_view import EntryView
-from carbonstore.store.readable import ReadableEntries
+
+if TYPE_CHECKING:
+    from carbonstore.store.readable import ReadableEntries
 
 __all__ = ["StatusChange", "TableStatusSnapshot"]
 
@@ -119,6 +121,9 @@ class TableStatusSnapshot:
     def readable_segments(self) -> ReadableEntries:
         """The entries of ``readable_in_order`` as a sequence that builds an entry only when
         it is used (readable.py); one per version's entries, kept while they are live."""
+        # numpy and pyarrow come in here: a plan needs them, reading the entries does not
+        from carbonstore.store.readable import ReadableEntries
+
         view = self.view
         hit = _READABLE.get(id(view))
         if hit is not None and hit[0] is view:

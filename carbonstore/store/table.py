@@ -25,8 +25,8 @@ from carbonstore.errors import (
 from carbonstore.store.conf import CarbonConf, load_conf
 from carbonstore.store.faults import crash_point
 from carbonstore.store.fs import StoreFS, resolve_fs
+from carbonstore.store.location import shipped_location
 from carbonstore.store.locks import LockManager
-from carbonstore.store.objectstore import shipped_location
 from carbonstore.store.paths import TableName, TablePaths, parse_table_name
 from carbonstore.store.schema import (
     Column,

@@ -46,7 +46,6 @@ from carbonstore.errors import (
     UserError,
     VersionNotFoundError,
 )
-from carbonstore.store.checkpoint_arrow import checkpoint_name, decode_checkpoint, encode_checkpoint
 from carbonstore.store.entries import (
     ALL_STATUSES,
     COMPACTED,
@@ -67,6 +66,7 @@ from carbonstore.store.entry_view import EntryView
 from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TablePaths
+from carbonstore.store.status_checkpoints import checkpoint_name, replays_json
 from carbonstore.store.status_latest import find_latest, version_path, write_hint
 from carbonstore.store.status_leases import LeaseFiles
 from carbonstore.store.status_legacy import LegacyStatus, StatusHistory
@@ -238,8 +238,9 @@ class TableStatus:
         last: VersionRecord | None = None
         if base is None:
             c = checkpoint
+            replay = c > 0 and replays_json(self.paths.sfs, self.log_dir, c)
             while True:
-                got = self._arrow_checkpoint(c) if c > 0 else None
+                got = self._arrow_checkpoint(c) if c > 0 and not replay else None
                 if got is not None:
                     view = got
                     last = self._read_record(c) if c == version else None
@@ -287,6 +288,7 @@ class TableStatus:
             data = self.paths.sfs.read_bytes(path)
         except FileNotFoundError:
             return None
+        from carbonstore.store.checkpoint_arrow import decode_checkpoint  # numpy, pyarrow
         try:
             return EntryView(decode_checkpoint(data, table_id=self.table_id, version=version))
         except ValueError as err:
@@ -295,6 +297,7 @@ class TableStatus:
     def _write_checkpoint(self, version: int, state: State) -> State:
         """Write the Arrow checkpoint of ``version`` (just committed); the state then reads
         from it. A failure only leaves readers one checkpoint further back."""
+        from carbonstore.store.checkpoint_arrow import encode_checkpoint  # numpy, pyarrow
         crash_point("tablestatus.before_checkpoint")
         try:
             data, arrow = encode_checkpoint(state.entries.to_table(), table_id=self.table_id,
@@ -394,9 +397,9 @@ class TableStatus:
     def dropped(self) -> bool:
         """True when the table's drop committed (its latest version is the DROP, or its log
         is gone) - whether or not its folder was removed yet. Reads the latest version's
-        header only (a delta: a few hundred bytes), or decodes it when it is a checkpoint (one
-        file, kept for the read that follows an open); a damaged log counts as not dropped
-        (its readers report the damage)."""
+        header only (a delta: a few hundred bytes; also at a checkpoint's number, whose
+        entries are in the Arrow file beside it), or decodes a big one once, for the read that
+        follows; a damaged log counts as not dropped (its readers report the damage)."""
         try:
             latest = self._latest()
             if latest is None:  # no log: a table of the single-file format, or removed
@@ -405,9 +408,6 @@ class TableStatus:
                 hit = _STATES.get((self.log_dir, latest))
             if hit is not None:
                 return hit.dropped
-            if latest % CHECKPOINT_INTERVAL == 0:
-                # A checkpoint holds every entry: decode it once, for the reads that follow.
-                return self._state(latest).dropped
             path = self._version_path(latest)
             data = self.paths.sfs.read_bytes(path)
             if len(data) < _HEADER_ONLY_BYTES:

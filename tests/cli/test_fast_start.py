@@ -18,6 +18,10 @@ from carbonstore.cli.app import COMMAND_MODULES, COMMANDS, build_parser, command
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pyspark", "py4j", "numba", "duckdb")
+#: what a metadata command on a table whose tablestatus is JSON never needs: the answer is
+#: plain Python over JSON files (the Arrow types, the numpy arrays and the file layer's
+#: pyarrow.fs come in only for a big table's Arrow checkpoint, a plan or a data file)
+ARROW = ("numpy", "pyarrow")
 
 _RUN = """
 import runpy, sys
@@ -70,18 +74,82 @@ def test_import_and_help_load_no_engine() -> None:
     assert not mods & {*HEAVY, "pyarrow", "numpy", "sqlglot"}, sorted(mods)
     err, mods = _run()  # no command: argparse's one line, still nothing imported
     assert "required: COMMAND" in err and "pyarrow" not in mods
+    err, mods = _run("--version")
+    assert not err and not mods & {*HEAVY, *ARROW, "sqlglot"}, sorted(mods)
+    out = subprocess.run([sys.executable, "-m", "carbonstore", "--version"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0 and out.stdout.startswith("carbonstore "), out
+
+
+@pytest.fixture
+def loaded(store: Store) -> Store:
+    """A table of three segments (appended without Spark)."""
+    import pyarrow as pa
+
+    table = store.create_table("db.t", "id long not null, name string")
+    for i in range(3):
+        table.append(pa.table({"id": pa.array([i, i + 10], pa.int64()), "name": ["a", "b"]}))
+    return store
 
 
 @pytest.mark.parametrize("argv", [
-    ("show-segments", "db.t"), ("history", "db.t"), ("describe", "db.t"), ("tables",),
-    ("prune", "db.t", "--where", "id = 3"), ("show-segments", "--help"),
+    ("show-segments", "db.t"), ("show-segments", "db.t", "--limit", "2", "--json"),
+    ("show-segments", "db.t", "--history"), ("history", "db.t"), ("history", "db.t", "--json"),
+    ("describe", "db.t"), ("describe", "db.t", "--json"), ("tables",), ("tables", "--json"),
+    ("show-segments", "--help"),
 ])
-def test_metadata_commands_load_no_engine(store: Store, argv: tuple[str, ...]) -> None:
-    store.create_table("db.t", "id long not null, name string")
-    err, mods = _run("--store", store.location, *argv)
+def test_metadata_commands_load_no_engine(loaded: Store, argv: tuple[str, ...]) -> None:
+    err, mods = _run("--store", loaded.location, *argv)
     assert not err, err
-    # pandas: pyarrow imports it on a first pa.array / to_numpy (arrow_numpy.py avoids those);
-    # sqlglot: a filter of the lookup shape is parsed without it
+    # pandas: pyarrow imports it on a first pa.array / to_numpy; sqlglot: no filter here
+    heavy = {*HEAVY, *ARROW, "pandas", "sqlglot"}
+    assert not mods & heavy, sorted(mods & heavy)
+
+
+def test_a_table_past_its_first_checkpoint_is_read_without_arrow(store: Store) -> None:
+    """Past version 50 a table has an Arrow checkpoint; a process without pyarrow reads
+    its JSON versions from version 0 instead (status_checkpoints.replays_json), and shows
+    the same segments."""
+    import orjson
+    import pyarrow as pa
+
+    from carbonstore.store.status_checkpoints import checkpoint_name
+
+    table = store.create_table("db.t", "id long not null, name string")
+    for i in range(26):  # 1 + 2 versions each: 53
+        table.append(pa.table({"id": pa.array([i], pa.int64()), "name": ["a"]}))
+    status = store.table("db.t").status
+    assert (Path(status.log_dir) / checkpoint_name(50)).exists()
+    code = ("import sys, runpy; sys.argv = ['carbonstore', *sys.argv[1:]]\n"
+            "try: runpy.run_module('carbonstore', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "print('ARROW' if {'numpy', 'pyarrow'} & set(sys.modules) else 'PLAIN', file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code, "--store", store.location, "show-segments",
+                          "db.t", "--json"], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.stderr.strip() == "PLAIN", out.stderr
+    shown = orjson.loads(out.stdout)
+    assert [r["id"] for r in shown] == [e.load_name for e in status.read().entries]
+    assert [r["rows"] for r in shown] == [1] * 26
+
+
+@pytest.mark.parametrize("command", ["describe", "show-segments"])
+def test_a_partitioned_tables_metadata_loads_no_arrow(store: Store, command: str) -> None:
+    """A partition spec (checked whenever the schema is read) is plain Python: only
+    computing partition values of rows needs numpy and pyarrow."""
+    store.create_table("db.p", "id long, d date, r string",
+                       properties={"partition_by": "day(d), r", "bucket_number": "4",
+                                   "bucket_columns": "id"})
+    err, mods = _run("--store", store.location, command, "db.p")
+    assert not err, err
+    assert not mods & {*HEAVY, *ARROW}, sorted(mods & {*HEAVY, *ARROW})
+
+
+def test_prune_loads_no_engine(loaded: Store) -> None:
+    """``prune`` reads index files (numpy arrays): no engine, no pandas, and no sqlglot for
+    a filter of the lookup shape."""
+    err, mods = _run("--store", loaded.location, "prune", "db.t", "--where", "id = 3")
+    assert not err, err
     assert not mods & {*HEAVY, "pandas", "sqlglot"}, sorted(mods & {*HEAVY, "pandas", "sqlglot"})
 
 
@@ -100,3 +168,28 @@ def test_a_missing_input_fails_before_spark(store: Store, tmp_path: Path) -> Non
                      str(tmp_path / "nope.csv"))
     assert err == f"carbonstore: error: input {tmp_path / 'nope.csv'} does not exist"
     assert not mods & set(HEAVY)
+
+
+@pytest.mark.parametrize("given", [None, "3"])
+def test_the_program_runs_numpy_with_one_blas_thread(given: str | None) -> None:
+    """``carbonstore`` (python -m, the console script) sets OPENBLAS_NUM_THREADS=1 before
+    anything imports numpy, unless the user set it; numpy then starts no BLAS threads."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    code = ("import os, sys, runpy; sys.argv = ['carbonstore', '--help']\n"
+            "try: runpy.run_module('carbonstore', run_name='__main__')\n"
+            "except SystemExit: pass\n"
+            "print(os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**env, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.stderr.strip() == (given or "1")
+
+
+def test_main_called_by_a_program_leaves_its_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from carbonstore.cli.app import main
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "OPENBLAS_NUM_THREADS" not in os.environ

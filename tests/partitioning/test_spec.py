@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carbonstore.errors import SchemaError, UserError
+from carbonstore.store.murmur3 import spark_hash
 from carbonstore.store.partitioning import (
     NULL_PARTITION,
     PartitionField,
@@ -21,7 +22,6 @@ from carbonstore.store.partitioning import (
     parse_fields,
     parse_partition_path,
     partition_dir,
-    spark_hash,
     unescape,
 )
 from carbonstore.store.schema import TableSchema, normalise_properties, parse_schema_string

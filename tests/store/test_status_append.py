@@ -344,3 +344,49 @@ def test_damaged_checkpoints_are_reported_when_read(tmp_path: Path, damage: str)
     with pytest.raises(CorruptMetadataError, match=expect):
         table.status.read()
 
+
+
+def test_dropped_at_a_checkpoints_number_reads_no_entries(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether a table was dropped is said by its latest version's header, also when that
+    version is at a checkpoint's number: ``carbonstore tables`` decodes no checkpoint of
+    100,000 entries (its entries are in the Arrow file beside it)."""
+    table = _table(tmp_path)
+    interval = versions.CHECKPOINT_INTERVAL
+    while table.status.read().version < interval:
+        table.status.allocate(status=SUCCESS, row_count=1)
+    assert (Path(table.status.log_dir) / checkpoint_name(interval)).exists()
+    forget_decoded()
+
+    def decoded(*args: Any) -> Any:
+        raise AssertionError("the entries were decoded")
+
+    monkeypatch.setattr(tablestatus.TableStatus, "_state", decoded)
+    reopened = Store(str(tmp_path)).table("db.t").status  # opening reads no entries either
+    assert reopened.dropped() is False
+    names = [str(n) for n in Store(str(tmp_path)).tables()]
+    assert names == ["db.t"]
+
+
+def test_a_reader_without_arrow_replays_only_a_short_light_log(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without pyarrow loaded, the JSON versions are read instead of the Arrow checkpoint
+    only while they are few and small (REPLAY_VERSIONS, REPLAY_BYTES): a table of 100,000
+    segments in 250 versions holds 50 MB of them and reads its checkpoint."""
+    from carbonstore.store import status_checkpoints as sc
+    from carbonstore.store.fs import local_disk
+
+    table = _table(tmp_path)
+    while table.status.read().version < versions.CHECKPOINT_INTERVAL:
+        table.status.allocate(status=SUCCESS, row_count=1)
+    sfs, log_dir = local_disk(), table.status.log_dir  # lists through os: no pyarrow again
+    assert not sc.replays_json(sfs, log_dir, 50)  # pyarrow is loaded here: the checkpoint
+    monkeypatch.delitem(sys.modules, "pyarrow")
+    assert sc.replays_json(sfs, log_dir, 50)
+    size = sum(p.stat().st_size for p in Path(log_dir).glob("*.json") if p.stem.isdigit())
+    monkeypatch.setattr(sc, "REPLAY_BYTES", size - 1)
+    assert not sc.replays_json(sfs, log_dir, 50)
+    monkeypatch.setattr(sc, "REPLAY_BYTES", size)
+    assert sc.replays_json(sfs, log_dir, 50)
+    monkeypatch.setattr(sc, "REPLAY_VERSIONS", 49)
+    assert not sc.replays_json(sfs, log_dir, 50)
