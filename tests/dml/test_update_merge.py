@@ -120,8 +120,8 @@ def test_merge_errors(table: Table) -> None:
 
 @pytest.mark.usefixtures("spark")  # its DML statements run on Spark
 def test_sql_statements(table: Table) -> None:
-    from carbonstore.sql.dml_run import run_dml
     from carbonstore.sql.dml_parse import parse_dml
+    from carbonstore.sql.dml_run import run_dml
 
     store = table.store
     assert parse_dml("SELECT 1") is None

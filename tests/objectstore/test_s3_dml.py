@@ -369,8 +369,8 @@ def test_update_merge_delete_on_s3_equal_local_and_spark(
     (carbonstore.spark.located), natively on a local store. Both tables end equal, and
     equal to plain Spark running the same statements over the same rows. The s3:// table
     has a delete delta and a segment of an older schema version before they run."""
-    from carbonstore.sql.dml_run import run_dml
     from carbonstore.sql.dml_parse import parse_dml
+    from carbonstore.sql.dml_run import run_dml
     from carbonstore.store.alter import SUB_ACTIONS, alter_table
 
     local = store.create_table("db.t", SCHEMA, properties={"sort_columns": "id"})

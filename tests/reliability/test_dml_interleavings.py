@@ -305,10 +305,10 @@ def test_a_statement_that_keeps_losing_to_forced_cleans_says_so_in_one_line(
 def test_a_merge_whose_source_table_a_forced_clean_removed_reads_it_again(table: Table) -> None:
     """``MERGE INTO db.t USING db.src``: the source table's segments were compacted and
     removed by a forced clean between the read of its version and of its files."""
-    from carbonstore.sql.dml_run import run_dml
     from carbonstore.segments.clean import clean_files
     from carbonstore.segments.compaction import compact
     from carbonstore.sql.dml_parse import parse_dml
+    from carbonstore.sql.dml_run import run_dml
 
     src = table.store.create_table("db.src", SCHEMA)
     _load(src, range(K, K + 2), v=1)
