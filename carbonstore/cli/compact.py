@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from carbonstore.cli._common import add_json, open_store, print_json, print_table, split_ids
+from carbonstore.progress import progress
 
 
 def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -48,7 +49,6 @@ def _compact(args: argparse.Namespace) -> int:
         from carbonstore.spark.compact_job import spark_cluster_merger, spark_merger
 
         merger, cluster_merger = spark_merger(), spark_cluster_merger()
-    from carbonstore.progress import progress
 
     with progress(None, f"compacting {table.name} ({args.compaction_type})", json=args.json):
         result = compact(table, args.compaction_type, segment_ids=ids, merger=merger,

@@ -9,6 +9,8 @@ from typing import Any
 from carbonstore.cli._common import add_json, open_store, print_json, print_table
 from carbonstore.errors import UserError
 from carbonstore.expressions.sql_checks import check_sql_text, check_tree_depth, too_deep_sql
+from carbonstore.segments.timezones import SESSION_TIME_ZONE_KEY, conf_time_zone
+from carbonstore.spark.session import get_spark
 from carbonstore.store.table import StoreRoot
 
 __all__ = ["register", "session_time_zone"]
@@ -49,11 +51,7 @@ def session_time_zone(store: StoreRoot) -> str:
     ``spark.sql.session.timeZone`` of carbon.properties (default UTC)."""
     import os
 
-    from carbonstore.segments.timezones import SESSION_TIME_ZONE_KEY, conf_time_zone
-
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # spark-submit started the JVM: its settings
-        from carbonstore.spark.session import get_spark
-
         return str(get_spark(conf=store.conf).conf.get(SESSION_TIME_ZONE_KEY))
     return conf_time_zone(store.conf)
 

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from carbonstore.cli._common import add_json, open_store, parse_key_values, print_json
+from carbonstore.cli.rebuild import add_rebuild
 from carbonstore.errors import UserError
 from carbonstore.store.conf import load_conf
 from carbonstore.store.fs import resolve_fs
@@ -24,8 +25,6 @@ def register(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
                     "value per column)")
     add_json(ip)
     ip.set_defaults(func=_inspect)
-    from carbonstore.cli.rebuild import add_rebuild
-
     add_rebuild(isub, parents)
 
     p = sub.add_parser("add-segment", parents=parents,

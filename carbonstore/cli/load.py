@@ -11,6 +11,7 @@ from typing import Any
 
 from carbonstore.cli._common import add_json, open_store, parse_key_values, print_json
 from carbonstore.errors import UserError
+from carbonstore.progress import load_progress, progress_enabled
 from carbonstore.segments.load_inputs import (
     check_inputs,
     infer_format,
@@ -67,7 +68,6 @@ def _load(args: argparse.Namespace) -> int:
         table, {k: v for k, v in options.items() if k.lower() != PREBUILT_OPTION.lower()}
     )
     check_inputs(table, args.input, fmt or "csv", opts)
-    from carbonstore.progress import load_progress, progress_enabled
     from carbonstore.spark.load_job import load
     from carbonstore.spark.session import get_spark
 

@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from carbonstore.cli._common import add_json, open_store, print_json, print_table, split_ids
+from carbonstore.progress import progress
 
 
 def add_rebuild(isub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -26,7 +27,6 @@ def add_rebuild(isub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    from carbonstore.progress import progress
     from carbonstore.segments.rebuild import count_data_files, rebuild_indexes
 
     table = open_store(args).table(args.table)

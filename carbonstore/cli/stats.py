@@ -14,6 +14,8 @@ from typing import Any
 
 from carbonstore.cli._common import add_json, open_store, print_json, print_table, split_ids
 from carbonstore.errors import UserError
+from carbonstore.progress import progress
+from carbonstore.spark.session import get_spark
 from carbonstore.statistics.model import ColumnStatistics
 from carbonstore.statistics.store import (
     delete_segment_statistics,
@@ -64,11 +66,8 @@ def _analyze(args: argparse.Namespace) -> int:
     table = open_store(args).table(args.table)
     columns = split_ids(args.columns, "--columns") if args.columns is not None else None
     segments = split_ids(args.segments) if args.segments is not None else None
-    from carbonstore.progress import progress
-
     if args.engine == "spark":
         from carbonstore.spark.analyze_job import analyze
-        from carbonstore.spark.session import get_spark
         from carbonstore.statistics.accumulator import StatsAccumulator
         from carbonstore.statistics.analyze import analyze_targets, table_column_specs
 
