@@ -145,9 +145,14 @@ class TableIndex:
         if snapshot is not None and self.entries and self._all_in_snapshot(snapshot, names_files):
             return
         snap_rows_count = [] if snapshot is None else snapshot.bounds.num_rows.tolist()
-        for i, e in enumerate(self.entries):
-            row = None if snapshot is None else snapshot.rows.get((e.load_name, e.segment_file or ""))
-            if row is not None and e.row_count and snap_rows_count[row] != e.row_count:
+        # by the entries' names and row counts: only a segment the snapshot does not cover
+        # builds its entry (100,000 lazy entries would cost seconds)
+        counts = (self.entries.row_counts.tolist() if isinstance(self.entries, ReadableEntries)
+                  else [e.row_count for e in self.entries])
+        get = None if snapshot is None else snapshot.rows.get
+        for i, pair in enumerate(zip(self.names, self.files, strict=True)):
+            row = None if get is None else get(pair)
+            if row is not None and counts[i] and snap_rows_count[row] != counts[i]:
                 # Not this segment's index (a snapshot is verified whole, not against the
                 # tablestatus): plan the segment from its merge index, and write a new one.
                 row = None
@@ -157,10 +162,10 @@ class TableIndex:
                 order.append(-1 - len(snap_rows))
                 snap_rows.append(row)
                 continue
-            key = (self.root, e.load_name, e.segment_file or "")
+            key = (self.root, *pair)
             item = driver_cache().get(key)
             if item is None:
-                item = load_segment(table, e)
+                item = load_segment(table, self.entries[i])
                 driver_cache().put(key, item)
             order.append(len(pieces))
             pieces.append(item.bounds)
@@ -460,6 +465,32 @@ def table_index(table: Table, entries: Sequence[LoadEntry]) -> TableIndex:
     return view
 
 
+def _lags(snapshot: Snapshot, entries: Sequence[LoadEntry], limit: int) -> bool:
+    """Whether a view over ``entries`` would leave more than ``limit`` segments uncovered by
+    ``snapshot`` or find a row count that disagrees (what TableIndex finds, without reading
+    the uncovered segments' merge indexes or building an entry)."""
+    names, files = names_files_of(entries)
+    counts = (entries.row_counts.tolist() if isinstance(entries, ReadableEntries)
+              else [e.row_count for e in entries])
+    size = snapshot.size
+    if (size <= len(names) and list(names[:size]) == snapshot.segments
+            and list(files[:size]) == snapshot.merges):  # a snapshot of the first segments
+        head = np.asarray([c or 0 for c in counts[:size]], dtype=np.int64)
+        if bool(((head != 0) & (snapshot.bounds.num_rows != head)).any()):
+            return True
+        return len(names) - size > limit
+    snap_counts = snapshot.bounds.num_rows.tolist()
+    get = snapshot.rows.get
+    uncovered = 0
+    for pair, count in zip(zip(names, files, strict=True), counts, strict=True):
+        row = get(pair)
+        if row is None:
+            uncovered += 1
+        elif count and snap_counts[row] != count:
+            return True
+    return uncovered > limit
+
+
 def refresh_if_lagging(table: Table) -> str | None:
     """The writers' step after a commit that changes the readable segments: write a new
     snapshot when the current one lags by more than ``carbon.index.snapshot.max.lag``
@@ -476,6 +507,8 @@ def refresh_if_lagging(table: Table) -> str | None:
         if not entries:
             return None
         snapshot, refused = read_snapshot(table)
+        if snapshot is not None and not refused and not _lags(snapshot, entries, _lag_limit(table)):
+            return None  # the common case, decided from names and row counts alone
         view = TableIndex(table, entries, snapshot)
         if not (view.uncovered > _lag_limit(table) or refused or view.disagrees):
             return None
