@@ -507,7 +507,9 @@ def refresh_if_lagging(table: Table) -> str | None:
         if not entries:
             return None
         snapshot, refused = read_snapshot(table)
-        if snapshot is not None and not refused and not _lags(snapshot, entries, _lag_limit(table)):
+        limit = _lag_limit(table)
+        if not refused and (len(entries) <= limit if snapshot is None
+                            else not _lags(snapshot, entries, limit)):
             return None  # the common case, decided from names and row counts alone
         view = TableIndex(table, entries, snapshot)
         if not (view.uncovered > _lag_limit(table) or refused or view.disagrees):

@@ -91,7 +91,12 @@ def test_the_writers_check_within_the_lag_reads_no_index(tmp_path: Path) -> None
     answer comes from the segments' names and row counts, with no merge index read (at
     100,000 segments building the view for it cost a load's commit 3.5 s of CPU)."""
     t = _store(str(tmp_path / "store"), 3).create_table("db.t", "id long, x double, s string")
-    add_segments(t, [_data(k * 100) for k in range(4)])
+    add_segments(t, [_data(k * 100) for k in range(3)])
+    clear_cache()
+    COUNTERS.clear()
+    assert refresh_if_lagging(t) is None  # no snapshot yet, 3 segments: within the limit
+    assert COUNTERS.get("merge_index_reads", 0) == 0
+    add_segments(t, [_data(300)])
     assert refresh_if_lagging(t) is not None  # 4 uncovered > 3: written
     add_segments(t, [_data(k * 100) for k in range(4, 7)])  # 3 uncovered: within the limit
     clear_cache()
