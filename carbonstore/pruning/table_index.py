@@ -512,7 +512,7 @@ def refresh_if_lagging(table: Table) -> str | None:
                             else not _lags(snapshot, entries, limit)):
             return None  # the common case, decided from names and row counts alone
         view = TableIndex(table, entries, snapshot)
-        if not (view.uncovered > _lag_limit(table) or refused or view.disagrees):
+        if not (view.uncovered > limit or refused or view.disagrees):
             return None
         lock = table.locks.lock(SNAPSHOT_LOCK)
         lock.acquire(timeout=0)
