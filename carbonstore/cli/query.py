@@ -21,6 +21,7 @@ from carbonstore.cli._common import (
 )
 from carbonstore.cli.history import add_as_of, pin
 from carbonstore.errors import UserError
+from carbonstore.store.paths import check_segment_id
 
 if TYPE_CHECKING:
     from carbonstore.store.table import StoreRoot
@@ -141,8 +142,6 @@ def _query(args: argparse.Namespace) -> int:
     pushed = index_where(table, args.where)
     ids = split_ids(args.segments)
     if ids is not None:  # an unknown or unreadable segment would read nothing
-        from carbonstore.store.paths import check_segment_id
-
         table.status.read().refuse_unreadable(map(check_segment_id, ids), str(table.name))
     if args.count and args.segments is None and pushed.exact:
         from carbonstore.pruning.answers import Aggregate, answer

@@ -83,6 +83,24 @@ CASES = [
      "segment 99 does not exist"),
     (("delete-segments", "db.t", "--ids", "99"), "segment 99 does not exist"),
     (("index", "rebuild", "db.t", "--segments", "99"), "segment(s) 99 of db.t are not readable"),
+    # what the store decides of a statement: its tables, and the columns of its one table
+    (("sql", "SELECT nosuch FROM db.t"), "unknown column 'nosuch' of db.t"),
+    (("sql", "SELECT id FROM db.t WHERE NoSuch > 1 ORDER BY id"), "unknown column 'NoSuch'"),
+    (("sql", "SELECT id, count(*) FROM db.t GROUP BY id ORDER BY nosuch"),
+     "unknown column 'nosuch'"),
+    (("sql", "SELECT x.nosuch FROM db.t x"), "unknown column 'nosuch' of db.t"),
+    (("sql", "SELECT id FROM (SELECT id FROM db.t) s WHERE nosuch = 1"),
+     "unknown column 'nosuch' of db.t"),
+    (("sql", "INSERT INTO db.t SELECT * FROM db.nosuch"), "table db.nosuch does not exist"),
+    (("sql", "INSERT INTO db.t SELECT nosuch, name FROM db.t"), "unknown column 'nosuch'"),
+    (("sql", "INSERT INTO db.t (id, name) SELECT id, name FROM db.t JOIN db.nosuch USING (id)"),
+     "table db.nosuch does not exist"),
+    (("sql", "WITH x AS (SELECT * FROM db.nosuch) SELECT * FROM x"),
+     "table db.nosuch does not exist"),
+    (("sql", "SELECT * FROM db.t WHERE id IN (SELECT id FROM db.nosuch)"),
+     "table db.nosuch does not exist"),
+    (("sql", "SELECT count(*) FROM db.t; SELECT nosuch FROM db.t"),
+     "statement 2 of 2 (SELECT nosuch FROM db.t): unknown column 'nosuch'"),
 ]
 
 
