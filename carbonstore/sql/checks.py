@@ -9,7 +9,7 @@ cannot be sure of is left to Spark, so a statement Spark runs is never refused:
   a table of Spark's own catalog: Spark decides it.
 - an unknown column, when the statement reads exactly one store table and nothing else
   whose columns the store does not know (no other table, no CTE, VALUES, table function,
-  LATERAL VIEW, PIVOT) and the session holds no names of the user's (``closed``: the CLI's
+  LATERAL VIEW, PIVOT, generator such as explode or inline) and the session holds no names of the user's (``closed``: the CLI's
   own session; a user's session may have SQL variables). A name is unknown when it is no
   column of the table (case-insensitive, as Spark), no alias the statement gives (Spark
   resolves lateral column aliases and ORDER BY aliases), no lambda variable and no
@@ -37,6 +37,19 @@ _NO_PARENS = frozenset({
 })
 # sources whose columns the store does not know: with one, a name may come from it
 _FOREIGN = (exp.Lateral, exp.Unnest, exp.Values, exp.Pivot, exp.Explode, exp.UDTF)
+# Spark's generators: their output columns (col1, key, value, pos ...) may be named later
+_GENERATORS = frozenset({
+    "explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
+    "stack", "json_tuple", "variant_explode", "variant_explode_outer",
+})
+
+
+def _generates(tree: exp.Expr) -> bool:
+    for f in tree.find_all(exp.Func):
+        name = f.name if isinstance(f, exp.Anonymous) else f.sql_name()
+        if name.lower() in _GENERATORS:
+            return True
+    return False
 
 
 def check_query(store: StoreRoot, tree: exp.Expr, *, aliases: Mapping[str, Table] | None = None,
@@ -51,7 +64,7 @@ def check_query(store: StoreRoot, tree: exp.Expr, *, aliases: Mapping[str, Table
     """
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     found: list[tuple[exp.Table, Table]] = []
-    foreign = bool(ctes) or any(True for _ in tree.find_all(*_FOREIGN))
+    foreign = bool(ctes) or any(True for _ in tree.find_all(*_FOREIGN)) or _generates(tree)
     for node in tree.find_all(exp.Table):
         table = _resolve(store, node, ctes, aliases)
         if table is None:

@@ -53,6 +53,7 @@ VALID = [
     "SELECT id FROM db.t DISTRIBUTE BY id SORT BY id",
     "SELECT 'nosuch' AS lit, id FROM db.t",
     "SELECT id FROM db.t TABLESAMPLE (50 PERCENT)",
+    "SELECT json_tuple('{\"a\": 1}', 'a') FROM db.t ORDER BY c0",
 ]
 
 
