@@ -83,6 +83,9 @@ CASES = [
      "segment 99 does not exist"),
     (("delete-segments", "db.t", "--ids", "99"), "segment 99 does not exist"),
     (("index", "rebuild", "db.t", "--segments", "99"), "segment(s) 99 of db.t are not readable"),
+    (("sql", "ALTER TABLE db.t COMPACT 'CUSTOM' WHERE SEGMENT.ID IN (0, 99)"),
+     "segment 99 does not exist"),
+    (("sql", "DELETE FROM TABLE db.t WHERE SEGMENT.ID IN (99)"), "segment 99 does not exist"),
     # what the store decides of a statement: its tables, and the columns of its one table
     (("sql", "SELECT nosuch FROM db.t"), "unknown column 'nosuch' of db.t"),
     (("sql", "SELECT id FROM db.t WHERE NoSuch > 1 ORDER BY id"), "unknown column 'NoSuch'"),
