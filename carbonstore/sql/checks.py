@@ -7,14 +7,16 @@ cannot be sure of is left to Spark, so a statement Spark runs is never refused:
 - a ``db.table`` name (FROM, JOIN, a subquery, a CTE's body, an INSERT's source) that is no
   table of the store, no CTE and no registered view. An unqualified name may be a view or
   a table of Spark's own catalog: Spark decides it.
-- an unknown column, when the statement reads exactly one store table and nothing else
-  whose columns the store does not know (no other table, no CTE, VALUES, table function,
-  LATERAL VIEW, PIVOT, generator such as explode or inline) and the session holds no names of the user's (``closed``: the CLI's
-  own session; a user's session may have SQL variables). A name is unknown when it is no
-  column of the table (case-insensitive, as Spark), no alias the statement gives (Spark
-  resolves lateral column aliases and ORDER BY aliases), no lambda variable and no
-  parameterless function Spark allows without parentheses. A qualified ``x.c`` is checked
-  only when ``x`` names the table and is no column of it (else it may be a struct field).
+- an unknown column, when the statement reads exactly one store table, at its latest
+  version (no ``VERSION AS OF``, no ``--as-of``: an older version may have other columns),
+  and nothing else whose columns the store does not know (no other table, no CTE, VALUES,
+  table function, LATERAL VIEW, PIVOT, generator such as explode or inline), and the
+  session holds no names of the user's (``closed``: the CLI's own session; a user's
+  session may have SQL variables). A name is unknown when it is no column of the table
+  (case-insensitive, as Spark), no alias the statement gives (Spark resolves lateral column
+  aliases and ORDER BY aliases), no lambda variable and no parameterless function Spark
+  allows without parentheses. A qualified ``x.c`` is checked only when ``x`` names the
+  table and is no column of it (else it may be a struct field).
 """
 
 from __future__ import annotations
@@ -53,10 +55,12 @@ def _generates(tree: exp.Expr) -> bool:
 
 
 def check_query(store: StoreRoot, tree: exp.Expr, *, aliases: Mapping[str, Table] | None = None,
-                closed: bool = False) -> None:
+                closed: bool = False, as_of: int | str | None = None) -> None:
     """Refuse ``tree`` (a query, or an INSERT's source) for a table name or a column the
     store knows cannot be (see the module docstring). ``aliases``: names that stand for
-    tables (``register``'s views); ``closed``: the session knows no name of the user's.
+    tables (``register``'s views); ``closed``: the session knows no name of the user's;
+    ``as_of``: the statement reads an older version (its columns may differ from today's:
+    they are left to Spark, as a ``VERSION AS OF`` in the statement).
 
     Raises:
         TableNotFoundError: a ``db.table`` that is no table of the store nor a view.
@@ -71,7 +75,8 @@ def check_query(store: StoreRoot, tree: exp.Expr, *, aliases: Mapping[str, Table
             foreign = True
         else:
             found.append((node, table))
-    if closed and not foreign and len(found) == 1:
+    if closed and as_of is None and not foreign and len(found) == 1 \
+            and found[0][0].args.get("version") is None:
         _check_columns(tree, *found[0])
 
 

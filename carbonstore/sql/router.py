@@ -103,7 +103,7 @@ def _closed(engine: Engine | None) -> bool:
 def _query(store: StoreRoot, stmt: Query, engine: Engine | None, as_of: Any) -> Result:
     # what the store decides is refused before a JVM starts for it
     check_query(store, stmt.tree, aliases=engine.aliases if engine is not None else None,
-                closed=_closed(engine))
+                closed=_closed(engine), as_of=as_of)
     zone = session_zone(engine.time_zone(store) if engine is not None else "UTC")
     if zone is not None and (engine is None or not engine.live):
         # count / min / max the index decides exactly: no JVM, nothing read (a live session

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore import Store
+from carbonstore.cli import main
 from carbonstore.errors import UserError
 from carbonstore.spark.statements import parse_statement
 from carbonstore.sql import Insert, Query, parse
@@ -53,6 +54,7 @@ VALID = [
     "SELECT id FROM db.t DISTRIBUTE BY id SORT BY id",
     "SELECT 'nosuch' AS lit, id FROM db.t",
     "SELECT id FROM db.t TABLESAMPLE (50 PERCENT)",
+    "SELECT old FROM db.r VERSION AS OF 1",  # renamed to new since
     "SELECT json_tuple('{\"a\": 1}', 'a') FROM db.t ORDER BY c0",
 ]
 
@@ -70,6 +72,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     }))
     u = store.create_table("db.u", "id long, k long")
     u.append(pa.table({"id": pa.array([1], pa.int64()), "k": pa.array([1], pa.int64())}))
+    r = store.create_table("db.r", "id long, old string")
+    r.append(pa.table({"id": pa.array([1], pa.int64()), "old": ["x"]}))
+    main(["--store", store.location, "sql", "ALTER TABLE db.r RENAME COLUMN old TO new"])
     sales = store.create_table("db.sales", "id long not null, cat string, v double")
     sales.append(pa.table({"id": pa.array([1], pa.int64()), "cat": ["c"], "v": [1.0]}))
     return store
@@ -100,6 +105,17 @@ def test_an_unknown_column_of_the_one_table_is_refused(store: Store, text: str,
                                                        name: str) -> None:
     with pytest.raises(UserError, match=f"unknown column '{name}' of db.t"):
         _check(store, text)
+
+
+def test_a_version_of_the_past_is_read_with_its_own_columns(store: Store) -> None:
+    """``old`` was renamed after version 1: that version still has it (schema evolution)."""
+    _check(store, "SELECT old FROM db.r VERSION AS OF 1")
+    with pytest.raises(UserError, match="unknown column 'old'"):
+        _check(store, "SELECT old FROM db.r")
+
+
+def test_a_pinned_query_is_read_with_the_columns_of_its_version(store: Store) -> None:
+    check_query(store, parse_statement("SELECT old FROM db.r"), closed=True, as_of=1)
 
 
 def test_a_session_of_the_users_may_hold_variables(store: Store) -> None:
