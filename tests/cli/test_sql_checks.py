@@ -118,6 +118,20 @@ def test_a_pinned_query_is_read_with_the_columns_of_its_version(store: Store) ->
     check_query(store, parse_statement("SELECT old FROM db.r"), closed=True, as_of=1)
 
 
+def test_a_registered_view_or_a_cte_is_no_missing_table(store: Store) -> None:
+    """``register``'s views stand for tables by their names; a CTE named like a store table
+    shadows it; Spark's global temp views and catalogs are Spark's to resolve."""
+    views = {"shop.orders": store.table("db.t"), "orders": store.table("db.t")}
+    check_query(store, parse_statement("SELECT id FROM shop.orders JOIN orders USING (id)"),
+                aliases=views, closed=True)
+    check_query(store, parse_statement("WITH t AS (SELECT 1 AS z) SELECT z FROM t"), closed=True)
+    for text in ("SELECT * FROM global_temp.v", "SELECT * FROM spark_catalog.db.nosuch",
+                 "SELECT * FROM nosuch"):
+        check_query(store, parse_statement(text), closed=True)
+    with pytest.raises(UserError, match="table db.nosuch does not exist"):
+        check_query(store, parse_statement("SELECT * FROM db.nosuch"), aliases=views)
+
+
 def test_a_session_of_the_users_may_hold_variables(store: Store) -> None:
     """``SELECT v FROM t`` is a SQL variable in a session with ``DECLARE VARIABLE v``."""
     check_query(store, parse_statement("SELECT v FROM db.t"), closed=False)
