@@ -21,6 +21,7 @@ from carbonstore.cli._common import (
 )
 from carbonstore.cli.history import add_as_of, pin
 from carbonstore.errors import UserError
+from carbonstore.store.paths import check_segment_id
 
 if TYPE_CHECKING:
     from carbonstore.store.table import StoreRoot
@@ -139,6 +140,9 @@ def _query(args: argparse.Namespace) -> int:
     # a filter that is no SQL condition, or names an unknown column, is a user error before
     # Spark starts; terms the index cannot bind (id % 2 = 0, ...) are evaluated by Spark
     pushed = index_where(table, args.where)
+    ids = split_ids(args.segments)
+    if ids is not None:  # an unknown or unreadable segment would read nothing
+        table.status.read().refuse_unreadable(map(check_segment_id, ids), str(table.name))
     if args.count and args.segments is None and pushed.exact:
         from carbonstore.pruning.answers import Aggregate, answer
 
@@ -153,7 +157,7 @@ def _query(args: argparse.Namespace) -> int:
     if args.segments is None:
         prepare_scan(table, args.where)
     spark = wait()
-    df = to_spark(table, spark, where=args.where, segments=split_ids(args.segments)).select(*names)
+    df = to_spark(table, spark, where=args.where, segments=ids).select(*names)
     if args.count:
         df = df.selectExpr("count(1) AS count")
         names = ["count"]

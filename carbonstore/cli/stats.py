@@ -13,7 +13,7 @@ import datetime as dt
 from typing import Any
 
 from carbonstore.cli._common import add_json, open_store, print_json, print_table, split_ids
-from carbonstore.errors import UserError
+from carbonstore.errors import SegmentNotFoundError, UserError
 from carbonstore.progress import progress
 from carbonstore.spark.session import get_spark
 from carbonstore.statistics.model import ColumnStatistics
@@ -119,6 +119,10 @@ def _stats(args: argparse.Namespace) -> int:
     if args.segment is not None:
         seg = get_segment_statistics(table, args.segment, columns=columns)
         if seg is None:
+            if table.status.read().find(args.segment) is None:
+                raise SegmentNotFoundError(
+                    f"segment {args.segment} of {table.name} does not exist (see "
+                    "'carbonstore show-segments')")
             raise UserError(
                 f"segment {args.segment} of {table.name} has no statistics; run "
                 f"'carbonstore analyze {table.name} --segments {args.segment}'"

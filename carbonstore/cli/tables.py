@@ -17,7 +17,7 @@ from carbonstore.cli._common import (
     row_limit,
 )
 from carbonstore.errors import TableExistsError, UserError
-from carbonstore.segments.cluster_spec import segment_clustering
+from carbonstore.segments.cluster_spec import CLUSTERING_KEY, segment_clustering
 from carbonstore.store.entries import LoadEntry
 from carbonstore.store.paths import parse_table_name
 
@@ -147,8 +147,10 @@ def _differences(table: Table, columns: Sequence[Column], props: dict[str, str])
 def _describe(args: argparse.Namespace) -> int:
     table = open_store(args).table(args.table)
     info = table.describe()
-    clustered = {e.load_name: spec.describe() for e in table.status.read().entries
-                 if e.readable and (spec := segment_clustering(e)) is not None}
+    # the few entries that record a clustering: none built for a table of plain loads
+    clustered = {e.load_name: spec.describe()
+                 for e in table.status.read().view.readable_with_extra(CLUSTERING_KEY)
+                 if (spec := segment_clustering(e)) is not None}
     if clustered:  # only then: describe's JSON stays create --json's for other tables
         info["clusteredSegments"] = clustered
     if args.clustering:

@@ -101,8 +101,6 @@ def bind(
 def session_zone(name: str | None) -> dt.tzinfo | None:
     """The tzinfo of a Spark session time zone id (``UTC``, ``Europe/Paris``, ``+08:00``,
     ``GMT-3``); None when it is not one this process can resolve."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
     text = (name or "UTC").strip()
     if text.upper() in ("UTC", "Z", "GMT", "UT"):
         return dt.UTC
@@ -111,6 +109,8 @@ def session_zone(name: str | None) -> dt.tzinfo | None:
         sign = -1 if m.group(1) == "-" else 1
         delta = dt.timedelta(hours=int(m.group(2)), minutes=int(m.group(3) or 0), seconds=int(m.group(4) or 0))
         return dt.timezone(sign * delta) if delta < dt.timedelta(hours=18, seconds=1) else None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # a region only: UTC needs none
+
     try:
         return ZoneInfo(text)
     except (ZoneInfoNotFoundError, ValueError):

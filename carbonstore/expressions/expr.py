@@ -23,11 +23,11 @@ NULL`` on an int column is exact: nothing negates it afterwards.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
 from carbonstore.errors import ExpressionError
 from carbonstore.limits import MAX_NESTING
+from carbonstore.store.frozen import Frozen
 from carbonstore.store.schema import Column, DataType
 
 __all__ = [
@@ -46,11 +46,21 @@ __all__ = [
 MAX_DEPTH = 128  # levels of a bound expression tree
 
 
-@dataclass(frozen=True, slots=True)
-class BoundRef:
+_set = object.__setattr__
+
+
+class BoundRef(Frozen):
     """A column resolved against a schema: the ``Column`` and therefore its type."""
 
+    __slots__ = ("column",)
+    __match_args__ = ("column",)
     column: Column
+
+    def __init__(self, column: Column) -> None:
+        _set(self, "column", column)
+
+    def __hash__(self) -> int:
+        return hash((self.column,))
 
     @property
     def name(self) -> str:
@@ -67,7 +77,7 @@ class BoundRef:
 Term: TypeAlias = "str | BoundRef"
 
 
-class Expr:
+class Expr(Frozen):
     """Base of every expression; ``&``, ``|`` and ``~`` build And / Or / Not."""
 
     __slots__ = ()
@@ -82,151 +92,207 @@ class Expr:
         return Not(self)
 
 
-@dataclass(frozen=True, slots=True)
 class AlwaysTrue(Expr):
     """True for every row, null or not."""
+
+    __slots__ = ()
 
     def __str__(self) -> str:
         return "TRUE"
 
 
-@dataclass(frozen=True, slots=True)
 class AlwaysFalse(Expr):
     """True for no row."""
+
+    __slots__ = ()
 
     def __str__(self) -> str:
         return "FALSE"
 
 
-@dataclass(frozen=True, slots=True)
-class And(Expr):
+class _Connective(Expr):
+    __slots__ = ("left", "right")
+    __match_args__ = ("left", "right")
     left: Expr
     right: Expr
+
+    def __init__(self, left: Expr, right: Expr) -> None:
+        _set(self, "left", left)
+        _set(self, "right", right)
+
+    def __hash__(self) -> int:
+        return hash((self.left, self.right))
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.left, self.right) == (other.left, other.right)  # type: ignore[attr-defined]
 
     def __str__(self) -> str:
         return _text(self)
 
 
-@dataclass(frozen=True, slots=True)
-class Or(Expr):
-    left: Expr
-    right: Expr
-
-    def __str__(self) -> str:
-        return _text(self)
+class And(_Connective):
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
+class Or(_Connective):
+    __slots__ = ()
+
+
 class Not(Expr):
+    __slots__ = ("child",)
+    __match_args__ = ("child",)
     child: Expr
 
+    def __init__(self, child: Expr) -> None:
+        _set(self, "child", child)
+
     def __str__(self) -> str:
         return _text(self)
 
 
-@dataclass(frozen=True, slots=True)
 class Comparison(Expr):
     """``term <op> literal``; never true for a null value or a null literal."""
 
+    __slots__ = ("literal", "term")
+    __match_args__ = ("term", "literal")
     term: Term
     literal: Any
     op: ClassVar[str] = "?"
+
+    def __init__(self, term: Term, literal: Any) -> None:
+        _set(self, "term", term)
+        _set(self, "literal", literal)
+
+    def __hash__(self) -> int:
+        return hash((self.term, self.literal))
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.term, self.literal) == (other.term, other.literal)  # type: ignore[attr-defined]
 
     def __str__(self) -> str:
         return f"{self.term} {self.op} {self.literal!r}"
 
 
 class Eq(Comparison):
+    __slots__ = ()
     op = "="
 
 
 class NotEq(Comparison):
+    __slots__ = ()
     op = "<>"
 
 
 class Lt(Comparison):
+    __slots__ = ()
     op = "<"
 
 
 class LtEq(Comparison):
+    __slots__ = ()
     op = "<="
 
 
 class Gt(Comparison):
+    __slots__ = ()
     op = ">"
 
 
 class GtEq(Comparison):
+    __slots__ = ()
     op = ">="
 
 
-@dataclass(frozen=True, slots=True)
-class In(Expr):
+class _Members(Expr):
+    __slots__ = ("literals", "term")
+    __match_args__ = ("term", "literals")
     term: Term
     literals: tuple[Any, ...]
+
+    def __init__(self, term: Term, literals: tuple[Any, ...]) -> None:
+        _set(self, "term", term)
+        _set(self, "literals", literals)
+
+
+class In(_Members):
+    __slots__ = ()
 
     def __str__(self) -> str:
         return f"{self.term} IN {self.literals!r}"
 
 
-@dataclass(frozen=True, slots=True)
-class NotIn(Expr):
-    term: Term
-    literals: tuple[Any, ...]
+class NotIn(_Members):
+    __slots__ = ()
 
     def __str__(self) -> str:
         return f"{self.term} NOT IN {self.literals!r}"
 
 
-@dataclass(frozen=True, slots=True)
-class IsNull(Expr):
+class _OfTerm(Expr):
+    __slots__ = ("term",)
+    __match_args__ = ("term",)
     term: Term
+
+    def __init__(self, term: Term) -> None:
+        _set(self, "term", term)
+
+
+class IsNull(_OfTerm):
+    __slots__ = ()
 
     def __str__(self) -> str:
         return f"{self.term} IS NULL"
 
 
-@dataclass(frozen=True, slots=True)
-class IsNotNull(Expr):
-    term: Term
+class IsNotNull(_OfTerm):
+    __slots__ = ()
 
     def __str__(self) -> str:
         return f"{self.term} IS NOT NULL"
 
 
-@dataclass(frozen=True, slots=True)
-class IsNaN(Expr):
+class IsNaN(_OfTerm):
     """Spark ``isnan(x)``: false (not null) for a null ``x``."""
 
-    term: Term
+    __slots__ = ()
 
     def __str__(self) -> str:
         return f"isnan({self.term})"
 
 
-@dataclass(frozen=True, slots=True)
-class NotNaN(Expr):
+class NotNaN(_OfTerm):
     """``NOT isnan(x)``: true for nulls and for every non-NaN value."""
 
-    term: Term
+    __slots__ = ()
 
     def __str__(self) -> str:
         return f"NOT isnan({self.term})"
 
 
-@dataclass(frozen=True, slots=True)
-class StartsWith(Expr):
+class _Prefix(Expr):
+    __slots__ = ("prefix", "term")
+    __match_args__ = ("term", "prefix")
     term: Term
     prefix: Any
+
+    def __init__(self, term: Term, prefix: Any) -> None:
+        _set(self, "term", term)
+        _set(self, "prefix", prefix)
+
+
+class StartsWith(_Prefix):
+    __slots__ = ()
 
     def __str__(self) -> str:
         return f"{self.term} STARTSWITH {self.prefix!r}"
 
 
-@dataclass(frozen=True, slots=True)
-class NotStartsWith(Expr):
-    term: Term
-    prefix: Any
+class NotStartsWith(_Prefix):
+    __slots__ = ()
 
     def __str__(self) -> str:
         return f"{self.term} NOT STARTSWITH {self.prefix!r}"
@@ -425,7 +491,7 @@ def push_not(expr: Expr, *, negate: bool = False) -> Expr:
     for a, b in pairs:
         for src, dst in ((a, b), (b, a)):
             if type(expr) is src:
-                return dst(*[getattr(expr, f) for f in expr.__dataclass_fields__])  # type: ignore[attr-defined]
+                return dst(*expr._values())
     raise ExpressionError(f"cannot negate expression {expr}")
 
 

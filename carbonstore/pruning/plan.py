@@ -31,7 +31,6 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import numpy.ma  # noqa: F401 - np.unique imports it lazily: pay at import, not in the first plan
 import numpy.typing as npt
 
 from carbonstore.errors import SegmentNotFoundError
@@ -113,14 +112,18 @@ def _choose(
     table: Table, segments: str | Sequence[str] | None, snapshot: Any = None
 ) -> tuple[list[Any], bool]:
     # a fresh read; unchanged bytes are not decoded again (TableStatus.read)
-    entries = readable_segments(snapshot if snapshot is not None else table.status.read())
+    snapshot = snapshot if snapshot is not None else table.status.read()
+    entries = readable_segments(snapshot)
     if segments is None or (isinstance(segments, str) and segments.strip() in ("", "*")):
         return entries, True
     parts = segments.split(",") if isinstance(segments, str) else list(segments)
     wanted = {check_segment_id(p.strip()) for p in parts if p.strip()}
     if not wanted:
         raise SegmentNotFoundError("Segment ids should not be empty")
-    return [entries[i] for i, name in enumerate(entries.names) if name in wanted], False
+    chosen = [entries[i] for i, name in enumerate(entries.names) if name in wanted]
+    if len(chosen) < len(wanted):  # an unknown or unreadable id is an input error
+        snapshot.refuse_unreadable(wanted, str(table.name))
+    return chosen, False
 
 
 def prune(
@@ -137,7 +140,7 @@ def prune(
     Args:
         table: the table (its tablestatus is read now: new loads and deletes are seen).
         where: a SQL condition, an expression (bound or not) or None for a full scan.
-        segments: only these segment ids (``"1,3"`` or a list); unreadable ones give nothing.
+        segments: only these segment ids (``"1,3"`` or a list); each must be readable.
         explain: also record why each dropped unit was dropped (costs a second pass).
         started: ``time.perf_counter()`` when the table was opened (default: now).
         time_zone: the zone a ``where`` string's timestamps without an offset are read in
@@ -145,6 +148,7 @@ def prune(
 
     Raises:
         ExpressionError: the filter does not parse or does not bind to the schema.
+        SegmentNotFoundError: a given segment id is unknown or not readable.
     """
     t0 = time.perf_counter() if started is None else started
     expr = bind_where(table, where, time_zone=time_zone)

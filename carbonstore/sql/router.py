@@ -23,7 +23,9 @@ from carbonstore.expressions.bind import session_zone
 from carbonstore.segments.manage import delete_segments, delete_segments_before
 from carbonstore.segments.partitions import show_partitions
 from carbonstore.spark.query_answers import answer_statement
+from carbonstore.spark.statements import parse_statement
 from carbonstore.sql import catalog
+from carbonstore.sql.checks import check_query
 from carbonstore.sql.statements import Alter, Catalog, Dml, Insert, Query, Statement, Verb
 from carbonstore.sql.verbs import clean_options, segment_ids, table_properties
 from carbonstore.store.alter import alter_table
@@ -93,7 +95,15 @@ def _dml(store: StoreRoot, stmt: Dml, engine: Engine | None, as_of: Any) -> Resu
     return Result(DML_COLUMNS, [row], summary, "local")
 
 
+def _closed(engine: Engine | None) -> bool:
+    """The session knows no name of the user's (none yet, or the CLI's own)."""
+    return engine is None or bool(getattr(engine, "closed", False))
+
+
 def _query(store: StoreRoot, stmt: Query, engine: Engine | None, as_of: Any) -> Result:
+    # what the store decides is refused before a JVM starts for it
+    check_query(store, stmt.tree, aliases=engine.aliases if engine is not None else None,
+                closed=_closed(engine), as_of=as_of)
     zone = session_zone(engine.time_zone(store) if engine is not None else "UTC")
     if zone is not None and (engine is None or not engine.live):
         # count / min / max the index decides exactly: no JVM, nothing read (a live session
@@ -117,6 +127,8 @@ def _insert(store: StoreRoot, stmt: Insert, engine: Engine | None, as_of: Any) -
         if unknown:
             raise UserError(f"INSERT INTO {table.name}: unknown column(s) {', '.join(unknown)}; "
                             f"it has {', '.join(table.schema.column_names)}")
+    check_query(store, parse_statement(stmt.source),
+                aliases=engine.aliases if engine is not None else None, closed=_closed(engine))
     if engine is None:
         raise UserError("INSERT INTO needs Spark: run it with carbonstore.spark.sql(spark, ...)")
     entry = engine.insert(table, stmt)

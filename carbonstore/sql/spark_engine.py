@@ -74,9 +74,15 @@ class SparkEngine:
 
     def __init__(self, spark: Any = None, *, start: Callable[[StoreRoot], Any] | None = None,
                  aliases: Mapping[str, Table] | None = None) -> None:
-        self._spark = spark
+        self._spark = self._given = spark
         self._start = start
         self.aliases = aliases
+
+    @property
+    def closed(self) -> bool:
+        """The session is the engine's own (the CLI's): it knows no name of the user's (a
+        view, a SQL variable), so a column the store does not know is an error."""
+        return self._start is not None and self._given is None
 
     @property
     def live(self) -> bool:

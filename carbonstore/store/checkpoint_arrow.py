@@ -251,6 +251,21 @@ class ArrowBase:
                 for c in (self.cols[k] for k in keys)]
         return [names[i] for i in rows.tolist()], cols
 
+    def readable_sums(self, skip: Sequence[str], keys: Sequence[str]) -> list[int]:
+        """The sums of the int64 columns ``keys`` over the readable rows, leaving out the
+        entries named ``skip`` (no name or entry built)."""
+        mask = self._readable_rows(skip)
+        return [int(int64s(self.cols[k])[mask].sum()) for k in keys]
+
+    def extra_rows(self, key: str, skip: Sequence[str]) -> list[int]:
+        """The readable rows whose ``extra`` holds ``key``, leaving out the entries named
+        ``skip`` (none looked at when no distinct extra holds it: the usual answer)."""
+        codes = {c for c, x in enumerate(self.extras) if key in x}
+        if not codes:
+            return []
+        mask = self._readable_rows(skip)
+        return [i for i, c in enumerate(self.extra_index.to_pylist()) if c in codes and mask[i]]
+
     def status_rows(self, statuses: Sequence[str]) -> list[int]:
         """The rows whose status is one of ``statuses``."""
         wanted = np.array([st in statuses for st in ALL_STATUSES] + [False])

@@ -19,12 +19,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from carbonstore.errors import ConfigError
 from carbonstore.limits import MAX_CONF_FILE_BYTES
+from carbonstore.store.frozen import Frozen
 
 __all__ = [
     "DEFAULTS",
@@ -103,14 +103,17 @@ TABLE_PROPERTY_KEYS: dict[str, str] = {
 _INT_RE = re.compile(r"[+-]?[0-9]{1,30}")
 _FLOAT_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?")
 _INT32_MAX = 2**31 - 1
+_set = object.__setattr__
 
 
-class KeyType:
+class KeyType(Frozen):
     """How the text of one key (or table property) is parsed and which values are allowed.
 
     ``parse(raw)`` returns the typed value or raises ``ValueError`` whose message is the
     complete "must be ..." phrase; :func:`check_value` turns it into a one-line error.
     """
+
+    __slots__ = ()
 
     def parse(self, raw: str) -> Any:
         raise NotImplementedError
@@ -129,12 +132,17 @@ def _bounds(low: float, high: float, low_open: bool, high_open: bool) -> str:
             f"{'less than' if high_open else 'at most'} {_num(high)}")
 
 
-@dataclass(frozen=True, slots=True)
 class Int(KeyType):
     """An integer in ``[low, high]`` (ASCII digits, optional sign)."""
 
+    __slots__ = ("low", "high")
+    __match_args__ = ("low", "high")
     low: int
     high: int
+
+    def __init__(self, low: int, high: int) -> None:
+        _set(self, "low", low)
+        _set(self, "high", high)
 
     def parse(self, raw: str) -> int:
         text = raw.strip()
@@ -149,14 +157,21 @@ class Int(KeyType):
         return f"an integer {_bounds(self.low, self.high, False, False)}"
 
 
-@dataclass(frozen=True, slots=True)
 class Float(KeyType):
     """A finite decimal number between ``low`` and ``high`` (ends open when asked)."""
 
+    __slots__ = ("low", "high", "low_open", "high_open")
+    __match_args__ = ("low", "high", "low_open", "high_open")
     low: float
     high: float
-    low_open: bool = False
-    high_open: bool = False
+    low_open: bool
+    high_open: bool
+
+    def __init__(self, low: float, high: float, low_open: bool = False, high_open: bool = False) -> None:
+        _set(self, "low", low)
+        _set(self, "high", high)
+        _set(self, "low_open", low_open)
+        _set(self, "high_open", high_open)
 
     def parse(self, raw: str) -> float:
         text = raw.strip()
@@ -173,11 +188,15 @@ class Float(KeyType):
         return f"a number {_bounds(self.low, self.high, self.low_open, self.high_open)}"
 
 
-@dataclass(frozen=True, slots=True)
 class Bool(KeyType):
     """``true``/``false`` (any case); ``strict=False`` also takes ``1/0``, ``yes/no``, empty."""
 
-    strict: bool = False
+    __slots__ = ("strict",)
+    __match_args__ = ("strict",)
+    strict: bool
+
+    def __init__(self, strict: bool = False) -> None:
+        _set(self, "strict", strict)
 
     def parse(self, raw: str) -> bool:
         text = raw.strip().lower()
@@ -192,11 +211,15 @@ class Bool(KeyType):
         return "true or false"
 
 
-@dataclass(frozen=True, slots=True)
 class Choice(KeyType):
     """One of a few words (compared without case); the value keeps the user's spelling."""
 
+    __slots__ = ("choices",)
+    __match_args__ = ("choices",)
     choices: tuple[str, ...]
+
+    def __init__(self, choices: tuple[str, ...]) -> None:
+        _set(self, "choices", choices)
 
     def parse(self, raw: str) -> str:
         text = raw.strip()
@@ -208,15 +231,23 @@ class Choice(KeyType):
         return "one of " + ", ".join(self.choices)
 
 
-@dataclass(frozen=True, slots=True)
 class IntList(KeyType):
     """Comma-separated integers in ``[low, high]``, between ``min_len`` and ``max_len`` of them."""
 
+    __slots__ = ("low", "high", "min_len", "max_len", "example")
+    __match_args__ = ("low", "high", "min_len", "max_len", "example")
     low: int
     high: int
     min_len: int
     max_len: int
-    example: str = "4,3"
+    example: str
+
+    def __init__(self, low: int, high: int, min_len: int, max_len: int, example: str = "4,3") -> None:
+        _set(self, "low", low)
+        _set(self, "high", high)
+        _set(self, "min_len", min_len)
+        _set(self, "max_len", max_len)
+        _set(self, "example", example)
 
     def parse(self, raw: str) -> list[int]:
         parts = [p.strip() for p in raw.split(",")] if raw.strip() else []
@@ -233,11 +264,15 @@ class IntList(KeyType):
                 f"{_bounds(self.low, self.high, False, False)}")
 
 
-@dataclass(frozen=True, slots=True)
 class Text(KeyType):
     """Free text; ``non_empty`` refuses an empty (or blank) value."""
 
-    non_empty: bool = False
+    __slots__ = ("non_empty",)
+    __match_args__ = ("non_empty",)
+    non_empty: bool
+
+    def __init__(self, non_empty: bool = False) -> None:
+        _set(self, "non_empty", non_empty)
 
     def parse(self, raw: str) -> str:
         if self.non_empty and not raw.strip():
@@ -373,18 +408,21 @@ def _parse_properties(path: Path) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class CarbonConf:
+class CarbonConf(Frozen):
     """Resolved configuration values (strings, each checked against its type), with typed getters.
 
     Building one checks every value (``ConfigError`` on an unknown key or a value out of
     range), so code that holds a ``CarbonConf`` never meets a bad value later.
     """
 
-    values: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULTS))
+    __slots__ = ("values",)
+    __match_args__ = ("values",)
+    values: Mapping[str, str]
 
-    def __post_init__(self) -> None:
-        _check(self.values, "the configuration")
+    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+        values = dict(DEFAULTS) if values is None else values
+        _check(values, "the configuration")
+        _set(self, "values", values)
 
     def with_overrides(self, overrides: Mapping[str, str], origin: str = "options") -> CarbonConf:
         _check(overrides, origin)

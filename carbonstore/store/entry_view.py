@@ -230,6 +230,32 @@ class EntryView(Sequence[LoadEntry]):
         out.sort(key=lambda x: x[0])
         return [e for _, e in out] + [e for e in self._appended.values() if e.status in statuses]
 
+    def readable_sums(self, *attrs: str) -> list[int]:
+        """The sums of int fields (``data_size``, ``row_count`` ...) over the readable
+        entries, from the columns where no entry is built."""
+        if self._arrow is None or self._all is not None:
+            live = [e for e in self if e.readable]
+            return [sum(getattr(e, a) for e in live) for a in attrs]
+        sums = self._arrow.readable_sums(list(self._changed), [_COLUMN[a] for a in attrs])
+        for e in (*(e for e in self._changed.values() if e is not None), *self._appended.values()):
+            if e.readable:
+                sums = [s + getattr(e, a) for s, a in zip(sums, attrs, strict=True)]
+        return sums
+
+    def readable_with_extra(self, key: str) -> list[LoadEntry]:
+        """The readable entries whose ``extra`` holds ``key``, in order; builds only those
+        (describe's clustered segments: none of 100,000 built when none is clustered)."""
+        if self._arrow is None or self._all is not None:
+            return [e for e in self if e.readable and key in e.extra]
+        changed = self._changed
+        rows = self._arrow.extra_rows(key, list(changed))
+        out = [(i, self._base_row(i)) for i in rows]
+        out += [(i, e) for n, e in changed.items() if e is not None and e.readable
+                and key in e.extra and (i := self._position(n)) is not None]
+        out.sort(key=lambda x: x[0])
+        return [e for _, e in out] + [e for e in self._appended.values()
+                                      if e.readable and key in e.extra]
+
     def readable_values(self, *attrs: str) -> tuple[list[str], list[list[object]]]:
         """Load names and the values of ``attrs`` (int or bool fields: ``data_size``,
         ``major_compacted``, ``load_start_time`` ...) of the readable entries, the base's

@@ -134,6 +134,24 @@ class TableStatusSnapshot:
         _READABLE[id(view)] = (view, got)  # holding the view keeps its id unique
         return got
 
+    def refuse_unreadable(self, ids: Iterable[str], table: str) -> None:
+        """Refuse segment ids a read cannot use: one that is no segment of this version,
+        or whose segment is not Success / Partial Success (compacted, marked for delete,
+        still loading). A read of such an id would silently give nothing.
+
+        Raises:
+            SegmentNotFoundError: naming the first such id (in segment order) and why.
+        """
+        for sid in sorted(set(ids), key=segment_sort_key):
+            entry = self.view.find(sid)
+            if entry is not None and entry.readable:
+                continue
+            state = "does not exist" if entry is None else f"is {entry.status}"
+            raise SegmentNotFoundError(
+                f"segment {sid} of {table} {state}; only Success and Partial Success segments "
+                "can be read (see 'carbonstore show-segments')"
+            )
+
     def next_segment_id(self) -> str:
         return str(self.view.next_id_from(self.id_floor))
 

@@ -280,8 +280,11 @@ class Table:
         return self.status.update(apply, operation=f"RESTORE {version}")
 
     def describe(self) -> dict[str, Any]:
+        """The table's schema, properties and totals. The totals come from the entries'
+        columns (a big table's checkpoint): no entry is built."""
         snap = self.status.read()
-        readable = snap.readable
+        readable, rows = snap.view.readable_stats()
+        (size,) = snap.view.readable_sums("data_size")
         return {
             "table": str(self.name),
             "location": self.store.sfs.display(self.paths.root),
@@ -292,10 +295,10 @@ class Table:
                 for c in self.schema.columns
             ],
             "properties": dict(sorted(self.schema.properties.items())),
-            "segments": len(snap.entries),
-            "readableSegments": len(readable),
-            "rows": sum(e.row_count - e.deleted_rows for e in readable),
-            "dataSize": sum(e.data_size for e in readable),
+            "segments": len(snap.view),
+            "readableSegments": readable,
+            "rows": rows,
+            "dataSize": size,
         }
 
 

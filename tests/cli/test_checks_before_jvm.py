@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from carbonstore import Store
+from carbonstore.errors import SegmentNotFoundError
+from carbonstore.pruning.plan import prune
+from carbonstore.segments.manage import delete_segments
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +41,9 @@ def where(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, Path]:
     store = Store(str(root / "store"))
     table = store.create_table("db.t", "id long not null, name string")
     table.append(pa.table({"id": pa.array([1, 2], pa.int64()), "name": ["a", "b"]}))
+    table.append(pa.table({"id": pa.array([3], pa.int64()), "name": ["c"]}))
+    table.append(pa.table({"id": pa.array([4], pa.int64()), "name": ["d"]}))
+    delete_segments(table, "1")  # segment 1 exists and is not readable
     (root / "in.csv").write_text("id,name\n3,c\n")
     return store, root
 
@@ -59,6 +65,45 @@ CASES = [
     (("analyze", "db.t", "--columns", "nosuch"), "unknown column(s) for statistics: nosuch"),
     (("analyze", "db.t", "--segments", "9"), "segment 9 of db.t does not exist"),
     (("compact", "db.nosuch", "--type", "major"), "table db.nosuch does not exist"),
+    # a segment id that is no readable segment is an input error for every command taking one
+    (("prune", "db.t", "--segments", "99"), "segment 99 of db.t does not exist"),
+    (("prune", "db.t", "--segments", "0,1"), "segment 1 of db.t is Marked for Delete"),
+    (("prune", "db.t", "--segments", "a/b"), "invalid segment id 'a/b'"),
+    (("query", "db.t", "--segments", "99"), "segment 99 of db.t does not exist"),
+    (("query", "db.t", "--segments", "1", "--count"), "segment 1 of db.t is Marked for Delete"),
+    (("query", "db.t", "--segments", "0,99", "--where", "id = 1"),
+     "segment 99 of db.t does not exist"),
+    (("query", "db.t", "--segments", "a/b"), "invalid segment id 'a/b'"),
+    (("analyze", "db.t", "--segments", "1"), "segment 1 of db.t is Marked for Delete"),
+    (("stats", "db.t", "--segment", "99"), "segment 99 of db.t does not exist"),
+    (("compact", "db.t", "--type", "custom", "--segments", "0,99"), "segment 99 does not exist"),
+    (("compact", "db.t", "--type", "custom", "--segments", "0,1"),
+     "segment 1 has status 'Marked for Delete'"),
+    (("compact", "db.t", "--type", "cluster", "--by", "id", "--segments", "99"),
+     "segment 99 does not exist"),
+    (("delete-segments", "db.t", "--ids", "99"), "segment 99 does not exist"),
+    (("index", "rebuild", "db.t", "--segments", "99"), "segment(s) 99 of db.t are not readable"),
+    (("sql", "ALTER TABLE db.t COMPACT 'CUSTOM' WHERE SEGMENT.ID IN (0, 99)"),
+     "segment 99 does not exist"),
+    (("sql", "DELETE FROM TABLE db.t WHERE SEGMENT.ID IN (99)"), "segment 99 does not exist"),
+    # what the store decides of a statement: its tables, and the columns of its one table
+    (("sql", "SELECT nosuch FROM db.t"), "unknown column 'nosuch' of db.t"),
+    (("sql", "SELECT id FROM db.t WHERE NoSuch > 1 ORDER BY id"), "unknown column 'NoSuch'"),
+    (("sql", "SELECT id, count(*) FROM db.t GROUP BY id ORDER BY nosuch"),
+     "unknown column 'nosuch'"),
+    (("sql", "SELECT x.nosuch FROM db.t x"), "unknown column 'nosuch' of db.t"),
+    (("sql", "SELECT id FROM (SELECT id FROM db.t) s WHERE nosuch = 1"),
+     "unknown column 'nosuch' of db.t"),
+    (("sql", "INSERT INTO db.t SELECT * FROM db.nosuch"), "table db.nosuch does not exist"),
+    (("sql", "INSERT INTO db.t SELECT nosuch, name FROM db.t"), "unknown column 'nosuch'"),
+    (("sql", "INSERT INTO db.t (id, name) SELECT id, name FROM db.t JOIN db.nosuch USING (id)"),
+     "table db.nosuch does not exist"),
+    (("sql", "WITH x AS (SELECT * FROM db.nosuch) SELECT * FROM x"),
+     "table db.nosuch does not exist"),
+    (("sql", "SELECT * FROM db.t WHERE id IN (SELECT id FROM db.nosuch)"),
+     "table db.nosuch does not exist"),
+    (("sql", "SELECT count(*) FROM db.t; SELECT nosuch FROM db.t"),
+     "statement 2 of 2 (SELECT nosuch FROM db.t): unknown column 'nosuch'"),
 ]
 
 
@@ -76,3 +121,15 @@ def test_bad_input_fails_before_the_jvm(where: tuple[Store, Path], argv: tuple[s
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("carbonstore: error: "), lines
     assert said.format(root=root) in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("ids", ["99", ["0", "99"], "1", "0,1"])
+def test_a_plan_of_a_segment_it_cannot_read_is_refused(where: tuple[Store, Path],
+                                                       ids: str | list[str]) -> None:
+    """The library's plan (under ``prune``, ``to_spark`` and the data source's ``segments``
+    option) refuses an unknown or unreadable segment instead of planning nothing."""
+    store, _ = where
+    with pytest.raises(SegmentNotFoundError, match=r"segment (99|1) of db\.t (does not exist|is "
+                                                   r"Marked for Delete)"):
+        prune(store.table("db.t"), segments=ids)
+    assert prune(store.table("db.t"), segments="0,2").to_json()["levels"]["segments"]["kept"] == 2

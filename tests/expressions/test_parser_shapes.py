@@ -8,7 +8,6 @@ text goes to sqlglot.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from hypothesis import given, settings
@@ -22,8 +21,9 @@ from carbonstore.expressions.parser import parse_where
 def _shape(e: Any) -> Any:
     """A structure that differs when the nodes, names or literal types differ (``==`` alone
     holds 5 == 5.0 == Decimal(5) == True)."""
-    if dataclasses.is_dataclass(e) and not isinstance(e, type):
-        return (type(e).__name__, *(_shape(getattr(e, f.name)) for f in dataclasses.fields(e)))
+    fields = getattr(type(e), "__match_args__", None)  # an expression node or a BoundRef
+    if fields is not None and not isinstance(e, type):
+        return (type(e).__name__, *(_shape(getattr(e, f)) for f in fields))
     if isinstance(e, tuple):
         return tuple(_shape(x) for x in e)
     return (type(e).__name__, repr(e))

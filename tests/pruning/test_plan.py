@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from carbonstore import Store
-from carbonstore.errors import ExpressionError
+from carbonstore.errors import ExpressionError, SegmentNotFoundError
 from carbonstore.pruning.plan import LEVELS, TablePlan, bind_where, prune
 from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.segments.manage import delete_segments
@@ -84,9 +84,11 @@ def test_full_scan_and_segment_choice(store: Store) -> None:
     plan = prune(t, None)
     assert plan.levels["rows"].kept == 500 and len(plan.files) == 5
     _check_levels(plan)
-    plan = prune(t, "id >= 0", segments="1,3,99")
+    plan = prune(t, "id >= 0", segments="1,3")
     assert [f.segment for f in plan.files] == ["1", "3"]
     assert plan.levels["segments"].total == 2
+    with pytest.raises(SegmentNotFoundError, match="segment 99 of db.t does not exist"):
+        prune(t, "id >= 0", segments="1,3,99")  # planning nothing for it would hide the typo
 
 
 def test_deleted_and_compacted_segments_are_excluded(store: Store) -> None:
