@@ -63,6 +63,7 @@ from carbonstore.pruning.snapshot_files import (
     snapshot_names,
 )
 from carbonstore.pruning.view_keys import conf_int, entries_key, names_files_of
+from carbonstore.store.arrow_numpy import same_strings
 from carbonstore.store.readable import ReadableEntries
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms
@@ -126,7 +127,7 @@ class TableIndex:
         self.names, self.files = names_files
         self.root = table.paths.root
         self.snapshot = snapshot
-        self._snap_row: dict[int, int] = {}
+        self._snap_row: dict[int, int] | _Rows = {}
         self._snap_rows_np: npt.NDArray[np.intp] | None = None
         self._seg_stats: dict[str, Any] = {}
         pieces: list[SegmentBounds] = []
@@ -191,7 +192,7 @@ class TableIndex:
         with nothing set, otherwise. ``names_files``: the entries' load names and merge
         index names (``names_files_of``), when the caller has them."""
         ids, merges = names_files if names_files is not None else names_files_of(self.entries)
-        if len(ids) == snapshot.size and list(ids) == snapshot.segments and list(merges) == snapshot.merges:
+        if len(ids) == snapshot.size and _holds(snapshot, ids, merges):
             rows = np.arange(len(ids), dtype=np.intp)  # the snapshot's rows, in order
         else:
             get = snapshot.rows.get
@@ -199,12 +200,11 @@ class TableIndex:
             if None in got:
                 return False
             rows = np.array(cast(list[int], got), dtype=np.intp)
-        found = rows.tolist()
         counts = (self.entries.row_counts if isinstance(self.entries, ReadableEntries)
                   else np.array([e.row_count for e in self.entries], dtype=np.int64))
         if bool(((counts != 0) & (snapshot.bounds.num_rows[rows] != counts)).any()):
             return False  # the loop plans those from their merge indexes
-        self._snap_row = dict(zip(range(len(found)), found, strict=True))
+        self._snap_row = _Rows(rows)  # no dict of 100,000 ints
         self._snap_rows_np = rows
         self.uncovered = 0
         whole = len(rows) == snapshot.size and bool((rows == np.arange(len(rows))).all())
@@ -436,6 +436,37 @@ class TableIndex:
         return d, read
 
 
+class _Rows:
+    """View index -> snapshot row over an array (what the dict of a view whose every
+    segment is a snapshot row would hold, without building it)."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: npt.NDArray[np.intp]) -> None:
+        self._rows = rows
+
+    def get(self, i: int, default: int | None = None) -> int | None:
+        return int(self._rows[i]) if 0 <= i < len(self._rows) else default
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def keys(self) -> Any:
+        return range(len(self._rows))
+
+    def values(self) -> Any:
+        return self._rows.tolist()
+
+
+def _holds(snapshot: Snapshot, names: Sequence[str], files: Sequence[str]) -> bool:
+    """The snapshot's first rows are segments ``names`` with merge indexes ``files``, in
+    order: compared as bytes (arrow_numpy.same_strings), no string per row is built."""
+    n, core = len(names), snapshot.core
+    return len(files) == n <= snapshot.size and all(
+        same_strings(core.column(c).slice(0, n).combine_chunks(), v)
+        for c, v in (("segment", names), ("merge", files)))
+
+
 def readable_segments(snapshot: TableStatusSnapshot) -> ReadableEntries:
     """Readable segments of one tablestatus snapshot, in segment order (an entry is built
     when it is used: a plan builds those of the segments it keeps)."""
@@ -473,8 +504,7 @@ def _lags(snapshot: Snapshot, entries: Sequence[LoadEntry], limit: int) -> bool:
     counts = (entries.row_counts.tolist() if isinstance(entries, ReadableEntries)
               else [e.row_count for e in entries])
     size = snapshot.size
-    if (size <= len(names) and list(names[:size]) == snapshot.segments
-            and list(files[:size]) == snapshot.merges):  # a snapshot of the first segments
+    if size <= len(names) and _holds(snapshot, names[:size], files[:size]):  # of the first segments
         head = np.asarray([c or 0 for c in counts[:size]], dtype=np.int64)
         if bool(((head != 0) & (snapshot.bounds.num_rows != head)).any()):
             return True

@@ -18,6 +18,7 @@ from carbonstore.store.arrow_numpy import (
     from_numpy,
     load_names_ok,
     plain_file_names_ok,
+    same_strings,
     string_array,
     take_pylist,
     to_numpy,
@@ -149,3 +150,28 @@ def test_plain_ints_are_the_numbers_or_none(values: list[str | None], offset: in
         assert got is not None and got.tolist() == [int(v) for v in values]  # type: ignore[arg-type]
     else:
         assert got is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["7", "42", "100", "99", "Success", "Failure", "0"])),
+                min_size=60, max_size=300), st.integers(0, 2))
+def test_long_columns_take_the_same_codes_and_numbers(values: list[str | None], offset: int) -> None:
+    """Columns long enough to have many runs of one length (the rows grouped by length, as
+    one matrix per length, either viewed in place or gathered)."""
+    s = StringBytes(_arrow(values, offset))
+    words = ("Success", "42", "Failure", "7")
+    assert s.codes(words).tolist() == [words.index(v) if v in words else -1 for v in values]
+    digits = [v for v in values if v is not None and v.isdigit() and v != "0"]
+    assert StringBytes(pa.array(digits, pa.string())).plain_ints().tolist() == [int(v) for v in digits]  # type: ignore[union-attr]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["", "a", "ab", "b", "a\x00", "\x00", "é", "0_x.merge"])),
+                max_size=8), st.integers(0, 2), st.data())
+def test_same_strings_is_list_equality(values: list[str | None], offset: int, data: st.DataObject) -> None:
+    arr = _arrow(values, offset)
+    other = data.draw(st.one_of(st.just(list(values)), st.lists(
+        st.sampled_from(["", "a", "ab", "b", "a\x00", "\x00", "é", "0_x.merge"]), max_size=8)))
+    if data.draw(st.booleans()) and other and other[-1] is not None:
+        other = [*other[:-1], other[-1] + data.draw(st.sampled_from(["", "b", "\x00"]))]
+    assert same_strings(arr, tuple(other)) == (arr.to_pylist() == other)
