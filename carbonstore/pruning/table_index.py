@@ -62,8 +62,14 @@ from carbonstore.pruning.snapshot_files import (
     read_snapshot,
     snapshot_names,
 )
-from carbonstore.pruning.view_keys import conf_int, entries_key, names_files_of
-from carbonstore.store.arrow_numpy import same_strings
+from carbonstore.pruning.view_keys import (
+    KeyBytes,
+    conf_int,
+    entries_key,
+    key_bytes_of,
+    names_files_of,
+)
+from carbonstore.store.arrow_numpy import StringBytes, strings_bytes
 from carbonstore.store.readable import ReadableEntries
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms
@@ -121,10 +127,7 @@ class TableIndex:
                  names_files: tuple[Sequence[str], Sequence[str]] | None = None) -> None:
         self.table = table
         self.entries: Sequence[LoadEntry] = entries if isinstance(entries, ReadableEntries) else list(entries)
-        if names_files is None:
-            names_files = names_files_of(self.entries)
-        #: each segment's load name and merge index name ("" for none), by view index
-        self.names, self.files = names_files
+        self._names_files = names_files  # (names_files_of: built when asked)
         self.root = table.paths.root
         self.snapshot = snapshot
         self._snap_row: dict[int, int] | _Rows = {}
@@ -143,7 +146,7 @@ class TableIndex:
         #: statistics built once), and those segments' view indices
         self._groups: dict[int, tuple[SnapshotArrays, npt.NDArray[np.intp]]] = {}
         self._group_asks: dict[int, int] = {}  # plans of part of a group before it is built
-        if snapshot is not None and self.entries and self._all_in_snapshot(snapshot, names_files):
+        if snapshot is not None and self.entries and self._all_in_snapshot(snapshot):
             return
         snap_rows_count = [] if snapshot is None else snapshot.bounds.num_rows.tolist()
         # by the entries' names and row counts: only a segment the snapshot does not cover
@@ -185,16 +188,30 @@ class TableIndex:
             merged = SegmentBounds.concat(parts)
             self.bounds = merged if np.array_equal(take, np.arange(len(take))) else merged.take(take)
 
-    def _all_in_snapshot(self, snapshot: Snapshot,
-                         names_files: tuple[Sequence[str], Sequence[str]] | None = None) -> bool:
+    @property
+    def names(self) -> Sequence[str]:
+        """Each segment's load name, by view index."""
+        return self._names_and_files()[0]
+
+    @property
+    def files(self) -> Sequence[str]:
+        """Each segment's merge index name ("" for none), by view index."""
+        return self._names_and_files()[1]
+
+    def _names_and_files(self) -> tuple[Sequence[str], Sequence[str]]:
+        if self._names_files is None:
+            self._names_files = names_files_of(self.entries)
+        return self._names_files
+
+    def _all_in_snapshot(self, snapshot: Snapshot) -> bool:
         """The common case at once: every entry is a snapshot row whose row count agrees
         (what the loop in __init__ finds then, without a Python step per segment); False,
-        with nothing set, otherwise. ``names_files``: the entries' load names and merge
-        index names (``names_files_of``), when the caller has them."""
-        ids, merges = names_files if names_files is not None else names_files_of(self.entries)
-        if len(ids) == snapshot.size and _holds(snapshot, ids, merges):
-            rows = np.arange(len(ids), dtype=np.intp)  # the snapshot's rows, in order
+        with nothing set, otherwise. The view equal to the snapshot's rows is found from the
+        bytes of both (no string per segment)."""
+        if len(self.entries) == snapshot.size and _holds(snapshot, key_bytes_of(self.entries)):
+            rows = np.arange(len(self.entries), dtype=np.intp)  # the snapshot's rows, in order
         else:
+            ids, merges = self._names_and_files()
             get = snapshot.rows.get
             got = [get(pair) for pair in zip(ids, merges, strict=True)]
             if None in got:
@@ -458,13 +475,19 @@ class _Rows:
         return self._rows.tolist()
 
 
-def _holds(snapshot: Snapshot, names: Sequence[str], files: Sequence[str]) -> bool:
-    """The snapshot's first rows are segments ``names`` with merge indexes ``files``, in
-    order: compared as bytes (arrow_numpy.same_strings), no string per row is built."""
-    n, core = len(names), snapshot.core
-    return len(files) == n <= snapshot.size and all(
-        same_strings(core.column(c).slice(0, n).combine_chunks(), v)
-        for c, v in (("segment", names), ("merge", files)))
+def _holds(snapshot: Snapshot, kb: KeyBytes) -> bool:
+    """The snapshot's first rows are the segments of ``kb`` (view_keys.key_bytes_of: their
+    ids' and merge index names' lengths and bytes), in order: compared as bytes."""
+    n = len(kb[0][0])
+    if n > snapshot.size:
+        return False
+    rows = np.arange(n, dtype=np.int64)
+    for col, (lengths, data) in zip(("segment", "merge"), kb, strict=True):
+        arr = snapshot.core.column(col)
+        got = StringBytes(arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()).take_bytes(rows)
+        if not (np.array_equal(got[0], lengths) and got[1] == data):
+            return False
+    return True
 
 
 def readable_segments(snapshot: TableStatusSnapshot) -> ReadableEntries:
@@ -484,14 +507,13 @@ def table_index(table: Table, entries: Sequence[LoadEntry]) -> TableIndex:
     cache = driver_cache()
     cache.capacity = max(1, conf_int(table, "carbon.driver.index.cache.size.mb")) << 20
     root = table.paths.root
-    names_files = entries_key(entries)
-    key = (root, names_files)
+    key = (root, entries_key(entries))
     cached = cache.get_view(key)
     if cached is not None and not (cached.snapshot is not None and cached.snapshot.damaged):
         return cached
     before = cache.evictions
     snapshot, _ = read_snapshot(table) if entries else (None, False)
-    view = TableIndex(table, entries, snapshot, names_files=names_files)
+    view = TableIndex(table, entries, snapshot)
     cache.put_view(key, view, evictions_before=before)
     return view
 
@@ -504,7 +526,7 @@ def _lags(snapshot: Snapshot, entries: Sequence[LoadEntry], limit: int) -> bool:
     counts = (entries.row_counts.tolist() if isinstance(entries, ReadableEntries)
               else [e.row_count for e in entries])
     size = snapshot.size
-    if size <= len(names) and _holds(snapshot, names[:size], files[:size]):  # of the first segments
+    if size <= len(names) and _holds(snapshot, (strings_bytes(names[:size]), strings_bytes(files[:size]))):
         head = np.asarray([c or 0 for c in counts[:size]], dtype=np.int64)
         if bool(((head != 0) & (snapshot.bounds.num_rows != head)).any()):
             return True

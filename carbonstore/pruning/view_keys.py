@@ -1,5 +1,5 @@
-"""Keys of the driver's cached table views: the entries' segment ids and merge index
-names, built and hashed once per set of entries, and table conf integers remembered per
+"""Keys of the driver's cached table views: a hash of the entries' segment ids and merge
+index names, taken once per set of entries from their bytes, and table conf integers remembered per
 store value and table properties (a cached plan's lookups cost less than rebuilding them)."""
 
 from __future__ import annotations
@@ -7,26 +7,22 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+from carbonstore.store.arrow_numpy import strings_bytes
 from carbonstore.store.readable import ReadableEntries
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
-__all__ = ["conf_int", "entries_key", "names_files_of"]
+__all__ = ["KeyBytes", "conf_int", "entries_key", "key_bytes_of", "names_files_of"]
 
 
-class _EntriesKey(tuple):  # type: ignore[type-arg]
-    """A view key that hashes once: (the segment ids, their merge index names), two tuples of
-    thousands of strings, are otherwise hashed again on every cache lookup (equal to, and
-    hashing as, the plain tuple)."""
+_ENTRY_KEYS: dict[tuple[int, ...], tuple[tuple[LoadEntry, ...], tuple[int, bytes]]] = {}
+_READABLE_KEYS: dict[int, tuple[ReadableEntries, tuple[int, bytes]]] = {}
 
-    def __hash__(self) -> int:
-        h = self.__dict__.get("hash")
-        if h is None:
-            h = self.__dict__["hash"] = tuple.__hash__(self)
-        return h  # type: ignore[no-any-return]
-
-
-_ENTRY_KEYS: dict[tuple[int, ...], tuple[tuple[LoadEntry, ...], tuple[tuple[str, ...], tuple[str, ...]]]] = {}
+KeyBytes = tuple[tuple[npt.NDArray[np.int64], bytes], tuple[npt.NDArray[np.int64], bytes]]
 
 
 def names_files_of(entries: Sequence[LoadEntry]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -36,30 +32,45 @@ def names_files_of(entries: Sequence[LoadEntry]) -> tuple[tuple[str, ...], tuple
     return tuple([e.load_name for e in entries]), tuple([e.segment_file or "" for e in entries])
 
 
-def entries_key(entries: Sequence[LoadEntry]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(segment ids, merge index names) of the entries; remembered per set of entry objects
-    (each plan of a tablestatus version gets the same immutable entries), so a plan over
-    thousands of segments does not rebuild it. Two tuples of strings rather than a pair per
-    entry: a fresh plan builds and hashes it once, and the strings' hashes are kept."""
-    if isinstance(entries, ReadableEntries):  # one per version: its columns, hashed once
+def key_bytes_of(entries: Sequence[LoadEntry]) -> KeyBytes:
+    """(lengths, bytes) of the entries' segment ids and of their merge index names
+    (arrow_numpy.strings_bytes): a checkpoint's entries give them from its columns."""
+    if isinstance(entries, ReadableEntries):
+        return entries.key_bytes()
+    names, files = names_files_of(entries)
+    return strings_bytes(names), strings_bytes(files)
+
+
+def _digest(kb: KeyBytes) -> tuple[int, bytes]:
+    h = xxhash.xxh3_128()
+    for lengths, data in kb:
+        h.update(np.ascontiguousarray(lengths, dtype="<i8").tobytes())
+        h.update(data)
+    return len(kb[0][0]), h.digest()
+
+
+def entries_key(entries: Sequence[LoadEntry]) -> tuple[int, bytes]:
+    """What identifies the set of segments of ``entries`` (their number and a 128-bit hash
+    of their segment ids and merge index names, in order): equal for the same segments in
+    any tablestatus version; remembered per set of entry objects. Hashed from the bytes (a
+    checkpoint's columns): no tuple of 100,000 strings is built and hashed."""
+    if isinstance(entries, ReadableEntries):  # one per version
         got = _READABLE_KEYS.get(id(entries))
         if got is None or got[0] is not entries:
             if len(_READABLE_KEYS) >= 16:
                 _READABLE_KEYS.clear()
-            got = _READABLE_KEYS[id(entries)] = (entries, _EntriesKey(entries.key()))
+            got = _READABLE_KEYS[id(entries)] = (entries, _digest(entries.key_bytes()))
         return got[1]
     ids = tuple(map(id, entries))
     hit = _ENTRY_KEYS.get(ids)
     if hit is not None and all(map(operator.is_, hit[0], entries)):
         return hit[1]
-    key = _EntriesKey(names_files_of(entries))
+    key = _digest(key_bytes_of(entries))
     if len(_ENTRY_KEYS) >= 16:  # a few versions are live at a time: start over
         _ENTRY_KEYS.clear()
     _ENTRY_KEYS[ids] = (tuple(entries), key)  # holding the entries keeps their ids unique
     return key
 
-
-_READABLE_KEYS: dict[int, tuple[ReadableEntries, tuple[tuple[str, ...], tuple[str, ...]]]] = {}
 
 _CONF_INTS: dict[tuple[str, str | None, tuple[tuple[str, str], ...]], int] = {}
 

@@ -18,8 +18,8 @@ from carbonstore.store.arrow_numpy import (
     from_numpy,
     load_names_ok,
     plain_file_names_ok,
-    same_strings,
     string_array,
+    strings_bytes,
     take_pylist,
     to_numpy,
 )
@@ -165,13 +165,20 @@ def test_long_columns_take_the_same_codes_and_numbers(values: list[str | None], 
     assert StringBytes(pa.array(digits, pa.string())).plain_ints().tolist() == [int(v) for v in digits]  # type: ignore[union-attr]
 
 
+_WORDS = ["", "a", "ab", "b", "a\x00", "\x00", "é", "0_x.merge"]
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.none(), st.sampled_from(["", "a", "ab", "b", "a\x00", "\x00", "é", "0_x.merge"])),
-                max_size=8), st.integers(0, 2), st.data())
-def test_same_strings_is_list_equality(values: list[str | None], offset: int, data: st.DataObject) -> None:
+@given(st.lists(st.one_of(st.none(), st.sampled_from(_WORDS)), max_size=8), st.integers(0, 2), st.data())
+def test_taken_bytes_are_equal_exactly_for_equal_strings(values: list[str | None], offset: int,
+                                                         data: st.DataObject) -> None:
+    """Rows taken as (lengths, bytes) equal strings_bytes of a list exactly when the rows
+    (a null as "") equal the list: how a view is matched to the index snapshot's rows."""
     arr = _arrow(values, offset)
-    other = data.draw(st.one_of(st.just(list(values)), st.lists(
-        st.sampled_from(["", "a", "ab", "b", "a\x00", "\x00", "é", "0_x.merge"]), max_size=8)))
-    if data.draw(st.booleans()) and other and other[-1] is not None:
-        other = [*other[:-1], other[-1] + data.draw(st.sampled_from(["", "b", "\x00"]))]
-    assert same_strings(arr, tuple(other)) == (arr.to_pylist() == other)
+    rows = data.draw(st.lists(st.integers(0, len(values) - 1), max_size=8)) if values and data.draw(
+        st.booleans()) else list(range(len(values)))
+    want = [values[r] or "" for r in rows]
+    other = data.draw(st.one_of(st.just(want), st.lists(st.sampled_from(_WORDS), max_size=8)))
+    got = StringBytes(arr).take_bytes(np.array(rows, dtype=np.int64))
+    mine = strings_bytes(other)
+    assert (np.array_equal(got[0], mine[0]) and got[1] == mine[1]) == (want == other)
