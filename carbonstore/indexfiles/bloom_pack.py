@@ -115,16 +115,13 @@ class BloomPack:
                 arrays.append(np.frombuffer(directory, dtype=dtype, count=count, offset=pos).astype(np.int64))
                 pos += count * int(dtype[-1])
             self.table_id = str(meta["table_id"])
-            ids, merges = meta["segment_ids"].split("\n"), meta["merges"].split("\n")
-            if len(ids) != len(merges):
+            # the covered segments' ids and merge index names, each joined by newlines (split
+            # when asked: a plan compares the bytes, key_bytes, no string per segment)
+            self._joined: tuple[str, str] = (str(meta["segment_ids"]), str(meta["merges"]))
+            lines = [j.count("\n") + 1 for j in self._joined]
+            if lines[0] != lines[1]:
                 raise ValueError("segment ids and merge index names disagree")
-            if meta["segment_ids"] == "":
-                ids, merges = [], []
-            #: the covered segments' ids and merge index names, in pack order (``segments``
-            #: pairs them, when asked: a plan compares the two lists, no tuple per segment)
-            self.segment_ids: list[str] = ids
-            self.merges: list[str] = merges
-            self.num_segments = len(ids)
+            self.num_segments = lines[0] if self._joined[0] else 0
             self.groups: list[dict[str, Any]] = [dict(g) for g in meta["groups"]]
         except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as err:
             raise CorruptIndexError(f"{name}: bloom pack directory does not decode: {err}") from err
@@ -145,6 +142,29 @@ class BloomPack:
         self._state = np.zeros(self.num_chunks, dtype=np.int8)  # 0 unchecked, _OK, _BAD
         self._lock = threading.Lock()
         self._by_name: dict[str, npt.NDArray[np.intp]] = {}
+
+    @functools.cached_property
+    def segment_ids(self) -> list[str]:
+        """The covered segments' ids, in pack order."""
+        return self._joined[0].split("\n") if self.num_segments else []
+
+    @functools.cached_property
+    def merges(self) -> list[str]:
+        """The covered segments' merge index names, in pack order."""
+        return self._joined[1].split("\n") if self.num_segments else []
+
+    def key_bytes(self) -> tuple[tuple[npt.NDArray[np.int64], bytes], tuple[npt.NDArray[np.int64], bytes]]:
+        """(lengths, UTF-8 bytes) of the segment ids and of the merge index names, in pack
+        order (arrow_numpy.strings_bytes of the lists), from the joined text."""
+        out = []
+        for joined in self._joined:
+            raw = joined.encode("utf-8", "surrogatepass")
+            if not self.num_segments:
+                out.append((np.zeros(0, dtype=np.int64), b""))
+                continue
+            ends = np.append(np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10), len(raw))
+            out.append((np.diff(ends, prepend=-1) - 1, raw.replace(b"\n", b"")))
+        return out[0], out[1]
 
     @functools.cached_property
     def segments(self) -> list[tuple[str, str]]:

@@ -315,10 +315,12 @@ def test_a_fresh_prune_imports_no_pandas_or_sqlglot(checkpointed: tuple[str, dic
 
 
 def test_a_lookup_matches_the_snapshot_without_a_string_per_row(checkpointed: tuple[str, dict[str, Any]]) -> None:
-    """A lookup in a fresh driver finds the view equal to the index snapshot's rows from the
-    bytes of both (a table of 100,000 segments would otherwise build and compare 200,000
-    strings, and a dict of 100,000 rows): exact, the snapshot's lists never built."""
+    """A lookup in a fresh driver finds the view equal to the index snapshot's rows and to
+    the bloom pack's segments from the bytes of both (a table of 100,000 segments would
+    otherwise build and compare 400,000 strings, and a dict of 100,000 rows): exact, and
+    neither the snapshot's nor the pack's lists are built."""
     from carbonstore.pruning.cache import driver_cache
+    from carbonstore.pruning.segment_blooms import bloom_pack_names, open_pack
     from carbonstore.pruning.snapshot_files import read_snapshot
     from carbonstore.pruning.table_index import refresh_index_snapshot, table_index
 
@@ -334,6 +336,10 @@ def test_a_lookup_matches_the_snapshot_without_a_string_per_row(checkpointed: tu
     snap = read_snapshot(table)[0]
     assert snap is not None and snap.size == SEGMENTS
     assert not {"segments", "merges", "rows"} & set(vars(snap)), sorted(vars(snap))
+    pack = open_pack(table, bloom_pack_names(table)[-1])  # the bloom lookup's pack: its
+    assert pack is not None and pack.num_segments == SEGMENTS  # segment lists never split
+    assert not {"segment_ids", "merges", "segments", "index"} & set(vars(pack)), sorted(vars(pack))
+    assert pack.segment_ids == list(table_index(table, table.status.read().readable_segments()).names)
     view = table_index(table, table.status.read().readable_segments())
     assert view.uncovered == 0 and not isinstance(view._snap_row, dict)
     assert [view.snapshot_row(i) for i in range(view.size)] == list(range(SEGMENTS))
