@@ -63,13 +63,15 @@ from carbonstore.pruning.snapshot_files import (
     snapshot_names,
 )
 from carbonstore.pruning.view_keys import (
-    KeyBytes,
+    ViewColumn,
+    ViewRows,
     conf_int,
     entries_key,
     key_bytes_of,
     names_files_of,
+    snapshot_holds,
 )
-from carbonstore.store.arrow_numpy import StringBytes, strings_bytes
+from carbonstore.store.arrow_numpy import strings_bytes
 from carbonstore.store.readable import ReadableEntries
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms
@@ -130,7 +132,7 @@ class TableIndex:
         self._names_files = names_files  # (names_files_of: built when asked)
         self.root = table.paths.root
         self.snapshot = snapshot
-        self._snap_row: dict[int, int] | _Rows = {}
+        self._snap_row: dict[int, int] | ViewRows = {}
         self._snap_rows_np: npt.NDArray[np.intp] | None = None
         self._seg_stats: dict[str, Any] = {}
         pieces: list[SegmentBounds] = []
@@ -190,13 +192,14 @@ class TableIndex:
 
     @property
     def names(self) -> Sequence[str]:
-        """Each segment's load name, by view index."""
-        return self._names_and_files()[0]
+        """Each segment's load name, by view index (one asked for alone is read alone: a
+        plan names the few segments it keeps)."""
+        return ViewColumn(self, 0)
 
     @property
     def files(self) -> Sequence[str]:
-        """Each segment's merge index name ("" for none), by view index."""
-        return self._names_and_files()[1]
+        """Each segment's merge index name ("" for none), by view index (as :attr:`names`)."""
+        return ViewColumn(self, 1)
 
     def _names_and_files(self) -> tuple[Sequence[str], Sequence[str]]:
         if self._names_files is None:
@@ -208,7 +211,7 @@ class TableIndex:
         (what the loop in __init__ finds then, without a Python step per segment); False,
         with nothing set, otherwise. The view equal to the snapshot's rows is found from the
         bytes of both (no string per segment)."""
-        if len(self.entries) == snapshot.size and _holds(snapshot, key_bytes_of(self.entries)):
+        if len(self.entries) == snapshot.size and snapshot_holds(snapshot, key_bytes_of(self.entries)):
             rows = np.arange(len(self.entries), dtype=np.intp)  # the snapshot's rows, in order
         else:
             ids, merges = self._names_and_files()
@@ -221,7 +224,7 @@ class TableIndex:
                   else np.array([e.row_count for e in self.entries], dtype=np.int64))
         if bool(((counts != 0) & (snapshot.bounds.num_rows[rows] != counts)).any()):
             return False  # the loop plans those from their merge indexes
-        self._snap_row = _Rows(rows)  # no dict of 100,000 ints
+        self._snap_row = ViewRows(rows)  # no dict of 100,000 ints
         self._snap_rows_np = rows
         self.uncovered = 0
         whole = len(rows) == snapshot.size and bool((rows == np.arange(len(rows))).all())
@@ -453,43 +456,6 @@ class TableIndex:
         return d, read
 
 
-class _Rows:
-    """View index -> snapshot row over an array (what the dict of a view whose every
-    segment is a snapshot row would hold, without building it)."""
-
-    __slots__ = ("_rows",)
-
-    def __init__(self, rows: npt.NDArray[np.intp]) -> None:
-        self._rows = rows
-
-    def get(self, i: int, default: int | None = None) -> int | None:
-        return int(self._rows[i]) if 0 <= i < len(self._rows) else default
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def keys(self) -> Any:
-        return range(len(self._rows))
-
-    def values(self) -> Any:
-        return self._rows.tolist()
-
-
-def _holds(snapshot: Snapshot, kb: KeyBytes) -> bool:
-    """The snapshot's first rows are the segments of ``kb`` (view_keys.key_bytes_of: their
-    ids' and merge index names' lengths and bytes), in order: compared as bytes."""
-    n = len(kb[0][0])
-    if n > snapshot.size:
-        return False
-    rows = np.arange(n, dtype=np.int64)
-    for col, (lengths, data) in zip(("segment", "merge"), kb, strict=True):
-        arr = snapshot.core.column(col)
-        got = StringBytes(arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()).take_bytes(rows)
-        if not (np.array_equal(got[0], lengths) and got[1] == data):
-            return False
-    return True
-
-
 def readable_segments(snapshot: TableStatusSnapshot) -> ReadableEntries:
     """Readable segments of one tablestatus snapshot, in segment order (an entry is built
     when it is used: a plan builds those of the segments it keeps)."""
@@ -526,7 +492,7 @@ def _lags(snapshot: Snapshot, entries: Sequence[LoadEntry], limit: int) -> bool:
     counts = (entries.row_counts.tolist() if isinstance(entries, ReadableEntries)
               else [e.row_count for e in entries])
     size = snapshot.size
-    if size <= len(names) and _holds(snapshot, (strings_bytes(names[:size]), strings_bytes(files[:size]))):
+    if size <= len(names) and snapshot_holds(snapshot, (strings_bytes(names[:size]), strings_bytes(files[:size]))):
         head = np.asarray([c or 0 for c in counts[:size]], dtype=np.int64)
         if bool(((head != 0) & (snapshot.bounds.num_rows != head)).any()):
             return True

@@ -1,22 +1,26 @@
 """Keys of the driver's cached table views: a hash of the entries' segment ids and merge
-index names, taken once per set of entries from their bytes, and table conf integers remembered per
+index names, taken once per set of entries from their bytes; a view's segments matched to
+an index snapshot's rows as bytes, and its names read one at a time; and table conf integers remembered per
 store value and table properties (a cached plan's lookups cost less than rebuilding them)."""
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from carbonstore.store.arrow_numpy import strings_bytes
+from carbonstore.indexfiles.snapshot import Snapshot
+from carbonstore.store.arrow_numpy import StringBytes, strings_bytes
 from carbonstore.store.readable import ReadableEntries
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
-__all__ = ["KeyBytes", "conf_int", "entries_key", "key_bytes_of", "names_files_of"]
+__all__ = ["KeyBytes", "ViewColumn", "ViewRows", "conf_int", "entries_key", "key_bytes_of", "names_files_of",
+           "snapshot_holds"]
 
 
 _ENTRY_KEYS: dict[tuple[int, ...], tuple[tuple[LoadEntry, ...], tuple[int, bytes]]] = {}
@@ -70,6 +74,65 @@ def entries_key(entries: Sequence[LoadEntry]) -> tuple[int, bytes]:
         _ENTRY_KEYS.clear()
     _ENTRY_KEYS[ids] = (tuple(entries), key)  # holding the entries keeps their ids unique
     return key
+
+
+class ViewColumn(Sequence[str]):
+    """A view's load names (0) or merge index names (1): ``[i]`` reads one, anything else
+    builds the whole list once (TableIndex._names_and_files in table_index.py)."""
+
+    __slots__ = ("_view", "_which")
+
+    def __init__(self, view: Any, which: int) -> None:
+        self._view, self._which = view, which
+
+    def __getitem__(self, i: Any) -> Any:
+        view = self._view
+        if isinstance(i, slice) or view._names_files is not None or not isinstance(view.entries, ReadableEntries):
+            return view._names_and_files()[self._which][i]
+        return view.entries.file_at(i) if self._which else view.entries.name_at(i)
+
+    def __len__(self) -> int:
+        return self._view.size
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._view._names_and_files()[self._which])
+
+
+class ViewRows:
+    """View index -> snapshot row over an array (what the dict of a view whose every
+    segment is a snapshot row would hold, without building it)."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: npt.NDArray[np.intp]) -> None:
+        self._rows = rows
+
+    def get(self, i: int, default: int | None = None) -> int | None:
+        return int(self._rows[i]) if 0 <= i < len(self._rows) else default
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def keys(self) -> Any:
+        return range(len(self._rows))
+
+    def values(self) -> Any:
+        return self._rows.tolist()
+
+
+def snapshot_holds(snapshot: Snapshot, kb: KeyBytes) -> bool:
+    """The snapshot's first rows are the segments of ``kb`` (view_keys.key_bytes_of: their
+    ids' and merge index names' lengths and bytes), in order: compared as bytes."""
+    n = len(kb[0][0])
+    if n > snapshot.size:
+        return False
+    rows = np.arange(n, dtype=np.int64)
+    for col, (lengths, data) in zip(("segment", "merge"), kb, strict=True):
+        arr = snapshot.core.column(col)
+        got = StringBytes(arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()).take_bytes(rows)
+        if not (np.array_equal(got[0], lengths) and got[1] == data):
+            return False
+    return True
 
 
 _CONF_INTS: dict[tuple[str, str | None, tuple[tuple[str, str], ...]], int] = {}

@@ -103,6 +103,20 @@ class ReadableEntries(Sequence[LoadEntry]):
             self._files = tuple(f or "" for f in got)
         return self._files
 
+    def name_at(self, i: int) -> str:
+        """Entry ``i``'s load name (``names[i]``, without building the others)."""
+        return self._at(i, "loadName", "load_name") if self._names is None else self._names[i]
+
+    def file_at(self, i: int) -> str:
+        """Entry ``i``'s merge index name ("" for none; ``files[i]``, without the others)."""
+        return (self._at(i, "segmentFile", "segment_file") or "") if self._files is None else self._files[i]
+
+    def _at(self, i: int, col: str, attr: str) -> Any:
+        row = int(self._rows[i])  # IndexError past the end
+        if row < 0:
+            return getattr(self._over[i if i >= 0 else i + len(self._rows)], attr)
+        return self._view.arrow_base().cols[col][row].as_py()  # type: ignore[union-attr]
+
     def _column(self, base: list[Any], attr: str) -> tuple[Any, ...]:
         """``base`` (a checkpoint column) at each entry's row, an overlay entry's ``attr``."""
         rows = self._rows.tolist()

@@ -339,8 +339,11 @@ def test_a_lookup_matches_the_snapshot_without_a_string_per_row(checkpointed: tu
     pack = open_pack(table, bloom_pack_names(table)[-1])  # the bloom lookup's pack: its
     assert pack is not None and pack.num_segments == SEGMENTS  # segment lists never split
     assert not {"segment_ids", "merges", "segments", "index"} & set(vars(pack)), sorted(vars(pack))
-    assert pack.segment_ids == list(table_index(table, table.status.read().readable_segments()).names)
-    view = table_index(table, table.status.read().readable_segments())
+    view = table_index(table, table.status.read().readable_segments())  # (the plans' view)
     assert view.uncovered == 0 and not isinstance(view._snap_row, dict)
+    assert view._names_files is None  # the kept segments' names were read one at a time
+    one_by_one = [(view.names[i], view.files[i]) for i in range(SEGMENTS)]
+    assert view._names_files is None
+    assert one_by_one == list(zip(view.names, view.files, strict=True)) == pack.segments
     assert [view.snapshot_row(i) for i in range(view.size)] == list(range(SEGMENTS))
     assert view.snapshot_row(SEGMENTS) is None and view.snapshot_row(-1) is None
