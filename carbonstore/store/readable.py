@@ -225,7 +225,7 @@ def extras_of(entries: Sequence[LoadEntry], rows: list[int]) -> dict[int, Any]:
     codes, extras = entries.extra_codes()
     mine = codes[np.asarray(rows, dtype=np.intp)]
     used, first = np.unique(mine, return_index=True)
-    one = {code: EntryExtra(entries.names[rows[at]], extras[code] if code >= 0 else {})
+    one = {code: EntryExtra(entries.name_at(rows[at]), extras[code] if code >= 0 else {})
            for code, at in zip(used.tolist(), first.tolist(), strict=True)}
     return dict(zip(rows, map(one.__getitem__, mine.tolist()), strict=True))
 

@@ -342,6 +342,7 @@ def test_a_lookup_matches_the_snapshot_without_a_string_per_row(checkpointed: tu
     view = table_index(table, table.status.read().readable_segments())  # (the plans' view)
     assert view.uncovered == 0 and not isinstance(view._snap_row, dict)
     assert view._names_files is None  # the kept segments' names were read one at a time
+    assert view.entries._names is None and view.entries._files is None  # (and the partitions')
     one_by_one = [(view.names[i], view.files[i]) for i in range(SEGMENTS)]
     assert view._names_files is None
     assert one_by_one == list(zip(view.names, view.files, strict=True)) == pack.segments
