@@ -103,16 +103,17 @@ def checkpoint_bytes(table: pa.Table, *, table_id: str, version: int) -> tuple[b
     return _MAGIC + xxhash.xxh64_hexdigest(body).encode() + b"\n" + body, table
 
 
-def decode_checkpoint(data: bytes, *, table_id: str, version: int) -> ArrowBase:
+def decode_checkpoint(data: bytes | memoryview, *, table_id: str, version: int) -> ArrowBase:
     """The checked entries of a checkpoint file.
 
     Raises:
         ValueError: damage of any kind (the caller names the file).
     """
-    if not data.startswith(_MAGIC) or data[_HEAD - 1:_HEAD] != b"\n":
+    view = memoryview(data)  # (the file's bytes, or its mapping: StoreFS.map_file)
+    if bytes(view[:len(_MAGIC)]) != _MAGIC or bytes(view[_HEAD - 1:_HEAD]) != b"\n":
         raise ValueError("not a tablestatus checkpoint file")
-    body = memoryview(data)[_HEAD:]
-    if xxhash.xxh64_hexdigest(body).encode() != data[len(_MAGIC):_HEAD - 1]:
+    body = view[_HEAD:]
+    if xxhash.xxh64_hexdigest(body).encode() != bytes(view[len(_MAGIC):_HEAD - 1]):
         raise ValueError("its checksum does not match its content")
     try:
         table = pa.ipc.open_stream(pa.py_buffer(body)).read_all()

@@ -319,6 +319,8 @@ def test_a_lookup_matches_the_snapshot_without_a_string_per_row(checkpointed: tu
     the bloom pack's segments from the bytes of both (a table of 100,000 segments would
     otherwise build and compare 400,000 strings, and a dict of 100,000 rows): exact, and
     neither the snapshot's nor the pack's lists are built."""
+    import mmap
+
     from carbonstore.pruning.cache import driver_cache
     from carbonstore.pruning.segment_blooms import bloom_pack_names, open_pack
     from carbonstore.pruning.snapshot_files import read_snapshot
@@ -336,6 +338,7 @@ def test_a_lookup_matches_the_snapshot_without_a_string_per_row(checkpointed: tu
     snap = read_snapshot(table)[0]
     assert snap is not None and snap.size == SEGMENTS
     assert not {"segments", "merges", "rows"} & set(vars(snap)), sorted(vars(snap))
+    assert isinstance(snap.source._read_at(0, 8).obj, mmap.mmap)  # local: mapped, not copied
     pack = open_pack(table, bloom_pack_names(table)[-1])  # the bloom lookup's pack: its
     assert pack is not None and pack.num_segments == SEGMENTS  # segment lists never split
     assert not {"segment_ids", "merges", "segments", "index"} & set(vars(pack)), sorted(vars(pack))
