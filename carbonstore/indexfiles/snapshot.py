@@ -41,7 +41,6 @@ single vectorised planner pass. Bloom bitsets stay in the merge indexes and the 
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -105,6 +104,7 @@ FLAG_BITS = (("has_min", 1), ("has_max", 2), ("min_exact", 4), ("max_exact", 8),
 
 def slot_key(desc: ColumnDesc) -> str:
     """The key of an index column description (equal descriptions share one slot)."""
+    import hashlib  # here: loading OpenSSL is not a plan's cost (a writer names slots)
     return "c" + hashlib.sha1(orjson.dumps([getattr(desc, f) for f in DESC_FIELDS])).hexdigest()[:12]
 
 

@@ -24,7 +24,6 @@ others from their merge indexes loaded through the driver cache (cache.py).
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, cast
@@ -97,6 +96,8 @@ def write_snapshot(table: Table, view: TableIndex | SnapshotSource) -> str:
     data = encode_chunks(chunks, bounds, slots)
     sfs.makedirs(folder)
     covered = ",".join(f"{e.load_name}:{e.segment_file or ''}" for e in view.entries)
+    import hashlib  # here: loading OpenSSL is not a plan's cost (a writer names files)
+
     digest = hashlib.sha1(covered.encode()).hexdigest()[:12]
     name = f"{SNAPSHOT_PREFIX}{now_ms():015d}_{len(view.entries)}_{digest}{SNAPSHOT_SUFFIX}"
     sfs.write_atomic(f"{folder}/{name}", data)
