@@ -149,7 +149,9 @@ class ArrowBase:
 
     def __init__(self, table: pa.Table, *, check: bool = True) -> None:
         self.n = table.num_rows
-        cols = {name: table.column(name).combine_chunks() for name in table.schema.names}
+        # one chunk is taken as it is (combine_chunks copies even one: 14 MB at 100,000 entries)
+        cols = {name: c.chunk(0) if c.num_chunks == 1 else c.combine_chunks()
+                for name, c in zip(table.schema.names, table.columns, strict=True)}
         self.cols = cols
         self._names: list[str] | None = None
         self._statuses: np.ndarray | None = None
