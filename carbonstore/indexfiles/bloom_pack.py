@@ -95,7 +95,7 @@ class BloomPack:
             place in the stripe.
     """
 
-    def __init__(self, name: str, *, head: bytes, directory: bytes, sums: npt.NDArray[np.uint64],
+    def __init__(self, name: str, *, head: bytes, directory: bytes | memoryview, sums: npt.NDArray[np.uint64],
                  data: Any, fetch: Any, table_id: str | None) -> None:
         _, _, chunk, _, nchunks, doff, dsum = _PREFIX.unpack_from(head, 0)
         self.name = name
@@ -217,7 +217,7 @@ class BloomPack:
                 words = np.frombuffer(mapped, dtype="<u4")
                 sums = np.frombuffer(mapped, dtype="<u8", count=nchunks, offset=_PREFIX_SIZE + dlen)
                 return cls(name, head=bytes(view[:_PREFIX_SIZE]),
-                           directory=bytes(view[_PREFIX_SIZE : _PREFIX_SIZE + dlen]), sums=sums,
+                           directory=view[_PREFIX_SIZE : _PREFIX_SIZE + dlen], sums=sums,  # (no copy)
                            data=words, fetch=None, table_id=table_id)
             f = sfs.open_input_file(path)
             size = f.size()
@@ -335,8 +335,10 @@ class BloomPack:
     def _verify(self, chunks: npt.NDArray[np.int64]) -> None:
         """Check every chunk of ``chunks`` (any shape, repeats allowed) not checked yet."""
         with self._lock:
-            todo = np.unique(chunks.reshape(-1))  # sorted, once each
-            todo = todo[self._state[todo] == 0]
+            wanted = self._state == 0  # a mask over the chunks: sorted, once each, no hash
+            hit = np.zeros(self.num_chunks, dtype=bool)  # of 65,536 block numbers per batch
+            hit[chunks.reshape(-1)] = True
+            todo = np.flatnonzero(hit & wanted)
             if not len(todo):
                 return
             if self._fetch is not None:
