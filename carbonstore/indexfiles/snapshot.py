@@ -486,7 +486,7 @@ class Snapshot:
         idx = np.asarray(indices, dtype=np.int64)
         firsts = self.offsets("files")[self.chunk_starts]
         chunk = np.searchsorted(firsts, idx, side="right") - 1
-        for k in np.unique(chunk).tolist():
+        for k in np.flatnonzero(np.bincount(chunk)).tolist():  # distinct, sorted
             pos = np.flatnonzero(chunk == k)
             yield k, pos.tolist(), (idx[pos] - firsts[k]).tolist()
 
@@ -567,7 +567,7 @@ class Snapshot:
         (a bitset of some row group, and a bloom region to read it from)."""
         out = np.zeros(len(rows), dtype=bool)
         groups = self.group[rows]
-        for group in np.unique(groups).tolist():
+        for group in np.flatnonzero(np.bincount(groups)).tolist():  # (np.unique loads numpy.ma)
             key = self._bloom_slot(int(group), name)
             if key is not None:
                 sel = groups == group

@@ -31,7 +31,6 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import numpy.ma  # noqa: F401 - np.unique imports it lazily: pay at import, not in the first plan
 import numpy.typing as npt
 
 from carbonstore.errors import SegmentNotFoundError

@@ -176,7 +176,7 @@ class ReadableEntries(Sequence[LoadEntry]):
 
     def any_extra(self, keys: Sequence[str]) -> bool:
         """Some entry's ``extra`` holds one of ``keys``."""
-        used = np.unique(self._codes[self._codes >= 0]).tolist()
+        used = np.flatnonzero(np.bincount(self._codes[self._codes >= 0])).tolist()  # (np.unique: numpy.ma)
         return any(k in self._extras[c] for c in used for k in keys)
 
     def with_deltas_or(self, key: str) -> list[int]:

@@ -265,8 +265,10 @@ print(json.dumps({"kept": [levels["files"]["kept"], levels["row_groups"]["kept"]
 # what a lookup's fresh process must not import: pyarrow.compute parses the documentation of
 # every kernel on import (a tenth of a second), the dictionaries are for filters on
 # dictionary columns only, filelock for a writer (a plan takes no lock), hashlib (it loads
-# OpenSSL) for a writer naming a snapshot, a pack or a slot
-_NOT_FOR_A_LOOKUP = {"pyarrow.compute", "carbonstore.dictionary", "pandas", "sqlglot", "filelock", "hashlib"}
+# OpenSSL) for a writer naming a snapshot, a pack or a slot, numpy.ma (np.unique's check for
+# masked arrays loads it: a lookup takes distinct small integers with bincount)
+_NOT_FOR_A_LOOKUP = {"pyarrow.compute", "carbonstore.dictionary", "pandas", "sqlglot", "filelock", "hashlib",
+                     "numpy.ma"}
 
 
 def test_a_fresh_lookup_imports_no_compute_kernels(checkpointed: tuple[str, dict[str, Any]]) -> None:
