@@ -158,16 +158,18 @@ class StringBytes:
     def take_bytes(self, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], bytes]:
         """(length, bytes) of rows ``rows`` (a null row: empty), their bytes back to back: what
         :func:`strings_bytes` gives of the same strings."""
-        lengths = np.where(self.valid, self.lengths, 0)[rows]
-        starts = self.starts[rows]
+        at: Any = np.asarray(rows)
+        if len(at) and int(at[-1]) - int(at[0]) == len(at) - 1 and bool((np.diff(at) == 1).all()):
+            at = slice(int(at[0]), int(at[-1]) + 1)  # a run of rows: views, not gathers
+        lengths = (self.lengths if bool(self.valid.all()) else np.where(self.valid, self.lengths, 0))[at]
+        starts = self.starts[at]
         total = int(lengths.sum())
         if not total:
             return lengths, b""
         if bool((starts[1:] == starts[:-1] + lengths[:-1]).all()):  # back to back: one slice
             return lengths, self.data[int(starts[0]):int(starts[0]) + total].tobytes()
         ends = np.cumsum(lengths)
-        at = np.repeat(starts - (ends - lengths), lengths) + np.arange(total)
-        return lengths, self.data[at].tobytes()
+        return lengths, self.data[np.repeat(starts - (ends - lengths), lengths) + np.arange(total)].tobytes()
 
     def bytes(self) -> npt.NDArray[np.uint8]:
         lo, hi = self.span()

@@ -182,9 +182,9 @@ class ArrowBase:
         for key in _NOT_NULL:
             if cols[key].null_count:
                 raise ValueError(f"{key} is missing in {cols[key].null_count} entries")
-        if not load_names_ok(StringBytes(cols["loadName"])):
+        ints = self.plain_ids()  # plain numbers are valid load names: no second pass then
+        if ints is None and not load_names_ok(StringBytes(cols["loadName"])):
             raise ValueError("an invalid loadName")
-        ints = self.plain_ids()
         if ints is not None:  # plain numbers (the common case): ascending, or sorted
             twice = len(ints) > 1 and not bool((ints[1:] > ints[:-1]).all()) and \
                 not bool((np.diff(np.sort(ints)) != 0).all())
