@@ -297,12 +297,15 @@ class SegmentBlooms:
         groups: list[tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], dict[str, Any] | None, Any]] = []
         mine = pack.column_bitsets(ref.name)
         if len(mine) and len(r):
-            wanted = np.zeros(pack.num_segments, dtype=bool)
-            wanted[r] = True
-            mine = mine[wanted[pack.bs_seg[mine]]]
-            of_group = pack.bs_group[mine]
-            for g in (np.flatnonzero(np.bincount(of_group)).tolist() if len(mine) else []):
-                these = mine[of_group == g]
+            if len(r) < pack.num_segments:  # (else every segment of the pack: all of mine)
+                wanted = np.zeros(pack.num_segments, dtype=bool)
+                wanted[r] = True
+                mine = mine[wanted[pack.bs_seg[mine]]]
+            of_group = None if len(pack.groups) == 1 else pack.bs_group[mine]  # (one: all of mine)
+            present = [] if not len(mine) else [0] if of_group is None else np.flatnonzero(
+                np.bincount(of_group)).tolist()
+            for g in present:
+                these = mine if of_group is None else mine[of_group == g]
                 owners = pack.bs_seg[these]
                 seg_has[owners] = True
                 d = pack.groups[g]
