@@ -131,6 +131,7 @@ class TableIndex:
         self.table = table
         self.entries: Sequence[LoadEntry] = entries if isinstance(entries, ReadableEntries) else list(entries)
         self._names_files = names_files  # (names_files_of: built when asked)
+        self.name_reads = 0  # names read one at a time (view_keys.ViewColumn)
         self.root = table.paths.root
         self.snapshot = snapshot
         self._snap_row: dict[int, int] | ViewRows = {}

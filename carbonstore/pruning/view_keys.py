@@ -76,9 +76,13 @@ def entries_key(entries: Sequence[LoadEntry]) -> tuple[int, bytes]:
     return key
 
 
+_SINGLE_READS = 256  # names a view reads one at a time before it builds the lists
+
+
 class ViewColumn(Sequence[str]):
-    """A view's load names (0) or merge index names (1): ``[i]`` reads one, anything else
-    builds the whole list once (TableIndex._names_and_files in table_index.py)."""
+    """A view's load names (0) or merge index names (1): ``[i]`` reads one (the first 256
+    of a view: a lookup names the few segments it keeps), anything else builds the whole
+    lists once (TableIndex._names_and_files in table_index.py)."""
 
     __slots__ = ("_view", "_which")
 
@@ -87,7 +91,9 @@ class ViewColumn(Sequence[str]):
 
     def __getitem__(self, i: Any) -> Any:
         view = self._view
-        if isinstance(i, slice) or view._names_files is not None or not isinstance(view.entries, ReadableEntries):
+        view.name_reads += 1  # many single reads (a scan, an explain): the lists once
+        if (isinstance(i, slice) or view._names_files is not None or view.name_reads > _SINGLE_READS
+                or not isinstance(view.entries, ReadableEntries)):
             return view._names_and_files()[self._which][i]
         return view.entries.file_at(i) if self._which else view.entries.name_at(i)
 
