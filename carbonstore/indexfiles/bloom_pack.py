@@ -95,7 +95,7 @@ class BloomPack:
             place in the stripe.
     """
 
-    def __init__(self, name: str, *, head: bytes, directory: bytes, sums: npt.NDArray[np.uint64],
+    def __init__(self, name: str, *, head: bytes, directory: bytes | memoryview, sums: npt.NDArray[np.uint64],
                  data: Any, fetch: Any, table_id: str | None) -> None:
         _, _, chunk, _, nchunks, doff, dsum = _PREFIX.unpack_from(head, 0)
         self.name = name
@@ -115,16 +115,13 @@ class BloomPack:
                 arrays.append(np.frombuffer(directory, dtype=dtype, count=count, offset=pos).astype(np.int64))
                 pos += count * int(dtype[-1])
             self.table_id = str(meta["table_id"])
-            ids, merges = meta["segment_ids"].split("\n"), meta["merges"].split("\n")
-            if len(ids) != len(merges):
+            # the covered segments' ids and merge index names, each joined by newlines (split
+            # when asked: a plan compares the bytes, key_bytes, no string per segment)
+            self._joined: tuple[str, str] = (str(meta["segment_ids"]), str(meta["merges"]))
+            lines = [j.count("\n") + 1 for j in self._joined]
+            if lines[0] != lines[1]:
                 raise ValueError("segment ids and merge index names disagree")
-            if meta["segment_ids"] == "":
-                ids, merges = [], []
-            #: the covered segments' ids and merge index names, in pack order (``segments``
-            #: pairs them, when asked: a plan compares the two lists, no tuple per segment)
-            self.segment_ids: list[str] = ids
-            self.merges: list[str] = merges
-            self.num_segments = len(ids)
+            self.num_segments = lines[0] if self._joined[0] else 0
             self.groups: list[dict[str, Any]] = [dict(g) for g in meta["groups"]]
         except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as err:
             raise CorruptIndexError(f"{name}: bloom pack directory does not decode: {err}") from err
@@ -145,6 +142,29 @@ class BloomPack:
         self._state = np.zeros(self.num_chunks, dtype=np.int8)  # 0 unchecked, _OK, _BAD
         self._lock = threading.Lock()
         self._by_name: dict[str, npt.NDArray[np.intp]] = {}
+
+    @functools.cached_property
+    def segment_ids(self) -> list[str]:
+        """The covered segments' ids, in pack order."""
+        return self._joined[0].split("\n") if self.num_segments else []
+
+    @functools.cached_property
+    def merges(self) -> list[str]:
+        """The covered segments' merge index names, in pack order."""
+        return self._joined[1].split("\n") if self.num_segments else []
+
+    def key_bytes(self) -> tuple[tuple[npt.NDArray[np.int64], bytes], tuple[npt.NDArray[np.int64], bytes]]:
+        """(lengths, UTF-8 bytes) of the segment ids and of the merge index names, in pack
+        order (arrow_numpy.strings_bytes of the lists), from the joined text."""
+        out = []
+        for joined in self._joined:
+            raw = joined.encode("utf-8", "surrogatepass")
+            if not self.num_segments:
+                out.append((np.zeros(0, dtype=np.int64), b""))
+                continue
+            ends = np.append(np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10), len(raw))
+            out.append((np.diff(ends, prepend=-1) - 1, raw.replace(b"\n", b"")))
+        return out[0], out[1]
 
     @functools.cached_property
     def segments(self) -> list[tuple[str, str]]:
@@ -197,7 +217,7 @@ class BloomPack:
                 words = np.frombuffer(mapped, dtype="<u4")
                 sums = np.frombuffer(mapped, dtype="<u8", count=nchunks, offset=_PREFIX_SIZE + dlen)
                 return cls(name, head=bytes(view[:_PREFIX_SIZE]),
-                           directory=bytes(view[_PREFIX_SIZE : _PREFIX_SIZE + dlen]), sums=sums,
+                           directory=view[_PREFIX_SIZE : _PREFIX_SIZE + dlen], sums=sums,  # (no copy)
                            data=words, fetch=None, table_id=table_id)
             f = sfs.open_input_file(path)
             size = f.size()
@@ -315,8 +335,10 @@ class BloomPack:
     def _verify(self, chunks: npt.NDArray[np.int64]) -> None:
         """Check every chunk of ``chunks`` (any shape, repeats allowed) not checked yet."""
         with self._lock:
-            todo = np.unique(chunks.reshape(-1))  # sorted, once each
-            todo = todo[self._state[todo] == 0]
+            wanted = self._state == 0  # a mask over the chunks: sorted, once each, no hash
+            hit = np.zeros(self.num_chunks, dtype=bool)  # of 65,536 block numbers per batch
+            hit[chunks.reshape(-1)] = True
+            todo = np.flatnonzero(hit & wanted)
             if not len(todo):
                 return
             if self._fetch is not None:

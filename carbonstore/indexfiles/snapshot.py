@@ -41,7 +41,6 @@ single vectorised planner pass. Bloom bitsets stay in the merge indexes and the 
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -105,6 +104,7 @@ FLAG_BITS = (("has_min", 1), ("has_max", 2), ("min_exact", 4), ("max_exact", 8),
 
 def slot_key(desc: ColumnDesc) -> str:
     """The key of an index column description (equal descriptions share one slot)."""
+    import hashlib  # here: loading OpenSSL is not a plan's cost (a writer names slots)
     return "c" + hashlib.sha1(orjson.dumps([getattr(desc, f) for f in DESC_FIELDS])).hexdigest()[:12]
 
 
@@ -163,8 +163,6 @@ class Snapshot:
             raise ValueError("snapshot chunks are not increasing first rows")
         #: each chunk's first row, and the size last
         self.chunk_starts = np.array([*starts, self.size], dtype=np.int64)
-        self.segments: list[str] = core.column("segment").to_pylist()
-        self.merges: list[str] = core.column("merge").to_pylist()
         self.bounds = decode_bounds(core, orjson.loads(meta["carbonstore.kinds"]))
         self.bloom_base = to_numpy(core.column("bloom_base")).astype(np.int64)
         self.bloom_len = to_numpy(core.column("bloom_len")).astype(np.int64)
@@ -188,6 +186,10 @@ class Snapshot:
         self._blooms: dict[int, BloomSource | None] = {}
         self._bloom_slots: dict[tuple[int, str], str | None] = {}
         self._check_core()
+
+    # each row's segment id and merge index name (strings: _check_core), built when asked
+    segments = functools.cached_property(lambda self: self.core.column("segment").to_pylist())
+    merges = functools.cached_property(lambda self: self.core.column("merge").to_pylist())
 
     @functools.cached_property
     def rows(self) -> dict[tuple[str, str], int]:
@@ -281,6 +283,8 @@ class Snapshot:
         """The summary holds, for every slot a layout names, its description, page counts
         and bloom presence; counts are not negative."""
         names = set(self.core.column_names)
+        if not all(pa.types.is_string(self.core.schema.field(c).type) for c in ("segment", "merge")):
+            raise ValueError("snapshot segment ids or merge index names are not strings")
         for key in {k for keys in self.group_slots for k in keys}:
             if key not in self.slots or f"npages.{key}" not in names or f"blooms.{key}" not in names:
                 raise ValueError(f"snapshot layout names an unknown column slot {key}")
@@ -482,7 +486,7 @@ class Snapshot:
         idx = np.asarray(indices, dtype=np.int64)
         firsts = self.offsets("files")[self.chunk_starts]
         chunk = np.searchsorted(firsts, idx, side="right") - 1
-        for k in np.unique(chunk).tolist():
+        for k in np.flatnonzero(np.bincount(chunk)).tolist():  # distinct, sorted
             pos = np.flatnonzero(chunk == k)
             yield k, pos.tolist(), (idx[pos] - firsts[k]).tolist()
 
@@ -540,7 +544,7 @@ class Snapshot:
         if row not in self._blooms:
             base = int(self.bloom_base[row])
             self._blooms[row] = (None if base < 0 else
-                                 self._bloom_source(self.segments[row], self.merges[row], base))
+                                 self._bloom_source(*(self.core.column(c)[row].as_py() for c in ("segment", "merge")), base))
         return self._blooms[row]
 
     def _bloom_slot(self, group: int, name: str) -> str | None:
@@ -563,7 +567,7 @@ class Snapshot:
         (a bitset of some row group, and a bloom region to read it from)."""
         out = np.zeros(len(rows), dtype=bool)
         groups = self.group[rows]
-        for group in np.unique(groups).tolist():
+        for group in np.flatnonzero(np.bincount(groups)).tolist():  # (np.unique loads numpy.ma)
             key = self._bloom_slot(int(group), name)
             if key is not None:
                 sel = groups == group

@@ -3,7 +3,6 @@ from the previous pack where a segment is unchanged (read by ``segment_blooms.py
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
@@ -51,6 +50,8 @@ def write_bloom_pack(table: Table, view: Any) -> str | None:
     data = builder.encode()
     sfs.makedirs(folder)
     covered = ",".join(f"{k[0]}:{k[1]}" for k in keys)
+    import hashlib  # here: loading OpenSSL is not a plan's cost (a writer names files)
+
     digest = hashlib.sha1(covered.encode()).hexdigest()[:12]
     name = f"{BLOOM_PACK_PREFIX}{now_ms():015d}_{len(keys)}_{digest}{BLOOM_PACK_SUFFIX}"
     sfs.write_atomic(f"{folder}/{name}", data)

@@ -156,7 +156,8 @@ class _Specs:
 def _distinct_segments(segs: Sequence[npt.NDArray[np.int64]]) -> list[int]:
     if not segs:
         return []
-    return np.unique(np.concatenate(segs)).tolist()
+    # distinct, sorted (np.unique would load numpy.ma: 8 ms of a fresh lookup)
+    return np.flatnonzero(np.bincount(np.concatenate(segs))).tolist()  # type: ignore[no-any-return]
 
 
 def _refs(expr: Expr) -> tuple[frozenset[str], frozenset[str]]:

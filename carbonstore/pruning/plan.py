@@ -499,7 +499,7 @@ def _removed_rows(view: Any) -> npt.NDArray[np.int64] | None:
     per = np.zeros(len(extras) + 1, dtype=np.int64)  # the last: entries without an extra
     for c, at in zip(used.tolist(), first.tolist(), strict=True):
         if c >= 0:
-            per[c] = removed_rows(EntryExtra(entries.names[at], extras[c]))
+            per[c] = removed_rows(EntryExtra(entries.name_at(at), extras[c]))
     return per[codes]
 
 

@@ -45,6 +45,7 @@ from carbonstore.pruning.cache import (
     packed_bitsets,
     view_bloom_pack,
 )
+from carbonstore.pruning.view_keys import KeyBytes, key_bytes_of
 from carbonstore.store.table import Table
 
 __all__ = ["PACK_DESC", "SegmentBlooms", "bloom_pack_names", "open_pack"]
@@ -296,12 +297,15 @@ class SegmentBlooms:
         groups: list[tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], dict[str, Any] | None, Any]] = []
         mine = pack.column_bitsets(ref.name)
         if len(mine) and len(r):
-            wanted = np.zeros(pack.num_segments, dtype=bool)
-            wanted[r] = True
-            mine = mine[wanted[pack.bs_seg[mine]]]
-            of_group = pack.bs_group[mine]
-            for g in (np.flatnonzero(np.bincount(of_group)).tolist() if len(mine) else []):
-                these = mine[of_group == g]
+            if len(r) < pack.num_segments:  # (else every segment of the pack: all of mine)
+                wanted = np.zeros(pack.num_segments, dtype=bool)
+                wanted[r] = True
+                mine = mine[wanted[pack.bs_seg[mine]]]
+            of_group = None if len(pack.groups) == 1 else pack.bs_group[mine]  # (one: all of mine)
+            present = [] if not len(mine) else [0] if of_group is None else np.flatnonzero(
+                np.bincount(of_group)).tolist()
+            for g in present:
+                these = mine if of_group is None else mine[of_group == g]
                 owners = pack.bs_seg[these]
                 seg_has[owners] = True
                 d = pack.groups[g]
@@ -516,6 +520,11 @@ def open_pack(table: Table, name: str) -> BloomPack | None:
         return None
 
 
+def _same_segments(a: KeyBytes, b: KeyBytes) -> bool:
+    """Two (lengths, bytes) pairs of segment ids and merge index names are equal."""
+    return all(np.array_equal(x[0], y[0]) and x[1] == y[1] for x, y in zip(a, b, strict=True))
+
+
 def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, Any], dict[Any, Any]] | None:
     """The table's newest usable pack, each view segment's place in it (-1: not in it), the
     answers of the view's probes of it (a chunk's verdict never changes: remembered) and
@@ -529,10 +538,10 @@ def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, An
         pack = open_pack(table, name)
         if pack is None:
             continue
-        names, files = list(view.names), list(view.files)
-        if names == pack.segment_ids and files == pack.merges:  # written over this view's segments
-            where = np.arange(len(names), dtype=np.intp)
+        if _same_segments(key_bytes_of(view.entries), pack.key_bytes()):  # written over this view's segments
+            where = np.arange(pack.num_segments, dtype=np.intp)
         else:
+            names, files = list(view.names), list(view.files)
             index = pack.index
             where = np.fromiter((index.get(k, -1) for k in zip(names, files, strict=True)),
                                 dtype=np.intp, count=len(names))

@@ -70,11 +70,15 @@ def read_snapshot(table: Table) -> tuple[Snapshot | None, bool]:
     COUNTERS["snapshot_reads"] += 1
     path = f"{table.paths.index_snapshot_dir}/{name}"
     try:
-        # ranged reads: the directory and the core section now, other sections when a plan
-        # first needs them (verified then)
-        f = table.store.sfs.open_input_file(path)
-        snap = Snapshot(SnapshotFile(name, lambda off, n: f.read_at(n, off), f.size()),
-                        bloom_source=_snapshot_blooms(table), counters=COUNTERS)
+        # ranged reads (a local file is mapped): the directory and the core section now,
+        # other sections when a plan first needs them (verified then)
+        mapped = table.store.sfs.map_file(path)  # local: pages touched, not copies
+        if mapped is not None:
+            read_at, size = (lambda off, n: mapped[off:off + n]), len(mapped)
+        else:
+            f = table.store.sfs.open_input_file(path)
+            read_at, size = (lambda off, n: f.read_at(n, off)), f.size()
+        snap = Snapshot(SnapshotFile(name, read_at, size), bloom_source=_snapshot_blooms(table), counters=COUNTERS)
     except (OSError, pa.ArrowException, KeyError, ValueError, TypeError, CorruptIndexError):
         # A damaged (or older) snapshot only costs speed: plan from the merge indexes
         # instead, and write a new one.

@@ -24,7 +24,6 @@ others from their merge indexes loaded through the driver cache (cache.py).
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, cast
@@ -62,7 +61,16 @@ from carbonstore.pruning.snapshot_files import (
     read_snapshot,
     snapshot_names,
 )
-from carbonstore.pruning.view_keys import conf_int, entries_key, names_files_of
+from carbonstore.pruning.view_keys import (
+    ViewColumn,
+    ViewRows,
+    conf_int,
+    entries_key,
+    key_bytes_of,
+    names_files_of,
+    snapshot_holds,
+)
+from carbonstore.store.arrow_numpy import strings_bytes
 from carbonstore.store.readable import ReadableEntries
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms
@@ -88,6 +96,8 @@ def write_snapshot(table: Table, view: TableIndex | SnapshotSource) -> str:
     data = encode_chunks(chunks, bounds, slots)
     sfs.makedirs(folder)
     covered = ",".join(f"{e.load_name}:{e.segment_file or ''}" for e in view.entries)
+    import hashlib  # here: loading OpenSSL is not a plan's cost (a writer names files)
+
     digest = hashlib.sha1(covered.encode()).hexdigest()[:12]
     name = f"{SNAPSHOT_PREFIX}{now_ms():015d}_{len(view.entries)}_{digest}{SNAPSHOT_SUFFIX}"
     sfs.write_atomic(f"{folder}/{name}", data)
@@ -120,13 +130,11 @@ class TableIndex:
                  names_files: tuple[Sequence[str], Sequence[str]] | None = None) -> None:
         self.table = table
         self.entries: Sequence[LoadEntry] = entries if isinstance(entries, ReadableEntries) else list(entries)
-        if names_files is None:
-            names_files = names_files_of(self.entries)
-        #: each segment's load name and merge index name ("" for none), by view index
-        self.names, self.files = names_files
+        self._names_files = names_files  # (names_files_of: built when asked)
+        self.name_reads = 0  # names read one at a time (view_keys.ViewColumn)
         self.root = table.paths.root
         self.snapshot = snapshot
-        self._snap_row: dict[int, int] = {}
+        self._snap_row: dict[int, int] | ViewRows = {}
         self._snap_rows_np: npt.NDArray[np.intp] | None = None
         self._seg_stats: dict[str, Any] = {}
         pieces: list[SegmentBounds] = []
@@ -142,7 +150,7 @@ class TableIndex:
         #: statistics built once), and those segments' view indices
         self._groups: dict[int, tuple[SnapshotArrays, npt.NDArray[np.intp]]] = {}
         self._group_asks: dict[int, int] = {}  # plans of part of a group before it is built
-        if snapshot is not None and self.entries and self._all_in_snapshot(snapshot, names_files):
+        if snapshot is not None and self.entries and self._all_in_snapshot(snapshot):
             return
         snap_rows_count = [] if snapshot is None else snapshot.bounds.num_rows.tolist()
         # by the entries' names and row counts: only a segment the snapshot does not cover
@@ -184,27 +192,41 @@ class TableIndex:
             merged = SegmentBounds.concat(parts)
             self.bounds = merged if np.array_equal(take, np.arange(len(take))) else merged.take(take)
 
-    def _all_in_snapshot(self, snapshot: Snapshot,
-                         names_files: tuple[Sequence[str], Sequence[str]] | None = None) -> bool:
+    @property
+    def names(self) -> Sequence[str]:
+        """Each segment's load name, by view index (one asked for alone is read alone: a
+        plan names the few segments it keeps)."""
+        return ViewColumn(self, 0)
+
+    @property
+    def files(self) -> Sequence[str]:
+        """Each segment's merge index name ("" for none), by view index (as :attr:`names`)."""
+        return ViewColumn(self, 1)
+
+    def _names_and_files(self) -> tuple[Sequence[str], Sequence[str]]:
+        if self._names_files is None:
+            self._names_files = names_files_of(self.entries)
+        return self._names_files
+
+    def _all_in_snapshot(self, snapshot: Snapshot) -> bool:
         """The common case at once: every entry is a snapshot row whose row count agrees
         (what the loop in __init__ finds then, without a Python step per segment); False,
-        with nothing set, otherwise. ``names_files``: the entries' load names and merge
-        index names (``names_files_of``), when the caller has them."""
-        ids, merges = names_files if names_files is not None else names_files_of(self.entries)
-        if len(ids) == snapshot.size and list(ids) == snapshot.segments and list(merges) == snapshot.merges:
-            rows = np.arange(len(ids), dtype=np.intp)  # the snapshot's rows, in order
+        with nothing set, otherwise. The view equal to the snapshot's rows is found from the
+        bytes of both (no string per segment)."""
+        if len(self.entries) == snapshot.size and snapshot_holds(snapshot, key_bytes_of(self.entries)):
+            rows = np.arange(len(self.entries), dtype=np.intp)  # the snapshot's rows, in order
         else:
+            ids, merges = self._names_and_files()
             get = snapshot.rows.get
             got = [get(pair) for pair in zip(ids, merges, strict=True)]
             if None in got:
                 return False
             rows = np.array(cast(list[int], got), dtype=np.intp)
-        found = rows.tolist()
         counts = (self.entries.row_counts if isinstance(self.entries, ReadableEntries)
                   else np.array([e.row_count for e in self.entries], dtype=np.int64))
         if bool(((counts != 0) & (snapshot.bounds.num_rows[rows] != counts)).any()):
             return False  # the loop plans those from their merge indexes
-        self._snap_row = dict(zip(range(len(found)), found, strict=True))
+        self._snap_row = ViewRows(rows)  # no dict of 100,000 ints
         self._snap_rows_np = rows
         self.uncovered = 0
         whole = len(rows) == snapshot.size and bool((rows == np.arange(len(rows))).all())
@@ -453,14 +475,13 @@ def table_index(table: Table, entries: Sequence[LoadEntry]) -> TableIndex:
     cache = driver_cache()
     cache.capacity = max(1, conf_int(table, "carbon.driver.index.cache.size.mb")) << 20
     root = table.paths.root
-    names_files = entries_key(entries)
-    key = (root, names_files)
+    key = (root, entries_key(entries))
     cached = cache.get_view(key)
     if cached is not None and not (cached.snapshot is not None and cached.snapshot.damaged):
         return cached
     before = cache.evictions
     snapshot, _ = read_snapshot(table) if entries else (None, False)
-    view = TableIndex(table, entries, snapshot, names_files=names_files)
+    view = TableIndex(table, entries, snapshot)
     cache.put_view(key, view, evictions_before=before)
     return view
 
@@ -473,8 +494,7 @@ def _lags(snapshot: Snapshot, entries: Sequence[LoadEntry], limit: int) -> bool:
     counts = (entries.row_counts.tolist() if isinstance(entries, ReadableEntries)
               else [e.row_count for e in entries])
     size = snapshot.size
-    if (size <= len(names) and list(names[:size]) == snapshot.segments
-            and list(files[:size]) == snapshot.merges):  # a snapshot of the first segments
+    if size <= len(names) and snapshot_holds(snapshot, (strings_bytes(names[:size]), strings_bytes(files[:size]))):
         head = np.asarray([c or 0 for c in counts[:size]], dtype=np.int64)
         if bool(((head != 0) & (snapshot.bounds.num_rows != head)).any()):
             return True

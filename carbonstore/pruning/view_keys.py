@@ -1,32 +1,32 @@
-"""Keys of the driver's cached table views: the entries' segment ids and merge index
-names, built and hashed once per set of entries, and table conf integers remembered per
+"""Keys of the driver's cached table views: a hash of the entries' segment ids and merge
+index names, taken once per set of entries from their bytes; a view's segments matched to
+an index snapshot's rows as bytes, and its names read one at a time; and table conf integers remembered per
 store value and table properties (a cached plan's lookups cost less than rebuilding them)."""
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+from carbonstore.indexfiles.snapshot import Snapshot
+from carbonstore.store.arrow_numpy import StringBytes, strings_bytes
 from carbonstore.store.readable import ReadableEntries
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
-__all__ = ["conf_int", "entries_key", "names_files_of"]
+__all__ = ["KeyBytes", "ViewColumn", "ViewRows", "conf_int", "entries_key", "key_bytes_of", "names_files_of",
+           "snapshot_holds"]
 
 
-class _EntriesKey(tuple):  # type: ignore[type-arg]
-    """A view key that hashes once: (the segment ids, their merge index names), two tuples of
-    thousands of strings, are otherwise hashed again on every cache lookup (equal to, and
-    hashing as, the plain tuple)."""
+_ENTRY_KEYS: dict[tuple[int, ...], tuple[tuple[LoadEntry, ...], tuple[int, bytes]]] = {}
+_READABLE_KEYS: dict[int, tuple[ReadableEntries, tuple[int, bytes]]] = {}
 
-    def __hash__(self) -> int:
-        h = self.__dict__.get("hash")
-        if h is None:
-            h = self.__dict__["hash"] = tuple.__hash__(self)
-        return h  # type: ignore[no-any-return]
-
-
-_ENTRY_KEYS: dict[tuple[int, ...], tuple[tuple[LoadEntry, ...], tuple[tuple[str, ...], tuple[str, ...]]]] = {}
+KeyBytes = tuple[tuple[npt.NDArray[np.int64], bytes], tuple[npt.NDArray[np.int64], bytes]]
 
 
 def names_files_of(entries: Sequence[LoadEntry]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -36,30 +36,110 @@ def names_files_of(entries: Sequence[LoadEntry]) -> tuple[tuple[str, ...], tuple
     return tuple([e.load_name for e in entries]), tuple([e.segment_file or "" for e in entries])
 
 
-def entries_key(entries: Sequence[LoadEntry]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(segment ids, merge index names) of the entries; remembered per set of entry objects
-    (each plan of a tablestatus version gets the same immutable entries), so a plan over
-    thousands of segments does not rebuild it. Two tuples of strings rather than a pair per
-    entry: a fresh plan builds and hashes it once, and the strings' hashes are kept."""
-    if isinstance(entries, ReadableEntries):  # one per version: its columns, hashed once
+def key_bytes_of(entries: Sequence[LoadEntry]) -> KeyBytes:
+    """(lengths, bytes) of the entries' segment ids and of their merge index names
+    (arrow_numpy.strings_bytes): a checkpoint's entries give them from its columns."""
+    if isinstance(entries, ReadableEntries):
+        return entries.key_bytes()
+    names, files = names_files_of(entries)
+    return strings_bytes(names), strings_bytes(files)
+
+
+def _digest(kb: KeyBytes) -> tuple[int, bytes]:
+    h = xxhash.xxh3_128()
+    for lengths, data in kb:
+        h.update(np.ascontiguousarray(lengths, dtype="<i8").tobytes())
+        h.update(data)
+    return len(kb[0][0]), h.digest()
+
+
+def entries_key(entries: Sequence[LoadEntry]) -> tuple[int, bytes]:
+    """What identifies the set of segments of ``entries`` (their number and a 128-bit hash
+    of their segment ids and merge index names, in order): equal for the same segments in
+    any tablestatus version; remembered per set of entry objects. Hashed from the bytes (a
+    checkpoint's columns): no tuple of 100,000 strings is built and hashed."""
+    if isinstance(entries, ReadableEntries):  # one per version
         got = _READABLE_KEYS.get(id(entries))
         if got is None or got[0] is not entries:
             if len(_READABLE_KEYS) >= 16:
                 _READABLE_KEYS.clear()
-            got = _READABLE_KEYS[id(entries)] = (entries, _EntriesKey(entries.key()))
+            got = _READABLE_KEYS[id(entries)] = (entries, _digest(entries.key_bytes()))
         return got[1]
     ids = tuple(map(id, entries))
     hit = _ENTRY_KEYS.get(ids)
     if hit is not None and all(map(operator.is_, hit[0], entries)):
         return hit[1]
-    key = _EntriesKey(names_files_of(entries))
+    key = _digest(key_bytes_of(entries))
     if len(_ENTRY_KEYS) >= 16:  # a few versions are live at a time: start over
         _ENTRY_KEYS.clear()
     _ENTRY_KEYS[ids] = (tuple(entries), key)  # holding the entries keeps their ids unique
     return key
 
 
-_READABLE_KEYS: dict[int, tuple[ReadableEntries, tuple[tuple[str, ...], tuple[str, ...]]]] = {}
+_SINGLE_READS = 256  # names a view reads one at a time before it builds the lists
+
+
+class ViewColumn(Sequence[str]):
+    """A view's load names (0) or merge index names (1): ``[i]`` reads one (the first 256
+    of a view: a lookup names the few segments it keeps), anything else builds the whole
+    lists once (TableIndex._names_and_files in table_index.py)."""
+
+    __slots__ = ("_view", "_which")
+
+    def __init__(self, view: Any, which: int) -> None:
+        self._view, self._which = view, which
+
+    def __getitem__(self, i: Any) -> Any:
+        view = self._view
+        view.name_reads += 1  # many single reads (a scan, an explain): the lists once
+        if (isinstance(i, slice) or view._names_files is not None or view.name_reads > _SINGLE_READS
+                or not isinstance(view.entries, ReadableEntries)):
+            return view._names_and_files()[self._which][i]
+        return view.entries.file_at(i) if self._which else view.entries.name_at(i)
+
+    def __len__(self) -> int:
+        return self._view.size
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._view._names_and_files()[self._which])
+
+
+class ViewRows:
+    """View index -> snapshot row over an array (what the dict of a view whose every
+    segment is a snapshot row would hold, without building it)."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: npt.NDArray[np.intp]) -> None:
+        self._rows = rows
+
+    def get(self, i: int, default: int | None = None) -> int | None:
+        return int(self._rows[i]) if 0 <= i < len(self._rows) else default
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def keys(self) -> Any:
+        return range(len(self._rows))
+
+    def values(self) -> Any:
+        return self._rows.tolist()
+
+
+def snapshot_holds(snapshot: Snapshot, kb: KeyBytes) -> bool:
+    """The snapshot's first rows are the segments of ``kb`` (view_keys.key_bytes_of: their
+    ids' and merge index names' lengths and bytes), in order: compared as bytes."""
+    n = len(kb[0][0])
+    if n > snapshot.size:
+        return False
+    rows = np.arange(n, dtype=np.int64)
+    for col, (lengths, data) in zip(("segment", "merge"), kb, strict=True):
+        arr = snapshot.core.column(col)
+        got = StringBytes(arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()).take_bytes(rows)
+        if not (np.array_equal(got[0], lengths) and got[1] == data):
+            return False
+    return True
+
 
 _CONF_INTS: dict[tuple[str, str | None, tuple[tuple[str, str], ...]], int] = {}
 

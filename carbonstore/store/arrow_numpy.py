@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-__all__ = ["binary_array", "from_numpy", "string_array", "to_numpy"]
+__all__ = ["binary_array", "from_numpy", "string_array", "strings_bytes", "to_numpy"]
 
 _NUMERIC: dict[pa.DataType, np.dtype[Any]] = {
     t: np.dtype(d) for t, d in (
@@ -155,6 +155,22 @@ class StringBytes:
         row = row[inside]
         return row[self.valid[row]]  # type: ignore[no-any-return]
 
+    def take_bytes(self, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], bytes]:
+        """(length, bytes) of rows ``rows`` (a null row: empty), their bytes back to back: what
+        :func:`strings_bytes` gives of the same strings."""
+        at: Any = np.asarray(rows)
+        if len(at) and int(at[-1]) - int(at[0]) == len(at) - 1 and bool((np.diff(at) == 1).all()):
+            at = slice(int(at[0]), int(at[-1]) + 1)  # a run of rows: views, not gathers
+        lengths = (self.lengths if bool(self.valid.all()) else np.where(self.valid, self.lengths, 0))[at]
+        starts = self.starts[at]
+        total = int(lengths.sum())
+        if not total:
+            return lengths, b""
+        if bool((starts[1:] == starts[:-1] + lengths[:-1]).all()):  # back to back: one slice
+            return lengths, self.data[int(starts[0]):int(starts[0]) + total].tobytes()
+        ends = np.cumsum(lengths)
+        return lengths, self.data[np.repeat(starts - (ends - lengths), lengths) + np.arange(total)].tobytes()
+
     def bytes(self) -> npt.NDArray[np.uint8]:
         lo, hi = self.span()
         return self.data[lo:hi]  # type: ignore[no-any-return]
@@ -182,20 +198,55 @@ class StringBytes:
         rel = self.starts - lo
         if bool(((data[rel] == ord("0")) & (self.lengths > 1)).any()):
             return None  # "07" and "7" would be one number
-        row = np.repeat(np.arange(n), self.lengths)
-        exp = (rel + self.lengths)[row] - np.arange(len(data)) - 1  # digits after each digit
-        return np.add.reduceat((data.astype(np.int64) - ord("0")) * _POW10[exp], rel)  # type: ignore[no-any-return]
+        out = np.empty(n, dtype=np.int64)
+        for length, rows in self._by_length():  # each length's digits as one matrix
+            out[rows] = (self.matrix(rows, length).astype(np.int64) - ord("0")) @ _POW10[length - 1::-1]
+        return out
+
+    def _by_length(self) -> list[tuple[int, Any]]:
+        """(length, its rows: a slice when they are one run, else indices) per length of a
+        valid row (a column of load names has a few lengths, each a run)."""
+        rows = np.flatnonzero(self.valid)
+        lengths = self.lengths[rows]
+        if not len(rows):
+            return []
+        cut = np.flatnonzero(lengths[1:] != lengths[:-1]) + 1
+        runs = np.split(np.arange(len(rows)), cut) if len(cut) < 64 else None
+        if runs is not None and len({int(lengths[r[0]]) for r in runs}) == len(runs):
+            return [(int(lengths[r[0]]), slice(int(rows[r[0]]), int(rows[r[-1]]) + 1)
+                     if int(rows[r[-1]]) - int(rows[r[0]]) == len(r) - 1 else rows[r]) for r in runs]
+        return [(ln, rows[lengths == ln]) for ln in np.unique(lengths).tolist()]
+
+    def matrix(self, rows: Any, length: int) -> npt.NDArray[np.uint8]:
+        """The bytes of ``rows`` (a slice or indices of rows that are all ``length`` long)
+        as a (rows, length) matrix: a view of the data when the rows lie back to back (an
+        Arrow array's rows do), else gathered."""
+        starts = self.starts[rows]
+        if not len(starts):
+            return np.zeros((0, length), dtype=np.uint8)
+        first = int(starts[0])
+        if length and bool((np.diff(starts) == length).all()):
+            return self.data[first:first + len(starts) * length].reshape(len(starts), length)
+        return self.data[starts[:, None] + np.arange(length)]  # type: ignore[no-any-return]
 
     def codes(self, words: tuple[str, ...]) -> npt.NDArray[np.int64]:
         """Each row's position in ``words`` (-1: none of them, or null)."""
         out = np.full(self.n, -1, dtype=np.int64)
+        wanted: dict[int, list[tuple[int, bytes]]] = {}
         for code, word in enumerate(words):
-            raw = np.frombuffer(word.encode(), dtype=np.uint8)
-            rows = np.flatnonzero((self.lengths == len(raw)) & self.valid & (out < 0))
-            if len(rows) and len(raw):
-                same = (self.data[self.starts[rows, None] + np.arange(len(raw))] == raw).all(axis=1)
-                rows = rows[same]
-            out[rows] = code
+            wanted.setdefault(len(word.encode()), []).append((code, word.encode()))
+        for length, rows in self._by_length():
+            got = wanted.get(length)
+            if not got:
+                continue
+            at = np.arange(self.n)[rows] if isinstance(rows, slice) else rows
+            if not length:
+                out[at] = np.where(out[at] < 0, got[0][0], out[at])
+                continue
+            # each row's bytes as one fixed-width value: one comparison per word
+            keys = np.ascontiguousarray(self.matrix(rows, length)).view(f"V{length}").ravel()
+            for code, raw in reversed(got):  # the first word of equal bytes wins
+                out[at[keys == np.frombuffer(raw, dtype=f"V{length}")[0]]] = code
         return out
 
 
@@ -266,3 +317,13 @@ def take_pylist(arr: pa.Array, at: Any) -> list[Any]:
         valid = _valid(arr)[idx].tolist()
         out = [v if ok else None for v, ok in zip(out, valid, strict=True)]
     return out  # type: ignore[no-any-return]
+
+
+def strings_bytes(values: Any) -> tuple[npt.NDArray[np.int64], bytes]:
+    """(length, bytes) of each of ``values`` (str) in UTF-8, back to back: equal for two
+    sequences exactly when the sequences are equal."""
+    joined = "".join(values)
+    if joined.isascii():
+        return np.fromiter(map(len, values), dtype=np.int64, count=len(values)), joined.encode("ascii")
+    encoded = [v.encode("utf-8", "surrogatepass") for v in values]
+    return np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), b"".join(encoded)

@@ -239,6 +239,20 @@ class StoreFS:
 
         return ds.dataset(source, format="parquet", filesystem=self.fs, **options)
 
+    def map_file(self, path: str) -> memoryview | None:
+        """``path``'s bytes memory-mapped read-only, on a local disk (None elsewhere: read
+        it). For immutable files only (written whole under their final name, replaced by a
+        rename, never cut in place: index snapshots, checkpoints): a reader then pays for
+        the pages it touches, not a copy of the file. FileNotFoundError when missing."""
+        if not self.local or (self._fs is not None and type(self._fs).__name__ != "LocalFileSystem"):
+            return None
+        import mmap
+
+        with open(path, "rb") as f:
+            if not os.fstat(f.fileno()).st_size:
+                return memoryview(b"")
+            return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+
     def read_bytes(self, path: str) -> bytes:
         if self.object_store and hasattr(self.conditional, "get"):
             return self.conditional.get(path)  # type: ignore[union-attr]

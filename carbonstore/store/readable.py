@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from carbonstore.store.arrow_numpy import StringBytes, strings_bytes
 from carbonstore.store.checkpoint_arrow import int64s
 from carbonstore.store.entries import READABLE_STATUSES, LoadEntry, segment_sort_key
 from carbonstore.store.entry_view import EntryView
@@ -35,11 +36,13 @@ class ReadableEntries(Sequence[LoadEntry]):
     """Readable entries in segment order; ``names``, ``files``, ``row_counts`` and the
     extras without building an entry, ``[i]`` builds entry ``i`` only."""
 
-    __slots__ = ("_built", "_codes", "_extras", "_over", "_rows", "_view", "files", "names", "row_counts")
+    __slots__ = ("_built", "_codes", "_extras", "_files", "_key_bytes", "_names", "_over", "_rows", "_view",
+                 "row_counts")
 
     def __init__(self, view: EntryView) -> None:
         self._view = view
         self._built: dict[int, LoadEntry] = {}
+        self._key_bytes: Any = None
         arrow = view.arrow_base()
         if arrow is None:  # entries already (a JSON version, or built): nothing to save
             entries = [e for e in view if _readable(e)]
@@ -48,8 +51,8 @@ class ReadableEntries(Sequence[LoadEntry]):
             self._over: dict[int, LoadEntry] = dict(enumerate(entries))
             self._extras: list[dict[str, Any]] = [e.extra for e in entries]
             self._codes = np.arange(len(entries), dtype=np.int64)
-            self.names = tuple(e.load_name for e in entries)
-            self.files = tuple(e.segment_file or "" for e in entries)
+            self._names = tuple(e.load_name for e in entries)
+            self._files = tuple(e.segment_file or "" for e in entries)
             self.row_counts = np.array([e.row_count for e in entries], dtype=np.int64)
             return
         changed, appended = view.overlay()
@@ -59,12 +62,6 @@ class ReadableEntries(Sequence[LoadEntry]):
             mask[[index[n] for n in changed if n in index]] = False
         rows = np.flatnonzero(mask)
         over = [e for e in (*(e for e in changed.values() if e is not None), *appended.values()) if _readable(e)]
-        every = len(rows) == arrow.n
-        all_names, all_files = arrow.names(), arrow.cols["segmentFile"].to_pylist()
-        pick = rows.tolist()
-        names = (list(all_names) if every else _take(all_names, pick)) + [e.load_name for e in over]
-        files = [f or "" for f in (all_files if every else _take(all_files, pick))] + \
-            [e.segment_file or "" for e in over]
         counts = np.concatenate([int64s(arrow.cols["rowCount"])[rows],
                                  np.array([e.row_count for e in over], dtype=np.int64)])
         # extras by code: the checkpoint's distinct extras, then each overlay entry's own
@@ -78,10 +75,9 @@ class ReadableEntries(Sequence[LoadEntry]):
             order = None if len(keys) < 2 or bool((keys[1:] > keys[:-1]).all()) \
                 else np.argsort(keys, kind="stable").tolist()  # (what _order finds, from the column)
         else:
-            order = _order(names)
+            all_names = arrow.names()
+            order = _order(_take(all_names, rows.tolist()) + [e.load_name for e in over])
         if order is not None:
-            names = _take(names, order)
-            files = _take(files, order)
             at = np.array(order, dtype=np.intp)
             counts, codes, src_rows = counts[at], codes[at], src_rows[at]
             over_at = {int(p): over[int(src) - len(rows)] for p, src in enumerate(at.tolist()) if src >= len(rows)}
@@ -89,7 +85,56 @@ class ReadableEntries(Sequence[LoadEntry]):
             over_at = {len(rows) + k: e for k, e in enumerate(over)}
         self._rows, self._over, self._codes = src_rows, over_at, codes
         self._extras = [*arrow.extras, *(e.extra for e in over)]
-        self.names, self.files, self.row_counts = tuple(names), tuple(files), counts
+        self.row_counts = counts
+        self._names = self._files = None  # built when asked (a lookup compares bytes: key_bytes)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Each entry's load name."""
+        if self._names is None:
+            self._names = self._column(self._view.arrow_base().names(), "load_name")  # type: ignore[union-attr]
+        return self._names
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Each entry's merge index name ("" for none)."""
+        if self._files is None:
+            got = self._column(self._view.arrow_base().cols["segmentFile"].to_pylist(), "segment_file")  # type: ignore[union-attr]
+            self._files = tuple(f or "" for f in got)
+        return self._files
+
+    def name_at(self, i: int) -> str:
+        """Entry ``i``'s load name (``names[i]``, without building the others)."""
+        return self._at(i, "loadName", "load_name") if self._names is None else self._names[i]
+
+    def file_at(self, i: int) -> str:
+        """Entry ``i``'s merge index name ("" for none; ``files[i]``, without the others)."""
+        return (self._at(i, "segmentFile", "segment_file") or "") if self._files is None else self._files[i]
+
+    def _at(self, i: int, col: str, attr: str) -> Any:
+        row = int(self._rows[i])  # IndexError past the end
+        if row < 0:
+            return getattr(self._over[i if i >= 0 else i + len(self._rows)], attr)
+        return self._view.arrow_base().cols[col][row].as_py()  # type: ignore[union-attr]
+
+    def _column(self, base: list[Any], attr: str) -> tuple[Any, ...]:
+        """``base`` (a checkpoint column) at each entry's row, an overlay entry's ``attr``."""
+        rows = self._rows.tolist()
+        if not self._over:
+            return tuple(_take(base, rows))
+        return tuple(base[r] if r >= 0 else getattr(self._over[i], attr) for i, r in enumerate(rows))
+
+    def key_bytes(self) -> tuple[tuple[npt.NDArray[np.int64], bytes], tuple[npt.NDArray[np.int64], bytes]]:
+        """(lengths, UTF-8 bytes) of the load names and of the merge index names ("" for
+        none), in entry order: from the checkpoint's columns when every entry is one of its
+        rows (no string per entry), else from the names."""
+        if self._key_bytes is None:
+            arrow = self._view.arrow_base()
+            self._key_bytes = ((StringBytes(arrow.cols["loadName"]).take_bytes(self._rows),
+                                StringBytes(arrow.cols["segmentFile"]).take_bytes(self._rows))
+                               if arrow is not None and not self._over
+                               else (strings_bytes(self.names), strings_bytes(self.files)))
+        return self._key_bytes  # type: ignore[no-any-return]
 
     # ---- the sequence -------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -131,7 +176,7 @@ class ReadableEntries(Sequence[LoadEntry]):
 
     def any_extra(self, keys: Sequence[str]) -> bool:
         """Some entry's ``extra`` holds one of ``keys``."""
-        used = set(self._codes[self._codes >= 0].tolist())  # np.unique would load numpy.ma
+        used = np.flatnonzero(np.bincount(self._codes[self._codes >= 0])).tolist()  # (np.unique: numpy.ma)
         return any(k in self._extras[c] for c in used for k in keys)
 
     def with_deltas_or(self, key: str) -> list[int]:
@@ -180,7 +225,7 @@ def extras_of(entries: Sequence[LoadEntry], rows: list[int]) -> dict[int, Any]:
     codes, extras = entries.extra_codes()
     mine = codes[np.asarray(rows, dtype=np.intp)]
     used, first = np.unique(mine, return_index=True)
-    one = {code: EntryExtra(entries.names[rows[at]], extras[code] if code >= 0 else {})
+    one = {code: EntryExtra(entries.name_at(rows[at]), extras[code] if code >= 0 else {})
            for code, at in zip(used.tolist(), first.tolist(), strict=True)}
     return dict(zip(rows, map(one.__getitem__, mine.tolist()), strict=True))
 

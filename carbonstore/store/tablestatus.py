@@ -284,8 +284,9 @@ class TableStatus:
     def _arrow_checkpoint(self, version: int) -> EntryView | None:
         """The entries of the Arrow checkpoint of ``version`` (None: it has none)."""
         path = f"{self.log_dir}/{checkpoint_name(version)}"
-        try:
-            data = self.paths.sfs.read_bytes(path)
+        sfs = self.paths.sfs
+        try:  # a checkpoint is never rewritten in place: mapped on a local disk
+            data = sfs.map_file(path) or sfs.read_bytes(path)
         except FileNotFoundError:
             return None
         from carbonstore.store.checkpoint_arrow import decode_checkpoint  # numpy, pyarrow

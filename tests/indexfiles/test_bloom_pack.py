@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.bloom import bloom_insert, might_contain
 from carbonstore.indexfiles.bloom_pack import BloomPack, PackBuilder
+from carbonstore.store.arrow_numpy import strings_bytes
 
 LOCAL = pafs.LocalFileSystem()
 GROUP = {"name": "k", "column_id": "c1", "kind": 3, "physical_type": 6}
@@ -67,6 +68,11 @@ def _probe_matches_each_bitset(tmp_path: Path, segments: list[list[tuple[int, li
     path = tmp_path / f"p{chunk}{ranged}{width}.carbonbloom"
     path.write_bytes(builder.encode())
     pack = _open(path, ranged)
+    # the segment lists' bytes, taken from the directory's joined text, are the lists'
+    for (lengths, data), values in zip(pack.key_bytes(), (pack.segment_ids, pack.merges), strict=True):
+        want = strings_bytes(values)
+        assert lengths.tolist() == want[0].tolist() and data == want[1]
+    assert pack.segment_ids == [str(s) for s in range(len(segments))] == [k for k, _ in pack.segments]
     assert len(pack.column_bitsets("k")) == sum(map(len, whole)) and not len(pack.column_bitsets("other"))
     # some of the probed values are inserted: the probe must find them
     hashes = np.array(probes + [v for _, vals in segments[0][:1] for v in vals[:2]], dtype=np.uint64)

@@ -264,8 +264,11 @@ print(json.dumps({"kept": [levels["files"]["kept"], levels["row_groups"]["kept"]
 
 # what a lookup's fresh process must not import: pyarrow.compute parses the documentation of
 # every kernel on import (a tenth of a second), the dictionaries are for filters on
-# dictionary columns only, filelock for a writer (a plan takes no lock)
-_NOT_FOR_A_LOOKUP = {"pyarrow.compute", "carbonstore.dictionary", "pandas", "sqlglot", "filelock"}
+# dictionary columns only, filelock for a writer (a plan takes no lock), hashlib (it loads
+# OpenSSL) for a writer naming a snapshot, a pack or a slot, numpy.ma (np.unique's check for
+# masked arrays loads it: a lookup takes distinct small integers with bincount)
+_NOT_FOR_A_LOOKUP = {"pyarrow.compute", "carbonstore.dictionary", "pandas", "sqlglot", "filelock", "hashlib",
+                     "numpy.ma"}
 
 
 def test_a_fresh_lookup_imports_no_compute_kernels(checkpointed: tuple[str, dict[str, Any]]) -> None:
@@ -312,3 +315,42 @@ def test_a_fresh_prune_imports_no_pandas_or_sqlglot(checkpointed: tuple[str, dic
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["kept"] == [[f["files"], f["row_groups"]] for f in res["filters"]]
     assert not {"pandas", "sqlglot"} & set(got["modules"]), sorted({"pandas", "sqlglot"} & set(got["modules"]))
+
+
+def test_a_lookup_matches_the_snapshot_without_a_string_per_row(checkpointed: tuple[str, dict[str, Any]]) -> None:
+    """A lookup in a fresh driver finds the view equal to the index snapshot's rows and to
+    the bloom pack's segments from the bytes of both (a table of 100,000 segments would
+    otherwise build and compare 400,000 strings, and a dict of 100,000 rows): exact, and
+    neither the snapshot's nor the pack's lists are built."""
+    import mmap
+
+    from carbonstore.pruning.cache import driver_cache
+    from carbonstore.pruning.segment_blooms import bloom_pack_names, open_pack
+    from carbonstore.pruning.snapshot_files import read_snapshot
+    from carbonstore.pruning.table_index import refresh_index_snapshot, table_index
+
+    store, res = checkpointed
+    table = Store(store).table(scale_table.TABLE)
+    refresh_index_snapshot(table)  # (the fixture's later versions are failed loads: no lag)
+    driver_cache().clear()
+    for f in res["filters"]:
+        if "lookup" not in f["name"]:
+            continue
+        levels = prune(table, f["where"]).to_json()["levels"]
+        assert (levels["files"]["kept"], levels["row_groups"]["kept"]) == (f["files"], f["row_groups"]), f
+    snap = read_snapshot(table)[0]
+    assert snap is not None and snap.size == SEGMENTS
+    assert not {"segments", "merges", "rows"} & set(vars(snap)), sorted(vars(snap))
+    assert isinstance(snap.source._read_at(0, 8).obj, mmap.mmap)  # local: mapped, not copied
+    pack = open_pack(table, bloom_pack_names(table)[-1])  # the bloom lookup's pack: its
+    assert pack is not None and pack.num_segments == SEGMENTS  # segment lists never split
+    assert not {"segment_ids", "merges", "segments", "index"} & set(vars(pack)), sorted(vars(pack))
+    view = table_index(table, table.status.read().readable_segments())  # (the plans' view)
+    assert view.uncovered == 0 and not isinstance(view._snap_row, dict)
+    assert view._names_files is None  # the kept segments' names were read one at a time
+    assert view.entries._names is None and view.entries._files is None  # (and the partitions')
+    one_by_one = [(view.names[i], view.files[i]) for i in range(SEGMENTS)]
+    assert view._names_files is None
+    assert one_by_one == list(zip(view.names, view.files, strict=True)) == pack.segments
+    assert [view.snapshot_row(i) for i in range(view.size)] == list(range(SEGMENTS))
+    assert view.snapshot_row(SEGMENTS) is None and view.snapshot_row(-1) is None

@@ -19,6 +19,7 @@ from carbonstore.store.arrow_numpy import (
     load_names_ok,
     plain_file_names_ok,
     string_array,
+    strings_bytes,
     take_pylist,
     to_numpy,
 )
@@ -149,3 +150,35 @@ def test_plain_ints_are_the_numbers_or_none(values: list[str | None], offset: in
         assert got is not None and got.tolist() == [int(v) for v in values]  # type: ignore[arg-type]
     else:
         assert got is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["7", "42", "100", "99", "Success", "Failure", "0"])),
+                min_size=60, max_size=300), st.integers(0, 2))
+def test_long_columns_take_the_same_codes_and_numbers(values: list[str | None], offset: int) -> None:
+    """Columns long enough to have many runs of one length (the rows grouped by length, as
+    one matrix per length, either viewed in place or gathered)."""
+    s = StringBytes(_arrow(values, offset))
+    words = ("Success", "42", "Failure", "7")
+    assert s.codes(words).tolist() == [words.index(v) if v in words else -1 for v in values]
+    digits = [v for v in values if v is not None and v.isdigit() and v != "0"]
+    assert StringBytes(pa.array(digits, pa.string())).plain_ints().tolist() == [int(v) for v in digits]  # type: ignore[union-attr]
+
+
+_WORDS = ["", "a", "ab", "b", "a\x00", "\x00", "é", "0_x.merge"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from(_WORDS)), max_size=8), st.integers(0, 2), st.data())
+def test_taken_bytes_are_equal_exactly_for_equal_strings(values: list[str | None], offset: int,
+                                                         data: st.DataObject) -> None:
+    """Rows taken as (lengths, bytes) equal strings_bytes of a list exactly when the rows
+    (a null as "") equal the list: how a view is matched to the index snapshot's rows."""
+    arr = _arrow(values, offset)
+    rows = data.draw(st.lists(st.integers(0, len(values) - 1), max_size=8)) if values and data.draw(
+        st.booleans()) else list(range(len(values)))
+    want = [values[r] or "" for r in rows]
+    other = data.draw(st.one_of(st.just(want), st.lists(st.sampled_from(_WORDS), max_size=8)))
+    got = StringBytes(arr).take_bytes(np.array(rows, dtype=np.int64))
+    mine = strings_bytes(other)
+    assert (np.array_equal(got[0], mine[0]) and got[1] == mine[1]) == (want == other)

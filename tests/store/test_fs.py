@@ -103,3 +103,24 @@ def test_append_durable_needs_a_local_store(tmp_path):
     with pytest.raises(UnsupportedStoreError, match="only local and NFS stores"):
         sfs.append_durable("log", b"x")
     assert not (tmp_path / "log").exists()
+
+
+def test_map_file_maps_a_local_file_that_a_replace_does_not_change(tmp_path):
+    """An immutable file (index snapshot, checkpoint) is mapped on a local disk: a reader
+    pays for the pages it touches. Replacing it (write_atomic renames a new file over it)
+    or deleting it leaves a mapping taken before on the old bytes; elsewhere it is read."""
+    sfs = StoreFS(None, str(tmp_path), True)
+    path = str(tmp_path / "f.bin")
+    sfs.write_atomic(path, b"old bytes")
+    mapped = sfs.map_file(path)
+    assert mapped is not None and bytes(mapped[4:]) == b"bytes"
+    sfs.write_atomic(path, b"new bytes!")
+    assert bytes(mapped) == b"old bytes" and bytes(sfs.map_file(path)) == b"new bytes!"
+    sfs.delete_file(path)
+    assert bytes(mapped[:3]) == b"old"
+    with pytest.raises(FileNotFoundError):
+        sfs.map_file(path)
+    sfs.write_atomic(path, b"")
+    assert sfs.map_file(path) is not None and not len(sfs.map_file(path))
+    other = StoreFS(pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem()), "", False)
+    assert other.map_file("f.bin") is None
