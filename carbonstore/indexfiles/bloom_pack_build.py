@@ -25,6 +25,7 @@ import orjson
 import xxhash
 
 from carbonstore.errors import CorruptIndexError
+from carbonstore.indexfiles import bloom_pack as pack_format
 from carbonstore.indexfiles.bloom import BLOCK_BYTES
 from carbonstore.indexfiles.bloom_pack import (
     BLOOM_PACK_VERSION,
@@ -32,7 +33,6 @@ from carbonstore.indexfiles.bloom_pack import (
     PACK_HEAD,
     PACK_MAGIC,
     PACK_PREFIX_SIZE,
-    STRIPE_WIDTH,
     BloomPack,
     round_up,
 )
@@ -50,7 +50,7 @@ class PackBuilder:
                  version: int = BLOOM_PACK_VERSION) -> None:
         self.table_id = table_id
         self.chunk_bytes = chunk_bytes
-        self.stripe_width = STRIPE_WIDTH if stripe_width is None else stripe_width
+        self.stripe_width = pack_format.STRIPE_WIDTH if stripe_width is None else stripe_width
         self.version = version
         self.segments: list[tuple[str, str]] = []
         self._seg_ids: dict[tuple[str, str], int] = {}
