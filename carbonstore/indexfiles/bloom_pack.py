@@ -111,11 +111,16 @@ class BloomPack:
             self.table_id = str(meta["table_id"])
             # the covered segments' ids and merge index names, each joined by newlines (split
             # when asked: a plan compares the bytes, key_bytes, no string per segment)
-            self._joined: tuple[str, str] = (str(meta["segment_ids"]), str(meta["merges"]))
-            lines = [j.count("\n") + 1 for j in self._joined]
-            if lines[0] != lines[1]:
-                raise ValueError("segment ids and merge index names disagree")
-            self.num_segments = lines[0] if self._joined[0] else 0
+            self._keys: tuple[tuple[npt.NDArray[np.int64], bytes], ...] | None = None
+            if version >= 2:  # the names as UTF-8 after the entries (no JSON string to unescape)
+                self._joined = ("", "")
+                self.num_segments = int(meta["segments"])
+            else:
+                self._joined = (str(meta["segment_ids"]), str(meta["merges"]))
+                lines = [j.count("\n") + 1 for j in self._joined]
+                if lines[0] != lines[1]:
+                    raise ValueError("segment ids and merge index names disagree")
+                self.num_segments = lines[0] if self._joined[0] else 0
             self.groups: list[dict[str, Any]] = [dict(g) for g in meta["groups"]]
             # format 2: stripes [0, bitset_stripes) hold row-group bitsets, the rest summaries;
             # the bitsets are listed by segment (seg_start), then one entry per summary
@@ -124,12 +129,21 @@ class BloomPack:
             nsm = int(meta.get("summaries", 0)) if version >= 2 else 0
             layout: list[tuple[str, int]] = [("<i8", nst)] * 4 + [("<i4", nbs)] * 4
             if version >= 2:
-                layout += [("<i8", self.num_segments + 1)] + [("<i4", nsm)] * 4
+                layout += [("<i8", self.num_segments + 1)] + [("<i4", nsm)] * 4 + [("<i4", self.num_segments)] * 2
             pos = 4 + jlen
             arrays = []
             for dtype, count in layout:  # views of the directory: converted when used
                 arrays.append(np.frombuffer(directory, dtype=dtype, count=count, offset=pos))
                 pos += count * int(dtype[-1])
+            if version >= 2:
+                keys = []
+                for lengths in arrays[13:15]:
+                    size = int(lengths.sum(dtype=np.int64))
+                    if len(lengths) and int(lengths.min()) < 0 or pos + size > len(directory):
+                        raise ValueError("segment names outside the directory")
+                    keys.append((lengths.astype(np.int64), bytes(directory[pos : pos + size])))
+                    pos += size
+                self._keys = (keys[0], keys[1])
         except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as err:
             raise CorruptIndexError(f"{name}: bloom pack directory does not decode: {err}") from err
         if pos != len(directory):
@@ -160,16 +174,25 @@ class BloomPack:
     @functools.cached_property
     def segment_ids(self) -> list[str]:
         """The covered segments' ids, in pack order."""
-        return self._joined[0].split("\n") if self.num_segments else []
+        return self._names(0)
 
     @functools.cached_property
     def merges(self) -> list[str]:
         """The covered segments' merge index names, in pack order."""
-        return self._joined[1].split("\n") if self.num_segments else []
+        return self._names(1)
+
+    def _names(self, which: int) -> list[str]:
+        if self._keys is None:
+            return self._joined[which].split("\n") if self.num_segments else []
+        lengths, raw = self._keys[which]
+        ends = np.cumsum(lengths).tolist()
+        return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
     def key_bytes(self) -> tuple[tuple[npt.NDArray[np.int64], bytes], tuple[npt.NDArray[np.int64], bytes]]:
         """(lengths, UTF-8 bytes) of the segment ids and of the merge index names, in pack
         order (arrow_numpy.strings_bytes of the lists), from the joined text."""
+        if self._keys is not None:
+            return self._keys[0], self._keys[1]
         out = []
         for joined in self._joined:
             raw = joined.encode("utf-8", "surrogatepass")
@@ -320,10 +343,16 @@ class BloomPack:
                     if size < PACK_PREFIX_SIZE:
                         raise CorruptIndexError(f"{name}: bloom pack truncated")
                     mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                if hasattr(mapped, "madvise"):  # a probe touches scattered chunks: no read-ahead
-                    mapped.madvise(mmap.MADV_RANDOM)
                 view = memoryview(mapped)
                 doff, dlen, nchunks, chunk = cls._prefix(name, view[:PACK_PREFIX_SIZE], size)
+                # a probe touches scattered chunks: no read-ahead there; the directory and the
+                # checksums are read whole (a page fault per 4 KiB of them costs more than the hash)
+                page = mmap.PAGESIZE
+                random_from = -(-doff // page) * page
+                if hasattr(mapped, "madvise") and random_from < size:
+                    mapped.madvise(mmap.MADV_RANDOM, random_from, size - random_from)
+                    if random_from:
+                        mapped.madvise(mmap.MADV_WILLNEED, 0, random_from)
                 words = np.frombuffer(mapped, dtype="<u4")
                 sums = np.frombuffer(mapped, dtype="<u8", count=nchunks, offset=PACK_PREFIX_SIZE + dlen)
                 return cls(name, head=bytes(view[:PACK_PREFIX_SIZE]),

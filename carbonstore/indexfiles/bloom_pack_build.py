@@ -195,13 +195,17 @@ class PackBuilder:
         nrg = len(self.stripes)
         if self.version >= 2:
             self._summarise()
-        if any("\n" in x for seg in self.segments for x in seg):
-            raise ValueError("a segment id or merge index name holds a line break")
-        meta: dict[str, Any] = {"table_id": self.table_id, "segment_ids": "\n".join(s for s, _ in self.segments),
-                                "merges": "\n".join(m for _, m in self.segments), "groups": self.groups,
+        meta: dict[str, Any] = {"table_id": self.table_id, "groups": self.groups,
                                 "stripes": len(self.stripes), "bitsets": len(self.bitsets)}
-        if self.version >= 2:
-            meta.update(bitset_stripes=nrg, summaries=len(self.summaries))
+        if self.version >= 2:  # the names after the entries, as UTF-8 with their lengths
+            meta.update(segments=len(self.segments), bitset_stripes=nrg, summaries=len(self.summaries))
+            names = [[x.encode("utf-8", "surrogatepass") for x in col] for col in zip(*self.segments, strict=True)]
+            names = names or [[], []]
+        else:
+            if any("\n" in x for seg in self.segments for x in seg):
+                raise ValueError("a segment id or merge index name holds a line break")
+            meta.update(segment_ids="\n".join(s for s, _ in self.segments),
+                        merges="\n".join(m for _, m in self.segments))
         text = orjson.dumps(meta)
         st = np.array(self.stripes, dtype=np.int64).reshape(-1, 4)
         bs = np.array(self.bitsets, dtype=np.int64).reshape(-1, 4)
@@ -213,6 +217,8 @@ class PackBuilder:
             start = np.r_[0, np.cumsum(np.bincount(bs[:, 0], minlength=len(self.segments)))].astype("<i8")
             sm = np.array(self.summaries, dtype=np.int64).reshape(-1, 4)
             parts += [start.tobytes(), *[sm[:, i].astype("<i4").tobytes() for i in range(4)]]
+            parts += [np.array([len(x) for x in col], dtype="<i4").tobytes() for col in names]
+            parts += [b"".join(col) for col in names]
         directory = b"".join(parts)
         sums = (np.concatenate(self.sums) if self.sums else np.zeros(0, np.uint64)).astype("<u8").tobytes()
         doff = round_up(PACK_PREFIX_SIZE + len(directory) + len(sums), self.chunk_bytes)
