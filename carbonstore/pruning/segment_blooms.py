@@ -106,7 +106,12 @@ class SegmentBlooms:
             except TypeError:  # an unhashable literal
                 key, got = None, None
             if got is None:
-                got = self._probe_pack(found, ref, literals, segs)
+                try:
+                    got = self._probe_pack(found, ref, literals, segs)
+                except CorruptIndexError:  # entries checked as they are reached (format 2):
+                    COUNTERS["bloom_pack_errors"] += 1  # the merge indexes answer instead
+                    got = (np.zeros(len(segs), dtype=bool), np.ones(len(segs), dtype=bool))
+                    key = None
                 if key is not None:
                     if len(found[2]) >= 64:
                         found[2].clear()

@@ -204,3 +204,35 @@ def test_a_format_1_pack_still_plans_and_the_next_write_upgrades_it(
     COUNTERS.clear()
     assert [(p[0], p[2]) for p in _plans(t, wheres)] == [(p[0], p[2]) for p in current]  # (one more segment)
     assert COUNTERS["bloom_pack_summary_drops"]
+
+
+def test_entries_checked_as_a_probe_reaches_them_fall_back_to_the_merge_indexes(tmp_path: Path) -> None:
+    """A format 2 pack checks a segment's bitset entries when a probe reaches them, not on
+    open: entries that point outside their stripes (under a valid directory checksum, as a
+    faulty writer would leave them) make that probe unanswered, and the merge indexes plan
+    exactly what the sound pack planned."""
+    import struct
+
+    import xxhash
+
+    t, keys = _table(tmp_path / "store")
+    rng = np.random.default_rng(9)
+    wheres = [f"k = '{keys[s][r]}'" for s, r in ((0, 0), (7, 120), (23, 199))]
+    wheres += [f"k = '{v:016x}'" for v in rng.integers(0, 2**63, 10).tolist()]
+    sound = _plans(t, wheres)
+    (path,) = Path(t.paths.index_snapshot_dir).glob("*.carbonbloom")
+    data = bytearray(path.read_bytes())
+    pack = BloomPack.open(LOCAL, str(path), table_id=None)
+    m, n = len(pack.st_chunk0), len(pack._bs_raw[0])
+    del pack
+    dlen = struct.unpack_from("<Q", data, 16)[0]
+    jlen = struct.unpack_from("<I", data, 64)[0]
+    slots = 64 + 4 + jlen + 32 * m + 12 * n  # the bitsets' slot entries
+    data[slots : slots + 4 * n] = np.full(n, 999, dtype="<i4").tobytes()
+    struct.pack_into("<Q", data, 40, xxhash.xxh64_intdigest(bytes(data[64 : 64 + dlen])))
+    struct.pack_into("<Q", data, 48, xxhash.xxh64_intdigest(bytes(data[:48])))
+    path.write_bytes(bytes(data))
+    assert BloomPack.open(LOCAL, str(path), table_id=None).summarised  # opens: entries unchecked
+    COUNTERS.clear()
+    assert _plans(t, wheres) == sound
+    assert COUNTERS["bloom_pack_errors"] and COUNTERS["bloom_bitsets"]  # the merge indexes answered
