@@ -15,7 +15,15 @@ same block number in every bitset of one size, so the blocks a probe needs from 
 segments are one contiguous row (one 4 KiB chunk): a probe of 1,600 segments verifies 13
 chunks, not 1,600.
 
-Layout (little-endian)::
+Format 2 (written; format 1 is still read and planned as before) adds SUMMARIES: per segment
+and bitset class (group, size), the OR of its row-group bitsets, in stripes after the
+row-group stripes (bloom_pack_build.py derives them). A probe tests the summaries first and
+then only the row-group bitsets of the segments they keep, found through ``seg_start``
+(format 2 lists the bitsets by segment); a segment's entries are converted and checked when
+a probe reaches them, not on open. The segment ids and merge index names are stored as
+UTF-8 with their lengths. Full layout: docs/index-format.md.
+
+Layout of format 1 (little-endian)::
 
     prefix (64 bytes): magic "CSBLPACK" | u32 version | u32 chunk bytes | u64 directory length
         | u64 chunks | u64 data offset | u64 xxh64 of the directory | u64 xxh64 of bytes [0, 48)
