@@ -1,8 +1,8 @@
 """The table-level index snapshot format: every covered segment's index, column-oriented.
 
-File layout (format 7; all integers little-endian; snapshot_file.py)::
+File layout (format 8; all integers little-endian; snapshot_file.py)::
 
-    magic b"CARBSNAP" | u32 format version (7) | u32 reserved (0) | u64 directory length D
+    magic b"CARBSNAP" | u32 format version (8) | u32 reserved (0) | u64 directory length D
     u64 xxh64 of bytes [0, 24) and the directory
     directory: D bytes of JSON {"length": L, "meta": {...}, "sections": {name: [offset, length, xxh64]}}
     sections: L bytes, each one Arrow IPC file (offsets from the end of the directory)
@@ -13,7 +13,8 @@ file's length checked against them, before anything else is used. A snapshot who
 directory or core fails, that is truncated, empty, of another format or not a snapshot is
 refused (:class:`CorruptIndexError`); a section found damaged later raises
 :class:`SnapshotSectionError` and the arrays built over it answer from the merge indexes:
-the snapshot is derived data, never a source of truth. Older formats are not read (the next one replaces them).
+the snapshot is derived data, never a source of truth. Format 7 (the same columns, fewer
+sections per chunk) is still read and replaced on the next write; older formats are not read.
 
 The snapshot is one table (snapshot_write.py) with one row per covered segment, in segment
 order, cut into sections:
@@ -24,10 +25,13 @@ order, cut into sections:
   ``bounds.*`` (segment bounds, bounds.py: whole segments are pruned on them first),
   ``npages.<slot>`` (pages per segment) and ``blooms.<slot>`` (some row group has a bitset);
 * per **chunk** ``k`` of segments (``meta["carbonstore.chunks"]``: the first rows), sections
-  ``rows#k`` (list columns ``files`` - the DataFiles - and ``rg_file``, ``rg_index``,
-  ``rg_rows``, ``rg_offset``, ``rg_length``), ``<slot>#k`` (row-group statistics and bloom
-  references of one distinct index column description, key ``c`` + hash) and ``<slot>:p#k``
-  (its page statistics, ``p_*``).
+  ``rows#k`` (list columns ``rg_file``, ``rg_index``, ``rg_rows``), ``rgpos#k`` (``rg_offset``,
+  ``rg_length``), ``paths#k`` (``file_path``) and ``files#k`` (``files``: the rest of each
+  DataFile), ``<slot>#k`` (row-group statistics of one distinct index column description,
+  key ``c`` + hash), ``<slot>:b#k`` (its bloom references), ``<slot>:p#k`` (its page
+  statistics, ``p_*``) and ``<slot>:q#k`` (the pages' ``p_offset``, ``p_size``): a plan reads
+  the sections of what it evaluates and reports, not the byte ranges a reader needs
+  (format 7 held them in ``rows#k``, ``<slot>#k`` and ``<slot>:p#k``).
 
 Every list column's segment offsets follow from the summary (``bounds.num_files``,
 ``bounds.num_row_groups``, the layouts, ``npages``), so a plan reads the summary and then
@@ -43,7 +47,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -55,9 +59,12 @@ from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, DataFile,
 from carbonstore.indexfiles.arrays import BloomSource
 from carbonstore.indexfiles.held import HeldBytes
 from carbonstore.indexfiles.snapshot_bounds import decode_bounds
+from carbonstore.indexfiles.snapshot_datafiles import FILE_STRUCT, SnapshotDataFiles
 from carbonstore.indexfiles.snapshot_file import (
     CHUNKS_META,
     CORE,
+    FILE_PATH,
+    READ_VERSIONS,
     ROWS,
     SNAPSHOT_MAGIC,
     SNAPSHOT_VERSION,
@@ -65,10 +72,11 @@ from carbonstore.indexfiles.snapshot_file import (
     SnapshotSectionError,
     chunk_section,
     frame_snapshot,
+    join_files,
     section_of,
     snapshot_table,
 )
-from carbonstore.store.arrow_numpy import from_numpy, take_pylist, to_numpy
+from carbonstore.store.arrow_numpy import from_numpy, to_numpy
 
 __all__ = ["BOUNDS_TYPES", "COL_COLUMNS", "DESC_FIELDS", "FILE_STRUCT", "FLAG_BITS", "PAGE_COLUMNS", "RG_COLUMNS",
            "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "VALUE_TYPES", "Snapshot", "SnapshotFile",
@@ -78,11 +86,6 @@ __all__ = ["BOUNDS_TYPES", "COL_COLUMNS", "DESC_FIELDS", "FILE_STRUCT", "FLAG_BI
 _NP = npt.NDArray[Any]
 DESC_FIELDS = ("column_id", "name", "physical_type", "logical_type", "spark_type", "type_length",
                 "precision", "scale", "kind", "nested", "unit")
-FILE_STRUCT = pa.struct([
-    ("path", pa.string()), ("size", pa.int64()), ("num_rows", pa.int64()),
-    ("footer_offset", pa.int64()), ("footer_length", pa.int32()), ("created_by", pa.string()),
-    ("first_row_group", pa.int32()), ("num_row_groups", pa.int32()),
-])
 # per segment: column -> (array attribute of IndexArrays, arrow type)
 RG_COLUMNS = {"rg_file": ("rg_file", pa.int32()), "rg_index": ("rg_index", pa.int32()),
        "rg_rows": ("rg_num_rows", pa.int64()), "rg_offset": ("rg_offset", pa.int64()),
@@ -120,7 +123,7 @@ def flat_ranges(starts: _NP, ends: _NP) -> npt.NDArray[np.intp]:
 
 # ---- reading ----------------------------------------------------------------------------------
 
-class Snapshot:
+class Snapshot(SnapshotDataFiles):
     """An opened snapshot: the per-segment summary (``core``: ids, bounds, layouts, page
     counts, bloom presence) now; each chunk section and flat array on first use.
 
@@ -143,8 +146,11 @@ class Snapshot:
     def __init__(self, file: SnapshotFile, *, bloom_source: Callable[[str, str, int], BloomSource],
                  counters: Counter[str]) -> None:
         meta = file.meta
-        if meta.get("carbonstore.snapshot.version") != SNAPSHOT_VERSION:
+        version = getattr(file, "version", SNAPSHOT_VERSION)
+        if meta.get("carbonstore.snapshot.version") != version or version not in READ_VERSIONS:
             raise ValueError("unsupported snapshot version")
+        #: the file's format: its chunk sections are grouped by section_of of this version
+        self.version: str = version
         self.name = file.name
         self.source = file
         self.counters = counters
@@ -214,7 +220,7 @@ class Snapshot:
                 for c in t.column_names:
                     parts.setdefault(c, []).append(t.column(c).combine_chunks())
         cols = dict(zip(self.core.column_names, self.core.columns, strict=True))
-        return pa.table({**cols, **{c: pa.chunked_array(p) for c, p in parts.items()}})
+        return pa.table({**cols, **join_files({c: pa.chunked_array(p) for c, p in parts.items()})})
 
     @property
     def nbytes(self) -> int:
@@ -263,7 +269,7 @@ class Snapshot:
         if not base:
             return
         for cache in (getattr(self, "_chunk_arrays", {}), getattr(self, "_chunk_flat", {})):
-            for key in [key for key in cache if key[1] == int(k) and section_of(key[0]) == base]:
+            for key in [key for key in cache if key[1] == int(k) and section_of(key[0], self.version) == base]:
                 del cache[key]
 
     def _found_damaged(self) -> None:
@@ -289,7 +295,7 @@ class Snapshot:
             raise ValueError("snapshot counts are negative")
 
     def _lens_key(self, column: str) -> str:
-        if column == "files":
+        if column in ("files", FILE_PATH):
             return "files"
         if column in RG_COLUMNS:
             return "rg"
@@ -327,7 +333,7 @@ class Snapshot:
         if t.num_rows != r1 - r0:
             raise ValueError(f"{t.num_rows} rows, not {r1 - r0}")
         for name in t.column_names:
-            if section_of(name) != base:
+            if section_of(name, self.version) != base:
                 raise ValueError(f"column {name} does not belong here")
             arr = _one_chunk(t.column(name))
             if not pa.types.is_list(arr.type) or arr.null_count:
@@ -372,7 +378,7 @@ class Snapshot:
         if got is None:
             offs = self.offsets(column)
             r0, r1 = int(self.chunk_starts[k]), int(self.chunk_starts[k + 1])
-            section = chunk_section(section_of(column), k)
+            section = chunk_section(section_of(column, self.version), k)
             if section not in self.source.sections and offs[r1] == offs[r0]:
                 return None  # no segment of the chunk has the column: no section written
             t = self._section(section)
@@ -451,61 +457,6 @@ class Snapshot:
             return self.values(column)[:0] if column in self._flat else np.zeros(0, dtype=np.int64)
         return np.concatenate(parts)
 
-    # -- files ------------------------------------------------------------------------------
-    def files(self) -> list[DataFile]:
-        """Every segment's DataFiles, concatenated (built once)."""
-        if self._files is None:
-            everything = range(int(self.offsets("files")[-1]))
-            self.prefetch_files(everything)
-            self._files = [self.file(i) for i in everything]
-        return self._files
-
-    def file(self, i: int) -> DataFile:
-        """DataFile ``i`` of :meth:`files` (built on first use: a plan needs few of them)."""
-        got = self._file_objs.get(i)
-        if got is None:
-            self.prefetch_files([i])
-            got = self._file_objs[i]
-        return got
-
-    def _file_fields(self, k: int) -> dict[str, pa.Array]:
-        got = self._file_cols.get(k)
-        if got is None:
-            arr = self._chunk_list("files", k)
-            if arr is None:
-                arr = pa.array([], FILE_STRUCT)
-            got = self._file_cols[k] = {f: arr.field(f) for f in FILE_STRUCT.names}
-        return got
-
-    def _by_chunk(self, indices: Sequence[int]) -> Iterator[tuple[int, list[int], list[int]]]:
-        """Global file ``indices`` by chunk: (chunk, positions in ``indices``, local indices)."""
-        idx = np.asarray(indices, dtype=np.int64)
-        firsts = self.offsets("files")[self.chunk_starts]
-        chunk = np.searchsorted(firsts, idx, side="right") - 1
-        for k in np.unique(chunk).tolist():
-            pos = np.flatnonzero(chunk == k)
-            yield k, pos.tolist(), (idx[pos] - firsts[k]).tolist()
-
-    def prefetch_files(self, indices: Sequence[int]) -> None:
-        """Build DataFiles ``indices`` of :meth:`files` now, in one batch per chunk: a plan
-        builds only the files it keeps (never a Python object per file of the table)."""
-        todo = [i for i in indices if i not in self._file_objs]
-        if not todo:
-            return
-        names = FILE_STRUCT.names
-        for k, pos, local in self._by_chunk(todo):
-            cols = {f: take_pylist(a, local) for f, a in self._file_fields(k).items()}
-            for j, p in enumerate(pos):
-                self._file_objs[todo[p]] = DataFile(**{f: cols[f][j] for f in names})
-
-    def file_paths(self, indices: Sequence[int]) -> list[str]:
-        """The paths of DataFiles ``indices`` (no DataFile built)."""
-        out: list[str] = [""] * len(indices)
-        for k, pos, local in self._by_chunk(indices):
-            for p, path in zip(pos, take_pylist(self._file_fields(k)["path"], local), strict=True):
-                out[p] = path
-        return out
-
     # -- writing a newer snapshot ------------------------------------------------------------
     def core_rows(self, r0: int, r1: int) -> pa.Table:
         """Rows ``r0:r1`` of the summary without bounds (layout as strings)."""
@@ -532,7 +483,7 @@ class Snapshot:
             for base in sorted(self._chunk_bases(k)):
                 t = self._section(chunk_section(base, k))
                 cols.update(zip(t.column_names, t.columns, strict=True))
-            out.append(pa.table(cols).take(local))
+            out.append(pa.table(join_files(cols)).take(local))  # rows as written (paths in files)
         return out
 
     # -- blooms -------------------------------------------------------------------------------
@@ -554,7 +505,7 @@ class Snapshot:
             self._bloom_slots[(group, name)] = found
         return found
 
-    def _segments_with_bloom(self, key: str) -> _NP:
+    def segments_with_bloom(self, key: str) -> _NP:
         """Per segment: does any row group have a bitset in slot ``key`` (the summary's)."""
         return to_numpy(self.core.column(f"blooms.{key}")).astype(bool)
 
@@ -567,13 +518,13 @@ class Snapshot:
             key = self._bloom_slot(int(group), name)
             if key is not None:
                 sel = groups == group
-                out[sel] = self._segments_with_bloom(key)[rows[sel]]
+                out[sel] = self.segments_with_bloom(key)[rows[sel]]
         return out & (self.bloom_base[rows] >= 0)
 
     def bloom_dir(self, row: int, name: str) -> dict[str, Any] | None:
         """Segment ``row``'s bloom directory entry of index column ``name`` (see cache.bloom_directory)."""
         found = self._bloom_slot(int(self.group[row]), name)
-        if found is None or not self._segments_with_bloom(found)[row]:
+        if found is None or not self.segments_with_bloom(found)[row]:
             return None
         one = np.array([row], dtype=np.intp)
         d = self.slots[found]

@@ -10,6 +10,14 @@ snapshot): the section of base name ``b`` for the segments of chunk ``k`` is ``b
 directory's meta ``carbonstore.chunks`` lists each chunk's first row. A plan reads ``core``
 (one small row per segment) and then only the chunks of the segments it keeps; a writer
 copies the bytes of unchanged chunks (checksums included) and encodes only new ones.
+
+Format 8 cuts each chunk by what a plan reads (:func:`section_of`): the row groups' files,
+indices and rows (``rows``) apart from their byte ranges (``rgpos``), the files' paths
+(``paths``) apart from the rest of each file (``files``), a column's row-group statistics
+apart from its bloom references (``<slot>:b``) and its page statistics apart from the
+pages' byte ranges (``<slot>:q``). A scan then reads about half the bytes it read in
+format 7. Format 7 files are still read (their sections grouped as they were written);
+every write is format 8.
 """
 
 from __future__ import annotations
@@ -18,18 +26,24 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import xxhash
 
 from carbonstore.errors import CorruptIndexError
 
-__all__ = ["CHUNKS_META", "CORE", "ROWS", "ROWS_COLUMNS", "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "SnapshotFile", "SnapshotSectionError",
-           "chunk_section", "frame_parts", "ipc_bytes", "frame_snapshot", "section_of", "snapshot_table"]
+__all__ = ["CHUNKS_META", "CORE", "FILE_PATH", "READ_VERSIONS", "ROWS", "ROWS_COLUMNS", "SNAPSHOT_MAGIC",
+           "SNAPSHOT_VERSION", "SnapshotFile", "SnapshotSectionError",
+           "chunk_section", "frame_parts", "ipc_bytes", "frame_snapshot", "join_files", "section_of", "snapshot_table",
+           "split_files"]
 
 # 5: segment bounds keyed by column id (docs/schema-evolution.md); 6: checksummed sections;
-# 7: sections cut by chunks of segments, the per-segment summary alone in core
-SNAPSHOT_VERSION = "7"
+# 7: sections cut by chunks of segments, the per-segment summary alone in core; 8: each chunk
+# cut by what a plan reads (paths, byte ranges and bloom references apart)
+SNAPSHOT_VERSION = "8"
+#: the formats read (the newest is written)
+READ_VERSIONS = ("7", "8")
 CHUNKS_META = "carbonstore.chunks"
 SNAPSHOT_MAGIC = b"CARBSNAP"
 _SNAP_PREFIX = struct.Struct("<8sIIQQ")
@@ -39,19 +53,30 @@ _FIRST_READ = 1 << 16  # the first read: the prefix and (nearly always) the whol
 
 
 ROWS = "rows"
-#: the per-file and per-row-group list columns of every segment (base section ``rows``)
-ROWS_COLUMNS = frozenset({"files", "rg_file", "rg_index", "rg_rows", "rg_offset", "rg_length"})
+#: the paths of the files (format 8: a column of their own, ``files`` holds the rest)
+FILE_PATH = "file_path"
+#: the per-file and per-row-group list columns of every segment (format 7: base section ``rows``)
+ROWS_COLUMNS = frozenset({"files", FILE_PATH, "rg_file", "rg_index", "rg_rows", "rg_offset", "rg_length"})
+# format 8: the base section of each per-file and per-row-group column
+_ROWS_8 = {"files": "files", FILE_PATH: "paths", "rg_file": ROWS, "rg_index": ROWS, "rg_rows": ROWS,
+           "rg_offset": "rgpos", "rg_length": "rgpos"}
+_SLOT_8 = {"bloom_off": ":b", "bloom_len": ":b", "p_offset": ":q", "p_size": ":q"}
 
 
-def section_of(column: str) -> str:
-    """The base section holding snapshot column ``column``: ``core`` (one value per segment),
-    ``rows`` (its files and row groups), ``<slot>`` (row-group statistics) or ``<slot>:p``
-    (page statistics, suffixes ``p_*``); every one but ``core`` is cut by chunks."""
+def section_of(column: str, version: str = SNAPSHOT_VERSION) -> str:
+    """The base section holding snapshot column ``column`` in a file of format ``version``:
+    ``core`` (one value per segment), the files and row groups (format 7: ``rows``; 8:
+    ``rows``, ``rgpos``, ``files``, ``paths``), ``<slot>`` (row-group statistics) or
+    ``<slot>:p`` (page statistics, suffixes ``p_*``) - in format 8 also ``<slot>:b`` (bloom
+    references) and ``<slot>:q`` (the pages' byte ranges); every one but ``core`` is cut by
+    chunks."""
     if column in ROWS_COLUMNS:
-        return ROWS
+        return _ROWS_8[column] if version != "7" else ROWS
     key, sep, suffix = column.partition(":")
     if not sep or column.startswith("bounds."):
         return CORE
+    if version != "7" and suffix in _SLOT_8:
+        return key + _SLOT_8[suffix]
     return f"{key}:p" if suffix.startswith("p_") else key  # page statistics: p_*
 
 
@@ -68,7 +93,46 @@ def ipc_bytes(t: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
 
 
-def frame_parts(meta: dict[str, str], sections: list[tuple[str, bytes, int | None]]) -> bytes:
+def split_files(t: pa.Table) -> pa.Table:
+    """Snapshot rows ``t`` as format 8 stores them: the paths of column ``files`` (a list of
+    file structs) as column FILE_PATH of their own, the files without them (nothing to do
+    when they are apart already)."""
+    if "files" not in t.column_names:
+        return t
+    col = t.column("files")
+    arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    typ = arr.type.value_type
+    if typ.get_field_index("path") < 0:
+        return t
+    values = arr.values
+    rest = [f.name for f in typ if f.name != "path"]
+    others = pa.StructArray.from_arrays([values.field(f) for f in rest], fields=[typ.field(f) for f in rest])
+    at = t.schema.get_field_index("files")
+    t = t.set_column(at, "files", pa.ListArray.from_arrays(arr.offsets, others))
+    return t.add_column(at, FILE_PATH, pa.ListArray.from_arrays(arr.offsets, values.field("path")))
+
+
+def join_files(cols: dict[str, Any]) -> dict[str, Any]:
+    """Columns ``cols`` (name -> array) of snapshot rows with FILE_PATH folded back into
+    ``files`` (each file's struct starting with its path), as rows are written."""
+    if FILE_PATH not in cols or "files" not in cols:
+        return cols
+    paths, files = (c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+                    for c in (cols.pop(FILE_PATH), cols["files"]))
+    if paths.null_count or files.null_count or len(paths) != len(files) or not np.array_equal(
+            np.diff(paths.offsets.to_numpy()), np.diff(files.offsets.to_numpy())):
+        raise ValueError("snapshot file paths do not match the files")
+    pv = paths.values.slice(paths.offsets[0].as_py(), len(files.values))
+    values = files.values
+    typ = values.type
+    struct = pa.StructArray.from_arrays([pv, *(values.field(i) for i in range(typ.num_fields))],
+                                        fields=[pa.field("path", pa.string()), *typ])
+    cols["files"] = pa.ListArray.from_arrays(files.offsets, struct)
+    return cols
+
+
+def frame_parts(meta: dict[str, str], sections: list[tuple[str, bytes, int | None]],
+                version: str = SNAPSHOT_VERSION) -> bytes:
     """The snapshot file of ``sections`` (name, IPC bytes, their xxh64 or None to compute),
     ``core`` first; ``meta`` names the chunks (CHUNKS_META)."""
     table: dict[str, list[int]] = {}
@@ -77,20 +141,22 @@ def frame_parts(meta: dict[str, str], sections: list[tuple[str, bytes, int | Non
         table[name] = [pos, len(blob), xxhash.xxh64_intdigest(blob) if checksum is None else checksum]
         pos += len(blob)
     directory = orjson.dumps({"length": pos, "meta": meta, "sections": table})
-    first = _SNAP_PREFIX.pack(SNAPSHOT_MAGIC, int(SNAPSHOT_VERSION), 0, len(directory), 0)[:_SNAP_SUMMED]
+    first = _SNAP_PREFIX.pack(SNAPSHOT_MAGIC, int(version), 0, len(directory), 0)[:_SNAP_SUMMED]
     h = xxhash.xxh64(first)
     h.update(directory)
     return b"".join([first, struct.pack("<Q", h.intdigest()), directory, *(b for _, b, _ in sections)])
 
 
-def frame_snapshot(table: pa.Table, chunk_rows: int = 1024) -> bytes:
-    """The snapshot file of the whole snapshot ``table`` (its schema metadata: version, kinds,
-    slots, and the chunks' first rows - else chunks of ``chunk_rows`` rows): ``core``, then
-    one Arrow IPC section per column group and chunk."""
+def frame_snapshot(table: pa.Table, chunk_rows: int = 1024, version: str = SNAPSHOT_VERSION) -> bytes:
+    """The snapshot file of the whole snapshot ``table`` (its schema metadata: kinds, slots,
+    and the chunks' first rows - else chunks of ``chunk_rows`` rows): ``core``, then one
+    Arrow IPC section per column group and chunk, grouped as format ``version`` groups them."""
+    table = split_files(table) if version != "7" else table
     groups: dict[str, list[str]] = {}
     for name in table.column_names:
-        groups.setdefault(section_of(name), []).append(name)
+        groups.setdefault(section_of(name, version), []).append(name)
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    meta["carbonstore.snapshot.version"] = version
     starts = orjson.loads(meta[CHUNKS_META]) if CHUNKS_META in meta else list(
         range(0, table.num_rows, chunk_rows)) or [0]
     meta[CHUNKS_META] = orjson.dumps(starts).decode()
@@ -101,7 +167,7 @@ def frame_snapshot(table: pa.Table, chunk_rows: int = 1024) -> bytes:
         for sec in sorted(g for g in groups if g != CORE):
             sections.append((chunk_section(sec, k), ipc_bytes(part.select(groups[sec]).replace_schema_metadata(None)),
                              None))
-    return frame_parts(meta, sections)
+    return frame_parts(meta, sections, version)
 
 
 class SnapshotSectionError(CorruptIndexError):
@@ -131,8 +197,10 @@ class SnapshotFile:
         if len(head) < _SNAP_PREFIX.size or bytes(head[:8]) != SNAPSHOT_MAGIC:
             raise CorruptIndexError(f"{what}: not an index snapshot (bad magic or truncated)")
         _magic, version, _reserved, length, checksum = _SNAP_PREFIX.unpack_from(head, 0)
-        if str(version) != SNAPSHOT_VERSION:
+        if str(version) not in READ_VERSIONS:
             raise CorruptIndexError(f"{what}: snapshot format {version}, expected {SNAPSHOT_VERSION}")
+        #: the file's format (its sections are grouped by section_of of this version)
+        self.version = str(version)
         end = _SNAP_PREFIX.size + length
         if end > size:
             raise CorruptIndexError(f"{what}: {size} bytes, shorter than its directory (truncated)")
@@ -210,4 +278,4 @@ def snapshot_table(name: str, data: bytes) -> pa.Table:
         parts = [f.read(chunk_section(base, k)) for k in range(chunks)]
         for c in parts[0].column_names:
             cols[c] = pa.chunked_array([p.column(c).combine_chunks() for p in parts])
-    return pa.table(cols).replace_schema_metadata(f.meta)
+    return pa.table(join_files(cols)).replace_schema_metadata(f.meta)

@@ -32,6 +32,7 @@ from carbonstore.indexfiles.snapshot_file import (
     frame_parts,
     ipc_bytes,
     section_of,
+    split_files,
 )
 
 __all__ = ["CHUNK_SEGMENTS", "encode_chunks", "encode_snapshot", "index_rows", "new_chunk"]
@@ -176,7 +177,7 @@ def _summary(t: pa.Table) -> pa.Table:
 def new_chunk(pieces: Sequence[pa.Table]) -> tuple[pa.Table, list[tuple[str, bytes, None]]]:
     """A chunk to encode from snapshot rows ``pieces`` (``index_rows`` or
     ``Snapshot.rows_tables``): its summary rows and its sections (base name, IPC bytes)."""
-    t = _summary(_aligned(pieces))
+    t = split_files(_summary(_aligned(pieces)))
     used = {k for lay in t.column("layout").to_pylist() for k in lay.split(",") if k}
     groups: dict[str, list[str]] = {}
     for name in t.column_names:
