@@ -148,15 +148,14 @@ def frame_parts(meta: dict[str, str], sections: list[tuple[str, bytes, int | Non
 
 
 def frame_snapshot(table: pa.Table, chunk_rows: int = 1024, version: str = SNAPSHOT_VERSION) -> bytes:
-    """The snapshot file of the whole snapshot ``table`` (its schema metadata: kinds, slots,
-    and the chunks' first rows - else chunks of ``chunk_rows`` rows): ``core``, then one
+    """The snapshot file of the whole snapshot ``table`` (its schema metadata: version, kinds,
+    slots, and the chunks' first rows - else chunks of ``chunk_rows`` rows): ``core``, then one
     Arrow IPC section per column group and chunk, grouped as format ``version`` groups them."""
     table = split_files(table) if version != "7" else table
     groups: dict[str, list[str]] = {}
     for name in table.column_names:
         groups.setdefault(section_of(name, version), []).append(name)
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
-    meta["carbonstore.snapshot.version"] = version
     starts = orjson.loads(meta[CHUNKS_META]) if CHUNKS_META in meta else list(
         range(0, table.num_rows, chunk_rows)) or [0]
     meta[CHUNKS_META] = orjson.dumps(starts).decode()

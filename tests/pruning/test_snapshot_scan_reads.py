@@ -135,7 +135,9 @@ def test_a_format_7_snapshot_still_plans_and_is_upgraded_on_write(generated: tup
     want = {f["name"]: _plan_json(t, f["where"]) for f in res["filters"]}
     old = name.replace("snapshot8_", "snapshot7_")
     folder = Path(t.paths.index_snapshot_dir)
-    (folder / old).write_bytes(frame_snapshot(snapshot_table(name, data), chunk_rows=CHUNK, version="7"))
+    table = snapshot_table(name, data)
+    table = table.replace_schema_metadata({**table.schema.metadata, b"carbonstore.snapshot.version": b"7"})
+    (folder / old).write_bytes(frame_snapshot(table, chunk_rows=CHUNK, version="7"))
     (folder / name).unlink()
     clear_cache()
     COUNTERS.clear()
