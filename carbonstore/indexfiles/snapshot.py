@@ -62,19 +62,25 @@ from carbonstore.indexfiles.snapshot_bounds import decode_bounds
 from carbonstore.indexfiles.snapshot_datafiles import FILE_STRUCT, SnapshotDataFiles
 from carbonstore.indexfiles.snapshot_file import (
     CHUNKS_META,
+    COL_COLUMNS,
     CORE,
     FILE_PATH,
+    PAGE_COLUMNS,
     READ_VERSIONS,
+    RG_COLUMNS,
     ROWS,
     SNAPSHOT_MAGIC,
     SNAPSHOT_VERSION,
+    VALUE_TYPES,
     SnapshotFile,
     SnapshotSectionError,
     chunk_section,
+    declared_type,
     frame_snapshot,
     join_files,
     section_of,
     snapshot_table,
+    widen_ints,
 )
 from carbonstore.store.arrow_numpy import from_numpy, to_numpy
 
@@ -86,22 +92,6 @@ __all__ = ["BOUNDS_TYPES", "COL_COLUMNS", "DESC_FIELDS", "FILE_STRUCT", "FLAG_BI
 _NP = npt.NDArray[Any]
 DESC_FIELDS = ("column_id", "name", "physical_type", "logical_type", "spark_type", "type_length",
                 "precision", "scale", "kind", "nested", "unit")
-# per segment: column -> (array attribute of IndexArrays, arrow type)
-RG_COLUMNS = {"rg_file": ("rg_file", pa.int32()), "rg_index": ("rg_index", pa.int32()),
-       "rg_rows": ("rg_num_rows", pa.int64()), "rg_offset": ("rg_offset", pa.int64()),
-       "rg_length": ("rg_length", pa.int64())}
-# per slot, row-group level and page level: suffix -> (attribute, arrow type); None = by kind
-COL_COLUMNS = {"flags": ("flags", pa.uint8()), "nulls": ("null_count", pa.int64()), "nans": ("nan_count", pa.int64()),
-        "has_pages": ("has_pages", pa.uint8()), "boundary": ("boundary_order", pa.int8()),
-        "bloom_off": ("bloom_offset", pa.int64()), "bloom_len": ("bloom_length", pa.int32()),
-        "min": ("min", None), "max": ("max", None)}
-PAGE_COLUMNS = {"p_rg": ("row_group", pa.int32()), "p_first": ("first_row_index", pa.int64()),
-         "p_rows": ("row_count", pa.int64()), "p_offset": ("offset", pa.int64()),
-         "p_size": ("compressed_size", pa.int32()), "p_flags": ("flags", pa.uint8()),
-         "p_nulls": ("null_count", pa.int64()), "p_nans": ("nan_count", pa.int64()),
-         "p_min": ("min", None), "p_max": ("max", None)}
-VALUE_TYPES = {ValueKind.INT64: pa.int64(), ValueKind.FLOAT64: pa.float64(), ValueKind.BYTES: pa.binary(),
-           ValueKind.BIGINT: pa.binary()}
 BOUNDS_TYPES = {"INT64": pa.int64(), "FLOAT64": pa.float64(), "BYTES": pa.binary(), "BIGINT": pa.string()}
 FLAG_BITS = (("has_min", 1), ("has_max", 2), ("min_exact", 4), ("max_exact", 8), ("null_page", 16))
 
@@ -175,6 +165,7 @@ class Snapshot(SnapshotDataFiles):
         self.bloom_base = to_numpy(core.column("bloom_base")).astype(np.int64)
         self.bloom_len = to_numpy(core.column("bloom_len")).astype(np.int64)
         self.slots = {k: ColumnDesc(**d) for k, d in orjson.loads(meta["carbonstore.slots"]).items()}
+        self._kinds = {k: d.kind for k, d in self.slots.items()}
         col = core.column("layout")  # dictionary-encoded by the writer: no string per segment
         layouts = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
         if not pa.types.is_dictionary(layouts.type):
@@ -220,7 +211,8 @@ class Snapshot(SnapshotDataFiles):
                 for c in t.column_names:
                     parts.setdefault(c, []).append(t.column(c).combine_chunks())
         cols = dict(zip(self.core.column_names, self.core.columns, strict=True))
-        return pa.table({**cols, **join_files({c: pa.chunked_array(p) for c, p in parts.items()})})
+        lists = widen_ints({c: pa.chunked_array(p) for c, p in parts.items()}, self._kinds)
+        return pa.table({**cols, **join_files(lists)})
 
     @property
     def nbytes(self) -> int:
@@ -396,13 +388,29 @@ class Snapshot(SnapshotDataFiles):
         return got[0]
 
     # -- flat arrays ------------------------------------------------------------------------
-    def _decode(self, column: str, arr: pa.Array) -> _NP:
+    def _decode(self, column: str, arr: pa.Array, *, raw: bool = False) -> _NP:
+        """``arr``'s values as numpy: integers in their declared type (format 8 stores them
+        narrowed, snapshot_file.narrow_ints) unless ``raw``."""
         key, _, suffix = column.partition(":")
         if suffix in ("min", "max", "p_min", "p_max") and (self.slots[key].kind or 0) == ValueKind.BIGINT:
             out = np.empty(len(arr), dtype=object)
             out[:] = [int.from_bytes(b, "big", signed=True) for b in arr.to_pylist()]
             return out
-        return to_numpy(arr)  # type: ignore[no-any-return]
+        got = to_numpy(arr)
+        if not raw and got.dtype.kind == "i":
+            want = declared_type(column, self._kinds)
+            if want is not None and pa.types.is_integer(want) and got.dtype.itemsize * 8 < want.bit_width:
+                got = got.astype(want.to_pandas_dtype())
+        return got  # type: ignore[no-any-return]
+
+    def chunk_raw_values(self, column: str, k: int) -> _NP | None:
+        """:meth:`chunk_values` as stored (integers maybe narrowed: for taking a few values,
+        widened after the take), not kept."""
+        got = self._chunk_flat.get((column, k))
+        if got is not None:
+            return got
+        arr = self._chunk_list(column, k)
+        return None if arr is None else self._decode(column, arr, raw=True)
 
     def chunk_values(self, column: str, k: int) -> _NP | None:
         """The flat array of ``column`` over chunk ``k`` (decoded once; None: none there)."""
@@ -488,7 +496,7 @@ class Snapshot(SnapshotDataFiles):
             for base in sorted(self._chunk_bases(k)):
                 t = self._section(chunk_section(base, k))
                 cols.update(zip(t.column_names, t.columns, strict=True))
-            out.append(pa.table(join_files(cols)).take(local))  # rows as written (paths in files)
+            out.append(pa.table(join_files(widen_ints(cols, self._kinds))).take(local))  # rows as written
         return out
 
     # -- blooms -------------------------------------------------------------------------------

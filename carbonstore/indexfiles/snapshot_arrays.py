@@ -29,6 +29,7 @@ from carbonstore.indexfiles.snapshot import (
     SnapshotSectionError,
     flat_ranges,
 )
+from carbonstore.indexfiles.snapshot_file import declared_type
 
 __all__ = ["SnapshotArrays", "SnapshotFiles"]
 
@@ -47,11 +48,15 @@ def take_flat(snap: Snapshot, column: str, idx: npt.NDArray[np.intp]) -> _NP:
     parts = []
     for first, part in zip([0, *cut.tolist()], np.split(idx, cut), strict=True):
         k = int(chunk[first])
-        vals = snap.chunk_values(column, k)
+        vals = snap.chunk_raw_values(column, k)
         if vals is None:
             raise SnapshotSectionError(f"{snap.source.what}: chunk {k} has no {column}")
         parts.append(vals[part - firsts[k]])
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    got = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    want = declared_type(column, snap._kinds)  # (stored narrowed: widened once taken)
+    if got.dtype.kind == "i" and want is not None and got.dtype.itemsize * 8 < want.bit_width:
+        got = got.astype(want.to_pandas_dtype())
+    return got
 
 
 # ---- a run of segments as one index ---------------------------------------------------------

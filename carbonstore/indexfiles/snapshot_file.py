@@ -32,8 +32,10 @@ import pyarrow as pa
 import xxhash
 
 from carbonstore.errors import CorruptIndexError
+from carbonstore.indexfiles._gen.carbonindex.ttypes import ValueKind
 
-__all__ = ["CHUNKS_META", "CORE", "FILE_PATH", "READ_VERSIONS", "ROWS", "ROWS_COLUMNS", "SNAPSHOT_MAGIC",
+__all__ = ["CHUNKS_META", "COL_COLUMNS", "CORE", "PAGE_COLUMNS", "RG_COLUMNS", "VALUE_TYPES", "declared_type",
+           "narrow_ints", "widen_ints", "FILE_PATH", "READ_VERSIONS", "ROWS", "ROWS_COLUMNS", "SNAPSHOT_MAGIC",
            "SNAPSHOT_VERSION", "SnapshotFile", "SnapshotSectionError",
            "chunk_section", "frame_parts", "ipc_bytes", "frame_snapshot", "join_files", "section_of", "snapshot_table",
            "split_files"]
@@ -50,6 +52,24 @@ _SNAP_PREFIX = struct.Struct("<8sIIQQ")
 _SNAP_SUMMED = 24  # prefix bytes covered by the checksum (all but the checksum itself)
 CORE = "core"
 _FIRST_READ = 1 << 16  # the first read: the prefix and (nearly always) the whole directory
+
+
+# per segment: column -> (array attribute of IndexArrays, arrow type)
+RG_COLUMNS = {"rg_file": ("rg_file", pa.int32()), "rg_index": ("rg_index", pa.int32()),
+       "rg_rows": ("rg_num_rows", pa.int64()), "rg_offset": ("rg_offset", pa.int64()),
+       "rg_length": ("rg_length", pa.int64())}
+# per slot, row-group level and page level: suffix -> (attribute, arrow type); None = by kind
+COL_COLUMNS = {"flags": ("flags", pa.uint8()), "nulls": ("null_count", pa.int64()), "nans": ("nan_count", pa.int64()),
+        "has_pages": ("has_pages", pa.uint8()), "boundary": ("boundary_order", pa.int8()),
+        "bloom_off": ("bloom_offset", pa.int64()), "bloom_len": ("bloom_length", pa.int32()),
+        "min": ("min", None), "max": ("max", None)}
+PAGE_COLUMNS = {"p_rg": ("row_group", pa.int32()), "p_first": ("first_row_index", pa.int64()),
+         "p_rows": ("row_count", pa.int64()), "p_offset": ("offset", pa.int64()),
+         "p_size": ("compressed_size", pa.int32()), "p_flags": ("flags", pa.uint8()),
+         "p_nulls": ("null_count", pa.int64()), "p_nans": ("nan_count", pa.int64()),
+         "p_min": ("min", None), "p_max": ("max", None)}
+VALUE_TYPES = {ValueKind.INT64: pa.int64(), ValueKind.FLOAT64: pa.float64(), ValueKind.BYTES: pa.binary(),
+           ValueKind.BIGINT: pa.binary()}
 
 
 ROWS = "rows"
@@ -91,6 +111,54 @@ def ipc_bytes(t: pa.Table) -> bytes:
     with pa.ipc.new_file(sink, t.schema) as w:
         w.write_table(t, max_chunksize=max(t.num_rows, 1))
     return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
+
+
+def declared_type(column: str, kinds: dict[str, int | None]) -> pa.DataType | None:
+    """The type of snapshot list column ``column``'s values as rows hold them (``kinds``:
+    slot key -> value kind, for minima and maxima); None for other columns."""
+    if column in RG_COLUMNS:
+        return RG_COLUMNS[column][1]
+    key, sep, suffix = column.partition(":")
+    got = COL_COLUMNS.get(suffix) or PAGE_COLUMNS.get(suffix) if sep else None
+    if got is None:
+        return None
+    return got[1] if got[1] is not None else VALUE_TYPES.get(kinds.get(key) or 0)
+
+
+_NARROW = (pa.int8(), pa.int16(), pa.int32())
+
+
+def narrow_ints(t: pa.Table) -> pa.Table:
+    """Snapshot section ``t`` with each list column of signed integers in the narrowest
+    signed type holding its values (format 8: counts, row numbers and small minima take a
+    byte or two, and a plan reads a quarter of the bytes); readers widen them back."""
+    for i, name in enumerate(t.column_names):
+        col = t.column(i)
+        arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+        typ = arr.type
+        if not pa.types.is_list(typ) or not pa.types.is_signed_integer(typ.value_type) or typ.value_type == pa.int8():
+            continue
+        values = arr.values.slice(arr.offsets[0].as_py(), arr.offsets[-1].as_py() - arr.offsets[0].as_py())
+        nums = values.to_numpy(zero_copy_only=False) if values.null_count else np.frombuffer(
+            values.buffers()[1], dtype=typ.value_type.to_pandas_dtype())[values.offset:values.offset + len(values)]
+        lo, hi = (int(nums.min()), int(nums.max())) if len(nums) else (0, 0)
+        to = next((n for n in _NARROW if n.bit_width < typ.value_type.bit_width
+                   and np.iinfo(n.to_pandas_dtype()).min <= lo and hi <= np.iinfo(n.to_pandas_dtype()).max), None)
+        if to is not None and not values.null_count:
+            narrow = pa.ListArray.from_arrays(pa.array(arr.offsets.to_numpy() - arr.offsets[0].as_py(), pa.int32()),
+                                              pa.array(nums.astype(to.to_pandas_dtype()), to))
+            t = t.set_column(i, name, narrow)
+    return t
+
+
+def widen_ints(cols: dict[str, Any], kinds: dict[str, int | None]) -> dict[str, Any]:
+    """Columns ``cols`` (name -> list array) of snapshot rows with narrowed integers back in
+    their declared types (:func:`declared_type`)."""
+    for name, col in cols.items():
+        want = declared_type(name, kinds)
+        if want is not None and pa.types.is_integer(want) and col.type.value_type != want:
+            cols[name] = col.cast(pa.list_(want))
+    return cols
 
 
 def split_files(t: pa.Table) -> pa.Table:
@@ -272,9 +340,12 @@ def snapshot_table(name: str, data: bytes) -> pa.Table:
     core = f.read(CORE)
     cols.update(zip(core.column_names, core.columns, strict=True))
     chunks = len(orjson.loads(f.meta.get(CHUNKS_META, "[0]")))
+    kinds = {k: d.get("kind") for k, d in orjson.loads(f.meta.get("carbonstore.slots", "{}")).items()}
     bases = sorted({sec.rpartition("#")[0] for sec in f.sections if sec != CORE})
     for base in bases:
         parts = [f.read(chunk_section(base, k)) for k in range(chunks)]
         for c in parts[0].column_names:
-            cols[c] = pa.chunked_array([p.column(c).combine_chunks() for p in parts])
+            want = declared_type(c, kinds)
+            cols[c] = pa.chunked_array([p.column(c).combine_chunks() if want is None else
+                                        p.column(c).combine_chunks().cast(pa.list_(want)) for p in parts])
     return pa.table(join_files(cols)).replace_schema_metadata(f.meta)

@@ -31,6 +31,7 @@ from carbonstore.indexfiles.snapshot_file import (
     chunk_section,
     frame_parts,
     ipc_bytes,
+    narrow_ints,
     section_of,
     split_files,
 )
@@ -186,7 +187,7 @@ def new_chunk(pieces: Sequence[pa.Table]) -> tuple[pa.Table, list[tuple[str, byt
             continue  # a slot none of these segments has
         groups.setdefault(section_of(name), []).append(name)
     core = t.select(groups.pop(CORE))
-    return core, [(base, ipc_bytes(t.select(cols)), None) for base, cols in sorted(groups.items())]
+    return core, [(base, ipc_bytes(narrow_ints(t.select(cols))), None) for base, cols in sorted(groups.items())]
 
 
 def encode_chunks(chunks: Sequence[tuple[pa.Table, Sequence[tuple[str, bytes, int | None]]]],
