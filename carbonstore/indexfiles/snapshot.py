@@ -388,32 +388,27 @@ class Snapshot(SnapshotDataFiles):
         return got[0]
 
     # -- flat arrays ------------------------------------------------------------------------
-    def _decode(self, column: str, arr: pa.Array, *, raw: bool = False) -> _NP:
-        """``arr``'s values as numpy: integers in their declared type (format 8 stores them
-        narrowed, snapshot_file.narrow_ints) unless ``raw``."""
+    def _decode(self, column: str, arr: pa.Array) -> _NP:
+        """``arr``'s values as numpy, integers as stored (format 8 narrows them,
+        snapshot_file.narrow_ints: :meth:`widen` gives the declared type)."""
         key, _, suffix = column.partition(":")
         if suffix in ("min", "max", "p_min", "p_max") and (self.slots[key].kind or 0) == ValueKind.BIGINT:
             out = np.empty(len(arr), dtype=object)
             out[:] = [int.from_bytes(b, "big", signed=True) for b in arr.to_pylist()]
             return out
-        got = to_numpy(arr)
-        if not raw and got.dtype.kind == "i":
+        return to_numpy(arr)  # type: ignore[no-any-return]
+
+    def widen(self, column: str, got: _NP) -> _NP:
+        """``column``'s values ``got`` in its declared type (a copy only when narrowed)."""
+        if got.dtype.kind == "i":
             want = declared_type(column, self._kinds)
             if want is not None and pa.types.is_integer(want) and got.dtype.itemsize * 8 < want.bit_width:
-                got = got.astype(want.to_pandas_dtype())
-        return got  # type: ignore[no-any-return]
-
-    def chunk_raw_values(self, column: str, k: int) -> _NP | None:
-        """:meth:`chunk_values` as stored (integers maybe narrowed: for taking a few values,
-        widened after the take), not kept."""
-        got = self._chunk_flat.get((column, k))
-        if got is not None:
-            return got
-        arr = self._chunk_list(column, k)
-        return None if arr is None else self._decode(column, arr, raw=True)
+                return got.astype(want.to_pandas_dtype())
+        return got
 
     def chunk_values(self, column: str, k: int) -> _NP | None:
-        """The flat array of ``column`` over chunk ``k`` (decoded once; None: none there)."""
+        """The flat array of ``column`` over chunk ``k``, integers as stored (decoded once;
+        None: none there)."""
         got = self._chunk_flat.get((column, k))
         if got is None:
             arr = self._chunk_list(column, k)
@@ -432,7 +427,7 @@ class Snapshot(SnapshotDataFiles):
             parts = [v for k in range(self.chunks) if (v := self.chunk_values(column, k)) is not None and len(v)]
             got = (parts[0] if len(parts) == 1 else np.concatenate(parts) if parts
                    else np.zeros(0, dtype=object if column.endswith("min") or column.endswith("max") else np.int64))
-            self._flat[column] = got
+            self._flat[column] = got = self.widen(column, got)
         return got
 
     def chunk_of(self, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
@@ -465,10 +460,10 @@ class Snapshot(SnapshotDataFiles):
             else:
                 parts.append(vals[flat_ranges(offs[part] - base, offs[part + 1] - base)])
         if len(parts) == 1:
-            return parts[0]
+            return self.widen(column, parts[0])
         if not parts:
             return self.values(column)[:0] if column in self._flat else np.zeros(0, dtype=np.int64)
-        return np.concatenate(parts)
+        return self.widen(column, np.concatenate(parts))  # (narrow chunks joined, then widened once)
 
     # -- writing a newer snapshot ------------------------------------------------------------
     def core_rows(self, r0: int, r1: int) -> pa.Table:

@@ -29,7 +29,6 @@ from carbonstore.indexfiles.snapshot import (
     SnapshotSectionError,
     flat_ranges,
 )
-from carbonstore.indexfiles.snapshot_file import declared_type
 
 __all__ = ["SnapshotArrays", "SnapshotFiles"]
 
@@ -41,22 +40,18 @@ def take_flat(snap: Snapshot, column: str, idx: npt.NDArray[np.intp]) -> _NP:
     idx = np.asarray(idx, dtype=np.int64)
     if not len(idx):
         got = snap.chunk_values(column, 0) if snap.chunks else None
-        return got[:0] if got is not None else np.zeros(0, dtype=np.int64)
+        return snap.widen(column, got[:0]) if got is not None else np.zeros(0, dtype=np.int64)
     firsts = snap.offsets(column)[snap.chunk_starts]
     chunk = np.searchsorted(firsts, idx, side="right") - 1
     cut = np.flatnonzero(np.diff(chunk)) + 1
     parts = []
     for first, part in zip([0, *cut.tolist()], np.split(idx, cut), strict=True):
         k = int(chunk[first])
-        vals = snap.chunk_raw_values(column, k)
+        vals = snap.chunk_values(column, k)  # (as stored: widened once taken)
         if vals is None:
             raise SnapshotSectionError(f"{snap.source.what}: chunk {k} has no {column}")
         parts.append(vals[part - firsts[k]])
-    got = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    want = declared_type(column, snap._kinds)  # (stored narrowed: widened once taken)
-    if got.dtype.kind == "i" and want is not None and got.dtype.itemsize * 8 < want.bit_width:
-        got = got.astype(want.to_pandas_dtype())
-    return got
+    return snap.widen(column, parts[0] if len(parts) == 1 else np.concatenate(parts))
 
 
 # ---- a run of segments as one index ---------------------------------------------------------
@@ -67,10 +62,10 @@ class SnapshotFiles(Sequence[DataFile]):
     taken when the snapshot's chunk of them turns out damaged; without it the damage is
     raised (:class:`SnapshotSectionError`)."""
 
-    def __init__(self, snapshot: Snapshot, indices: list[int],
+    def __init__(self, snapshot: Snapshot, indices: npt.NDArray[np.intp],
                  fallback: Callable[[], Sequence[DataFile]] | None = None) -> None:
         self._snap = snapshot
-        self._indices = indices
+        self._indices = np.asarray(indices, dtype=np.intp)  # (an array: no Python int per file)
         self._fallback_fn = fallback
         self._fallback: Sequence[DataFile] | None = None
 
@@ -92,10 +87,10 @@ class SnapshotFiles(Sequence[DataFile]):
         if self._fallback is None:
             try:
                 if isinstance(i, slice):
-                    picked = self._indices[i]
+                    picked = self._indices[i].tolist()
                     self._snap.prefetch_files(picked)
                     return [self._snap.file(k) for k in picked]
-                return self._snap.file(self._indices[i])
+                return self._snap.file(int(self._indices[i]))
             except SnapshotSectionError:
                 if self._merged() is None:
                     raise
@@ -107,7 +102,7 @@ class SnapshotFiles(Sequence[DataFile]):
         """Build the DataFiles at ``positions`` in one batch (see Snapshot.prefetch_files)."""
         if self._fallback is None:
             try:
-                self._snap.prefetch_files([self._indices[p] for p in positions])
+                self._snap.prefetch_files(self._indices[np.asarray(positions, dtype=np.intp)].tolist())
             except SnapshotSectionError:
                 if self._merged() is None:
                     raise
@@ -116,7 +111,7 @@ class SnapshotFiles(Sequence[DataFile]):
         """The paths of the files at ``positions`` (no DataFile built)."""
         if self._fallback is None:
             try:
-                return self._snap.file_paths([self._indices[p] for p in positions])
+                return self._snap.file_paths(self._indices[np.asarray(positions, dtype=np.intp)].tolist())
             except SnapshotSectionError:
                 if self._merged() is None:
                     raise
@@ -422,7 +417,7 @@ class SnapshotArrays(_Guarded):
         if name == "files":
             offs = snap.offsets("files")
             fallback = None if self._fallback_fn is None else (lambda: self.fallback_arrays().files)
-            return SnapshotFiles(snap, flat_ranges(offs[self.rows], offs[self.rows + 1]).tolist(), fallback)
+            return SnapshotFiles(snap, flat_ranges(offs[self.rows], offs[self.rows + 1]), fallback)
         if name == "rg_file":
             whole, pos = self.whole, self._positions
             if whole is not None and pos is not None:  # the larger run's (kept), renumbered
