@@ -146,8 +146,10 @@ def decode_chunk(chunk: DictionaryChunk, target: pa.DataType) -> pa.Array:
             raise DictionaryError(f"dictionary chunk says {n} values but holds {len(items)}")
         arr = binary_array(items)  # (pa.array would import pandas)
         if pa.types.is_string(target):
-            try:
-                return arr.cast(pa.string())
+            try:  # (a view and a full validation: cast would load pyarrow.compute)
+                out = arr.view(pa.string())
+                out.validate(full=True)
+                return out
             except pa.ArrowInvalid as err:
                 raise DictionaryError(f"dictionary chunk holds invalid UTF-8: {err}") from err
         return arr

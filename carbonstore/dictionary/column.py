@@ -2,7 +2,9 @@
 
 A ``ColumnDictionary`` is immutable: surrogate ``s >= 2`` maps to ``values[s - 2]``,
 surrogate 1 is null. Encoding, decoding and lookups are vectorised through
-pyarrow.compute; the sort index (value order) is loaded or computed on first use.
+pyarrow.compute; the sort index (value order) is loaded or computed on first use. A filter's
+translation (one value's surrogate, a range of ranks) needs no compute kernel: a plan that
+translates ``cat = 'x'`` does not load pyarrow.compute (about 60 ms of a fresh process).
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from carbonstore.dictionary.codec import arrow_type, parse_text_values, sort_key, to_canonical
 from carbonstore.dictionary.files import (
@@ -26,7 +27,7 @@ from carbonstore.dictionary.files import (
     write_sort_index,
 )
 from carbonstore.errors import DictionaryError, SchemaError, UserError
-from carbonstore.store.arrow_numpy import from_numpy, string_array
+from carbonstore.store.arrow_numpy import from_numpy, string_array, take_pylist, to_numpy
 from carbonstore.store.schema import Column
 
 __all__ = [
@@ -120,7 +121,7 @@ class ColumnDictionary:
             return None
         if stored is None:
             return None
-        sv = self.values.take(from_numpy(stored[0] - FIRST_SURROGATE))
+        sv = _in_order(self.values, stored[0] - FIRST_SURROGATE)
         if not ascending(sv):
             return None
         self._sorted_values = sv  # checked in value order: sorted_values() reuses it
@@ -143,7 +144,7 @@ class ColumnDictionary:
         order, _ = self.sort_index()
         with self._lock:
             if self._sorted_values is None:
-                self._sorted_values = self.values.take(from_numpy(order - FIRST_SURROGATE))
+                self._sorted_values = _in_order(self.values, order - FIRST_SURROGATE)
             return self._sorted_values
 
     def rank_bound(self, value: Any, *, right: bool) -> int:
@@ -215,6 +216,8 @@ class ColumnDictionary:
 
     def lookup_many(self, values: Any) -> np.ndarray:
         """Surrogates of ``values`` (int32): 1 for null, 0 for a value not in the dictionary."""
+        import pyarrow.compute as pc  # lazily: a filter's translation computes nothing
+
         arr = self.canonical(values)
         if len(arr) == 0:
             return np.empty(0, dtype=np.int32)
@@ -265,6 +268,8 @@ class ColumnDictionary:
             return np.fromiter(
                 (lookup.get(v, 0) for v in uniques.to_pylist()), dtype=np.int32, count=len(uniques)
             )
+        import pyarrow.compute as pc  # lazily: a filter's translation computes nothing
+
         idx = pc.index_in(uniques, value_set=self.values)
         return idx.fill_null(-2).to_numpy(zero_copy_only=False).astype(np.int32) + FIRST_SURROGATE
 
@@ -274,6 +279,8 @@ class ColumnDictionary:
         Raises:
             MissingDictionaryValueError: a non-null value is not in the dictionary.
         """
+        import pyarrow.compute as pc  # lazily: a filter's translation computes nothing
+
         arr = self.canonical(values)
         if len(arr) == 0:
             return pa.array([], pa.int32())
@@ -300,6 +307,8 @@ class ColumnDictionary:
 
     def decode(self, surrogates: pa.Array | pa.ChunkedArray | np.ndarray) -> pa.Array:
         """Values of INT32 ``surrogates`` (1 decodes to null)."""
+        import pyarrow.compute as pc  # lazily: a filter's translation computes nothing
+
         if isinstance(surrogates, np.ndarray):
             surrogates = pa.array(surrogates, pa.int32())
         elif isinstance(surrogates, pa.ChunkedArray):
@@ -323,16 +332,43 @@ class ColumnDictionary:
         return table.take(surrogates)
 
 
+_SMALL = 4096  # strings checked in Python up to this many (no compute kernel loaded)
+
+
 def ascending(sv: pa.Array) -> bool:
     """True when ``sv`` is strictly ascending (dictionary values are distinct), so a sort
-    index that orders the values this way is the only right one."""
+    index that orders the values this way is the only right one. numpy's and Python's
+    orders of these types are Arrow's: numbers and times as numbers (NaN is less than
+    nothing in each), strings by code points, which is the order of their UTF-8 bytes."""
     if len(sv) < 2:
         return True
+    t = sv.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t):
+        a = sv.to_numpy(zero_copy_only=False)  # no nulls: a dictionary holds values only
+        return bool(np.all(a[:-1] < a[1:]))
+    if (pa.types.is_string(t) or pa.types.is_binary(t)) and len(sv) <= _SMALL:
+        vals = sv.to_pylist()
+        return all(a < b for a, b in zip(vals, vals[1:]))  # noqa: B905 (one shorter)
+    import pyarrow.compute as pc  # lazily: see the module docstring
+
     return bool(pc.all(pc.less(sv.slice(0, len(sv) - 1), sv.slice(1))).as_py())
+
+
+def _in_order(values: pa.Array, positions: np.ndarray) -> pa.Array:
+    """``values.take(positions)``; a small dictionary of strings or integers is gathered
+    without Array.take, which loads pyarrow.compute (see the module docstring)."""
+    t = values.type
+    if len(values) <= _SMALL and pa.types.is_string(t):
+        return string_array(take_pylist(values, positions))
+    if pa.types.is_integer(t):
+        return from_numpy(to_numpy(values)[positions], t)
+    return values.take(from_numpy(positions))
 
 
 def compute_sort_index(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """(surrogates in value order, ranks by surrogate) computed from ``values``."""
+    import pyarrow.compute as pc  # lazily: a filter's translation computes nothing
+
     n = len(values)
     order = pc.sort_indices(values).to_numpy(zero_copy_only=False).astype(np.int32)
     ranks = np.empty(n, dtype=np.int32)
@@ -398,11 +434,17 @@ def build_dictionary(
     chunks, bad = read_chunks(files, meta.entries, target, column_type=str(column.type))
     values = pa.concat_arrays(chunks) if chunks else pa.array([], target)
     legacy = any(e.crc32 is None for e in meta.entries)  # no checksum: check the values
-    if legacy and len(values) and pc.count_distinct(values).as_py() != len(values):
+    if legacy and len(values) and _has_duplicates(values):
         raise DictionaryError(f"{files.dict_path}: the committed values are not distinct")
     out = ColumnDictionary(column, files, meta, values)
     out.unusable = tuple(bad)
     return out, bad
+
+
+def _has_duplicates(values: pa.Array) -> bool:
+    import pyarrow.compute as pc  # lazily: only a dictionary written without checksums
+
+    return bool(pc.count_distinct(values).as_py() != len(values))
 
 
 def load_dictionary(table: Any, column: str | Column) -> ColumnDictionary:

@@ -1,8 +1,8 @@
 """The table-level index snapshot format: every covered segment's index, column-oriented.
 
-File layout (format 7; all integers little-endian; snapshot_file.py)::
+File layout (format 8; all integers little-endian; snapshot_file.py)::
 
-    magic b"CARBSNAP" | u32 format version (7) | u32 reserved (0) | u64 directory length D
+    magic b"CARBSNAP" | u32 format version (8) | u32 reserved (0) | u64 directory length D
     u64 xxh64 of bytes [0, 24) and the directory
     directory: D bytes of JSON {"length": L, "meta": {...}, "sections": {name: [offset, length, xxh64]}}
     sections: L bytes, each one Arrow IPC file (offsets from the end of the directory)
@@ -13,7 +13,8 @@ file's length checked against them, before anything else is used. A snapshot who
 directory or core fails, that is truncated, empty, of another format or not a snapshot is
 refused (:class:`CorruptIndexError`); a section found damaged later raises
 :class:`SnapshotSectionError` and the arrays built over it answer from the merge indexes:
-the snapshot is derived data, never a source of truth. Older formats are not read (the next one replaces them).
+the snapshot is derived data, never a source of truth. Format 7 (the same columns, fewer
+sections per chunk) is still read and replaced on the next write; older formats are not read.
 
 The snapshot is one table (snapshot_write.py) with one row per covered segment, in segment
 order, cut into sections:
@@ -24,10 +25,13 @@ order, cut into sections:
   ``bounds.*`` (segment bounds, bounds.py: whole segments are pruned on them first),
   ``npages.<slot>`` (pages per segment) and ``blooms.<slot>`` (some row group has a bitset);
 * per **chunk** ``k`` of segments (``meta["carbonstore.chunks"]``: the first rows), sections
-  ``rows#k`` (list columns ``files`` - the DataFiles - and ``rg_file``, ``rg_index``,
-  ``rg_rows``, ``rg_offset``, ``rg_length``), ``<slot>#k`` (row-group statistics and bloom
-  references of one distinct index column description, key ``c`` + hash) and ``<slot>:p#k``
-  (its page statistics, ``p_*``).
+  ``rows#k`` (list columns ``rg_file``, ``rg_index``, ``rg_rows``), ``rgpos#k`` (``rg_offset``,
+  ``rg_length``), ``paths#k`` (``file_path``) and ``files#k`` (``files``: the rest of each
+  DataFile), ``<slot>#k`` (row-group statistics of one distinct index column description,
+  key ``c`` + hash), ``<slot>:b#k`` (its bloom references), ``<slot>:p#k`` (its page
+  statistics, ``p_*``) and ``<slot>:q#k`` (the pages' ``p_offset``, ``p_size``): a plan reads
+  the sections of what it evaluates and reports, not the byte ranges a reader needs
+  (format 7 held them in ``rows#k``, ``<slot>#k`` and ``<slot>:p#k``).
 
 Every list column's segment offsets follow from the summary (``bounds.num_files``,
 ``bounds.num_row_groups``, the layouts, ``npages``), so a plan reads the summary and then
@@ -42,7 +46,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -54,20 +58,30 @@ from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, DataFile,
 from carbonstore.indexfiles.arrays import BloomSource
 from carbonstore.indexfiles.held import HeldBytes
 from carbonstore.indexfiles.snapshot_bounds import decode_bounds
+from carbonstore.indexfiles.snapshot_datafiles import FILE_STRUCT, SnapshotDataFiles
 from carbonstore.indexfiles.snapshot_file import (
     CHUNKS_META,
+    COL_COLUMNS,
     CORE,
+    FILE_PATH,
+    PAGE_COLUMNS,
+    READ_VERSIONS,
+    RG_COLUMNS,
     ROWS,
     SNAPSHOT_MAGIC,
     SNAPSHOT_VERSION,
+    VALUE_TYPES,
     SnapshotFile,
     SnapshotSectionError,
     chunk_section,
+    declared_type,
     frame_snapshot,
+    join_files,
     section_of,
     snapshot_table,
+    widen_ints,
 )
-from carbonstore.store.arrow_numpy import from_numpy, take_pylist, to_numpy
+from carbonstore.store.arrow_numpy import from_numpy, to_numpy
 
 __all__ = ["BOUNDS_TYPES", "COL_COLUMNS", "DESC_FIELDS", "FILE_STRUCT", "FLAG_BITS", "PAGE_COLUMNS", "RG_COLUMNS",
            "SNAPSHOT_MAGIC", "SNAPSHOT_VERSION", "VALUE_TYPES", "Snapshot", "SnapshotFile",
@@ -77,27 +91,6 @@ __all__ = ["BOUNDS_TYPES", "COL_COLUMNS", "DESC_FIELDS", "FILE_STRUCT", "FLAG_BI
 _NP = npt.NDArray[Any]
 DESC_FIELDS = ("column_id", "name", "physical_type", "logical_type", "spark_type", "type_length",
                 "precision", "scale", "kind", "nested", "unit")
-FILE_STRUCT = pa.struct([
-    ("path", pa.string()), ("size", pa.int64()), ("num_rows", pa.int64()),
-    ("footer_offset", pa.int64()), ("footer_length", pa.int32()), ("created_by", pa.string()),
-    ("first_row_group", pa.int32()), ("num_row_groups", pa.int32()),
-])
-# per segment: column -> (array attribute of IndexArrays, arrow type)
-RG_COLUMNS = {"rg_file": ("rg_file", pa.int32()), "rg_index": ("rg_index", pa.int32()),
-       "rg_rows": ("rg_num_rows", pa.int64()), "rg_offset": ("rg_offset", pa.int64()),
-       "rg_length": ("rg_length", pa.int64())}
-# per slot, row-group level and page level: suffix -> (attribute, arrow type); None = by kind
-COL_COLUMNS = {"flags": ("flags", pa.uint8()), "nulls": ("null_count", pa.int64()), "nans": ("nan_count", pa.int64()),
-        "has_pages": ("has_pages", pa.uint8()), "boundary": ("boundary_order", pa.int8()),
-        "bloom_off": ("bloom_offset", pa.int64()), "bloom_len": ("bloom_length", pa.int32()),
-        "min": ("min", None), "max": ("max", None)}
-PAGE_COLUMNS = {"p_rg": ("row_group", pa.int32()), "p_first": ("first_row_index", pa.int64()),
-         "p_rows": ("row_count", pa.int64()), "p_offset": ("offset", pa.int64()),
-         "p_size": ("compressed_size", pa.int32()), "p_flags": ("flags", pa.uint8()),
-         "p_nulls": ("null_count", pa.int64()), "p_nans": ("nan_count", pa.int64()),
-         "p_min": ("min", None), "p_max": ("max", None)}
-VALUE_TYPES = {ValueKind.INT64: pa.int64(), ValueKind.FLOAT64: pa.float64(), ValueKind.BYTES: pa.binary(),
-           ValueKind.BIGINT: pa.binary()}
 BOUNDS_TYPES = {"INT64": pa.int64(), "FLOAT64": pa.float64(), "BYTES": pa.binary(), "BIGINT": pa.string()}
 FLAG_BITS = (("has_min", 1), ("has_max", 2), ("min_exact", 4), ("max_exact", 8), ("null_page", 16))
 
@@ -120,7 +113,7 @@ def flat_ranges(starts: _NP, ends: _NP) -> npt.NDArray[np.intp]:
 
 # ---- reading ----------------------------------------------------------------------------------
 
-class Snapshot:
+class Snapshot(SnapshotDataFiles):
     """An opened snapshot: the per-segment summary (``core``: ids, bounds, layouts, page
     counts, bloom presence) now; each chunk section and flat array on first use.
 
@@ -143,8 +136,11 @@ class Snapshot:
     def __init__(self, file: SnapshotFile, *, bloom_source: Callable[[str, str, int], BloomSource],
                  counters: Counter[str]) -> None:
         meta = file.meta
-        if meta.get("carbonstore.snapshot.version") != SNAPSHOT_VERSION:
+        version = getattr(file, "version", SNAPSHOT_VERSION)
+        if meta.get("carbonstore.snapshot.version") != version or version not in READ_VERSIONS:
             raise ValueError("unsupported snapshot version")
+        #: the file's format: its chunk sections are grouped by section_of of this version
+        self.version: str = version
         self.name = file.name
         self.source = file
         self.counters = counters
@@ -167,6 +163,7 @@ class Snapshot:
         self.bloom_base = to_numpy(core.column("bloom_base")).astype(np.int64)
         self.bloom_len = to_numpy(core.column("bloom_len")).astype(np.int64)
         self.slots = {k: ColumnDesc(**d) for k, d in orjson.loads(meta["carbonstore.slots"]).items()}
+        self._kinds = {k: d.kind for k, d in self.slots.items()}
         col = core.column("layout")  # dictionary-encoded by the writer: no string per segment
         layouts = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
         if not pa.types.is_dictionary(layouts.type):
@@ -216,7 +213,8 @@ class Snapshot:
                 for c in t.column_names:
                     parts.setdefault(c, []).append(t.column(c).combine_chunks())
         cols = dict(zip(self.core.column_names, self.core.columns, strict=True))
-        return pa.table({**cols, **{c: pa.chunked_array(p) for c, p in parts.items()}})
+        lists = widen_ints({c: pa.chunked_array(p) for c, p in parts.items()}, self._kinds)
+        return pa.table({**cols, **join_files(lists)})
 
     @property
     def nbytes(self) -> int:
@@ -265,7 +263,7 @@ class Snapshot:
         if not base:
             return
         for cache in (getattr(self, "_chunk_arrays", {}), getattr(self, "_chunk_flat", {})):
-            for key in [key for key in cache if key[1] == int(k) and section_of(key[0]) == base]:
+            for key in [key for key in cache if key[1] == int(k) and section_of(key[0], self.version) == base]:
                 del cache[key]
 
     def _found_damaged(self) -> None:
@@ -293,7 +291,7 @@ class Snapshot:
             raise ValueError("snapshot counts are negative")
 
     def _lens_key(self, column: str) -> str:
-        if column == "files":
+        if column in ("files", FILE_PATH):
             return "files"
         if column in RG_COLUMNS:
             return "rg"
@@ -330,15 +328,20 @@ class Snapshot:
         r0, r1 = int(self.chunk_starts[k]), int(self.chunk_starts[k + 1])
         if t.num_rows != r1 - r0:
             raise ValueError(f"{t.num_rows} rows, not {r1 - r0}")
+        wanted: dict[str, _NP] = {}  # a section's columns share their counts: compared once made
         for name in t.column_names:
-            if section_of(name) != base:
+            if section_of(name, self.version) != base:
                 raise ValueError(f"column {name} does not belong here")
             arr = _one_chunk(t.column(name))
             if not pa.types.is_list(arr.type) or arr.null_count:
                 raise ValueError(f"snapshot column {name} is not a list column without nulls")
             offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
-            want = self.offsets(name)[r0:r1 + 1]
-            if not np.array_equal(offs.astype(np.int64) - int(offs[0]), want - want[0]):
+            lk = self._lens_key(name)
+            want = wanted.get(lk)
+            if want is None:
+                full = self.offsets(name)[r0:r1 + 1]
+                want = wanted[lk] = full - full[0]
+            if not np.array_equal(offs if not offs[0] else offs - offs[0], want):
                 raise ValueError(f"snapshot column {name} does not match the summary's counts")
         if base == ROWS:
             rg_file = to_numpy(self._take_list(t, "rg_file")[0])
@@ -376,7 +379,7 @@ class Snapshot:
         if got is None:
             offs = self.offsets(column)
             r0, r1 = int(self.chunk_starts[k]), int(self.chunk_starts[k + 1])
-            section = chunk_section(section_of(column), k)
+            section = chunk_section(section_of(column, self.version), k)
             if section not in self.source.sections and offs[r1] == offs[r0]:
                 return None  # no segment of the chunk has the column: no section written
             t = self._section(section)
@@ -390,6 +393,8 @@ class Snapshot:
 
     # -- flat arrays ------------------------------------------------------------------------
     def _decode(self, column: str, arr: pa.Array) -> _NP:
+        """``arr``'s values as numpy, integers as stored (format 8 narrows them,
+        snapshot_file.narrow_ints: :meth:`widen` gives the declared type)."""
         key, _, suffix = column.partition(":")
         if suffix in ("min", "max", "p_min", "p_max") and (self.slots[key].kind or 0) == ValueKind.BIGINT:
             out = np.empty(len(arr), dtype=object)
@@ -397,8 +402,17 @@ class Snapshot:
             return out
         return to_numpy(arr)  # type: ignore[no-any-return]
 
+    def widen(self, column: str, got: _NP) -> _NP:
+        """``column``'s values ``got`` in its declared type (a copy only when narrowed)."""
+        if got.dtype.kind == "i":
+            want = declared_type(column, self._kinds)
+            if want is not None and pa.types.is_integer(want) and got.dtype.itemsize * 8 < want.bit_width:
+                return got.astype(want.to_pandas_dtype())
+        return got
+
     def chunk_values(self, column: str, k: int) -> _NP | None:
-        """The flat array of ``column`` over chunk ``k`` (decoded once; None: none there)."""
+        """The flat array of ``column`` over chunk ``k``, integers as stored (decoded once;
+        None: none there)."""
         got = self._chunk_flat.get((column, k))
         if got is None:
             arr = self._chunk_list(column, k)
@@ -417,7 +431,7 @@ class Snapshot:
             parts = [v for k in range(self.chunks) if (v := self.chunk_values(column, k)) is not None and len(v)]
             got = (parts[0] if len(parts) == 1 else np.concatenate(parts) if parts
                    else np.zeros(0, dtype=object if column.endswith("min") or column.endswith("max") else np.int64))
-            self._flat[column] = got
+            self._flat[column] = got = self.widen(column, got)
         return got
 
     def chunk_of(self, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
@@ -450,65 +464,10 @@ class Snapshot:
             else:
                 parts.append(vals[flat_ranges(offs[part] - base, offs[part + 1] - base)])
         if len(parts) == 1:
-            return parts[0]
+            return self.widen(column, parts[0])
         if not parts:
             return self.values(column)[:0] if column in self._flat else np.zeros(0, dtype=np.int64)
-        return np.concatenate(parts)
-
-    # -- files ------------------------------------------------------------------------------
-    def files(self) -> list[DataFile]:
-        """Every segment's DataFiles, concatenated (built once)."""
-        if self._files is None:
-            everything = range(int(self.offsets("files")[-1]))
-            self.prefetch_files(everything)
-            self._files = [self.file(i) for i in everything]
-        return self._files
-
-    def file(self, i: int) -> DataFile:
-        """DataFile ``i`` of :meth:`files` (built on first use: a plan needs few of them)."""
-        got = self._file_objs.get(i)
-        if got is None:
-            self.prefetch_files([i])
-            got = self._file_objs[i]
-        return got
-
-    def _file_fields(self, k: int) -> dict[str, pa.Array]:
-        got = self._file_cols.get(k)
-        if got is None:
-            arr = self._chunk_list("files", k)
-            if arr is None:
-                arr = pa.array([], FILE_STRUCT)
-            got = self._file_cols[k] = {f: arr.field(f) for f in FILE_STRUCT.names}
-        return got
-
-    def _by_chunk(self, indices: Sequence[int]) -> Iterator[tuple[int, list[int], list[int]]]:
-        """Global file ``indices`` by chunk: (chunk, positions in ``indices``, local indices)."""
-        idx = np.asarray(indices, dtype=np.int64)
-        firsts = self.offsets("files")[self.chunk_starts]
-        chunk = np.searchsorted(firsts, idx, side="right") - 1
-        for k in np.flatnonzero(np.bincount(chunk)).tolist():  # distinct, sorted
-            pos = np.flatnonzero(chunk == k)
-            yield k, pos.tolist(), (idx[pos] - firsts[k]).tolist()
-
-    def prefetch_files(self, indices: Sequence[int]) -> None:
-        """Build DataFiles ``indices`` of :meth:`files` now, in one batch per chunk: a plan
-        builds only the files it keeps (never a Python object per file of the table)."""
-        todo = [i for i in indices if i not in self._file_objs]
-        if not todo:
-            return
-        names = FILE_STRUCT.names
-        for k, pos, local in self._by_chunk(todo):
-            cols = {f: take_pylist(a, local) for f, a in self._file_fields(k).items()}
-            for j, p in enumerate(pos):
-                self._file_objs[todo[p]] = DataFile(**{f: cols[f][j] for f in names})
-
-    def file_paths(self, indices: Sequence[int]) -> list[str]:
-        """The paths of DataFiles ``indices`` (no DataFile built)."""
-        out: list[str] = [""] * len(indices)
-        for k, pos, local in self._by_chunk(indices):
-            for p, path in zip(pos, take_pylist(self._file_fields(k)["path"], local), strict=True):
-                out[p] = path
-        return out
+        return self.widen(column, np.concatenate(parts))  # (narrow chunks joined, then widened once)
 
     # -- writing a newer snapshot ------------------------------------------------------------
     def core_rows(self, r0: int, r1: int) -> pa.Table:
@@ -528,7 +487,7 @@ class Snapshot:
         out = []
         rows = np.asarray(rows, dtype=np.intp)
         chunk = self.chunk_of(rows)
-        for k in np.unique(chunk).tolist():
+        for k in np.flatnonzero(np.bincount(chunk)).tolist():  # distinct, sorted (np.unique loads numpy.ma)
             r0 = int(self.chunk_starts[k])
             local = from_numpy((rows[chunk == k] - r0).astype(np.int64))
             core = self.core_rows(r0, int(self.chunk_starts[k + 1]))
@@ -536,7 +495,7 @@ class Snapshot:
             for base in sorted(self._chunk_bases(k)):
                 t = self._section(chunk_section(base, k))
                 cols.update(zip(t.column_names, t.columns, strict=True))
-            out.append(pa.table(cols).take(local))
+            out.append(pa.table(join_files(widen_ints(cols, self._kinds))).take(local))  # rows as written
         return out
 
     # -- blooms -------------------------------------------------------------------------------
@@ -558,7 +517,7 @@ class Snapshot:
             self._bloom_slots[(group, name)] = found
         return found
 
-    def _segments_with_bloom(self, key: str) -> _NP:
+    def segments_with_bloom(self, key: str) -> _NP:
         """Per segment: does any row group have a bitset in slot ``key`` (the summary's)."""
         return to_numpy(self.core.column(f"blooms.{key}")).astype(bool)
 
@@ -571,13 +530,13 @@ class Snapshot:
             key = self._bloom_slot(int(group), name)
             if key is not None:
                 sel = groups == group
-                out[sel] = self._segments_with_bloom(key)[rows[sel]]
+                out[sel] = self.segments_with_bloom(key)[rows[sel]]
         return out & (self.bloom_base[rows] >= 0)
 
     def bloom_dir(self, row: int, name: str) -> dict[str, Any] | None:
         """Segment ``row``'s bloom directory entry of index column ``name`` (see cache.bloom_directory)."""
         found = self._bloom_slot(int(self.group[row]), name)
-        if found is None or not self._segments_with_bloom(found)[row]:
+        if found is None or not self.segments_with_bloom(found)[row]:
             return None
         one = np.array([row], dtype=np.intp)
         d = self.slots[found]

@@ -34,6 +34,26 @@ __all__ = ["SnapshotArrays", "SnapshotFiles"]
 
 _NP = npt.NDArray[Any]
 
+def take_flat(snap: Snapshot, column: str, idx: npt.NDArray[np.intp]) -> _NP:
+    """``column``'s flat values at positions ``idx`` (ascending) of the table-wide flat
+    array, taken chunk by chunk: no chunk is concatenated, only those of ``idx`` read."""
+    idx = np.asarray(idx, dtype=np.int64)
+    if not len(idx):
+        got = snap.chunk_values(column, 0) if snap.chunks else None
+        return snap.widen(column, got[:0]) if got is not None else np.zeros(0, dtype=np.int64)
+    firsts = snap.offsets(column)[snap.chunk_starts]
+    chunk = np.searchsorted(firsts, idx, side="right") - 1
+    cut = np.flatnonzero(np.diff(chunk)) + 1
+    parts = []
+    for first, part in zip([0, *cut.tolist()], np.split(idx, cut), strict=True):
+        k = int(chunk[first])
+        vals = snap.chunk_values(column, k)  # (as stored: widened once taken)
+        if vals is None:
+            raise SnapshotSectionError(f"{snap.source.what}: chunk {k} has no {column}")
+        parts.append(vals[part - firsts[k]])
+    return snap.widen(column, parts[0] if len(parts) == 1 else np.concatenate(parts))
+
+
 # ---- a run of segments as one index ---------------------------------------------------------
 class SnapshotFiles(Sequence[DataFile]):
     """DataFiles ``indices`` of a snapshot as a list, each built when first used.
@@ -42,10 +62,10 @@ class SnapshotFiles(Sequence[DataFile]):
     taken when the snapshot's chunk of them turns out damaged; without it the damage is
     raised (:class:`SnapshotSectionError`)."""
 
-    def __init__(self, snapshot: Snapshot, indices: list[int],
+    def __init__(self, snapshot: Snapshot, indices: npt.NDArray[np.intp],
                  fallback: Callable[[], Sequence[DataFile]] | None = None) -> None:
         self._snap = snapshot
-        self._indices = indices
+        self._indices = np.asarray(indices, dtype=np.intp)  # (an array: no Python int per file)
         self._fallback_fn = fallback
         self._fallback: Sequence[DataFile] | None = None
 
@@ -67,10 +87,10 @@ class SnapshotFiles(Sequence[DataFile]):
         if self._fallback is None:
             try:
                 if isinstance(i, slice):
-                    picked = self._indices[i]
+                    picked = self._indices[i].tolist()
                     self._snap.prefetch_files(picked)
                     return [self._snap.file(k) for k in picked]
-                return self._snap.file(self._indices[i])
+                return self._snap.file(int(self._indices[i]))
             except SnapshotSectionError:
                 if self._merged() is None:
                     raise
@@ -82,7 +102,7 @@ class SnapshotFiles(Sequence[DataFile]):
         """Build the DataFiles at ``positions`` in one batch (see Snapshot.prefetch_files)."""
         if self._fallback is None:
             try:
-                self._snap.prefetch_files([self._indices[p] for p in positions])
+                self._snap.prefetch_files(self._indices[np.asarray(positions, dtype=np.intp)].tolist())
             except SnapshotSectionError:
                 if self._merged() is None:
                     raise
@@ -91,7 +111,7 @@ class SnapshotFiles(Sequence[DataFile]):
         """The paths of the files at ``positions`` (no DataFile built)."""
         if self._fallback is None:
             try:
-                return self._snap.file_paths([self._indices[p] for p in positions])
+                return self._snap.file_paths(self._indices[np.asarray(positions, dtype=np.intp)].tolist())
             except SnapshotSectionError:
                 if self._merged() is None:
                     raise
@@ -158,6 +178,55 @@ class _SnapPages(_Guarded):
         return col.stat(name, page=True)
 
 
+#: a plan's surviving row groups of a large run take their pages alone (page_subset) when
+#: they are at most this share of the run's row groups, and the run has at least
+#: _SUBSET_MIN_RGS: the page arrays and layouts of every row group are not built
+_SUBSET_SHARE = 8
+_SUBSET_MIN_RGS = 4096
+
+
+class _SubsetPages(Lazy):
+    """The pages of some row groups of a snapshot column (``_SnapColumn.page_subset``),
+    each array taken at those pages' flat positions: no array of every page is built."""
+
+    LAZY = frozenset(PAGE_ARRAYS)
+
+    def __init__(self, col: _SnapColumn, counts: _NP, flat: npt.NDArray[np.intp]) -> None:
+        self._col = col
+        self._counts = counts
+        self._flat = flat
+
+    def _compute(self, name: str) -> Any:
+        if name == "row_group":
+            return np.repeat(np.arange(len(self._counts), dtype=np.int32), self._counts)
+        if name == "rg_start":
+            return np.concatenate([[0], np.cumsum(self._counts)]).astype(np.int64)
+        col = self._col
+        snap = col.owner.snapshot
+        bits = dict(FLAG_BITS)
+        if name in bits:
+            flags = self.__dict__.get("_flags")
+            if flags is None:
+                flags = self.__dict__["_flags"] = take_flat(snap, f"{col.key}:p_flags", self._flat)
+            return (flags & bits[name]) != 0
+        if name in ("min", "max") and col.kind not in VALUE_TYPES:
+            return np.empty(len(self._flat), dtype=object)
+        suffix = f"p_{name}" if name in ("min", "max") else next(
+            s for s, (attr, _) in PAGE_COLUMNS.items() if attr == name)
+        return take_flat(snap, f"{col.key}:{suffix}", self._flat)
+
+
+class _SubsetColumn:
+    """Row groups ``rgs`` of a snapshot column with their pages (ColumnArrays as far as page
+    pruning and page counts read it)."""
+
+    def __init__(self, col: _SnapColumn, rgs: npt.NDArray[np.intp], counts: _NP,
+                 flat: npt.NDArray[np.intp]) -> None:
+        self.name, self.desc, self.kind, self.key = col.name, col.desc, col.kind, col.key
+        self.has_pages = np.asarray(col.has_pages, dtype=bool)[rgs]
+        self.pages = _SubsetPages(col, counts, flat)
+
+
 class _SnapColumn(_Guarded):
     LAZY = frozenset(COLUMN_ARRAYS)
 
@@ -188,6 +257,44 @@ class _SnapColumn(_Guarded):
             return None
         return whole.columns[self.position], self.owner.rg_take, whole.rg_num_rows
 
+    def rg_page_counts(self) -> _NP:
+        """Pages of each row group of the run (of the page list; kept)."""
+        got = self.__dict__.get("_rg_page_counts")
+        if got is None:
+            owner = self.owner
+            offs = owner.snapshot.offsets(f"{self.key}:p_rg")
+            lens = offs[owner.rows + 1] - offs[owner.rows]
+            glob = owner.gather(f"{self.key}:p_rg").astype(np.int64) + np.repeat(owner.seg_rg[:-1], lens)
+            n = owner.num_row_groups
+            got = self.__dict__["_rg_page_counts"] = np.bincount(glob, minlength=n)[:n].astype(np.int64)
+        return got  # type: ignore[no-any-return]
+
+    def page_subset(self, rgs: npt.NDArray[np.intp]) -> _SubsetColumn | None:
+        """Row groups ``rgs`` (ascending) of the run with their pages alone, when they are few
+        of a large run (else None: the run's page arrays serve, built once and kept); None
+        also when a section turns out damaged (the run's arrays then come from the merge
+        indexes)."""
+        owner = self.owner
+        n = owner.num_row_groups
+        if n < _SUBSET_MIN_RGS or len(rgs) * _SUBSET_SHARE > n:
+            return None
+        try:
+            counts = self.rg_page_counts()
+            starts = np.concatenate([[0], np.cumsum(counts)])
+            c = counts[rgs]
+            idx = flat_ranges(starts[rgs], starts[rgs] + c)  # in the run's flat page list
+            offs = owner.snapshot.offsets(f"{self.key}:p_rg")
+            lens = offs[owner.rows + 1] - offs[owner.rows]
+            run_first = np.concatenate([[0], np.cumsum(lens)])
+            seg = np.searchsorted(run_first, idx, side="right") - 1
+            flat = (offs[owner.rows][seg] + (idx - run_first[seg])).astype(np.intp)
+            sub = _SubsetColumn(self, np.asarray(rgs, dtype=np.intp), c, flat)
+            for name in ("first_row_index", "row_count", "has_min", "null_count", "nan_count", "min", "max"):
+                getattr(sub.pages, name)  # read now: damage is seen here, not mid-plan
+            return sub
+        except SnapshotSectionError:
+            return None
+
     def stat(self, name: str, *, page: bool) -> Any:
         prefix = "p_" if page else ""
         bits = dict(FLAG_BITS)
@@ -210,6 +317,13 @@ class _SnapColumn(_Guarded):
     def _compute(self, name: str) -> Any:
         if name == "pages":
             return _SnapPages(self)
+        if name in ("bloom_offset", "bloom_length"):
+            owner = self.owner
+            if not owner.snapshot.segments_with_bloom(self.key)[owner.rows].any():
+                # the summary: no row group of the run has a bitset (the bloom references,
+                # a section of their own since format 8, are not read)
+                return (np.full(owner.num_row_groups, -1, np.int64) if name == "bloom_offset"
+                        else np.zeros(owner.num_row_groups, np.int32))
         if name in ("has_pages", "boundary_order", "bloom_offset", "bloom_length"):
             suffix = next(s for s, (attr, _) in COL_COLUMNS.items() if attr == name)
             values = self.owner.gather(f"{self.key}:{suffix}")
@@ -303,7 +417,7 @@ class SnapshotArrays(_Guarded):
         if name == "files":
             offs = snap.offsets("files")
             fallback = None if self._fallback_fn is None else (lambda: self.fallback_arrays().files)
-            return SnapshotFiles(snap, flat_ranges(offs[self.rows], offs[self.rows + 1]).tolist(), fallback)
+            return SnapshotFiles(snap, flat_ranges(offs[self.rows], offs[self.rows + 1]), fallback)
         if name == "rg_file":
             whole, pos = self.whole, self._positions
             if whole is not None and pos is not None:  # the larger run's (kept), renumbered

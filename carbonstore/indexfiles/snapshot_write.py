@@ -31,7 +31,9 @@ from carbonstore.indexfiles.snapshot_file import (
     chunk_section,
     frame_parts,
     ipc_bytes,
+    narrow_ints,
     section_of,
+    split_files,
 )
 
 __all__ = ["CHUNK_SEGMENTS", "encode_chunks", "encode_snapshot", "index_rows", "new_chunk"]
@@ -176,7 +178,7 @@ def _summary(t: pa.Table) -> pa.Table:
 def new_chunk(pieces: Sequence[pa.Table]) -> tuple[pa.Table, list[tuple[str, bytes, None]]]:
     """A chunk to encode from snapshot rows ``pieces`` (``index_rows`` or
     ``Snapshot.rows_tables``): its summary rows and its sections (base name, IPC bytes)."""
-    t = _summary(_aligned(pieces))
+    t = split_files(_summary(_aligned(pieces)))
     used = {k for lay in t.column("layout").to_pylist() for k in lay.split(",") if k}
     groups: dict[str, list[str]] = {}
     for name in t.column_names:
@@ -185,7 +187,7 @@ def new_chunk(pieces: Sequence[pa.Table]) -> tuple[pa.Table, list[tuple[str, byt
             continue  # a slot none of these segments has
         groups.setdefault(section_of(name), []).append(name)
     core = t.select(groups.pop(CORE))
-    return core, [(base, ipc_bytes(t.select(cols)), None) for base, cols in sorted(groups.items())]
+    return core, [(base, ipc_bytes(narrow_ints(t.select(cols))), None) for base, cols in sorted(groups.items())]
 
 
 def encode_chunks(chunks: Sequence[tuple[pa.Table, Sequence[tuple[str, bytes, int | None]]]],

@@ -37,7 +37,25 @@ def page_counts(
     whole_read = None if not (plan.pages.dropped_by_counts or plan.pages.dropped_by_minmax) else False
     total = kept_n = in_dropped = 0
     vstart = rs = re_ = None
+    kept_idx: npt.NDArray[np.intp] | None = None
     for col in _counted_columns(arrays, expr):
+        subset = getattr(col, "page_subset", None)
+        if subset is not None:  # few kept row groups of a large snapshot run: their pages
+            kept_idx = np.flatnonzero(kept) if kept_idx is None else kept_idx  # alone, the
+            sub = subset(kept_idx)  # others counted from the page list (no page layout of
+            if sub is not None:  # every row group is built)
+                every = np.where(np.asarray(col.has_pages, dtype=bool), col.rg_page_counts(), 0)
+                total += int(every.sum())
+                in_dropped += int(every[~kept].sum())
+                if vstart is None:
+                    vstart = np.concatenate([[0], np.cumsum(rows)])
+                    rs = vstart[local] + ranges[:, 0]
+                    re_ = vstart[local] + ranges[:, 1]
+                pages = sub.pages
+                has = sub.has_pages[pages.row_group] if len(pages.row_group) else np.zeros(0, dtype=bool)
+                a = vstart[kept_idx[pages.row_group[has]]] + pages.first_row_index[has]
+                kept_n += _overlapping(a, a + pages.row_count[has], rs, re_)
+                continue
         selected = getattr(col, "selection", None)
         if selected is not None and whole_read is None:  # (the page level dropped nothing)
             whole_read = len(local) == int(np.count_nonzero(kept)) and bool(
@@ -62,11 +80,16 @@ def page_counts(
         sel = kept[page_rg]
         a = page_start[sel]
         e = page_end[sel]
-        if len(rs):  # type: ignore[arg-type]
-            idx = np.searchsorted(rs, e, side="left") - 1  # type: ignore[arg-type]
-            ok = (idx >= 0) & (re_[np.clip(idx, 0, None)] > a)  # type: ignore[index]
-            kept_n += int(ok.sum())
+        kept_n += _overlapping(a, e, rs, re_)
     return total, kept_n, in_dropped
+
+
+def _overlapping(a: npt.NDArray[Any], e: npt.NDArray[Any], rs: Any, re_: Any) -> int:
+    """How many pages ``[a, e)`` overlap a range ``[rs, re_)`` (ascending, disjoint)."""
+    if not len(rs) or not len(a):
+        return 0
+    idx = np.searchsorted(rs, e, side="left") - 1
+    return int(((idx >= 0) & (re_[np.clip(idx, 0, None)] > a)).sum())
 
 
 def _selected_counts(selected: tuple[Any, npt.NDArray[np.intp], npt.NDArray[Any]]) -> tuple[

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from carbonstore.errors import CorruptMetadataError
 from carbonstore.expressions.expr import And, BoundRef, Eq, Expr, In, flatten, nodes
 from carbonstore.pruning.evaluator import LEVEL_BLOOM, StatsEvaluator, UnitStats
 from carbonstore.store.partitioning import (
@@ -42,7 +43,7 @@ from carbonstore.store.partitioning import (
     partition_of,
     removed_partitions,
 )
-from carbonstore.store.readable import ReadableEntries, extras_of
+from carbonstore.store.readable import EntryExtra, ReadableEntries, extras_of
 
 __all__ = ["PartitionMasks", "applies", "partition_masks"]
 
@@ -80,6 +81,8 @@ def partition_masks(
     if not view.partitioned:  # TableIndex.partitioned: applies(entries), once per view
         return None
     refs = _refs(expr)
+    if isinstance(entries, ReadableEntries) and not _may_drop(entries, refs):
+        return None  # (what the check below finds of the planned segments, from every extra)
     segs = [np.asarray(rg_seg[pi], dtype=np.int64) for pi in range(len(parts))]
     specs = _Specs()
     # what is read of each planned segment's entry, without building it (readable.py)
@@ -151,6 +154,21 @@ class _Specs:
         if got is None or got[0] is not raw:
             got = self._by_id[id(raw)] = (raw, entry_spec(entry))
         return got[1]
+
+
+def _may_drop(entries: ReadableEntries, refs: tuple[frozenset[str], frozenset[str]]) -> bool:
+    """Whether some entry lost partitions or was written with a spec the filter names,
+    from the distinct extras (a handful) rather than one look per planned segment: when
+    none does, no planned segment does either."""
+    _, extras = entries.extra_codes()
+    specs = _Specs()
+    for x in extras:
+        try:
+            if REMOVED_KEY in x or _names_any(specs.of(EntryExtra("", x)), refs):
+                return True
+        except CorruptMetadataError:  # said by the check below, if a planned segment has it
+            return True
+    return False
 
 
 def _distinct_segments(segs: Sequence[npt.NDArray[np.int64]]) -> list[int]:

@@ -26,8 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +49,7 @@ from carbonstore.pruning.cache import driver_cache
 from carbonstore.pruning.dictionary_rewrite import dictionary_safe
 from carbonstore.pruning.page_counts import page_counts
 from carbonstore.pruning.partition_prune import partition_masks
+from carbonstore.pruning.plan_files import SegDirs, file_json, file_plans, marked
 from carbonstore.pruning.plan_types import (
     LEVELS,
     DeferredFiles,
@@ -62,7 +62,7 @@ from carbonstore.pruning.plan_types import (
 from carbonstore.pruning.segment_blooms import SegmentBlooms
 from carbonstore.pruning.table_index import readable_segments, table_index
 from carbonstore.store.partitioning import REMOVED_KEY, live_deleted_rows, removed_rows
-from carbonstore.store.paths import check_segment_id, segment_dir_name
+from carbonstore.store.paths import check_segment_id
 from carbonstore.store.readable import EntryExtra, ReadableEntries
 from carbonstore.store.table import Table
 
@@ -229,36 +229,6 @@ def _remember(view: Any, key: Any, entries: Any, plan: TablePlan) -> None:
     plans[key] = (entries, plan)
 
 
-def _delta_map(entries: Sequence[Any]) -> dict[str, dict[str, Any]]:
-    """Load name -> data file -> its live delete delta, of the entries read now (never of
-    the cached index view, whose entries may predate a DELETE)."""
-    return {e.load_name: {d.data_file: d for d in e.delete_deltas}
-            for e in _marked(entries) if e.delete_deltas}
-
-
-def _delta_of(deltas: dict[str, dict[str, Any]], segment: str, path: str) -> tuple[str, int] | None:
-    """The live delete delta (path relative to the table, deleted rows) of kept file
-    ``path`` of ``segment`` (None: none)."""
-    mine = deltas.get(segment)
-    if not mine:
-        return None
-    seg_dir, _, rel = path.partition(f"/Segment_{segment}/")
-    d = mine.get(rel) if rel else None
-    return None if d is None else (f"{seg_dir}/Segment_{segment}/{d.delta_file}", d.deleted_rows)
-
-
-def _with_deltas(files: tuple[FilePlan, ...], entries: Sequence[Any]) -> tuple[FilePlan, ...]:
-    """Name each kept file's live delete delta of the planned version."""
-    deltas = _delta_map(entries)
-    if deltas:
-        out = []
-        for f in files:
-            d = _delta_of(deltas, f.segment, f.path)
-            out.append(f if d is None else replace(f, delete_delta=d[0], deleted_rows=d[1]))
-        files = tuple(out)
-    return files
-
-
 def _units(view: Any, surv: npt.NDArray[np.intp]) -> tuple[list[Any], list[npt.NDArray[np.intp]]]:
     """What the planner evaluates, and for each unit's row groups the view's segment index.
 
@@ -278,7 +248,7 @@ def _assemble(
 ) -> TablePlan:
     s0, s1, s2 = masks
     paths = table.paths
-    seg_dir = _SegDirs(paths)
+    seg_dir = SegDirs(paths)
     dropped_seg = ~s2
     kept_files = kept_rgs = 0
     pages_total = pages_kept = pages_rg = 0
@@ -334,8 +304,8 @@ def _assemble(
         table=str(table.name), where=where_text, expr=expr,
         planning_ms=(time.perf_counter() - t0) * 1000.0, root=paths.root,
         segments=tuple(kept_seg), levels=levels, dropped=dropped,
-        files=DeferredFiles(functools.partial(_file_plans, view, rg_seg, parts, plan, seg_dir, entries),
-                            json=functools.partial(_file_json, view, rg_seg, parts, plan, seg_dir, entries)),
+        files=DeferredFiles(functools.partial(file_plans, view, rg_seg, parts, plan, seg_dir, entries),
+                            json=functools.partial(file_json, view, rg_seg, parts, plan, seg_dir, entries)),
         version=version,
         deleted_rows=_deleted_rows(entries, all_entries),
     )
@@ -352,20 +322,12 @@ def _deleted_rows(entries: Sequence[Any], all_entries: Any = None) -> int:
         hit = _DELETED.get(id(all_entries))
         if hit is not None and hit[0] is all_entries:
             return hit[1]
-    n = sum(live_deleted_rows(e) for e in _marked(entries) if e.delete_deltas or REMOVED_KEY in e.extra)
+    n = sum(live_deleted_rows(e) for e in marked(entries) if e.delete_deltas or REMOVED_KEY in e.extra)
     if all_entries is not None:
         if len(_DELETED) >= 16:  # a few versions are live at a time: start over
             _DELETED.clear()
         _DELETED[id(all_entries)] = (all_entries, n)  # holding the tuple keeps its id unique
     return n
-
-
-def _marked(entries: Sequence[Any]) -> Sequence[Any]:
-    """The entries that may have delete deltas or replaced partitions (all of a list; of
-    readable entries, only those: no other entry is built)."""
-    if isinstance(entries, ReadableEntries):
-        return [entries[i] for i in entries.with_deltas_or(REMOVED_KEY)]
-    return entries
 
 
 def _first_of_each(values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
@@ -376,107 +338,6 @@ def _first_of_each(values: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
         return np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]])) if len(values) else \
             np.zeros(0, np.intp)
     return np.unique(values, return_index=True)[1]  # type: ignore[no-any-return]
-
-
-def _kept_rows(
-    view: Any, rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
-    plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs,
-) -> Iterator[tuple[str, str, list[tuple[int, int, list[list[int]], int]]]]:
-    """Each kept file in plan order: (segment id, path relative to the table, its kept row
-    groups as (index, rows, [[start, end), ...], compressed bytes)), plain Python values
-    taken once per array (a plan may keep tens of thousands of row groups)."""
-    if plan is None:
-        return
-    ranges: dict[int, list[list[int]]] = {}  # global row group -> its ranges, as lists
-    for g, ab in zip(plan.range_group.tolist(), plan.range_rows.tolist(), strict=True):
-        got = ranges.get(g)
-        if got is None:
-            ranges[g] = [ab]
-        else:
-            got.append(ab)
-    names = view.names
-    for pi, arrays in enumerate(parts):
-        rgs: dict[int, list[tuple[int, int, list[list[int]], int]]] = {}
-        file_seg: dict[int, str] = {}
-        lo, hi = np.searchsorted(plan.part, [pi, pi + 1])
-        kept = np.flatnonzero(plan.kept[lo:hi])
-        for g, f, seg, index, num_rows, length in zip(
-            (kept + int(lo)).tolist(), arrays.rg_file[kept].tolist(), rg_seg[pi][kept].tolist(),
-            arrays.rg_index[kept].tolist(), arrays.rg_num_rows[kept].tolist(),
-            arrays.rg_length[kept].tolist(), strict=True,
-        ):
-            file_seg[f] = names[seg]
-            rgs.setdefault(f, []).append((index, num_rows, ranges[g], length))
-        order = sorted(rgs)
-        of_paths = getattr(arrays.files, "paths", None)
-        paths = of_paths(order) if of_paths is not None else [arrays.files[f].path for f in order]
-        for f, path in zip(order, paths, strict=True):  # (a snapshot unit: paths, no DataFile)
-            sid = file_seg[f]
-            yield sid, f"{seg_dir[sid]}/{path}", rgs[f]
-
-
-def _file_plans(
-    view: Any, rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
-    plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs, entries: Sequence[Any],
-) -> tuple[FilePlan, ...]:
-    """The kept files and row groups as objects (built when a caller reads TablePlan.files)."""
-    files = tuple(
-        FilePlan(segment=sid, path=path, row_groups=tuple(
-            RowGroupPlan(index=index, num_rows=num_rows, row_ranges=tuple(map(tuple, rr)), length=length)
-            for index, num_rows, rr, length in rgs))
-        for sid, path, rgs in _kept_rows(view, rg_seg, parts, plan, seg_dir))
-    return _with_deltas(files, entries)
-
-
-def _file_json(
-    view: Any, rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
-    plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs, entries: Sequence[Any],
-) -> list[dict[str, Any]]:
-    """``[f.to_json() for f in _file_plans(...)]`` without the objects: a scan's plan may
-    keep tens of thousands of files, and ``carbonstore prune --json`` needs only this."""
-    deltas = _delta_map(entries)
-    out = []
-    for sid, path, rgs in _kept_rows(view, rg_seg, parts, plan, seg_dir):
-        d: dict[str, Any] = {"segment": sid, "path": path, "row_groups": [
-            {"index": index, "num_rows": num_rows, "row_ranges": rr} for index, num_rows, rr, _ in rgs]}
-        if deltas:
-            got = _delta_of(deltas, sid, path)
-            if got is not None:
-                d["delete_delta"], d["deleted_rows"] = got
-        out.append(d)
-    return out
-
-
-_SEG_DIRS: dict[tuple[str, str], str] = {}  # (table root, segment id) -> relative folder
-
-
-class _SegDirs(dict):  # type: ignore[type-arg]
-    """Segment id -> its folder relative to the table, computed on first use (and kept for
-    later plans of the process: the layout of a segment id never changes)."""
-
-    def __init__(self, paths: Any) -> None:
-        super().__init__()
-        self.paths = paths
-        self.root = paths.root  # (a property that joins: once, not once per segment)
-        fact = _SEG_DIRS.get((self.root, ""))  # the Fact folder, relative: once
-        if fact is None:
-            fact = _SEG_DIRS[(self.root, "")] = str(paths.relative(paths.fact_dir))
-        self.fact = fact
-
-    def __missing__(self, sid: str) -> str:
-        if sid.isdigit() and sid.isascii():  # a plain number cannot leave the folder
-            rel = self[sid] = f"{self.fact}/Segment_{sid}"
-            return rel
-        key = (self.root, sid)
-        rel = _SEG_DIRS.get(key)
-        if rel is None:
-            rel = f"{self.fact}/{segment_dir_name(sid)}"
-            if len(_SEG_DIRS) > 200_000:
-                _SEG_DIRS.clear()
-                _SEG_DIRS[(self.root, "")] = self.fact
-            _SEG_DIRS[key] = rel
-        self[sid] = rel
-        return rel
 
 
 def _level(total: int, kept: int, by_segment: int, rest: str, *, by_partition: int = 0) -> LevelSummary:
@@ -523,7 +384,7 @@ def _rows_level(rows: tuple[int, int], in_dropped: Any, parts: list[Any], pg: An
 
 def _explain(
     view: Any, expr: Expr, masks: tuple[Any, ...], rg_seg: list[npt.NDArray[np.intp]], parts: list[Any],
-    plan: planner_mod.PrunePlan | None, seg_dir: _SegDirs, *, keep: Sequence[Any] | None = None,
+    plan: planner_mod.PrunePlan | None, seg_dir: SegDirs, *, keep: Sequence[Any] | None = None,
 ) -> tuple[Dropped, ...]:
     s0, s1, s2 = masks
     out: list[Dropped] = []

@@ -306,7 +306,7 @@ def _page_ranges(
         kind = None if col is None or ref is None else value_kind(col, ref)
         if col is None or kind is None:
             continue
-        source, where = _selected_from(col, surv)  # page indices below are source's
+        source, where = _page_source(col, surv)  # page indices below are source's
         geometry = _page_geometry(source, where, vstart)
         if geometry is None:
             continue
@@ -371,6 +371,17 @@ def _page_ranges(
         owners = surv[r_rg].astype(np.int64)  # ascending: runs are in row order
         pairs = np.stack([r_start, r_end], axis=1).astype(np.int64)
     return owners, pairs, dropped
+
+
+def _page_source(col: ColumnArrays, rgs: npt.NDArray[np.intp]) -> tuple[ColumnArrays, npt.NDArray[np.intp]]:
+    """Row groups ``rgs`` of ``col`` and the arrays their pages are taken from: a few row
+    groups of a large snapshot run alone with their pages (``page_subset``: no array over
+    every page of the run is built), else :func:`_selected_from`."""
+    subset = getattr(col, "page_subset", None)
+    sub = subset(rgs) if subset is not None else None
+    if sub is not None:
+        return sub, np.arange(len(rgs), dtype=np.intp)
+    return _selected_from(col, rgs)
 
 
 def _selected_from(col: ColumnArrays, rgs: npt.NDArray[np.intp]) -> tuple[ColumnArrays, npt.NDArray[np.intp]]:

@@ -2,7 +2,8 @@
 table_index.write_snapshot; format: indexfiles/snapshot.py).
 
 A chunk of the previous snapshot whose segments are, in order, the table's next ones is
-copied as it is (its bytes and checksums) when it is full or the table's last; the other
+copied as it is (its bytes and checksums) when it is full or the table's last and the
+snapshot is of the current format (an older one's rows are encoded anew: upgrade on write); the other
 segments - the open tail chunk and segments committed since - are encoded into new chunks
 of CHUNK_SEGMENTS, from the previous snapshot's rows or their merge indexes (loaded in
 bounded batches). The segment bounds come with them, one piece per chunk.
@@ -17,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from carbonstore.indexfiles.segment_bounds import SegmentBounds
-from carbonstore.indexfiles.snapshot import DESC_FIELDS, Snapshot
+from carbonstore.indexfiles.snapshot import DESC_FIELDS, SNAPSHOT_VERSION, Snapshot
 from carbonstore.indexfiles.snapshot_write import CHUNK_SEGMENTS, index_rows, new_chunk
 from carbonstore.pruning.segment_index import SegmentIndex, load_segment
 from carbonstore.store.table import Table
@@ -112,7 +113,7 @@ def snapshot_chunks(view: Any) -> tuple[list[Any], dict[str, dict[str, Any]], Se
     i, n = 0, view.size
     while i < n:
         row = rows_of[i]
-        if row is not None and snap is not None and pending_n == 0:
+        if row is not None and snap is not None and pending_n == 0 and snap.version == SNAPSHOT_VERSION:
             k = int(snap.chunk_of(np.array([row], dtype=np.intp))[0])
             first, end = int(snap.chunk_starts[k]), int(snap.chunk_starts[k + 1])
             count = end - first

@@ -16,6 +16,7 @@ import pyarrow as pa
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.arrays import BloomSource
 from carbonstore.indexfiles.snapshot import SNAPSHOT_VERSION, Snapshot, SnapshotFile
+from carbonstore.indexfiles.snapshot_file import READ_VERSIONS
 from carbonstore.pruning.cache import COUNTERS, bloom_source, driver_cache
 from carbonstore.pruning.segment_index import merge_index_names
 from carbonstore.store.table import Table
@@ -25,10 +26,12 @@ __all__ = ["DAMAGED_SNAPSHOTS", "SNAPSHOT_LOCK", "SNAPSHOT_PREFIX", "SNAPSHOT_SU
 
 SNAPSHOT_SUFFIX = ".carbonsnap"
 SNAPSHOT_LOCK = "index_snapshot.lock"
-#: File names of the current format start so; older formats' snapshots (``snapshot_*``) are
-#: not read (a process of an older release still finds its own) and are deleted when a new
-#: snapshot is written.
+#: File names of the current format start so; those of the formats still read
+#: (READ_VERSIONS: format 7) are read until a write replaces them, older formats' snapshots
+#: (``snapshot_*``) are not read (a process of an older release still finds its own) and are
+#: deleted when a new snapshot is written.
 SNAPSHOT_PREFIX = f"snapshot{SNAPSHOT_VERSION}_"
+_READ_PREFIXES = tuple(f"snapshot{v}_" for v in READ_VERSIONS)
 # (table folder, snapshot name) of snapshots found damaged after they were opened: not
 # taken again (planning falls back to the merge indexes and writes a new one)
 DAMAGED_SNAPSHOTS: set[tuple[str, str]] = set()
@@ -40,8 +43,10 @@ def all_snapshot_files(table: Table) -> list[str]:
 
 
 def snapshot_names(table: Table) -> list[str]:
-    """The table's snapshot files of the current format, oldest first."""
-    return [n for n in all_snapshot_files(table) if n.startswith(SNAPSHOT_PREFIX)]
+    """The table's snapshot files of the formats read, oldest first (by the time in their
+    names: a newer format's first snapshot follows the older one it replaces)."""
+    names = [n for n in all_snapshot_files(table) if n.startswith(_READ_PREFIXES)]
+    return sorted(names, key=lambda n: (n.partition("_")[2], n))
 
 
 def _snapshot_blooms(table: Table) -> Any:

@@ -102,8 +102,10 @@ def string_array(items: list[Any]) -> pa.Array:
         got = binary_array(encoded)
         if not any(type(s) is bytes for s in items):
             return got.view(pa.string())
-        try:
-            return got.cast(pa.string())  # checks the bytes are UTF-8
+        try:  # a view checked in full: the bytes are UTF-8 (cast would load pyarrow.compute)
+            out = got.view(pa.string())
+            out.validate(full=True)
+            return out
         except pa.ArrowInvalid:
             pass  # pyarrow's own error below
     return pa.array(items, pa.string())

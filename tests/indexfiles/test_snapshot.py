@@ -295,8 +295,10 @@ def test_a_snapshot_with_inconsistent_arrays_only_costs_speed(store: Store, chan
     COUNTERS.clear()
     plan = prune(t, "id = 150")
     assert plan.segments == ("1",) and plan.levels["rows"].kept == 10
-    # found when opened (row-group lists: the core section) or when the plan reads the slot
-    # (then the arrays of the surviving segment come from its merge index)
+    assert [rg.length > 0 for f in plan.files for rg in f.row_groups] == [True]  # byte ranges: a reader's
+    # found when opened (row-group lists: the core section), when the plan reads the slot or
+    # when its files' byte ranges are read (then the arrays of the surviving segment come
+    # from its merge index)
     assert COUNTERS["snapshot_errors"] == 1 and COUNTERS["merge_index_reads"] in (1, 3)
     again = prune(t, "id = 150")  # not taken again
     assert _plain_plan(again) == _plain_plan(plan)

@@ -293,6 +293,29 @@ def test_a_fresh_lookup_imports_no_compute_kernels(checkpointed: tuple[str, dict
         assert not _NOT_FOR_A_LOOKUP & set(got["modules"]), (f["where"], sorted(_NOT_FOR_A_LOOKUP & set(got["modules"])))
 
 
+def test_a_dictionary_filter_loads_no_compute_kernels(checkpointed: tuple[str, dict[str, Any]]) -> None:
+    """``cat = 'cat_42'`` on the dictionary column, planned alone in a fresh process: exact,
+    and the translation to a surrogate (the dictionary's chunks decoded, its stored sort
+    index checked and searched) loads neither pyarrow.compute nor the dictionary's load and
+    write sides (together about 60 ms of a fresh process)."""
+    import os
+    import subprocess
+
+    import carbonstore
+
+    store, res = checkpointed
+    env = {**os.environ, "PYTHONPATH": str(Path(carbonstore.__file__).parents[1])}
+    f = next(f for f in res["filters"] if f["where"].startswith("cat "))
+    out = subprocess.run([sys.executable, "-c", _FRESH_ONE, store, scale_table.TABLE, f["where"]],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["kept"] == [f["files"], f["row_groups"]], f
+    assert "carbonstore.dictionary.column" in got["modules"]  # (the filter was translated)
+    loaded = {"pyarrow.compute", "pandas", "carbonstore.dictionary.load", "carbonstore.dictionary.writer"}
+    assert not loaded & set(got["modules"]), sorted(loaded & set(got["modules"]))
+
+
 def test_a_fresh_prune_imports_no_pandas_or_sqlglot(checkpointed: tuple[str, dict[str, Any]]) -> None:
     """Every filter of expected.json planned from the Arrow checkpoint in a fresh process,
     then the metadata commands: the plans are exact, and neither pandas (pyarrow imports it

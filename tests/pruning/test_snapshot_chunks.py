@@ -166,6 +166,7 @@ def test_a_lookup_reads_the_chunks_of_the_segments_it_keeps(generated: tuple[str
     k = int(plan.segments[0]) // CHUNK
     read = set(snap.sections_read)
     assert read <= {"core", f"rows#{k}", f"{_slot(t, 'id')}#{k}", f"{_slot(t, 'id')}:p#{k}"}, read
+    assert read >= {"core", f"rows#{k}", f"{_slot(t, 'id')}#{k}"}, read
     assert COUNTERS.get("merge_index_reads", 0) == 0
 
 

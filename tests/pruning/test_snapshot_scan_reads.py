@@ -1,0 +1,219 @@
+"""What a scan's plan reads of the index snapshot (format 8) on generated tables: the
+sections of what it evaluates and reports - never the byte ranges, file sizes or bloom
+references a reader needs, nor another column's statistics; the kept row groups of a large
+run take their pages alone; a format 7 snapshot still plans and is upgraded on write; a
+damaged section a plan does not read is refused where it is read."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from carbonstore import Store
+from carbonstore.indexfiles import snapshot_arrays, snapshot_write
+from carbonstore.indexfiles.snapshot_file import SnapshotFile, frame_snapshot, snapshot_table
+from carbonstore.pruning import snapshot_chunks, table_index
+from carbonstore.pruning.cache import COUNTERS, clear_cache
+from carbonstore.pruning.plan import prune
+from carbonstore.pruning.snapshot_files import snapshot_names
+from carbonstore.pruning.table_index import refresh_index_snapshot
+from carbonstore.store.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import scale_table  # noqa: E402
+
+SEGMENTS, FILES, ROW_GROUPS, CHUNK = 21, 2, 2, 4
+#: what a reader needs and a plan's answer never does
+_READERS_ONLY = ("rg_offset", "rg_length", "files", ":p_offset", ":p_size", ":bloom_off", ":bloom_len")
+_SCANS = ("low_cardinality_eq", "nan_double_range", "sort_range", "partition_day")
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(snapshot_write, "CHUNK_SEGMENTS", CHUNK)
+    monkeypatch.setattr(snapshot_chunks, "CHUNK_SEGMENTS", CHUNK)
+    yield
+    clear_cache()
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    out = str(tmp_path_factory.mktemp("scanreads") / "store")
+    res = scale_table.generate(out, SEGMENTS, FILES, ROW_GROUPS, per_commit=7, quiet=True, snapshot=False)
+    return out, res
+
+
+def _table(store: str) -> Table:
+    return Store(store).table(scale_table.TABLE)
+
+
+def _fresh_snapshot(t: Table) -> tuple[str, bytes]:
+    for p in Path(t.paths.index_snapshot_dir).glob("*"):
+        p.unlink()
+    clear_cache()
+    refresh_index_snapshot(t)
+    clear_cache()
+    name = snapshot_names(t)[-1]
+    return name, Path(t.paths.index_snapshot_dir, name).read_bytes()
+
+
+def _plan_json(t: Table, where: str) -> dict[str, Any]:
+    out = prune(t, where).to_json()
+    out.pop("planning_ms")
+    return out  # type: ignore[no-any-return]
+
+
+def _slot_names(f: SnapshotFile) -> dict[str, str]:
+    return {k: d["name"] for k, d in orjson.loads(f.meta["carbonstore.slots"]).items()}
+
+
+@pytest.mark.parametrize("name", _SCANS)
+def test_a_scan_reads_what_it_evaluates_and_reports(generated: tuple[str, dict[str, Any]], small_chunks: None,
+                                                    name: str) -> None:
+    store, res = generated
+    t = _table(store)
+    snap_name, data = _fresh_snapshot(t)
+    f = SnapshotFile(snap_name, lambda off, n: data[off:off + n], len(data))
+    want = next(x for x in res["filters"] if x["name"] == name)
+    plan = _plan_json(t, want["where"])  # the plan and its JSON, as `prune --json` prints it
+    assert (len(plan["files"]), plan["levels"]["row_groups"]["kept"]) == (want["files"], want["row_groups"])
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None and snap.chunks == 6 and not snap._file_objs  # no DataFile built
+    columns = {c.split(" ")[0].lower() for c in want["where"].replace("(", " ").split() if c.isidentifier()}
+    slots = _slot_names(f)
+    for section in snap.sections_read:
+        if section == "core":
+            continue
+        held = f.read(section).column_names
+        assert not [c for c in held if c.endswith(_READERS_ONLY)], (section, held)
+        # statistics of the columns the filter names only
+        assert all(slots[c.split(":")[0]] in columns for c in held if ":" in c), (section, held)
+    read = sum(f.sections[s][1] for s in snap.sections_read)
+    assert read < 0.3 * len(data), (read, len(data))
+
+
+def test_few_row_groups_of_a_large_run_take_their_pages_alone(generated: tuple[str, dict[str, Any]],
+                                                               small_chunks: None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan whose kept row groups take their pages alone (no page array of every row group
+    of the run) is the plan the run's page arrays give: ranges, levels, files."""
+    store, res = generated
+    t = _table(store)
+    _fresh_snapshot(t)
+    monkeypatch.setattr(snapshot_arrays, "_SUBSET_MIN_RGS", 10**9)
+    whole = {f["name"]: _plan_json(t, f["where"]) for f in res["filters"]}
+    clear_cache()
+    monkeypatch.setattr(snapshot_arrays, "_SUBSET_MIN_RGS", 0)
+    monkeypatch.setattr(snapshot_arrays, "_SUBSET_SHARE", 1)
+    taken: list[int] = []
+    subset = snapshot_arrays._SnapColumn.page_subset
+
+    def counting(self: Any, rgs: Any) -> Any:
+        got = subset(self, rgs)
+        taken.append(got is not None)
+        return got
+
+    monkeypatch.setattr(snapshot_arrays._SnapColumn, "page_subset", counting)
+    for f in res["filters"]:
+        assert _plan_json(t, f["where"]) == whole[f["name"]], f["name"]
+        assert _plan_json(t, f["where"] + " AND id >= 0") == _plan_json(t, f["where"] + " AND id >= 0")
+    assert any(taken)
+    # pages the page level dropped are there to compare: some plan kept partial row groups
+    assert any(w["levels"]["pages"]["dropped_by_stats"] for w in whole.values())
+
+
+def test_a_format_7_snapshot_still_plans_and_is_upgraded_on_write(generated: tuple[str, dict[str, Any]],
+                                                                   small_chunks: None) -> None:
+    store, res = generated
+    t = _table(store)
+    name, data = _fresh_snapshot(t)
+    want = {f["name"]: _plan_json(t, f["where"]) for f in res["filters"]}
+    old = name.replace("snapshot8_", "snapshot7_")
+    folder = Path(t.paths.index_snapshot_dir)
+    table = snapshot_table(name, data)
+    table = table.replace_schema_metadata({**table.schema.metadata, b"carbonstore.snapshot.version": b"7"})
+    (folder / old).write_bytes(frame_snapshot(table, chunk_rows=CHUNK, version="7"))
+    (folder / name).unlink()
+    clear_cache()
+    COUNTERS.clear()
+    for f in res["filters"]:
+        assert _plan_json(t, f["where"]) == want[f["name"]], f["name"]
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None and snap.name == old and snap.version == "7"
+    assert "rows#0" in snap.sections_read and not COUNTERS.get("merge_index_reads")
+    assert not COUNTERS.get("snapshot_errors")
+    new = refresh_index_snapshot(t)  # upgrade on write: every row re-encoded, none copied
+    assert new is not None and new.startswith("snapshot8_") and snapshot_names(t)[-1] == new
+    assert not COUNTERS.get("merge_index_reads")
+    got, was = snapshot_table(new, (folder / new).read_bytes()), snapshot_table(name, data)
+    assert sorted(got.column_names) == sorted(was.column_names)
+    assert all(got.column(c).equals(was.column(c)) for c in was.column_names), [
+        c for c in was.column_names if not got.column(c).equals(was.column(c))]
+    clear_cache()
+    for f in res["filters"]:
+        assert _plan_json(t, f["where"]) == want[f["name"]], f["name"]
+
+
+@pytest.mark.parametrize("section", ["files#1", "rgpos#2", "paths#3", "id:q#0", "k:b#4", "cat:b#5"])
+def test_a_damaged_section_is_refused_where_it_is_read(generated: tuple[str, dict[str, Any]], small_chunks: None,
+                                                       section: str) -> None:
+    """Damage in a section a plan does not read never changes a plan; the plan's files (byte
+    ranges) or the next write (which verifies what it copies) refuse it."""
+    store, res = generated
+    t = _table(store)
+    name, data = _fresh_snapshot(t)
+    want = {f["name"]: _plan_json(t, f["where"]) for f in res["filters"]}
+    f = SnapshotFile(name, lambda off, n: data[off:off + n], len(data))
+    base, _, k = section.partition("#")
+    column, sep, suffix = base.partition(":")
+    if sep:
+        section = next(s for s, c in _slot_names(f).items() if c == column) + f":{suffix}#{k}"
+    off, n, _ = f.sections[section]
+    damaged = bytearray(data)
+    damaged[f.base + off + n // 2] ^= 0x10
+    Path(t.paths.index_snapshot_dir, name).write_bytes(bytes(damaged))
+    clear_cache()
+    COUNTERS.clear()
+    for x in res["filters"]:
+        plan = prune(t, x["where"])
+        assert [rg.length > 0 for fp in plan.files for rg in fp.row_groups] == [True] * x["row_groups"]
+        got = plan.to_json()
+        got.pop("planning_ms")
+        assert got == want[x["name"]], x["name"]
+    new = refresh_index_snapshot(t)  # verifies what it copies: the damaged chunk is not copied
+    assert new is not None and new != name
+    assert COUNTERS["snapshot_errors"] + COUNTERS["merge_index_reads"] >= 1
+    assert snapshot_table(new, Path(t.paths.index_snapshot_dir, new).read_bytes()).equals(snapshot_table(name, data))
+    clear_cache()
+    for x in res["filters"]:
+        assert _plan_json(t, x["where"]) == want[x["name"]], x["name"]
+
+
+@pytest.mark.parametrize("section", ["cat:p#2", "v:p#0", "id:p#3", "d:p#5"])
+def test_a_damaged_page_section_plans_exactly_when_pages_are_taken_alone(
+        generated: tuple[str, dict[str, Any]], small_chunks: None, monkeypatch: pytest.MonkeyPatch,
+        section: str) -> None:
+    store, res = generated
+    t = _table(store)
+    name, data = _fresh_snapshot(t)
+    want = {f["name"]: _plan_json(t, f["where"]) for f in res["filters"]}
+    monkeypatch.setattr(snapshot_arrays, "_SUBSET_MIN_RGS", 0)
+    monkeypatch.setattr(snapshot_arrays, "_SUBSET_SHARE", 1)
+    f = SnapshotFile(name, lambda off, n: data[off:off + n], len(data))
+    column, _, rest = section.partition(":")
+    section = next(s for s, c in _slot_names(f).items() if c == column) + f":{rest}"
+    off, n, _ = f.sections[section]
+    damaged = bytearray(data)
+    damaged[f.base + off + n // 2] ^= 0x10
+    Path(t.paths.index_snapshot_dir, name).write_bytes(bytes(damaged))
+    clear_cache()
+    COUNTERS.clear()
+    for x in res["filters"]:  # the damaged chunk's pages come from the merge indexes
+        assert _plan_json(t, x["where"]) == want[x["name"]], x["name"]
+    if column == "cat":  # (cat = 'cat_42' keeps row groups of every chunk: it read the damage)
+        assert COUNTERS["snapshot_errors"] >= 1
