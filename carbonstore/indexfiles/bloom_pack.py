@@ -15,7 +15,15 @@ same block number in every bitset of one size, so the blocks a probe needs from 
 segments are one contiguous row (one 4 KiB chunk): a probe of 1,600 segments verifies 13
 chunks, not 1,600.
 
-Layout (little-endian)::
+Format 2 (written; format 1 is still read and planned as before) adds SUMMARIES: per segment
+and bitset class (group, size), the OR of its row-group bitsets, in stripes after the
+row-group stripes (bloom_pack_build.py derives them). A probe tests the summaries first and
+then only the row-group bitsets of the segments they keep, found through ``seg_start``
+(format 2 lists the bitsets by segment); a segment's entries are converted and checked when
+a probe reaches them, not on open. The segment ids and merge index names are stored as
+UTF-8 with their lengths. Full layout: docs/index-format.md.
+
+Layout of format 1 (little-endian)::
 
     prefix (64 bytes): magic "CSBLPACK" | u32 version | u32 chunk bytes | u64 directory length
         | u64 chunks | u64 data offset | u64 xxh64 of the directory | u64 xxh64 of bytes [0, 48)
@@ -47,7 +55,6 @@ import functools
 import mmap
 import struct
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -61,24 +68,25 @@ from carbonstore.store.fs import AnyFS, as_store_fs
 
 __all__ = [
     "BLOOM_PACK_PREFIX", "BLOOM_PACK_SUFFIX", "BLOOM_PACK_VERSION", "CHUNK_BYTES", "STRIPE_WIDTH",
-    "BloomPack", "PackBuilder",
+    "PACK_HEAD", "PACK_MAGIC", "PACK_PREFIX_SIZE", "READ_VERSIONS", "BloomPack", "round_up",
 ]
 
 BLOOM_PACK_PREFIX = "blooms_"
 BLOOM_PACK_SUFFIX = ".carbonbloom"
-BLOOM_PACK_VERSION = 1
+BLOOM_PACK_VERSION = 2  # written; 1 (no summaries, bitsets in any order) is still read
+READ_VERSIONS = (1, 2)
 CHUNK_BYTES = 4096
 _PROBE_BATCH = 1 << 16  # bitsets probed at a time for one hash
 STRIPE_WIDTH = 128  # bitsets per stripe: a row of 32-byte blocks fills one 4 KiB chunk
-_MAGIC = b"CSBLPACK"
-_PREFIX = struct.Struct("<8sIIQQQQ")  # magic, version, chunk bytes, dir len, chunks, data offset, dir sum
-_PREFIX_SIZE = 64
+PACK_MAGIC = b"CSBLPACK"
+PACK_HEAD = struct.Struct("<8sIIQQQQ")  # magic, version, chunk bytes, dir len, chunks, data offset, dir sum
+PACK_PREFIX_SIZE = 64
 _MASK32 = np.uint64(0xFFFFFFFF)
 _OK, _BAD = 1, -1
 _WORDS = np.arange(8, dtype=np.int64)  # the 32-bit words of a 32-byte block
 
 
-def _round_up(n: int, to: int) -> int:
+def round_up(n: int, to: int) -> int:
     return -(-n // to) * to
 
 
@@ -97,7 +105,7 @@ class BloomPack:
 
     def __init__(self, name: str, *, head: bytes, directory: bytes | memoryview, sums: npt.NDArray[np.uint64],
                  data: Any, fetch: Any, table_id: str | None) -> None:
-        _, _, chunk, _, nchunks, doff, dsum = _PREFIX.unpack_from(head, 0)
+        _, version, chunk, _, nchunks, doff, dsum = PACK_HEAD.unpack_from(head, 0)
         self.name = name
         self.chunk_bytes = int(chunk)
         self.num_chunks = int(nchunks)
@@ -108,30 +116,58 @@ class BloomPack:
             jlen = struct.unpack_from("<I", directory, 0)[0]
             meta = orjson.loads(directory[4 : 4 + jlen])
             nst, nbs = int(meta["stripes"]), int(meta["bitsets"])
-            pos = 4 + jlen
-            arrays = []
-            for dtype, count in (("<i8", nst), ("<i8", nst), ("<i8", nst), ("<i8", nst),
-                                 ("<i4", nbs), ("<i4", nbs), ("<i4", nbs), ("<i4", nbs)):
-                arrays.append(np.frombuffer(directory, dtype=dtype, count=count, offset=pos).astype(np.int64))
-                pos += count * int(dtype[-1])
             self.table_id = str(meta["table_id"])
             # the covered segments' ids and merge index names, each joined by newlines (split
             # when asked: a plan compares the bytes, key_bytes, no string per segment)
-            self._joined: tuple[str, str] = (str(meta["segment_ids"]), str(meta["merges"]))
-            lines = [j.count("\n") + 1 for j in self._joined]
-            if lines[0] != lines[1]:
-                raise ValueError("segment ids and merge index names disagree")
-            self.num_segments = lines[0] if self._joined[0] else 0
+            self._keys: tuple[tuple[npt.NDArray[np.int64], bytes], ...] | None = None
+            if version >= 2:  # the names as UTF-8 after the entries (no JSON string to unescape)
+                self._joined = ("", "")
+                self.num_segments = int(meta["segments"])
+            else:
+                self._joined = (str(meta["segment_ids"]), str(meta["merges"]))
+                lines = [j.count("\n") + 1 for j in self._joined]
+                if lines[0] != lines[1]:
+                    raise ValueError("segment ids and merge index names disagree")
+                self.num_segments = lines[0] if self._joined[0] else 0
             self.groups: list[dict[str, Any]] = [dict(g) for g in meta["groups"]]
+            # format 2: stripes [0, bitset_stripes) hold row-group bitsets, the rest summaries;
+            # the bitsets are listed by segment (seg_start), then one entry per summary
+            self.version = version
+            self.num_rg_stripes = int(meta.get("bitset_stripes", nst)) if version >= 2 else nst
+            nsm = int(meta.get("summaries", 0)) if version >= 2 else 0
+            layout: list[tuple[str, int]] = [("<i8", nst)] * 4 + [("<i4", nbs)] * 4
+            if version >= 2:
+                layout += [("<i8", self.num_segments + 1)] + [("<i4", nsm)] * 4 + [("<i4", self.num_segments)] * 2
+            pos = 4 + jlen
+            arrays = []
+            for dtype, count in layout:  # views of the directory: converted when used
+                arrays.append(np.frombuffer(directory, dtype=dtype, count=count, offset=pos))
+                pos += count * int(dtype[-1])
+            if version >= 2:
+                keys = []
+                for lengths in arrays[13:15]:
+                    size = int(lengths.sum(dtype=np.int64))
+                    if len(lengths) and int(lengths.min()) < 0 or pos + size > len(directory):
+                        raise ValueError("segment names outside the directory")
+                    keys.append((lengths.astype(np.int64), bytes(directory[pos : pos + size])))
+                    pos += size
+                self._keys = (keys[0], keys[1])
         except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as err:
             raise CorruptIndexError(f"{name}: bloom pack directory does not decode: {err}") from err
         if pos != len(directory):
             raise CorruptIndexError(f"{name}: bloom pack directory has {len(directory) - pos} stray bytes")
         if table_id is not None and self.table_id != table_id:
             raise CorruptIndexError(f"{name}: bloom pack of another table ({self.table_id})")
-        (self.st_chunk0, self.st_chunks, self.st_width, self.st_blocks,
-         self.bs_seg, self.bs_group, self.bs_stripe, self.bs_slot) = arrays
+        self.st_chunk0, self.st_chunks, self.st_width, self.st_blocks = (a.astype(np.int64) for a in arrays[:4])
+        self._bs_raw = arrays[4:8]  # per bitset: segment, group, stripe, slot (checked when used)
+        self.seg_start: npt.NDArray[np.int64] | None = None
+        self.sm_seg = self.sm_group = self.sm_stripe = self.sm_slot = np.zeros(0, dtype=np.int64)
+        if version >= 2:
+            self.seg_start = arrays[8].astype(np.int64)
+            self.sm_seg, self.sm_group, self.sm_stripe, self.sm_slot = (a.astype(np.int64) for a in arrays[9:13])
         self._check_layout()
+        if version < 2:  # format 1: every bitset checked on open, as always
+            _ = self.bs_seg
         self.sums = sums
         self._data = data  # the whole file as words (local) or the data region (filled by fetch)
         # the same words as 32-byte blocks (8 words a row; the file and the data region are
@@ -146,16 +182,25 @@ class BloomPack:
     @functools.cached_property
     def segment_ids(self) -> list[str]:
         """The covered segments' ids, in pack order."""
-        return self._joined[0].split("\n") if self.num_segments else []
+        return self._names(0)
 
     @functools.cached_property
     def merges(self) -> list[str]:
         """The covered segments' merge index names, in pack order."""
-        return self._joined[1].split("\n") if self.num_segments else []
+        return self._names(1)
+
+    def _names(self, which: int) -> list[str]:
+        if self._keys is None:
+            return self._joined[which].split("\n") if self.num_segments else []
+        lengths, raw = self._keys[which]
+        ends = np.cumsum(lengths).tolist()
+        return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
     def key_bytes(self) -> tuple[tuple[npt.NDArray[np.int64], bytes], tuple[npt.NDArray[np.int64], bytes]]:
         """(lengths, UTF-8 bytes) of the segment ids and of the merge index names, in pack
         order (arrow_numpy.strings_bytes of the lists), from the joined text."""
+        if self._keys is not None:
+            return self._keys[0], self._keys[1]
         out = []
         for joined in self._joined:
             raw = joined.encode("utf-8", "surrogatepass")
@@ -178,16 +223,112 @@ class BloomPack:
 
     def _check_layout(self) -> None:
         c0, cn, w, nb = self.st_chunk0, self.st_chunks, self.st_width, self.st_blocks
-        t = self.bs_stripe
-        bad = (len(c0) and (
+        bad = bool(len(c0) and (
             c0.min() < 0 or cn.min() < 0 or int((c0 + cn).max()) > self.num_chunks or w.min() < 1
-            or nb.min() < 1 or (w * nb * BLOCK_BYTES > cn * self.chunk_bytes).any())
-        ) or (len(t) and (
-            self.bs_seg.min() < 0 or self.bs_seg.max() >= self.num_segments or self.bs_group.min() < 0
-            or self.bs_group.max() >= len(self.groups) or t.min() < 0 or t.max() >= len(c0)
-            or self.bs_slot.min() < 0 or (self.bs_slot >= w[t]).any()))
+            or nb.min() < 1 or (w * nb * BLOCK_BYTES > cn * self.chunk_bytes).any()))
+        bad = bad or not 0 <= self.num_rg_stripes <= len(c0)
+        start = self.seg_start
+        if start is not None:  # the bitsets by segment: starts at 0, never falls, ends at the last
+            bad = bad or (len(start) and (int(start[0]) != 0 or int(start[-1]) != len(self._bs_raw[0])
+                                          or bool((np.diff(start) < 0).any())))
+        if len(self.sm_seg):
+            bad = bad or self._bad_entries(self.sm_seg, self.sm_group, self.sm_stripe, self.sm_slot,
+                                           self.num_rg_stripes, len(c0))
         if bad or self.chunk_bytes < BLOCK_BYTES or self.chunk_bytes % BLOCK_BYTES:
             raise CorruptIndexError(f"{self.name}: bloom pack directory describes bitsets outside its data")
+
+    def _bad_entries(self, seg: npt.NDArray[Any], group: npt.NDArray[Any], stripe: npt.NDArray[Any],
+                     slot: npt.NDArray[Any], lo: int, hi: int) -> bool:
+        """Whether one of these bitset entries names a segment, group, stripe (of [lo, hi)) or
+        slot that does not exist."""
+        if not len(stripe):
+            return False
+        return bool(seg.min() < 0 or seg.max() >= self.num_segments or group.min() < 0
+                    or group.max() >= len(self.groups) or stripe.min() < lo or stripe.max() >= hi
+                    or slot.min() < 0 or (slot >= self.st_width[stripe]).any())
+
+    def _checked_bitsets(self) -> tuple[npt.NDArray[np.int64], ...]:
+        got = self.__dict__.get("_bs")
+        if got is None:
+            got = tuple(a.astype(np.int64) for a in self._bs_raw)
+            if self._bad_entries(*got, 0, self.num_rg_stripes) or (
+                    self.seg_start is not None and len(got[0]) and bool((np.diff(got[0]) < 0).any())):
+                raise CorruptIndexError(f"{self.name}: bloom pack directory describes bitsets outside its data")
+            if self.seg_start is not None and len(got[0]) and not np.array_equal(
+                    np.searchsorted(got[0], np.arange(self.num_segments + 1)), self.seg_start):
+                raise CorruptIndexError(f"{self.name}: bloom pack directory lists bitsets out of order")
+            self.__dict__["_bs"] = got
+        return got  # type: ignore[no-any-return]
+
+    @property
+    def bs_seg(self) -> npt.NDArray[np.int64]:
+        """Per bitset: its segment (every bitset's entry checked the first time one is asked)."""
+        return self._checked_bitsets()[0]
+
+    @property
+    def bs_group(self) -> npt.NDArray[np.int64]:
+        """Per bitset: its group."""
+        return self._checked_bitsets()[1]
+
+    @property
+    def bs_stripe(self) -> npt.NDArray[np.int64]:
+        """Per bitset: its stripe."""
+        return self._checked_bitsets()[2]
+
+    @property
+    def bs_slot(self) -> npt.NDArray[np.int64]:
+        """Per bitset: its place in its stripe."""
+        return self._checked_bitsets()[3]
+
+    @property
+    def summarised(self) -> bool:
+        """Whether the pack lists its bitsets by segment and carries segment summaries (format 2)."""
+        return self.seg_start is not None
+
+    def bitsets_of(self, segs: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64],
+                                                             npt.NDArray[np.int64]]:
+        """The bitsets of pack segments ``segs`` (format 2: read from the per-segment list,
+        only their entries converted and checked): (bitsets, their segment, their group)."""
+        start = self.seg_start
+        if start is None or "_bs" in self.__dict__:
+            if start is None:
+                wanted = np.zeros(self.num_segments, dtype=bool)
+                wanted[segs] = True
+                b = np.flatnonzero(wanted[self.bs_seg]).astype(np.intp)
+            else:
+                b = _ranges(start[segs], start[np.asarray(segs) + 1])
+            return b, self.bs_seg[b], self.bs_group[b]
+        b = _ranges(start[segs], start[np.asarray(segs) + 1])
+        seg, group, stripe, slot = (a[b].astype(np.int64) for a in self._bs_raw)
+        if self._bad_entries(seg, group, stripe, slot, 0, self.num_rg_stripes) or not np.array_equal(
+                seg, np.repeat(np.asarray(segs, dtype=np.int64), (start[segs + 1] - start[segs]))):
+            raise CorruptIndexError(f"{self.name}: bloom pack directory describes bitsets outside its data")
+        return b, seg, group
+
+    def summaries_of(self, name: str) -> npt.NDArray[np.intp]:
+        """The summaries of every group of column ``name``."""
+        key = "\0summaries:" + name
+        got = self._by_name.get(key)
+        if got is None:
+            groups = np.array([g.get("name") == name for g in self.groups] + [False], dtype=bool)
+            got = self._by_name[key] = np.flatnonzero(groups[self.sm_group]).astype(np.intp)
+        return got
+
+    def summary_layout(self, summaries: npt.NDArray[np.intp]) -> tuple[npt.NDArray[Any], ...]:
+        """:meth:`layout` of summaries ``summaries`` (for :meth:`probe`)."""
+        t = self.sm_stripe[summaries]
+        return (self.st_blocks[t].astype(np.uint64),
+                self.st_chunk0[t] * self.chunk_bytes + self.sm_slot[summaries] * BLOCK_BYTES,
+                self.st_width[t] * BLOCK_BYTES)
+
+    def stripe_members(self, t: int) -> npt.NDArray[np.intp]:
+        """The bitsets of stripe ``t`` (a row-group stripe), by bitset number."""
+        order = self.__dict__.get("_by_stripe")
+        if order is None:
+            order = np.argsort(self.bs_stripe, kind="stable")
+            bounds = np.searchsorted(self.bs_stripe[order], np.arange(len(self.st_chunk0) + 1))
+            order = self.__dict__["_by_stripe"] = (order.astype(np.intp), bounds)
+        return order[0][order[1][t] : order[1][t + 1]]  # type: ignore[no-any-return]
 
     # -- opening ----------------------------------------------------------------------------
     @classmethod
@@ -207,35 +348,41 @@ class BloomPack:
             if sfs.local:
                 with open(path, "rb") as f:
                     size = f.seek(0, 2)
-                    if size < _PREFIX_SIZE:
+                    if size < PACK_PREFIX_SIZE:
                         raise CorruptIndexError(f"{name}: bloom pack truncated")
                     mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                if hasattr(mapped, "madvise"):  # a probe touches scattered chunks: no read-ahead
-                    mapped.madvise(mmap.MADV_RANDOM)
                 view = memoryview(mapped)
-                doff, dlen, nchunks, chunk = cls._prefix(name, view[:_PREFIX_SIZE], size)
+                doff, dlen, nchunks, chunk = cls._prefix(name, view[:PACK_PREFIX_SIZE], size)
+                # a probe touches scattered chunks: no read-ahead there; the directory and the
+                # checksums are read whole (a page fault per 4 KiB of them costs more than the hash)
+                page = mmap.PAGESIZE
+                random_from = -(-doff // page) * page
+                if hasattr(mapped, "madvise") and random_from < size:
+                    mapped.madvise(mmap.MADV_RANDOM, random_from, size - random_from)
+                    if random_from:
+                        mapped.madvise(mmap.MADV_WILLNEED, 0, random_from)
                 words = np.frombuffer(mapped, dtype="<u4")
-                sums = np.frombuffer(mapped, dtype="<u8", count=nchunks, offset=_PREFIX_SIZE + dlen)
-                return cls(name, head=bytes(view[:_PREFIX_SIZE]),
-                           directory=view[_PREFIX_SIZE : _PREFIX_SIZE + dlen], sums=sums,  # (no copy)
+                sums = np.frombuffer(mapped, dtype="<u8", count=nchunks, offset=PACK_PREFIX_SIZE + dlen)
+                return cls(name, head=bytes(view[:PACK_PREFIX_SIZE]),
+                           directory=view[PACK_PREFIX_SIZE : PACK_PREFIX_SIZE + dlen], sums=sums,  # (no copy)
                            data=words, fetch=None, table_id=table_id)
             f = sfs.open_input_file(path)
             size = f.size()
             head = f.read_at(min(size, 1 << 16), 0)
-            if len(head) < _PREFIX_SIZE:
+            if len(head) < PACK_PREFIX_SIZE:
                 raise CorruptIndexError(f"{name}: bloom pack truncated")
-            doff, dlen, nchunks, chunk = cls._prefix(name, head[:_PREFIX_SIZE], size)
-            meta_end = _PREFIX_SIZE + dlen + 8 * nchunks
+            doff, dlen, nchunks, chunk = cls._prefix(name, head[:PACK_PREFIX_SIZE], size)
+            meta_end = PACK_PREFIX_SIZE + dlen + 8 * nchunks
             if meta_end > len(head):
                 head = head + f.read_at(meta_end - len(head), len(head))
-            sums = np.frombuffer(head, dtype="<u8", count=nchunks, offset=_PREFIX_SIZE + dlen)
+            sums = np.frombuffer(head, dtype="<u8", count=nchunks, offset=PACK_PREFIX_SIZE + dlen)
             data = np.zeros(nchunks * chunk // 4, dtype="<u4")  # calloc: pages only where written
 
             def fetch(first: int, count: int) -> bytes:
                 return bytes(f.read_at(count * chunk, doff + first * chunk))
 
-            return cls(name, head=bytes(head[:_PREFIX_SIZE]),
-                       directory=bytes(head[_PREFIX_SIZE : _PREFIX_SIZE + dlen]), sums=sums,
+            return cls(name, head=bytes(head[:PACK_PREFIX_SIZE]),
+                       directory=bytes(head[PACK_PREFIX_SIZE : PACK_PREFIX_SIZE + dlen]), sums=sums,
                        data=data, fetch=fetch, table_id=table_id)
         except (OSError, ValueError) as err:
             raise CorruptIndexError(f"{name}: cannot read bloom pack: {err}") from err
@@ -244,11 +391,11 @@ class BloomPack:
     def _prefix(name: str, head: Any, size: int) -> tuple[int, int, int, int]:
         if xxhash.xxh64_intdigest(bytes(head[:48])) != struct.unpack_from("<Q", head, 48)[0]:
             raise CorruptIndexError(f"{name}: bloom pack header fails its checksum")
-        magic, version, chunk, dlen, nchunks, doff, _ = _PREFIX.unpack_from(head, 0)
-        if magic != _MAGIC or version != BLOOM_PACK_VERSION:
-            raise CorruptIndexError(f"{name}: not a bloom pack of format version {BLOOM_PACK_VERSION}")
+        magic, version, chunk, dlen, nchunks, doff, _ = PACK_HEAD.unpack_from(head, 0)
+        if magic != PACK_MAGIC or version not in READ_VERSIONS:
+            raise CorruptIndexError(f"{name}: not a bloom pack of format version {READ_VERSIONS}")
         if (chunk < BLOCK_BYTES or chunk % BLOCK_BYTES or doff % chunk
-                or doff < _PREFIX_SIZE + dlen + 8 * nchunks or size != doff + nchunks * chunk):
+                or doff < PACK_PREFIX_SIZE + dlen + 8 * nchunks or size != doff + nchunks * chunk):
             raise CorruptIndexError(f"{name}: bloom pack of {size} bytes disagrees with its header (cut?)")
         return int(doff), int(dlen), int(nchunks), int(chunk)
 
@@ -265,9 +412,11 @@ class BloomPack:
         """What a probe of bitsets ``bitsets`` computes before it looks at a hash: per bitset
         its number of blocks, the data byte of its block 0 and the bytes between two blocks
         (a reused handle probes the same bitsets for a new key every plan: computed once)."""
-        t = self.bs_stripe[bitsets]
+        # (the entries as stored: every bitset number handed out was checked, by bitsets_of
+        # or with every entry of the pack)
+        t = self._bs_raw[2][bitsets].astype(np.int64)
         return (self.st_blocks[t].astype(np.uint64),
-                self.st_chunk0[t] * self.chunk_bytes + self.bs_slot[bitsets] * BLOCK_BYTES,
+                self.st_chunk0[t] * self.chunk_bytes + self._bs_raw[3][bitsets].astype(np.int64) * BLOCK_BYTES,
                 self.st_width[t] * BLOCK_BYTES)
 
     def probe(self, bitsets: npt.NDArray[np.intp], hashes: npt.NDArray[np.uint64],
@@ -400,115 +549,19 @@ class BloomPack:
 
     def segment_bitsets(self, seg: int) -> npt.NDArray[np.intp]:
         """The bitsets of segment ``seg``, in order."""
-        return np.flatnonzero(self.bs_seg == seg).astype(np.intp)
+        return self.bitsets_of(np.array([seg], dtype=np.intp))[0]
 
 
-class PackBuilder:
-    """Builds a bloom pack: segments, then their bitsets (new, or whole stripes copied from a
-    pack); :meth:`encode` lays the pending bitsets out in stripes of equal block counts."""
-
-    def __init__(self, table_id: str, *, chunk_bytes: int = CHUNK_BYTES, stripe_width: int | None = None) -> None:
-        self.table_id = table_id
-        self.chunk_bytes = chunk_bytes
-        self.stripe_width = STRIPE_WIDTH if stripe_width is None else stripe_width
-        self.segments: list[tuple[str, str]] = []
-        self._seg_ids: dict[tuple[str, str], int] = {}
-        self.groups: list[dict[str, Any]] = []
-        self._group_ids: dict[bytes, int] = {}
-        self.stripes: list[tuple[int, int, int, int]] = []  # first chunk, chunks, width, blocks
-        self.bitsets: list[tuple[int, int, int, int]] = []  # segment, group, stripe, slot
-        self.pending: dict[int, list[tuple[int, int, bytes]]] = {}  # blocks -> (segment, group, bytes)
-        self.parts: list[bytes] = []
-        self.sums: list[npt.NDArray[np.uint64]] = []
-        self.chunks = 0
-
-    def segment(self, segment_id: str, merge: str) -> int:
-        """The index of a covered segment (added the first time)."""
-        key = (segment_id, merge)
-        got = self._seg_ids.get(key)
-        if got is None:
-            got = self._seg_ids[key] = len(self.segments)
-            self.segments.append(key)
-        return got
-
-    def _group(self, group: dict[str, Any]) -> int:
-        key = orjson.dumps(group, option=orjson.OPT_SORT_KEYS)
-        g = self._group_ids.get(key)
-        if g is None:
-            g = self._group_ids[key] = len(self.groups)
-            self.groups.append(group)
-        return g
-
-    def add_bitset(self, seg: int, group: dict[str, Any], bitset: bytes) -> None:
-        """Add a bitset of segment ``seg`` (group: its column name and descriptor)."""
-        n = len(bitset)
-        if n < BLOCK_BYTES or n % BLOCK_BYTES:
-            raise CorruptIndexError(f"bloom bitset of {n} bytes is not a whole number of 32-byte blocks")
-        self.pending.setdefault(n // BLOCK_BYTES, []).append((seg, self._group(group), bytes(bitset)))
-
-    def add_segment(self, segment_id: str, merge: str, bitsets: Sequence[tuple[dict[str, Any], bytes]]) -> None:
-        """Add a segment and its bitsets."""
-        seg = self.segment(segment_id, merge)
-        for group, bitset in bitsets:
-            self.add_bitset(seg, group, bitset)
-
-    def copy_stripe(self, pack: BloomPack, t: int, segs: npt.NDArray[np.intp],
-                    raw: tuple[bytes, npt.NDArray[np.uint64]] | None = None) -> None:
-        """Copy stripe ``t`` of ``pack`` verbatim (chunks and checksums, or ``raw``: what
-        ``pack.stripe_chunks(t)`` returned); ``segs[i]`` is this pack's index of ``pack``'s
-        segment ``i``."""
-        if pack.chunk_bytes != self.chunk_bytes:
-            raise ValueError("chunk sizes differ")
-        data, sums = pack.stripe_chunks(t) if raw is None else raw
-        mine = len(self.stripes)
-        self.stripes.append((self.chunks, len(sums), int(pack.st_width[t]), int(pack.st_blocks[t])))
-        for b in np.flatnonzero(pack.bs_stripe == t).tolist():
-            self.bitsets.append((int(segs[pack.bs_seg[b]]), self._group(pack.groups[int(pack.bs_group[b])]),
-                                 mine, int(pack.bs_slot[b])))
-        self.sums.append(np.array(sums, dtype=np.uint64))
-        self.parts.append(data)
-        self.chunks += len(sums)
-
-    def _flush(self) -> None:
-        cb = self.chunk_bytes
-        for blocks, items in sorted(self.pending.items()):
-            for at in range(0, len(items), self.stripe_width):
-                these = items[at : at + self.stripe_width]
-                w = len(these)
-                mine = len(self.stripes)
-                cols = np.frombuffer(b"".join(b for _, _, b in these), dtype=np.uint8).reshape(w, blocks, BLOCK_BYTES)
-                body = cols.transpose(1, 0, 2).tobytes()  # row b: block b of every bitset
-                body += bytes(_round_up(len(body), cb) - len(body))
-                count = len(body) // cb
-                self.stripes.append((self.chunks, count, w, blocks))
-                for k, (seg, group, _) in enumerate(these):
-                    self.bitsets.append((seg, group, mine, k))
-                view = memoryview(body)
-                self.sums.append(np.fromiter((xxhash.xxh64_intdigest(view[i * cb : (i + 1) * cb]) for i in range(count)),
-                                             dtype=np.uint64, count=count))
-                self.parts.append(body)
-                self.chunks += count
-        self.pending.clear()
-
-    def encode(self) -> bytes:
-        """The pack file's bytes."""
-        self._flush()
-        if any("\n" in x for seg in self.segments for x in seg):
-            raise ValueError("a segment id or merge index name holds a line break")
-        meta = orjson.dumps({"table_id": self.table_id, "segment_ids": "\n".join(s for s, _ in self.segments),
-                             "merges": "\n".join(m for _, m in self.segments), "groups": self.groups,
-                             "stripes": len(self.stripes), "bitsets": len(self.bitsets)})
-        st = np.array(self.stripes, dtype=np.int64).reshape(-1, 4)
-        bs = np.array(self.bitsets, dtype=np.int64).reshape(-1, 4)
-        directory = b"".join([
-            struct.pack("<I", len(meta)), meta,
-            *[st[:, i].astype("<i8").tobytes() for i in range(4)],
-            *[bs[:, i].astype("<i4").tobytes() for i in range(4)],
-        ])
-        sums = (np.concatenate(self.sums) if self.sums else np.zeros(0, np.uint64)).astype("<u8").tobytes()
-        doff = _round_up(_PREFIX_SIZE + len(directory) + len(sums), self.chunk_bytes)
-        head = _PREFIX.pack(_MAGIC, BLOOM_PACK_VERSION, self.chunk_bytes, len(directory), self.chunks, doff,
-                            xxhash.xxh64_intdigest(directory))
-        head += struct.pack("<Q", xxhash.xxh64_intdigest(head)) + bytes(8)
-        pad = bytes(doff - _PREFIX_SIZE - len(directory) - len(sums))
-        return b"".join([head, directory, sums, pad, *self.parts])
+def _ranges(first: npt.NDArray[Any], end: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
+    """The numbers of every range ``[first[i], end[i])``, one after the other."""
+    n = np.asarray(end, dtype=np.int64) - np.asarray(first, dtype=np.int64)
+    total = int(n.sum())
+    if not total:
+        return np.zeros(0, dtype=np.intp)
+    step = np.ones(total, dtype=np.int64)
+    keep = n > 0
+    f, n = np.asarray(first, dtype=np.int64)[keep], n[keep]
+    at = np.cumsum(n)[:-1]
+    step[0] = f[0]
+    step[at] = f[1:] - (f[:-1] + n[:-1]) + 1
+    return np.cumsum(step).astype(np.intp)

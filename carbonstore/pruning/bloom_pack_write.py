@@ -8,11 +8,8 @@ from typing import Any
 import numpy as np
 
 from carbonstore.errors import CorruptIndexError
-from carbonstore.indexfiles.bloom_pack import (
-    BLOOM_PACK_PREFIX,
-    BLOOM_PACK_SUFFIX,
-    PackBuilder,
-)
+from carbonstore.indexfiles.bloom_pack import BLOOM_PACK_PREFIX, BLOOM_PACK_SUFFIX
+from carbonstore.indexfiles.bloom_pack_build import PackBuilder
 from carbonstore.pruning.cache import (
     COUNTERS,
 )
@@ -79,8 +76,8 @@ def _copy_previous(table: Table, builder: PackBuilder, keys: set[tuple[str, str]
     loose: list[tuple[int, int, bytes]] = []
     copy: list[tuple[int, tuple[bytes, Any]]] = []
     try:  # read everything first: a failure leaves the builder untouched
-        for t in range(len(previous.st_chunk0)):
-            members = np.flatnonzero(previous.bs_stripe == t)
+        for t in range(previous.num_rg_stripes):  # (summaries are derived again)
+            members = previous.stripe_members(t)
             if (mine[previous.bs_seg[members]] >= 0).all() and len(members) == builder.stripe_width:
                 copy.append((t, previous.stripe_chunks(t)))
                 continue

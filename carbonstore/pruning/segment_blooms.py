@@ -18,7 +18,6 @@ probed without decoding its index header.
 
 from __future__ import annotations
 
-import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -28,14 +27,12 @@ import numpy.typing as npt
 from carbonstore.errors import CorruptIndexError
 from carbonstore.expressions.expr import BoundRef, Eq, Expr, In
 from carbonstore.indexfiles import bloom as bloom_mod
-from carbonstore.indexfiles.bloom import BLOCK_BYTES
 from carbonstore.indexfiles.bloom_pack import (
     BLOOM_PACK_PREFIX,
     BLOOM_PACK_SUFFIX,
     BloomPack,
 )
 from carbonstore.indexfiles.bloom_probe import might_contain_packed, remember_verdicts
-from carbonstore.indexfiles.indexfile import bitsets_span
 from carbonstore.pruning import planner as planner_mod
 from carbonstore.pruning.cache import (
     COUNTERS,
@@ -45,164 +42,11 @@ from carbonstore.pruning.cache import (
     packed_bitsets,
     view_bloom_pack,
 )
+from carbonstore.pruning.packed_bitsets import KEEP, PACK_DESC, Packed
 from carbonstore.pruning.view_keys import KeyBytes, key_bytes_of
 from carbonstore.store.table import Table
 
 __all__ = ["PACK_DESC", "SegmentBlooms", "bloom_pack_names", "open_pack"]
-
-_UNSEEN = -2  # segment not looked at yet
-_KEEP = -1  # no usable bitsets of the column: kept as it is
-PACK_DESC = ("column_id", "kind", "physical_type", "type_length", "logical_type", "unit", "scale", "nested")
-
-
-class _Packed:
-    """A column's bitsets of the segments of one view read so far.
-
-    ``group[i]``: segment ``i``'s directory group (same column id and encoding), or
-    _UNSEEN / _KEEP; ``read[i]``: its bitsets are in a chunk. A chunk is (words, start word
-    of each bitset, its number of 32-byte blocks, its segment).
-    """
-
-    def __init__(self, ids: list[tuple[str, str]], seed: _Packed | None = None) -> None:
-        size = len(ids)
-        self.ids = ids  # each segment's (segment id, merge index name)
-        self.group = np.full(size, _UNSEEN, dtype=np.int32)
-        self.read = np.zeros(size, dtype=bool)
-        self.remembered = np.zeros(size, dtype=bool)  # bitsets handed to the bitset cache
-        self.descs: list[dict[str, Any]] = []
-        self._desc_ids: dict[tuple[Any, ...], int] = {}
-        self.where: dict[int, tuple[list[int], list[int], Any]] = {}  # each segment's bitsets
-        self.chunks: list[tuple[Any, Any, Any, Any]] = []
-        self.nbytes = 0
-        self.lock = threading.Lock()  # one plan at a time reads into it
-        if seed is not None:
-            with seed.lock:
-                self._adopt(seed)
-
-    def _adopt(self, old: _Packed) -> None:
-        """Take over what ``old`` (a table view before this one: same table and column) read
-        of the segments both views have (same segment id and merge index: the same bitsets,
-        verified then): its chunks' words are shared, not copied, and not read again."""
-        mine = {x: i for i, x in enumerate(self.ids)}
-        moved = np.array([mine.get(x, -1) for x in old.ids], dtype=np.intp)
-        both = np.flatnonzero(moved >= 0)
-        self.descs = list(old.descs)
-        self._desc_ids = dict(old._desc_ids)
-        self.group[moved[both]] = old.group[both]
-        self.read[moved[both]] = old.read[both]
-        self.remembered[moved[both]] = old.remembered[both]
-        self.where = {int(moved[i]): w for i, w in old.where.items() if moved[i] >= 0}
-        for words, start, blocks, owner in old.chunks:
-            to = moved[owner]
-            kept = to >= 0
-            if not kept.any():
-                continue
-            if not kept.all():
-                start, blocks, to = start[kept], blocks[kept], to[kept]
-            self.chunks.append((words, start, blocks, to))
-            self.nbytes += words.nbytes + 24 * len(to)
-
-    def classify(self, view: Any, name: str, segs: npt.NDArray[np.intp]) -> None:
-        for i in segs[self.group[segs] == _UNSEEN].tolist():
-            found = view.bloom_dir(i, name)
-            if found is None:
-                self.group[i] = _KEEP
-                continue
-            d, read = found
-            offsets, lengths = d["offset"], d["length"]
-            if not offsets or min(offsets) < 0:
-                self.group[i] = _KEEP  # a row group without a bloom may hold anything
-                continue
-            key = tuple(repr(d.get(k)) for k in PACK_DESC)
-            g = self._desc_ids.get(key)
-            if g is None:
-                g = self._desc_ids[key] = len(self.descs)
-                self.descs.append({k: d.get(k) for k in PACK_DESC})
-            self.group[i] = g
-            self.where[i] = (offsets, lengths, read)
-
-    def load(self, segs: list[int]) -> None:
-        """Read the bitsets of ``segs`` (classified, unread) into one new chunk: each
-        segment's in one ranged read straight into the chunk's words where its reader can
-        (indexfile.read_bitsets), else bitset by bitset."""
-        ranged: list[tuple[int, list[int], list[int], Any, int, int]] = []
-        single: list[int] = []
-        size = 0
-        for i in segs:
-            offsets, lengths, read = self.where[i]
-            for n in lengths:
-                if n < BLOCK_BYTES or n % BLOCK_BYTES:
-                    raise CorruptIndexError(f"bloom bitset of {n} bytes is not a whole number of 32-byte blocks")
-            if getattr(read, "block", None) is None:
-                single.append(i)
-                continue
-            first, end = bitsets_span(offsets, lengths)
-            ranged.append((i, offsets, lengths, read, first, size))
-            size += -(-(end - first) // 4) * 4
-        words = np.empty(size // 4, dtype="<u4")
-        raw = memoryview(words).cast("B")
-        start: list[int] = []
-        blocks: list[int] = []
-        owner: list[int] = []
-        for i, offsets, lengths, read, first, pos in ranged:
-            read.block(offsets, lengths, raw[pos:])
-            start.extend((pos + o - first) // 4 for o in offsets)
-            blocks.extend(n // BLOCK_BYTES for n in lengths)
-            owner.extend([i] * len(lengths))
-            self.read[i] = True
-        extra: list[Any] = []
-        pos = len(words)
-        for i in single:
-            offsets, lengths, read = self.where[i]
-            got = [read(int(o), int(n)) for o, n in zip(offsets, lengths, strict=True)]
-            if any(b is None for b in got):  # no bitset after all: the segment may hold anything
-                self.group[i] = _KEEP
-                continue
-            for b in got:
-                extra.append(np.frombuffer(b, dtype="<u4"))
-                start.append(pos)
-                pos += len(b) // 4
-            blocks.extend(n // BLOCK_BYTES for n in lengths)
-            owner.extend([i] * len(lengths))
-            self.read[i] = True
-        if not owner:
-            return
-        if extra:
-            words = np.concatenate([words, *extra])
-        self.chunks.append((words, np.array(start, dtype=np.int64), np.array(blocks, dtype=np.int64),
-                            np.array(owner, dtype=np.intp)))
-        self.nbytes += words.nbytes + 24 * len(owner)
-        if len(self.chunks) > 4:  # few chunks: a probe costs a few numpy calls per chunk;
-            big = max(range(len(self.chunks)), key=lambda k: len(self.chunks[k][0]))
-            rest = [c for k, c in enumerate(self.chunks) if k != big]  # the largest is not copied
-            ws = [c[0] for c in rest]
-            offs = np.cumsum([0, *[len(w) for w in ws[:-1]]])
-            self.chunks = [self.chunks[big], (
-                np.concatenate(ws), np.concatenate([c[1] + o for c, o in zip(rest, offs, strict=True)]),
-                np.concatenate([c[2] for c in rest]), np.concatenate([c[3] for c in rest]))]
-
-    def remember(self, segs: npt.NDArray[np.bool_]) -> None:
-        """Hand the bitsets of segments ``segs`` (a mask: those the probe keeps) to their
-        readers' bitset cache, so the row-group probe that follows does not read them again
-        (a few: beyond 256 bitsets, that probe reads them itself, once)."""
-        segs = segs & ~self.remembered  # once per segment (the cache may drop them: then that
-        if not segs.any() or sum(int(segs[c[3]].sum()) for c in self.chunks) > 256:  # probe reads)
-            return
-        self.remembered |= segs
-        for words, start, blocks, owner in self.chunks:
-            b = np.flatnonzero(segs[owner])
-            if not len(b):
-                continue
-            seen: dict[int, int] = {}
-            for j, i in zip(b.tolist(), owner[b].tolist(), strict=True):
-                offsets, lengths, read = self.where[i]
-                remember = getattr(read, "remember", None)
-                if remember is None:
-                    continue
-                k = seen[i] = seen.get(i, -1) + 1  # the segment's k-th bitset
-                a = int(start[j])
-                remember(int(offsets[k]), int(lengths[k]), memoryview(words[a : a + int(blocks[j]) * 8]))
-
 
 class SegmentBlooms:
     """Bloom probe over the segments of a table view (the ``bloom`` of a StatsEvaluator)."""
@@ -262,7 +106,12 @@ class SegmentBlooms:
             except TypeError:  # an unhashable literal
                 key, got = None, None
             if got is None:
-                got = self._probe_pack(found, ref, literals, segs)
+                try:
+                    got = self._probe_pack(found, ref, literals, segs)
+                except CorruptIndexError:  # entries checked as they are reached (format 2):
+                    COUNTERS["bloom_pack_errors"] += 1  # the merge indexes answer instead
+                    got = (np.zeros(len(segs), dtype=bool), np.ones(len(segs), dtype=bool))
+                    key = None
                 if key is not None:
                     if len(found[2]) >= 64:
                         found[2].clear()
@@ -295,18 +144,25 @@ class SegmentBlooms:
         r = rows[inside]
         seg_has = np.zeros(pack.num_segments, dtype=bool)
         groups: list[tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], dict[str, Any] | None, Any]] = []
-        mine = pack.column_bitsets(ref.name)
-        if len(mine) and len(r):
-            if len(r) < pack.num_segments:  # (else every segment of the pack: all of mine)
+        if pack.summarised and len(r) < pack.num_segments:  # (format 2: the candidates' runs only)
+            mine, seg_of, group_of = pack.bitsets_of(r)
+            col = np.array([g.get("name") == ref.name for g in pack.groups], dtype=bool)
+            keep = col[group_of]
+            mine, seg_of, group_of = mine[keep], seg_of[keep], group_of[keep]
+        else:
+            mine = pack.column_bitsets(ref.name)
+            if len(mine) and len(r) and len(r) < pack.num_segments:  # (else all of mine)
                 wanted = np.zeros(pack.num_segments, dtype=bool)
                 wanted[r] = True
                 mine = mine[wanted[pack.bs_seg[mine]]]
-            of_group = None if len(pack.groups) == 1 else pack.bs_group[mine]  # (one: all of mine)
+            seg_of, group_of = pack.bs_seg[mine], pack.bs_group[mine]
+        if len(mine) and len(r):
+            of_group = None if len(pack.groups) == 1 else group_of  # (one: all of mine)
             present = [] if not len(mine) else [0] if of_group is None else np.flatnonzero(
                 np.bincount(of_group)).tolist()
             for g in present:
                 these = mine if of_group is None else mine[of_group == g]
-                owners = pack.bs_seg[these]
+                owners = seg_of if of_group is None else seg_of[of_group == g]
                 seg_has[owners] = True
                 d = pack.groups[g]
                 if (d.get("column_id") or ref.name) not in (ref.column.column_id, ref.name):
@@ -335,6 +191,67 @@ class SegmentBlooms:
         """Probe segments ``segs`` in the pack. Returns (answered, might hold) per segment:
         a segment not in the pack, without a bitset of the column there, or with a chunk that
         failed its checksum is not answered (its merge index is probed instead)."""
+        pack = found[0]
+        if pack.summarised and len(pack.sm_seg):  # the segments' summaries first
+            keep = self._probe_summaries(found, ref, literals, segs)
+            if not keep.all():
+                done, hit = ~keep, keep.copy()  # proven absent by a summary: answered, dropped
+                at = np.flatnonzero(keep)
+                if len(at):
+                    done[at], hit[at] = self._probe_row_groups(found, ref, literals, segs[at])
+                return done, hit
+        return self._probe_row_groups(found, ref, literals, segs)
+
+    def _probe_summaries(self, found: tuple[Any, ...], ref: BoundRef, literals: tuple[Any, ...],
+                         segs: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+        """Per segment of ``segs``: False when its summaries of the column prove the value
+        absent from every row group (a segment with a summary of the column has one for each
+        of its bitset classes of it: bloom_pack_build); True for any other (a hit, a chunk
+        that failed its checksum, a descriptor of another column, no summary)."""
+        pack, where = found[0], found[1]
+        rows = where[segs]
+        inside = rows >= 0
+        r = rows[inside]
+        keep = np.ones(len(segs), dtype=bool)
+        mine = pack.summaries_of(ref.name)
+        if not len(mine) or not len(r):
+            return keep
+        if len(r) < pack.num_segments:
+            wanted = np.zeros(pack.num_segments, dtype=bool)
+            wanted[r] = True
+            mine = mine[wanted[pack.sm_seg[mine]]]
+        seg_has = np.zeros(pack.num_segments, dtype=bool)
+        seg_may = np.zeros(pack.num_segments, dtype=bool)
+        groups = None if len(pack.groups) == 1 else pack.sm_group[mine]  # (one: all of mine)
+        for g in [0] if groups is None else np.flatnonzero(np.bincount(groups)).tolist():
+            these = mine if groups is None else mine[groups == g]
+            owners = pack.sm_seg[these]
+            seg_has[owners] = True
+            d = pack.groups[g]
+            if (d.get("column_id") or ref.name) not in (ref.column.column_id, ref.name):
+                seg_may[owners] = True  # another column of that name: the row groups say so
+                continue
+            try:
+                hashes = self._hashes(d, ref, literals)
+            except KeyError:
+                hashes = None
+            if hashes is None:
+                seg_may[owners] = True
+                continue
+            if not len(hashes):
+                continue
+            got, ok = pack.probe(these, hashes, pack.summary_layout(these))
+            seg_may[owners[got | ~ok]] = True
+            if not ok.all():
+                COUNTERS["bloom_pack_summary_fallbacks"] += int(np.count_nonzero(~ok))
+        keep[inside] = ~seg_has[r] | seg_may[r]
+        COUNTERS["bloom_pack_summary_drops"] += int(np.count_nonzero(~keep))
+        return keep
+
+    def _probe_row_groups(self, found: tuple[Any, ...], ref: BoundRef,
+                          literals: tuple[Any, ...], segs: npt.NDArray[np.intp]) -> tuple[
+                              npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """:meth:`_probe_pack` over the segments' row-group bitsets."""
         pack = found[0]
         inside, r, seg_has, groups, fast = self._pack_layout(found, ref, segs)
         if fast is not None:  # one bitset per segment: its answer is the segment's
@@ -414,7 +331,7 @@ class SegmentBlooms:
         packed = packed_bitsets(view, ref.name)
         fresh = packed is None
         if fresh:  # a new view (e.g. after a load): what an older one read is taken over
-            packed = _Packed(list(zip(view.names, view.files, strict=True)),
+            packed = Packed(list(zip(view.names, view.files, strict=True)),
                              latest_packed(view, ref.name))
         with packed.lock:
             out, grown = self._probe(packed, ref, literals, idx, cand, out)
@@ -422,7 +339,7 @@ class SegmentBlooms:
             keep_packed(view, ref.name, packed, packed.nbytes)
         return out
 
-    def _probe(self, packed: _Packed, ref: BoundRef, literals: tuple[Any, ...], idx: npt.NDArray[np.intp],
+    def _probe(self, packed: Packed, ref: BoundRef, literals: tuple[Any, ...], idx: npt.NDArray[np.intp],
                cand: npt.NDArray[np.intp], out: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.bool_], bool]:
         view = self.view
         packed.classify(view, ref.name, cand)
@@ -452,7 +369,7 @@ class SegmentBlooms:
                 b = np.flatnonzero(wanted[owner])
                 if len(b):
                     hit[owner[b[might_contain_packed(words, start[b], blocks[b], hashes)]]] = True
-            out[mine] = hit[segs] | (packed.group[segs] == _KEEP)  # (a bitset that was None)
+            out[mine] = hit[segs] | (packed.group[segs] == KEEP)  # (a bitset that was None)
             packed.remember(hit)
         return out, grown
 

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.bloom import bloom_insert, might_contain
-from carbonstore.indexfiles.bloom_pack import BloomPack, PackBuilder
+from carbonstore.indexfiles.bloom_pack import BloomPack
+from carbonstore.indexfiles.bloom_pack_build import PackBuilder
 from carbonstore.store.arrow_numpy import strings_bytes
 
 LOCAL = pafs.LocalFileSystem()

@@ -34,7 +34,8 @@ from carbonstore import Store
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE, load_arrays
 from carbonstore.indexfiles.bloom import hash_value
-from carbonstore.indexfiles.bloom_pack import BloomPack, PackBuilder
+from carbonstore.indexfiles.bloom_pack import BloomPack
+from carbonstore.indexfiles.bloom_pack_build import PackBuilder
 from carbonstore.indexfiles.indexfile import read_index
 from carbonstore.pruning.cache import COUNTERS, clear_cache
 from carbonstore.pruning.plan import prune
