@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import re
 import signal
@@ -217,15 +216,16 @@ def _check_text(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
                 )
 
 
-class _DropPy4J(logging.Filter):
+class _DropPy4J:
     """py4j reports an interrupted call with ``logging.exception`` on the root logger: a
-    traceback for what is only Ctrl-C. Those records are dropped; others pass."""
+    traceback for what is only Ctrl-C. Those records are dropped; others pass (a logging
+    filter: any object with this method)."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
+    def filter(self, record: Any) -> bool:
         return "py4j" not in record.pathname.replace("\\", "/").split("/")
 
 
-def _route_logging() -> None:
+def _route_logging(logging: Any) -> None:
     """Give the root logger a handler (as ``logging.lastResort`` would print: the message
     alone, WARNING and above, on stderr) that drops py4j's records."""
     # sqlglot warns "contains unsupported syntax" for statements it falls back on; the
@@ -239,6 +239,41 @@ def _route_logging() -> None:
     handler.setFormatter(logging.Formatter("%(message)s"))
     handler.addFilter(_DropPy4J())
     root.addHandler(handler)
+
+
+class _RouteOnImport:
+    """An import finder that routes ``logging`` (``_route_logging``) right after something
+    first imports it: a command none of whose libraries log (``prune``, the metadata
+    commands) does not import logging itself (3-10 ms of a fresh process), and a record
+    logged by py4j or sqlglot meets the same routing as when it was set up first."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "logging":
+            return None
+        from importlib.machinery import PathFinder
+
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = PathFinder.find_spec(name, path)
+        loader = spec.loader if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            _route_logging(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _route_logging_when_imported() -> None:
+    """Route ``logging`` now if it is loaded, else as soon as it is."""
+    if "logging" in sys.modules:
+        _route_logging(sys.modules["logging"])
+    elif not any(isinstance(f, _RouteOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RouteOnImport())
 
 
 #: PySpark's FutureWarning when pandas 3 is installed (pyspark[connect] pulls it): said on
@@ -285,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.store = getattr(args, "store", None)
     args.conf = getattr(args, "conf", None)
-    _route_logging()
+    _route_logging_when_imported()
     _quiet_warnings()
     _quiet_spark_error_logs()
     try:

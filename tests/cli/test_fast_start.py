@@ -188,6 +188,35 @@ def test_prune_loads_only_what_a_plan_uses(loaded: Store) -> None:
         assert '"kept"' in out.stdout
 
 
+_LOG_AFTER = """
+import runpy, sys
+sys.argv = ["carbonstore", *sys.argv[1:]]
+try:
+    runpy.run_module("carbonstore", run_name="__main__")
+except SystemExit:
+    pass
+print("LOGGING" if "logging" in sys.modules else "NO LOGGING", file=sys.stderr)
+import logging  # what a library (py4j, sqlglot) does after the command started
+logging.getLogger().handle(logging.LogRecord(
+    "py4j.clientserver", logging.ERROR, "/x/py4j/clientserver.py", 1, "dropped", None, None))
+logging.getLogger("sqlglot").warning("quiet")
+logging.getLogger("carbonstore.x").info("below warning")
+logging.getLogger("carbonstore.x").warning("shown %s", 1)
+"""
+
+
+@pytest.mark.parametrize("argv", [("tables",), ("prune", "db.t", "--where", "id = 3", "--json")])
+def test_a_command_that_logs_nothing_imports_no_logging(loaded: Store,
+                                                          argv: tuple[str, ...]) -> None:
+    """``logging`` (3-10 ms of a fresh process) is imported by no part of a plan or of a
+    metadata command; the program routes it when a library first imports it: py4j's
+    records dropped, sqlglot's warnings quiet, others said as their message alone."""
+    out = subprocess.run([sys.executable, "-c", _LOG_AFTER, "--store", loaded.location, *argv],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.stderr.splitlines() == ["NO LOGGING", "shown 1"], out.stderr
+
+
 @pytest.mark.parametrize("command", ["show-segments", "history", "describe", "tables",
                                      "prune", "drop", "create"])
 def test_a_commands_help_imports_no_arrow(command: str) -> None:
