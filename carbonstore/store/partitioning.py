@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from carbonstore.errors import CorruptMetadataError, SchemaError, UserError
 from carbonstore.store.ordering import prefix_successor
+from carbonstore.store.partition_names import NULL_PARTITION, escape, unescape
 
 if TYPE_CHECKING:  # the spec is plain Python; numpy and pyarrow are loaded by the transforms
     import numpy as np
@@ -60,7 +61,6 @@ __all__ = [
     "unescape",
 ]
 
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 TIME_TRANSFORMS = ("year", "month", "day", "hour")
 TRANSFORMS = ("identity", *TIME_TRANSFORMS, "bucket", "truncate")
 BUCKET_SUFFIX_RE = re.compile(r"_b(\d{5})\.parquet$")
@@ -70,41 +70,6 @@ MAX_COMPONENT_BYTES = 255
 _US_PER_HOUR = 3_600_000_000
 _US_PER_DAY = 86_400_000_000
 _EPOCH = dt.date(1970, 1, 1)
-
-# Hive's FileUtils.escapePathName set, plus '%' itself: these become %XX (UTF-8 bytes).
-_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^') | {chr(i) for i in range(0x20)}
-
-
-# ---- folder names ---------------------------------------------------------------------------
-def escape(text: str) -> str:
-    """Hive-style escaping of a folder name part: unsafe characters become ``%XX``.
-
-    Escaped: control characters, DEL, ``" # % ' * / : = ? \\ { [ ] ^``; a part that is only
-    dots (``.``, ``..``) is escaped whole; a value equal to the null marker gets its first
-    character escaped, so it never reads back as null. Every other character, any Unicode,
-    stays as it is.
-    """
-    if text and set(text) == {"."}:
-        return "%2E" * len(text)
-    out = "".join(_pct(ch) if ch in _ESCAPED else ch for ch in text)
-    if out == NULL_PARTITION:
-        out = "%5F" + out[1:]
-    return out
-
-
-def _pct(ch: str) -> str:
-    return "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
-
-
-_PCT_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
-
-
-def unescape(text: str) -> str:
-    """Inverse of :func:`escape`."""
-    return _PCT_RUN.sub(
-        lambda m: bytes.fromhex(m.group(0).replace("%", "")).decode("utf-8", "surrogatepass"), text
-    )
-
 
 # ---- specs ----------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True, kw_only=True)
