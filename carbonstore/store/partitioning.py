@@ -29,11 +29,11 @@ import datetime as dt
 import functools
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from carbonstore.errors import CorruptMetadataError, SchemaError, UserError
+from carbonstore.store.frozen import Frozen
 from carbonstore.store.ordering import prefix_successor
 from carbonstore.store.partition_names import NULL_PARTITION, escape, unescape
 
@@ -72,14 +72,25 @@ _US_PER_DAY = 86_400_000_000
 _EPOCH = dt.date(1970, 1, 1)
 
 # ---- specs ----------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionField:
-    """One field: ``transform(source)``; ``param`` is N of bucket or W of truncate."""
+class PartitionField(Frozen):
+    """One field: ``transform(source)``; ``param`` is N of bucket or W of truncate. The
+    values of this module are ``Frozen`` (store/frozen.py), not slotted dataclasses: a
+    plan imports them."""
 
+    __slots__ = ("source", "transform", "param", "source_id")
+    __match_args__ = __slots__
     source: str
-    transform: str = "identity"
-    param: int = 0
-    source_id: str = ""
+    transform: str
+    param: int
+    source_id: str
+
+    def __init__(self, source: str, transform: str = "identity", param: int = 0,
+                 source_id: str = "") -> None:
+        _set = object.__setattr__
+        _set(self, "source", source)
+        _set(self, "transform", transform)
+        _set(self, "param", param)
+        _set(self, "source_id", source_id)
 
     @property
     def name(self) -> str:
@@ -122,14 +133,24 @@ _FN_ALIASES = {"years": "year", "months": "month", "days": "day", "hours": "hour
                "date": "day", "identity": "identity", "trunc": "truncate"}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionSpec:
+class PartitionSpec(Frozen):
     """Partition fields plus the table bucketing (``bucket_number`` files by ``bucket_columns``)."""
 
-    fields: tuple[PartitionField, ...] = ()
-    bucket_number: int = 0
-    bucket_columns: tuple[str, ...] = ()
-    bucket_column_ids: tuple[str, ...] = ()
+    __slots__ = ("fields", "bucket_number", "bucket_columns", "bucket_column_ids")
+    __match_args__ = __slots__
+    fields: tuple[PartitionField, ...]
+    bucket_number: int
+    bucket_columns: tuple[str, ...]
+    bucket_column_ids: tuple[str, ...]
+
+    def __init__(self, fields: tuple[PartitionField, ...] = (), bucket_number: int = 0,
+                 bucket_columns: tuple[str, ...] = (),
+                 bucket_column_ids: tuple[str, ...] = ()) -> None:
+        _set = object.__setattr__
+        _set(self, "fields", fields)
+        _set(self, "bucket_number", bucket_number)
+        _set(self, "bucket_columns", bucket_columns)
+        _set(self, "bucket_column_ids", bucket_column_ids)
 
     @property
     def is_empty(self) -> bool:
@@ -380,12 +401,17 @@ def _identity_text(v: Any, type_name: str) -> str:
     return str(v)
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionKey:
+class PartitionKey(Frozen):
     """The values of one file's partition folder under a spec (folder text, None = null)."""
 
+    __slots__ = ("values", "bucket")
+    __match_args__ = __slots__
     values: tuple[str | None, ...]
-    bucket: int | None = None
+    bucket: int | None
+
+    def __init__(self, values: tuple[str | None, ...], bucket: int | None = None) -> None:
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "bucket", bucket)
 
 
 def partition_dir(fields: Sequence[PartitionField], values: Sequence[str | None]) -> str:
