@@ -86,7 +86,35 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
 _TOP_OPTIONS = ("--store", "--conf")  # the top-level options that take a value
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, reading the terminal's width when it first formats help,
+    not when it is made: argparse makes one for every ``add_argument`` (to check a metavar)
+    and the width needs ``shutil`` (3-6 ms of a fresh process that prints no help)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, 0 if width is None else width)
+        if width is None:  # read by __getattr__ when first asked for
+            del self._width, self._max_help_position
+            self._asked_position = max_help_position
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in ("_width", "_max_help_position"):
+            raise AttributeError(name)
+        import shutil
+
+        width = shutil.get_terminal_size().columns - 2  # as HelpFormatter computes it
+        self._width = width
+        self._max_help_position = min(self._asked_position,
+                                      max(width - 20, self._indent_increment * 2))
+        return getattr(self, name)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
         # "--opt=--" gives the value "--": Python before 3.12 drops it as the end-of-options
         # marker and hands the command an empty list instead of a string.
@@ -139,7 +167,7 @@ def build_parser(command: str | None = None, *, index: bool = False) -> argparse
     """The parser of every command; with ``command`` (a key of COMMAND_MODULES), of the
     module adding it only; with ``index``, of no module: the commands' help lines only
     (for ``carbonstore --help``)."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--store", default=argparse.SUPPRESS,
         help="store location (path or URI); default: carbon.storelocation (./carbon.store)",
@@ -154,7 +182,9 @@ def build_parser(command: str | None = None, *, index: bool = False) -> argparse
         parents=[common],
     )
     parser.add_argument("--version", action=_Version, help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    # prog: what argparse would format from the usage (no positional precedes COMMAND)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser,
+                                prog=parser.prog)
     sub.required = True
     if index:
         for name, (_, text) in COMMAND_MODULES.items():
