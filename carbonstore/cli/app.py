@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import re
 import signal
@@ -87,7 +86,35 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
 _TOP_OPTIONS = ("--store", "--conf")  # the top-level options that take a value
 
 
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help formatter, reading the terminal's width when it first formats help,
+    not when it is made: argparse makes one for every ``add_argument`` (to check a metavar)
+    and the width needs ``shutil`` (3-6 ms of a fresh process that prints no help)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, 0 if width is None else width)
+        if width is None:  # read by __getattr__ when first asked for
+            del self._width, self._max_help_position
+            self._asked_position = max_help_position
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in ("_width", "_max_help_position"):
+            raise AttributeError(name)
+        import shutil
+
+        width = shutil.get_terminal_size().columns - 2  # as HelpFormatter computes it
+        self._width = width
+        self._max_help_position = min(self._asked_position,
+                                      max(width - 20, self._indent_increment * 2))
+        return getattr(self, name)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
         # "--opt=--" gives the value "--": Python before 3.12 drops it as the end-of-options
         # marker and hands the command an empty list instead of a string.
@@ -140,7 +167,7 @@ def build_parser(command: str | None = None, *, index: bool = False) -> argparse
     """The parser of every command; with ``command`` (a key of COMMAND_MODULES), of the
     module adding it only; with ``index``, of no module: the commands' help lines only
     (for ``carbonstore --help``)."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--store", default=argparse.SUPPRESS,
         help="store location (path or URI); default: carbon.storelocation (./carbon.store)",
@@ -155,7 +182,9 @@ def build_parser(command: str | None = None, *, index: bool = False) -> argparse
         parents=[common],
     )
     parser.add_argument("--version", action=_Version, help="print the version and exit")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    # prog: what argparse would format from the usage (no positional precedes COMMAND)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser,
+                                prog=parser.prog)
     sub.required = True
     if index:
         for name, (_, text) in COMMAND_MODULES.items():
@@ -217,15 +246,16 @@ def _check_text(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
                 )
 
 
-class _DropPy4J(logging.Filter):
+class _DropPy4J:
     """py4j reports an interrupted call with ``logging.exception`` on the root logger: a
-    traceback for what is only Ctrl-C. Those records are dropped; others pass."""
+    traceback for what is only Ctrl-C. Those records are dropped; others pass (a logging
+    filter: any object with this method)."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
+    def filter(self, record: Any) -> bool:
         return "py4j" not in record.pathname.replace("\\", "/").split("/")
 
 
-def _route_logging() -> None:
+def _route_logging(logging: Any) -> None:
     """Give the root logger a handler (as ``logging.lastResort`` would print: the message
     alone, WARNING and above, on stderr) that drops py4j's records."""
     # sqlglot warns "contains unsupported syntax" for statements it falls back on; the
@@ -239,6 +269,41 @@ def _route_logging() -> None:
     handler.setFormatter(logging.Formatter("%(message)s"))
     handler.addFilter(_DropPy4J())
     root.addHandler(handler)
+
+
+class _RouteOnImport:
+    """An import finder that routes ``logging`` (``_route_logging``) right after something
+    first imports it: a command none of whose libraries log (``prune``, the metadata
+    commands) does not import logging itself (3-10 ms of a fresh process), and a record
+    logged by py4j or sqlglot meets the same routing as when it was set up first."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "logging":
+            return None
+        from importlib.machinery import PathFinder
+
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = PathFinder.find_spec(name, path)
+        loader = spec.loader if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            _route_logging(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _route_logging_when_imported() -> None:
+    """Route ``logging`` now if it is loaded, else as soon as it is."""
+    if "logging" in sys.modules:
+        _route_logging(sys.modules["logging"])
+    elif not any(isinstance(f, _RouteOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RouteOnImport())
 
 
 #: PySpark's FutureWarning when pandas 3 is installed (pyspark[connect] pulls it): said on
@@ -285,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.store = getattr(args, "store", None)
     args.conf = getattr(args, "conf", None)
-    _route_logging()
+    _route_logging_when_imported()
     _quiet_warnings()
     _quiet_spark_error_logs()
     try:

@@ -20,21 +20,16 @@ from carbonstore.indexfiles._gen.parquet.ttypes import (
     TimeUnit,
     Type,
 )
+from carbonstore.indexfiles.physical import physical_name  # (re-exported)
 
 __all__ = ["Leaf", "decode_bound", "leaves_from_schema", "physical_name"]
 
-_PHYS = {v: k for k, v in Type._NAMES_TO_VALUES.items()}
 _UNSIGNED_CT = {
     ConvertedType.UINT_8,
     ConvertedType.UINT_16,
     ConvertedType.UINT_32,
     ConvertedType.UINT_64,
 }
-
-
-def physical_name(t: int | None) -> str:
-    """The Parquet physical type name of an enum value ("UNKNOWN" if out of range)."""
-    return _PHYS.get(t, "UNKNOWN") if t is not None else "UNKNOWN"
 
 
 @dataclass(slots=True)

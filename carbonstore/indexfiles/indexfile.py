@@ -34,10 +34,13 @@ from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles import tio
 from carbonstore.indexfiles._gen.carbonindex.ttypes import IndexHeader
 from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE, IndexArrays, load_arrays
-from carbonstore.indexfiles.footer import FileIndex, read_file_index
 from carbonstore.indexfiles.packing import FORMAT_VERSION, pack, unpack
 from carbonstore.store.entries import check_relative_path
 from carbonstore.store.fs import AnyFS, as_store_fs
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from carbonstore.indexfiles.footer import FileIndex
 
 __all__ = [
     "MAGIC_MERGE",
@@ -162,6 +165,8 @@ def build_task_index(
     Returns:
         The size of the written index file in bytes.
     """
+    from carbonstore.indexfiles.footer import read_file_index
+
     files = [
         read_file_index(fs, f"{segment_dir.rstrip('/')}/{rel}", rel_path=rel) for rel in data_files
     ]

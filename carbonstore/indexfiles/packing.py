@@ -22,7 +22,10 @@ from carbonstore.indexfiles._gen.carbonindex.ttypes import (
     ValueKind,
 )
 from carbonstore.indexfiles.arrays import load_arrays
-from carbonstore.indexfiles.footer import ChunkIndex, FileIndex, PageIndex, RowGroupIndex
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from carbonstore.indexfiles.footer import FileIndex, RowGroupIndex
 
 __all__ = [
     "F_HAS_MAX",
@@ -135,6 +138,8 @@ def pack(
     The bloom region holds each bitset followed by the u64 little-endian xxh64 of it
     (``arrays.BLOOM_CHECKSUM_SIZE``); ``BloomRefs`` address the bitset bytes.
     """
+    from carbonstore.indexfiles.footer import ChunkIndex
+
     columns = _merge_columns(files, column_ids)
     rg_file: list[int] = []
     rg_idx: list[int] = []
@@ -289,6 +294,8 @@ def pack(
 
 def unpack(header: IndexHeader, bloom_region: bytes | None) -> list[FileIndex]:
     """Rebuild :class:`FileIndex` objects (blooms included when the region is given)."""
+    from carbonstore.indexfiles.footer import ChunkIndex, FileIndex, PageIndex, RowGroupIndex
+
     arrs = load_arrays(header)
     files = [
         FileIndex(

@@ -8,11 +8,12 @@ means "might match"), summed null and NaN counts (-1: unknown). Kinds as in arra
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from carbonstore.store.frozen import Frozen
 
 __all__ = ["KIND_DTYPE", "KIND_FILLER", "ColumnBounds", "SegmentBounds", "concat_values"]
 
@@ -21,10 +22,12 @@ KIND_FILLER = {"INT64": 0, "FLOAT64": 0.0, "BYTES": None, "BIGINT": None}
 KIND_DTYPE = {"INT64": np.int64, "FLOAT64": np.float64, "BYTES": object, "BIGINT": object}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ColumnBounds:
-    """One column's bounds over ``n`` segments (kinds as in arrays.py)."""
+class ColumnBounds(Frozen):
+    """One column's bounds over ``n`` segments (kinds as in arrays.py). A ``Frozen`` value,
+    not a slotted dataclass: created on every plan's import path (see store/frozen.py)."""
 
+    __slots__ = ("kind", "lo", "hi", "lo_ok", "hi_ok", "null_count", "nan_count")
+    __match_args__ = __slots__
     kind: str
     lo: _NP
     hi: _NP
@@ -32,6 +35,18 @@ class ColumnBounds:
     hi_ok: npt.NDArray[np.bool_]
     null_count: npt.NDArray[np.int64]
     nan_count: npt.NDArray[np.int64]
+
+    def __init__(self, kind: str, lo: _NP, hi: _NP, lo_ok: npt.NDArray[np.bool_],
+                 hi_ok: npt.NDArray[np.bool_], null_count: npt.NDArray[np.int64],
+                 nan_count: npt.NDArray[np.int64]) -> None:
+        _set = object.__setattr__
+        _set(self, "kind", kind)
+        _set(self, "lo", lo)
+        _set(self, "hi", hi)
+        _set(self, "lo_ok", lo_ok)
+        _set(self, "hi_ok", hi_ok)
+        _set(self, "null_count", null_count)
+        _set(self, "nan_count", nan_count)
 
     @classmethod
     def unknown(cls, kind: str, n: int) -> ColumnBounds:
@@ -47,14 +62,25 @@ class ColumnBounds:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SegmentBounds:
-    """Per-segment sizes and column bounds, column-oriented over ``n`` segments."""
+class SegmentBounds(Frozen):
+    """Per-segment sizes and column bounds, column-oriented over ``n`` segments (a
+    ``Frozen`` value, as ColumnBounds)."""
 
+    __slots__ = ("num_rows", "num_files", "num_row_groups", "columns")
+    __match_args__ = __slots__
     num_rows: npt.NDArray[np.int64]
     num_files: npt.NDArray[np.int64]
     num_row_groups: npt.NDArray[np.int64]
-    columns: dict[str, ColumnBounds] = field(default_factory=dict)
+    columns: dict[str, ColumnBounds]
+
+    def __init__(self, num_rows: npt.NDArray[np.int64], num_files: npt.NDArray[np.int64],
+                 num_row_groups: npt.NDArray[np.int64],
+                 columns: dict[str, ColumnBounds] | None = None) -> None:
+        _set = object.__setattr__
+        _set(self, "num_rows", num_rows)
+        _set(self, "num_files", num_files)
+        _set(self, "num_row_groups", num_row_groups)
+        _set(self, "columns", {} if columns is None else columns)
 
     @property
     def size(self) -> int:

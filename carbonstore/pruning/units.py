@@ -21,7 +21,7 @@ from carbonstore.expressions.expr import (
 from carbonstore.indexfiles import bloom as bloom_mod
 from carbonstore.indexfiles.arrays import ColumnArrays, IndexArrays
 from carbonstore.indexfiles.bloom_probe import has_verdicts, known_verdict, might_contain_any
-from carbonstore.indexfiles.coltypes import physical_name
+from carbonstore.indexfiles.physical import physical_name
 from carbonstore.pruning.evaluator import (
     Mask,
     UnitStats,

@@ -35,7 +35,6 @@ clean files removed. The statement then fails with :class:`CommitConflictError`.
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import threading
@@ -52,7 +51,6 @@ from carbonstore.store.status_leases import LeaseFiles
 
 __all__ = ["MARKED_DEAD", "LeaseKeeper", "StatementLease", "entry_is_dead", "statement_is_dead", "lease_fields", "process_start", "renew_lease", "writer_identity"]
 
-log = logging.getLogger(__name__)
 
 MARKED_DEAD = "markedDead"  # failureCause of an entry clean files committed as Failure
 
@@ -168,7 +166,9 @@ def _renew_until(stop: threading.Event, seconds: float, renew: Any, what: str) -
         except FileNotFoundError:  # the table was dropped: nothing left to keep alive
             return
         except OSError:  # a full disk or a hiccup: the next renewal tries again
-            log.warning("lease of %s not renewed", what, exc_info=True)
+            import logging  # (only here: logging costs 3-10 ms of a fresh process's start)
+
+            logging.getLogger(__name__).warning("lease of %s not renewed", what, exc_info=True)
 
 
 @dataclass(eq=False)

@@ -29,12 +29,13 @@ import datetime as dt
 import functools
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from carbonstore.errors import CorruptMetadataError, SchemaError, UserError
+from carbonstore.store.frozen import Frozen
 from carbonstore.store.ordering import prefix_successor
+from carbonstore.store.partition_names import NULL_PARTITION, escape, unescape
 
 if TYPE_CHECKING:  # the spec is plain Python; numpy and pyarrow are loaded by the transforms
     import numpy as np
@@ -60,7 +61,6 @@ __all__ = [
     "unescape",
 ]
 
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 TIME_TRANSFORMS = ("year", "month", "day", "hour")
 TRANSFORMS = ("identity", *TIME_TRANSFORMS, "bucket", "truncate")
 BUCKET_SUFFIX_RE = re.compile(r"_b(\d{5})\.parquet$")
@@ -71,50 +71,26 @@ _US_PER_HOUR = 3_600_000_000
 _US_PER_DAY = 86_400_000_000
 _EPOCH = dt.date(1970, 1, 1)
 
-# Hive's FileUtils.escapePathName set, plus '%' itself: these become %XX (UTF-8 bytes).
-_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^') | {chr(i) for i in range(0x20)}
-
-
-# ---- folder names ---------------------------------------------------------------------------
-def escape(text: str) -> str:
-    """Hive-style escaping of a folder name part: unsafe characters become ``%XX``.
-
-    Escaped: control characters, DEL, ``" # % ' * / : = ? \\ { [ ] ^``; a part that is only
-    dots (``.``, ``..``) is escaped whole; a value equal to the null marker gets its first
-    character escaped, so it never reads back as null. Every other character, any Unicode,
-    stays as it is.
-    """
-    if text and set(text) == {"."}:
-        return "%2E" * len(text)
-    out = "".join(_pct(ch) if ch in _ESCAPED else ch for ch in text)
-    if out == NULL_PARTITION:
-        out = "%5F" + out[1:]
-    return out
-
-
-def _pct(ch: str) -> str:
-    return "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
-
-
-_PCT_RUN = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
-
-
-def unescape(text: str) -> str:
-    """Inverse of :func:`escape`."""
-    return _PCT_RUN.sub(
-        lambda m: bytes.fromhex(m.group(0).replace("%", "")).decode("utf-8", "surrogatepass"), text
-    )
-
-
 # ---- specs ----------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionField:
-    """One field: ``transform(source)``; ``param`` is N of bucket or W of truncate."""
+class PartitionField(Frozen):
+    """One field: ``transform(source)``; ``param`` is N of bucket or W of truncate. The
+    values of this module are ``Frozen`` (store/frozen.py), not slotted dataclasses: a
+    plan imports them."""
 
+    __slots__ = ("source", "transform", "param", "source_id")
+    __match_args__ = __slots__
     source: str
-    transform: str = "identity"
-    param: int = 0
-    source_id: str = ""
+    transform: str
+    param: int
+    source_id: str
+
+    def __init__(self, source: str, transform: str = "identity", param: int = 0,
+                 source_id: str = "") -> None:
+        _set = object.__setattr__
+        _set(self, "source", source)
+        _set(self, "transform", transform)
+        _set(self, "param", param)
+        _set(self, "source_id", source_id)
 
     @property
     def name(self) -> str:
@@ -157,14 +133,24 @@ _FN_ALIASES = {"years": "year", "months": "month", "days": "day", "hours": "hour
                "date": "day", "identity": "identity", "trunc": "truncate"}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionSpec:
+class PartitionSpec(Frozen):
     """Partition fields plus the table bucketing (``bucket_number`` files by ``bucket_columns``)."""
 
-    fields: tuple[PartitionField, ...] = ()
-    bucket_number: int = 0
-    bucket_columns: tuple[str, ...] = ()
-    bucket_column_ids: tuple[str, ...] = ()
+    __slots__ = ("fields", "bucket_number", "bucket_columns", "bucket_column_ids")
+    __match_args__ = __slots__
+    fields: tuple[PartitionField, ...]
+    bucket_number: int
+    bucket_columns: tuple[str, ...]
+    bucket_column_ids: tuple[str, ...]
+
+    def __init__(self, fields: tuple[PartitionField, ...] = (), bucket_number: int = 0,
+                 bucket_columns: tuple[str, ...] = (),
+                 bucket_column_ids: tuple[str, ...] = ()) -> None:
+        _set = object.__setattr__
+        _set(self, "fields", fields)
+        _set(self, "bucket_number", bucket_number)
+        _set(self, "bucket_columns", bucket_columns)
+        _set(self, "bucket_column_ids", bucket_column_ids)
 
     @property
     def is_empty(self) -> bool:
@@ -415,12 +401,17 @@ def _identity_text(v: Any, type_name: str) -> str:
     return str(v)
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionKey:
+class PartitionKey(Frozen):
     """The values of one file's partition folder under a spec (folder text, None = null)."""
 
+    __slots__ = ("values", "bucket")
+    __match_args__ = __slots__
     values: tuple[str | None, ...]
-    bucket: int | None = None
+    bucket: int | None
+
+    def __init__(self, values: tuple[str | None, ...], bucket: int | None = None) -> None:
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "bucket", bucket)
 
 
 def partition_dir(fields: Sequence[PartitionField], values: Sequence[str | None]) -> str:

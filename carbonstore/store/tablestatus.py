@@ -30,7 +30,6 @@ its folder is gone and the put fails. A table written by the earlier single-file
 
 from __future__ import annotations
 
-import logging
 import random
 import threading
 import time
@@ -109,8 +108,6 @@ __all__ = [
     "now_ms",
     "segment_sort_key",
 ]
-
-log = logging.getLogger(__name__)
 
 _COURTESY_WAIT = 0.5  # seconds a commit waits for the courtesy lock before going ahead
 
@@ -305,8 +302,11 @@ class TableStatus:
                                             version=version)
             self.paths.sfs.put_if_absent(f"{self.log_dir}/{checkpoint_name(version)}", data)
         except (OSError, ValueError):
-            log.warning("tablestatus checkpoint %s of %s not written", version, self.paths.name,
-                        exc_info=True)
+            import logging  # (only here: logging costs 3-10 ms of a fresh process's start)
+
+            logging.getLogger(__name__).warning(
+                "tablestatus checkpoint %s of %s not written", version, self.paths.name,
+                exc_info=True)
             return state
         crash_point("tablestatus.after_checkpoint")
         return replace(state, entries=EntryView(arrow))

@@ -45,6 +45,17 @@ def _run(*argv: str) -> tuple[str, set[str]]:
     return "\n".join(ln for ln in lines if not ln.startswith("MODULES")), set(mods)
 
 
+def _run_full(*argv: str) -> tuple[str, set[str]]:
+    """Like ``_run``, with every module's dotted name."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = _RUN.replace('if "." not in m', "")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                         cwd=ROOT, env=env, timeout=120)
+    lines = out.stderr.splitlines()
+    mods = next(ln for ln in lines if ln.startswith("MODULES")).split()[1:]
+    return "\n".join(ln for ln in lines if not ln.startswith("MODULES")), set(mods)
+
+
 def test_the_command_table_is_what_the_modules_register() -> None:
     found: dict[str, tuple[str, str]] = {}
     for name in COMMANDS:
@@ -145,30 +156,76 @@ def test_a_partitioned_tables_metadata_loads_no_arrow(store: Store, command: str
     assert not mods & {*HEAVY, *ARROW}, sorted(mods & {*HEAVY, *ARROW})
 
 
-def test_prune_loads_no_engine(loaded: Store) -> None:
+@pytest.mark.parametrize("where", ["id = 3", "name = 'a'", "name >= 'a' AND id < 5"])
+def test_prune_loads_no_engine(loaded: Store, where: str) -> None:
     """``prune`` reads index files (numpy arrays): no engine, no pandas, and no sqlglot for
-    a filter of the lookup shape."""
-    err, mods = _run("--store", loaded.location, "prune", "db.t", "--where", "id = 3")
+    a filter of the lookup shape. A string filter neither: its inexact maxima's successors
+    are numbered without Arrow's ``pa.array`` (which imports pandas, 0.2-0.4 s) or its
+    ``dictionary_encode`` (pyarrow.compute, 0.08 s)."""
+    err, mods = _run("--store", loaded.location, "prune", "db.t", "--where", where)
     assert not err, err
-    assert not mods & {*HEAVY, "pandas", "sqlglot"}, sorted(mods & {*HEAVY, "pandas", "sqlglot"})
+    heavy = {*HEAVY, "pandas", "sqlglot"}
+    assert not mods & heavy, sorted(mods & heavy)
+    _, full = _run_full("--store", loaded.location, "prune", "db.t", "--where", where, "--json")
+    assert "pyarrow.compute" not in full
+
+
+#: what a plan never loads: pyarrow.fs (it brings ssl), numpy.ma (np.unique loads it),
+#: zoneinfo (a UTC filter), logging (nothing of a plan logs), shutil (argparse's help width,
+#: read only to format help), the Parquet footer reader and the generated Parquet thrift
+#: types (a plan reads the packed index arrays)
+_NOT_IN_A_PLAN = ("numpy.ma", "pyarrow.fs", "ssl", "zoneinfo", "logging", "shutil",
+                  "carbonstore.indexfiles.footer", "carbonstore.indexfiles._gen.parquet.ttypes")
 
 
 def test_prune_loads_only_what_a_plan_uses(loaded: Store) -> None:
     """A plan of a small table reads its index files with pyarrow's own file (not
-    pyarrow.fs, which brings ssl), decides without numpy.ma (np.unique loads it) and reads
-    a UTC filter without zoneinfo: about 0.03 s of CPU of a fresh process."""
+    pyarrow.fs, which brings ssl), decides without numpy.ma (np.unique loads it), reads
+    a UTC filter without zoneinfo, and loads neither logging nor the Parquet footer reader
+    and its thrift types: about 0.04 s of CPU of a fresh process."""
     code = ("import sys, runpy; sys.argv = ['carbonstore', *sys.argv[1:]]\n"
             "try: runpy.run_module('carbonstore', run_name='__main__')\n"
             "except SystemExit: pass\n"
-            "print(' '.join(sorted(m for m in ('numpy.ma', 'pyarrow.fs', 'ssl', 'zoneinfo') "
-            "if m in sys.modules)) or 'NONE', file=sys.stderr)")
-    for where in ("id = 3", "id IN (1, 2) OR id > 7"):
+            f"print(' '.join(sorted(m for m in {_NOT_IN_A_PLAN!r} if m in sys.modules and "
+            "not (m in ('logging', 'shutil') and 'sqlglot' in sys.modules))) or 'NONE', "
+            "file=sys.stderr)")
+    # (sqlglot, which parses a filter of another shape than a lookup's, imports both)
+    for where in ("id = 3", "id IN (1, 2) OR id > 7", "name = 'a'"):
         out = subprocess.run([sys.executable, "-c", code, "--store", loaded.location, "prune",
                               "db.t", "--where", where, "--json"], capture_output=True,
                              text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                              timeout=120)
         assert out.stderr.strip() == "NONE", (where, out.stderr)
         assert '"kept"' in out.stdout
+
+
+_LOG_AFTER = """
+import runpy, sys
+sys.argv = ["carbonstore", *sys.argv[1:]]
+try:
+    runpy.run_module("carbonstore", run_name="__main__")
+except SystemExit:
+    pass
+print("LOGGING" if "logging" in sys.modules else "NO LOGGING", file=sys.stderr)
+import logging  # what a library (py4j, sqlglot) does after the command started
+logging.getLogger().handle(logging.LogRecord(
+    "py4j.clientserver", logging.ERROR, "/x/py4j/clientserver.py", 1, "dropped", None, None))
+logging.getLogger("sqlglot").warning("quiet")
+logging.getLogger("carbonstore.x").info("below warning")
+logging.getLogger("carbonstore.x").warning("shown %s", 1)
+"""
+
+
+@pytest.mark.parametrize("argv", [("tables",), ("prune", "db.t", "--where", "id = 3", "--json")])
+def test_a_command_that_logs_nothing_imports_no_logging(loaded: Store,
+                                                          argv: tuple[str, ...]) -> None:
+    """``logging`` (3-10 ms of a fresh process) is imported by no part of a plan or of a
+    metadata command; the program routes it when a library first imports it: py4j's
+    records dropped, sqlglot's warnings quiet, others said as their message alone."""
+    out = subprocess.run([sys.executable, "-c", _LOG_AFTER, "--store", loaded.location, *argv],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.stderr.splitlines() == ["NO LOGGING", "shown 1"], out.stderr
 
 
 @pytest.mark.parametrize("command", ["show-segments", "history", "describe", "tables",

@@ -282,3 +282,15 @@ def test_empty_file_is_refused(segment: tuple[pafs.FileSystem, str, list[str]]) 
     Path(f"{seg}/e.carbonindexmerge").write_bytes(b"")
     with pytest.raises(CorruptIndexError, match=r"e\.carbonindexmerge: index file is empty"):
         read_index(fs, f"{seg}/e.carbonindexmerge")
+
+
+def test_the_physical_type_names_are_parquets() -> None:
+    """A plan names physical types without the generated Parquet thrift module: the names
+    are those of its ``Type`` enum, by number."""
+    from carbonstore.indexfiles._gen.parquet.ttypes import Type
+    from carbonstore.indexfiles.coltypes import physical_name as coltypes_name
+    from carbonstore.indexfiles.physical import PHYSICAL_NAMES, physical_name
+
+    assert dict(enumerate(PHYSICAL_NAMES)) == Type._VALUES_TO_NAMES
+    assert coltypes_name is physical_name
+    assert [physical_name(t) for t in (None, -1, 8, 2)] == ["UNKNOWN"] * 3 + ["INT64"]

@@ -266,9 +266,12 @@ print(json.dumps({"kept": [levels["files"]["kept"], levels["row_groups"]["kept"]
 # every kernel on import (a tenth of a second), the dictionaries are for filters on
 # dictionary columns only, filelock for a writer (a plan takes no lock), hashlib (it loads
 # OpenSSL) for a writer naming a snapshot, a pack or a slot, numpy.ma (np.unique's check for
-# masked arrays loads it: a lookup takes distinct small integers with bincount)
+# masked arrays loads it: a lookup takes distinct small integers with bincount); nor what
+# a plan never needs: logging (nothing of a plan logs), shutil (argparse's help width), the
+# Parquet footer reader and the generated Parquet thrift types (a plan reads packed arrays)
 _NOT_FOR_A_LOOKUP = {"pyarrow.compute", "carbonstore.dictionary", "pandas", "sqlglot", "filelock", "hashlib",
-                     "numpy.ma"}
+                     "numpy.ma", "logging", "shutil", "carbonstore.indexfiles.footer",
+                     "carbonstore.indexfiles._gen.parquet.ttypes"}
 
 
 def test_a_fresh_lookup_imports_no_compute_kernels(checkpointed: tuple[str, dict[str, Any]]) -> None:
