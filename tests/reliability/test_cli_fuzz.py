@@ -562,6 +562,7 @@ def test_long_run_prune_answers(stores: dict[str, str],
 
 
 @pytest.mark.long
+@pytest.mark.spark  # a drawn DELETE/UPDATE whose condition no index binds runs on Spark
 @given(data=st.data())
 @SLOW
 def test_long_run_every_command(stores: dict[str, str], data: st.DataObject) -> None:
