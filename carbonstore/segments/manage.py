@@ -139,8 +139,9 @@ def resolve_read_segments(
         snapshot: one tablestatus snapshot (readers use one for the whole query).
         requested_ids: None or ``"*"`` for every readable segment; otherwise the chosen ids
             (a list or ``"1,2"``). A chosen segment that is not readable (compacted, marked
-            for delete, in progress) or unknown contributes nothing: once compacted, its
-            rows are read through the segment it was merged into.
+            for delete, in progress) or unknown is left out here; the read paths (plans,
+            ``to_spark``, the data source) refuse such an id first
+            (``TableStatusSnapshot.refuse_unreadable``).
 
     Raises:
         UserError: an id is malformed or the list is empty.
