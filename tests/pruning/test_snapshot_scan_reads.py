@@ -159,6 +159,21 @@ def test_a_format_7_snapshot_still_plans_and_is_upgraded_on_write(generated: tup
         assert _plan_json(t, f["where"]) == want[f["name"]], f["name"]
 
 
+def _damage(t: Table, name: str, data: bytes, section: str) -> None:
+    """Flip one bit in the middle of snapshot section ``section`` (a column name before
+    ``:`` stands for its slot) and write the snapshot back."""
+    f = SnapshotFile(name, lambda off, n: data[off:off + n], len(data))
+    base, _, k = section.partition("#")
+    column, sep, suffix = base.partition(":")
+    if sep:
+        section = next(s for s, c in _slot_names(f).items() if c == column) + f":{suffix}" + (f"#{k}" if k else "")
+    off, n, _ = f.sections[section]
+    damaged = bytearray(data)
+    damaged[f.base + off + n // 2] ^= 0x10
+    Path(t.paths.index_snapshot_dir, name).write_bytes(bytes(damaged))
+    clear_cache()
+
+
 @pytest.mark.parametrize("section", ["files#1", "rgpos#2", "paths#3", "id:q#0", "k:b#4", "cat:b#5"])
 def test_a_damaged_section_is_refused_where_it_is_read(generated: tuple[str, dict[str, Any]], small_chunks: None,
                                                        section: str) -> None:
@@ -168,16 +183,7 @@ def test_a_damaged_section_is_refused_where_it_is_read(generated: tuple[str, dic
     t = _table(store)
     name, data = _fresh_snapshot(t)
     want = {f["name"]: _plan_json(t, f["where"]) for f in res["filters"]}
-    f = SnapshotFile(name, lambda off, n: data[off:off + n], len(data))
-    base, _, k = section.partition("#")
-    column, sep, suffix = base.partition(":")
-    if sep:
-        section = next(s for s, c in _slot_names(f).items() if c == column) + f":{suffix}#{k}"
-    off, n, _ = f.sections[section]
-    damaged = bytearray(data)
-    damaged[f.base + off + n // 2] ^= 0x10
-    Path(t.paths.index_snapshot_dir, name).write_bytes(bytes(damaged))
-    clear_cache()
+    _damage(t, name, data, section)
     COUNTERS.clear()
     for x in res["filters"]:
         plan = prune(t, x["where"])
@@ -204,14 +210,8 @@ def test_a_damaged_page_section_plans_exactly_when_pages_are_taken_alone(
     want = {f["name"]: _plan_json(t, f["where"]) for f in res["filters"]}
     monkeypatch.setattr(snapshot_arrays, "_SUBSET_MIN_RGS", 0)
     monkeypatch.setattr(snapshot_arrays, "_SUBSET_SHARE", 1)
-    f = SnapshotFile(name, lambda off, n: data[off:off + n], len(data))
-    column, _, rest = section.partition(":")
-    section = next(s for s, c in _slot_names(f).items() if c == column) + f":{rest}"
-    off, n, _ = f.sections[section]
-    damaged = bytearray(data)
-    damaged[f.base + off + n // 2] ^= 0x10
-    Path(t.paths.index_snapshot_dir, name).write_bytes(bytes(damaged))
-    clear_cache()
+    column = section.partition(":")[0]
+    _damage(t, name, data, section)
     COUNTERS.clear()
     for x in res["filters"]:  # the damaged chunk's pages come from the merge indexes
         assert _plan_json(t, x["where"]) == want[x["name"]], x["name"]
