@@ -15,34 +15,20 @@ same block number in every bitset of one size, so the blocks a probe needs from 
 segments are one contiguous row (one 4 KiB chunk): a probe of 1,600 segments verifies 13
 chunks, not 1,600.
 
-Format 2 (written; format 1 is still read and planned as before) adds SUMMARIES: per segment
-and bitset class (group, size), the OR of its row-group bitsets, in stripes after the
-row-group stripes (bloom_pack_build.py derives them). A probe tests the summaries first and
-then only the row-group bitsets of the segments they keep, found through ``seg_start``
-(format 2 lists the bitsets by segment); a segment's entries are converted and checked when
-a probe reaches them, not on open. The segment ids and merge index names are stored as
-UTF-8 with their lengths. Full layout: docs/index-format.md.
+Format 2 adds SUMMARIES: per segment and bitset class (group, size), the OR of its row-group
+bitsets, in stripes after the row-group stripes; a probe tests the summaries first and then
+only the row-group bitsets of the segments they keep, found through ``seg_start`` (format 2
+lists the bitsets by segment). Format 3 (written; 1 and 2 are still read and planned as
+before) lays each class out as one wide REGION and drops the per-bitset entries: see
+bloom_pack_regions.py. Full layouts: docs/index-format.md.
 
-Layout of format 1 (little-endian)::
-
-    prefix (64 bytes): magic "CSBLPACK" | u32 version | u32 chunk bytes | u64 directory length
-        | u64 chunks | u64 data offset | u64 xxh64 of the directory | u64 xxh64 of bytes [0, 48)
-        | 8 zero bytes
-    directory: u32 JSON length | JSON {"table_id", "segment_ids": the covered segments' ids
-        joined by line breaks, "merges": their merge index names likewise, "groups": [{"name",
-        column descriptor}], "stripes": m, "bitsets": n} | per stripe int64
-        first chunk, int64 chunks, int64 width (bitsets), int64 blocks per bitset | per bitset
-        int32 segment, int32 group, int32 stripe, int32 slot
-    chunk checksums: u64 xxh64 of each chunk
-    data region (at the data offset, a multiple of the chunk size): the stripes, each from a
-        chunk boundary, its last chunk zero-padded
+Every format starts with a 64-byte prefix (magic "CSBLPACK", version, chunk bytes, directory
+length, chunks, data offset, xxh64 of the directory, xxh64 of the 48 bytes before it), then
+the directory, the xxh64 of each chunk, and the data region of whole chunks.
 
 Block ``b`` of the bitset in slot ``k`` of stripe ``t`` is at byte ``first_chunk[t] * chunk +
-(b * width[t] + k) * 32`` of the data region. A new pack copies the stripes of the previous
-one whose bitsets all belong to segments it still covers verbatim, chunks and checksums (no
-merge index read, no hashing); the bitsets of the other stripes (the last, partial one; one
-that held a removed segment) are taken from their verified chunks and laid out again with
-the new segments'. The prefix and the directory are verified whole when the pack is opened;
+(b * width[t] + k) * 32`` of the data region. A new pack takes the bitsets of the segments it
+still covers from the previous one's verified chunks (no merge index read). The prefix and the directory are verified whole when the pack is opened;
 a pack that fails them, whose size disagrees, or that names another table is refused
 (:class:`CorruptIndexError`): the caller plans without it. A chunk that fails its checksum
 makes the probe report its bitsets as not answered (``ok`` False): the caller probes those
@@ -64,6 +50,14 @@ import xxhash
 
 from carbonstore.errors import CorruptIndexError
 from carbonstore.indexfiles.bloom import BLOCK_BYTES, SALTS
+from carbonstore.indexfiles.bloom_pack_regions import (
+    Regions,
+    bitset_matrix,
+    decode_regions,
+    probe_region,
+    region_entries,
+)
+from carbonstore.indexfiles.bloom_pack_regions import ranges as _ranges
 from carbonstore.store.fs import AnyFS, as_store_fs
 
 __all__ = [
@@ -73,8 +67,8 @@ __all__ = [
 
 BLOOM_PACK_PREFIX = "blooms_"
 BLOOM_PACK_SUFFIX = ".carbonbloom"
-BLOOM_PACK_VERSION = 2  # written; 1 (no summaries, bitsets in any order) is still read
-READ_VERSIONS = (1, 2)
+BLOOM_PACK_VERSION = 3  # written; 2 (stripes, per-bitset entries) and 1 (no summaries) are still read
+READ_VERSIONS = (1, 2, 3)
 CHUNK_BYTES = 4096
 _PROBE_BATCH = 1 << 16  # bitsets probed at a time for one hash
 STRIPE_WIDTH = 128  # bitsets per stripe: a row of 32-byte blocks fills one 4 KiB chunk
@@ -115,7 +109,7 @@ class BloomPack:
         try:
             jlen = struct.unpack_from("<I", directory, 0)[0]
             meta = orjson.loads(directory[4 : 4 + jlen])
-            nst, nbs = int(meta["stripes"]), int(meta["bitsets"])
+            nst, nbs = int(meta.get("stripes", 0)), int(meta.get("bitsets", 0))
             self.table_id = str(meta["table_id"])
             # the covered segments' ids and merge index names, each joined by newlines (split
             # when asked: a plan compares the bytes, key_bytes, no string per segment)
@@ -133,19 +127,27 @@ class BloomPack:
             # format 2: stripes [0, bitset_stripes) hold row-group bitsets, the rest summaries;
             # the bitsets are listed by segment (seg_start), then one entry per summary
             self.version = version
-            self.num_rg_stripes = int(meta.get("bitset_stripes", nst)) if version >= 2 else nst
-            nsm = int(meta.get("summaries", 0)) if version >= 2 else 0
-            layout: list[tuple[str, int]] = [("<i8", nst)] * 4 + [("<i4", nbs)] * 4
-            if version >= 2:
-                layout += [("<i8", self.num_segments + 1)] + [("<i4", nsm)] * 4 + [("<i4", self.num_segments)] * 2
+            self.regions: Regions | None = None
             pos = 4 + jlen
+            if version >= 3:  # regions (bloom_pack_regions.py): no per-bitset entries
+                self.regions, pos = decode_regions(meta, directory, pos, self.num_segments, len(self.groups),
+                                                   int(nchunks), int(chunk))
+                self.num_rg_stripes = self.regions.num_bitset_regions
+                nst, nsm, nbs = len(self.regions.kind), 0, 0
+                layout: list[tuple[str, int]] = [("<i4", self.num_segments)] * 2
+            else:
+                self.num_rg_stripes = int(meta.get("bitset_stripes", nst)) if version >= 2 else nst
+                nsm = int(meta.get("summaries", 0)) if version >= 2 else 0
+                layout = [("<i8", nst)] * 4 + [("<i4", nbs)] * 4
+                if version >= 2:
+                    layout += [("<i8", self.num_segments + 1)] + [("<i4", nsm)] * 4 + [("<i4", self.num_segments)] * 2
             arrays = []
             for dtype, count in layout:  # views of the directory: converted when used
                 arrays.append(np.frombuffer(directory, dtype=dtype, count=count, offset=pos))
                 pos += count * int(dtype[-1])
             if version >= 2:
                 keys = []
-                for lengths in arrays[13:15]:
+                for lengths in arrays[-2:]:
                     size = int(lengths.sum(dtype=np.int64))
                     if len(lengths) and int(lengths.min()) < 0 or pos + size > len(directory):
                         raise ValueError("segment names outside the directory")
@@ -158,14 +160,19 @@ class BloomPack:
             raise CorruptIndexError(f"{name}: bloom pack directory has {len(directory) - pos} stray bytes")
         if table_id is not None and self.table_id != table_id:
             raise CorruptIndexError(f"{name}: bloom pack of another table ({self.table_id})")
-        self.st_chunk0, self.st_chunks, self.st_width, self.st_blocks = (a.astype(np.int64) for a in arrays[:4])
-        self._bs_raw = arrays[4:8]  # per bitset: segment, group, stripe, slot (checked when used)
         self.seg_start: npt.NDArray[np.int64] | None = None
-        self.sm_seg = self.sm_group = self.sm_stripe = self.sm_slot = np.zeros(0, dtype=np.int64)
-        if version >= 2:
+        if self.regions is not None:  # a region is a (wide) stripe; its entries derived when asked
+            reg = self.regions
+            self.st_chunk0, self.st_chunks, self.st_width, self.st_blocks = reg.chunk0, reg.chunks, reg.width, reg.blocks
+        else:
+            self.st_chunk0, self.st_chunks, self.st_width, self.st_blocks = (a.astype(np.int64) for a in arrays[:4])
+            self.__dict__["_bs_raw"] = arrays[4:8]  # per bitset: segment, group, stripe, slot (checked when used)
+            self.__dict__["_sm_entries"] = (np.zeros(0, dtype=np.int64),) * 4
+        if 2 <= version < 3:
             self.seg_start = arrays[8].astype(np.int64)
-            self.sm_seg, self.sm_group, self.sm_stripe, self.sm_slot = (a.astype(np.int64) for a in arrays[9:13])
-        self._check_layout()
+            self.__dict__["_sm_entries"] = tuple(a.astype(np.int64) for a in arrays[9:13])
+        if self.regions is None:  # (format 3: checked as decoded)
+            self._check_layout()
         if version < 2:  # format 1: every bitset checked on open, as always
             _ = self.bs_seg
         self.sums = sums
@@ -282,8 +289,44 @@ class BloomPack:
 
     @property
     def summarised(self) -> bool:
-        """Whether the pack lists its bitsets by segment and carries segment summaries (format 2)."""
-        return self.seg_start is not None
+        """Whether the pack carries segment summaries (formats 2 and 3)."""
+        return self.version >= 2
+
+    @functools.cached_property
+    def _bs_raw(self) -> list[npt.NDArray[np.int32]]:
+        """Format 3: each bitset's segment, group, region and column (formats 1 and 2 store them)."""
+        return region_entries(self.regions, range(self.num_rg_stripes), self.num_segments)
+
+    @functools.cached_property
+    def _sm_entries(self) -> tuple[npt.NDArray[np.int64], ...]:
+        reg = self.regions  # (formats 1 and 2 set these on open)
+        return tuple(a.astype(np.int64) for a in region_entries(reg, range(self.num_rg_stripes, len(reg.kind)),
+                                                                 self.num_segments))
+
+    sm_seg = property(lambda self: self._sm_entries[0], doc="Per summary: its segment.")
+    sm_group = property(lambda self: self._sm_entries[1], doc="Per summary: its group.")
+    sm_stripe = property(lambda self: self._sm_entries[2], doc="Per summary: its stripe (region).")
+    sm_slot = property(lambda self: self._sm_entries[3], doc="Per summary: its place in the stripe.")
+
+    def column_regions(self, name: str) -> list[int]:
+        """Format 3: the bitset regions of every group of column ``name``."""
+        key = "\0regions:" + name
+        got = self._by_name.get(key)
+        if got is None:
+            reg = self.regions
+            assert reg is not None
+            got = self._by_name[key] = np.array(
+                [t for t in range(self.num_rg_stripes) if self.groups[int(reg.group[t])].get("name") == name],
+                dtype=np.intp)
+        return got.tolist()  # type: ignore[no-any-return]
+
+    probe_region = probe_region  # format 3: (any, all, ok) per segment over a region (bloom_pack_regions)
+    bitset_matrix = bitset_matrix  # bitsets as rows of bytes, verified (bloom_pack_regions)
+
+    def region_counts(self, t: int, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Format 3: the number of bitsets of each pack segment of ``rows`` in region ``t``."""
+        start = self.regions.start[t]  # type: ignore[union-attr]
+        return start[rows + 1] - start[rows]  # type: ignore[no-any-return]
 
     def bitsets_of(self, segs: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64],
                                                              npt.NDArray[np.int64]]:
@@ -551,17 +594,3 @@ class BloomPack:
         """The bitsets of segment ``seg``, in order."""
         return self.bitsets_of(np.array([seg], dtype=np.intp))[0]
 
-
-def _ranges(first: npt.NDArray[Any], end: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
-    """The numbers of every range ``[first[i], end[i])``, one after the other."""
-    n = np.asarray(end, dtype=np.int64) - np.asarray(first, dtype=np.int64)
-    total = int(n.sum())
-    if not total:
-        return np.zeros(0, dtype=np.intp)
-    step = np.ones(total, dtype=np.int64)
-    keep = n > 0
-    f, n = np.asarray(first, dtype=np.int64)[keep], n[keep]
-    at = np.cumsum(n)[:-1]
-    step[0] = f[0]
-    step[at] = f[1:] - (f[:-1] + n[:-1]) + 1
-    return np.cumsum(step).astype(np.intp)

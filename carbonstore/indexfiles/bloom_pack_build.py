@@ -36,6 +36,7 @@ from carbonstore.indexfiles.bloom_pack import (
     BloomPack,
     round_up,
 )
+from carbonstore.indexfiles.bloom_pack_regions import REGION_BITSETS, REGION_SUMMARIES
 
 __all__ = ["PackBuilder"]
 
@@ -64,6 +65,7 @@ class PackBuilder:
         self.sums: list[npt.NDArray[np.uint64]] = []
         self.copied: set[int] = set()  # stripes taken verbatim (checked before summarised)
         self.chunks = 0
+        self.taken: list[tuple[npt.NDArray[np.int64], int, int, npt.NDArray[np.uint8]]] = []  # format 3
 
     def segment(self, segment_id: str, merge: str) -> int:
         """The index of a covered segment (added the first time)."""
@@ -95,11 +97,44 @@ class PackBuilder:
         for group, bitset in bitsets:
             self.add_bitset(seg, group, bitset)
 
+    def add_matrix(self, segs: npt.NDArray[np.int64], group: dict[str, Any], matrix: npt.NDArray[np.uint8]) -> None:
+        """Format 3: add bitsets of one group and size, ``matrix[i]`` one of segment ``segs[i]``
+        (verified by the caller: bloom_pack_regions.bitset_matrix)."""
+        n = matrix.shape[1] if matrix.ndim == 2 else 0
+        if n < BLOCK_BYTES or n % BLOCK_BYTES:
+            raise CorruptIndexError(f"bloom bitset of {n} bytes is not a whole number of 32-byte blocks")
+        self.taken.append((np.asarray(segs, dtype=np.int64), self._group(group), n // BLOCK_BYTES, matrix))
+
+    def take(self, pack: BloomPack, bitsets: npt.NDArray[np.intp], segs: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+        """Format 3: take bitsets ``bitsets`` of ``pack`` (any format), checked against their
+        chunks' checksums; ``segs[i]`` is this pack's index of ``pack``'s segment ``i``.
+        Returns per bitset whether it passed (those that did not are not taken)."""
+        b = np.asarray(bitsets, dtype=np.intp)
+        ok = np.ones(len(b), dtype=bool)
+        if not len(b):
+            return ok
+        blocks = pack.st_blocks[pack.bs_stripe[b]]
+        group = pack.bs_group[b]
+        for nb in np.unique(blocks).tolist():
+            these = np.flatnonzero(blocks == nb)
+            matrix, good = pack.bitset_matrix(b[these])
+            ok[these] = good
+            for g in np.unique(group[these]).tolist():
+                mine = np.flatnonzero((group[these] == g) & good)
+                if len(mine):
+                    self.add_matrix(segs[pack.bs_seg[b[these[mine]]]], pack.groups[g], matrix[mine])
+        return ok
+
     def copy_stripe(self, pack: BloomPack, t: int, segs: npt.NDArray[np.intp],
                     raw: tuple[bytes, npt.NDArray[np.uint64]] | None = None) -> None:
         """Copy row-group stripe ``t`` of ``pack`` verbatim (chunks and checksums, or ``raw``:
         what ``pack.stripe_chunks(t)`` returned); ``segs[i]`` is this pack's index of
-        ``pack``'s segment ``i``."""
+        ``pack``'s segment ``i``. Format 3 takes the stripe's bitsets (a failing chunk raises
+        CorruptIndexError)."""
+        if self.version >= 3:
+            if not self.take(pack, pack.stripe_members(t), segs).all():
+                raise CorruptIndexError(f"{pack.name}: a chunk fails its checksum")
+            return
         if pack.chunk_bytes != self.chunk_bytes:
             raise ValueError("chunk sizes differ")
         data, sums = pack.stripe_chunks(t) if raw is None else raw
@@ -189,8 +224,83 @@ class PackBuilder:
                      for i, c in zip(take.tolist(), key[take].tolist(), strict=True)]
             self._lay_out(items, nb, self.summaries)
 
+    def _chunked(self, body: bytes) -> int:
+        """Append ``body`` from a chunk boundary (zero-padded, checksummed); its first chunk."""
+        cb = self.chunk_bytes
+        body += bytes(round_up(len(body), cb) - len(body))
+        count = len(body) // cb
+        view = memoryview(body)
+        self.sums.append(np.fromiter((xxhash.xxh64_intdigest(view[i * cb : (i + 1) * cb]) for i in range(count)),
+                                     dtype=np.uint64, count=count))
+        self.parts.append(body)
+        first = self.chunks
+        self.chunks += count
+        return first
+
+    def _classes(self) -> dict[tuple[int, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]]:
+        """Format 3: per class (group, blocks) every bitset of it, by segment: (segments, rows)."""
+        parts: dict[tuple[int, int], list[tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]]] = {}
+        for segs, g, nb, matrix in self.taken:
+            parts.setdefault((g, nb), []).append((segs, matrix))
+        for nb, items in self.pending.items():
+            groups = np.array([g for _, g, _ in items], dtype=np.int64)
+            segs = np.array([s for s, _, _ in items], dtype=np.int64)
+            matrix = np.frombuffer(b"".join(b for _, _, b in items), dtype=np.uint8).reshape(len(items), nb * BLOCK_BYTES)
+            for g in np.unique(groups).tolist():
+                mine = groups == g
+                parts.setdefault((g, nb), []).append((segs[mine], matrix[mine]))
+        out = {}
+        for key in sorted(parts):
+            segs = np.concatenate([p[0] for p in parts[key]])
+            order = np.argsort(segs, kind="stable")
+            out[key] = (segs[order], np.concatenate([p[1] for p in parts[key]])[order])
+        return out
+
+    def _encode_regions(self) -> bytes:
+        """Format 3 (bloom_pack_regions.py): per class a region of its bitsets by segment, then
+        per class a region of the summaries of the segments that get them (see the module)."""
+        nseg = len(self.segments)
+        classes = self._classes()
+        regions: list[list[int]] = []
+        starts: list[npt.NDArray[np.int64]] = []
+        worth = np.zeros(nseg, dtype=bool)  # summarised: some class of the segment has two bitsets
+        ors: dict[tuple[int, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]] = {}
+        for (g, nb), (segs, matrix) in classes.items():
+            w = len(segs)
+            counts = np.bincount(segs, minlength=nseg)
+            starts.append(np.r_[0, np.cumsum(counts)].astype(np.int64))
+            body = matrix.reshape(w, nb, BLOCK_BYTES).transpose(1, 0, 2).tobytes()  # row b: block b of each
+            first = self._chunked(body)
+            regions.append([g, nb, w, first, self.chunks - first, REGION_BITSETS])
+            owners = np.flatnonzero(counts)
+            worth[owners[counts[owners] > 1]] = True
+            words = matrix.view("<u8").reshape(w, nb * 4)
+            ors[(g, nb)] = (owners, np.bitwise_or.reduceat(words, starts[-1][owners], axis=0))
+        for (g, nb), (owners, summary) in ors.items():
+            take = worth[owners]
+            if not take.any():
+                continue
+            has = np.zeros(nseg, dtype=np.int64)
+            has[owners[take]] = 1
+            starts.append(np.r_[0, np.cumsum(has)].astype(np.int64))
+            w = int(np.count_nonzero(take))
+            body = summary[take].astype("<u8").view(np.uint8).reshape(w, nb, BLOCK_BYTES).transpose(1, 0, 2).tobytes()
+            first = self._chunked(body)
+            regions.append([g, nb, w, first, self.chunks - first, REGION_SUMMARIES])
+        meta = {"table_id": self.table_id, "segments": nseg, "groups": self.groups, "regions": regions}
+        text = orjson.dumps(meta)
+        names = [[x.encode("utf-8", "surrogatepass") for x in col] for col in zip(*self.segments, strict=True)]
+        names = names or [[], []]
+        parts = [struct.pack("<I", len(text)), text, *[s.astype("<i8").tobytes() for s in starts]]
+        parts += [np.array([len(x) for x in col], dtype="<i4").tobytes() for col in names]
+        parts += [b"".join(col) for col in names]
+        return b"".join(parts)
+
     def encode(self) -> bytes:
         """The pack file's bytes."""
+        if self.version >= 3:
+            directory = self._encode_regions()
+            return self._file(directory)
         self._flush()
         nrg = len(self.stripes)
         if self.version >= 2:
@@ -219,7 +329,9 @@ class PackBuilder:
             parts += [start.tobytes(), *[sm[:, i].astype("<i4").tobytes() for i in range(4)]]
             parts += [np.array([len(x) for x in col], dtype="<i4").tobytes() for col in names]
             parts += [b"".join(col) for col in names]
-        directory = b"".join(parts)
+        return self._file(b"".join(parts))
+
+    def _file(self, directory: bytes) -> bytes:
         sums = (np.concatenate(self.sums) if self.sums else np.zeros(0, np.uint64)).astype("<u8").tobytes()
         doff = round_up(PACK_PREFIX_SIZE + len(directory) + len(sums), self.chunk_bytes)
         head = PACK_HEAD.pack(PACK_MAGIC, self.version, self.chunk_bytes, len(directory), self.chunks, doff,

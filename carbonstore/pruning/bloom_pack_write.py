@@ -73,6 +73,20 @@ def _copy_previous(table: Table, builder: PackBuilder, keys: set[tuple[str, str]
     if previous is None:
         return set()
     mine = np.array([builder.segment(*k) if k in keys else -1 for k in previous.segments], dtype=np.intp)
+    if builder.version >= 3:  # every bitset of a covered segment, checked against its chunks
+        try:
+            b = np.flatnonzero(mine[previous.bs_seg] >= 0)
+            ok = builder.take(previous, b, mine)
+        except (CorruptIndexError, OSError, ValueError):
+            COUNTERS["bloom_pack_errors"] += 1
+            return set()
+        bad = np.zeros(previous.num_segments, dtype=bool)
+        bad[previous.bs_seg[b[~ok]]] = True
+        if bad.any():  # their bitsets that passed were taken: those segments are read again
+            COUNTERS["bloom_pack_errors"] += 1
+            drop = _moved(bad, mine, builder)
+            builder.taken = [(s[~drop[s]], g, nb, m[~drop[s]]) for s, g, nb, m in builder.taken]
+        return {k for i, k in enumerate(previous.segments) if k in keys and not bad[i]}
     loose: list[tuple[int, int, bytes]] = []
     copy: list[tuple[int, tuple[bytes, Any]]] = []
     try:  # read everything first: a failure leaves the builder untouched
@@ -96,6 +110,13 @@ def _copy_previous(table: Table, builder: PackBuilder, keys: set[tuple[str, str]
     for seg, g, bitset in loose:
         builder.add_bitset(seg, previous.groups[g], bitset)
     return {k for k in previous.segments if k in keys}
+
+
+def _moved(bad: Any, mine: Any, builder: PackBuilder) -> Any:
+    """``bad`` (over the previous pack's segments) over the new pack's segments."""
+    out = np.zeros(len(builder.segments), dtype=bool)
+    out[mine[bad & (mine >= 0)]] = True
+    return out
 
 
 def _segment_bitsets(view: Any, i: int, names: list[str]) -> list[tuple[dict[str, Any], bytes]]:

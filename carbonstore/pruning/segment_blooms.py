@@ -192,6 +192,8 @@ class SegmentBlooms:
         a segment not in the pack, without a bitset of the column there, or with a chunk that
         failed its checksum is not answered (its merge index is probed instead)."""
         pack = found[0]
+        if pack.regions is not None:  # format 3: regions, no per-bitset entries
+            return self._probe_regions(found, ref, literals, segs)
         if pack.summarised and len(pack.sm_seg):  # the segments' summaries first
             keep = self._probe_summaries(found, ref, literals, segs)
             if not keep.all():
@@ -201,6 +203,106 @@ class SegmentBlooms:
                     done[at], hit[at] = self._probe_row_groups(found, ref, literals, segs[at])
                 return done, hit
         return self._probe_row_groups(found, ref, literals, segs)
+
+    def _region_hashes(self, pack: BloomPack, ref: BoundRef, literals: tuple[Any, ...]) -> list[tuple[int, Any]]:
+        """Per bitset region of column ``ref`` in format 3 pack ``pack``: (region, what to
+        probe it with): the hashes, or ``"other"`` (a descriptor of another column of that
+        name, or a literal it cannot hash: may hold anything), ``"bad"`` (a descriptor the
+        pack does not carry: probe elsewhere)."""
+        out: list[tuple[int, Any]] = []
+        for t in pack.column_regions(ref.name):
+            d = pack.groups[int(pack.regions.group[t])]
+            if (d.get("column_id") or ref.name) not in (ref.column.column_id, ref.name):
+                out.append((t, "other"))  # (dropped, or renamed away)
+                continue
+            try:
+                hashes = self._hashes(d, ref, literals)
+            except KeyError:
+                out.append((t, "bad"))
+                continue
+            out.append((t, "other" if hashes is None else hashes))
+        return out
+
+    def _probe_regions(self, found: tuple[Any, ...], ref: BoundRef, literals: tuple[Any, ...],
+                       segs: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """:meth:`_probe_pack` of a format 3 pack: the summaries, then the row-group bitsets
+        of the segments they keep, each region probed by arithmetic over its segment list
+        (the same answers as the format 2 probes)."""
+        pack, where = found[0], found[1]
+        rows = where[segs]
+        pos = np.flatnonzero(rows >= 0)
+        r = rows[pos].astype(np.int64)
+        done = np.zeros(len(segs), dtype=bool)
+        hit = np.ones(len(segs), dtype=bool)
+        plan = self._region_hashes(pack, ref, literals)
+        if not len(r) or not plan:
+            return done, hit
+        # a segment is dropped when, for every region it has bitsets in, its summary there
+        # proves the value absent (a summary that fails its checksum, a region without a
+        # summary of it, another column's: kept for its row groups)
+        drop = np.ones(len(r), dtype=bool)
+        has_any = np.zeros(len(r), dtype=bool)
+        fallbacks = 0
+        for t, how in plan:
+            has = pack.region_counts(t, r) > 0
+            has_any |= has
+            s = int(pack.regions.summary_of[t])
+            if isinstance(how, str) or s < 0:
+                drop &= ~has
+                continue
+            if not len(how):
+                continue  # no value: absent from every bitset
+            covered = has & (pack.region_counts(s, r) > 0)
+            drop &= ~has | covered
+            at = np.flatnonzero(covered)
+            if len(at):
+                got, _, ok = pack.probe_region(s, r[at], how)
+                drop[at[got | ~ok]] = False
+                fallbacks += int(np.count_nonzero(~ok))
+        drop &= has_any
+        if fallbacks:
+            COUNTERS["bloom_pack_summary_fallbacks"] += fallbacks
+        COUNTERS["bloom_pack_summary_drops"] += int(np.count_nonzero(drop))
+        done[pos[drop]] = True
+        hit[pos[drop]] = False
+        kept = np.flatnonzero(~drop)
+        if not len(kept):
+            return done, hit
+        rr = r[kept]
+        seg_has = np.zeros(len(rr), dtype=bool)
+        seg_hit = np.zeros(len(rr), dtype=bool)
+        seg_bad = np.zeros(len(rr), dtype=bool)
+        seg_unsure = np.zeros(len(rr), dtype=bool)  # some bitset not probed, or missed
+        probed: npt.NDArray[np.uint64] | None = None
+        for t, how in plan:
+            has = pack.region_counts(t, rr) > 0
+            seg_has |= has
+            if isinstance(how, str):
+                if how == "bad":
+                    seg_bad |= has
+                else:
+                    seg_hit |= has
+                    seg_unsure |= has
+                continue
+            if not len(how):
+                seg_unsure |= has
+                continue
+            got, every, ok = pack.probe_region(t, rr, how)
+            seg_hit |= got
+            seg_unsure |= has & ~every
+            seg_bad |= has & ~ok
+            probed = how if probed is None or np.array_equal(probed, how) else np.zeros(0, np.uint64)
+        COUNTERS["bloom_pack_probes"] += 1
+        bad = int(np.count_nonzero(seg_bad))
+        if bad:
+            COUNTERS["bloom_pack_fallbacks"] += bad
+        answered = seg_has & ~seg_bad
+        at = pos[kept]
+        done[at] = answered
+        hit[at] = seg_hit | ~answered
+        if probed is not None and len(probed):  # every row group of these may hold the value
+            self._tell_row_groups(segs[at[answered & ~seg_unsure]], ref.name, probed)
+        return done, hit
 
     def _probe_summaries(self, found: tuple[Any, ...], ref: BoundRef, literals: tuple[Any, ...],
                          segs: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:

@@ -44,23 +44,27 @@ def _open(path: Path, ranged: bool) -> BloomPack:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(segment_st, min_size=1, max_size=6), st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=5),
        st.booleans(), st.sampled_from([32, 256, 4096]), st.integers(1, 5), st.integers(1, 5),
-       st.sampled_from([1 << 16, 2]))
+       st.sampled_from([1 << 16, 2]), st.sampled_from([1, 2, 3]))
 def test_probe_matches_each_bitset(tmp_path: Path, segments: list[list[tuple[int, list[int]]]],
                                    probes: list[int], ranged: bool, chunk: int, width: int, width2: int,
-                                   batch: int) -> None:
+                                   batch: int, version: int) -> None:
     # (batch: bitsets a one-hash probe takes at a time; 2 makes small packs probe in batches)
     import carbonstore.indexfiles.bloom_pack as bloom_pack_mod
+    import carbonstore.indexfiles.bloom_pack_regions as regions_mod
 
     saved, bloom_pack_mod._PROBE_BATCH = bloom_pack_mod._PROBE_BATCH, batch
+    saved3, regions_mod._BATCH = regions_mod._BATCH, batch
     try:
-        _probe_matches_each_bitset(tmp_path, segments, probes, ranged, chunk, width, width2)
+        _probe_matches_each_bitset(tmp_path, segments, probes, ranged, chunk, width, width2, version)
     finally:
         bloom_pack_mod._PROBE_BATCH = saved
+        regions_mod._BATCH = saved3
 
 
 def _probe_matches_each_bitset(tmp_path: Path, segments: list[list[tuple[int, list[int]]]],
-                               probes: list[int], ranged: bool, chunk: int, width: int, width2: int) -> None:
-    builder = PackBuilder("t", chunk_bytes=chunk, stripe_width=width)
+                               probes: list[int], ranged: bool, chunk: int, width: int, width2: int,
+                               version: int) -> None:
+    builder = PackBuilder("t", chunk_bytes=chunk, stripe_width=width, version=version)
     whole: list[list[bytes]] = []
     for s, bitsets in enumerate(segments):
         got = [_bitset(n, vals) for n, vals in bitsets]
@@ -89,6 +93,15 @@ def _probe_matches_each_bitset(tmp_path: Path, segments: list[list[tuple[int, li
         out = {k: False for k in p.segments}
         for b, h in zip(mine.tolist(), hit.tolist(), strict=True):
             out[p.segments[int(p.bs_seg[b])]] |= h
+        if p.regions is not None:  # format 3's own probe: per segment, by arithmetic
+            rows = np.arange(p.num_segments, dtype=np.int64)
+            some = np.zeros(p.num_segments, dtype=bool)
+            for t in p.column_regions("k"):
+                got, every, ok = p.probe_region(t, rows, hashes)
+                has = p.region_counts(t, rows) > 0
+                assert ok.all() and not got[~has].any() and every[~has].all()
+                some |= got
+            assert some.tolist() == [out[k] for k in p.segments]
         return out
 
     expected = {(str(s), f"{s}_1.carbonindexmerge"): any(might_contain(b, int(h)) for b in bs for h in hashes)
@@ -96,7 +109,7 @@ def _probe_matches_each_bitset(tmp_path: Path, segments: list[list[tuple[int, li
     assert answers(pack) == expected
     # a new pack (another stripe width) from this one: full stripes copied verbatim, the
     # others' bitsets taken from their verified chunks; one segment dropped, one added
-    again = PackBuilder("t", chunk_bytes=chunk, stripe_width=width2)
+    again = PackBuilder("t", chunk_bytes=chunk, stripe_width=width2, version=version)
     keep = pack.segments[1:] if len(pack.segments) > 1 else pack.segments
     mine = np.array([again.segment(*k) if k in keep else -1 for k in pack.segments], dtype=np.intp)
     for t in range(len(pack.st_chunk0)):
@@ -122,7 +135,7 @@ def _probe_matches_each_bitset(tmp_path: Path, segments: list[list[tuple[int, li
 
 @pytest.mark.parametrize("ranged", [False, True], ids=["mapped", "ranged"])
 def test_a_damaged_chunk_leaves_its_bitsets_unanswered(tmp_path: Path, ranged: bool) -> None:
-    builder = PackBuilder("t", chunk_bytes=256, stripe_width=1)
+    builder = PackBuilder("t", chunk_bytes=256, stripe_width=1, version=2)
     bitsets = [_bitset(8, [i * 7919 + j for j in range(20)]) for i in range(6)]  # 256 bytes: one chunk each
     for i, b in enumerate(bitsets):
         builder.add_segment(str(i), "m", [(GROUP, b)])
@@ -167,3 +180,77 @@ def test_a_damaged_header_or_directory_is_refused(tmp_path: Path, damage: str) -
         with pytest.raises(CorruptIndexError, match="p.carbonbloom"):
             BloomPack.open(pafs.SubTreeFileSystem(str(tmp_path), LOCAL) if ranged else LOCAL,
                            path.name if ranged else str(path), table_id=table_id)
+
+
+@pytest.mark.parametrize("ranged", [False, True], ids=["mapped", "ranged"])
+def test_a_damaged_region_chunk_leaves_exactly_its_segments_unanswered(tmp_path: Path, ranged: bool) -> None:
+    """Format 3: a region's rows run across chunks; a segment is unanswered exactly when a
+    block a hash selects of one of its bitsets lies in the damaged chunk."""
+    builder = PackBuilder("t", chunk_bytes=64)
+    whole = [[_bitset(4, [i * 7919 + j * 31 + r for j in range(6)]) for r in range(1 + i % 3)] for i in range(9)]
+    for i, bitsets in enumerate(whole):
+        builder.add_segment(str(i), "m", [(GROUP, b) for b in bitsets])
+    data = builder.encode()
+    (tmp_path / "clean").mkdir()
+    path = tmp_path / "clean" / "p.carbonbloom"
+    path.write_bytes(data)
+    clean = _open(path, ranged)
+    (t,) = clean.column_regions("k")
+    rows = np.arange(9, dtype=np.int64)
+    hashes = np.array([5, 2**40 + 3, 2**63 + 11, 3 * 2**62 + 7], dtype=np.uint64)
+    sound = clean.probe_region(t, rows, hashes)
+    start = clean.regions.start[t]
+    width, first = int(clean.regions.width[t]), int(clean.regions.chunk0[t])
+    unanswered = 0
+    for bad_chunk in range(first, first + int(clean.regions.chunks[t])):
+        damaged = bytearray(data)
+        damaged[clean.data_offset + bad_chunk * 64 + 3] ^= 0x10
+        path = tmp_path / f"p{bad_chunk}.carbonbloom"
+        path.write_bytes(bytes(damaged))
+        pack = _open(path, ranged)
+        got, every, ok = pack.probe_region(t, rows, hashes)
+        blocks = [((int(h) >> 32) * 4) >> 32 for h in hashes.tolist()]
+        want = [all((first * 64 + (b * width + k) * 32) // 64 != bad_chunk
+                    for b in blocks for k in range(int(start[i]), int(start[i + 1]))) for i in range(9)]
+        assert ok.tolist() == want
+        unanswered += want.count(False)
+        assert got[ok].tolist() == sound[0][ok].tolist() and every[ok].tolist() == sound[1][ok].tolist()
+        assert sound[2].all() and sound[0].tolist() == [any(might_contain(b, int(h)) for b in bs for h in hashes)
+                                                        for bs in whole]
+    assert unanswered
+
+
+@pytest.mark.parametrize("forged", ["start", "width", "summary twice"])
+def test_a_format_3_directory_that_describes_bitsets_outside_the_data_is_refused(tmp_path: Path, forged: str) -> None:
+    """Under a valid checksum (a faulty writer), region lists that do not add up are refused
+    on open: a plan then probes the merge indexes, never blocks outside a region."""
+    import struct
+
+    import orjson
+    import xxhash
+
+    builder = PackBuilder("t", chunk_bytes=64)
+    for i in range(3):
+        builder.add_segment(str(i), "m", [(GROUP, _bitset(2, [i])), (GROUP, _bitset(2, [i + 7]))])
+    data = bytearray(builder.encode())
+    dlen = struct.unpack_from("<Q", data, 16)[0]
+    jlen = struct.unpack_from("<I", data, 64)[0]
+    meta = orjson.loads(bytes(data[68 : 68 + jlen]))
+    rest = bytes(data[68 + jlen : 64 + dlen])
+    if forged == "start":  # segment 1's run of the bitset region ends past segment 2's
+        rest = rest[:16] + struct.pack("<q", 7) + rest[24:]
+    elif forged == "width":  # (one digit for another: the directory keeps its length)
+        assert meta["regions"][0][2] == 6
+        meta["regions"][0][2] = 9
+    else:  # a summary region's segment list counts two summaries for segment 0
+        rest = rest[: 32 + 8] + struct.pack("<q", 2) + rest[32 + 16 :]
+    text = orjson.dumps(meta)
+    directory = struct.pack("<I", len(text)) + text + rest
+    assert len(directory) == dlen
+    data[64 : 64 + dlen] = directory
+    struct.pack_into("<Q", data, 40, xxhash.xxh64_intdigest(bytes(data[64 : 64 + dlen])))
+    struct.pack_into("<Q", data, 48, xxhash.xxh64_intdigest(bytes(data[:48])))
+    path = tmp_path / "p.carbonbloom"
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptIndexError, match="does not decode"):
+        BloomPack.open(LOCAL, str(path), table_id="t")

@@ -7,6 +7,7 @@ row-group probe and leaves every plan as it was."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -17,12 +18,12 @@ from hypothesis import strategies as st
 
 from carbonstore import Store
 from carbonstore.indexfiles import bloom_pack
-from carbonstore.indexfiles.bloom import bloom_insert
+from carbonstore.indexfiles.bloom import bloom_insert, might_contain
 from carbonstore.indexfiles.bloom_pack import BloomPack
 from carbonstore.indexfiles.bloom_pack_build import PackBuilder
 from carbonstore.pruning.cache import COUNTERS, clear_cache
 from carbonstore.pruning.plan import prune
-from carbonstore.pruning.segment_blooms import bloom_pack_names, open_pack
+from carbonstore.pruning.segment_blooms import SegmentBlooms, bloom_pack_names, open_pack
 from carbonstore.pruning.table_index import refresh_index_snapshot
 from carbonstore.store import load_conf
 from carbonstore.store.table import Table
@@ -71,16 +72,44 @@ def test_a_summary_never_drops_a_segment_its_row_groups_keep(
         chunk: int, width: int) -> None:
     groups = [K, K2, OTHER]
     built = {}
-    for version in (1, 2):
+    for version in (1, 2, 3):
         builder = PackBuilder("t", chunk_bytes=chunk, stripe_width=width, version=version)
         for s, bitsets in enumerate(segments):
             builder.add_segment(str(s), f"m{s}", [(groups[g], _bitset(n, vals)) for g, n, vals in bitsets])
         path = tmp_path / f"v{version}.carbonbloom"
         path.write_bytes(builder.encode())
         built[version] = BloomPack.open(LOCAL, str(path), table_id="t")
-    old, new = built[1], built[2]
-    assert old.version == 1 and not old.summarised and new.version == 2 and new.summarised
-    for s, bitsets in enumerate(segments):  # format 2 lists each segment's bitsets in one run
+    old = built[1]
+    assert old.version == 1 and not old.summarised
+    for new in (built[2], built[3]):
+        _check_summaries(new, old, segments, probes)
+    for values in probes:  # the planner's probe (SegmentBlooms): format 3 answers as format 2
+        hashes = np.array(values, dtype=np.uint64)
+        answers = [_pack_answers(built[v], hashes) for v in (2, 3)]
+        assert answers[0] == answers[1]
+        for s, (done, hit) in enumerate(answers[1]):
+            truth = any(groups[g] is K2 or (groups[g] is K and any(might_contain(_bitset(n, vals), int(h))
+                                                                    for h in values))
+                        for g, n, vals in segments[s])
+            assert hit or not truth  # never dropped when one of its row groups may hold it
+            assert done == any(groups[g]["name"] == "k" for g, _, _ in segments[s])
+
+
+def _pack_answers(pack: BloomPack, hashes: np.ndarray) -> list[tuple[bool, bool]]:
+    """(answered, might hold) per segment, from the planner's pack probe for column k (id c1)."""
+    blooms = SegmentBlooms(SimpleNamespace(snapshot=None))
+    blooms._hashes = lambda d, ref, literals: hashes  # type: ignore[method-assign]
+    ref = SimpleNamespace(name="k", column=SimpleNamespace(column_id="c1"))
+    segs = np.arange(pack.num_segments, dtype=np.intp)
+    done, hit = blooms._probe_pack((pack, segs, {}, {}), ref, (), segs)  # type: ignore[arg-type]
+    return list(zip(done.tolist(), hit.tolist(), strict=True))
+
+
+def _check_summaries(new: BloomPack, old: BloomPack, segments: list[list[tuple[int, int, list[int]]]],
+                     probes: list[list[int]]) -> None:
+    groups = [K, K2, OTHER]
+    assert new.summarised
+    for s, bitsets in enumerate(segments):  # each segment's bitsets found in one run
         b, seg, _ = new.bitsets_of(np.array([s], dtype=np.intp))
         assert len(b) == len(bitsets) and (seg == s).all()
         classes = {(g, n) for g, n, _ in bitsets}
@@ -92,7 +121,7 @@ def test_a_summary_never_drops_a_segment_its_row_groups_keep(
     for values in probes:
         hashes = np.array(values, dtype=np.uint64)
         rows_old, rows_new = _segment_hits(old, hashes, False), _segment_hits(new, hashes, False)
-        assert rows_old == rows_new  # format 1 and 2 answer alike
+        assert rows_old == rows_new  # format 1 and 2 (3) answer alike
         summary = _segment_hits(new, hashes, True)
         for seg, hit in rows_new.items():
             if hit and seg in summary:
@@ -177,30 +206,37 @@ def test_a_damaged_summary_chunk_sends_its_segments_to_the_row_groups(
     assert not COUNTERS.get("bloom_pack_fallbacks")  # the row-group chunks are sound: answered there
 
 
-def test_a_format_1_pack_still_plans_and_the_next_write_upgrades_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    t, keys = _table(tmp_path / "store")
-    wheres = [f"k = '{keys[s][r]}'" for s, r in ((0, 0), (7, 120))] + ["k = '0000000000000001'"]
-    current = _plans(t, wheres)
-    (path,) = Path(t.paths.index_snapshot_dir).glob("*.carbonbloom")
+def _rewrite_as(path: Path, version: int) -> None:
+    """Rewrite the pack at ``path`` with the same bitsets as a format ``version`` writer left them."""
     pack = BloomPack.open(LOCAL, str(path), table_id=None)
-    old = PackBuilder(pack.table_id, version=1)  # the same bitsets as a format 1 writer left them
+    old = PackBuilder(pack.table_id, version=version)
     segs = np.array([old.segment(*s) for s in pack.segments], dtype=np.intp)
     for t_ in range(pack.num_rg_stripes):
         old.copy_stripe(pack, t_, segs)
     del pack
     path.write_bytes(old.encode())
-    assert BloomPack.open(LOCAL, str(path), table_id=None).version == 1
+    assert BloomPack.open(LOCAL, str(path), table_id=None).version == version
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_old_format_pack_still_plans_and_the_next_write_upgrades_it(tmp_path: Path, version: int) -> None:
+    t, keys = _table(tmp_path / "store")
+    wheres = [f"k = '{keys[s][r]}'" for s, r in ((0, 0), (7, 120))] + ["k = '0000000000000001'"]
+    current = _plans(t, wheres)
+    (path,) = Path(t.paths.index_snapshot_dir).glob("*.carbonbloom")
+    assert BloomPack.open(LOCAL, str(path), table_id=None).version == bloom_pack.BLOOM_PACK_VERSION == 3
+    _rewrite_as(path, version)
     COUNTERS.clear()
     assert _plans(t, wheres) == current
-    assert COUNTERS["bloom_pack_probes"] and not COUNTERS.get("bloom_pack_summary_drops")
+    assert COUNTERS["bloom_pack_probes"]
+    assert bool(COUNTERS.get("bloom_pack_summary_drops")) == (version == 2)
     add_segments(t, [pa.table({"k": ["00000000000000ff"] * 10, "n": np.arange(10)})], row_group_size=5,
                  page_rows=5, bloom_columns=["k"], bloom_fpp=0.01)
     COUNTERS.clear()
     refresh_index_snapshot(t)
     assert COUNTERS["bloom_bitsets"] == 2  # the new segment's only: the old pack's bitsets copied
     new = open_pack(t, bloom_pack_names(t)[-1])
-    assert new is not None and new.version == 2 and len(new.sm_seg) == SEGMENTS + 1
+    assert new is not None and new.version == 3 and len(new.sm_seg) == SEGMENTS + 1
     COUNTERS.clear()
     assert [(p[0], p[2]) for p in _plans(t, wheres)] == [(p[0], p[2]) for p in current]  # (one more segment)
     assert COUNTERS["bloom_pack_summary_drops"]
@@ -221,6 +257,7 @@ def test_entries_checked_as_a_probe_reaches_them_fall_back_to_the_merge_indexes(
     wheres += [f"k = '{v:016x}'" for v in rng.integers(0, 2**63, 10).tolist()]
     sound = _plans(t, wheres)
     (path,) = Path(t.paths.index_snapshot_dir).glob("*.carbonbloom")
+    _rewrite_as(path, 2)
     data = bytearray(path.read_bytes())
     pack = BloomPack.open(LOCAL, str(path), table_id=None)
     m, n = len(pack.st_chunk0), len(pack._bs_raw[0])
