@@ -113,7 +113,7 @@ class BloomPack:
             self.table_id = str(meta["table_id"])
             # the covered segments' ids and merge index names, each joined by newlines (split
             # when asked: a plan compares the bytes, key_bytes, no string per segment)
-            self._keys: tuple[tuple[npt.NDArray[np.int64], bytes], ...] | None = None
+            self._keys: tuple[tuple[npt.NDArray[Any], Any], ...] | None = None
             if version >= 2:  # the names as UTF-8 after the entries (no JSON string to unescape)
                 self._joined = ("", "")
                 self.num_segments = int(meta["segments"])
@@ -151,7 +151,7 @@ class BloomPack:
                     size = int(lengths.sum(dtype=np.int64))
                     if len(lengths) and int(lengths.min()) < 0 or pos + size > len(directory):
                         raise ValueError("segment names outside the directory")
-                    keys.append((lengths.astype(np.int64), bytes(directory[pos : pos + size])))
+                    keys.append((lengths, directory[pos : pos + size]))  # views of the directory: no copy
                     pos += size
                 self._keys = (keys[0], keys[1])
         except (ValueError, KeyError, TypeError, struct.error, orjson.JSONDecodeError) as err:
@@ -199,13 +199,15 @@ class BloomPack:
     def _names(self, which: int) -> list[str]:
         if self._keys is None:
             return self._joined[which].split("\n") if self.num_segments else []
-        lengths, raw = self._keys[which]
+        lengths, raw = self._keys[which][0], bytes(self._keys[which][1])
         ends = np.cumsum(lengths).tolist()
         return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
-    def key_bytes(self) -> tuple[tuple[npt.NDArray[np.int64], bytes], tuple[npt.NDArray[np.int64], bytes]]:
+    def key_bytes(self) -> tuple[tuple[npt.NDArray[Any], Any], tuple[npt.NDArray[Any], Any]]:
         """(lengths, UTF-8 bytes) of the segment ids and of the merge index names, in pack
-        order (arrow_numpy.strings_bytes of the lists), from the joined text."""
+        order (arrow_numpy.strings_bytes of the lists): formats 2 and 3 give views of the
+        directory (a memoryview: compare it with ``bytes.startswith``, one memcmp), format 1
+        arrays and bytes from the joined text."""
         if self._keys is not None:
             return self._keys[0], self._keys[1]
         out = []
@@ -298,10 +300,9 @@ class BloomPack:
         return region_entries(self.regions, range(self.num_rg_stripes), self.num_segments)
 
     @functools.cached_property
-    def _sm_entries(self) -> tuple[npt.NDArray[np.int64], ...]:
-        reg = self.regions  # (formats 1 and 2 set these on open)
-        return tuple(a.astype(np.int64) for a in region_entries(reg, range(self.num_rg_stripes, len(reg.kind)),
-                                                                 self.num_segments))
+    def _sm_entries(self) -> tuple[npt.NDArray[np.int64], ...]:  # (formats 1 and 2 set these on open)
+        summaries = range(self.num_rg_stripes, len(self.st_chunk0))
+        return tuple(a.astype(np.int64) for a in region_entries(self.regions, summaries, self.num_segments))
 
     sm_seg = property(lambda self: self._sm_entries[0], doc="Per summary: its segment.")
     sm_group = property(lambda self: self._sm_entries[1], doc="Per summary: its group.")
@@ -326,6 +327,9 @@ class BloomPack:
     def region_counts(self, t: int, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Format 3: the number of bitsets of each pack segment of ``rows`` in region ``t``."""
         start = self.regions.start[t]  # type: ignore[union-attr]
+        if (len(rows) == self.num_segments and len(rows) and int(rows[0]) == 0
+                and bool((np.diff(rows) == 1).all())):
+            return np.diff(start)  # every segment, in order
         return start[rows + 1] - start[rows]  # type: ignore[no-any-return]
 
     def bitsets_of(self, segs: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64],

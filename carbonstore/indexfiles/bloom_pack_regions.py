@@ -69,7 +69,7 @@ def decode_regions(meta: dict[str, Any], directory: Any, pos: int, segments: int
     for row in table:
         if len(row) != 6:
             raise ValueError("a region is six numbers")
-        start = np.frombuffer(directory, dtype="<i8", count=segments + 1, offset=pos).astype(np.int64)
+        start = np.frombuffer(directory, dtype="<i8", count=segments + 1, offset=pos)  # (a view: no copy)
         pos += 8 * (segments + 1)
         g, nb, w, c0, cn, kind = row
         if not (0 <= g < groups and nb >= 1 and w >= 0 and c0 >= 0 and cn >= 0 and c0 + cn <= num_chunks

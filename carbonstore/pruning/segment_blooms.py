@@ -210,8 +210,9 @@ class SegmentBlooms:
         name, or a literal it cannot hash: may hold anything), ``"bad"`` (a descriptor the
         pack does not carry: probe elsewhere)."""
         out: list[tuple[int, Any]] = []
+        groups = pack.regions.group  # type: ignore[union-attr]
         for t in pack.column_regions(ref.name):
-            d = pack.groups[int(pack.regions.group[t])]
+            d = pack.groups[int(groups[t])]
             if (d.get("column_id") or ref.name) not in (ref.column.column_id, ref.name):
                 out.append((t, "other"))  # (dropped, or renamed away)
                 continue
@@ -243,8 +244,8 @@ class SegmentBlooms:
         drop = np.ones(len(r), dtype=bool)
         has_any = np.zeros(len(r), dtype=bool)
         fallbacks = 0
-        for t, how in plan:
-            has = pack.region_counts(t, r) > 0
+        holds = [pack.region_counts(t, r) > 0 for t, _ in plan]  # per region: the segments in it
+        for (t, how), has in zip(plan, holds, strict=True):
             has_any |= has
             s = int(pack.regions.summary_of[t])
             if isinstance(how, str) or s < 0:
@@ -274,8 +275,8 @@ class SegmentBlooms:
         seg_bad = np.zeros(len(rr), dtype=bool)
         seg_unsure = np.zeros(len(rr), dtype=bool)  # some bitset not probed, or missed
         probed: npt.NDArray[np.uint64] | None = None
-        for t, how in plan:
-            has = pack.region_counts(t, rr) > 0
+        for (t, how), has in zip(plan, holds, strict=True):
+            has = has[kept]
             seg_has |= has
             if isinstance(how, str):
                 if how == "bad":
@@ -540,8 +541,17 @@ def open_pack(table: Table, name: str) -> BloomPack | None:
 
 
 def _same_segments(a: KeyBytes, b: KeyBytes) -> bool:
-    """Two (lengths, bytes) pairs of segment ids and merge index names are equal."""
-    return all(np.array_equal(x[0], y[0]) and x[1] == y[1] for x, y in zip(a, b, strict=True))
+    """Two (lengths, bytes) pairs of segment ids and merge index names are equal (the bytes
+    may be a view of the pack's directory: compared with one memcmp, not byte by byte)."""
+    return all(np.array_equal(x[0], y[0]) and _same_bytes(x[1], y[1]) for x, y in zip(a, b, strict=True))
+
+
+def _same_bytes(a: Any, b: Any) -> bool:
+    if len(a) != len(b):
+        return False
+    if isinstance(a, bytes):
+        return a.startswith(b)
+    return b.startswith(a) if isinstance(b, bytes) else bytes(a) == bytes(b)
 
 
 def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, Any], dict[Any, Any]] | None:
