@@ -231,8 +231,8 @@ class SegmentBlooms:
         (the same answers as the format 2 probes)."""
         pack, where = found[0], found[1]
         rows = where[segs]
-        pos = np.flatnonzero(rows >= 0)
-        r = rows[pos].astype(np.int64)
+        pos = None if len(rows) and int(rows.min()) >= 0 else np.flatnonzero(rows >= 0)  # None: all in the pack
+        r = rows if pos is None else rows[pos]
         done = np.zeros(len(segs), dtype=bool)
         hit = np.ones(len(segs), dtype=bool)
         plan = self._region_hashes(pack, ref, literals)
@@ -255,17 +255,19 @@ class SegmentBlooms:
                 continue  # no value: absent from every bitset
             covered = has & (pack.region_counts(s, r) > 0)
             drop &= ~has | covered
-            at = np.flatnonzero(covered)
-            if len(at):
-                got, _, ok = pack.probe_region(s, r[at], how)
-                drop[at[got | ~ok]] = False
+            every = bool(covered.all())  # (the common case: the rows as they are, no gather)
+            at = None if every else np.flatnonzero(covered)
+            if every or len(at):  # type: ignore[arg-type]
+                got, _, ok = pack.probe_region(s, r if at is None else r[at], how)
+                drop[(got | ~ok) if at is None else at[got | ~ok]] = False
                 fallbacks += int(np.count_nonzero(~ok))
         drop &= has_any
         if fallbacks:
             COUNTERS["bloom_pack_summary_fallbacks"] += fallbacks
         COUNTERS["bloom_pack_summary_drops"] += int(np.count_nonzero(drop))
-        done[pos[drop]] = True
-        hit[pos[drop]] = False
+        gone = drop if pos is None else pos[drop]
+        done[gone] = True
+        hit[gone] = False
         kept = np.flatnonzero(~drop)
         if not len(kept):
             return done, hit
@@ -298,7 +300,7 @@ class SegmentBlooms:
         if bad:
             COUNTERS["bloom_pack_fallbacks"] += bad
         answered = seg_has & ~seg_bad
-        at = pos[kept]
+        at = kept if pos is None else pos[kept]
         done[at] = answered
         hit[at] = seg_hit | ~answered
         if probed is not None and len(probed):  # every row group of these may hold the value

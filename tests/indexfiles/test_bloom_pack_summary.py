@@ -87,6 +87,13 @@ def test_a_summary_never_drops_a_segment_its_row_groups_keep(
         hashes = np.array(values, dtype=np.uint64)
         answers = [_pack_answers(built[v], hashes) for v in (2, 3)]
         assert answers[0] == answers[1]
+        # a view whose segments are not the pack's (one not in it, the others reversed, every other one probed)
+        pack = built[3]
+        where = np.arange(pack.num_segments, dtype=np.intp)[::-1].copy()
+        where[0] = -1
+        segs = np.arange(0, pack.num_segments, 2, dtype=np.intp)
+        want = [(False, True) if where[i] < 0 else answers[1][where[i]] for i in segs.tolist()]
+        assert _pack_answers(pack, hashes, where, segs) == want
         for s, (done, hit) in enumerate(answers[1]):
             truth = any(groups[g] is K2 or (groups[g] is K and any(might_contain(_bitset(n, vals), int(h))
                                                                     for h in values))
@@ -95,13 +102,17 @@ def test_a_summary_never_drops_a_segment_its_row_groups_keep(
             assert done == any(groups[g]["name"] == "k" for g, _, _ in segments[s])
 
 
-def _pack_answers(pack: BloomPack, hashes: np.ndarray) -> list[tuple[bool, bool]]:
-    """(answered, might hold) per segment, from the planner's pack probe for column k (id c1)."""
+def _pack_answers(pack: BloomPack, hashes: np.ndarray, where: np.ndarray | None = None,
+                  segs: np.ndarray | None = None) -> list[tuple[bool, bool]]:
+    """(answered, might hold) per view segment ``segs`` (each one's place in the pack:
+    ``where``; default every segment of the pack), from the planner's pack probe for column
+    k (id c1)."""
     blooms = SegmentBlooms(SimpleNamespace(snapshot=None))
     blooms._hashes = lambda d, ref, literals: hashes  # type: ignore[method-assign]
     ref = SimpleNamespace(name="k", column=SimpleNamespace(column_id="c1"))
-    segs = np.arange(pack.num_segments, dtype=np.intp)
-    done, hit = blooms._probe_pack((pack, segs, {}, {}), ref, (), segs)  # type: ignore[arg-type]
+    every = np.arange(pack.num_segments, dtype=np.intp)
+    where, segs = every if where is None else where, every if segs is None else segs
+    done, hit = blooms._probe_pack((pack, where, {}, {}), ref, (), segs)  # type: ignore[arg-type]
     return list(zip(done.tolist(), hit.tolist(), strict=True))
 
 
