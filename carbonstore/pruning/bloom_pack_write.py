@@ -63,8 +63,9 @@ def write_bloom_pack(table: Table, view: Any) -> str | None:
 
 def _copy_previous(table: Table, builder: PackBuilder, keys: set[tuple[str, str]]) -> set[tuple[str, str]]:
     """Take what the newest readable pack holds of segments ``keys`` into ``builder``; the
-    segments taken. A stripe whose chunks fail their checksums makes the pack unused (its
-    segments are read from their merge indexes)."""
+    segments taken. Format 3: a segment with a bitset in a chunk that fails its checksum is
+    not taken (it is read from its merge index); older builders: a stripe whose chunks fail
+    makes the pack unused."""
     previous = None
     for name in reversed(bloom_pack_names(table)):
         previous = open_pack(table, name)
@@ -74,10 +75,12 @@ def _copy_previous(table: Table, builder: PackBuilder, keys: set[tuple[str, str]
         return set()
     mine = np.array([builder.segment(*k) if k in keys else -1 for k in previous.segments], dtype=np.intp)
     if builder.version >= 3:  # every bitset of a covered segment, checked against its chunks
+        before = len(builder.taken)
         try:
             b = np.flatnonzero(mine[previous.bs_seg] >= 0)
             ok = builder.take(previous, b, mine)
         except (CorruptIndexError, OSError, ValueError):
+            del builder.taken[before:]  # (nothing half taken: every segment is read again)
             COUNTERS["bloom_pack_errors"] += 1
             return set()
         bad = np.zeros(previous.num_segments, dtype=bool)

@@ -205,9 +205,10 @@ def test_a_new_view_copies_what_an_older_one_read(tmp_path: Path) -> None:
 @pytest.mark.parametrize("width", [128, 2])
 def test_a_new_pack_takes_the_previous_ones_bitsets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     width: int) -> None:
-    """Each refresh after a load or a delete writes a pack from the previous one (full
-    stripes copied, the others' bitsets from their chunks; width 2 makes full stripes) and
-    reads only new segments' merge indexes; the drops stay the oracle's."""
+    """Each refresh after a load or a delete writes a pack from the previous one (every
+    bitset of a segment still covered taken from its verified chunks; the stripe width of
+    formats 1 and 2 no longer matters) and reads only new segments' merge indexes; the drops
+    stay the oracle's."""
     monkeypatch.setattr(bloom_pack, "STRIPE_WIDTH", width)
     t, keys = _build(tmp_path / "store", snapshot=True, pack=True)
     rng = np.random.default_rng(13)
@@ -319,3 +320,41 @@ def _plans(tmp_path: Path, conf: CarbonConf, wheres: list[str]) -> list[tuple[ob
         out.append((p.segments, p.levels, sorted(repr(f.to_json()) for f in p.files),
                     sorted(map(str, p.dropped))))
     return out
+
+
+def test_a_new_pack_reads_again_only_the_segments_a_damaged_chunk_holds(tmp_path: Path) -> None:
+    """Format 3: the next pack takes every bitset of the previous one from its verified
+    chunks; the segments with a bitset in a chunk that fails its checksum are read from
+    their merge indexes again (not the whole table), and the plans stay the oracle's."""
+    t, keys = _build(tmp_path / "store", snapshot=True, pack=True)
+    (path,) = Path(t.paths.index_snapshot_dir).glob("*.carbonbloom")
+    pack = bloom_pack.BloomPack.open(LOCAL, str(path), table_id=None)
+    assert pack.version == 3
+    (reg,) = pack.column_regions("k")
+    regions = pack.regions
+    assert regions is not None
+    start, width = regions.start[reg], int(regions.width[reg])
+    bad = int(regions.chunk0[reg]) + 1  # the region's second chunk
+    held = {i for i in range(pack.num_segments) for b in range(int(regions.blocks[reg]))
+            for k in range(int(start[i]), int(start[i + 1]))
+            if (int(regions.chunk0[reg]) * pack.chunk_bytes + (b * width + k) * 32) // pack.chunk_bytes == bad}
+    assert 0 < len(held) < SEGMENTS
+    data = bytearray(path.read_bytes())
+    data[pack.data_offset + bad * pack.chunk_bytes + 9] ^= 0x21
+    del pack
+    path.write_bytes(bytes(data))
+    more = [f"{v:016x}" for v in np.random.default_rng(3).integers(0, 2**63, ROWS).tolist()]
+    add_segments(t, [pa.table({"k": more, "n": np.arange(ROWS)})], row_group_size=RG, page_rows=50,
+                 bloom_columns=["k"], bloom_fpp=0.05)
+    keys.append(more)
+    COUNTERS.clear()
+    refresh_index_snapshot(t)
+    assert COUNTERS["bloom_bitsets"] == (len(held) + 1) * (ROWS // RG)  # the damaged ones and the new one
+    assert COUNTERS["bloom_pack_writes"] == 1 and COUNTERS["bloom_pack_errors"] == 1
+    clear_cache()
+    bitsets = _oracle_bitsets(t)
+    COUNTERS.clear()
+    for s in range(len(keys)):
+        for values in ([keys[s][3]], [keys[s][1], f"{s:02x}{777:014x}"]):
+            _check(t, values, bitsets)
+    assert COUNTERS["bloom_pack_probes"] and not COUNTERS["bloom_pack_fallbacks"]
