@@ -71,6 +71,7 @@ BLOOM_PACK_VERSION = 3  # written; 2 (stripes, per-bitset entries) and 1 (no sum
 READ_VERSIONS = (1, 2, 3)
 CHUNK_BYTES = 4096
 _PROBE_BATCH = 1 << 16  # bitsets probed at a time for one hash
+_GAP = 16  # chunks between two wanted ones that a ranged read fetches too (64 KiB) rather than split
 STRIPE_WIDTH = 128  # bitsets per stripe: a row of 32-byte blocks fills one 4 KiB chunk
 PACK_MAGIC = b"CSBLPACK"
 PACK_HEAD = struct.Struct("<8sIIQQQQ")  # magic, version, chunk bytes, dir len, chunks, data offset, dir sum
@@ -548,12 +549,13 @@ class BloomPack:
             self._state[todo] = np.where(got == self.sums[todo], _OK, _BAD)
 
     def _read(self, chunks: npt.NDArray[np.int64]) -> None:
-        """Fetch ``chunks`` (sorted) into the data buffer, consecutive ones in one read."""
+        """Fetch ``chunks`` (sorted) into the data buffer: chunks at most _GAP apart in one read
+        (a format 3 key row is dense with survivors' chunks: a few reads, not thousands)."""
         raw = memoryview(self._data).cast("B")
         cb = self.chunk_bytes
-        breaks = np.flatnonzero(np.diff(chunks) != 1) + 1
+        breaks = np.flatnonzero(np.diff(chunks) > _GAP) + 1
         for run in np.split(chunks, breaks):
-            first, count = int(run[0]), len(run)
+            first, count = int(run[0]), int(run[-1]) - int(run[0]) + 1
             try:
                 got = self._fetch(first, count)
             except OSError:

@@ -254,3 +254,32 @@ def test_a_format_3_directory_that_describes_bitsets_outside_the_data_is_refused
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptIndexError, match="does not decode"):
         BloomPack.open(LOCAL, str(path), table_id="t")
+
+
+def test_a_ranged_lookup_of_scattered_survivors_reads_few_ranges(tmp_path: Path) -> None:
+    """On an object store a format 3 probe of every segment's summary and of the scattered
+    survivors' runs fetches near chunks together (gaps of up to 64 KiB read through), and
+    answers as the mapped file does."""
+    builder = PackBuilder("t", chunk_bytes=256)
+    for i in range(400):
+        builder.add_segment(str(i), "m", [(GROUP, _bitset(4, [i * 1000 + j * 7 + r for j in range(8)]))
+                                          for r in range(3)])
+    path = tmp_path / "p.carbonbloom"
+    path.write_bytes(builder.encode())
+    mapped, ranged = _open(path, False), _open(path, True)
+    reads: list[tuple[int, int]] = []
+    fetch = ranged._fetch
+
+    def counted(first: int, count: int) -> bytes:
+        reads.append((first, count))
+        return fetch(first, count)  # type: ignore[no-any-return]
+
+    ranged._fetch = counted
+    (t,) = ranged.column_regions("k")
+    survivors = np.arange(0, 400, 13, dtype=np.int64)  # scattered: every 13th segment
+    hashes = np.array([12345, 2**40 + 99, 2**63 + 7], dtype=np.uint64)
+    got = ranged.probe_region(t, survivors, hashes)
+    want = mapped.probe_region(t, survivors, hashes)
+    assert all(a.tolist() == b.tolist() for a, b in zip(got, want, strict=True)) and got[2].all()
+    wanted = int(np.count_nonzero(ranged._state))
+    assert wanted > 3 * len(reads) and len(reads) <= 3  # one per hash row, not one per chunk
