@@ -53,6 +53,7 @@ from carbonstore.indexfiles.bloom import BLOCK_BYTES, SALTS
 from carbonstore.indexfiles.bloom_pack_regions import (
     Regions,
     bitset_matrix,
+    chunk_digest,
     decode_regions,
     probe_region,
     region_entries,
@@ -543,7 +544,7 @@ class BloomPack:
                 todo = todo[self._state[todo] == 0]
             raw = memoryview(self._data).cast("B")
             cb = self.chunk_bytes
-            digest = xxhash.xxh64_intdigest  # (the digests compared at once: no numpy scalar per chunk)
+            digest = chunk_digest(self.version)  # (the digests compared at once: no numpy scalar per chunk)
             starts = (todo * cb + (self.data_offset if self._fetch is None else 0)).tolist()
             got = np.fromiter((digest(raw[a : a + cb]) for a in starts), dtype=np.uint64, count=len(starts))
             self._state[todo] = np.where(got == self.sums[todo], _OK, _BAD)

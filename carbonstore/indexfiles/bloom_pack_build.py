@@ -36,7 +36,7 @@ from carbonstore.indexfiles.bloom_pack import (
     BloomPack,
     round_up,
 )
-from carbonstore.indexfiles.bloom_pack_regions import REGION_BITSETS, REGION_SUMMARIES
+from carbonstore.indexfiles.bloom_pack_regions import REGION_BITSETS, REGION_SUMMARIES, chunk_digest
 
 __all__ = ["PackBuilder"]
 
@@ -138,6 +138,13 @@ class PackBuilder:
         if pack.chunk_bytes != self.chunk_bytes:
             raise ValueError("chunk sizes differ")
         data, sums = pack.stripe_chunks(t) if raw is None else raw
+        own, theirs = chunk_digest(self.version), chunk_digest(pack.version)
+        if own is not theirs:  # (a format 3 stripe into an older pack: checked, then summed anew)
+            cb, view = self.chunk_bytes, memoryview(data)
+            if len(data) != len(sums) * cb or any(theirs(view[i * cb : (i + 1) * cb]) != int(sums[i])
+                                                  for i in range(len(sums))):
+                raise CorruptIndexError(f"{pack.name}: a chunk fails its checksum")
+            sums = np.array([own(view[i * cb : (i + 1) * cb]) for i in range(len(sums))], dtype=np.uint64)
         mine = len(self.stripes)
         self.stripes.append((self.chunks, len(sums), int(pack.st_width[t]), int(pack.st_blocks[t])))
         for b in pack.stripe_members(t).tolist():
@@ -230,7 +237,8 @@ class PackBuilder:
         body += bytes(round_up(len(body), cb) - len(body))
         count = len(body) // cb
         view = memoryview(body)
-        self.sums.append(np.fromiter((xxhash.xxh64_intdigest(view[i * cb : (i + 1) * cb]) for i in range(count)),
+        digest = chunk_digest(self.version)
+        self.sums.append(np.fromiter((digest(view[i * cb : (i + 1) * cb]) for i in range(count)),
                                      dtype=np.uint64, count=count))
         self.parts.append(body)
         first = self.chunks
