@@ -22,17 +22,18 @@ lists the bitsets by segment). Format 3 (written; 1 and 2 are still read and pla
 before) lays each class out as one wide REGION and drops the per-bitset entries: see
 bloom_pack_regions.py. Full layouts: docs/index-format.md.
 
-Every format starts with a 64-byte prefix (magic "CSBLPACK", version, chunk bytes, directory
-length, chunks, data offset, xxh64 of the directory, xxh64 of the 48 bytes before it), then
-the directory, the xxh64 of each chunk, and the data region of whole chunks.
+Every format: a 64-byte prefix (magic, version, chunk bytes, directory length, chunks, data
+offset, xxh64 of the directory and of the 48 bytes before it), the directory, the checksum of
+each chunk (xxh3-64 in format 3, xxh64 before), the data region of whole chunks.
 
 Block ``b`` of the bitset in slot ``k`` of stripe ``t`` is at byte ``first_chunk[t] * chunk +
 (b * width[t] + k) * 32`` of the data region. A new pack takes the bitsets of the segments it
-still covers from the previous one's verified chunks (no merge index read). The prefix and the directory are verified whole when the pack is opened;
-a pack that fails them, whose size disagrees, or that names another table is refused
-(:class:`CorruptIndexError`): the caller plans without it. A chunk that fails its checksum
-makes the probe report its bitsets as not answered (``ok`` False): the caller probes those
-segments from their merge indexes. A damaged pack never says "absent" on its own authority.
+still covers from the previous one's verified chunks (no merge index read). The prefix and
+the directory are verified whole when the pack is opened; a pack that fails them, whose size
+disagrees, or that names another table is refused (:class:`CorruptIndexError`): the caller
+plans without it. A chunk that fails its checksum makes the probe report its bitsets as not
+answered (``ok`` False): the caller probes those segments from their merge indexes. A damaged
+pack never says "absent" on its own authority.
 """
 
 from __future__ import annotations
@@ -126,8 +127,7 @@ class BloomPack:
                     raise ValueError("segment ids and merge index names disagree")
                 self.num_segments = lines[0] if self._joined[0] else 0
             self.groups: list[dict[str, Any]] = [dict(g) for g in meta["groups"]]
-            # format 2: stripes [0, bitset_stripes) hold row-group bitsets, the rest summaries;
-            # the bitsets are listed by segment (seg_start), then one entry per summary
+            # format 2: stripes [0, bitset_stripes) of row-group bitsets (by segment), then summaries
             self.version = version
             self.regions: Regions | None = None
             pos = 4 + jlen
