@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-__all__ = ["binary_array", "from_numpy", "string_array", "strings_bytes", "to_numpy"]
+__all__ = ["binary_array", "fixed_bytes", "from_numpy", "string_array", "strings_bytes", "to_numpy"]
 
 _NUMERIC: dict[pa.DataType, np.dtype[Any]] = {
     t: np.dtype(d) for t, d in (
@@ -64,6 +64,51 @@ def to_numpy(col: pa.Array | pa.ChunkedArray) -> npt.NDArray[Any]:
         out[:] = arr.to_pylist()
         return out
     return arr.to_numpy(zero_copy_only=False)  # type: ignore[no-any-return]
+
+
+#: fixed_bytes gives up (None) when its array would be wider than this many bytes a row and
+#: more than _FIXED_SLACK times the values' own bytes (a few long values among short ones)
+_FIXED_WIDTH = 64
+_FIXED_SLACK = 4
+
+
+def fixed_bytes(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bytes_] | None:
+    """A binary or string array as numpy fixed-width bytes (dtype ``S<w>``, a null as
+    ``b""``), or None where that would not be exact or would be large.
+
+    Exact means: numpy compares ``S`` values as if padded with NUL bytes, so two values that
+    differ only by trailing NULs would compare equal. None is given when some value holds a
+    NUL byte; without one the padded order is the byte order (a shorter prefix sorts first,
+    NUL being the least byte), ``astype(object)`` gives back each value's bytes, and a
+    comparison with a literal is exact when the literal holds no NUL either
+    (see pruning/unit_stats.comparable). Equal-length values without nulls are a view of the
+    Arrow data buffer (no copy)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.chunk(0) if arr.num_chunks == 1 else pa.concat_arrays(arr.chunks)
+    if not (pa.types.is_binary(arr.type) or pa.types.is_string(arr.type)):
+        return None
+    s = StringBytes(arr)
+    n = s.n
+    lengths = np.where(s.valid, s.lengths, 0) if arr.null_count else s.lengths
+    width = int(lengths.max()) if n else 0
+    if not n or width == 0:
+        return np.zeros(n, dtype="S1")
+    lo, hi = s.span()
+    data = s.data[lo:hi]
+    if data.tobytes().find(b"\x00") >= 0:
+        return None
+    total = int(lengths.sum())
+    if width > _FIXED_WIDTH and n * width > _FIXED_SLACK * total:
+        return None
+    if not arr.null_count and bool((lengths == width).all()) and hi - lo == n * width:
+        return data.view(f"S{width}")  # type: ignore[no-any-return]
+    out = np.zeros((n, width), dtype=np.uint8)
+    keep = lengths > 0
+    rows = np.repeat(np.arange(n)[keep], lengths[keep])
+    ends = np.cumsum(lengths)
+    cols = np.arange(total) - np.repeat(ends[keep] - lengths[keep], lengths[keep])
+    out[rows, cols] = s.data[np.repeat(s.starts[keep], lengths[keep]) + cols]
+    return out.view(f"S{width}").ravel()
 
 
 def from_numpy(values: npt.NDArray[Any], type: pa.DataType | None = None) -> pa.Array:  # noqa: A002
