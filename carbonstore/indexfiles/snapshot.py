@@ -95,6 +95,14 @@ BOUNDS_TYPES = {"INT64": pa.int64(), "FLOAT64": pa.float64(), "BYTES": pa.binary
 FLAG_BITS = (("has_min", 1), ("has_max", 2), ("min_exact", 4), ("max_exact", 8), ("null_page", 16))
 
 
+#: Snapshot.chunk_ranges decodes the values asked for alone (not the chunk's whole array)
+#: when the chunk holds at least _PART_MIN of them, at most 1/_PART_SHARE are asked for, in
+#: at most _PART_RUNS ranges
+_PART_MIN = 4096
+_PART_SHARE = 8
+_PART_RUNS = 64
+
+
 def slot_key(desc: ColumnDesc) -> str:
     """The key of an index column description (equal descriptions share one slot)."""
     import hashlib  # here: loading OpenSSL is not a plan's cost (a writer names slots)
@@ -424,6 +432,30 @@ class Snapshot(SnapshotDataFiles):
                 self.on_grow()
         return got
 
+    def chunk_ranges(self, column: str, k: int, starts: _NP, ends: _NP) -> _NP | None:
+        """``column``'s values at ``starts[i]:ends[i]`` of chunk ``k``'s flat array (ascending,
+        not overlapping), concatenated, as stored (None: the chunk has none). A few values of
+        a large chunk not decoded yet are decoded alone (a lookup's row groups and pages: not
+        the array of the chunk's 10,000 row groups); otherwise from the chunk's array."""
+        vals = self._chunk_flat.get((column, k))
+        if vals is None:
+            arr = self._chunk_list(column, k)
+            if arr is None:
+                return None
+            if len(arr) >= _PART_MIN and len(starts) <= _PART_RUNS \
+                    and int((ends - starts).sum()) * _PART_SHARE <= len(arr):
+                got = [self._decode(column, arr.slice(a, b - a))
+                       for a, b in zip(starts.tolist(), ends.tolist(), strict=True) if b > a]
+                self.counters["snapshot_part_decodes"] += 1
+                return (got[0] if len(got) == 1 else np.concatenate(got) if got
+                        else self._decode(column, arr.slice(0, 0)))
+            vals = self.chunk_values(column, k)
+            if vals is None:
+                return None
+        if len(starts) == 1:
+            return vals[int(starts[0]):int(ends[0])]
+        return vals[flat_ranges(starts, ends)]
+
     def values(self, column: str) -> _NP:
         """The flat array of ``column`` over all segments (every chunk read; decoded once)."""
         got = self._flat.get(column)
@@ -456,13 +488,13 @@ class Snapshot(SnapshotDataFiles):
             base = int(offs[self.chunk_starts[k]])
             if offs[part[-1] + 1] == offs[part[0]]:
                 continue
-            vals = self.chunk_values(column, k)
-            if vals is None:
-                continue
             if int(part[-1]) - int(part[0]) == len(part) - 1:
-                parts.append(vals[int(offs[part[0]]) - base : int(offs[part[-1] + 1]) - base])
+                starts, ends = offs[part[:1]] - base, offs[part[-1:] + 1] - base
             else:
-                parts.append(vals[flat_ranges(offs[part] - base, offs[part + 1] - base)])
+                starts, ends = offs[part] - base, offs[part + 1] - base
+            vals = self.chunk_ranges(column, k, starts, ends)
+            if vals is not None:
+                parts.append(vals)
         if len(parts) == 1:
             return self.widen(column, parts[0])
         if not parts:

@@ -47,10 +47,14 @@ def take_flat(snap: Snapshot, column: str, idx: npt.NDArray[np.intp]) -> _NP:
     parts = []
     for first, part in zip([0, *cut.tolist()], np.split(idx, cut), strict=True):
         k = int(chunk[first])
-        vals = snap.chunk_values(column, k)  # (as stored: widened once taken)
+        local = part - firsts[k]  # as runs of positions (the pages of a row group are one)
+        breaks = np.flatnonzero(np.diff(local) != 1) + 1
+        starts = local[np.concatenate([[0], breaks])]
+        ends = local[np.concatenate([breaks - 1, [len(local) - 1]])] + 1
+        vals = snap.chunk_ranges(column, k, starts, ends)  # (as stored: widened once taken)
         if vals is None:
             raise SnapshotSectionError(f"{snap.source.what}: chunk {k} has no {column}")
-        parts.append(vals[part - firsts[k]])
+        parts.append(vals)
     return snap.widen(column, parts[0] if len(parts) == 1 else np.concatenate(parts))
 
 
