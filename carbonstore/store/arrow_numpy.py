@@ -213,8 +213,15 @@ class StringBytes:
         total = int(lengths.sum())
         if not total:
             return lengths, b""
-        if bool((starts[1:] == starts[:-1] + lengths[:-1]).all()):  # back to back: one slice
+        cut = np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1
+        if not len(cut):  # back to back: one slice
             return lengths, self.data[int(starts[0]):int(starts[0]) + total].tobytes()
+        if len(cut) <= _RUNS_JOINED:  # a few runs of rows back to back (the readable rows of a
+            firsts = np.concatenate([[0], cut])  # checkpoint: all but some compacted): slices
+            ends_at = np.concatenate([cut - 1, [len(starts) - 1]])
+            a, b = starts[firsts].tolist(), (starts[ends_at] + lengths[ends_at]).tolist()
+            raw = memoryview(self.data)
+            return lengths, b"".join([raw[x:y] for x, y in zip(a, b, strict=True)])
         ends = np.cumsum(lengths)
         return lengths, self.data[np.repeat(starts - (ends - lengths), lengths) + np.arange(total)].tobytes()
 
@@ -298,6 +305,7 @@ class StringBytes:
 
 
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
+_RUNS_JOINED = 4096  # StringBytes.take_bytes joins up to this many runs of rows as slices
 _DIGITS = np.zeros(256, dtype=bool)
 _DIGITS[ord("0"):ord("9") + 1] = True
 
