@@ -40,8 +40,9 @@ def _column_bounds(t: pa.Table, c: str, kind: str) -> ColumnBounds:
         lo = np.array([None if v is None else int(v) for v in lo], dtype=object)
         hi = np.array([None if v is None else int(v) for v in hi], dtype=object)
     return ColumnBounds(
-        kind=kind, lo=lo, hi=hi, lo_ok=arr("lo_ok").astype(bool), hi_ok=arr("hi_ok").astype(bool),
-        null_count=arr("nulls").astype(np.int64), nan_count=arr("nans").astype(np.int64),
+        kind=kind, lo=lo, hi=hi, lo_ok=arr("lo_ok").astype(bool, copy=False),
+        hi_ok=arr("hi_ok").astype(bool, copy=False), null_count=arr("nulls").astype(np.int64, copy=False),
+        nan_count=arr("nans").astype(np.int64, copy=False),
     )
 
 
@@ -75,8 +76,8 @@ class _LazyBounds(Mapping[str, ColumnBounds]):
 
 def decode_bounds(t: pa.Table, kinds: dict[str, str]) -> SegmentBounds:
     return SegmentBounds(
-        num_rows=numpy_of(t.column("bounds.num_rows")).astype(np.int64),
-        num_files=numpy_of(t.column("bounds.num_files")).astype(np.int64),
-        num_row_groups=numpy_of(t.column("bounds.num_row_groups")).astype(np.int64),
+        num_rows=numpy_of(t.column("bounds.num_rows")).astype(np.int64, copy=False),
+        num_files=numpy_of(t.column("bounds.num_files")).astype(np.int64, copy=False),
+        num_row_groups=numpy_of(t.column("bounds.num_row_groups")).astype(np.int64, copy=False),
         columns=_LazyBounds(t, kinds),  # type: ignore[arg-type]
     )
