@@ -323,7 +323,8 @@ class Snapshot(SnapshotDataFiles):
                         if f"npages.{key}" in self.core.column_names else np.zeros(self.size, np.int64))
             else:
                 groups = [g for g, keys in enumerate(self.group_slots) if lk in keys]
-                lens = np.where(np.isin(self.group, groups), b.num_row_groups, 0)
+                lens = (b.num_row_groups if len(groups) == len(self.group_slots)  # every layout
+                        else np.where(np.isin(self.group, groups), b.num_row_groups, 0))
             if (lens < 0).any():
                 raise ValueError(f"snapshot counts of {column} are negative")
             got = self._offsets[lk] = np.concatenate([[0], np.cumsum(lens, dtype=np.int64)])

@@ -253,13 +253,26 @@ class StringBytes:
         if bool(((data[rel] == ord("0")) & (self.lengths > 1)).any()):
             return None  # "07" and "7" would be one number
         out = np.empty(n, dtype=np.int64)
-        for length, rows in self._by_length():  # each length's digits as one matrix
-            out[rows] = (self.matrix(rows, length).astype(np.int64) - ord("0")) @ _POW10[length - 1::-1]
+        for length, rows in self._by_length():  # each length's digits as one matrix, its
+            digits = self.matrix(rows, length)  # columns summed Horner's way in place (no
+            acc = digits[:, 0].astype(np.int64)  # matrix of int64 of them)
+            for j in range(1, length):
+                acc *= 10
+                acc += digits[:, j]
+            acc -= ord("0") * int(_POW10[:length].sum())  # every digit's "0" at once
+            out[rows] = acc
         return out
 
     def _by_length(self) -> list[tuple[int, Any]]:
         """(length, its rows: a slice when they are one run, else indices) per length of a
         valid row (a column of load names has a few lengths, each a run)."""
+        if self.n and bool(self.valid.all()):  # no null: each run of one length a slice
+            cut = np.flatnonzero(self.lengths[1:] != self.lengths[:-1]) + 1
+            if len(cut) < 64:
+                edges = [0, *cut.tolist(), self.n]
+                lens = self.lengths[edges[:-1]].tolist()
+                if len(set(lens)) == len(lens):
+                    return [(ln, slice(a, b)) for ln, a, b in zip(lens, edges[:-1], edges[1:], strict=True)]
         rows = np.flatnonzero(self.valid)
         lengths = self.lengths[rows]
         if not len(rows):
