@@ -439,17 +439,17 @@ class Snapshot(SnapshotDataFiles):
         a large chunk not decoded yet are decoded alone (a lookup's row groups and pages: not
         the array of the chunk's 10,000 row groups); otherwise from the chunk's array."""
         vals = self._chunk_flat.get((column, k))
-        if vals is None:
+        if vals is None and len(starts) <= _PART_RUNS:
             arr = self._chunk_list(column, k)
             if arr is None:
                 return None
-            if len(arr) >= _PART_MIN and len(starts) <= _PART_RUNS \
-                    and int((ends - starts).sum()) * _PART_SHARE <= len(arr):
+            if len(arr) >= _PART_MIN and int((ends - starts).sum()) * _PART_SHARE <= len(arr):
                 got = [self._decode(column, arr.slice(a, b - a))
                        for a, b in zip(starts.tolist(), ends.tolist(), strict=True) if b > a]
                 self.counters["snapshot_part_decodes"] += 1
                 return (got[0] if len(got) == 1 else np.concatenate(got) if got
                         else self._decode(column, arr.slice(0, 0)))
+        if vals is None:
             vals = self.chunk_values(column, k)
             if vals is None:
                 return None
@@ -489,11 +489,10 @@ class Snapshot(SnapshotDataFiles):
             base = int(offs[self.chunk_starts[k]])
             if offs[part[-1] + 1] == offs[part[0]]:
                 continue
-            if int(part[-1]) - int(part[0]) == len(part) - 1:
-                starts, ends = offs[part[:1]] - base, offs[part[-1:] + 1] - base
+            if int(part[-1]) - int(part[0]) == len(part) - 1:  # (a run: one range)
+                vals = self.chunk_ranges(column, k, offs[part[:1]] - base, offs[part[-1:] + 1] - base)
             else:
-                starts, ends = offs[part] - base, offs[part + 1] - base
-            vals = self.chunk_ranges(column, k, starts, ends)
+                vals = self.chunk_ranges(column, k, offs[part] - base, offs[part + 1] - base)
             if vals is not None:
                 parts.append(vals)
         if len(parts) == 1:
