@@ -491,8 +491,11 @@ class Snapshot(SnapshotDataFiles):
                 continue
             if int(part[-1]) - int(part[0]) == len(part) - 1:  # (a run: one range)
                 vals = self.chunk_ranges(column, k, offs[part[:1]] - base, offs[part[-1:] + 1] - base)
-            else:
+            elif len(part) <= _PART_RUNS:
                 vals = self.chunk_ranges(column, k, offs[part] - base, offs[part + 1] - base)
+            else:  # (a scan's many segments of the chunk: its array)
+                whole = self.chunk_values(column, k)
+                vals = None if whole is None else whole[flat_ranges(offs[part] - base, offs[part + 1] - base)]
             if vals is not None:
                 parts.append(vals)
         if len(parts) == 1:

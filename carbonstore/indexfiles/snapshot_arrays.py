@@ -50,10 +50,11 @@ def take_flat(snap: Snapshot, column: str, idx: npt.NDArray[np.intp]) -> _NP:
     chunk = np.searchsorted(firsts, idx, side="right") - 1
     cut = np.flatnonzero(np.diff(chunk)) + 1
     parts = []
+    few = len(idx) <= _FEW_VALUES  # (a scan's many positions: each chunk's array, no runs)
     for first, part in zip([0, *cut.tolist()], np.split(idx, cut), strict=True):
         k = int(chunk[first])
         local = part - firsts[k]
-        breaks = np.flatnonzero(np.diff(local) != 1) + 1 if len(local) <= _FEW_VALUES else None
+        breaks = np.flatnonzero(np.diff(local) != 1) + 1 if few else None
         if breaks is not None and len(breaks) < _FEW_RUNS:  # a few runs (the pages of a
             starts = local[np.concatenate([[0], breaks])]  # lookup's row groups): they may be
             ends = local[np.concatenate([breaks - 1, [len(local) - 1]])] + 1  # decoded alone
