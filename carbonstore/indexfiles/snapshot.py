@@ -443,7 +443,8 @@ class Snapshot(SnapshotDataFiles):
             arr = self._chunk_list(column, k)
             if arr is None:
                 return None
-            if len(arr) >= _PART_MIN and int((ends - starts).sum()) * _PART_SHARE <= len(arr):
+            want = int(ends[0]) - int(starts[0]) if len(starts) == 1 else int((ends - starts).sum())
+            if len(arr) >= _PART_MIN and want * _PART_SHARE <= len(arr):
                 got = [self._decode(column, arr.slice(a, b - a))
                        for a, b in zip(starts.tolist(), ends.tolist(), strict=True) if b > a]
                 self.counters["snapshot_part_decodes"] += 1
