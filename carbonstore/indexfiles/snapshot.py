@@ -168,8 +168,8 @@ class Snapshot(SnapshotDataFiles):
         #: each chunk's first row, and the size last
         self.chunk_starts = np.array([*starts, self.size], dtype=np.int64)
         self.bounds = decode_bounds(core, orjson.loads(meta["carbonstore.kinds"]))
-        self.bloom_base = to_numpy(core.column("bloom_base")).astype(np.int64)
-        self.bloom_len = to_numpy(core.column("bloom_len")).astype(np.int64)
+        self.bloom_base = to_numpy(core.column("bloom_base")).astype(np.int64, copy=False)
+        self.bloom_len = to_numpy(core.column("bloom_len")).astype(np.int64, copy=False)
         self.slots = {k: ColumnDesc(**d) for k, d in orjson.loads(meta["carbonstore.slots"]).items()}
         self._kinds = {k: d.kind for k, d in self.slots.items()}
         col = core.column("layout")  # dictionary-encoded by the writer: no string per segment
@@ -179,7 +179,7 @@ class Snapshot(SnapshotDataFiles):
         if layouts.null_count or (len(layouts) and (
                 to_numpy(layouts.indices).max() >= len(layouts.dictionary))):
             raise ValueError("snapshot column layout holds nulls or unknown layouts")
-        self.group = to_numpy(layouts.indices).astype(np.int32)
+        self.group = to_numpy(layouts.indices).astype(np.int32, copy=False)
         self.group_slots = [[k for k in lay.split(",") if k] for lay in layouts.dictionary.to_pylist()]
         self._offsets: dict[str, _NP] = HeldBytes()
         self._chunk_arrays: dict[tuple[str, int], tuple[pa.Array, _NP]] = {}
