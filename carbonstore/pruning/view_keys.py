@@ -48,7 +48,7 @@ def key_bytes_of(entries: Sequence[LoadEntry]) -> KeyBytes:
 def _digest(kb: KeyBytes) -> tuple[int, bytes]:
     h = xxhash.xxh3_128()
     for lengths, data in kb:
-        h.update(np.ascontiguousarray(lengths, dtype="<i8").tobytes())
+        h.update(np.ascontiguousarray(lengths, dtype="<i8"))  # (its buffer: no copy)
         h.update(data)
     return len(kb[0][0]), h.digest()
 
