@@ -95,6 +95,14 @@ BOUNDS_TYPES = {"INT64": pa.int64(), "FLOAT64": pa.float64(), "BYTES": pa.binary
 FLAG_BITS = (("has_min", 1), ("has_max", 2), ("min_exact", 4), ("max_exact", 8), ("null_page", 16))
 
 
+#: Snapshot.chunk_ranges decodes the values asked for alone (not the chunk's whole array)
+#: when the chunk holds at least _PART_MIN of them, at most 1/_PART_SHARE are asked for, in
+#: at most _PART_RUNS ranges
+_PART_MIN = 4096
+_PART_SHARE = 8
+_PART_RUNS = 64
+
+
 def slot_key(desc: ColumnDesc) -> str:
     """The key of an index column description (equal descriptions share one slot)."""
     import hashlib  # here: loading OpenSSL is not a plan's cost (a writer names slots)
@@ -160,8 +168,8 @@ class Snapshot(SnapshotDataFiles):
         #: each chunk's first row, and the size last
         self.chunk_starts = np.array([*starts, self.size], dtype=np.int64)
         self.bounds = decode_bounds(core, orjson.loads(meta["carbonstore.kinds"]))
-        self.bloom_base = to_numpy(core.column("bloom_base")).astype(np.int64)
-        self.bloom_len = to_numpy(core.column("bloom_len")).astype(np.int64)
+        self.bloom_base = to_numpy(core.column("bloom_base")).astype(np.int64, copy=False)
+        self.bloom_len = to_numpy(core.column("bloom_len")).astype(np.int64, copy=False)
         self.slots = {k: ColumnDesc(**d) for k, d in orjson.loads(meta["carbonstore.slots"]).items()}
         self._kinds = {k: d.kind for k, d in self.slots.items()}
         col = core.column("layout")  # dictionary-encoded by the writer: no string per segment
@@ -171,7 +179,7 @@ class Snapshot(SnapshotDataFiles):
         if layouts.null_count or (len(layouts) and (
                 to_numpy(layouts.indices).max() >= len(layouts.dictionary))):
             raise ValueError("snapshot column layout holds nulls or unknown layouts")
-        self.group = to_numpy(layouts.indices).astype(np.int32)
+        self.group = to_numpy(layouts.indices).astype(np.int32, copy=False)
         self.group_slots = [[k for k in lay.split(",") if k] for lay in layouts.dictionary.to_pylist()]
         self._offsets: dict[str, _NP] = HeldBytes()
         self._chunk_arrays: dict[tuple[str, int], tuple[pa.Array, _NP]] = {}
@@ -315,7 +323,8 @@ class Snapshot(SnapshotDataFiles):
                         if f"npages.{key}" in self.core.column_names else np.zeros(self.size, np.int64))
             else:
                 groups = [g for g, keys in enumerate(self.group_slots) if lk in keys]
-                lens = np.where(np.isin(self.group, groups), b.num_row_groups, 0)
+                lens = (b.num_row_groups if len(groups) == len(self.group_slots)  # every layout
+                        else np.where(np.isin(self.group, groups), b.num_row_groups, 0))
             if (lens < 0).any():
                 raise ValueError(f"snapshot counts of {column} are negative")
             got = self._offsets[lk] = np.concatenate([[0], np.cumsum(lens, dtype=np.int64)])
@@ -424,6 +433,31 @@ class Snapshot(SnapshotDataFiles):
                 self.on_grow()
         return got
 
+    def chunk_ranges(self, column: str, k: int, starts: _NP, ends: _NP) -> _NP | None:
+        """``column``'s values at ``starts[i]:ends[i]`` of chunk ``k``'s flat array (ascending,
+        not overlapping), concatenated, as stored (None: the chunk has none). A few values of
+        a large chunk not decoded yet are decoded alone (a lookup's row groups and pages: not
+        the array of the chunk's 10,000 row groups); otherwise from the chunk's array."""
+        vals = self._chunk_flat.get((column, k))
+        if vals is None and len(starts) <= _PART_RUNS:
+            arr = self._chunk_list(column, k)
+            if arr is None:
+                return None
+            want = int(ends[0]) - int(starts[0]) if len(starts) == 1 else int((ends - starts).sum())
+            if len(arr) >= _PART_MIN and want * _PART_SHARE <= len(arr):
+                got = [self._decode(column, arr.slice(a, b - a))
+                       for a, b in zip(starts.tolist(), ends.tolist(), strict=True) if b > a]
+                self.counters["snapshot_part_decodes"] += 1
+                return (got[0] if len(got) == 1 else np.concatenate(got) if got
+                        else self._decode(column, arr.slice(0, 0)))
+        if vals is None:
+            vals = self.chunk_values(column, k)
+            if vals is None:
+                return None
+        if len(starts) == 1:
+            return vals[int(starts[0]):int(ends[0])]
+        return vals[flat_ranges(starts, ends)]
+
     def values(self, column: str) -> _NP:
         """The flat array of ``column`` over all segments (every chunk read; decoded once)."""
         got = self._flat.get(column)
@@ -456,13 +490,15 @@ class Snapshot(SnapshotDataFiles):
             base = int(offs[self.chunk_starts[k]])
             if offs[part[-1] + 1] == offs[part[0]]:
                 continue
-            vals = self.chunk_values(column, k)
-            if vals is None:
-                continue
-            if int(part[-1]) - int(part[0]) == len(part) - 1:
-                parts.append(vals[int(offs[part[0]]) - base : int(offs[part[-1] + 1]) - base])
-            else:
-                parts.append(vals[flat_ranges(offs[part] - base, offs[part + 1] - base)])
+            if int(part[-1]) - int(part[0]) == len(part) - 1:  # (a run: one range)
+                vals = self.chunk_ranges(column, k, offs[part[:1]] - base, offs[part[-1:] + 1] - base)
+            elif len(part) <= _PART_RUNS:
+                vals = self.chunk_ranges(column, k, offs[part] - base, offs[part + 1] - base)
+            else:  # (a scan's many segments of the chunk: its array)
+                whole = self.chunk_values(column, k)
+                vals = None if whole is None else whole[flat_ranges(offs[part] - base, offs[part + 1] - base)]
+            if vals is not None:
+                parts.append(vals)
         if len(parts) == 1:
             return self.widen(column, parts[0])
         if not parts:

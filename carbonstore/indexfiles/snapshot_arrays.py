@@ -34,6 +34,11 @@ __all__ = ["SnapshotArrays", "SnapshotFiles"]
 
 _NP = npt.NDArray[Any]
 
+#: take_flat hands up to _FEW_VALUES positions in up to _FEW_RUNS runs to Snapshot.chunk_ranges
+_FEW_VALUES = 1024
+_FEW_RUNS = 64
+
+
 def take_flat(snap: Snapshot, column: str, idx: npt.NDArray[np.intp]) -> _NP:
     """``column``'s flat values at positions ``idx`` (ascending) of the table-wide flat
     array, taken chunk by chunk: no chunk is concatenated, only those of ``idx`` read."""
@@ -45,12 +50,21 @@ def take_flat(snap: Snapshot, column: str, idx: npt.NDArray[np.intp]) -> _NP:
     chunk = np.searchsorted(firsts, idx, side="right") - 1
     cut = np.flatnonzero(np.diff(chunk)) + 1
     parts = []
+    few = len(idx) <= _FEW_VALUES  # (a scan's many positions: each chunk's array, no runs)
     for first, part in zip([0, *cut.tolist()], np.split(idx, cut), strict=True):
         k = int(chunk[first])
-        vals = snap.chunk_values(column, k)  # (as stored: widened once taken)
+        local = part - firsts[k]
+        breaks = np.flatnonzero(np.diff(local) != 1) + 1 if few else None
+        if breaks is not None and len(breaks) < _FEW_RUNS:  # a few runs (the pages of a
+            starts = local[np.concatenate([[0], breaks])]  # lookup's row groups): they may be
+            ends = local[np.concatenate([breaks - 1, [len(local) - 1]])] + 1  # decoded alone
+            vals = snap.chunk_ranges(column, k, starts, ends)  # (as stored: widened once taken)
+        else:
+            whole = snap.chunk_values(column, k)
+            vals = None if whole is None else whole[local]
         if vals is None:
             raise SnapshotSectionError(f"{snap.source.what}: chunk {k} has no {column}")
-        parts.append(vals[part - firsts[k]])
+        parts.append(vals)
     return snap.widen(column, parts[0] if len(parts) == 1 else np.concatenate(parts))
 
 

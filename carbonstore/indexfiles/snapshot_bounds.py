@@ -12,7 +12,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from carbonstore.indexfiles.segment_bounds import ColumnBounds, SegmentBounds
-from carbonstore.store.arrow_numpy import to_numpy
+from carbonstore.store.arrow_numpy import fixed_bytes, to_numpy
 
 __all__ = ["decode_bounds", "numpy_of"]
 
@@ -30,15 +30,19 @@ def _column_bounds(t: pa.Table, c: str, kind: str) -> ColumnBounds:
     def arr(suffix: str) -> _NP:
         return numpy_of(t.column(f"bounds.{suffix}:{c}"))
 
-    lo, hi = arr("lo"), arr("hi")
+    if kind == "BYTES":  # fixed-width bytes where exact (no NUL byte), else Python bytes
+        lo, hi = (fixed_bytes(t.column(f"bounds.{s}:{c}")) for s in ("lo", "hi"))
+        if lo is None or hi is None:
+            lo, hi = arr("lo").astype(object), arr("hi").astype(object)
+    else:
+        lo, hi = arr("lo"), arr("hi")
     if kind == "BIGINT":
         lo = np.array([None if v is None else int(v) for v in lo], dtype=object)
         hi = np.array([None if v is None else int(v) for v in hi], dtype=object)
-    elif kind == "BYTES":
-        lo, hi = lo.astype(object), hi.astype(object)
     return ColumnBounds(
-        kind=kind, lo=lo, hi=hi, lo_ok=arr("lo_ok").astype(bool), hi_ok=arr("hi_ok").astype(bool),
-        null_count=arr("nulls").astype(np.int64), nan_count=arr("nans").astype(np.int64),
+        kind=kind, lo=lo, hi=hi, lo_ok=arr("lo_ok").astype(bool, copy=False),
+        hi_ok=arr("hi_ok").astype(bool, copy=False), null_count=arr("nulls").astype(np.int64, copy=False),
+        nan_count=arr("nans").astype(np.int64, copy=False),
     )
 
 
@@ -72,8 +76,8 @@ class _LazyBounds(Mapping[str, ColumnBounds]):
 
 def decode_bounds(t: pa.Table, kinds: dict[str, str]) -> SegmentBounds:
     return SegmentBounds(
-        num_rows=numpy_of(t.column("bounds.num_rows")).astype(np.int64),
-        num_files=numpy_of(t.column("bounds.num_files")).astype(np.int64),
-        num_row_groups=numpy_of(t.column("bounds.num_row_groups")).astype(np.int64),
+        num_rows=numpy_of(t.column("bounds.num_rows")).astype(np.int64, copy=False),
+        num_files=numpy_of(t.column("bounds.num_files")).astype(np.int64, copy=False),
+        num_row_groups=numpy_of(t.column("bounds.num_row_groups")).astype(np.int64, copy=False),
         columns=_LazyBounds(t, kinds),  # type: ignore[arg-type]
     )

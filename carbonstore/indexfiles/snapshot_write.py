@@ -210,6 +210,10 @@ def encode_chunks(chunks: Sequence[tuple[pa.Table, Sequence[tuple[str, bytes, in
     for c, cb in bounds.columns.items():
         kinds[c] = cb.kind
         lo, hi = cb.lo.tolist(), cb.hi.tolist()
+        if cb.kind == "BYTES":  # a missing bound is null (bounds read from a snapshot as
+            # fixed-width bytes hold b"" there: snapshot_bounds.py)
+            lo = [v if ok else None for v, ok in zip(lo, cb.lo_ok.tolist(), strict=True)]
+            hi = [v if ok else None for v, ok in zip(hi, cb.hi_ok.tolist(), strict=True)]
         if cb.kind == "BIGINT":
             lo = [None if v is None else str(v) for v in lo]
             hi = [None if v is None else str(v) for v in hi]

@@ -40,6 +40,7 @@ from carbonstore.expressions.expr import (
 )
 from carbonstore.expressions.visitors import ExprVisitor
 from carbonstore.pruning.evaluator import Mask, UnitStats
+from carbonstore.pruning.unit_stats import comparable
 from carbonstore.store.ordering import prefix_successor
 
 __all__ = ["ROWS_ALL_MATCH", "ROWS_SOME_MAY_FAIL", "AllRowsEvaluator"]
@@ -52,11 +53,7 @@ def _cmp(values: Any, ok: Mask, op: Callable[[Any, Any], Any], literal: Any) -> 
     """``op(values, literal)`` where ``ok``; False (not proved) elsewhere."""
     out = np.zeros(len(ok), dtype=bool)
     if ok.any():
-        sel = values[ok]
-        if sel.dtype == object:
-            boxed = np.empty((), dtype=object)
-            boxed[()] = literal
-            literal = boxed
+        sel, literal = comparable(values[ok], literal)  # (exact for every kind of bounds)
         with np.errstate(invalid="ignore"):
             out[ok] = np.asarray(op(sel, literal), dtype=bool)
     return out

@@ -16,7 +16,8 @@ bitset, or one per segment's contiguous bitsets of a column), ``bloom_bitsets`` 
 read and verified), ``header_decodes`` (snapshot
 segments whose row-group and page arrays were handed to the planner) and
 ``snapshot_array_decodes`` (table-level snapshot arrays decoded: a constant number per
-filter, whatever the number of segments).
+filter, whatever the number of segments) and ``snapshot_part_decodes`` (the few values of a
+large chunk a plan keeps, decoded alone: Snapshot.chunk_ranges).
 """
 
 from __future__ import annotations

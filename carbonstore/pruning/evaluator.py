@@ -51,7 +51,7 @@ from carbonstore.expressions.expr import (
     flatten,
 )
 from carbonstore.expressions.visitors import ExprVisitor
-from carbonstore.pruning.unit_stats import NP, SOURCE, Mask, UnitStats
+from carbonstore.pruning.unit_stats import NP, SOURCE, Mask, UnitStats, comparable, exact_bytes
 from carbonstore.store.ordering import prefix_successor
 
 __all__ = [
@@ -79,12 +79,9 @@ def _cmp(values: NP, ok: Mask, op: Callable[[Any, Any], Any], literal: Any,
     if not every and not (ok.any() if some is None else some):
         return np.ones(len(ok), dtype=bool)
     sel = values if every else values[ok]  # every bound usable: no gather
-    if sel.dtype == object:
-        # A bare bytes literal would become numpy 'S', which drops trailing NULs
-        # (b"a\x00" -> b"a"); a 0-d object array keeps Python comparisons.
-        boxed = np.empty((), dtype=object)
-        boxed[()] = literal
-        literal = boxed
+    # (object bounds: the literal boxed, else numpy 'S' would drop its trailing NULs;
+    # fixed-width bytes bounds: as Python bytes unless numpy compares them exactly)
+    sel, literal = comparable(sel, literal)
     got = np.asarray(op(sel, literal), dtype=bool)
     if every:
         return got if got is not sel and got.base is None else got.copy()  # a new array
@@ -422,16 +419,23 @@ class StatsEvaluator(ExprVisitor[Mask]):
         """Some literal lies within [lo, hi] (vectorised with two binary searches)."""
         arr = np.empty(len(lits), dtype=object)
         arr[:] = sorted(lits)
-        if s.lo.dtype != object:
-            arr = arr.astype(s.lo.dtype)
+        s_lo, s_hi = s.lo, s.hi
+        if s_lo.dtype.kind == "S" or s_hi.dtype.kind == "S":  # fixed-width bytes: exact
+            if s_lo.dtype.kind == s_hi.dtype.kind == "S" and all(map(exact_bytes, lits)):
+                width = max(s_lo.dtype.itemsize, s_hi.dtype.itemsize, *map(len, lits))
+                arr = arr.astype(f"S{width}")
+            else:  # (comparable: searched as Python bytes)
+                s_lo, s_hi = s_lo.astype(object), s_hi.astype(object)
+        elif s_lo.dtype != object:
+            arr = arr.astype(s_lo.dtype)
         lo_ok, hi_ok = self._bound_ok(s)
         i = np.zeros(s.size, dtype=np.intp)
         j = np.full(s.size, len(arr), dtype=np.intp)
         if lo_ok.any():
-            i[lo_ok] = np.searchsorted(arr, s.lo[lo_ok], side="left")
+            i[lo_ok] = np.searchsorted(arr, s_lo[lo_ok], side="left")
         if hi_ok.any():
             strict = s.hi_strict[hi_ok]
-            hi = s.hi[hi_ok]
+            hi = s_hi[hi_ok]
             j[hi_ok] = np.where(strict, np.searchsorted(arr, hi, side="left"),
                                 np.searchsorted(arr, hi, side="right"))
         return j > i

@@ -356,12 +356,20 @@ def _removed_rows(view: Any) -> npt.NDArray[np.int64] | None:
     if not isinstance(entries, ReadableEntries):
         return np.array([removed_rows(e) for e in entries], dtype=np.int64)
     codes, extras = entries.extra_codes()  # one check per distinct extra
-    used, first = np.unique(codes, return_index=True)
     per = np.zeros(len(extras) + 1, dtype=np.int64)  # the last: entries without an extra
-    for c, at in zip(used.tolist(), first.tolist(), strict=True):
-        if c >= 0:
-            per[c] = removed_rows(EntryExtra(entries.name_at(at), extras[c]))
+    if len(extras) <= _FEW_EXTRAS:  # (a table's entries share a handful: no sort of them)
+        used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(extras)))
+        firsts = [int(np.argmax(codes == c)) for c in used.tolist()]
+        pairs = zip(used.tolist(), firsts, strict=True)
+    else:
+        got, first = np.unique(codes, return_index=True)
+        pairs = ((c, at) for c, at in zip(got.tolist(), first.tolist(), strict=True) if c >= 0)
+    for c, at in pairs:
+        per[c] = removed_rows(EntryExtra(entries.name_at(at), extras[c]))
     return per[codes]
+
+
+_FEW_EXTRAS = 64
 
 
 

@@ -253,11 +253,15 @@ class TableIndex:
         got = self.__dict__.get("_bound_sums")
         if got is None:
             b = self.bounds
-            matrix = np.stack([np.asarray(b.num_rows, np.int64), np.asarray(b.num_files, np.int64),
-                               np.asarray(b.num_row_groups, np.int64)]) if self.size else np.zeros((3, 0), np.int64)
-            got = self.__dict__["_bound_sums"] = (matrix, matrix.sum(axis=1).tolist())
-        matrix, totals = got
-        return totals, (matrix @ segments.astype(np.int64)).tolist()
+            cols = [np.asarray(c, np.int64) for c in (b.num_rows, b.num_files, b.num_row_groups)]
+            got = self.__dict__["_bound_sums"] = (cols, [int(c.sum()) for c in cols])
+        cols, totals = got
+        picked = int(np.count_nonzero(segments))
+        if 2 * picked <= len(segments):
+            at = np.flatnonzero(segments)
+            return totals, [int(c[at].sum()) for c in cols]
+        at = np.flatnonzero(~segments)  # most segments (a lookup's dropped ones): the rest
+        return totals, [t - int(c[at].sum()) for t, c in zip(totals, cols, strict=True)]
 
     @functools.cached_property
     def partitioned(self) -> bool:

@@ -15,7 +15,32 @@ Mask = npt.NDArray[np.bool_]
 NP = npt.NDArray[Any]
 SOURCE = "source"  # key in UnitStats.derived: (the UnitStats taken from, positions)
 
-__all__ = ["NP", "SOURCE", "Mask", "UnitStats", "successors"]
+__all__ = ["NP", "SOURCE", "Mask", "UnitStats", "comparable", "exact_bytes", "successors"]
+
+
+def exact_bytes(literal: Any) -> bool:
+    """Whether numpy compares fixed-width bytes (``S``, without NUL bytes) with ``literal``
+    exactly: bytes without a NUL byte (numpy drops a bytes value's trailing NULs)."""
+    return type(literal) is bytes and b"\x00" not in literal
+
+
+def comparable(values: NP, literal: Any) -> tuple[NP, Any]:
+    """``values`` (bounds) and ``literal`` as numpy compares them exactly.
+
+    Fixed-width bytes (dtype ``S``: arrow_numpy.fixed_bytes, never holding a NUL byte)
+    compare exactly with a bytes literal without NUL bytes; numpy would drop a literal's
+    trailing NULs (``b"a\\x00"`` would equal ``b"a"``), so any other literal compares with
+    the values as Python bytes. Against an object array the literal is boxed in a 0-d
+    object array: a bare bytes literal would become numpy ``S`` too."""
+    if values.dtype.kind == "S":
+        if exact_bytes(literal):
+            return values, literal
+        values = values.astype(object)
+    if values.dtype == object:
+        boxed = np.empty((), dtype=object)
+        boxed[()] = literal
+        return values, boxed
+    return values, literal
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -48,7 +48,7 @@ def key_bytes_of(entries: Sequence[LoadEntry]) -> KeyBytes:
 def _digest(kb: KeyBytes) -> tuple[int, bytes]:
     h = xxhash.xxh3_128()
     for lengths, data in kb:
-        h.update(np.ascontiguousarray(lengths, dtype="<i8").tobytes())
+        h.update(np.ascontiguousarray(lengths, dtype="<i8"))  # (its buffer: no copy)
         h.update(data)
     return len(kb[0][0]), h.digest()
 
@@ -132,13 +132,28 @@ def snapshot_holds(snapshot: Snapshot, kb: KeyBytes) -> bool:
     n = len(kb[0][0])
     if n > snapshot.size:
         return False
-    rows = np.arange(n, dtype=np.int64)
     for col, (lengths, data) in zip(("segment", "merge"), kb, strict=True):
         arr = snapshot.core.column(col)
-        got = StringBytes(arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()).take_bytes(rows)
-        if not (np.array_equal(got[0], lengths) and got[1] == data):
+        sb = StringBytes(arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks())
+        ours = np.where(sb.valid[:n], sb.lengths[:n], 0)  # (a null as "")
+        if not np.array_equal(ours, lengths):
+            return False
+        if n and bool((ours == sb.lengths[:n]).all()):  # the rows' bytes back to back (an
+            lo = int(sb.starts[0])  # Arrow array's are): compared where they lie, no copy
+            if not _same_bytes(sb.data[lo:lo + int(ours.sum())], np.frombuffer(data, dtype=np.uint8)):
+                return False
+        elif sb.take_bytes(np.arange(n, dtype=np.int64))[1] != data:
             return False
     return True
+
+
+def _same_bytes(a: npt.NDArray[np.uint8], b: npt.NDArray[np.uint8]) -> bool:
+    """Two byte arrays are equal: compared 8 bytes at a time (a temporary of one bool per
+    8 bytes: 3 MB of merge index names at 100,000 segments)."""
+    if len(a) != len(b):
+        return False
+    k = len(a) // 8 * 8
+    return bool(np.array_equal(a[:k].view(np.uint64), b[:k].view(np.uint64)) and np.array_equal(a[k:], b[k:]))
 
 
 _CONF_INTS: dict[tuple[str, str | None, tuple[tuple[str, str], ...]], int] = {}

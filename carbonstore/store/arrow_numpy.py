@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-__all__ = ["binary_array", "from_numpy", "string_array", "strings_bytes", "to_numpy"]
+__all__ = ["binary_array", "fixed_bytes", "from_numpy", "string_array", "strings_bytes", "to_numpy"]
 
 _NUMERIC: dict[pa.DataType, np.dtype[Any]] = {
     t: np.dtype(d) for t, d in (
@@ -64,6 +64,51 @@ def to_numpy(col: pa.Array | pa.ChunkedArray) -> npt.NDArray[Any]:
         out[:] = arr.to_pylist()
         return out
     return arr.to_numpy(zero_copy_only=False)  # type: ignore[no-any-return]
+
+
+#: fixed_bytes gives up (None) when its array would be wider than this many bytes a row and
+#: more than _FIXED_SLACK times the values' own bytes (a few long values among short ones)
+_FIXED_WIDTH = 64
+_FIXED_SLACK = 4
+
+
+def fixed_bytes(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.bytes_] | None:
+    """A binary or string array as numpy fixed-width bytes (dtype ``S<w>``, a null as
+    ``b""``), or None where that would not be exact or would be large.
+
+    Exact means: numpy compares ``S`` values as if padded with NUL bytes, so two values that
+    differ only by trailing NULs would compare equal. None is given when some value holds a
+    NUL byte; without one the padded order is the byte order (a shorter prefix sorts first,
+    NUL being the least byte), ``astype(object)`` gives back each value's bytes, and a
+    comparison with a literal is exact when the literal holds no NUL either
+    (see pruning/unit_stats.comparable). Equal-length values without nulls are a view of the
+    Arrow data buffer (no copy)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.chunk(0) if arr.num_chunks == 1 else pa.concat_arrays(arr.chunks)
+    if not (pa.types.is_binary(arr.type) or pa.types.is_string(arr.type)):
+        return None
+    s = StringBytes(arr)
+    n = s.n
+    lengths = np.where(s.valid, s.lengths, 0) if arr.null_count else s.lengths
+    width = int(lengths.max()) if n else 0
+    if not n or width == 0:
+        return np.zeros(n, dtype="S1")
+    lo, hi = s.span()
+    data = s.data[lo:hi]
+    if data.tobytes().find(b"\x00") >= 0:
+        return None
+    total = int(lengths.sum())
+    if width > _FIXED_WIDTH and n * width > _FIXED_SLACK * total:
+        return None
+    if not arr.null_count and bool((lengths == width).all()) and hi - lo == n * width:
+        return data.view(f"S{width}")  # type: ignore[no-any-return]
+    out = np.zeros((n, width), dtype=np.uint8)
+    keep = lengths > 0
+    rows = np.repeat(np.arange(n)[keep], lengths[keep])
+    ends = np.cumsum(lengths)
+    cols = np.arange(total) - np.repeat(ends[keep] - lengths[keep], lengths[keep])
+    out[rows, cols] = s.data[np.repeat(s.starts[keep], lengths[keep]) + cols]
+    return out.view(f"S{width}").ravel()
 
 
 def from_numpy(values: npt.NDArray[Any], type: pa.DataType | None = None) -> pa.Array:  # noqa: A002
@@ -168,8 +213,15 @@ class StringBytes:
         total = int(lengths.sum())
         if not total:
             return lengths, b""
-        if bool((starts[1:] == starts[:-1] + lengths[:-1]).all()):  # back to back: one slice
+        cut = np.flatnonzero(starts[1:] != starts[:-1] + lengths[:-1]) + 1
+        if not len(cut):  # back to back: one slice
             return lengths, self.data[int(starts[0]):int(starts[0]) + total].tobytes()
+        if len(cut) <= _RUNS_JOINED:  # a few runs of rows back to back (the readable rows of a
+            firsts = np.concatenate([[0], cut])  # checkpoint: all but some compacted): slices
+            ends_at = np.concatenate([cut - 1, [len(starts) - 1]])
+            a, b = starts[firsts].tolist(), (starts[ends_at] + lengths[ends_at]).tolist()
+            raw = memoryview(self.data)
+            return lengths, b"".join([raw[x:y] for x, y in zip(a, b, strict=True)])
         ends = np.cumsum(lengths)
         return lengths, self.data[np.repeat(starts - (ends - lengths), lengths) + np.arange(total)].tobytes()
 
@@ -201,13 +253,26 @@ class StringBytes:
         if bool(((data[rel] == ord("0")) & (self.lengths > 1)).any()):
             return None  # "07" and "7" would be one number
         out = np.empty(n, dtype=np.int64)
-        for length, rows in self._by_length():  # each length's digits as one matrix
-            out[rows] = (self.matrix(rows, length).astype(np.int64) - ord("0")) @ _POW10[length - 1::-1]
+        for length, rows in self._by_length():  # each length's digits as one matrix, its
+            digits = self.matrix(rows, length)  # columns summed Horner's way in place (no
+            acc = digits[:, 0].astype(np.int64)  # matrix of int64 of them)
+            for j in range(1, length):
+                acc *= 10
+                acc += digits[:, j]
+            acc -= ord("0") * int(_POW10[:length].sum())  # every digit's "0" at once
+            out[rows] = acc
         return out
 
     def _by_length(self) -> list[tuple[int, Any]]:
         """(length, its rows: a slice when they are one run, else indices) per length of a
         valid row (a column of load names has a few lengths, each a run)."""
+        if self.n and bool(self.valid.all()):  # no null: each run of one length a slice
+            cut = np.flatnonzero(self.lengths[1:] != self.lengths[:-1]) + 1
+            if len(cut) < 64:
+                edges = [0, *cut.tolist(), self.n]
+                lens = self.lengths[edges[:-1]].tolist()
+                if len(set(lens)) == len(lens):
+                    return [(ln, slice(a, b)) for ln, a, b in zip(lens, edges[:-1], edges[1:], strict=True)]
         rows = np.flatnonzero(self.valid)
         lengths = self.lengths[rows]
         if not len(rows):
@@ -253,6 +318,7 @@ class StringBytes:
 
 
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
+_RUNS_JOINED = 4096  # StringBytes.take_bytes joins up to this many runs of rows as slices
 _DIGITS = np.zeros(256, dtype=bool)
 _DIGITS[ord("0"):ord("9") + 1] = True
 

@@ -156,6 +156,7 @@ class ArrowBase:
         self._names: list[str] | None = None
         self._statuses: np.ndarray | None = None
         self._plain: np.ndarray | None | bool = False  # (False: not worked out yet)
+        self._strings: dict[str, StringBytes] = {}
         if check:
             self._check(cols)
         self.deltas: dict[int, tuple[DeleteDelta, ...]] = {}
@@ -183,7 +184,7 @@ class ArrowBase:
             if cols[key].null_count:
                 raise ValueError(f"{key} is missing in {cols[key].null_count} entries")
         ints = self.plain_ids()  # plain numbers are valid load names: no second pass then
-        if ints is None and not load_names_ok(StringBytes(cols["loadName"])):
+        if ints is None and not load_names_ok(self.strings("loadName")):
             raise ValueError("an invalid loadName")
         if ints is not None:  # plain numbers (the common case): ascending, or sorted
             twice = len(ints) > 1 and not bool((ints[1:] > ints[:-1]).all()) and \
@@ -194,22 +195,30 @@ class ArrowBase:
             raise ValueError("a loadName appears twice")
         if (self._status_codes() < 0).any():
             raise ValueError("an unknown loadStatus")
-        if not load_names_ok(StringBytes(cols["mergedLoadName"])):
+        if not load_names_ok(self.strings("mergedLoadName")):
             raise ValueError("an invalid mergedLoadName")
-        if not plain_file_names_ok(StringBytes(cols["segmentFile"])):
+        if not plain_file_names_ok(self.strings("segmentFile")):
             raise ValueError("a segmentFile that is not a plain file name")
+
+    def strings(self, key: str) -> StringBytes:
+        """String column ``key``'s bytes (StringBytes: its offsets decoded once; the
+        checks and the readable entries' keys read the same columns)."""
+        got = self._strings.get(key)
+        if got is None:
+            got = self._strings[key] = StringBytes(self.cols[key])
+        return got
 
     def plain_ids(self) -> np.ndarray | None:
         """Each row's load name as a number, when every name is a plain number (no ``.``,
         no leading zero); None otherwise."""
         if self._plain is False:
-            self._plain = StringBytes(self.cols["loadName"]).plain_ints()
+            self._plain = self.strings("loadName").plain_ints()
         return self._plain  # type: ignore[return-value]
 
     def _status_codes(self) -> np.ndarray:
         """Each row's status as its position in ``ALL_STATUSES`` (-1: none)."""
         if self._statuses is None:
-            self._statuses = StringBytes(self.cols["loadStatus"]).codes(ALL_STATUSES)
+            self._statuses = self.strings("loadStatus").codes(ALL_STATUSES)
         return self._statuses
 
     # ---- lookups ------------------------------------------------------------------------------

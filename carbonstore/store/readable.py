@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from carbonstore.store.arrow_numpy import StringBytes, strings_bytes
+from carbonstore.store.arrow_numpy import strings_bytes
 from carbonstore.store.checkpoint_arrow import int64s
 from carbonstore.store.entries import READABLE_STATUSES, LoadEntry, segment_sort_key
 from carbonstore.store.entry_view import EntryView
@@ -130,8 +130,8 @@ class ReadableEntries(Sequence[LoadEntry]):
         rows (no string per entry), else from the names."""
         if self._key_bytes is None:
             arrow = self._view.arrow_base()
-            self._key_bytes = ((StringBytes(arrow.cols["loadName"]).take_bytes(self._rows),
-                                StringBytes(arrow.cols["segmentFile"]).take_bytes(self._rows))
+            self._key_bytes = ((arrow.strings("loadName").take_bytes(self._rows),
+                                arrow.strings("segmentFile").take_bytes(self._rows))
                                if arrow is not None and not self._over
                                else (strings_bytes(self.names), strings_bytes(self.files)))
         return self._key_bytes  # type: ignore[no-any-return]

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from carbonstore.store import arrow_numpy
 from carbonstore.store.arrow_numpy import (
     StringBytes,
     binary_array,
@@ -182,3 +183,18 @@ def test_taken_bytes_are_equal_exactly_for_equal_strings(values: list[str | None
     got = StringBytes(arr).take_bytes(np.array(rows, dtype=np.int64))
     mine = strings_bytes(other)
     assert (np.array_equal(got[0], mine[0]) and got[1] == mine[1]) == (want == other)
+
+
+@pytest.mark.parametrize("runs_joined", [0, 2, 4096])
+def test_rows_taken_in_runs_or_gathered_give_the_same_bytes(monkeypatch: pytest.MonkeyPatch, runs_joined: int) -> None:
+    """The readable rows of a checkpoint are runs of rows (all but some compacted entries):
+    joined as slices of the data up to _RUNS_JOINED runs, gathered byte by byte beyond."""
+    monkeypatch.setattr(arrow_numpy, "_RUNS_JOINED", runs_joined)
+    values = [None if i % 37 == 0 else "x" * (i % 5) + str(i) for i in range(1000)]
+    arr = pa.array(values, pa.string()).slice(3)
+    values = values[3:]
+    for rows in (np.flatnonzero(np.arange(len(values)) % 100 != 7), np.array([1, 2, 3, 7, 8, 100, 101, 996]),
+                 np.array([5, 3, 3, 9]), np.arange(10, 20), np.array([0])):
+        got = StringBytes(arr).take_bytes(rows)
+        want = strings_bytes([values[r] or "" for r in rows.tolist()])
+        assert np.array_equal(got[0], want[0]) and got[1] == want[1]
