@@ -24,7 +24,7 @@ from typing import Any
 
 from carbonstore.errors import ConfigError
 from carbonstore.limits import MAX_CONF_FILE_BYTES
-from carbonstore.store.frozen import Frozen
+from carbonstore.store.records import Frozen
 
 __all__ = [
     "DEFAULTS",
