@@ -273,10 +273,11 @@ print(json.dumps({"kept": [levels["files"]["kept"], levels["row_groups"]["kept"]
 # a plan never needs: logging (nothing of a plan logs), shutil (argparse's help width), the
 # Parquet footer reader and the generated Parquet thrift types (a plan reads packed arrays).
 # Nor does it create a dataclass (about a millisecond each of code generation; its values
-# are records, store/records.py) - the module itself is loaded by orjson, inspect by numpy.
+# are records, store/records.py) - the module itself is loaded by orjson, inspect by numpy -
+# nor pathlib and urllib.parse (5 ms: a conf file opens by name, a local location is no URI)
 _NOT_FOR_A_LOOKUP = {"pyarrow.compute", "carbonstore.dictionary", "pandas", "sqlglot", "filelock", "hashlib",
                      "numpy.ma", "logging", "shutil", "carbonstore.indexfiles.footer",
-                     "carbonstore.indexfiles._gen.parquet.ttypes"}
+                     "carbonstore.indexfiles._gen.parquet.ttypes", "pathlib", "urllib.parse"}
 
 
 def test_a_fresh_lookup_imports_no_compute_kernels(checkpointed: tuple[str, dict[str, Any]]) -> None:
