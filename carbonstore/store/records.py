@@ -25,8 +25,10 @@ checked again where it is loaded, e.g. on a Spark executor), and :func:`replace`
 Why not dataclasses: ``import dataclasses`` loads ``inspect``, and ``@dataclass`` compiles
 five or six methods per class with ``exec`` and computes an ``inspect.signature`` for the
 docstring - about a millisecond a class; a fresh ``prune`` created some 35 of them (a tenth
-of its run). Here a class costs one small ``exec`` (its ``__init__``, the same code a
-dataclass's is, so construction is as fast); equality, hash and repr are shared methods.
+of its run). Here a class costs one small ``exec`` of its ``__init__`` (the same code a
+dataclass's is, so construction is as fast), run when its first record is made (about
+0.1 ms; a command makes records of half the classes it imports); equality, hash and repr
+are shared methods.
 
 A class that declares its own ``__slots__`` is written by hand (its own ``__init__``, with
 ``object.__setattr__`` when frozen; its fields are its ``__match_args__``) and only inherits
@@ -92,7 +94,8 @@ def _is_classvar(annotation: Any) -> bool:
 
 
 def _make_init(cls: type, fields: list[tuple[str, Field]], frozen: bool, kw_only: bool) -> None:
-    """Compile ``cls.__init__`` from the fields (once per class)."""
+    """Give ``cls`` an ``__init__`` from the fields: its source now (a field order that
+    cannot be a signature fails the class), compiled when the first record is made."""
     env: dict[str, Any] = {"MISSING": MISSING, "_set": object.__setattr__}
     params: list[str] = []
     body: list[str] = []
@@ -115,11 +118,19 @@ def _make_init(cls: type, fields: list[tuple[str, Field]], frozen: bool, kw_only
         body.append("self.__post_init__()")
     star = ["*"] if kw_only and params else []
     src = f"def __init__(self, {', '.join([*star, *params])}) -> None:\n    " + "\n    ".join(body or ["pass"])
-    exec(src, env)  # noqa: S102 - the source is built from the class's field names only
-    init = env["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__module__ = cls.__module__
-    cls.__init__ = init  # type: ignore[misc]
+
+    def first_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        """Compile the class's ``__init__`` on its first record (a command creates records
+        of few of the classes it imports), install it, and run it."""
+        exec(src, env)  # noqa: S102 - the source is built from the class's field names only
+        init = env["__init__"]
+        init.__qualname__ = f"{cls.__qualname__}.__init__"
+        init.__module__ = cls.__module__
+        cls.__init__ = init  # type: ignore[misc]
+        init(self, *args, **kwargs)
+
+    first_init.__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = first_init  # type: ignore[misc]
 
 
 class RecordType(type):
