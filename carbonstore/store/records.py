@@ -140,6 +140,8 @@ class RecordType(type):
                 kw_only: bool = False, slots: bool = True) -> RecordType:
         if "__slots__" in ns or not ns.get("__annotations__"):  # written by hand (or a base)
             cls = super().__new__(mcls, name, bases, ns)
+            if "__match_args__" not in ns and hasattr(cls, "_record_key"):
+                return cls  # no fields of its own: its base's fields, compared and shown alike
             every = compare = shown = tuple(cls.__match_args__)  # type: ignore[attr-defined]
         else:
             fields = []

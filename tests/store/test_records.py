@@ -74,6 +74,12 @@ def test_a_mutable_record_factories_post_init_and_compare_false() -> None:
     with pytest.raises(ValueError, match="needs a name"):
         Bag(name="")
 
+    class Sack(Bag):  # a subclass adding methods only: the base's fields, compared alike
+        __slots__ = ()
+
+    s = Sack(name="a", seen=9)
+    assert s == Sack(name="a") and s != Bag(name="a") and repr(s).endswith(".Sack(name='a', items=[])")
+
 
 def test_replace_match_pickle_and_copy() -> None:
     p = Point(1, 2, ("t",))
