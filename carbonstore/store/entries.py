@@ -548,7 +548,8 @@ class _PlainEntry(Frozen):
     instance becomes a LoadEntry (``__class__`` assignment between layout-identical classes)."""
 
     __slots__ = LoadEntry.__slots__
-    __setattr__ = object.__setattr__  # type: ignore[assignment]
+    __setattr__ = object.__setattr__  # type: ignore[assignment]  # (both: the C slot, no call of Python)
+    __delattr__ = object.__delattr__  # type: ignore[assignment]
 
 
 def build_plain(
