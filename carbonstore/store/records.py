@@ -27,8 +27,8 @@ five or six methods per class with ``exec`` and computes an ``inspect.signature`
 docstring - about a millisecond a class; a fresh ``prune`` created some 35 of them (a tenth
 of its run). Here a class costs one small ``exec`` of its ``__init__`` (the same code a
 dataclass's is, so construction is as fast), run when its first record is made (about
-0.1 ms; a command makes records of half the classes it imports); equality, hash and repr
-are shared methods.
+0.1 ms; a command makes records of half the classes it imports), and its ``__eq__`` and
+``__hash__`` on their first calls; repr and pickling are shared methods.
 
 A class that declares its own ``__slots__`` is written by hand (its own ``__init__``, with
 ``object.__setattr__`` when frozen; its fields are its ``__match_args__``) and only inherits
@@ -118,19 +118,37 @@ def _make_init(cls: type, fields: list[tuple[str, Field]], frozen: bool, kw_only
         body.append("self.__post_init__()")
     star = ["*"] if kw_only and params else []
     src = f"def __init__(self, {', '.join([*star, *params])}) -> None:\n    " + "\n    ".join(body or ["pass"])
+    _compile_on_first_call(cls, "__init__", src, env)
 
-    def first_init(self: Any, *args: Any, **kwargs: Any) -> None:
-        """Compile the class's ``__init__`` on its first record (a command creates records
-        of few of the classes it imports), install it, and run it."""
+
+def _make_eq_hash(cls: type, compare: tuple[str, ...], frozen: bool) -> None:
+    """Give ``cls`` an ``__eq__`` comparing the fields' tuples (and a frozen one a ``__hash__``
+    of that tuple), as a dataclass's do - faster than the shared ones over a key getter -
+    each compiled on its first call."""
+    mine, theirs = (", ".join(f"{who}.{n}" for n in compare) + ("," if compare else "")
+                    for who in ("self", "other"))
+    src = ("def __eq__(self, other):\n    if other.__class__ is not self.__class__:\n"
+           f"        return NotImplemented\n    return ({mine}) == ({theirs})")
+    _compile_on_first_call(cls, "__eq__", src, {})
+    if frozen:
+        _compile_on_first_call(cls, "__hash__", f"def __hash__(self):\n    return hash(({mine}))", {})
+
+
+def _compile_on_first_call(cls: type, name: str, src: str, env: dict[str, Any]) -> None:
+    """Set ``cls.<name>`` to a stub that compiles ``src`` (the method's definition) on its
+    first call, installs the result in its place and runs it: a command uses the methods of
+    few of the record classes it imports (about 0.1 ms a compile)."""
+
+    def first_call(*args: Any, **kwargs: Any) -> Any:
         exec(src, env)  # noqa: S102 - the source is built from the class's field names only
-        init = env["__init__"]
-        init.__qualname__ = f"{cls.__qualname__}.__init__"
-        init.__module__ = cls.__module__
-        cls.__init__ = init  # type: ignore[misc]
-        init(self, *args, **kwargs)
+        method = env[name]
+        method.__qualname__ = f"{cls.__qualname__}.{name}"
+        method.__module__ = cls.__module__
+        setattr(cls, name, method)
+        return method(*args, **kwargs)
 
-    first_init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = first_init  # type: ignore[misc]
+    first_call.__qualname__ = f"{cls.__qualname__}.{name}"
+    setattr(cls, name, first_call)
 
 
 class RecordType(type):
@@ -157,6 +175,8 @@ class RecordType(type):
             _make_init(cls, fields, issubclass(cls, Frozen), kw_only)
             every = tuple(n for n, _ in fields)
             compare = tuple(n for n, f in fields if f.compare)
+            if "__eq__" not in ns and "__hash__" not in ns:
+                _make_eq_hash(cls, compare, issubclass(cls, Frozen))
             shown = tuple(n for n, f in fields if f.repr)
         cls.__record_fields__ = every  # type: ignore[attr-defined]
         cls._record_key = staticmethod(_tuple_getter(compare))  # type: ignore[attr-defined]
