@@ -22,10 +22,10 @@ checked again where it is loaded, e.g. on a Spark executor), and :func:`replace`
 ``field(init=False)`` is a field set by its default factory only, ``compare=False`` /
 ``repr=False`` leave it out of equality and hash / the repr.
 
-Why not dataclasses: ``import dataclasses`` loads ``inspect``, and ``@dataclass`` compiles
-five or six methods per class with ``exec`` and computes an ``inspect.signature`` for the
-docstring - about a millisecond a class; a fresh ``prune`` created some 35 of them (a tenth
-of its run). Here a class costs one small ``exec`` of its ``__init__`` (the same code a
+Why not dataclasses: ``@dataclass`` compiles five or six methods per class with ``exec``
+and computes an ``inspect.signature`` for the docstring - about a millisecond a class; a
+fresh ``prune`` created some 35 of them (a tenth of its run). (The module itself stays
+loaded: orjson imports it.) Here a class costs one small ``exec`` of its ``__init__`` (the same code a
 dataclass's is, so construction is as fast), run when its first record is made (about
 0.1 ms; a command makes records of half the classes it imports), and its ``__eq__`` and
 ``__hash__`` on their first calls; repr and pickling are shared methods.
