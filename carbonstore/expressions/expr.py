@@ -27,7 +27,7 @@ from typing import Any, ClassVar, TypeAlias
 
 from carbonstore.errors import ExpressionError
 from carbonstore.limits import MAX_NESTING
-from carbonstore.store.frozen import Frozen
+from carbonstore.store.records import Frozen
 from carbonstore.store.schema import Column, DataType
 
 __all__ = [

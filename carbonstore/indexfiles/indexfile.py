@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 import xxhash
@@ -37,6 +36,7 @@ from carbonstore.indexfiles.arrays import BLOOM_CHECKSUM_SIZE, IndexArrays, load
 from carbonstore.indexfiles.packing import FORMAT_VERSION, pack, unpack
 from carbonstore.store.entries import check_relative_path
 from carbonstore.store.fs import AnyFS, as_store_fs
+from carbonstore.store.records import Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,8 +74,7 @@ _MAX_HEADER = 1 << 31
 REBUILD_HINT = "; the index is derived data: rebuild it with 'carbonstore index rebuild TABLE'"
 
 
-@dataclass(slots=True, kw_only=True)
-class LoadedIndex:
+class LoadedIndex(Record, kw_only=True):
     """A decoded index file: header, where its blooms are, and which kind it is."""
 
     path: str

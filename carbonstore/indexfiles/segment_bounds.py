@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from carbonstore.store.frozen import Frozen
+from carbonstore.store.records import Frozen
 
 __all__ = ["KIND_DTYPE", "KIND_FILLER", "ColumnBounds", "SegmentBounds", "concat_values"]
 
@@ -24,7 +24,7 @@ KIND_DTYPE = {"INT64": np.int64, "FLOAT64": np.float64, "BYTES": object, "BIGINT
 
 class ColumnBounds(Frozen):
     """One column's bounds over ``n`` segments (kinds as in arrays.py). A ``Frozen`` value,
-    not a slotted dataclass: created on every plan's import path (see store/frozen.py)."""
+    not a slotted dataclass: created on every plan's import path (see store/records.py)."""
 
     __slots__ = ("kind", "lo", "hi", "lo_ok", "hi_ok", "null_count", "nan_count")
     __match_args__ = __slots__

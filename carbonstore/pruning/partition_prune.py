@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,6 +43,7 @@ from carbonstore.store.partitioning import (
     removed_partitions,
 )
 from carbonstore.store.readable import EntryExtra, ReadableEntries, extras_of
+from carbonstore.store.records import Frozen
 
 __all__ = ["PartitionMasks", "applies", "partition_masks"]
 
@@ -51,8 +51,7 @@ Mask = npt.NDArray[np.bool_]
 _MAX_COMBINATIONS = 4096  # IN lists over several bucket columns: beyond this, keep all
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionMasks:
+class PartitionMasks(Frozen):
     """Per unit of the plan, the row groups whose file survives; and files dropped."""
 
     masks: list[Mask]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -18,6 +17,7 @@ from carbonstore.pruning.plan_types import FilePlan, RowGroupPlan
 from carbonstore.store.partitioning import REMOVED_KEY
 from carbonstore.store.paths import segment_dir_name
 from carbonstore.store.readable import ReadableEntries
+from carbonstore.store.records import replace
 
 __all__ = ["SegDirs", "delta_map", "file_json", "file_plans", "marked"]
 

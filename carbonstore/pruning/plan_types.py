@@ -7,18 +7,17 @@ the contract of ``carbonstore prune --json`` (described in plan.py).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from carbonstore.expressions.expr import Expr
+from carbonstore.store.records import Frozen, field
 
 __all__ = ["LEVELS", "DeferredFiles", "Dropped", "FilePlan", "LevelSummary", "RowGroupPlan", "TablePlan"]
 
 LEVELS = ("segments", "files", "row_groups", "pages", "rows")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LevelSummary:
+class LevelSummary(Frozen, kw_only=True):
     """Units of one level: total, kept, and the drops per reason."""
 
     total: int
@@ -29,8 +28,7 @@ class LevelSummary:
         return {"total": self.total, "kept": self.kept, **{f"dropped_by_{r}": n for r, n in self.dropped}}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RowGroupPlan:
+class RowGroupPlan(Frozen, kw_only=True):
     """A surviving row group: ordinal in its file, rows, surviving ``[start, end)`` ranges."""
 
     index: int
@@ -47,8 +45,7 @@ class RowGroupPlan:
                 "row_ranges": [list(r) for r in self.row_ranges]}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FilePlan:
+class FilePlan(Frozen, kw_only=True):
     """A surviving data file; ``path`` is relative to the table folder."""
 
     segment: str
@@ -67,8 +64,7 @@ class FilePlan:
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Dropped:
+class Dropped(Frozen, kw_only=True):
     """One dropped unit, for ``--explain``."""
 
     level: str
@@ -105,12 +101,13 @@ class DeferredFiles:
         return got
 
 
-@dataclass(frozen=True, kw_only=True)
-class TablePlan:
+class TablePlan(Frozen, kw_only=True, slots=False):
     """What a scan of the table must read for a filter, and what pruning saved.
 
     ``files`` may be given as a :class:`DeferredFiles`: it is built on first read and is
-    then an ordinary tuple of FilePlan (equality, ``replace`` and JSON see the same plan).
+    then an ordinary tuple of FilePlan (equality, ``replace`` and JSON see the same plan;
+    a pickled plan, e.g. shipped to Spark executors, carries its files built, never the
+    index view: records pickle through ``__init__`` with each field read).
     """
 
     table: str
@@ -130,10 +127,6 @@ class TablePlan:
     @property
     def rows(self) -> int:
         return self.levels["rows"].kept
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickled (e.g. shipped to Spark executors) with its files built: never the index view."""
-        return {**self.__dict__, "files": self.files}
 
     def reissued(self, planning_ms: float) -> TablePlan:
         """The same plan as a new object (its own ``levels`` dict and ``planning_ms``); the
@@ -211,5 +204,5 @@ def _files_set(plan: TablePlan, files: tuple[FilePlan, ...] | DeferredFiles) -> 
     plan.__dict__["files"] = files
 
 
-# the dataclass field ``files`` is read through this property: built on first read
+# the record field ``files`` is read through this property: built on first read
 TablePlan.files = property(_files_get, _files_set)  # type: ignore[assignment,method-assign]

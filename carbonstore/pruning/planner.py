@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,6 +41,7 @@ from carbonstore.pruning.units import (
     find_column,
     value_kind,
 )
+from carbonstore.store.records import Frozen, field
 
 __all__ = ["LevelCounts", "PrunePlan", "RowGroupSelection", "RowGroupUnits", "bloom_encodings",
            "find_column", "level_masks", "prune_row_groups", "row_group_might_match", "selections",
@@ -49,8 +49,7 @@ __all__ = ["LevelCounts", "PrunePlan", "RowGroupSelection", "RowGroupUnits", "bl
 
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LevelCounts:
+class LevelCounts(Frozen, kw_only=True):
     """What one level kept and why it dropped the rest.
 
     ``unit`` is "row_groups" for the row-group level and "rows" for the page level (rows of
@@ -66,8 +65,7 @@ class LevelCounts:
     dropped_by_partition: int = 0  # its file's partition proves no match (partition_prune.py)
 
 
-@dataclass(frozen=True, kw_only=True)
-class PrunePlan:
+class PrunePlan(Frozen, kw_only=True, slots=False):
     """Result of :func:`prune`.
 
     ``part`` / ``row_group`` (length R over all parts, in order) say where each global row
@@ -96,8 +94,7 @@ class PrunePlan:
         return dict(zip(firsts, np.split(self.range_rows, cuts), strict=True))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RowGroupSelection:
+class RowGroupSelection(Frozen, kw_only=True):
     """One kept row group, for readers: where it is and which rows to read."""
 
     part: int  # index into the parts given to prune()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from carbonstore.errors import CorruptIndexError
@@ -23,6 +22,7 @@ from carbonstore.pruning.bounds import segment_bounds
 from carbonstore.pruning.cache import COUNTERS, bloom_source
 from carbonstore.store.entries import check_plain_file_name
 from carbonstore.store.evolution import written_schema
+from carbonstore.store.records import Record
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
@@ -58,8 +58,7 @@ def bloom_directory(arrays: IndexArrays) -> dict[str, dict[str, Any]]:
     return out
 
 
-@dataclass(slots=True, kw_only=True)
-class SegmentIndex:
+class SegmentIndex(Record, kw_only=True):
     """A segment's index: arrays (blooms lazy) and its bounds."""
 
     segment_id: str

@@ -3,13 +3,13 @@ min/max as arrays, and values derived once per unit set (``evaluator.py`` reads 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from carbonstore.store.ordering import prefix_successor
+from carbonstore.store.records import Frozen, field, replace
 
 Mask = npt.NDArray[np.bool_]
 NP = npt.NDArray[Any]
@@ -43,8 +43,7 @@ def comparable(values: NP, literal: Any) -> tuple[NP, Any]:
     return values, literal
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UnitStats:
+class UnitStats(Frozen, kw_only=True):
     """Statistics of one column over ``n`` units, column-oriented.
 
     ``lo`` / ``hi`` are usable lower / upper bounds where ``lo_ok`` / ``hi_ok``; ``hi_strict``

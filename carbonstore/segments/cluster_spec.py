@@ -8,10 +8,10 @@ unknown entry key (store/entries.py keeps unknown entry keys, as ``extra``) and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from carbonstore.store.entries import LoadEntry
+from carbonstore.store.records import Frozen
 
 __all__ = ["CLUSTERING_KEY", "CURVES", "MAX_COLUMNS", "ClusterSpec", "Curve",
            "segment_clustering"]
@@ -23,8 +23,7 @@ MAX_COLUMNS = 4
 CLUSTERING_KEY = "clustering"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClusterSpec:
+class ClusterSpec(Frozen, kw_only=True):
     """Cluster on ``columns`` (table column names) along ``curve``."""
 
     columns: tuple[str, ...]

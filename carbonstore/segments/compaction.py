@@ -74,6 +74,7 @@ from carbonstore.store.evolution import segment_projections
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import LeaseKeeper, entry_is_dead, lease_fields
 from carbonstore.store.locks import acquire
+from carbonstore.store.records import replace as replace_record
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
     COMPACTED,
@@ -549,7 +550,7 @@ def _cluster_spec(
             raise CompactionError(
                 f"table {table.name} has no clustering.columns property: pass the columns "
                 "with --by a,b")
-        return prop if curve is None else replace(prop, curve=curve)  # type: ignore[arg-type]
+        return prop if curve is None else replace_record(prop, curve=curve)  # type: ignore[arg-type]
     return resolve_spec(table, by, curve or (prop.curve if prop is not None else "zorder"))
 
 

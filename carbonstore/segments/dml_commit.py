@@ -40,6 +40,7 @@ from carbonstore.statistics.store import delete_segment_statistics
 from carbonstore.store.entries import DeleteDelta
 from carbonstore.store.faults import crash_point
 from carbonstore.store.leases import StatementLease
+from carbonstore.store.records import replace as replace_record
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import (
     SUCCESS,
@@ -284,7 +285,7 @@ def apply_changes(
                 for key in mine:
                     current[key[1]] = delta_for(key, current.get(key[1]))
                     fresh.add(current[key[1]])
-                changed[sid] = replace(e, delete_deltas=tuple(
+                changed[sid] = replace_record(e, delete_deltas=tuple(
                     sorted(current.values(), key=lambda d: d.data_file)),
                     modification_or_deletion_timestamp=now_ms())
             # Only the segments given a new delta and the insert segment change: the

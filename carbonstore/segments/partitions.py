@@ -12,7 +12,7 @@ version (time travel) still see them. The files stay until their segment is remo
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from carbonstore.errors import UserError
@@ -29,6 +29,7 @@ from carbonstore.store.partitioning import (
     removed_partitions,
     removed_rows,
 )
+from carbonstore.store.records import replace
 from carbonstore.store.schema import TableSchema
 
 if TYPE_CHECKING:

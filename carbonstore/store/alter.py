@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 from carbonstore.errors import CommitConflictError, SchemaError
 from carbonstore.store.ddl import ColumnDef, parse_column_defs, quote_name
 from carbonstore.store.evolution import parse_default
 from carbonstore.store.faults import crash_point
+from carbonstore.store.records import replace
 from carbonstore.store.schema import (
     Column,
     DataType,

@@ -19,12 +19,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from carbonstore.errors import ConfigError
 from carbonstore.limits import MAX_CONF_FILE_BYTES
-from carbonstore.store.frozen import Frozen
+from carbonstore.store.records import Frozen
 
 __all__ = [
     "DEFAULTS",
@@ -378,9 +377,9 @@ def _check(values: Mapping[str, str], origin: str) -> None:
         _VALID.add((key, raw))
 
 
-def _parse_properties(path: Path) -> dict[str, str]:
+def _parse_properties(path: str) -> dict[str, str]:
     try:
-        with path.open("rb") as f:
+        with open(path, "rb") as f:
             data = f.read(MAX_CONF_FILE_BYTES + 1)
     except OSError as err:
         raise ConfigError(f"cannot read conf file {path}: {err.strerror}") from err
@@ -466,7 +465,7 @@ def load_conf(path: str | os.PathLike[str] | None = None, **overrides: str) -> C
     values = dict(DEFAULTS)
     file = path if path is not None else os.environ.get("CARBON_CONF")
     if file:
-        from_file = _parse_properties(Path(file))
+        from_file = _parse_properties(os.fspath(file))
         _check(from_file, str(file))
         values.update(from_file)
     conf = CarbonConf(values)

@@ -10,10 +10,10 @@ false or null.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from carbonstore.errors import SchemaError
 from carbonstore.limits import MAX_COLUMNS
+from carbonstore.store.records import Frozen
 
 __all__ = [
     "BARE_NAME_RE",
@@ -29,8 +29,7 @@ __all__ = [
 BARE_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}", re.ASCII)  # needs no backticks
 
 
-@dataclass(frozen=True, slots=True)
-class ColumnDef:
+class ColumnDef(Frozen):
     """One parsed column definition (the type still as text)."""
 
     name: str

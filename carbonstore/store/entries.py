@@ -14,10 +14,10 @@ import operator
 import re
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from carbonstore.store.entry_extras import EXTRA_COLUMNS, decode_extra_columns, encode_extra_columns
+from carbonstore.store.records import Frozen, field, replace
 
 __all__ = [
     "ALL_STATUSES",
@@ -142,8 +142,7 @@ def _bool(obj: dict[str, Any], key: str, default: bool) -> bool:
     return text == "true"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeleteDelta:
+class DeleteDelta(Frozen, kw_only=True):
     """The live delete delta of one data file of a segment (row-level DELETE/UPDATE/MERGE).
 
     ``data_file`` and ``delta_file`` are relative to the segment folder; ``deleted_rows`` is
@@ -176,8 +175,7 @@ class DeleteDelta:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LoadEntry:
+class LoadEntry(Frozen, kw_only=True):
     """One segment's entry in tablestatus (CarbonData's keys on disk)."""
 
     load_name: str
@@ -542,14 +540,16 @@ _PLAIN_GETTER = operator.itemgetter(*_PLAIN_KEYS)
 _PLAIN_LEN = frozenset({len(_PLAIN_KEYS)})
 
 
-class _PlainEntry:
+class _PlainEntry(Frozen):
     """A LoadEntry under construction by ``build_plain``, at a third of the cost of the
-    frozen dataclass's __init__ (which sets each of its 16 fields through
-    ``object.__setattr__``; every fresh open builds every entry of the table). The slots
-    are LoadEntry's (same names, same order, same layout), so once they are filled the
+    record's generated __init__ (which sets each of its 16 fields through
+    ``object.__setattr__``; every fresh open builds every entry of the table). Base and
+    slots are LoadEntry's (same names, same order, same layout), so once they are filled the
     instance becomes a LoadEntry (``__class__`` assignment between layout-identical classes)."""
 
     __slots__ = LoadEntry.__slots__
+    __setattr__ = object.__setattr__  # type: ignore[assignment]  # (both: the C slot, no call of Python)
+    __delattr__ = object.__delattr__  # type: ignore[assignment]
 
 
 def build_plain(

@@ -23,10 +23,10 @@ commands and a plan import this module and need no Arrow (docs/cli.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from carbonstore.errors import CorruptMetadataError
+from carbonstore.store.records import Frozen
 from carbonstore.store.schema import Column, TableSchema, arrow_type
 from carbonstore.store.schema_log import schema_of_version, schema_version_of_entry
 
@@ -52,8 +52,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class ColumnSource:
+class ColumnSource(Frozen):
     """Where a read column comes from in one segment's files."""
 
     name: str  # the read schema's name

@@ -39,7 +39,6 @@ import os
 import socket
 import threading
 import uuid
-from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
 
@@ -171,7 +170,6 @@ def _renew_until(stop: threading.Event, seconds: float, renew: Any, what: str) -
             logging.getLogger(__name__).warning("lease of %s not renewed", what, exc_info=True)
 
 
-@dataclass(eq=False)
 class LeaseKeeper:
     """Keeps one running entry's lease fresh from a daemon thread until ``release()``.
 
@@ -179,12 +177,11 @@ class LeaseKeeper:
     of ``begin_segment`` stop the renewal the same way.
     """
 
-    status: HasLeases
-    segment_id: str
-    seconds: float
-    courtesy: Any = None
-
-    def __post_init__(self) -> None:
+    def __init__(self, status: HasLeases, segment_id: str, seconds: float, courtesy: Any = None) -> None:
+        self.status = status
+        self.segment_id = segment_id
+        self.seconds = seconds
+        self.courtesy = courtesy
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"lease-{self.segment_id}", daemon=True
@@ -208,17 +205,15 @@ class LeaseKeeper:
             self.courtesy = None
 
 
-@dataclass(eq=False)
 class StatementLease:
     """A running statement's lease (see the module docstring): the heartbeat is written at
     once and renewed from a daemon thread until ``release()``."""
 
-    status: HasLeases
-    operation: str
-    seconds: float
-    token: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
-
-    def __post_init__(self) -> None:
+    def __init__(self, status: HasLeases, operation: str, seconds: float, token: str | None = None) -> None:
+        self.status = status
+        self.operation = operation
+        self.seconds = seconds
+        self.token = uuid.uuid4().hex[:16] if token is None else token
         self.started = now_ms()
         self._marked_dead = False
         self._stop = threading.Event()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from carbonstore.errors import UserError
 from carbonstore.limits import MAX_LOCATION_LENGTH
@@ -54,6 +53,8 @@ def check_location(location: object, what: str = "location") -> str:
         raise UserError(f"{what} {shown} is not usable: the scheme {scheme + '://'!r} is not "
                         f"supported; use a local path or one of "
                         f"{', '.join(s + '://' for s in LOCATION_SCHEMES)}")
+    from urllib.parse import urlsplit  # URIs only: a local store's commands never load it (5 ms)
+
     parts = urlsplit(location)
     if parts.fragment or location.endswith("#"):
         raise UserError(f"{what} {shown} has a fragment ('#...'); remove it")
@@ -72,6 +73,8 @@ def shipped_location(location: str, conf: CarbonConf | None) -> str:
     """
     if not location.startswith("s3://") or conf is None:
         return location
+    from urllib.parse import parse_qsl, urlencode, urlsplit  # (as in check_location)
+
     parts = urlsplit(check_location(location))  # before the query is rebuilt
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     for key, q in CONF_KEYS.items():

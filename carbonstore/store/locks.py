@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from carbonstore.errors import LockTimeoutError
 from carbonstore.store.conf import CarbonConf
 from carbonstore.store.paths import TablePaths, check_segment_id
+from carbonstore.store.records import Frozen
 
 if TYPE_CHECKING:
     import filelock
@@ -50,8 +50,7 @@ class NoLock:
         self.release()
 
 
-@dataclass(frozen=True, slots=True)
-class LockManager:
+class LockManager(Frozen):
     """Named locks of one table."""
 
     paths: TablePaths

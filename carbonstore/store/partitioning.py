@@ -33,9 +33,9 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from carbonstore.errors import CorruptMetadataError, SchemaError, UserError
-from carbonstore.store.frozen import Frozen
 from carbonstore.store.ordering import prefix_successor
 from carbonstore.store.partition_names import NULL_PARTITION, escape, unescape
+from carbonstore.store.records import Frozen
 
 if TYPE_CHECKING:  # the spec is plain Python; numpy and pyarrow are loaded by the transforms
     import numpy as np
@@ -74,7 +74,7 @@ _EPOCH = dt.date(1970, 1, 1)
 # ---- specs ----------------------------------------------------------------------------------
 class PartitionField(Frozen):
     """One field: ``transform(source)``; ``param`` is N of bucket or W of truncate. The
-    values of this module are ``Frozen`` (store/frozen.py), not slotted dataclasses: a
+    values of this module are ``Frozen`` (store/records.py), not slotted dataclasses: a
     plan imports them."""
 
     __slots__ = ("source", "transform", "param", "source_id")

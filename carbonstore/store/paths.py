@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from carbonstore.errors import InvalidNameError
+from carbonstore.store.records import Frozen
 
 if TYPE_CHECKING:
     from carbonstore.store.fs import StoreFS
@@ -21,8 +21,7 @@ _PART_RE = re.compile(r"[A-Za-z0-9_]{1,128}", re.ASCII)
 _SEGMENT_RE = re.compile(r"\d+(\.\d+)?", re.ASCII)
 
 
-@dataclass(frozen=True, slots=True)
-class TableName:
+class TableName(Frozen):
     database: str
     table: str
 
@@ -61,8 +60,7 @@ def segment_dir_name(segment_id: str) -> str:
     return f"Segment_{check_segment_id(segment_id)}"
 
 
-@dataclass(frozen=True, slots=True)
-class TablePaths:
+class TablePaths(Frozen):
     """Every path of one table, as strings on ``sfs``."""
 
     sfs: StoreFS

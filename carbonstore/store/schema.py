@@ -10,7 +10,6 @@ assigned, so dictionary files and statistics survive renames of nothing else.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
@@ -19,6 +18,7 @@ from carbonstore.errors import CorruptMetadataError, SchemaError
 from carbonstore.store.checksums import checked_object, with_checksum
 from carbonstore.store.conf import Bool, Float, Int, IntList, KeyType, check_value
 from carbonstore.store.ddl import BARE_NAME_RE, parse_column_defs
+from carbonstore.store.records import Frozen, field
 from carbonstore.store.types import DataType, parse_type
 
 if TYPE_CHECKING:
@@ -82,8 +82,7 @@ TABLE_PROPERTIES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Column:
+class Column(Frozen, kw_only=True):
     """One column: its name (lower case), type, nullability and stable id."""
 
     name: str
@@ -211,8 +210,7 @@ def _stored_int(obj: dict[str, Any], key: str, default: int) -> int:
     return value
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TableSchema:
+class TableSchema(Frozen, kw_only=True):
     """Columns plus validated table properties (lower-case keys, string values)."""
 
     database: str

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import orjson
 
@@ -35,6 +34,7 @@ from carbonstore.errors import CorruptMetadataError, SchemaError
 from carbonstore.store.checksums import checked_object, with_checksum
 from carbonstore.store.fs import StoreFS
 from carbonstore.store.paths import TablePaths
+from carbonstore.store.records import Frozen
 from carbonstore.store.schema import SCHEMA_KEYS, TableSchema
 
 __all__ = [
@@ -54,8 +54,7 @@ ENTRY_KEY = "schemaVersion"  # the key in a segment's tablestatus entry
 _LOG_KEYS = SCHEMA_KEYS | {"appliesFrom", "operation"}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SchemaVersion:
+class SchemaVersion(Frozen, kw_only=True):
     """One schema version and the tablestatus version it applies from."""
 
     version: int

@@ -3,20 +3,19 @@ carbonstore.store.leases), kept in its tablestatus log folder: ``TableStatus.lea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from carbonstore.store.paths import TablePaths, check_segment_id
+from carbonstore.store.records import Frozen
 
 __all__ = ["LeaseFiles"]
 
 _STATEMENT_PREFIX = "stmt-"
 
 
-@dataclass(frozen=True, slots=True)
-class LeaseFiles:
+class LeaseFiles(Frozen):
     """Reads and writes the lease files of one table: ``<log_dir>/leases/``."""
 
     paths: TablePaths

@@ -4,20 +4,18 @@ objects ``TableStatus`` uses (:class:`carbonstore.store.tablestatus.TableStatus`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import orjson
 
 from carbonstore.errors import CorruptMetadataError
 from carbonstore.store.entries import LoadEntry, now_ms
 from carbonstore.store.paths import TablePaths
+from carbonstore.store.records import Frozen
 from carbonstore.store.versions import TableStatusSnapshot, decode_legacy, encode_version, floor_of
 
 __all__ = ["LegacyStatus", "StatusHistory"]
 
 
-@dataclass(frozen=True, slots=True)
-class StatusHistory:
+class StatusHistory(Frozen):
     """``tablestatus.history``: the entries clean files removed for good."""
 
     paths: TablePaths
@@ -41,8 +39,7 @@ class StatusHistory:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class LegacyStatus:
+class LegacyStatus(Frozen):
     """A table of the single-file format (``Metadata/tablestatus``): read as version 0 of
     its log, and written as that version by the first commit."""
 

@@ -9,12 +9,12 @@ builds them all on first use.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from carbonstore.errors import SegmentNotFoundError
 from carbonstore.store.entries import READABLE_STATUSES, LoadEntry, segment_sort_key
 from carbonstore.store.entry_view import EntryView
+from carbonstore.store.records import Frozen
 
 if TYPE_CHECKING:
     from carbonstore.store.readable import ReadableEntries
@@ -22,8 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["StatusChange", "TableStatusSnapshot"]
 
 
-@dataclass(frozen=True, slots=True)
-class StatusChange:
+class StatusChange(Frozen):
     """What a commit changes: entries to add or replace, load names to remove.
 
     A change function handed to ``TableStatus.update`` may return one instead of the whole

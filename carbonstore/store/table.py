@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -28,6 +27,7 @@ from carbonstore.store.fs import StoreFS, resolve_fs
 from carbonstore.store.location import shipped_location
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TableName, TablePaths, parse_table_name
+from carbonstore.store.records import Frozen, replace
 from carbonstore.store.schema import (
     Column,
     TableSchema,
@@ -73,8 +73,7 @@ def legacy_table_id(schema: TableSchema) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, key))
 
 
-@dataclass(frozen=True, slots=True)
-class Table:
+class Table(Frozen):
     """Handles to one existing table: schema, paths, locks, tablestatus, resolved conf."""
 
     store: StoreRoot

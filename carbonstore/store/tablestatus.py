@@ -35,7 +35,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from typing import Any
 
 from carbonstore.errors import (
@@ -65,6 +64,7 @@ from carbonstore.store.entry_view import EntryView
 from carbonstore.store.faults import crash_point
 from carbonstore.store.locks import LockManager
 from carbonstore.store.paths import TablePaths
+from carbonstore.store.records import Frozen, replace
 from carbonstore.store.status_checkpoints import checkpoint_name, replays_json
 from carbonstore.store.status_latest import find_latest, version_path, write_hint
 from carbonstore.store.status_leases import LeaseFiles
@@ -130,8 +130,7 @@ def forget_decoded() -> None:
         _NEWEST.clear()
 
 
-@dataclass(frozen=True, slots=True)
-class TableStatus:
+class TableStatus(Frozen):
     """Reads and commits one table's tablestatus versions."""
 
     paths: TablePaths

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from carbonstore.errors import SchemaError
@@ -18,6 +17,7 @@ from carbonstore.store.ddl import (
     split_top_level,
     too_many_columns,
 )
+from carbonstore.store.records import Frozen
 
 __all__ = [
     "DataType",
@@ -44,8 +44,7 @@ _SIMPLE_TYPES: dict[str, str] = {
 _DECIMAL_RE = re.compile(r"^decimal\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$")
 
 
-@dataclass(frozen=True, slots=True)
-class DataType:
+class DataType(Frozen):
     """A Spark SQL type. ``precision``/``scale`` are set for decimals only; ``fields`` for
     nested types: ``array`` (one field ``element``), ``map`` (``key``, ``value``) and
     ``struct`` (its named fields, in order)."""

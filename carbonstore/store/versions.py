@@ -21,7 +21,6 @@ a committed load vanished), is damage. Files written before checksums read as be
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -43,6 +42,7 @@ from carbonstore.store.entries import (
 from carbonstore.store.entry_extras import EXTRA_COLUMNS
 from carbonstore.store.entry_view import EntryView
 from carbonstore.store.leases import writer_identity
+from carbonstore.store.records import Frozen
 from carbonstore.store.status_snapshot import StatusChange, TableStatusSnapshot
 
 __all__ = [
@@ -91,8 +91,7 @@ _FORMAT_VERSIONS = (FORMAT_VERSION, COLUMNS_FORMAT_VERSION, EXTRAS_FORMAT_VERSIO
                     ARROW_CHECKPOINTS_FORMAT_VERSION)
 
 
-@dataclass(frozen=True, slots=True)
-class State:
+class State(Frozen):
     entries: EntryView
     floor: int
     timestamp: int
@@ -101,8 +100,7 @@ class State:
     rows: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VersionInfo:
+class VersionInfo(Frozen, kw_only=True):
     """One version of the history (``carbonstore history``)."""
 
     version: int
@@ -142,8 +140,7 @@ def corrupt_version(path: str, err: Exception) -> CorruptMetadataError:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class VersionRecord:
+class VersionRecord(Frozen):
     """A decoded version file."""
 
     version: int
@@ -171,8 +168,7 @@ class VersionRecord:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class VersionHeader:
+class VersionHeader(Frozen):
     """What a version says about itself, without decoding its entries."""
 
     version: int

@@ -5,7 +5,6 @@ entries."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -20,6 +19,7 @@ from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.segments.cluster_spec import CLUSTERING_KEY
 from carbonstore.segments.manage import delete_segments
+from carbonstore.store.records import replace
 from carbonstore.store.status_checkpoints import checkpoint_name
 from carbonstore.store.status_snapshot import StatusChange
 
@@ -35,7 +35,7 @@ def location(tmp_path_factory: pytest.TempPathFactory) -> str:
         def change(snapshot: Any) -> StatusChange:
             e = snapshot.find(name)
             spec = {"columns": ["id"], "curve": "zorder"}
-            return StatusChange(upserts=(dataclasses.replace(
+            return StatusChange(upserts=(replace(
                 e, extra={**e.extra, CLUSTERING_KEY: spec}),))
 
         table.status.update(change, operation="TEST CLUSTER")

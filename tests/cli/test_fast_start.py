@@ -268,3 +268,28 @@ def test_main_called_by_a_program_leaves_its_environment(monkeypatch: pytest.Mon
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+_DATACLASSES = """
+import runpy, sys
+sys.argv = ["carbonstore", *sys.argv[1:]]
+try:
+    runpy.run_module("carbonstore", run_name="__main__")
+except SystemExit:
+    pass
+print(" ".join(sorted(f"{m}.{k}" for m, mod in list(sys.modules.items()) if m.startswith("carbonstore")
+                      for k, v in vars(mod).items() if isinstance(v, type) and v.__module__ == m
+                      and "__dataclass_fields__" in vars(v))) or "NONE", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("argv", [("describe", "db.t"), ("show-segments", "db.t"), ("tables",),
+                                  ("history", "db.t"), ("prune", "db.t", "--where", "id = 3", "--json")])
+def test_metadata_commands_and_a_plan_create_no_dataclass(loaded: Store, argv: tuple[str, ...]) -> None:
+    """Their values are records (store/records.py): a dataclass costs about a millisecond of
+    code generation when its module is imported (a fresh ``prune`` created some 35)."""
+    out = subprocess.run([sys.executable, "-c", _DATACLASSES, "--store", loaded.location, *argv],
+                         capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.returncode == 0 and out.stdout, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "NONE", out.stderr

@@ -6,7 +6,6 @@ name (``carbonstore: CorruptIndexError: ...``), also with exit 2.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -18,6 +17,7 @@ import pytest
 from carbonstore import Store
 from carbonstore.cli import main
 from carbonstore.indexfiles.indexfile import build_task_index
+from carbonstore.store.records import replace
 from carbonstore.store.tablestatus import FAILURE, PARTIAL_SUCCESS
 
 

@@ -1,12 +1,11 @@
 """Expression nodes are frozen values as dataclasses made them: equal and hashed by class
 and fields, immutable, pickled and copied whole, matched by their fields
-(carbonstore/store/frozen.py writes these out to spare the import its code generation)."""
+(carbonstore/store/records.py writes these out to spare the import its code generation)."""
 
 from __future__ import annotations
 
 import copy
 import pickle
-from dataclasses import FrozenInstanceError
 from typing import Any
 
 import pytest
@@ -29,6 +28,7 @@ from carbonstore.expressions.expr import (
     StartsWith,
     push_not,
 )
+from carbonstore.store.records import FrozenInstanceError
 from carbonstore.store.schema import parse_schema_string
 
 REF = BoundRef(parse_schema_string("x long")[0])

@@ -10,7 +10,6 @@ cases for the rules in docs/pruning.md.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -52,6 +51,7 @@ from carbonstore.pruning.evaluator import (
 from carbonstore.pruning.planner import level_masks
 from carbonstore.pruning.rows import evaluate_rows
 from carbonstore.store.ordering import prefix_successor
+from carbonstore.store.records import replace
 from carbonstore.store.schema import Column, DataType, TableSchema
 
 _KINDS = {

@@ -212,10 +212,9 @@ def test_plan_is_sound(segs: list[list[tuple]], where: str, rg: int, page: int, 
 def test_files_built_on_first_read_are_the_plan_everyone_sees(store: Store) -> None:
     """A plan keeps column arrays until ``files`` is read; then it is an ordinary tuple of
     FilePlan, the same for equality, ``replace``, JSON and the counters."""
-    from dataclasses import replace
-
     from carbonstore.pruning.plan import FilePlan, RowGroupPlan
     from carbonstore.segments.dml import delete_rows
+    from carbonstore.store.records import replace
 
     t = store.create_table("db.t", SCHEMA)
     add_segments(t, [_data(k * 1000, 1000) for k in range(4)], row_group_size=250, page_rows=50)

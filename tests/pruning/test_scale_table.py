@@ -258,8 +258,11 @@ buf = io.StringIO()
 with redirect_stdout(buf):
     assert main(["--store", sys.argv[1], "prune", sys.argv[2], "--where", sys.argv[3], "--json"]) == 0
 levels = json.loads(buf.getvalue())["levels"]
+made = sorted(f"{m}.{k}" for m, mod in list(sys.modules.items()) if m.startswith("carbonstore")
+              for k, v in vars(mod).items()
+              if isinstance(v, type) and v.__module__ == m and "__dataclass_fields__" in vars(v))
 print(json.dumps({"kept": [levels["files"]["kept"], levels["row_groups"]["kept"]],
-                  "modules": sorted(sys.modules)}))
+                  "modules": sorted(sys.modules), "dataclasses": made}))
 """
 
 # what a lookup's fresh process must not import: pyarrow.compute parses the documentation of
@@ -268,10 +271,13 @@ print(json.dumps({"kept": [levels["files"]["kept"], levels["row_groups"]["kept"]
 # OpenSSL) for a writer naming a snapshot, a pack or a slot, numpy.ma (np.unique's check for
 # masked arrays loads it: a lookup takes distinct small integers with bincount); nor what
 # a plan never needs: logging (nothing of a plan logs), shutil (argparse's help width), the
-# Parquet footer reader and the generated Parquet thrift types (a plan reads packed arrays)
+# Parquet footer reader and the generated Parquet thrift types (a plan reads packed arrays).
+# Nor does it create a dataclass (about a millisecond each of code generation; its values
+# are records, store/records.py) - the module itself is loaded by orjson, inspect by numpy -
+# nor pathlib and urllib.parse (5 ms: a conf file opens by name, a local location is no URI)
 _NOT_FOR_A_LOOKUP = {"pyarrow.compute", "carbonstore.dictionary", "pandas", "sqlglot", "filelock", "hashlib",
                      "numpy.ma", "logging", "shutil", "carbonstore.indexfiles.footer",
-                     "carbonstore.indexfiles._gen.parquet.ttypes"}
+                     "carbonstore.indexfiles._gen.parquet.ttypes", "pathlib", "urllib.parse"}
 
 
 def test_a_fresh_lookup_imports_no_compute_kernels(checkpointed: tuple[str, dict[str, Any]]) -> None:
@@ -294,6 +300,7 @@ def test_a_fresh_lookup_imports_no_compute_kernels(checkpointed: tuple[str, dict
         got = json.loads(out.stdout.strip().splitlines()[-1])
         assert got["kept"] == [f["files"], f["row_groups"]], f
         assert not _NOT_FOR_A_LOOKUP & set(got["modules"]), (f["where"], sorted(_NOT_FOR_A_LOOKUP & set(got["modules"])))
+        assert got["dataclasses"] == [], got["dataclasses"]  # records: store/records.py
 
 
 def test_a_dictionary_filter_loads_no_compute_kernels(checkpointed: tuple[str, dict[str, Any]]) -> None:

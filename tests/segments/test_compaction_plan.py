@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +18,7 @@ from carbonstore.segments.compaction import (
 from carbonstore.store import checkpoint_arrow, load_conf
 from carbonstore.store.checkpoint_arrow import encode_checkpoint, entries_table
 from carbonstore.store.entry_view import EntryView
+from carbonstore.store.records import replace
 from carbonstore.store.tablestatus import (
     COMPACTED,
     FAILURE,

@@ -7,7 +7,6 @@ entry decoded both ways must give the same entry (plus the key) or the same refu
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carbonstore.store.entries import ALL_STATUSES, LoadEntry, decode_entries
+from carbonstore.store.records import replace
 
 _ANY = st.one_of(st.none(), st.booleans(), st.integers(-3, 2**62), st.text(max_size=6), st.floats(allow_nan=False),
                  st.lists(st.integers(), max_size=2))

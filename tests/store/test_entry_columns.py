@@ -8,7 +8,6 @@ one object per entry, must still open.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -26,6 +25,7 @@ from carbonstore.store.entries import (
     decode_entry_columns,
     encode_entry_columns,
 )
+from carbonstore.store.records import replace
 from carbonstore.store.tablestatus import CHECKPOINT_INTERVAL, SUCCESS, forget_decoded
 from carbonstore.store.versions import COLUMNS_FORMAT_VERSION, COLUMNS_FROM
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from carbonstore import Store
 from carbonstore.errors import CorruptMetadataError
 from carbonstore.store import checkpoint_arrow, tablestatus, versions
 from carbonstore.store.checkpoint_arrow import checkpoint_name
+from carbonstore.store.records import replace
 from carbonstore.store.tablestatus import (
     COMPACTED,
     FAILURE,
