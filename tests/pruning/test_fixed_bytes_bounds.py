@@ -12,7 +12,6 @@ its merge indexes (whose bounds are Python bytes).
 from __future__ import annotations
 
 import shutil
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -48,6 +47,7 @@ from carbonstore.pruning.table_index import (
     table_index,
 )
 from carbonstore.store.arrow_numpy import fixed_bytes
+from carbonstore.store.records import replace
 from carbonstore.store.schema import Column, DataType, TableSchema
 from tests.indexfiles.segbuild import add_segments
 
