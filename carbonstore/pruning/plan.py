@@ -269,7 +269,7 @@ def _assemble(
     segs = np.concatenate(file_segs) if file_segs else np.zeros(0, np.intp)
     if len(segs):
         segs = segs[np.concatenate([[True], segs[1:] != segs[:-1]])]
-    kept_seg = [view.names[i] for i in segs.tolist()]
+    kept_seg = _names_at(view, segs)
     in_dropped = dropped_seg
     # s2 within s1 within s0 (level_masks): each level's drops are differences of counts
     c0, c1, seg_bounds_pass = (int(np.count_nonzero(m)) for m in (s0, s1, s2))
@@ -309,6 +309,13 @@ def _assemble(
         version=version,
         deleted_rows=_deleted_rows(entries, all_entries),
     )
+
+
+def _names_at(view: Any, at: npt.NDArray[np.intp]) -> list[str]:
+    """The load names of view indexes ``at`` (in one pass when the view can: ViewColumn.take)."""
+    names = view.names
+    take = getattr(names, "take", None)
+    return take(at) if take is not None else [names[i] for i in at.tolist()]
 
 
 _DELETED: dict[int, tuple[Any, int]] = {}

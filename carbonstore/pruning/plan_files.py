@@ -139,6 +139,7 @@ def _files_json_into(
 ) -> None:
     ranges = plan.range_rows.tolist()
     names = view.names
+    take = getattr(names, "take", None)
     for pi, arrays in enumerate(parts):
         lo, hi = (int(x) for x in np.searchsorted(plan.part, [pi, pi + 1]))
         kept = np.flatnonzero(plan.kept[lo:hi])
@@ -157,7 +158,8 @@ def _files_json_into(
         of_paths = getattr(arrays.files, "paths", None)
         file_ids = files[starts].tolist()
         paths = of_paths(file_ids) if of_paths is not None else [arrays.files[f].path for f in file_ids]
-        segs = [names[i] for i in rg_seg[pi][kept[starts]].tolist()]  # (a snapshot unit: paths, no DataFile)
+        segs = take(rg_seg[pi][kept[starts]]) if take is not None else [  # (in one pass: ViewColumn.take)
+            names[i] for i in rg_seg[pi][kept[starts]].tolist()]  # (a snapshot unit: paths, no DataFile)
         dirs = seg_dir.of(segs)
         if len(starts) == len(kept):  # one kept row group per file (the usual): no slicing
             part = [{"segment": sid, "path": f"{folder}/{path}", "row_groups": [rg]}

@@ -97,6 +97,23 @@ class ViewColumn(Sequence[str]):
             return view._names_and_files()[self._which][i]
         return view.entries.file_at(i) if self._which else view.entries.name_at(i)
 
+    def take(self, at: npt.NDArray[np.intp]) -> list[str]:
+        """``[self[i] for i in at]`` in one pass: many names (a scan keeps tens of
+        thousands of segments) are cut from the entries' bytes (ReadableEntries.key_bytes)
+        at once, not read one at a time nor built for every segment of the view."""
+        view = self._view
+        entries = view.entries
+        if len(at) <= _SINGLE_READS or view._names_files is not None or not isinstance(entries, ReadableEntries):
+            return [self[i] for i in at.tolist()]
+        lengths, data = entries.key_bytes()[self._which]
+        ends = np.cumsum(lengths)
+        pick = np.asarray(at, dtype=np.intp)
+        b, e = (ends[pick] - lengths[pick]).tolist(), ends[pick].tolist()
+        if data.isascii():  # (byte offsets are character offsets)
+            text = data.decode("ascii")
+            return [text[i:j] for i, j in zip(b, e, strict=True)]
+        return [data[i:j].decode() for i, j in zip(b, e, strict=True)]
+
     def __len__(self) -> int:
         return self._view.size
 

@@ -387,3 +387,24 @@ def test_a_lookup_matches_the_snapshot_without_a_string_per_row(checkpointed: tu
     assert one_by_one == list(zip(view.names, view.files, strict=True)) == pack.segments
     assert [view.snapshot_row(i) for i in range(view.size)] == list(range(SEGMENTS))
     assert view.snapshot_row(SEGMENTS) is None and view.snapshot_row(-1) is None
+
+
+def test_a_scan_names_its_kept_segments_in_one_pass(checkpointed: tuple[str, dict[str, Any]]) -> None:
+    """A scan keeps tens of thousands of segments: their names are cut from the entries'
+    bytes at once (ViewColumn.take), equal to reading each alone, in any order and with
+    repeats, and the view's lists of every name are not built."""
+    from carbonstore.pruning.cache import driver_cache
+    from carbonstore.pruning.table_index import table_index
+
+    store, _ = checkpointed
+    table = Store(store).table(scale_table.TABLE)
+    driver_cache().clear()
+    view = table_index(table, table.status.read().readable_segments())
+    rng = np.random.default_rng(7)
+    at = np.concatenate([rng.integers(0, view.size, 600), [0, view.size - 1, 3, 3]]).astype(np.intp)
+    assert len(at) > 256  # (a few are read one at a time)
+    got_names, got_files = view.names.take(at), view.files.take(at)
+    assert view._names_files is None
+    assert got_names == [view.entries.name_at(i) for i in at.tolist()]
+    assert got_files == [view.entries.file_at(i) for i in at.tolist()]
+    assert view.names.take(at[:5]) == got_names[:5]
