@@ -292,6 +292,9 @@ class _SnapColumn(_Guarded):
         n = owner.num_row_groups
         if n < _SUBSET_MIN_RGS or len(rgs) * _SUBSET_SHARE > n:
             return None
+        last = self.__dict__.get("_last_subset")  # the plan's row groups, then its page counts:
+        if last is not None and np.array_equal(last[0], rgs):  # often the same ones (none
+            return last[1]  # dropped by the page level), read once
         try:
             counts = self.rg_page_counts()
             starts = np.concatenate([[0], np.cumsum(counts)])
@@ -305,6 +308,7 @@ class _SnapColumn(_Guarded):
             sub = _SubsetColumn(self, np.asarray(rgs, dtype=np.intp), c, flat)
             for name in ("first_row_index", "row_count", "has_min", "null_count", "nan_count", "min", "max"):
                 getattr(sub.pages, name)  # read now: damage is seen here, not mid-plan
+            self.__dict__["_last_subset"] = (np.array(rgs, dtype=np.intp), sub)
             return sub
         except SnapshotSectionError:
             return None

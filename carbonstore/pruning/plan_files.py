@@ -160,14 +160,14 @@ def _files_json_into(
         paths = of_paths(file_ids) if of_paths is not None else [arrays.files[f].path for f in file_ids]
         segs = take(rg_seg[pi][kept[starts]]) if take is not None else [  # (in one pass: ViewColumn.take)
             names[i] for i in rg_seg[pi][kept[starts]].tolist()]  # (a snapshot unit: paths, no DataFile)
-        dirs = seg_dir.of(segs)
+        full = seg_dir.join(segs, paths)
         if len(starts) == len(kept):  # one kept row group per file (the usual): no slicing
-            part = [{"segment": sid, "path": f"{folder}/{path}", "row_groups": [rg]}
-                    for sid, folder, path, rg in zip(segs, dirs, paths, rgs, strict=True)]
+            part = [{"segment": sid, "path": path, "row_groups": [rg]}
+                    for sid, path, rg in zip(segs, full, rgs, strict=True)]
         else:
             bounds = [*starts.tolist(), len(kept)]
-            part = [{"segment": sid, "path": f"{folder}/{path}", "row_groups": rgs[bounds[j]:bounds[j + 1]]}
-                    for j, (sid, folder, path) in enumerate(zip(segs, dirs, paths, strict=True))]
+            part = [{"segment": sid, "path": path, "row_groups": rgs[bounds[j]:bounds[j + 1]]}
+                    for j, (sid, path) in enumerate(zip(segs, full, strict=True))]
         if deltas:
             for d in part:
                 got = _delta_of(deltas, d["segment"], d["path"])
@@ -196,6 +196,14 @@ class SegDirs(dict):  # type: ignore[type-arg]
         """The folders of segments ``sids`` (a plain number's folder formatted in place)."""
         fact, get = self.fact, self.__getitem__
         return [f"{fact}/Segment_{sid}" if sid.isdigit() and sid.isascii() else get(sid) for sid in sids]
+
+    def join(self, sids: list[str], paths: list[str]) -> list[str]:
+        """``f"{folder of sids[i]}/{paths[i]}"`` (relative to the table): when every id is a
+        plain number (the usual), formatted in one step each."""
+        if all(map(str.isdigit, sids)) and "".join(sids).isascii():
+            fact = self.fact
+            return [f"{fact}/Segment_{sid}/{path}" for sid, path in zip(sids, paths, strict=True)]
+        return [f"{folder}/{path}" for folder, path in zip(self.of(sids), paths, strict=True)]
 
     def __missing__(self, sid: str) -> str:
         if sid.isdigit() and sid.isascii():  # a plain number cannot leave the folder
