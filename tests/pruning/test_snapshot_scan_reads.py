@@ -217,3 +217,34 @@ def test_a_damaged_page_section_plans_exactly_when_pages_are_taken_alone(
         assert _plan_json(t, x["where"]) == want[x["name"]], x["name"]
     if column == "cat":  # (cat = 'cat_42' keeps row groups of every chunk: it read the damage)
         assert COUNTERS["snapshot_errors"] >= 1
+
+
+def test_a_plan_takes_a_columns_page_subset_once(generated: tuple[str, dict[str, Any]], small_chunks: None,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planner's surviving row groups and the page counts' kept ones are the same when the
+    page level drops none: their pages are taken from the snapshot once per plan, and the plan
+    is the one of the run's page arrays."""
+    store, res = generated
+    t = _table(store)
+    _fresh_snapshot(t)
+    monkeypatch.setattr(snapshot_arrays, "_SUBSET_MIN_RGS", 10**9)
+    whole = {f["name"]: _plan_json(t, f["where"]) for f in res["filters"]}
+    clear_cache()
+    monkeypatch.setattr(snapshot_arrays, "_SUBSET_MIN_RGS", 0)
+    monkeypatch.setattr(snapshot_arrays, "_SUBSET_SHARE", 1)
+    takes: list[str] = []
+    take_flat = snapshot_arrays.take_flat
+
+    def counting(snap: Any, column: str, flat: Any) -> Any:
+        takes.append(column)
+        return take_flat(snap, column, flat)
+
+    monkeypatch.setattr(snapshot_arrays, "take_flat", counting)
+    once = 0
+    for f in res["filters"]:
+        takes.clear()
+        got = _plan_json(t, f["where"])
+        assert got == whole[f["name"]], f["name"]
+        assert len(takes) == len(set(takes)), (f["name"], sorted(takes))
+        once += bool(takes)
+    assert once  # (some plan took pages alone)
