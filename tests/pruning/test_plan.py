@@ -241,3 +241,17 @@ def test_files_built_on_first_read_are_the_plan_everyone_sees(store: Store) -> N
     c = prune(t, "id between 1100 and 1120 or id = 3999")
     back = pickle.loads(pickle.dumps(c))  # files not read yet: pickled built
     assert back.files == files and replace(back, planning_ms=a.planning_ms) == a
+
+
+def test_kept_paths_join_their_segment_folders(store: Store) -> None:
+    """A kept file's path is its segment's folder and its path in it, whether the segment id
+    is a plain number (formatted in one step) or not (a compacted segment's "0.1")."""
+    from carbonstore.pruning.plan_files import SegDirs
+    from carbonstore.store.paths import segment_dir_name
+
+    dirs = SegDirs(store.create_table("db.t", SCHEMA).paths)
+    for sids in (["0", "12", "7"], ["0", "0.1", "12"], ["10.2"]):
+        paths = [f"p-{i}.parquet" for i in range(len(sids))]
+        assert dirs.join(sids, paths) == [f"{dirs.fact}/{segment_dir_name(s)}/{p}"
+                                          for s, p in zip(sids, paths, strict=True)]
+        assert dirs.join(sids, paths) == [f"{d}/{p}" for d, p in zip(dirs.of(sids), paths, strict=True)]
