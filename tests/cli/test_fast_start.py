@@ -293,3 +293,40 @@ def test_metadata_commands_and_a_plan_create_no_dataclass(loaded: Store, argv: t
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert out.returncode == 0 and out.stdout, out.stderr
     assert out.stderr.strip().splitlines()[-1] == "NONE", out.stderr
+
+
+_COLLECTIONS = """
+import gc, runpy, sys
+runs = [0]
+gc.callbacks.append(lambda phase, info: runs.__setitem__(0, runs[0] + (phase == "start")))
+sys.argv = ["carbonstore", *sys.argv[1:]]
+try:
+    runpy.run_module("carbonstore", run_name="__main__")
+except SystemExit:
+    pass
+print("COLLECTIONS", runs[0], gc.get_threshold()[0], file=sys.stderr)
+"""
+
+
+def test_the_program_runs_the_cycle_collector_rarely(loaded: Store) -> None:
+    """A plan's imports and arrays are hundreds of thousands of new objects next to none in
+    a cycle: the program raises the collector's threshold (a program embedding main() keeps
+    its own, test_main_called_by_a_program_keeps_its_collector)."""
+    out = subprocess.run([sys.executable, "-c", _COLLECTIONS, "--store", loaded.location, "prune", "db.t",
+                          "--where", "id = 3", "--json"], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.returncode == 0 and out.stdout, out.stderr
+    runs, threshold = (int(x) for x in out.stderr.split("COLLECTIONS")[-1].split())
+    assert threshold >= 100_000
+    assert runs < 10, out.stderr  # (at the default threshold: a few hundred)
+
+
+def test_main_called_by_a_program_keeps_its_collector() -> None:
+    import gc
+
+    from carbonstore.cli.app import main
+
+    before = gc.get_threshold()
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert gc.get_threshold() == before
