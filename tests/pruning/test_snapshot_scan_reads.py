@@ -96,12 +96,10 @@ def test_a_scan_reads_what_it_evaluates_and_reports(generated: tuple[str, dict[s
     read = sum(f.sections[s][1] for s in snap.sections_read)
     assert read < 0.3 * len(data), (read, len(data))
 
-
-def test_few_row_groups_of_a_large_run_take_their_pages_alone(generated: tuple[str, dict[str, Any]],
-                                                               small_chunks: None,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """A plan whose kept row groups take their pages alone (no page array of every row group
-    of the run) is the plan the run's page arrays give: ranges, levels, files."""
+def _plans_of_whole_runs(generated: tuple[str, dict[str, Any]],
+                         monkeypatch: pytest.MonkeyPatch) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """(table, expected, each filter's plan from the runs' whole page arrays), then every
+    later plan takes its row groups' pages alone."""
     store, res = generated
     t = _table(store)
     _fresh_snapshot(t)
@@ -110,6 +108,16 @@ def test_few_row_groups_of_a_large_run_take_their_pages_alone(generated: tuple[s
     clear_cache()
     monkeypatch.setattr(snapshot_arrays, "_SUBSET_MIN_RGS", 0)
     monkeypatch.setattr(snapshot_arrays, "_SUBSET_SHARE", 1)
+    return t, res, whole
+
+
+
+def test_few_row_groups_of_a_large_run_take_their_pages_alone(generated: tuple[str, dict[str, Any]],
+                                                               small_chunks: None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan whose kept row groups take their pages alone (no page array of every row group
+    of the run) is the plan the run's page arrays give: ranges, levels, files."""
+    t, res, whole = _plans_of_whole_runs(generated, monkeypatch)
     taken: list[int] = []
     subset = snapshot_arrays._SnapColumn.page_subset
 
@@ -224,14 +232,7 @@ def test_a_plan_takes_a_columns_page_subset_once(generated: tuple[str, dict[str,
     """The planner's surviving row groups and the page counts' kept ones are the same when the
     page level drops none: their pages are taken from the snapshot once per plan, and the plan
     is the one of the run's page arrays."""
-    store, res = generated
-    t = _table(store)
-    _fresh_snapshot(t)
-    monkeypatch.setattr(snapshot_arrays, "_SUBSET_MIN_RGS", 10**9)
-    whole = {f["name"]: _plan_json(t, f["where"]) for f in res["filters"]}
-    clear_cache()
-    monkeypatch.setattr(snapshot_arrays, "_SUBSET_MIN_RGS", 0)
-    monkeypatch.setattr(snapshot_arrays, "_SUBSET_SHARE", 1)
+    t, res, whole = _plans_of_whole_runs(generated, monkeypatch)
     takes: list[str] = []
     take_flat = snapshot_arrays.take_flat
 
