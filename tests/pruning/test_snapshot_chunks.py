@@ -5,17 +5,14 @@ gives a wrong plan; a lookup reads the chunks of the segments it keeps, not the 
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from carbonstore import Store
-from carbonstore.indexfiles import snapshot_write
 from carbonstore.indexfiles.snapshot_file import SnapshotFile, snapshot_table
-from carbonstore.pruning import snapshot_chunks, table_index
+from carbonstore.pruning import table_index
 from carbonstore.pruning.cache import COUNTERS, clear_cache
 from carbonstore.pruning.plan import prune
 from carbonstore.pruning.snapshot_files import snapshot_names
@@ -27,30 +24,8 @@ from carbonstore.pruning.table_index import (
 )
 from carbonstore.store.conf import load_conf
 from carbonstore.store.table import Table
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import scale_table  # noqa: E402
-
-SEGMENTS, FILES, ROW_GROUPS, CHUNK = 21, 2, 2, 4
-
-
-@pytest.fixture
-def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(snapshot_write, "CHUNK_SEGMENTS", CHUNK)
-    monkeypatch.setattr(snapshot_chunks, "CHUNK_SEGMENTS", CHUNK)
-    yield
-    clear_cache()
-
-
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
-    out = str(tmp_path_factory.mktemp("chunks") / "store")
-    res = scale_table.generate(out, SEGMENTS, FILES, ROW_GROUPS, per_commit=7, quiet=True, snapshot=False)
-    return out, res
-
-
-def _table(store: str) -> Table:
-    return Store(store).table(scale_table.TABLE)
+from tests.pruning.small_scale import CHUNK, SEGMENTS, scale_table
+from tests.pruning.small_scale import table as _table
 
 
 def _newest(t: Table) -> tuple[str, bytes]:

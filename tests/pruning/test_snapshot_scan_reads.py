@@ -6,50 +6,28 @@ damaged section a plan does not read is refused where it is read."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from carbonstore import Store
-from carbonstore.indexfiles import snapshot_arrays, snapshot_write
+from carbonstore.indexfiles import snapshot_arrays
 from carbonstore.indexfiles.snapshot_file import SnapshotFile, frame_snapshot, snapshot_table
-from carbonstore.pruning import snapshot_chunks, table_index
+from carbonstore.pruning import table_index
 from carbonstore.pruning.cache import COUNTERS, clear_cache
 from carbonstore.pruning.plan import prune
 from carbonstore.pruning.snapshot_files import snapshot_names
 from carbonstore.pruning.table_index import refresh_index_snapshot
 from carbonstore.store.table import Table
+from tests.pruning.small_scale import CHUNK
+from tests.pruning.small_scale import table as _table
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import scale_table  # noqa: E402
-
-SEGMENTS, FILES, ROW_GROUPS, CHUNK = 21, 2, 2, 4
 #: what a reader needs and a plan's answer never does
 _READERS_ONLY = ("rg_offset", "rg_length", "files", ":p_offset", ":p_size", ":bloom_off", ":bloom_len")
 _SCANS = ("low_cardinality_eq", "nan_double_range", "sort_range", "partition_day")
 
 
-@pytest.fixture
-def small_chunks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(snapshot_write, "CHUNK_SEGMENTS", CHUNK)
-    monkeypatch.setattr(snapshot_chunks, "CHUNK_SEGMENTS", CHUNK)
-    yield
-    clear_cache()
-
-
-@pytest.fixture(scope="module")
-def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
-    out = str(tmp_path_factory.mktemp("scanreads") / "store")
-    res = scale_table.generate(out, SEGMENTS, FILES, ROW_GROUPS, per_commit=7, quiet=True, snapshot=False)
-    return out, res
-
-
-def _table(store: str) -> Table:
-    return Store(store).table(scale_table.TABLE)
 
 
 def _fresh_snapshot(t: Table) -> tuple[str, bytes]:
