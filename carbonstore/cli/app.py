@@ -353,7 +353,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the program itself (console script, python -m): before numpy loads
         os.environ.setdefault(*_BLAS_THREADS)
         gc.set_threshold(*_GC_THRESHOLD)
-    argv = sys.argv[1:] if argv is None else list(argv)
+        try:
+            return _main(sys.argv[1:])
+        finally:
+            _freeze_before_exit()
+    return _main(list(argv))
+
+
+def _freeze_before_exit() -> None:
+    """At exit, Python runs the cycle collector over every object still alive: a plan's
+    modules, arrays and records, 30-90 ms of a 0.3-1 s ``prune`` at 100,000 segments, to
+    find next to no cycle in a process about to end. The program moves them out of its
+    reach when the command is done. Everything is still released as the interpreter
+    finalizes (atexit handlers run, files close and flush); a cycle left from the command
+    is simply not searched for. Not done once Spark ran: its gateway's objects are
+    finalized by that collection."""
+    if "pyspark" not in sys.modules:
+        gc.freeze()
+
+
+def _main(argv: list[str]) -> int:
     command = command_of(argv)
     # no command (``--help``, or a missing one): the help lines, no command module imported
     parser = build_parser(command, index=command is None)

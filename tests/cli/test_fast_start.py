@@ -304,7 +304,7 @@ try:
     runpy.run_module("carbonstore", run_name="__main__")
 except SystemExit:
     pass
-print("COLLECTIONS", runs[0], gc.get_threshold()[0], file=sys.stderr)
+print("COLLECTIONS", runs[0], gc.get_threshold()[0], gc.get_freeze_count(), file=sys.stderr)
 """
 
 
@@ -316,9 +316,22 @@ def test_the_program_runs_the_cycle_collector_rarely(loaded: Store) -> None:
                           "--where", "id = 3", "--json"], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert out.returncode == 0 and out.stdout, out.stderr
-    runs, threshold = (int(x) for x in out.stderr.split("COLLECTIONS")[-1].split())
+    runs, threshold, frozen = (int(x) for x in out.stderr.split("COLLECTIONS")[-1].split())
     assert threshold >= 100_000
     assert runs < 10, out.stderr  # (at the default threshold: a few hundred)
+    assert frozen > 10_000, out.stderr  # (the exit's collection has nothing left to search)
+
+
+def test_main_called_by_a_program_leaves_its_objects_to_its_collector(loaded: Store,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import gc
+
+    from carbonstore.cli.app import main
+
+    before = gc.get_freeze_count()
+    assert main(["--store", loaded.location, "prune", "db.t", "--where", "id = 3", "--json"]) == 0
+    assert '"kept"' in capsys.readouterr().out
+    assert gc.get_freeze_count() == before
 
 
 def test_main_called_by_a_program_keeps_its_collector() -> None:
