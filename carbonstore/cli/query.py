@@ -5,7 +5,6 @@ prints)."""
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import sys
 import time
@@ -113,6 +112,8 @@ def _emit(args: argparse.Namespace, columns: list[str], rows: list[dict[str, Any
     if args.json:
         print_json(rows)
     elif args.csv:
+        import csv  # (here: a plan or a JSON answer writes no CSV)
+
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(columns)
         for r in rows:

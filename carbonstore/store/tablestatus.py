@@ -30,7 +30,6 @@ its folder is gone and the put fails. A table written by the earlier single-file
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections import OrderedDict
@@ -521,6 +520,7 @@ class TableStatus(Frozen):
                     self.history.append(removed)
                 return TableStatusSnapshot(state.entries, version, state.floor, self.table_id,
                                            state.timestamp, rows=state.rows)
+            import random  # (here: only a commit that lost a race waits; a read never does)
             time.sleep(min(1.0, 0.002 * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.5))
         raise CommitConflictError(
             f"could not commit to {self.paths.name}: {retries} attempts lost the race to "
@@ -554,6 +554,7 @@ class TableStatus(Frozen):
                     return
             except FileNotFoundError as err:
                 raise self._gone() from err
+            import random
             time.sleep(random.uniform(0.001, 0.02))
         raise CommitConflictError(f"could not commit the drop of {self.paths.name}; retry")
 
