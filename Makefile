@@ -14,7 +14,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 
+# An editable install writes no bytecode where PYTHONDONTWRITEBYTECODE is set: compile it
+# here (quietly; only what changed), or every fresh `carbonstore` compiles its modules.
 venv: $(VENV)/.installed
+	@$(PY) -m compileall -q carbonstore >/dev/null
 
 demo: venv
 	$(PY) -m carbonstore.demo

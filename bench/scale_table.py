@@ -326,6 +326,19 @@ def generate(out: str, segments: int, files: int, row_groups: int, *, per_commit
     return result
 
 
+def compile_package() -> None:
+    """Byte-compile carbonstore's modules, as pip does for a regular install. The figures of
+    this table are fresh ``prune`` processes: an editable install writes no .pyc where
+    PYTHONDONTWRITEBYTECODE is set, and every process would then compile its hundred modules
+    from source (0.2-0.3 s of a 0.3 s lookup). A module that changes later is compiled again
+    by Python (or, under that variable, read from source)."""
+    import compileall
+
+    import carbonstore
+
+    compileall.compile_dir(str(Path(carbonstore.__file__).parent), quiet=2)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--segments", type=int, required=True)
@@ -344,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         print("scale_table: --segments, --files-per-segment and --row-groups-per-file must be >= 1",
               file=sys.stderr)
         return 2
+    compile_package()
     if args.expected_only:
         res = write_expected(args.out, args.segments, args.files_per_segment, args.row_groups_per_file,
                              seed=args.seed)
