@@ -60,18 +60,19 @@ class ReadableEntries(Sequence[LoadEntry]):
         if changed:
             index = arrow.index()
             mask[[index[n] for n in changed if n in index]] = False
-        rows = np.flatnonzero(mask)
+        rows = np.flatnonzero(mask).astype(np.int64, copy=False)
         over = [e for e in (*(e for e in changed.values() if e is not None), *appended.values()) if _readable(e)]
-        counts = np.concatenate([int64s(arrow.cols["rowCount"])[rows],
-                                 np.array([e.row_count for e in over], dtype=np.int64)])
+        # every row readable and no overlay (a table never compacted, read at a checkpoint):
+        # the columns as they are, not gathered and joined (each a fresh array per segment)
+        pick: Any = slice(None) if len(rows) == arrow.n else rows
+        counts = _joined(int64s(arrow.cols["rowCount"])[pick], [e.row_count for e in over])
         # extras by code: the checkpoint's distinct extras, then each overlay entry's own
-        base_codes = _codes_of(arrow.extra_index)[rows]
         n_x = len(arrow.extras)
-        codes = np.concatenate([base_codes, n_x + np.arange(len(over), dtype=np.int64)])
-        src_rows = np.concatenate([rows.astype(np.int64), np.full(len(over), -1, dtype=np.int64)])
+        codes = _joined(_codes_of(arrow.extra_index)[pick], range(n_x, n_x + len(over)))
+        src_rows = _joined(rows, [-1] * len(over))
         ids = arrow.plain_ids()
         if ids is not None and all(e.load_name.isascii() and e.load_name.isdigit() for e in over):
-            keys = np.concatenate([ids[rows], np.array([int(e.load_name) for e in over], dtype=np.int64)])
+            keys = _joined(ids[pick], [int(e.load_name) for e in over])
             order = None if len(keys) < 2 or bool((keys[1:] > keys[:-1]).all()) \
                 else np.argsort(keys, kind="stable").tolist()  # (what _order finds, from the column)
         else:
@@ -190,6 +191,13 @@ class ReadableEntries(Sequence[LoadEntry]):
             if e.delete_deltas:
                 hit[i] = True
         return np.flatnonzero(hit).tolist()  # type: ignore[no-any-return]
+
+
+def _joined(base: npt.NDArray[np.int64], more: Sequence[int]) -> npt.NDArray[np.int64]:
+    """``base`` followed by ``more`` (int64): ``base`` itself when there is nothing more."""
+    if not len(more):
+        return base
+    return np.concatenate([base, np.array(more, dtype=np.int64)])
 
 
 def _codes_of(ix: pa.Array) -> npt.NDArray[np.int64]:
