@@ -204,14 +204,26 @@ class StringBytes:
         row = row[inside]
         return row[self.valid[row]]  # type: ignore[no-any-return]
 
-    def take_bytes(self, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], bytes]:
-        """(length, bytes) of rows ``rows`` (a null row: empty), their bytes back to back: what
-        :func:`strings_bytes` gives of the same strings."""
-        at: Any = np.asarray(rows)
-        if len(at) and int(at[-1]) - int(at[0]) == len(at) - 1 and bool((np.diff(at) == 1).all()):
-            at = slice(int(at[0]), int(at[-1]) + 1)  # a run of rows: views, not gathers
-        lengths = (self.lengths if bool(self.valid.all()) else np.where(self.valid, self.lengths, 0))[at]
+    def take_bytes(self, rows: npt.NDArray[np.int64] | slice) -> tuple[npt.NDArray[Any], bytes | memoryview]:
+        """(length, bytes) of rows ``rows`` (numbers, or a slice of rows; a null row: empty),
+        their bytes back to back: what :func:`strings_bytes` gives of the same strings. A run
+        of rows without a null gives a read-only memoryview of the column's data (no copy:
+        hash it, or compare it as a buffer); the lengths are a view too (int32)."""
+        if isinstance(rows, slice):
+            a, b, step = rows.indices(self.n)
+            if step != 1:
+                raise ValueError("rows: a slice of step 1")
+            at: Any = slice(a, max(a, b))
+        else:
+            at = np.asarray(rows)
+            if len(at) and int(at[-1]) - int(at[0]) == len(at) - 1 and bool((np.diff(at) == 1).all()):
+                at = slice(int(at[0]), int(at[-1]) + 1)  # a run of rows: views, not gathers
+        whole = bool(self.valid.all())
+        lengths = (self.lengths if whole else np.where(self.valid, self.lengths, 0))[at]
         starts = self.starts[at]
+        if isinstance(at, slice) and whole and len(starts):  # an Arrow array's rows lie back
+            lo, hi = int(starts[0]), int(starts[-1]) + int(lengths[-1])  # to back: one view
+            return lengths, memoryview(self.data[lo:hi]) if hi > lo else b""
         total = int(lengths.sum())
         if not total:
             return lengths, b""

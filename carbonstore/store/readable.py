@@ -36,8 +36,8 @@ class ReadableEntries(Sequence[LoadEntry]):
     """Readable entries in segment order; ``names``, ``files``, ``row_counts`` and the
     extras without building an entry, ``[i]`` builds entry ``i`` only."""
 
-    __slots__ = ("_built", "_codes", "_extras", "_files", "_key_bytes", "_names", "_over", "_rows", "_view",
-                 "row_counts")
+    __slots__ = ("_built", "_codes", "_extras", "_files", "_in_place", "_key_bytes", "_names", "_over", "_rows",
+                 "_view", "row_counts")
 
     def __init__(self, view: EntryView) -> None:
         self._view = view
@@ -48,6 +48,7 @@ class ReadableEntries(Sequence[LoadEntry]):
             entries = [e for e in view if _readable(e)]
             entries = _in_order(entries, [e.load_name for e in entries])
             self._rows = np.full(len(entries), -1, dtype=np.int64)
+            self._in_place = False
             self._over: dict[int, LoadEntry] = dict(enumerate(entries))
             self._extras: list[dict[str, Any]] = [e.extra for e in entries]
             self._codes = np.arange(len(entries), dtype=np.int64)
@@ -85,6 +86,8 @@ class ReadableEntries(Sequence[LoadEntry]):
         else:
             over_at = {len(rows) + k: e for k, e in enumerate(over)}
         self._rows, self._over, self._codes = src_rows, over_at, codes
+        #: every row of the checkpoint, in its order: its columns are this sequence's
+        self._in_place = isinstance(pick, slice) and not over and order is None
         self._extras = [*arrow.extras, *(e.extra for e in over)]
         self.row_counts = counts
         self._names = self._files = None  # built when asked (a lookup compares bytes: key_bytes)
@@ -131,8 +134,9 @@ class ReadableEntries(Sequence[LoadEntry]):
         rows (no string per entry), else from the names."""
         if self._key_bytes is None:
             arrow = self._view.arrow_base()
-            self._key_bytes = ((arrow.strings("loadName").take_bytes(self._rows),
-                                arrow.strings("segmentFile").take_bytes(self._rows))
+            rows = slice(0, len(self._rows)) if self._in_place else self._rows
+            self._key_bytes = ((arrow.strings("loadName").take_bytes(rows),
+                                arrow.strings("segmentFile").take_bytes(rows))
                                if arrow is not None and not self._over
                                else (strings_bytes(self.names), strings_bytes(self.files)))
         return self._key_bytes  # type: ignore[no-any-return]

@@ -198,6 +198,11 @@ def test_rows_taken_in_runs_or_gathered_give_the_same_bytes(monkeypatch: pytest.
         got = StringBytes(arr).take_bytes(rows)
         want = strings_bytes([values[r] or "" for r in rows.tolist()])
         assert np.array_equal(got[0], want[0]) and got[1] == want[1]
+    for a, b in ((0, len(values)), (10, 20), (5, 5), (990, 2000)):  # a slice of rows: a view when no null
+        for column in (values, [v or "" for v in values]):
+            got = StringBytes(pa.array(["x", *column], pa.string()).slice(1)).take_bytes(slice(a, b))
+            want = strings_bytes([v or "" for v in column[a:b]])
+            assert np.array_equal(got[0], want[0]) and bytes(got[1]) == want[1]
 
 
 @settings(max_examples=150, deadline=None)
