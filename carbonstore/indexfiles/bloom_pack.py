@@ -57,7 +57,9 @@ from carbonstore.indexfiles.bloom_pack_regions import (
     chunk_digest,
     decode_regions,
     probe_region,
+    region_counts,
     region_entries,
+    region_has,
 )
 from carbonstore.indexfiles.bloom_pack_regions import ranges as _ranges
 from carbonstore.store.fs import AnyFS, as_store_fs
@@ -326,13 +328,8 @@ class BloomPack:
     probe_region = probe_region  # format 3: (any, all, ok) per segment over a region (bloom_pack_regions)
     bitset_matrix = bitset_matrix  # bitsets as rows of bytes, verified (bloom_pack_regions)
 
-    def region_counts(self, t: int, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Format 3: the number of bitsets of each pack segment of ``rows`` in region ``t``."""
-        start = self.regions.start[t]  # type: ignore[union-attr]
-        if (len(rows) == self.num_segments and len(rows) and int(rows[0]) == 0
-                and bool((np.diff(rows) == 1).all())):
-            return np.diff(start)  # every segment, in order
-        return start[rows + 1] - start[rows]  # type: ignore[no-any-return]
+    region_counts = region_counts  # format 3: bitsets per segment in a region (bloom_pack_regions)
+    region_has = region_has  # format 3: whether each segment has one there
 
     def bitsets_of(self, segs: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64],
                                                              npt.NDArray[np.int64]]:
@@ -545,8 +542,9 @@ class BloomPack:
             raw = memoryview(self._data).cast("B")
             cb = self.chunk_bytes
             digest = chunk_digest(self.version)  # (the digests compared at once: no numpy scalar per chunk)
-            starts = (todo * cb + (self.data_offset if self._fetch is None else 0)).tolist()
-            got = np.fromiter((digest(raw[a : a + cb]) for a in starts), dtype=np.uint64, count=len(starts))
+            starts = todo * cb + (self.data_offset if self._fetch is None else 0)
+            spans = map(slice, starts.tolist(), (starts + cb).tolist())  # (no Python frame per chunk)
+            got = np.fromiter(map(digest, map(raw.__getitem__, spans)), dtype=np.uint64, count=len(starts))
             self._state[todo] = np.where(got == self.sums[todo], _OK, _BAD)
 
     def _read(self, chunks: npt.NDArray[np.int64]) -> None:

@@ -33,7 +33,7 @@ import xxhash
 from carbonstore.indexfiles.bloom import BLOCK_BYTES, SALTS
 
 __all__ = ["REGION_BITSETS", "REGION_SUMMARIES", "Regions", "bitset_matrix", "chunk_digest", "decode_regions", "probe_region", "ranges",
-           "region_entries"]
+           "region_counts", "region_entries", "region_has", "run_start"]
 
 REGION_BITSETS, REGION_SUMMARIES = 0, 1
 _OK = 1
@@ -117,9 +117,41 @@ def ranges(first: npt.NDArray[Any], end: npt.NDArray[Any]) -> npt.NDArray[np.int
     return np.cumsum(step).astype(np.intp)
 
 
-def probe_region(pack: Any, t: int, rows: npt.NDArray[np.int64], hashes: npt.NDArray[np.uint64]) -> tuple[
-        npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-    """Probe the bitsets of pack segments ``rows`` in region ``t`` of ``pack`` for ``hashes``.
+def run_start(rows: npt.NDArray[np.int64]) -> int:
+    """``rows[0]`` when ``rows`` are consecutive numbers (every segment of a pack, in order:
+    taken as slices, not gathered), else -1."""
+    n = len(rows)
+    if not n:
+        return -1
+    lo = int(rows[0])
+    if int(rows[-1]) - lo != n - 1 or (n > 1 and not bool((rows[1:] - rows[:-1] == 1).all())):
+        return -1
+    return lo
+
+
+def region_counts(pack: Any, t: int, rows: npt.NDArray[np.int64], run: int | None = None) -> npt.NDArray[np.int64]:
+    """Format 3: the number of bitsets of each pack segment of ``rows`` in region ``t``
+    (``run``: what :func:`run_start` gives of ``rows``, when known)."""
+    start = pack.regions.start[t]
+    lo = run_start(rows) if run is None else run
+    if lo >= 0:
+        return start[lo + 1 : lo + len(rows) + 1] - start[lo : lo + len(rows)]  # type: ignore[no-any-return]
+    return start[rows + 1] - start[rows]  # type: ignore[no-any-return]
+
+
+def region_has(pack: Any, t: int, rows: npt.NDArray[np.int64], run: int | None = None) -> npt.NDArray[np.bool_]:
+    """``region_counts(...) > 0``: whether each pack segment of ``rows`` has a bitset in region ``t``."""
+    start = pack.regions.start[t]
+    lo = run_start(rows) if run is None else run
+    if lo >= 0:
+        return start[lo + 1 : lo + len(rows) + 1] > start[lo : lo + len(rows)]  # type: ignore[no-any-return]
+    return start[rows + 1] > start[rows]  # type: ignore[no-any-return]
+
+
+def probe_region(pack: Any, t: int, rows: npt.NDArray[np.int64], hashes: npt.NDArray[np.uint64],
+                 run: int | None = None) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Probe the bitsets of pack segments ``rows`` in region ``t`` of ``pack`` for ``hashes``
+    (``run``: what :func:`run_start` gives of ``rows``, when known).
 
     Returns:
         (any, all, ok) per row: some bitset of it might hold a hash; every bitset of it
@@ -128,14 +160,21 @@ def probe_region(pack: Any, t: int, rows: npt.NDArray[np.int64], hashes: npt.NDA
     """
     reg = pack.regions
     start = reg.start[t]
-    lo = int(rows[0]) if len(rows) else 0
-    if len(rows) and int(rows[-1]) - lo == len(rows) - 1 and bool((np.diff(rows) == 1).all()):
+    lo = run_start(rows) if run is None else run
+    n: Any = None
+    if lo >= 0:
         first = start[lo : lo + len(rows)]  # consecutive segments (a lookup of every one): slices
-        n = start[lo + 1 : lo + len(rows) + 1] - first
+        # a summary region holds at most one a segment (decode_regions): every segment one
+        # when they add up (no count per segment to make)
+        if reg.kind[t] != REGION_SUMMARIES or int(start[lo + len(rows)]) - int(first[0]) != len(rows):
+            n = start[lo + 1 : lo + len(rows) + 1] - first
+        else:
+            ones = True
     else:
         first = start[rows]
         n = start[rows + 1] - first
-    ones = bool(len(n)) and int(n.min()) == 1 and int(n.max()) == 1
+    if n is not None:
+        ones = bool(len(n)) and int(n.min()) == 1 and int(n.max()) == 1
     # the blocks' columns: one run (every segment one bitset: a summary region), or gathered
     run = int(first[0]) if ones and int(first[-1]) - int(first[0]) == len(first) - 1 else -1
     cols = None if run >= 0 else first if ones else ranges(first, first + n)
