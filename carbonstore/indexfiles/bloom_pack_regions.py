@@ -214,7 +214,7 @@ def probe_region(pack: Any, t: int, rows: npt.NDArray[np.int64], hashes: npt.NDA
     return hits > 0, hits == n, np.bincount(row_of[~ok], minlength=len(rows)) == 0
 
 
-_BATCH = 1 << 14  # blocks tested at a time: small temporaries, reused (no fresh pages faulted in)
+_BATCH = 1 << 12  # blocks tested at a time: small temporaries, reused (no fresh pages faulted in)
 
 
 def _block_hits(blocks: npt.NDArray[np.uint32], at: Any, count: int, h: int) -> npt.NDArray[np.bool_]:
