@@ -261,11 +261,11 @@ class StringBytes:
             return None
         if not _only(self.bytes(), b"0123456789"):
             return None
-        if bool(((self.data[self.starts] == ord("0")) & (self.lengths > 1)).any()):
-            return None  # "07" and "7" would be one number
         out = np.empty(n, dtype=np.int64)
         for length, rows in self._by_length():  # each length's digits as one matrix, its
             digits = self.matrix(rows, length)  # columns summed Horner's way in place (no
+            if length > 1 and bool((digits[:, 0] == ord("0")).any()):
+                return None  # "07" and "7" would be one number
             acc = out[rows] if isinstance(rows, slice) else np.empty(len(digits), np.int64)
             acc[:] = digits[:, 0]  # matrix of int64 of them; a run of rows: into out itself)
             for j in range(1, length):
