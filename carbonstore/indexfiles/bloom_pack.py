@@ -542,9 +542,8 @@ class BloomPack:
             raw = memoryview(self._data).cast("B")
             cb = self.chunk_bytes
             digest = chunk_digest(self.version)  # (the digests compared at once: no numpy scalar per chunk)
-            starts = todo * cb + (self.data_offset if self._fetch is None else 0)
-            spans = map(slice, starts.tolist(), (starts + cb).tolist())  # (no Python frame per chunk)
-            got = np.fromiter(map(digest, map(raw.__getitem__, spans)), dtype=np.uint64, count=len(starts))
+            starts = (todo * cb + (self.data_offset if self._fetch is None else 0)).tolist()
+            got = np.fromiter((digest(raw[a : a + cb]) for a in starts), dtype=np.uint64, count=len(starts))
             self._state[todo] = np.where(got == self.sums[todo], _OK, _BAD)
 
     def _read(self, chunks: npt.NDArray[np.int64]) -> None:
