@@ -114,7 +114,7 @@ def ranges(first: npt.NDArray[Any], end: npt.NDArray[Any]) -> npt.NDArray[np.int
     at = np.cumsum(n)[:-1]
     step[0] = f[0]
     step[at] = f[1:] - (f[:-1] + n[:-1]) + 1
-    return np.cumsum(step).astype(np.intp)
+    return np.cumsum(step, out=step).astype(np.intp, copy=False)  # (in place: one array of them)
 
 
 def run_start(rows: npt.NDArray[np.int64]) -> int:
@@ -196,16 +196,16 @@ def probe_region(pack: Any, t: int, rows: npt.NDArray[np.int64], hashes: npt.NDA
             good = (pack._state[chunks] == _OK).repeat(cb // BLOCK_BYTES)
             ok &= good[(a - c0 * cb) // BLOCK_BYTES :][:count]
             at: Any = slice((a >> 5) + pack._block_base, (a >> 5) + pack._block_base + count)
-        else:
-            byte = cols * BLOCK_BYTES + row0  # type: ignore[operator]
-            chunk = byte // cb
+        else:  # (row0 is a whole block: each column's block number, then its chunk, in two arrays)
+            at = cols + (row0 >> 5)  # type: ignore[operator]
+            chunk = at // (cb // BLOCK_BYTES)
             state = pack._state[chunk]
             good = state == _OK
             if not good.all():
                 pack._verify(chunk[state == 0])  # only those not checked yet
                 good = pack._state[chunk] == _OK
             ok &= good
-            at = (byte >> 5) + pack._block_base
+            at += pack._block_base
         hit |= _block_hits(pack._blocks, at, count, h)
     if ones:
         return hit, hit, ok
