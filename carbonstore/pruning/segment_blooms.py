@@ -105,7 +105,7 @@ class SegmentBlooms:
             try:  # the view's answers so far (a reused handle plans the same filter again),
                 # under a digest of the segments (no copy of them), checked against them
                 key: Any = (ref.name, ref.column.column_id, literals, len(segs),
-                            xxhash.xxh3_128_digest(np.ascontiguousarray(segs)))
+                            xxhash.xxh3_128_digest(np.ascontiguousarray(segs).data))
                 got = found[2].get(key)
             except TypeError:  # an unhashable literal
                 key, got = None, None

@@ -171,7 +171,7 @@ class StringBytes:
         n = self.n = len(arr)
         bufs = arr.buffers()
         if n == 0:
-            self.starts = self.lengths = np.zeros(0, dtype=np.int64)
+            self.starts = self.lengths = np.zeros(0, dtype=np.int32)
             self.data = np.zeros(0, dtype=np.uint8)
             self.valid = np.zeros(0, dtype=bool)
             return
@@ -223,7 +223,7 @@ class StringBytes:
         starts = self.starts[at]
         if isinstance(at, slice) and whole and len(starts):  # an Arrow array's rows lie back
             lo, hi = int(starts[0]), int(starts[-1]) + int(lengths[-1])  # to back: one view
-            return lengths, memoryview(self.data[lo:hi]) if hi > lo else b""
+            return lengths, self.data[lo:hi].data if hi > lo else b""
         total = int(lengths.sum())
         if not total:
             return lengths, b""
@@ -243,7 +243,7 @@ class StringBytes:
         lo, hi = self.span()
         return self.data[lo:hi]  # type: ignore[no-any-return]
 
-    def byte_at(self, pos: npt.NDArray[np.int64]) -> npt.NDArray[np.int16]:
+    def byte_at(self, pos: npt.NDArray[Any]) -> npt.NDArray[np.int16]:
         """Each row's byte at ``pos`` (relative to its start; -1 past its end)."""
         out = np.full(self.n, -1, dtype=np.int16)
         inside = (pos >= 0) & (pos < self.lengths)
@@ -320,12 +320,13 @@ class StringBytes:
             if not got:
                 continue
             mine = out[rows] if isinstance(rows, slice) else None  # (a run: a view, written in place)
+            found: int | None
             if not length:
-                code = got[0][0]
+                found = got[0][0]
             else:
                 mat = self.matrix(rows, length)
-                code = _one_word(mat, got)
-            if code is None:
+                found = _one_word(mat, got)
+            if found is None:
                 # each row's bytes as one fixed-width value: one comparison per word
                 keys = np.ascontiguousarray(mat).view(f"V{length}").ravel()
                 for code, raw in reversed(got):  # the first word of equal bytes wins
@@ -335,9 +336,9 @@ class StringBytes:
                     else:
                         out[rows[hit]] = code
             elif mine is not None:
-                mine[:] = code
+                mine[:] = found
             else:
-                out[rows] = code
+                out[rows] = found
         return out
 
 
