@@ -57,7 +57,9 @@ from carbonstore.indexfiles.bloom_pack_regions import (
     chunk_digest,
     decode_regions,
     probe_region,
+    region_counts,
     region_entries,
+    region_has,
 )
 from carbonstore.indexfiles.bloom_pack_regions import ranges as _ranges
 from carbonstore.store.fs import AnyFS, as_store_fs
@@ -326,13 +328,8 @@ class BloomPack:
     probe_region = probe_region  # format 3: (any, all, ok) per segment over a region (bloom_pack_regions)
     bitset_matrix = bitset_matrix  # bitsets as rows of bytes, verified (bloom_pack_regions)
 
-    def region_counts(self, t: int, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Format 3: the number of bitsets of each pack segment of ``rows`` in region ``t``."""
-        start = self.regions.start[t]  # type: ignore[union-attr]
-        if (len(rows) == self.num_segments and len(rows) and int(rows[0]) == 0
-                and bool((np.diff(rows) == 1).all())):
-            return np.diff(start)  # every segment, in order
-        return start[rows + 1] - start[rows]  # type: ignore[no-any-return]
+    region_counts = region_counts  # format 3: bitsets per segment in a region (bloom_pack_regions)
+    region_has = region_has  # format 3: whether each segment has one there
 
     def bitsets_of(self, segs: npt.NDArray[np.intp]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64],
                                                              npt.NDArray[np.int64]]:

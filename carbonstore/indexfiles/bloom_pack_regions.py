@@ -33,7 +33,7 @@ import xxhash
 from carbonstore.indexfiles.bloom import BLOCK_BYTES, SALTS
 
 __all__ = ["REGION_BITSETS", "REGION_SUMMARIES", "Regions", "bitset_matrix", "chunk_digest", "decode_regions", "probe_region", "ranges",
-           "region_entries"]
+           "region_counts", "region_entries", "region_has", "run_start"]
 
 REGION_BITSETS, REGION_SUMMARIES = 0, 1
 _OK = 1
@@ -77,10 +77,10 @@ def decode_regions(meta: dict[str, Any], directory: Any, pos: int, segments: int
         if not (0 <= g < groups and nb >= 1 and w >= 0 and c0 >= 0 and cn >= 0 and c0 + cn <= num_chunks
                 and w * nb * BLOCK_BYTES <= cn * chunk_bytes and kind in (REGION_BITSETS, REGION_SUMMARIES)):
             raise ValueError("a region outside the data")
-        counts = np.diff(start)
-        if int(start[0]) != 0 or int(start[-1]) != w or (len(counts) and int(counts.min()) < 0):
+        # (compared in place: a count per segment made only for a summary region)
+        if int(start[0]) != 0 or int(start[-1]) != w or (segments and not bool((start[1:] >= start[:-1]).all())):
             raise ValueError("a region's segment list does not add up")
-        if kind == REGION_SUMMARIES and len(counts) and int(counts.max()) > 1:
+        if kind == REGION_SUMMARIES and segments and int((start[1:] - start[:-1]).max()) > 1:
             raise ValueError("two summaries of one segment and class")
         starts.append(start)
     return Regions(table, starts), pos
@@ -114,12 +114,44 @@ def ranges(first: npt.NDArray[Any], end: npt.NDArray[Any]) -> npt.NDArray[np.int
     at = np.cumsum(n)[:-1]
     step[0] = f[0]
     step[at] = f[1:] - (f[:-1] + n[:-1]) + 1
-    return np.cumsum(step).astype(np.intp)
+    return np.cumsum(step, out=step).astype(np.intp, copy=False)  # (in place: one array of them)
 
 
-def probe_region(pack: Any, t: int, rows: npt.NDArray[np.int64], hashes: npt.NDArray[np.uint64]) -> tuple[
-        npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-    """Probe the bitsets of pack segments ``rows`` in region ``t`` of ``pack`` for ``hashes``.
+def run_start(rows: npt.NDArray[np.int64]) -> int:
+    """``rows[0]`` when ``rows`` are consecutive numbers (every segment of a pack, in order:
+    taken as slices, not gathered), else -1."""
+    n = len(rows)
+    if not n:
+        return -1
+    lo = int(rows[0])
+    if int(rows[-1]) - lo != n - 1 or (n > 1 and not bool((rows[1:] - rows[:-1] == 1).all())):
+        return -1
+    return lo
+
+
+def region_counts(pack: Any, t: int, rows: npt.NDArray[np.int64], run: int | None = None) -> npt.NDArray[np.int64]:
+    """Format 3: the number of bitsets of each pack segment of ``rows`` in region ``t``
+    (``run``: what :func:`run_start` gives of ``rows``, when known)."""
+    start = pack.regions.start[t]
+    lo = run_start(rows) if run is None else run
+    if lo >= 0:
+        return start[lo + 1 : lo + len(rows) + 1] - start[lo : lo + len(rows)]  # type: ignore[no-any-return]
+    return start[rows + 1] - start[rows]  # type: ignore[no-any-return]
+
+
+def region_has(pack: Any, t: int, rows: npt.NDArray[np.int64], run: int | None = None) -> npt.NDArray[np.bool_]:
+    """``region_counts(...) > 0``: whether each pack segment of ``rows`` has a bitset in region ``t``."""
+    start = pack.regions.start[t]
+    lo = run_start(rows) if run is None else run
+    if lo >= 0:
+        return start[lo + 1 : lo + len(rows) + 1] > start[lo : lo + len(rows)]  # type: ignore[no-any-return]
+    return start[rows + 1] > start[rows]  # type: ignore[no-any-return]
+
+
+def probe_region(pack: Any, t: int, rows: npt.NDArray[np.int64], hashes: npt.NDArray[np.uint64],
+                 run: int | None = None) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Probe the bitsets of pack segments ``rows`` in region ``t`` of ``pack`` for ``hashes``
+    (``run``: what :func:`run_start` gives of ``rows``, when known).
 
     Returns:
         (any, all, ok) per row: some bitset of it might hold a hash; every bitset of it
@@ -128,14 +160,21 @@ def probe_region(pack: Any, t: int, rows: npt.NDArray[np.int64], hashes: npt.NDA
     """
     reg = pack.regions
     start = reg.start[t]
-    lo = int(rows[0]) if len(rows) else 0
-    if len(rows) and int(rows[-1]) - lo == len(rows) - 1 and bool((np.diff(rows) == 1).all()):
+    lo = run_start(rows) if run is None else run
+    n: Any = None
+    if lo >= 0:
         first = start[lo : lo + len(rows)]  # consecutive segments (a lookup of every one): slices
-        n = start[lo + 1 : lo + len(rows) + 1] - first
+        # a summary region holds at most one a segment (decode_regions): every segment one
+        # when they add up (no count per segment to make)
+        if reg.kind[t] != REGION_SUMMARIES or int(start[lo + len(rows)]) - int(first[0]) != len(rows):
+            n = start[lo + 1 : lo + len(rows) + 1] - first
+        else:
+            ones = True
     else:
         first = start[rows]
         n = start[rows + 1] - first
-    ones = bool(len(n)) and int(n.min()) == 1 and int(n.max()) == 1
+    if n is not None:
+        ones = bool(len(n)) and int(n.min()) == 1 and int(n.max()) == 1
     # the blocks' columns: one run (every segment one bitset: a summary region), or gathered
     run = int(first[0]) if ones and int(first[-1]) - int(first[0]) == len(first) - 1 else -1
     cols = None if run >= 0 else first if ones else ranges(first, first + n)
@@ -157,16 +196,16 @@ def probe_region(pack: Any, t: int, rows: npt.NDArray[np.int64], hashes: npt.NDA
             good = (pack._state[chunks] == _OK).repeat(cb // BLOCK_BYTES)
             ok &= good[(a - c0 * cb) // BLOCK_BYTES :][:count]
             at: Any = slice((a >> 5) + pack._block_base, (a >> 5) + pack._block_base + count)
-        else:
-            byte = cols * BLOCK_BYTES + row0  # type: ignore[operator]
-            chunk = byte // cb
+        else:  # (row0 is a whole block: each column's block number, then its chunk, in two arrays)
+            at = cols + (row0 >> 5)  # type: ignore[operator]
+            chunk = at // (cb // BLOCK_BYTES)
             state = pack._state[chunk]
             good = state == _OK
             if not good.all():
                 pack._verify(chunk[state == 0])  # only those not checked yet
                 good = pack._state[chunk] == _OK
             ok &= good
-            at = (byte >> 5) + pack._block_base
+            at += pack._block_base
         hit |= _block_hits(pack._blocks, at, count, h)
     if ones:
         return hit, hit, ok
@@ -175,7 +214,7 @@ def probe_region(pack: Any, t: int, rows: npt.NDArray[np.int64], hashes: npt.NDA
     return hits > 0, hits == n, np.bincount(row_of[~ok], minlength=len(rows)) == 0
 
 
-_BATCH = 1 << 14  # blocks tested at a time: small temporaries, reused (no fresh pages faulted in)
+_BATCH = 1 << 12  # blocks tested at a time: small temporaries, reused (no fresh pages faulted in)
 
 
 def _block_hits(blocks: npt.NDArray[np.uint32], at: Any, count: int, h: int) -> npt.NDArray[np.bool_]:

@@ -561,6 +561,9 @@ class Snapshot(SnapshotDataFiles):
         """For segments ``rows``: whether :meth:`bloom_dir` finds an entry of column ``name``
         (a bitset of some row group, and a bloom region to read it from)."""
         out = np.zeros(len(rows), dtype=bool)
+        keys = {self._bloom_slot(g, name) for g in range(len(self.group_slots))} - {None}
+        if not any(self.segments_with_bloom(k).any() for k in keys):  # type: ignore[arg-type]
+            return out  # no segment has a bitset of the column (a min/max column): nothing gathered
         groups = self.group[rows]
         for group in np.flatnonzero(np.bincount(groups)).tolist():  # (np.unique loads numpy.ma)
             key = self._bloom_slot(int(group), name)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import xxhash
 
 from carbonstore.errors import CorruptIndexError
 from carbonstore.expressions.expr import BoundRef, Eq, Expr, In
@@ -32,6 +33,7 @@ from carbonstore.indexfiles.bloom_pack import (
     BLOOM_PACK_SUFFIX,
     BloomPack,
 )
+from carbonstore.indexfiles.bloom_pack_regions import run_start
 from carbonstore.indexfiles.bloom_probe import might_contain_packed, remember_verdicts
 from carbonstore.pruning import planner as planner_mod
 from carbonstore.pruning.cache import (
@@ -43,7 +45,7 @@ from carbonstore.pruning.cache import (
     view_bloom_pack,
 )
 from carbonstore.pruning.packed_bitsets import KEEP, PACK_DESC, Packed
-from carbonstore.pruning.view_keys import KeyBytes, key_bytes_of
+from carbonstore.pruning.view_keys import KeyBytes, key_bytes_of, same_bytes
 from carbonstore.store.table import Table
 
 __all__ = ["PACK_DESC", "SegmentBlooms", "bloom_pack_names", "open_pack"]
@@ -98,28 +100,33 @@ class SegmentBlooms:
         rest = np.ones(len(idx), dtype=bool) if has is None else has[idx]  # positions still to probe
         found = view_bloom_pack(view, lambda: _find_pack(view))
         if found is not None:  # segments in the table's bloom pack: only the blocks probed
-            pos = np.flatnonzero(rest)
-            segs = idx[pos]
-            try:  # the view's answers so far (a reused handle plans the same filter again)
-                key: Any = (ref.name, ref.column.column_id, literals, segs.tobytes())
+            pos = None if has is None else np.flatnonzero(rest)  # (None: every one of idx)
+            segs = idx if pos is None else idx[pos]
+            try:  # the view's answers so far (a reused handle plans the same filter again),
+                # under a digest of the segments (no copy of them), checked against them
+                key: Any = (ref.name, ref.column.column_id, literals, len(segs),
+                            xxhash.xxh3_128_digest(np.ascontiguousarray(segs).data))
                 got = found[2].get(key)
             except TypeError:  # an unhashable literal
                 key, got = None, None
+            if got is not None and not np.array_equal(got[2], segs):
+                got = None
             if got is None:
-                try:
-                    got = self._probe_pack(found, ref, literals, segs)
+                try:  # (the segments kept as a copy: the caller's array is the caller's)
+                    got = (*self._probe_pack(found, ref, literals, segs), segs.copy())
                 except CorruptIndexError:  # entries checked as they are reached (format 2):
                     COUNTERS["bloom_pack_errors"] += 1  # the merge indexes answer instead
-                    got = (np.zeros(len(segs), dtype=bool), np.ones(len(segs), dtype=bool))
+                    got = (np.zeros(len(segs), dtype=bool), np.ones(len(segs), dtype=bool), segs)
                     key = None
                 if key is not None:
                     if len(found[2]) >= 64:
                         found[2].clear()
                     found[2][key] = got
-            done, hit = got
+            done, hit, _ = got
             if done.any():
-                out[pos[done]] = hit[done]
-                rest[pos[done]] = False
+                at = done if pos is None else pos[done]
+                out[at] = hit[done]
+                rest[at] = False
         if rest.any():
             if has is None:
                 has = view.bloom_segments(ref.name)
@@ -244,7 +251,8 @@ class SegmentBlooms:
         drop = np.ones(len(r), dtype=bool)
         has_any = np.zeros(len(r), dtype=bool)
         fallbacks = 0
-        holds = [pack.region_counts(t, r) > 0 for t, _ in plan]  # per region: the segments in it
+        run = run_start(r)  # (every segment of the pack, in order: slices, not gathers)
+        holds = [pack.region_has(t, r, run) for t, _ in plan]  # per region: the segments in it
         for (t, how), has in zip(plan, holds, strict=True):
             has_any |= has
             s = int(pack.regions.summary_of[t])
@@ -253,12 +261,12 @@ class SegmentBlooms:
                 continue
             if not len(how):
                 continue  # no value: absent from every bitset
-            covered = has & (pack.region_counts(s, r) > 0)
+            covered = has & pack.region_has(s, r, run)
             drop &= ~has | covered
             every = bool(covered.all())  # (the common case: the rows as they are, no gather)
             at = None if every else np.flatnonzero(covered)
             if every or len(at):  # type: ignore[arg-type]
-                got, _, ok = pack.probe_region(s, r if at is None else r[at], how)
+                got, _, ok = pack.probe_region(s, r, how, run) if at is None else pack.probe_region(s, r[at], how)
                 drop[(got | ~ok) if at is None else at[got | ~ok]] = False
                 fallbacks += int(np.count_nonzero(~ok))
         drop &= has_any
@@ -553,7 +561,10 @@ def _same_bytes(a: Any, b: Any) -> bool:
         return False
     if isinstance(a, bytes):
         return a.startswith(b)
-    return b.startswith(a) if isinstance(b, bytes) else bytes(a) == bytes(b)
+    if isinstance(b, bytes):
+        return b.startswith(a)
+    # two views (a checkpoint's column, the pack's directory): 8 bytes at a time, no copy
+    return same_bytes(np.frombuffer(a, dtype=np.uint8), np.frombuffer(b, dtype=np.uint8))
 
 
 def _find_pack(view: Any) -> tuple[BloomPack, npt.NDArray[np.intp], dict[Any, Any], dict[Any, Any]] | None:

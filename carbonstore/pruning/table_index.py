@@ -419,8 +419,9 @@ class TableIndex:
             snap = self.snapshot
             rows = self._snap_rows_array()
             got = np.ones(self.size, dtype=bool)  # merge-index segments: True
-            mine = np.flatnonzero(rows >= 0)
-            if snap is not None and len(mine):
+            every = self.uncovered == 0  # (every segment a snapshot row: no gather and scatter)
+            mine: Any = slice(None) if every else np.flatnonzero(rows >= 0)
+            if snap is not None and (every or len(mine)):
                 try:
                     got[mine] = snap.bloom_rows(rows[mine], name)
                 except CorruptIndexError:

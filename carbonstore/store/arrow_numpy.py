@@ -171,13 +171,15 @@ class StringBytes:
         n = self.n = len(arr)
         bufs = arr.buffers()
         if n == 0:
-            self.starts = self.lengths = np.zeros(0, dtype=np.int64)
+            self.starts = self.lengths = np.zeros(0, dtype=np.int32)
             self.data = np.zeros(0, dtype=np.uint8)
             self.valid = np.zeros(0, dtype=bool)
             return
-        offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset:arr.offset + n + 1].astype(np.int64)
+        # the offsets as they lie (int32: a string array's data is under 2 GiB, so a start
+        # plus a length never overflows): no copy, and a length per row in half the bytes
+        offsets = np.frombuffer(bufs[1], dtype=np.int32)[arr.offset:arr.offset + n + 1]
         self.starts = offsets[:-1]
-        self.lengths = np.diff(offsets)
+        self.lengths = offsets[1:] - offsets[:-1]
         self.data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and bufs[2].size \
             else np.zeros(0, dtype=np.uint8)
         self.valid = _valid(arr) if arr.null_count else np.ones(n, dtype=bool)
@@ -202,14 +204,26 @@ class StringBytes:
         row = row[inside]
         return row[self.valid[row]]  # type: ignore[no-any-return]
 
-    def take_bytes(self, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], bytes]:
-        """(length, bytes) of rows ``rows`` (a null row: empty), their bytes back to back: what
-        :func:`strings_bytes` gives of the same strings."""
-        at: Any = np.asarray(rows)
-        if len(at) and int(at[-1]) - int(at[0]) == len(at) - 1 and bool((np.diff(at) == 1).all()):
-            at = slice(int(at[0]), int(at[-1]) + 1)  # a run of rows: views, not gathers
-        lengths = (self.lengths if bool(self.valid.all()) else np.where(self.valid, self.lengths, 0))[at]
+    def take_bytes(self, rows: npt.NDArray[np.int64] | slice) -> tuple[npt.NDArray[Any], bytes | memoryview]:
+        """(length, bytes) of rows ``rows`` (numbers, or a slice of rows; a null row: empty),
+        their bytes back to back: what :func:`strings_bytes` gives of the same strings. A run
+        of rows without a null gives a read-only memoryview of the column's data (no copy:
+        hash it, or compare it as a buffer); the lengths are a view too (int32)."""
+        if isinstance(rows, slice):
+            a, b, step = rows.indices(self.n)
+            if step != 1:
+                raise ValueError("rows: a slice of step 1")
+            at: Any = slice(a, max(a, b))
+        else:
+            at = np.asarray(rows)
+            if len(at) and int(at[-1]) - int(at[0]) == len(at) - 1 and bool((np.diff(at) == 1).all()):
+                at = slice(int(at[0]), int(at[-1]) + 1)  # a run of rows: views, not gathers
+        whole = bool(self.valid.all())
+        lengths = (self.lengths if whole else np.where(self.valid, self.lengths, 0))[at]
         starts = self.starts[at]
+        if isinstance(at, slice) and whole and len(starts):  # an Arrow array's rows lie back
+            lo, hi = int(starts[0]), int(starts[-1]) + int(lengths[-1])  # to back: one view
+            return lengths, self.data[lo:hi].data if hi > lo else b""
         total = int(lengths.sum())
         if not total:
             return lengths, b""
@@ -229,7 +243,7 @@ class StringBytes:
         lo, hi = self.span()
         return self.data[lo:hi]  # type: ignore[no-any-return]
 
-    def byte_at(self, pos: npt.NDArray[np.int64]) -> npt.NDArray[np.int16]:
+    def byte_at(self, pos: npt.NDArray[Any]) -> npt.NDArray[np.int16]:
         """Each row's byte at ``pos`` (relative to its start; -1 past its end)."""
         out = np.full(self.n, -1, dtype=np.int16)
         inside = (pos >= 0) & (pos < self.lengths)
@@ -245,22 +259,21 @@ class StringBytes:
             return np.zeros(0, dtype=np.int64)
         if not self.valid.all() or int(self.lengths.min()) < 1 or int(self.lengths.max()) > 18:
             return None
-        lo, _ = self.span()
-        data = self.bytes()
-        if data.tobytes().translate(None, b"0123456789"):
+        if not _only(self.bytes(), b"0123456789"):
             return None
-        rel = self.starts - lo
-        if bool(((data[rel] == ord("0")) & (self.lengths > 1)).any()):
-            return None  # "07" and "7" would be one number
         out = np.empty(n, dtype=np.int64)
         for length, rows in self._by_length():  # each length's digits as one matrix, its
             digits = self.matrix(rows, length)  # columns summed Horner's way in place (no
-            acc = digits[:, 0].astype(np.int64)  # matrix of int64 of them)
+            if length > 1 and bool((digits[:, 0] == ord("0")).any()):
+                return None  # "07" and "7" would be one number
+            acc = out[rows] if isinstance(rows, slice) else np.empty(len(digits), np.int64)
+            acc[:] = digits[:, 0]  # matrix of int64 of them; a run of rows: into out itself)
             for j in range(1, length):
                 acc *= 10
                 acc += digits[:, j]
             acc -= ord("0") * int(_POW10[:length].sum())  # every digit's "0" at once
-            out[rows] = acc
+            if not isinstance(rows, slice):
+                out[rows] = acc
         return out
 
     def _by_length(self) -> list[tuple[int, Any]]:
@@ -306,15 +319,69 @@ class StringBytes:
             got = wanted.get(length)
             if not got:
                 continue
-            at = np.arange(self.n)[rows] if isinstance(rows, slice) else rows
+            mine = out[rows] if isinstance(rows, slice) else None  # (a run: a view, written in place)
+            found: int | None
             if not length:
-                out[at] = np.where(out[at] < 0, got[0][0], out[at])
-                continue
-            # each row's bytes as one fixed-width value: one comparison per word
-            keys = np.ascontiguousarray(self.matrix(rows, length)).view(f"V{length}").ravel()
-            for code, raw in reversed(got):  # the first word of equal bytes wins
-                out[at[keys == np.frombuffer(raw, dtype=f"V{length}")[0]]] = code
+                found = got[0][0]
+            else:
+                mat = self.matrix(rows, length)
+                found = _one_word(mat, got)
+            if found is None:
+                # each row's bytes as one fixed-width value: one comparison per word
+                keys = np.ascontiguousarray(mat).view(f"V{length}").ravel()
+                for code, raw in reversed(got):  # the first word of equal bytes wins
+                    hit = keys == np.frombuffer(raw, dtype=f"V{length}")[0]
+                    if mine is not None:
+                        mine[hit] = code
+                    else:
+                        out[rows[hit]] = code
+            elif mine is not None:
+                mine[:] = found
+            else:
+                out[rows] = found
         return out
+
+
+#: _one_word compares a run's bytes this many at a time (a temporary reused, not fresh pages)
+_WORD_RUN_BYTES = 1 << 16
+
+
+def _one_word(mat: npt.NDArray[np.uint8], got: list[tuple[int, bytes]]) -> int | None:
+    """The code of the word every row of ``mat`` (rows of one length, back to back) is,
+    when they are all one word of ``got`` (a column of statuses mostly is): compared as
+    bytes, a memcmp per 64 KiB; None otherwise (and for rows not back to back)."""
+    if not len(mat) or not mat.flags.c_contiguous:
+        return None
+    first = mat[0].tobytes()
+    code = next((c for c, raw in got if raw == first), None)  # the first word of equal bytes
+    if code is None:
+        return None
+    flat = mat.reshape(-1)
+    step = max(1, _WORD_RUN_BYTES // len(first)) * len(first)
+    pattern = first * (step // len(first))
+    for a in range(0, len(flat), step):
+        piece = flat[a:a + step].tobytes()
+        if piece != pattern[:len(piece)]:
+            return None
+    return code
+
+
+def _only(data: npt.NDArray[np.uint8], allowed: bytes) -> bool:
+    """Every byte of ``data`` is one of ``allowed`` (bytes.translate, 64 KiB at a time: a
+    temporary reused, not a copy of the whole column)."""
+    for a in range(0, len(data), _WORD_RUN_BYTES):
+        if data[a:a + _WORD_RUN_BYTES].tobytes().translate(None, allowed):
+            return False
+    return True
+
+
+def _holds_any(data: npt.NDArray[np.uint8], needles: tuple[bytes, ...]) -> bool:
+    """Some byte of ``data`` is one of ``needles`` (each one byte; searched 64 KiB at a time)."""
+    for a in range(0, len(data), _WORD_RUN_BYTES):
+        piece = data[a:a + _WORD_RUN_BYTES].tobytes()
+        if any(b in piece for b in needles):
+            return True
+    return False
 
 
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
@@ -348,13 +415,12 @@ for _b in b"/\\:\x00":
 def plain_file_names_ok(s: StringBytes) -> bool:
     """No valid row is empty, ``.`` or ``..``, or holds ``/``, ``\\``, ``:`` or NUL."""
     data = s.bytes()
-    raw = data.tobytes()
-    if any(b in raw for b in (b"/", b"\\", b":", b"\x00")) and len(s.rows_of(_PATH_BYTES[data])):
+    if _holds_any(data, (b"/", b"\\", b":", b"\x00")) and len(s.rows_of(_PATH_BYTES[data])):
         return False
     short = np.flatnonzero((s.lengths <= 2) & s.valid)  # only these can be "", "." or ".."
     if not len(short):
         return True
-    starts, lengths, dot = s.starts[short], s.lengths[short], ord(".")
+    starts, lengths, dot = s.starts[short].astype(np.int64), s.lengths[short], ord(".")
     first = np.where(lengths >= 1, s.data[np.minimum(starts, len(s.data) - 1)] if len(s.data) else 0, -1)
     second = np.where(lengths >= 2, s.data[np.minimum(starts + 1, len(s.data) - 1)] if len(s.data) else 0, -1)
     bad = (lengths == 0) | ((lengths == 1) & (first == dot)) | ((lengths == 2) & (first == dot) & (second == dot))

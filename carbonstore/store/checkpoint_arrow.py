@@ -195,7 +195,8 @@ class ArrowBase:
             raise ValueError("a loadName appears twice")
         if (self._status_codes() < 0).any():
             raise ValueError("an unknown loadStatus")
-        if not load_names_ok(self.strings("mergedLoadName")):
+        merged = cols["mergedLoadName"]  # (null in every entry never compacted: nothing to test)
+        if merged.null_count < self.n and not load_names_ok(self.strings("mergedLoadName")):
             raise ValueError("an invalid mergedLoadName")
         if not plain_file_names_ok(self.strings("segmentFile")):
             raise ValueError("a segmentFile that is not a plain file name")

@@ -36,8 +36,8 @@ class ReadableEntries(Sequence[LoadEntry]):
     """Readable entries in segment order; ``names``, ``files``, ``row_counts`` and the
     extras without building an entry, ``[i]`` builds entry ``i`` only."""
 
-    __slots__ = ("_built", "_codes", "_extras", "_files", "_key_bytes", "_names", "_over", "_rows", "_view",
-                 "row_counts")
+    __slots__ = ("_built", "_codes", "_extras", "_files", "_in_place", "_key_bytes", "_names", "_over", "_rows",
+                 "_view", "row_counts")
 
     def __init__(self, view: EntryView) -> None:
         self._view = view
@@ -48,6 +48,7 @@ class ReadableEntries(Sequence[LoadEntry]):
             entries = [e for e in view if _readable(e)]
             entries = _in_order(entries, [e.load_name for e in entries])
             self._rows = np.full(len(entries), -1, dtype=np.int64)
+            self._in_place = False
             self._over: dict[int, LoadEntry] = dict(enumerate(entries))
             self._extras: list[dict[str, Any]] = [e.extra for e in entries]
             self._codes = np.arange(len(entries), dtype=np.int64)
@@ -60,18 +61,19 @@ class ReadableEntries(Sequence[LoadEntry]):
         if changed:
             index = arrow.index()
             mask[[index[n] for n in changed if n in index]] = False
-        rows = np.flatnonzero(mask)
+        rows = np.flatnonzero(mask).astype(np.int64, copy=False)
         over = [e for e in (*(e for e in changed.values() if e is not None), *appended.values()) if _readable(e)]
-        counts = np.concatenate([int64s(arrow.cols["rowCount"])[rows],
-                                 np.array([e.row_count for e in over], dtype=np.int64)])
+        # every row readable and no overlay (a table never compacted, read at a checkpoint):
+        # the columns as they are, not gathered and joined (each a fresh array per segment)
+        pick: Any = slice(None) if len(rows) == arrow.n else rows
+        counts = _joined(int64s(arrow.cols["rowCount"])[pick], [e.row_count for e in over])
         # extras by code: the checkpoint's distinct extras, then each overlay entry's own
-        base_codes = _codes_of(arrow.extra_index)[rows]
         n_x = len(arrow.extras)
-        codes = np.concatenate([base_codes, n_x + np.arange(len(over), dtype=np.int64)])
-        src_rows = np.concatenate([rows.astype(np.int64), np.full(len(over), -1, dtype=np.int64)])
+        codes = _joined(_codes_of(arrow.extra_index)[pick], range(n_x, n_x + len(over)))
+        src_rows = _joined(rows, [-1] * len(over))
         ids = arrow.plain_ids()
         if ids is not None and all(e.load_name.isascii() and e.load_name.isdigit() for e in over):
-            keys = np.concatenate([ids[rows], np.array([int(e.load_name) for e in over], dtype=np.int64)])
+            keys = _joined(ids[pick], [int(e.load_name) for e in over])
             order = None if len(keys) < 2 or bool((keys[1:] > keys[:-1]).all()) \
                 else np.argsort(keys, kind="stable").tolist()  # (what _order finds, from the column)
         else:
@@ -84,6 +86,8 @@ class ReadableEntries(Sequence[LoadEntry]):
         else:
             over_at = {len(rows) + k: e for k, e in enumerate(over)}
         self._rows, self._over, self._codes = src_rows, over_at, codes
+        #: every row of the checkpoint, in its order: its columns are this sequence's
+        self._in_place = isinstance(pick, slice) and not over and order is None
         self._extras = [*arrow.extras, *(e.extra for e in over)]
         self.row_counts = counts
         self._names = self._files = None  # built when asked (a lookup compares bytes: key_bytes)
@@ -130,8 +134,9 @@ class ReadableEntries(Sequence[LoadEntry]):
         rows (no string per entry), else from the names."""
         if self._key_bytes is None:
             arrow = self._view.arrow_base()
-            self._key_bytes = ((arrow.strings("loadName").take_bytes(self._rows),
-                                arrow.strings("segmentFile").take_bytes(self._rows))
+            rows = slice(0, len(self._rows)) if self._in_place else self._rows
+            self._key_bytes = ((arrow.strings("loadName").take_bytes(rows),
+                                arrow.strings("segmentFile").take_bytes(rows))
                                if arrow is not None and not self._over
                                else (strings_bytes(self.names), strings_bytes(self.files)))
         return self._key_bytes  # type: ignore[no-any-return]
@@ -190,6 +195,13 @@ class ReadableEntries(Sequence[LoadEntry]):
             if e.delete_deltas:
                 hit[i] = True
         return np.flatnonzero(hit).tolist()  # type: ignore[no-any-return]
+
+
+def _joined(base: npt.NDArray[np.int64], more: Sequence[int]) -> npt.NDArray[np.int64]:
+    """``base`` followed by ``more`` (int64): ``base`` itself when there is nothing more."""
+    if not len(more):
+        return base
+    return np.concatenate([base, np.array(more, dtype=np.int64)])
 
 
 def _codes_of(ix: pa.Array) -> npt.NDArray[np.int64]:

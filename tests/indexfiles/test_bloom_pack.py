@@ -102,6 +102,13 @@ def _probe_matches_each_bitset(tmp_path: Path, segments: list[list[tuple[int, li
                 assert ok.all() and not got[~has].any() and every[~has].all()
                 some |= got
             assert some.tolist() == [out[k] for k in p.segments]
+            for t in range(len(p.regions.kind)):  # a run of segments (slices) or gathered: alike
+                for part in (rows, rows[1:], rows[:-1]):
+                    by_run, gathered = p.probe_region(t, part, hashes), p.probe_region(t, part, hashes, -1)
+                    assert all(np.array_equal(a, b) for a, b in zip(by_run, gathered, strict=True))
+                    counts = p.region_counts(t, part, -1)
+                    assert np.array_equal(p.region_counts(t, part), counts)
+                    assert np.array_equal(p.region_has(t, part), counts > 0)
         return out
 
     expected = {(str(s), f"{s}_1.carbonindexmerge"): any(might_contain(b, int(h)) for b in bs for h in hashes)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from carbonstore import Store
@@ -174,3 +175,20 @@ def test_gather_over_chunks_equals_the_flat_arrays(generated: tuple[str, dict[st
         for rows in picks:
             want = flat[flat_ranges(offs[rows], offs[rows + 1])].tolist()
             assert got[(c, tuple(rows))] == want, (c, rows)
+
+
+def test_bloom_rows_are_the_segments_bloom_dir_finds(generated: tuple[str, dict[str, Any]], small_chunks: None) -> None:
+    """Per segment, bloom_rows says whether bloom_dir finds an entry of the column (and a
+    bloom region): for a bloom column, a min/max column (no bitset anywhere: answered
+    without a gather) and an unknown one, over every segment and over a subset."""
+    store, _ = generated
+    t = _table(store)
+    refresh_index_snapshot(t)
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None
+    names = [*(c.name for c in t.schema.columns), "no_such_column"]
+    for rows in (np.arange(snap.size, dtype=np.intp), np.array([0, 3, 4, snap.size - 1], dtype=np.intp)):
+        for name in names:
+            want = [snap.bloom_dir(int(r), name) is not None and int(snap.bloom_base[r]) >= 0 for r in rows]
+            assert snap.bloom_rows(rows, name).tolist() == want, name
+    assert any(snap.bloom_rows(np.arange(snap.size, dtype=np.intp), n).any() for n in names)

@@ -198,3 +198,34 @@ def test_rows_taken_in_runs_or_gathered_give_the_same_bytes(monkeypatch: pytest.
         got = StringBytes(arr).take_bytes(rows)
         want = strings_bytes([values[r] or "" for r in rows.tolist()])
         assert np.array_equal(got[0], want[0]) and got[1] == want[1]
+    for a, b in ((0, len(values)), (10, 20), (5, 5), (990, 2000)):  # a slice of rows: a view when no null
+        for column in (values, [v or "" for v in values]):
+            got = StringBytes(pa.array(["x", *column], pa.string()).slice(1)).take_bytes(slice(a, b))
+            want = strings_bytes([v or "" for v in column[a:b]])
+            assert np.array_equal(got[0], want[0]) and bytes(got[1]) == want[1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["Success", "Failure", "Compacted", "Succes\x00", "7", "42",
+                                                        "107", "/x", "0_1.merge", ":"])),
+                min_size=1, max_size=120),
+       st.integers(0, 2), st.sampled_from([1, 3, 7, 16, 64]), st.integers(0, 119), st.integers(1, 200))
+def test_byte_runs_compared_a_piece_at_a_time_give_the_same_answers(
+        values: list[str | None], offset: int, piece: int, at: int, copies: int) -> None:
+    """The status codes, plain numbers and file-name checks compare a column's bytes a piece
+    at a time (64 KiB; here a few bytes, so that every boundary is crossed): a column that is
+    one word but for a row anywhere (after many pieces that matched) gets the same answers
+    as the row-by-row oracles."""
+    uniform = [values[0]] * copies  # one word repeated (the fast path) ...
+    uniform[at % copies] = values[at % len(values)]  # ... but for one row, maybe
+    words = ("Success", "42", "Failure", "7", "Compacted")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(arrow_numpy, "_WORD_RUN_BYTES", piece)
+        for column in (values, uniform):
+            s = StringBytes(_arrow(column, offset))
+            assert s.codes(words).tolist() == [words.index(v) if v in words else -1 for v in column]
+            plain = all(v is not None and v.isdigit() and (v == "0" or v[0] != "0") for v in column)
+            got = s.plain_ints()
+            assert (got.tolist() if got is not None else None) == ([int(v) for v in column] if plain else None)  # type: ignore[arg-type]
+            bad = any(v is not None and (v in ("", ".", "..") or any(c in v for c in "/\\:\x00")) for v in column)
+            assert plain_file_names_ok(s) == (not bad)
