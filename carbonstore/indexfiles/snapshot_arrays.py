@@ -82,6 +82,7 @@ class SnapshotFiles(Sequence[DataFile]):
         self._indices = np.asarray(indices, dtype=np.intp)  # (an array: no Python int per file)
         self._fallback_fn = fallback
         self._fallback: Sequence[DataFile] | None = None
+        self._last_paths: tuple[npt.NDArray[np.intp], list[str]] | None = None
 
     def _merged(self) -> Sequence[DataFile] | None:
         if self._fallback is None and self._fallback_fn is not None:
@@ -122,13 +123,22 @@ class SnapshotFiles(Sequence[DataFile]):
                     raise
 
     def paths(self, positions: Sequence[int]) -> list[str]:
-        """The paths of the files at ``positions`` (no DataFile built)."""
+        """The paths of the files at ``positions`` (no DataFile built). The last answer is
+        kept: a partitioned table's plan asks for its files' paths, then for the kept ones'
+        (the same files when its partitions drop none of them)."""
         if self._fallback is None:
+            at = np.asarray(positions, dtype=np.intp)
+            last = self._last_paths
+            if last is not None and np.array_equal(last[0], at):
+                return list(last[1])
             try:
-                return self._snap.file_paths(self._indices[np.asarray(positions, dtype=np.intp)].tolist())
+                got = self._snap.file_paths(self._indices[at].tolist())
             except SnapshotSectionError:
                 if self._merged() is None:
                     raise
+            else:
+                self._last_paths = (at, got)
+                return list(got)
         merged = self._merged()
         assert merged is not None
         return [merged[p].path for p in positions]
