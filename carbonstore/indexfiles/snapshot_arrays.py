@@ -286,11 +286,33 @@ class _SnapColumn(_Guarded):
         got = self.__dict__.get("_rg_page_counts")
         if got is None:
             owner = self.owner
-            offs = owner.snapshot.offsets(f"{self.key}:p_rg")
-            lens = offs[owner.rows + 1] - offs[owner.rows]
-            glob = owner.gather(f"{self.key}:p_rg").astype(np.int64) + np.repeat(owner.seg_rg[:-1], lens)
-            n = owner.num_row_groups
-            got = self.__dict__["_rg_page_counts"] = np.bincount(glob, minlength=n)[:n].astype(np.int64)
+            snap, rows, seg_rg = owner.snapshot, owner.rows, owner.seg_rg
+            column = f"{self.key}:p_rg"
+            offs = snap.offsets(column)
+            got = np.zeros(owner.num_row_groups, dtype=np.int64)
+            # a chunk's segments at a time: each page's row group numbered within them, then
+            # counted (no array over every page of the run, and small temporaries)
+            chunk = snap.chunk_of(rows)
+            cuts = [0, *(np.flatnonzero(np.diff(chunk)) + 1).tolist(), len(rows)]
+            for a, b in zip(cuts, cuts[1:], strict=False):
+                part = rows[a:b]
+                r0, r1 = int(seg_rg[a]), int(seg_rg[b])
+                lo, hi = offs[part], offs[part + 1]
+                if r1 == r0 or int(hi[-1]) == int(lo[0]):
+                    continue  # (no row group, or no page: none counted)
+                k = int(chunk[a])
+                vals = snap.chunk_values(column, k)  # each page's row group in its segment
+                if vals is None:
+                    raise SnapshotSectionError(f"{snap.source.what}: chunk {k} has no {column}")
+                base = int(offs[snap.chunk_starts[k]])
+                if int(part[-1]) - int(part[0]) == b - a - 1:  # a run of the chunk's segments
+                    vals = vals[int(lo[0]) - base:int(hi[-1]) - base]
+                else:
+                    vals = vals[flat_ranges(lo - base, hi - base)]
+                glob = np.repeat(seg_rg[a:b] - r0, hi - lo)
+                glob += vals
+                got[r0:r1] = np.bincount(glob, minlength=r1 - r0)[:r1 - r0]
+            self.__dict__["_rg_page_counts"] = got
         return got  # type: ignore[no-any-return]
 
     def page_subset(self, rgs: npt.NDArray[np.intp]) -> _SubsetColumn | None:
@@ -307,9 +329,9 @@ class _SnapColumn(_Guarded):
             return last[1]  # dropped by the page level), read once
         try:
             counts = self.rg_page_counts()
-            starts = np.concatenate([[0], np.cumsum(counts)])
             c = counts[rgs]
-            idx = flat_ranges(starts[rgs], starts[rgs] + c)  # in the run's flat page list
+            first = np.cumsum(counts)[rgs] - c  # in the run's flat page list
+            idx = flat_ranges(first, first + c)
             offs = owner.snapshot.offsets(f"{self.key}:p_rg")
             lens = offs[owner.rows + 1] - offs[owner.rows]
             run_first = np.concatenate([[0], np.cumsum(lens)])

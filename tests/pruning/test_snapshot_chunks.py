@@ -174,3 +174,40 @@ def test_gather_over_chunks_equals_the_flat_arrays(generated: tuple[str, dict[st
         for rows in picks:
             want = flat[flat_ranges(offs[rows], offs[rows + 1])].tolist()
             assert got[(c, tuple(rows))] == want, (c, rows)
+
+
+def test_a_runs_page_counts_are_its_pages_per_row_group(generated: tuple[str, dict[str, Any]],
+                                                        small_chunks: None) -> None:
+    """A run's pages per row group, counted a chunk at a time, equal those of the table-wide
+    page list (each page's row group numbered in the run, then counted), for runs of every
+    shape: one segment, scattered ones, runs across chunk borders, every segment."""
+    import numpy as np
+
+    from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
+
+    store, _ = generated
+    t = _table(store)
+    _clear_snapshots(t)
+    refresh_index_snapshot(t)
+    clear_cache()
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None
+    rng = np.random.default_rng(5)
+    picks = [np.sort(rng.choice(SEGMENTS, size=n, replace=False)) for n in (1, 2, 3, 5, 9, 14)]
+    picks += [np.arange(SEGMENTS), np.arange(CHUNK - 1, 2 * CHUNK + 2), np.array([0, CHUNK, 2 * CHUNK + 1])]
+    seen = 0
+    for rows in picks:
+        groups = snap.group[rows]
+        for g in np.flatnonzero(np.bincount(groups)).tolist():
+            run = SnapshotArrays(snap, rows[groups == g].astype(np.intp))
+            for col in run.columns:
+                offs = snap.offsets(f"{col.key}:p_rg")
+                flat = snap.values(f"{col.key}:p_rg").astype(np.int64)
+                lens = offs[run.rows + 1] - offs[run.rows]
+                glob = np.concatenate([flat[offs[r]:offs[r + 1]] for r in run.rows.tolist()]) + np.repeat(
+                    run.seg_rg[:-1], lens)
+                want = np.bincount(glob, minlength=run.num_row_groups)[:run.num_row_groups]
+                got = col.rg_page_counts()
+                assert got.dtype == np.int64 and got.tolist() == want.tolist(), (rows, col.name)
+                seen += int(want.sum())
+    assert seen
