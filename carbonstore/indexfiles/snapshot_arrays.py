@@ -371,9 +371,10 @@ class _SnapColumn(_Guarded):
             owner = self.owner
             if not owner.snapshot.segments_with_bloom(self.key)[owner.rows].any():
                 # the summary: no row group of the run has a bitset (the bloom references,
-                # a section of their own since format 8, are not read)
-                return (np.full(owner.num_row_groups, -1, np.int64) if name == "bloom_offset"
-                        else np.zeros(owner.num_row_groups, np.int32))
+                # a section of their own since format 8, are not read); one value seen as
+                # the run's array (read-only: a scan's million row groups hold no memory)
+                return np.broadcast_to(np.int64(-1) if name == "bloom_offset" else np.int32(0),
+                                       (owner.num_row_groups,))
         if name in ("has_pages", "boundary_order", "bloom_offset", "bloom_length"):
             suffix = next(s for s, (attr, _) in COL_COLUMNS.items() if attr == name)
             values = self.owner.gather(f"{self.key}:{suffix}")
