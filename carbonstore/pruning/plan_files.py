@@ -151,8 +151,7 @@ def _files_json_into(
         glob = kept + lo
         r_lo = np.searchsorted(plan.range_group, glob, side="left").tolist()
         r_hi = np.searchsorted(plan.range_group, glob, side="right").tolist()
-        rgs = [{"index": index, "num_rows": num_rows, "row_ranges": ranges[a:e]} for index, num_rows, a, e in zip(
-            arrays.rg_index[kept].tolist(), arrays.rg_num_rows[kept].tolist(), r_lo, r_hi, strict=True)]
+        index, num_rows = arrays.rg_index[kept].tolist(), arrays.rg_num_rows[kept].tolist()
         cut = np.flatnonzero(files[1:] != files[:-1]) + 1
         starts = np.concatenate([[0], cut])
         of_paths = getattr(arrays.files, "paths", None)
@@ -161,10 +160,13 @@ def _files_json_into(
         segs = take(rg_seg[pi][kept[starts]]) if take is not None else [  # (in one pass: ViewColumn.take)
             names[i] for i in rg_seg[pi][kept[starts]].tolist()]  # (a snapshot unit: paths, no DataFile)
         full = seg_dir.join(segs, paths)
-        if len(starts) == len(kept):  # one kept row group per file (the usual): no slicing
-            part = [{"segment": sid, "path": path, "row_groups": [rg]}
-                    for sid, path, rg in zip(segs, full, rgs, strict=True)]
+        if len(starts) == len(kept):  # one kept row group per file (the usual): built in one pass
+            part = [{"segment": sid, "path": path,
+                     "row_groups": [{"index": i, "num_rows": n, "row_ranges": ranges[a:e]}]}
+                    for sid, path, i, n, a, e in zip(segs, full, index, num_rows, r_lo, r_hi, strict=True)]
         else:
+            rgs = [{"index": i, "num_rows": n, "row_ranges": ranges[a:e]}
+                   for i, n, a, e in zip(index, num_rows, r_lo, r_hi, strict=True)]
             bounds = [*starts.tolist(), len(kept)]
             part = [{"segment": sid, "path": path, "row_groups": rgs[bounds[j]:bounds[j + 1]]}
                     for j, (sid, path) in enumerate(zip(segs, full, strict=True))]
