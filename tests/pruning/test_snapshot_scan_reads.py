@@ -254,3 +254,22 @@ def test_a_partitioned_scan_takes_its_files_paths_once(generated: tuple[str, dic
     calls.clear()
     assert _plan_json(t, "d >= DATE '2024-01-01'")["files"]  # another plan asks anew
     assert calls
+
+
+def test_a_scans_json_from_its_arrays_is_its_files_json(generated: tuple[str, dict[str, Any]],
+                                                        small_chunks: None) -> None:
+    """The kept files' JSON taken straight from a plan's arrays (one kept row group per file
+    here, built in one pass) is the JSON of the plan's FilePlan objects."""
+    store, res = generated
+    t = _table(store)
+    _fresh_snapshot(t)
+    shapes = set()
+    for f in res["filters"]:
+        plan = prune(t, f["where"] + " ")  # (not a memoized plan: its files are not built)
+        assert plan.__dict__["files"]._built is None
+        from_arrays = plan.to_json()["files"]
+        assert plan.__dict__["files"]._built is None
+        assert from_arrays == [x.to_json() for x in plan.files], f["name"]
+        assert len(from_arrays) == f["files"]
+        shapes.add(max(len(x["row_groups"]) for x in from_arrays))
+    assert shapes == {1, 2}  # plans keeping one row group of each file, and more
