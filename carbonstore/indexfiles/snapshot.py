@@ -58,6 +58,7 @@ from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, DataFile,
 from carbonstore.indexfiles.arrays import BloomSource
 from carbonstore.indexfiles.held import HeldBytes
 from carbonstore.indexfiles.snapshot_bounds import decode_bounds
+from carbonstore.indexfiles.snapshot_checks import pages_in_row_group_order
 from carbonstore.indexfiles.snapshot_datafiles import FILE_STRUCT, SnapshotDataFiles
 from carbonstore.indexfiles.snapshot_file import (
     CHUNKS_META,
@@ -337,20 +338,23 @@ class Snapshot(SnapshotDataFiles):
         r0, r1 = int(self.chunk_starts[k]), int(self.chunk_starts[k + 1])
         if t.num_rows != r1 - r0:
             raise ValueError(f"{t.num_rows} rows, not {r1 - r0}")
-        wanted: dict[str, _NP] = {}  # a section's columns share their counts: compared once made
-        for name in t.column_names:
+        wanted: dict[str, bytes | None] = {}  # a section's columns share their counts: made once
+        names = t.column_names
+        for name, col in zip(names, t.columns, strict=True):
             if section_of(name, self.version) != base:
                 raise ValueError(f"column {name} does not belong here")
-            arr = _one_chunk(t.column(name))
+            arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
             if not pa.types.is_list(arr.type) or arr.null_count:
                 raise ValueError(f"snapshot column {name} is not a list column without nulls")
-            offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
             lk = self._lens_key(name)
-            want = wanted.get(lk)
-            if want is None:
+            if lk in wanted:
+                want = wanted[lk]
+            else:  # the summary's offsets as the int32 bytes of a list column
                 full = self.offsets(name)[r0:r1 + 1]
-                want = wanted[lk] = full - full[0]
-            if not np.array_equal(offs if not offs[0] else offs - offs[0], want):
+                rel = full - full[0]
+                want = wanted[lk] = rel.astype(np.int32).tobytes() if int(rel[-1]) < 2**31 else None
+            offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
+            if want is None or (offs if not offs[0] else offs - offs[0]).tobytes() != want:
                 raise ValueError(f"snapshot column {name} does not match the summary's counts")
         if base == ROWS:
             rg_file = to_numpy(self._take_list(t, "rg_file")[0])
@@ -358,17 +362,11 @@ class Snapshot(SnapshotDataFiles):
             seg_files = np.repeat(self.bounds.num_files[r0:r1], np.diff(rg))
             if len(rg_file) and (rg_file.min() < 0 or bool((rg_file >= seg_files).any())):
                 raise ValueError("snapshot row groups point at files that are not in their segment")
-        elif base.endswith(":p") and f"{base[:-2]}:p_rg" in t.column_names:
-            p_rg = to_numpy(self._take_list(t, f"{base[:-2]}:p_rg")[0]).astype(np.int64)
+        elif base.endswith(":p") and f"{base[:-2]}:p_rg" in names:
+            p_rg = to_numpy(self._take_list(t, f"{base[:-2]}:p_rg")[0])
             pages = self.offsets(f"{base[:-2]}:p_rg")[r0:r1 + 1]
-            page_lens = np.diff(pages)
-            if len(p_rg):
-                seg_rgs = np.repeat(self.bounds.num_row_groups[r0:r1], page_lens)
-                first = np.zeros(len(p_rg), dtype=bool)
-                first[(np.cumsum(page_lens) - page_lens)[page_lens > 0]] = True
-                if (p_rg.min() < 0 or bool((p_rg >= seg_rgs).any())
-                        or bool((np.diff(p_rg) < 0)[~first[1:]].any())):
-                    raise ValueError(f"snapshot pages of {base} are not in row-group order")
+            if not pages_in_row_group_order(p_rg, np.diff(pages), self.offsets("rg_rows")[r0:r1 + 1]):
+                raise ValueError(f"snapshot pages of {base} are not in row-group order")
 
     @staticmethod
     def _take_list(t: pa.Table, column: str) -> tuple[pa.Array, int]:
