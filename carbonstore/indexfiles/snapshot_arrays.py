@@ -448,6 +448,29 @@ class SnapshotArrays(_Guarded):
     def gather(self, column: str) -> _NP:
         return self.snapshot.gather(column, self.rows)  # (a run of rows in one chunk: a view)
 
+    def rg_at(self, name: str, idx: npt.NDArray[np.intp]) -> _NP:
+        """``getattr(self, name)[idx]`` for ``rg_file`` / ``rg_index``: of a few row groups
+        of a large run (a scan's kept ones) taken at their flat positions alone, not
+        built for every row group of the run."""
+        idx = np.asarray(idx, dtype=np.intp)
+        if (name not in ("rg_file", "rg_index") or name in self.__dict__
+                or len(idx) * _SUBSET_SHARE > self.num_row_groups or self._fallback_arrays is not None):
+            return getattr(self, name)[idx]  # type: ignore[no-any-return]
+        last = self.__dict__.setdefault("_rg_at", {}).get(name)  # (a plan counts its kept
+        if last is not None and np.array_equal(last[0], idx):  # row groups' files, then
+            return last[1]  # reports them: the same ones)
+        try:
+            seg = self.rg_part[idx]
+            flat = self.snapshot.offsets(name)[self.rows[seg]] + (idx - self.seg_rg[seg])
+            got = take_flat(self.snapshot, name, flat)
+        except SnapshotSectionError:
+            return getattr(self, name)[idx]  # type: ignore[no-any-return]
+        if name == "rg_file":  # a file's index in the run: from its segment's first file's
+            got = (got.astype(np.int64) + self.file_runs()[1][seg]).astype(np.int32)
+        got.flags.writeable = False  # (kept: the next caller gets the same array)
+        self.__dict__["_rg_at"][name] = (idx.copy(), got)
+        return got
+
     def fallback_arrays(self) -> Any:
         """The same segments' arrays from their merge indexes (loaded once).
 

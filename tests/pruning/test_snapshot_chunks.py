@@ -211,3 +211,40 @@ def test_a_runs_page_counts_are_its_pages_per_row_group(generated: tuple[str, di
                 assert got.dtype == np.int64 and got.tolist() == want.tolist(), (rows, col.name)
                 seen += int(want.sum())
     assert seen
+
+
+def test_a_runs_kept_row_groups_files_and_ordinals_are_its_arrays(generated: tuple[str, dict[str, Any]],
+                                                                  small_chunks: None) -> None:
+    """The files and ordinals of a few row groups of a run, taken at their flat positions
+    alone (``rg_at``: a scan's kept row groups), equal the run's arrays at them - also for a
+    run selected from a larger one - and the run's arrays are then not built."""
+    import numpy as np
+
+    from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
+    from carbonstore.pruning.plan_files import rg_at
+
+    store, _ = generated
+    t = _table(store)
+    _clear_snapshots(t)
+    refresh_index_snapshot(t)
+    clear_cache()
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None
+    rng = np.random.default_rng(7)
+    every = np.arange(SEGMENTS, dtype=np.intp)
+    whole = SnapshotArrays(snap, every)
+    taken = alone = 0
+    for _ in range(30):
+        rows = np.sort(rng.choice(SEGMENTS, size=int(rng.integers(1, SEGMENTS + 1)), replace=False)).astype(np.intp)
+        for run, fresh in ((SnapshotArrays(snap, rows), SnapshotArrays(snap, rows)),
+                           (SnapshotArrays(snap, rows, within=(whole, rows)), SnapshotArrays(snap, rows))):
+            n = run.num_row_groups
+            idx = np.sort(rng.choice(n, size=int(rng.integers(0, max(1, n // 8) + 1)), replace=False)).astype(np.intp)
+            for name in ("rg_file", "rg_index"):
+                got = rg_at(run, name, idx)
+                assert got.dtype == np.int32 and got.tolist() == getattr(fresh, name)[idx].tolist(), (rows, idx, name)
+                taken += len(idx)
+            if len(idx) * 8 <= n:  # (few of the run's row groups: taken alone)
+                assert "rg_file" not in run.__dict__ and "rg_index" not in run.__dict__
+                alone += 1
+    assert taken and alone
