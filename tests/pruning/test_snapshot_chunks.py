@@ -248,3 +248,45 @@ def test_a_runs_kept_row_groups_files_and_ordinals_are_its_arrays(generated: tup
                 assert "rg_file" not in run.__dict__ and "rg_index" not in run.__dict__
                 alone += 1
     assert taken and alone
+
+
+def test_a_runs_unit_statistics_are_the_columns_values(generated: tuple[str, dict[str, Any]],
+                                                       small_chunks: None) -> None:
+    """UnitStats of a run's columns (row groups and pages, every kind) hold the columns'
+    values: the counts a kind has none of are zeros and units without a null flag are not
+    null - seen through read-only views of one value, not arrays per unit."""
+    import numpy as np
+
+    from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
+    from carbonstore.pruning.unit_stats import UnitStats
+    from carbonstore.pruning.units import value_kind
+
+    store, _ = generated
+    t = _table(store)
+    _clear_snapshots(t)
+    refresh_index_snapshot(t)
+    clear_cache()
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None
+    run = SnapshotArrays(snap, np.arange(SEGMENTS, dtype=np.intp))
+    kinds = set()
+    for col in run.columns:
+        ref = type("Ref", (), {"name": col.name, "type": t.schema.column(col.name).type})()
+        kind = value_kind(col, ref)
+        if kind is None:
+            continue
+        for stats, rows in ((col, run.rg_num_rows), (col.pages, col.pages.row_count)):
+            s = UnitStats.from_arrays(stats, rows, kind=kind)
+            n = len(rows)
+            assert s.lo_ok.tolist() == np.asarray(stats.has_min, bool).tolist()
+            assert s.null_count.tolist() == np.asarray(stats.null_count, np.int64).tolist()
+            want_nans = np.asarray(stats.nan_count, np.int64) if kind == "FLOAT64" else np.zeros(n, np.int64)
+            assert s.nan_count.tolist() == want_nans.tolist()
+            null = getattr(stats, "null_page", None)
+            assert s.null_unit.tolist() == (np.zeros(n, bool) if null is None else null).tolist()
+            if kind != "BYTES":
+                assert not s.hi_strict.any() and s.hi_ok.tolist() == np.asarray(stats.has_max, bool).tolist()
+            for a in (s.nan_count if kind != "FLOAT64" else None, s.hi_strict if kind != "BYTES" else None):
+                assert a is None or (not a.flags.writeable and a.strides == (0,))
+            kinds.add(kind)
+    assert {"INT64", "FLOAT64", "BYTES"} <= kinds
