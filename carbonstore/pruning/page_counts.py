@@ -44,8 +44,9 @@ def page_counts(
             kept_idx = np.flatnonzero(kept) if kept_idx is None else kept_idx  # alone, the
             sub = subset(kept_idx)  # others counted from the page list (no page layout of
             if sub is not None:  # every row group is built)
-                every = np.where(np.asarray(col.has_pages, dtype=bool), col.rg_page_counts(), 0)
-                of_all, of_kept = int(every.sum()), int(every[kept_idx].sum())
+                has, counts = np.asarray(col.has_pages, dtype=bool), col.rg_page_counts()
+                of_all = int(np.add.reduce(counts, where=has))  # (pages of row groups with pages)
+                of_kept = int(counts[kept_idx[has[kept_idx]]].sum())
                 total += of_all
                 in_dropped += of_all - of_kept
                 if vstart is None:
