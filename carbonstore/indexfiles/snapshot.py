@@ -492,9 +492,13 @@ class Snapshot(SnapshotDataFiles):
                 vals = self.chunk_ranges(column, k, offs[part[:1]] - base, offs[part[-1:] + 1] - base)
             elif len(part) <= _PART_RUNS:
                 vals = self.chunk_ranges(column, k, offs[part] - base, offs[part + 1] - base)
-            else:  # (a scan's many segments of the chunk: its array)
-                whole = self.chunk_values(column, k)
-                vals = None if whole is None else whole[flat_ranges(offs[part] - base, offs[part + 1] - base)]
+            else:  # (a scan's many segments of the chunk: its array; their positions kept
+                whole = self.chunk_values(column, k)  # per list length: a scan gathers a slot's
+                takes = self.__dict__.setdefault("_takes", {})  # statistics over the same ones)
+                got = takes.get((lk := self._lens_key(column), k))
+                if got is None or not np.array_equal(got[0], part):
+                    got = takes[(lk, k)] = (part.copy(), flat_ranges(offs[part] - base, offs[part + 1] - base))
+                vals = None if whole is None else whole[got[1]]
             if vals is not None:
                 parts.append(vals)
         if len(parts) == 1:

@@ -290,3 +290,36 @@ def test_a_runs_unit_statistics_are_the_columns_values(generated: tuple[str, dic
                 assert a is None or (not a.flags.writeable and a.strides == (0,))
             kinds.add(kind)
     assert {"INT64", "FLOAT64", "BYTES"} <= kinds
+
+
+def test_a_scans_gathers_over_many_segments_of_a_chunk_equal_the_flat_arrays(
+        generated: tuple[str, dict[str, Any]], small_chunks: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gathers of a chunk's many segments (here: every gather; a scan's at 100,000
+    segments) take their positions per list length once: columns of one length over the
+    same segments, then over others, then the first again, give the flat arrays' values."""
+    import numpy as np
+
+    from carbonstore.indexfiles import snapshot as snapshot_mod
+    from carbonstore.indexfiles.snapshot import flat_ranges
+
+    store, _ = generated
+    t = _table(store)
+    _clear_snapshots(t)
+    refresh_index_snapshot(t)
+    monkeypatch.setattr(snapshot_mod, "_PART_RUNS", 0)  # (never a few ranges decoded alone)
+    clear_cache()
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None
+    rng = np.random.default_rng(11)
+    picks = [np.sort(rng.choice(SEGMENTS, size=n, replace=False)).astype(np.intp) for n in (3, 9, 9, 15)]
+    picks.append(picks[0])
+    id_, v = _slot(t, "id"), _slot(t, "v")
+    columns = ["rg_rows", "rg_index", f"{id_}:min", f"{id_}:nulls", f"{v}:p_rows", f"{v}:p_max", f"{id_}:p_rg"]
+    for rows in picks:
+        for c in columns:
+            offs = snap.offsets(c)
+            got = snap.gather(c, rows).tolist()
+            whole = np.concatenate([snap.chunk_values(c, k) for k in range(snap.chunks)])
+            want = snap.widen(c, whole[flat_ranges(offs[rows], offs[rows + 1])]).tolist()
+            assert got == want, (c, rows)
+    assert snap.__dict__["_takes"]  # (the positions were kept)
