@@ -46,19 +46,10 @@ def take_flat(snap: Snapshot, column: str, idx: npt.NDArray[np.intp]) -> _NP:
     if not len(idx):
         got = snap.chunk_values(column, 0) if snap.chunks else None
         return snap.widen(column, got[:0]) if got is not None else np.zeros(0, dtype=np.int64)
-    firsts = snap.offsets(column)[snap.chunk_starts]
-    chunk = np.searchsorted(firsts, idx, side="right") - 1
-    cut = np.flatnonzero(np.diff(chunk)) + 1
     parts = []
-    few = len(idx) <= _FEW_VALUES  # (a scan's many positions: each chunk's array, no runs)
-    for first, part in zip([0, *cut.tolist()], np.split(idx, cut), strict=True):
-        k = int(chunk[first])
-        local = part - firsts[k]
-        breaks = np.flatnonzero(np.diff(local) != 1) + 1 if few else None
-        if breaks is not None and len(breaks) < _FEW_RUNS:  # a few runs (the pages of a
-            starts = local[np.concatenate([[0], breaks])]  # lookup's row groups): they may be
-            ends = local[np.concatenate([breaks - 1, [len(local) - 1]])] + 1  # decoded alone
-            vals = snap.chunk_ranges(column, k, starts, ends)  # (as stored: widened once taken)
+    for k, local, runs in _by_chunk(snap, column, idx):
+        if runs is not None:  # a few runs (the pages of a lookup's row groups): they may be
+            vals = snap.chunk_ranges(column, k, *runs)  # decoded alone (as stored: widened once taken)
         else:
             whole = snap.chunk_values(column, k)
             vals = None if whole is None else whole[local]
@@ -66,6 +57,32 @@ def take_flat(snap: Snapshot, column: str, idx: npt.NDArray[np.intp]) -> _NP:
             raise SnapshotSectionError(f"{snap.source.what}: chunk {k} has no {column}")
         parts.append(vals)
     return snap.widen(column, parts[0] if len(parts) == 1 else np.concatenate(parts))
+
+
+def _by_chunk(snap: Snapshot, column: str, idx: npt.NDArray[np.int64]) -> list[tuple[int, _NP, Any]]:
+    """Flat positions ``idx`` of ``column`` by chunk: (chunk, positions in it, its runs as
+    ``(starts, ends)`` when they are a few). The last split is kept per list length: the
+    statistics of a plan's pages are several columns taken at the same positions."""
+    offs = snap.offsets(column)
+    memo = snap.__dict__.setdefault("_flat_splits", {})
+    last = memo.get(id(offs))
+    if last is not None and last[0] is idx and last[1] is offs:
+        return last[2]  # type: ignore[no-any-return]
+    firsts = offs[snap.chunk_starts]
+    chunk = np.searchsorted(firsts, idx, side="right") - 1
+    cut = np.flatnonzero(np.diff(chunk)) + 1
+    few = len(idx) <= _FEW_VALUES  # (a scan's many positions: each chunk's array, no runs)
+    out = []
+    for first, part in zip([0, *cut.tolist()], np.split(idx, cut), strict=True):
+        k = int(chunk[first])
+        local = part - firsts[k]
+        runs = None
+        breaks = np.flatnonzero(np.diff(local) != 1) + 1 if few else None
+        if breaks is not None and len(breaks) < _FEW_RUNS:
+            runs = (local[np.concatenate([[0], breaks])], local[np.concatenate([breaks - 1, [len(local) - 1]])] + 1)
+        out.append((k, local, runs))
+    memo[id(offs)] = (idx, offs, out)
+    return out
 
 
 # ---- a run of segments as one index ---------------------------------------------------------
