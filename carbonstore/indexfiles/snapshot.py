@@ -183,7 +183,7 @@ class Snapshot(SnapshotDataFiles):
         self.group = to_numpy(layouts.indices).astype(np.int32, copy=False)
         self.group_slots = [[k for k in lay.split(",") if k] for lay in layouts.dictionary.to_pylist()]
         self._offsets: dict[str, _NP] = HeldBytes()
-        self._chunk_arrays: dict[tuple[str, int], tuple[pa.Array, _NP]] = {}
+        self._chunk_arrays: dict[tuple[str, int], pa.Array] = {}
         self._chunk_flat: dict[tuple[str, int], _NP] = HeldBytes()
         self._flat: dict[str, _NP] = HeldBytes()
         self._files: list[DataFile] | None = None
@@ -384,19 +384,16 @@ class Snapshot(SnapshotDataFiles):
         key = (column, k)
         got = self._chunk_arrays.get(key)
         if got is None:
-            offs = self.offsets(column)
-            r0, r1 = int(self.chunk_starts[k]), int(self.chunk_starts[k + 1])
             section = chunk_section(section_of(column, self.version), k)
-            if section not in self.source.sections and offs[r1] == offs[r0]:
-                return None  # no segment of the chunk has the column: no section written
-            t = self._section(section)
-            if column not in t.column_names:
+            if section not in self.source.sections or self._section(section).schema.get_field_index(column) < 0:
+                offs, r0, r1 = self.offsets(column), self.chunk_starts[k], self.chunk_starts[k + 1]
                 if offs[r1] == offs[r0]:
-                    return None
+                    return None  # no segment of the chunk has the column: no section written
+                self._section(section)  # (raises when the file has no such section)
                 self._found_damaged()
                 raise SnapshotSectionError(f"{self.source.what}: section {section} has no column {column}")
-            got = self._chunk_arrays[key] = (self._take_list(t, column)[0], offs[r0:r1 + 1] - offs[r0])
-        return got[0]
+            got = self._chunk_arrays[key] = self._take_list(self._section(section), column)[0]
+        return got
 
     # -- flat arrays ------------------------------------------------------------------------
     def _decode(self, column: str, arr: pa.Array) -> _NP:
