@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -42,10 +43,29 @@ def _default(obj: Any) -> Any:
 def print_json(obj: Any) -> None:
     import orjson  # ~3 ms; only commands that print JSON pay it
 
-    sys.stdout.write(
-        orjson.dumps(obj, default=_default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
-        + "\n"
-    )
+    data = orjson.dumps(obj, default=_default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    out = sys.stdout
+    raw = getattr(out, "buffer", None)
+    if raw is not None and os.linesep == "\n" and _utf8(getattr(out, "encoding", None)):
+        # orjson's bytes are the UTF-8 the text stream would write: handed over as they are
+        # (a scan's plan prints ~10 MB: decoding it, adding the newline and encoding it
+        # again were three copies of it)
+        out.flush()
+        raw.write(data)
+        raw.write(b"\n")
+        return
+    out.write(data.decode() + "\n")
+
+
+def _utf8(encoding: str | None) -> bool:
+    if not encoding:
+        return False
+    import codecs
+
+    try:
+        return codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        return False
 
 
 def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:

@@ -58,6 +58,7 @@ from carbonstore.indexfiles._gen.carbonindex.ttypes import ColumnDesc, DataFile,
 from carbonstore.indexfiles.arrays import BloomSource
 from carbonstore.indexfiles.held import HeldBytes
 from carbonstore.indexfiles.snapshot_bounds import decode_bounds
+from carbonstore.indexfiles.snapshot_checks import pages_in_row_group_order
 from carbonstore.indexfiles.snapshot_datafiles import FILE_STRUCT, SnapshotDataFiles
 from carbonstore.indexfiles.snapshot_file import (
     CHUNKS_META,
@@ -182,7 +183,7 @@ class Snapshot(SnapshotDataFiles):
         self.group = to_numpy(layouts.indices).astype(np.int32, copy=False)
         self.group_slots = [[k for k in lay.split(",") if k] for lay in layouts.dictionary.to_pylist()]
         self._offsets: dict[str, _NP] = HeldBytes()
-        self._chunk_arrays: dict[tuple[str, int], tuple[pa.Array, _NP]] = {}
+        self._chunk_arrays: dict[tuple[str, int], pa.Array] = {}
         self._chunk_flat: dict[tuple[str, int], _NP] = HeldBytes()
         self._flat: dict[str, _NP] = HeldBytes()
         self._files: list[DataFile] | None = None
@@ -337,20 +338,23 @@ class Snapshot(SnapshotDataFiles):
         r0, r1 = int(self.chunk_starts[k]), int(self.chunk_starts[k + 1])
         if t.num_rows != r1 - r0:
             raise ValueError(f"{t.num_rows} rows, not {r1 - r0}")
-        wanted: dict[str, _NP] = {}  # a section's columns share their counts: compared once made
-        for name in t.column_names:
+        wanted: dict[str, bytes | None] = {}  # a section's columns share their counts: made once
+        names = t.column_names
+        for name, col in zip(names, t.columns, strict=True):
             if section_of(name, self.version) != base:
                 raise ValueError(f"column {name} does not belong here")
-            arr = _one_chunk(t.column(name))
+            arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
             if not pa.types.is_list(arr.type) or arr.null_count:
                 raise ValueError(f"snapshot column {name} is not a list column without nulls")
-            offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
             lk = self._lens_key(name)
-            want = wanted.get(lk)
-            if want is None:
+            if lk in wanted:
+                want = wanted[lk]
+            else:  # the summary's offsets as the int32 bytes of a list column
                 full = self.offsets(name)[r0:r1 + 1]
-                want = wanted[lk] = full - full[0]
-            if not np.array_equal(offs if not offs[0] else offs - offs[0], want):
+                rel = full - full[0]
+                want = wanted[lk] = rel.astype(np.int32).tobytes() if int(rel[-1]) < 2**31 else None
+            offs = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=4 * arr.offset)
+            if want is None or (offs if not offs[0] else offs - offs[0]).tobytes() != want:
                 raise ValueError(f"snapshot column {name} does not match the summary's counts")
         if base == ROWS:
             rg_file = to_numpy(self._take_list(t, "rg_file")[0])
@@ -358,17 +362,11 @@ class Snapshot(SnapshotDataFiles):
             seg_files = np.repeat(self.bounds.num_files[r0:r1], np.diff(rg))
             if len(rg_file) and (rg_file.min() < 0 or bool((rg_file >= seg_files).any())):
                 raise ValueError("snapshot row groups point at files that are not in their segment")
-        elif base.endswith(":p") and f"{base[:-2]}:p_rg" in t.column_names:
-            p_rg = to_numpy(self._take_list(t, f"{base[:-2]}:p_rg")[0]).astype(np.int64)
+        elif base.endswith(":p") and f"{base[:-2]}:p_rg" in names:
+            p_rg = to_numpy(self._take_list(t, f"{base[:-2]}:p_rg")[0])
             pages = self.offsets(f"{base[:-2]}:p_rg")[r0:r1 + 1]
-            page_lens = np.diff(pages)
-            if len(p_rg):
-                seg_rgs = np.repeat(self.bounds.num_row_groups[r0:r1], page_lens)
-                first = np.zeros(len(p_rg), dtype=bool)
-                first[(np.cumsum(page_lens) - page_lens)[page_lens > 0]] = True
-                if (p_rg.min() < 0 or bool((p_rg >= seg_rgs).any())
-                        or bool((np.diff(p_rg) < 0)[~first[1:]].any())):
-                    raise ValueError(f"snapshot pages of {base} are not in row-group order")
+            if not pages_in_row_group_order(p_rg, np.diff(pages), self.offsets("rg_rows")[r0:r1 + 1]):
+                raise ValueError(f"snapshot pages of {base} are not in row-group order")
 
     @staticmethod
     def _take_list(t: pa.Table, column: str) -> tuple[pa.Array, int]:
@@ -386,19 +384,16 @@ class Snapshot(SnapshotDataFiles):
         key = (column, k)
         got = self._chunk_arrays.get(key)
         if got is None:
-            offs = self.offsets(column)
-            r0, r1 = int(self.chunk_starts[k]), int(self.chunk_starts[k + 1])
             section = chunk_section(section_of(column, self.version), k)
-            if section not in self.source.sections and offs[r1] == offs[r0]:
-                return None  # no segment of the chunk has the column: no section written
-            t = self._section(section)
-            if column not in t.column_names:
+            if section not in self.source.sections or self._section(section).schema.get_field_index(column) < 0:
+                offs, r0, r1 = self.offsets(column), self.chunk_starts[k], self.chunk_starts[k + 1]
                 if offs[r1] == offs[r0]:
-                    return None
+                    return None  # no segment of the chunk has the column: no section written
+                self._section(section)  # (raises when the file has no such section)
                 self._found_damaged()
                 raise SnapshotSectionError(f"{self.source.what}: section {section} has no column {column}")
-            got = self._chunk_arrays[key] = (self._take_list(t, column)[0], offs[r0:r1 + 1] - offs[r0])
-        return got[0]
+            got = self._chunk_arrays[key] = self._take_list(self._section(section), column)[0]
+        return got
 
     # -- flat arrays ------------------------------------------------------------------------
     def _decode(self, column: str, arr: pa.Array) -> _NP:
@@ -494,9 +489,13 @@ class Snapshot(SnapshotDataFiles):
                 vals = self.chunk_ranges(column, k, offs[part[:1]] - base, offs[part[-1:] + 1] - base)
             elif len(part) <= _PART_RUNS:
                 vals = self.chunk_ranges(column, k, offs[part] - base, offs[part + 1] - base)
-            else:  # (a scan's many segments of the chunk: its array)
-                whole = self.chunk_values(column, k)
-                vals = None if whole is None else whole[flat_ranges(offs[part] - base, offs[part + 1] - base)]
+            else:  # (a scan's many segments of the chunk: its array; their positions kept
+                whole = self.chunk_values(column, k)  # per list length: a scan gathers a slot's
+                takes = self.__dict__.setdefault("_takes", {})  # statistics over the same ones)
+                got = takes.get((lk := self._lens_key(column), k))
+                if got is None or not np.array_equal(got[0], part):
+                    got = takes[(lk, k)] = (part.copy(), flat_ranges(offs[part] - base, offs[part + 1] - base))
+                vals = None if whole is None else whole[got[1]]
             if vals is not None:
                 parts.append(vals)
         if len(parts) == 1:

@@ -46,19 +46,10 @@ def take_flat(snap: Snapshot, column: str, idx: npt.NDArray[np.intp]) -> _NP:
     if not len(idx):
         got = snap.chunk_values(column, 0) if snap.chunks else None
         return snap.widen(column, got[:0]) if got is not None else np.zeros(0, dtype=np.int64)
-    firsts = snap.offsets(column)[snap.chunk_starts]
-    chunk = np.searchsorted(firsts, idx, side="right") - 1
-    cut = np.flatnonzero(np.diff(chunk)) + 1
     parts = []
-    few = len(idx) <= _FEW_VALUES  # (a scan's many positions: each chunk's array, no runs)
-    for first, part in zip([0, *cut.tolist()], np.split(idx, cut), strict=True):
-        k = int(chunk[first])
-        local = part - firsts[k]
-        breaks = np.flatnonzero(np.diff(local) != 1) + 1 if few else None
-        if breaks is not None and len(breaks) < _FEW_RUNS:  # a few runs (the pages of a
-            starts = local[np.concatenate([[0], breaks])]  # lookup's row groups): they may be
-            ends = local[np.concatenate([breaks - 1, [len(local) - 1]])] + 1  # decoded alone
-            vals = snap.chunk_ranges(column, k, starts, ends)  # (as stored: widened once taken)
+    for k, local, runs in _by_chunk(snap, column, idx):
+        if runs is not None:  # a few runs (the pages of a lookup's row groups): they may be
+            vals = snap.chunk_ranges(column, k, *runs)  # decoded alone (as stored: widened once taken)
         else:
             whole = snap.chunk_values(column, k)
             vals = None if whole is None else whole[local]
@@ -66,6 +57,32 @@ def take_flat(snap: Snapshot, column: str, idx: npt.NDArray[np.intp]) -> _NP:
             raise SnapshotSectionError(f"{snap.source.what}: chunk {k} has no {column}")
         parts.append(vals)
     return snap.widen(column, parts[0] if len(parts) == 1 else np.concatenate(parts))
+
+
+def _by_chunk(snap: Snapshot, column: str, idx: npt.NDArray[np.int64]) -> list[tuple[int, _NP, Any]]:
+    """Flat positions ``idx`` of ``column`` by chunk: (chunk, positions in it, its runs as
+    ``(starts, ends)`` when they are a few). The last split is kept per list length: the
+    statistics of a plan's pages are several columns taken at the same positions."""
+    offs = snap.offsets(column)
+    memo = snap.__dict__.setdefault("_flat_splits", {})
+    last = memo.get(id(offs))
+    if last is not None and last[0] is idx and last[1] is offs:
+        return last[2]  # type: ignore[no-any-return]
+    firsts = offs[snap.chunk_starts]
+    chunk = np.searchsorted(firsts, idx, side="right") - 1
+    cut = np.flatnonzero(np.diff(chunk)) + 1
+    few = len(idx) <= _FEW_VALUES  # (a scan's many positions: each chunk's array, no runs)
+    out = []
+    for first, part in zip([0, *cut.tolist()], np.split(idx, cut), strict=True):
+        k = int(chunk[first])
+        local = part - firsts[k]
+        runs = None
+        breaks = np.flatnonzero(np.diff(local) != 1) + 1 if few else None
+        if breaks is not None and len(breaks) < _FEW_RUNS:
+            runs = (local[np.concatenate([[0], breaks])], local[np.concatenate([breaks - 1, [len(local) - 1]])] + 1)
+        out.append((k, local, runs))
+    memo[id(offs)] = (idx, offs, out)
+    return out
 
 
 # ---- a run of segments as one index ---------------------------------------------------------
@@ -82,6 +99,7 @@ class SnapshotFiles(Sequence[DataFile]):
         self._indices = np.asarray(indices, dtype=np.intp)  # (an array: no Python int per file)
         self._fallback_fn = fallback
         self._fallback: Sequence[DataFile] | None = None
+        self._last_paths: tuple[npt.NDArray[np.intp], list[str]] | None = None
 
     def _merged(self) -> Sequence[DataFile] | None:
         if self._fallback is None and self._fallback_fn is not None:
@@ -122,13 +140,22 @@ class SnapshotFiles(Sequence[DataFile]):
                     raise
 
     def paths(self, positions: Sequence[int]) -> list[str]:
-        """The paths of the files at ``positions`` (no DataFile built)."""
+        """The paths of the files at ``positions`` (no DataFile built). The last answer is
+        kept: a partitioned table's plan asks for its files' paths, then for the kept ones'
+        (the same files when its partitions drop none of them)."""
         if self._fallback is None:
+            at = np.asarray(positions, dtype=np.intp)
+            last = self._last_paths
+            if last is not None and np.array_equal(last[0], at):
+                return list(last[1])
             try:
-                return self._snap.file_paths(self._indices[np.asarray(positions, dtype=np.intp)].tolist())
+                got = self._snap.file_paths(self._indices[at].tolist())
             except SnapshotSectionError:
                 if self._merged() is None:
                     raise
+            else:
+                self._last_paths = (at, got)
+                return list(got)
         merged = self._merged()
         assert merged is not None
         return [merged[p].path for p in positions]
@@ -276,11 +303,33 @@ class _SnapColumn(_Guarded):
         got = self.__dict__.get("_rg_page_counts")
         if got is None:
             owner = self.owner
-            offs = owner.snapshot.offsets(f"{self.key}:p_rg")
-            lens = offs[owner.rows + 1] - offs[owner.rows]
-            glob = owner.gather(f"{self.key}:p_rg").astype(np.int64) + np.repeat(owner.seg_rg[:-1], lens)
-            n = owner.num_row_groups
-            got = self.__dict__["_rg_page_counts"] = np.bincount(glob, minlength=n)[:n].astype(np.int64)
+            snap, rows, seg_rg = owner.snapshot, owner.rows, owner.seg_rg
+            column = f"{self.key}:p_rg"
+            offs = snap.offsets(column)
+            got = np.zeros(owner.num_row_groups, dtype=np.int64)
+            # a chunk's segments at a time: each page's row group numbered within them, then
+            # counted (no array over every page of the run, and small temporaries)
+            chunk = snap.chunk_of(rows)
+            cuts = [0, *(np.flatnonzero(np.diff(chunk)) + 1).tolist(), len(rows)]
+            for a, b in zip(cuts, cuts[1:], strict=False):
+                part = rows[a:b]
+                r0, r1 = int(seg_rg[a]), int(seg_rg[b])
+                lo, hi = offs[part], offs[part + 1]
+                if r1 == r0 or int(hi[-1]) == int(lo[0]):
+                    continue  # (no row group, or no page: none counted)
+                k = int(chunk[a])
+                vals = snap.chunk_values(column, k)  # each page's row group in its segment
+                if vals is None:
+                    raise SnapshotSectionError(f"{snap.source.what}: chunk {k} has no {column}")
+                base = int(offs[snap.chunk_starts[k]])
+                if int(part[-1]) - int(part[0]) == b - a - 1:  # a run of the chunk's segments
+                    vals = vals[int(lo[0]) - base:int(hi[-1]) - base]
+                else:
+                    vals = vals[flat_ranges(lo - base, hi - base)]
+                glob = np.repeat(seg_rg[a:b] - r0, hi - lo)
+                glob += vals
+                got[r0:r1] = np.bincount(glob, minlength=r1 - r0)[:r1 - r0]
+            self.__dict__["_rg_page_counts"] = got
         return got  # type: ignore[no-any-return]
 
     def page_subset(self, rgs: npt.NDArray[np.intp]) -> _SubsetColumn | None:
@@ -297,9 +346,9 @@ class _SnapColumn(_Guarded):
             return last[1]  # dropped by the page level), read once
         try:
             counts = self.rg_page_counts()
-            starts = np.concatenate([[0], np.cumsum(counts)])
             c = counts[rgs]
-            idx = flat_ranges(starts[rgs], starts[rgs] + c)  # in the run's flat page list
+            first = np.cumsum(counts)[rgs] - c  # in the run's flat page list
+            idx = flat_ranges(first, first + c)
             offs = owner.snapshot.offsets(f"{self.key}:p_rg")
             lens = offs[owner.rows + 1] - offs[owner.rows]
             run_first = np.concatenate([[0], np.cumsum(lens)])
@@ -339,9 +388,10 @@ class _SnapColumn(_Guarded):
             owner = self.owner
             if not owner.snapshot.segments_with_bloom(self.key)[owner.rows].any():
                 # the summary: no row group of the run has a bitset (the bloom references,
-                # a section of their own since format 8, are not read)
-                return (np.full(owner.num_row_groups, -1, np.int64) if name == "bloom_offset"
-                        else np.zeros(owner.num_row_groups, np.int32))
+                # a section of their own since format 8, are not read); one value seen as
+                # the run's array (read-only: a scan's million row groups hold no memory)
+                return np.broadcast_to(np.int64(-1) if name == "bloom_offset" else np.int32(0),
+                                       (owner.num_row_groups,))
         if name in ("has_pages", "boundary_order", "bloom_offset", "bloom_length"):
             suffix = next(s for s, (attr, _) in COL_COLUMNS.items() if attr == name)
             values = self.owner.gather(f"{self.key}:{suffix}")
@@ -414,6 +464,29 @@ class SnapshotArrays(_Guarded):
 
     def gather(self, column: str) -> _NP:
         return self.snapshot.gather(column, self.rows)  # (a run of rows in one chunk: a view)
+
+    def rg_at(self, name: str, idx: npt.NDArray[np.intp]) -> _NP:
+        """``getattr(self, name)[idx]`` for ``rg_file`` / ``rg_index``: of a few row groups
+        of a large run (a scan's kept ones) taken at their flat positions alone, not
+        built for every row group of the run."""
+        idx = np.asarray(idx, dtype=np.intp)
+        if (name not in ("rg_file", "rg_index") or name in self.__dict__
+                or len(idx) * _SUBSET_SHARE > self.num_row_groups or self._fallback_arrays is not None):
+            return getattr(self, name)[idx]  # type: ignore[no-any-return]
+        last = self.__dict__.setdefault("_rg_at", {}).get(name)  # (a plan counts its kept
+        if last is not None and np.array_equal(last[0], idx):  # row groups' files, then
+            return last[1]  # reports them: the same ones)
+        try:
+            seg = self.rg_part[idx]
+            flat = self.snapshot.offsets(name)[self.rows[seg]] + (idx - self.seg_rg[seg])
+            got = take_flat(self.snapshot, name, flat)
+        except SnapshotSectionError:
+            return getattr(self, name)[idx]  # type: ignore[no-any-return]
+        if name == "rg_file":  # a file's index in the run: from its segment's first file's
+            got = (got.astype(np.int64) + self.file_runs()[1][seg]).astype(np.int32)
+        got.flags.writeable = False  # (kept: the next caller gets the same array)
+        self.__dict__["_rg_at"][name] = (idx.copy(), got)
+        return got
 
     def fallback_arrays(self) -> Any:
         """The same segments' arrays from their merge indexes (loaded once).

@@ -28,7 +28,7 @@ def page_counts(
     """
     n = arrays.num_row_groups
     kept = plan.kept[lo:hi]
-    rows = arrays.rg_num_rows.astype(np.int64)
+    rows = np.asarray(arrays.rg_num_rows, dtype=np.int64)
     r0, r1 = np.searchsorted(plan.range_group, [lo, hi])
     local = plan.range_group[r0:r1] - lo
     ranges = plan.range_rows[r0:r1]
@@ -44,9 +44,11 @@ def page_counts(
             kept_idx = np.flatnonzero(kept) if kept_idx is None else kept_idx  # alone, the
             sub = subset(kept_idx)  # others counted from the page list (no page layout of
             if sub is not None:  # every row group is built)
-                every = np.where(np.asarray(col.has_pages, dtype=bool), col.rg_page_counts(), 0)
-                total += int(every.sum())
-                in_dropped += int(every[~kept].sum())
+                has, counts = np.asarray(col.has_pages, dtype=bool), col.rg_page_counts()
+                of_all = int(np.add.reduce(counts, where=has))  # (pages of row groups with pages)
+                of_kept = int(counts[kept_idx[has[kept_idx]]].sum())
+                total += of_all
+                in_dropped += of_all - of_kept
                 if vstart is None:
                     vstart = np.concatenate([[0], np.cumsum(rows)])
                     rs = vstart[local] + ranges[:, 0]

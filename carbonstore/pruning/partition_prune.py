@@ -90,8 +90,11 @@ def partition_masks(
     lost = specs.parse(entries, list({id(e): si for si, e in entries.items()}.values()))
     if not lost and not any(_names_any(spec, refs) for spec in specs.seen()):
         return None
-    # (spec, removed partitions or None) -> [(part, unit file, path)]
-    groups: dict[tuple[PartitionSpec, Any], list[tuple[int, int, str]]] = {}
+    # (spec, removed partitions or None) -> [(part, its unit files, their paths)]: a
+    # segment's files share its group, found once per distinct entry object (readable
+    # entries share one per distinct extra), not once per file
+    groups: dict[tuple[PartitionSpec, Any], list[tuple[int, npt.NDArray[np.intp], list[str]]]] = {}
+    group_of: dict[int, tuple[PartitionSpec, Any]] = {}
     part_keep: list[Mask] = []
     pair_index: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
     for pi, arrays in enumerate(parts):
@@ -100,28 +103,43 @@ def partition_masks(
         uniq, inverse = np.unique(pairs, return_inverse=True)
         pair_index.append((uniq, np.asarray(inverse).reshape(-1)))
         part_keep.append(np.ones(len(uniq), dtype=bool))
-        seg_of, file_of = (uniq >> 32).tolist(), (uniq & 0xFFFFFFFF).tolist()
-        paths = _paths(arrays.files, file_of)
-        for k, (si, path) in enumerate(zip(seg_of, paths, strict=True)):
+        seg_of = uniq >> 32
+        paths = [p or "" for p in _paths(arrays.files, (uniq & 0xFFFFFFFF).tolist())]
+        starts = np.flatnonzero(np.concatenate([[True], seg_of[1:] != seg_of[:-1]])) if len(uniq) else \
+            np.zeros(0, np.intp)  # each segment's files: a run of uniq (sorted)
+        keys = []
+        for si in seg_of[starts].tolist():
             e = entries[si]
-            gone = frozenset(removed_partitions(e)) if REMOVED_KEY in e.extra else None
-            groups.setdefault((specs.of(e), gone), []).append((pi, k, path or ""))
+            key = group_of.get(id(e))
+            if key is None:
+                gone = frozenset(removed_partitions(e)) if REMOVED_KEY in e.extra else None
+                key = group_of[id(e)] = (specs.of(e), gone)
+            keys.append(key)
+        if len({id(k) for k in keys}) == 1:  # one group (the usual): every file of the part
+            groups.setdefault(keys[0], []).append((pi, np.arange(len(uniq), dtype=np.intp), paths))
+            continue
+        ends = [*starts[1:].tolist(), len(uniq)]
+        for key, a, b in zip(keys, starts.tolist(), ends, strict=True):
+            groups.setdefault(key, []).append((pi, np.arange(a, b, dtype=np.intp), paths[a:b]))
     dropped = 0
-    for (spec, gone), files in groups.items():
-        # the folder decides, except for bucketed files (their bucket is in the file name)
-        folders = ([p for _, _, p in files] if spec.bucket_number
-                   else [_folder_file(p) for _, _, p in files])
-        distinct = list(dict.fromkeys(folders))
-        at = {f: i for i, f in enumerate(distinct)}
+    for (spec, gone), runs in groups.items():
+        paths = [p for _, _, ps in runs for p in ps] if len(runs) > 1 else runs[0][2]
+        # the folder decides, except for bucketed files (their bucket is in the file name);
+        # each distinct folder is parsed and evaluated once
+        folders = paths if spec.bucket_number else [p.rpartition("/")[0] for p in paths]
+        at = {f: i for i, f in enumerate(dict.fromkeys(folders))}
+        distinct = list(at) if spec.bucket_number else [_folder_file(f"{f}/") for f in at]
         keep_f = np.ones(len(distinct), dtype=bool)
         if gone:
             keep_f &= np.array([partition_of(f) not in gone for f in distinct], dtype=bool)
         if not spec.is_empty:
             keep_f &= _evaluate(expr, spec, _keys(spec, distinct))
-        keep = keep_f[np.array([at[f] for f in folders], dtype=np.intp)]
-        for (pi, k, _), ok in zip(files, keep.tolist(), strict=True):
-            if not ok:
-                part_keep[pi][k] = False
+        keep = keep_f[np.fromiter(map(at.__getitem__, folders), dtype=np.intp, count=len(folders))]
+        done = 0
+        for pi, ks, ps in runs:
+            mine = keep[done:done + len(ps)]
+            part_keep[pi][ks[~mine]] = False
+            done += len(ps)
         dropped += int((~keep).sum())
     masks = [keep[inv] for keep, (_, inv) in zip(part_keep, pair_index, strict=True)]
     return PartitionMasks(masks=masks, files_dropped=dropped)

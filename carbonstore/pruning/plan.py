@@ -49,7 +49,7 @@ from carbonstore.pruning.cache import driver_cache
 from carbonstore.pruning.dictionary_rewrite import dictionary_safe
 from carbonstore.pruning.page_counts import page_counts
 from carbonstore.pruning.partition_prune import partition_masks
-from carbonstore.pruning.plan_files import SegDirs, file_json, file_plans, marked
+from carbonstore.pruning.plan_files import SegDirs, file_json, file_plans, marked, rg_at
 from carbonstore.pruning.plan_types import (
     LEVELS,
     DeferredFiles,
@@ -260,7 +260,7 @@ def _assemble(
             lo, hi = np.searchsorted(plan.part, [pi, pi + 1])
             kept = np.flatnonzero(plan.kept[lo:hi])
             if len(kept):  # files in ascending order; a file's row groups share its segment
-                first = _first_of_each(arrays.rg_file[kept])
+                first = _first_of_each(rg_at(arrays, "rg_file", kept))
                 file_segs.append(rg_seg[pi][kept[first]])
                 kept_files += len(first)
                 kept_rgs += len(kept)

@@ -19,7 +19,7 @@ from carbonstore.store.paths import segment_dir_name
 from carbonstore.store.readable import ReadableEntries
 from carbonstore.store.records import replace
 
-__all__ = ["SegDirs", "delta_map", "file_json", "file_plans", "marked"]
+__all__ = ["SegDirs", "delta_map", "file_json", "file_plans", "marked", "rg_at"]
 
 
 def delta_map(entries: Sequence[Any]) -> dict[str, dict[str, Any]]:
@@ -145,14 +145,13 @@ def _files_json_into(
         kept = np.flatnonzero(plan.kept[lo:hi])
         if not len(kept):
             continue
-        files = arrays.rg_file[kept]
+        files = rg_at(arrays, "rg_file", kept)
         order = np.argsort(files, kind="stable")  # by file; a file's row groups in plan order
         kept, files = kept[order], files[order]
         glob = kept + lo
         r_lo = np.searchsorted(plan.range_group, glob, side="left").tolist()
         r_hi = np.searchsorted(plan.range_group, glob, side="right").tolist()
-        rgs = [{"index": index, "num_rows": num_rows, "row_ranges": ranges[a:e]} for index, num_rows, a, e in zip(
-            arrays.rg_index[kept].tolist(), arrays.rg_num_rows[kept].tolist(), r_lo, r_hi, strict=True)]
+        index, num_rows = rg_at(arrays, "rg_index", kept).tolist(), arrays.rg_num_rows[kept].tolist()
         cut = np.flatnonzero(files[1:] != files[:-1]) + 1
         starts = np.concatenate([[0], cut])
         of_paths = getattr(arrays.files, "paths", None)
@@ -161,10 +160,13 @@ def _files_json_into(
         segs = take(rg_seg[pi][kept[starts]]) if take is not None else [  # (in one pass: ViewColumn.take)
             names[i] for i in rg_seg[pi][kept[starts]].tolist()]  # (a snapshot unit: paths, no DataFile)
         full = seg_dir.join(segs, paths)
-        if len(starts) == len(kept):  # one kept row group per file (the usual): no slicing
-            part = [{"segment": sid, "path": path, "row_groups": [rg]}
-                    for sid, path, rg in zip(segs, full, rgs, strict=True)]
+        if len(starts) == len(kept):  # one kept row group per file (the usual): built in one pass
+            part = [{"segment": sid, "path": path,
+                     "row_groups": [{"index": i, "num_rows": n, "row_ranges": ranges[a:e]}]}
+                    for sid, path, i, n, a, e in zip(segs, full, index, num_rows, r_lo, r_hi, strict=True)]
         else:
+            rgs = [{"index": i, "num_rows": n, "row_ranges": ranges[a:e]}
+                   for i, n, a, e in zip(index, num_rows, r_lo, r_hi, strict=True)]
             bounds = [*starts.tolist(), len(kept)]
             part = [{"segment": sid, "path": path, "row_groups": rgs[bounds[j]:bounds[j + 1]]}
                     for j, (sid, path) in enumerate(zip(segs, full, strict=True))]
@@ -174,6 +176,12 @@ def _files_json_into(
                 if got is not None:
                     d["delete_delta"], d["deleted_rows"] = got
         out.extend(part)
+
+
+def rg_at(arrays: Any, name: str, idx: npt.NDArray[np.intp]) -> npt.NDArray[Any]:
+    """``getattr(arrays, name)[idx]`` (of a snapshot run: the kept row groups' values alone)."""
+    at = getattr(arrays, "rg_at", None)
+    return at(name, idx) if at is not None else getattr(arrays, name)[idx]  # type: ignore[no-any-return]
 
 
 _SEG_DIRS: dict[tuple[str, str], str] = {}  # (table root, segment id) -> relative folder

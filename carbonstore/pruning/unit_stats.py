@@ -106,11 +106,12 @@ class UnitStats(Frozen, kw_only=True):
     def _from_arrays(cls, stats: Any, num_rows: NP, *, kind: str) -> UnitStats:
         n = len(num_rows)
         lo, hi = stats.min, stats.max
-        lo_ok = np.asarray(stats.has_min, dtype=bool).copy()
-        hi_ok = np.asarray(stats.has_max, dtype=bool).copy()
-        hi_strict = np.zeros(n, dtype=bool)
+        lo_ok = np.asarray(stats.has_min, dtype=bool)  # (read only: the arrays' own)
+        hi_ok = np.asarray(stats.has_max, dtype=bool)
+        hi_strict = np.broadcast_to(np.False_, (n,))
         floating = kind == "FLOAT64"
         if kind == "BYTES":
+            hi_ok = hi_ok.copy()  # (inexact maxima without a successor are dropped below)
             inexact = hi_ok & ~np.asarray(stats.max_exact, dtype=bool)
             if inexact.any():
                 every = bool(inexact.all())
@@ -127,12 +128,13 @@ class UnitStats(Frozen, kw_only=True):
                     hi[idx] = put
                 hi_strict = inexact & hi_ok
         null_unit = getattr(stats, "null_page", None)
-        if null_unit is None:
-            null_unit = np.zeros(n, dtype=bool)
+        if null_unit is None:  # (statistics are read only: one value seen as every unit's)
+            null_unit = np.broadcast_to(np.False_, (n,))
         return cls(
             floating=floating, lo=lo, hi=hi, lo_ok=lo_ok, hi_ok=hi_ok, hi_strict=hi_strict,
             null_count=np.asarray(stats.null_count, dtype=np.int64),
-            nan_count=np.asarray(stats.nan_count, dtype=np.int64) if floating else np.zeros(n, np.int64),
+            nan_count=(np.asarray(stats.nan_count, dtype=np.int64) if floating
+                       else np.broadcast_to(np.int64(0), (n,))),
             num_rows=np.asarray(num_rows, dtype=np.int64), null_unit=np.asarray(null_unit, dtype=bool),
         )
 

@@ -115,9 +115,9 @@ class RowGroupUnits:
         if len(self.parts) == 1:  # one part (a plan's usual unit): its own numbering
             n = self.parts[0].num_row_groups
             self.start = np.array([0, n], dtype=np.int64)
-            self.part = np.zeros(n, dtype=np.int32)
+            self.part = np.broadcast_to(np.int32(0), (n,))  # (read only: no array of zeros)
             self.local = np.arange(n, dtype=np.int32)
-            self.num_rows = np.asarray(self.parts[0].rg_num_rows).astype(np.int64)
+            self.num_rows = np.asarray(self.parts[0].rg_num_rows, dtype=np.int64)  # (no copy: read only)
             return
         sizes = [p.num_row_groups for p in self.parts]
         self.start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)

@@ -192,3 +192,152 @@ def test_bloom_rows_are_the_segments_bloom_dir_finds(generated: tuple[str, dict[
             want = [snap.bloom_dir(int(r), name) is not None and int(snap.bloom_base[r]) >= 0 for r in rows]
             assert snap.bloom_rows(rows, name).tolist() == want, name
     assert any(snap.bloom_rows(np.arange(snap.size, dtype=np.intp), n).any() for n in names)
+
+
+def test_a_runs_page_counts_are_its_pages_per_row_group(generated: tuple[str, dict[str, Any]],
+                                                        small_chunks: None) -> None:
+    """A run's pages per row group, counted a chunk at a time, equal those of the table-wide
+    page list (each page's row group numbered in the run, then counted), for runs of every
+    shape: one segment, scattered ones, runs across chunk borders, every segment."""
+    import numpy as np
+
+    from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
+
+    store, _ = generated
+    t = _table(store)
+    _clear_snapshots(t)
+    refresh_index_snapshot(t)
+    clear_cache()
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None
+    rng = np.random.default_rng(5)
+    picks = [np.sort(rng.choice(SEGMENTS, size=n, replace=False)) for n in (1, 2, 3, 5, 9, 14)]
+    picks += [np.arange(SEGMENTS), np.arange(CHUNK - 1, 2 * CHUNK + 2), np.array([0, CHUNK, 2 * CHUNK + 1])]
+    seen = 0
+    for rows in picks:
+        groups = snap.group[rows]
+        for g in np.flatnonzero(np.bincount(groups)).tolist():
+            run = SnapshotArrays(snap, rows[groups == g].astype(np.intp))
+            for col in run.columns:
+                offs = snap.offsets(f"{col.key}:p_rg")
+                flat = snap.values(f"{col.key}:p_rg").astype(np.int64)
+                lens = offs[run.rows + 1] - offs[run.rows]
+                glob = np.concatenate([flat[offs[r]:offs[r + 1]] for r in run.rows.tolist()]) + np.repeat(
+                    run.seg_rg[:-1], lens)
+                want = np.bincount(glob, minlength=run.num_row_groups)[:run.num_row_groups]
+                got = col.rg_page_counts()
+                assert got.dtype == np.int64 and got.tolist() == want.tolist(), (rows, col.name)
+                seen += int(want.sum())
+    assert seen
+
+
+def test_a_runs_kept_row_groups_files_and_ordinals_are_its_arrays(generated: tuple[str, dict[str, Any]],
+                                                                  small_chunks: None) -> None:
+    """The files and ordinals of a few row groups of a run, taken at their flat positions
+    alone (``rg_at``: a scan's kept row groups), equal the run's arrays at them - also for a
+    run selected from a larger one - and the run's arrays are then not built."""
+    import numpy as np
+
+    from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
+    from carbonstore.pruning.plan_files import rg_at
+
+    store, _ = generated
+    t = _table(store)
+    _clear_snapshots(t)
+    refresh_index_snapshot(t)
+    clear_cache()
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None
+    rng = np.random.default_rng(7)
+    every = np.arange(SEGMENTS, dtype=np.intp)
+    whole = SnapshotArrays(snap, every)
+    taken = alone = 0
+    for _ in range(30):
+        rows = np.sort(rng.choice(SEGMENTS, size=int(rng.integers(1, SEGMENTS + 1)), replace=False)).astype(np.intp)
+        for run, fresh in ((SnapshotArrays(snap, rows), SnapshotArrays(snap, rows)),
+                           (SnapshotArrays(snap, rows, within=(whole, rows)), SnapshotArrays(snap, rows))):
+            n = run.num_row_groups
+            idx = np.sort(rng.choice(n, size=int(rng.integers(0, max(1, n // 8) + 1)), replace=False)).astype(np.intp)
+            for name in ("rg_file", "rg_index"):
+                got = rg_at(run, name, idx)
+                assert got.dtype == np.int32 and got.tolist() == getattr(fresh, name)[idx].tolist(), (rows, idx, name)
+                taken += len(idx)
+            if len(idx) * 8 <= n:  # (few of the run's row groups: taken alone)
+                assert "rg_file" not in run.__dict__ and "rg_index" not in run.__dict__
+                alone += 1
+    assert taken and alone
+
+
+def test_a_runs_unit_statistics_are_the_columns_values(generated: tuple[str, dict[str, Any]],
+                                                       small_chunks: None) -> None:
+    """UnitStats of a run's columns (row groups and pages, every kind) hold the columns'
+    values: the counts a kind has none of are zeros and units without a null flag are not
+    null - seen through read-only views of one value, not arrays per unit."""
+    import numpy as np
+
+    from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
+    from carbonstore.pruning.unit_stats import UnitStats
+    from carbonstore.pruning.units import value_kind
+
+    store, _ = generated
+    t = _table(store)
+    _clear_snapshots(t)
+    refresh_index_snapshot(t)
+    clear_cache()
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None
+    run = SnapshotArrays(snap, np.arange(SEGMENTS, dtype=np.intp))
+    kinds = set()
+    for col in run.columns:
+        ref = type("Ref", (), {"name": col.name, "type": t.schema.column(col.name).type})()
+        kind = value_kind(col, ref)
+        if kind is None:
+            continue
+        for stats, rows in ((col, run.rg_num_rows), (col.pages, col.pages.row_count)):
+            s = UnitStats.from_arrays(stats, rows, kind=kind)
+            n = len(rows)
+            assert s.lo_ok.tolist() == np.asarray(stats.has_min, bool).tolist()
+            assert s.null_count.tolist() == np.asarray(stats.null_count, np.int64).tolist()
+            want_nans = np.asarray(stats.nan_count, np.int64) if kind == "FLOAT64" else np.zeros(n, np.int64)
+            assert s.nan_count.tolist() == want_nans.tolist()
+            null = getattr(stats, "null_page", None)
+            assert s.null_unit.tolist() == (np.zeros(n, bool) if null is None else null).tolist()
+            if kind != "BYTES":
+                assert not s.hi_strict.any() and s.hi_ok.tolist() == np.asarray(stats.has_max, bool).tolist()
+            for a in (s.nan_count if kind != "FLOAT64" else None, s.hi_strict if kind != "BYTES" else None):
+                assert a is None or (not a.flags.writeable and a.strides == (0,))
+            kinds.add(kind)
+    assert {"INT64", "FLOAT64", "BYTES"} <= kinds
+
+
+def test_a_scans_gathers_over_many_segments_of_a_chunk_equal_the_flat_arrays(
+        generated: tuple[str, dict[str, Any]], small_chunks: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gathers of a chunk's many segments (here: every gather; a scan's at 100,000
+    segments) take their positions per list length once: columns of one length over the
+    same segments, then over others, then the first again, give the flat arrays' values."""
+    import numpy as np
+
+    from carbonstore.indexfiles import snapshot as snapshot_mod
+    from carbonstore.indexfiles.snapshot import flat_ranges
+
+    store, _ = generated
+    t = _table(store)
+    _clear_snapshots(t)
+    refresh_index_snapshot(t)
+    monkeypatch.setattr(snapshot_mod, "_PART_RUNS", 0)  # (never a few ranges decoded alone)
+    clear_cache()
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None
+    rng = np.random.default_rng(11)
+    picks = [np.sort(rng.choice(SEGMENTS, size=n, replace=False)).astype(np.intp) for n in (3, 9, 9, 15)]
+    picks.append(picks[0])
+    id_, v = _slot(t, "id"), _slot(t, "v")
+    columns = ["rg_rows", "rg_index", f"{id_}:min", f"{id_}:nulls", f"{v}:p_rows", f"{v}:p_max", f"{id_}:p_rg"]
+    for rows in picks:
+        for c in columns:
+            offs = snap.offsets(c)
+            got = snap.gather(c, rows).tolist()
+            whole = np.concatenate([snap.chunk_values(c, k) for k in range(snap.chunks)])
+            want = snap.widen(c, whole[flat_ranges(offs[rows], offs[rows + 1])]).tolist()
+            assert got == want, (c, rows)
+    assert snap.__dict__["_takes"]  # (the positions were kept)

@@ -227,3 +227,49 @@ def test_a_plan_takes_a_columns_page_subset_once(generated: tuple[str, dict[str,
         assert len(takes) == len(set(takes)), (f["name"], sorted(takes))
         once += bool(takes)
     assert once  # (some plan took pages alone)
+
+
+def test_a_partitioned_scan_takes_its_files_paths_once(generated: tuple[str, dict[str, Any]], small_chunks: None,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The partition masks read the paths of the surviving segments' files; when the
+    partitions drop none of them, the kept files are those files, and their paths are not
+    taken from the snapshot a second time for the plan's JSON."""
+    from carbonstore.indexfiles.snapshot import Snapshot
+
+    store, res = generated
+    t = _table(store)
+    _fresh_snapshot(t)
+    calls: list[int] = []
+    file_paths = Snapshot.file_paths
+
+    def counting(self: Any, indices: Any) -> list[str]:
+        calls.append(len(indices))
+        return file_paths(self, indices)
+
+    monkeypatch.setattr(Snapshot, "file_paths", counting)
+    want = next(x for x in res["filters"] if x["name"] == "partition_day")
+    plan = _plan_json(t, want["where"])
+    assert (len(plan["files"]), plan["levels"]["files"].get("dropped_by_partition", 0)) == (want["files"], 0)
+    assert calls == [want["files"]]
+    calls.clear()
+    assert _plan_json(t, "d >= DATE '2024-01-01'")["files"]  # another plan asks anew
+    assert calls
+
+
+def test_a_scans_json_from_its_arrays_is_its_files_json(generated: tuple[str, dict[str, Any]],
+                                                        small_chunks: None) -> None:
+    """The kept files' JSON taken straight from a plan's arrays (one kept row group per file
+    here, built in one pass) is the JSON of the plan's FilePlan objects."""
+    store, res = generated
+    t = _table(store)
+    _fresh_snapshot(t)
+    shapes = set()
+    for f in res["filters"]:
+        plan = prune(t, f["where"] + " ")  # (not a memoized plan: its files are not built)
+        assert plan.__dict__["files"]._built is None
+        from_arrays = plan.to_json()["files"]
+        assert plan.__dict__["files"]._built is None
+        assert from_arrays == [x.to_json() for x in plan.files], f["name"]
+        assert len(from_arrays) == f["files"]
+        shapes.add(max(len(x["row_groups"]) for x in from_arrays))
+    assert shapes == {1, 2}  # plans keeping one row group of each file, and more
