@@ -85,6 +85,11 @@ def unit_tree(
             if max(spans) == 0:
                 spans = [int(x[rows].max()) - int(x[rows].min()) for x in keys]
             d = int(np.argmax(spans))
+            if spans[d] > 0 and int(keys[d][rows].max()) == int(keys[d][rows].min()):
+                # codes that differ where the order keys tie (a null and b''): cut where
+                # the keys spread, or not at all
+                spans = [int(x[rows].max()) - int(x[rows].min()) for x in keys]
+                d = int(np.argmax(spans))
             if spans[d] > 0:
                 values = np.sort(keys[d][rows])
                 share = k // 2 / k

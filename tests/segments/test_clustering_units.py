@@ -17,10 +17,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from carbonstore import Store
 from carbonstore.segments.cluster_spec import ClusterSpec
 from carbonstore.segments.clustering import cluster_batches, prepare, split_source
+from carbonstore.segments.clustering_layout import unit_of_rows, unit_tree
 from tests.segments.test_clustering import load
 
 ROWS = 1 << 20
@@ -98,3 +101,19 @@ def test_a_range_anywhere_on_a_non_leading_column_keeps_about_what_a_point_keeps
                   for lo in np.linspace(0, SPANS[column] - width, 151).astype(int)}
         worst = max(ranges, key=ranges.__getitem__)
         assert ranges[worst] <= 1.7 * point, (column, int(worst), ranges[worst], point)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), columns=st.integers(1, 3), n=st.integers(1, 40), units=st.integers(1, 9))
+def test_the_unit_tree_cuts_any_codes_and_keys(data: st.DataObject, columns: int, n: int, units: int) -> None:
+    """Codes and order keys are separate encodings of a column: codes may differ where keys
+    tie (a null and ``b''``). Every sample is cut into at most ``units`` non-empty boxes,
+    every row lands in one, and no cut raises."""
+    small = st.lists(st.integers(0, 3), min_size=n, max_size=n)
+    codes = [np.array(data.draw(small), dtype=np.uint64) for _ in range(columns)]
+    keys = [np.array(data.draw(small), dtype=np.uint64) for _ in range(columns)]
+    tree, count = unit_tree(codes, keys, units)
+    assert 1 <= count <= units
+    got = unit_of_rows(keys, tree)
+    assert got.min() >= 0 and got.max() < count
+    assert len(np.unique(got)) == count  # (no empty box)
