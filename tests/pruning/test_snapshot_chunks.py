@@ -40,6 +40,18 @@ def _clear_snapshots(t: Table) -> None:
     clear_cache()
 
 
+def _fresh_snapshot(store: str) -> tuple[Table, Any]:
+    """The generated table and its snapshot written again from its merge indexes, read
+    with an empty cache."""
+    t = _table(store)
+    _clear_snapshots(t)
+    refresh_index_snapshot(t)
+    clear_cache()
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None
+    return t, snap
+
+
 def _plans_as_expected(t: Table, res: dict[str, Any]) -> None:
     for f in res["filters"]:
         plan = prune(t, f["where"])
@@ -203,13 +215,7 @@ def test_a_runs_page_counts_are_its_pages_per_row_group(generated: tuple[str, di
 
     from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
 
-    store, _ = generated
-    t = _table(store)
-    _clear_snapshots(t)
-    refresh_index_snapshot(t)
-    clear_cache()
-    snap = table_index.read_snapshot(t)[0]
-    assert snap is not None
+    t, snap = _fresh_snapshot(generated[0])
     rng = np.random.default_rng(5)
     picks = [np.sort(rng.choice(SEGMENTS, size=n, replace=False)) for n in (1, 2, 3, 5, 9, 14)]
     picks += [np.arange(SEGMENTS), np.arange(CHUNK - 1, 2 * CHUNK + 2), np.array([0, CHUNK, 2 * CHUNK + 1])]
@@ -241,13 +247,7 @@ def test_a_runs_kept_row_groups_files_and_ordinals_are_its_arrays(generated: tup
     from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
     from carbonstore.pruning.plan_files import rg_at
 
-    store, _ = generated
-    t = _table(store)
-    _clear_snapshots(t)
-    refresh_index_snapshot(t)
-    clear_cache()
-    snap = table_index.read_snapshot(t)[0]
-    assert snap is not None
+    t, snap = _fresh_snapshot(generated[0])
     rng = np.random.default_rng(7)
     every = np.arange(SEGMENTS, dtype=np.intp)
     whole = SnapshotArrays(snap, every)
@@ -279,13 +279,7 @@ def test_a_runs_unit_statistics_are_the_columns_values(generated: tuple[str, dic
     from carbonstore.pruning.unit_stats import UnitStats
     from carbonstore.pruning.units import value_kind
 
-    store, _ = generated
-    t = _table(store)
-    _clear_snapshots(t)
-    refresh_index_snapshot(t)
-    clear_cache()
-    snap = table_index.read_snapshot(t)[0]
-    assert snap is not None
+    t, snap = _fresh_snapshot(generated[0])
     run = SnapshotArrays(snap, np.arange(SEGMENTS, dtype=np.intp))
     kinds = set()
     for col in run.columns:
