@@ -173,6 +173,7 @@ def test_mixed_segments_answer_like_duckdb(ops: list[tuple[Any, ...]]) -> None:
 
 
 @pytest.mark.long
+@pytest.mark.usefixtures("spark")  # its DML statements run on Spark (the session's one)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(OPS, min_size=3, max_size=16))
 def test_mixed_segments_answer_like_duckdb_long(ops: list[tuple[Any, ...]]) -> None:
