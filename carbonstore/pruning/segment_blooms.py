@@ -45,7 +45,8 @@ from carbonstore.pruning.cache import (
     view_bloom_pack,
 )
 from carbonstore.pruning.packed_bitsets import KEEP, PACK_DESC, Packed
-from carbonstore.pruning.view_keys import KeyBytes, key_bytes_of, same_bytes
+from carbonstore.pruning.view_keys import KeyBytes, key_bytes_of
+from carbonstore.store.arrow_numpy import same_bytes
 from carbonstore.store.table import Table
 
 __all__ = ["PACK_DESC", "SegmentBlooms", "bloom_pack_names", "open_pack"]
@@ -563,7 +564,7 @@ def _same_bytes(a: Any, b: Any) -> bool:
         return a.startswith(b)
     if isinstance(b, bytes):
         return b.startswith(a)
-    # two views (a checkpoint's column, the pack's directory): 8 bytes at a time, no copy
+    # two views (a checkpoint's column, the pack's directory): a memcmp per 64 KiB piece
     return same_bytes(np.frombuffer(a, dtype=np.uint8), np.frombuffer(b, dtype=np.uint8))
 
 

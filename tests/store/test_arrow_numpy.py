@@ -19,6 +19,7 @@ from carbonstore.store.arrow_numpy import (
     from_numpy,
     load_names_ok,
     plain_file_names_ok,
+    same_bytes,
     string_array,
     strings_bytes,
     take_pylist,
@@ -212,7 +213,7 @@ def test_rows_taken_in_runs_or_gathered_give_the_same_bytes(monkeypatch: pytest.
        st.integers(0, 2), st.sampled_from([1, 3, 7, 16, 64]), st.integers(0, 119), st.integers(1, 200))
 def test_byte_runs_compared_a_piece_at_a_time_give_the_same_answers(
         values: list[str | None], offset: int, piece: int, at: int, copies: int) -> None:
-    """The status codes, plain numbers and file-name checks compare a column's bytes a piece
+    """The status codes, plain numbers, file-name checks and byte comparisons take a column's bytes a piece
     at a time (64 KiB; here a few bytes, so that every boundary is crossed): a column that is
     one word but for a row anywhere (after many pieces that matched) gets the same answers
     as the row-by-row oracles."""
@@ -229,3 +230,10 @@ def test_byte_runs_compared_a_piece_at_a_time_give_the_same_answers(
             assert (got.tolist() if got is not None else None) == ([int(v) for v in column] if plain else None)  # type: ignore[arg-type]
             bad = any(v is not None and (v in ("", ".", "..") or any(c in v for c in "/\\:\x00")) for v in column)
             assert plain_file_names_ok(s) == (not bad)
+        # a column's bytes against a copy, and against a copy with one byte changed anywhere
+        data = StringBytes(_arrow(uniform, offset)).bytes()
+        if len(data):
+            flipped = data.copy()
+            flipped[at % len(data)] ^= 1
+            assert same_bytes(data, data.copy()) and same_bytes(data.tobytes(), data)
+            assert not same_bytes(data, flipped) and not same_bytes(data.tobytes(), flipped)
