@@ -23,35 +23,40 @@ HEAVY = ("pyspark", "py4j", "numba", "duckdb")
 #: pyarrow.fs come in only for a big table's Arrow checkpoint, a plan or a data file)
 ARROW = ("numpy", "pyarrow")
 
-_RUN = """
+#: ``python -m carbonstore`` in the process that runs it (its argv: the process's own)
+_PROGRAM = """
 import runpy, sys
 sys.argv = ["carbonstore", *sys.argv[1:]]
 try:
     runpy.run_module("carbonstore", run_name="__main__")
-except SystemExit as done:
-    code = done.code
-print("MODULES", " ".join(sorted(m for m in sys.modules if "." not in m)), file=sys.stderr)
+except SystemExit:
+    pass
 """
+
+
+def _program(after: str, *argv: str, before: str = "",
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m carbonstore argv...`` in a fresh process, between code ``before`` and
+    ``after`` run in the same process (what it loaded, what it left set)."""
+    return subprocess.run([sys.executable, "-c", before + _PROGRAM + after, *argv], capture_output=True,
+                          text=True, cwd=ROOT, env={**(os.environ if env is None else env), "PYTHONPATH": str(ROOT)},
+                          timeout=120)
+
+
+_MODULES = """print("MODULES", " ".join(sorted(m for m in sys.modules if "." not in m)), file=sys.stderr)"""
 
 
 def _run(*argv: str) -> tuple[str, set[str]]:
     """``python -m carbonstore argv...`` in a fresh process: (its stderr's first lines, the
     top-level modules it imported)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", _RUN, *argv], capture_output=True, text=True,
-                         cwd=ROOT, env=env, timeout=120)
-    lines = out.stderr.splitlines()
+    lines = _program(_MODULES, *argv).stderr.splitlines()
     mods = next(ln for ln in lines if ln.startswith("MODULES")).split()[1:]
     return "\n".join(ln for ln in lines if not ln.startswith("MODULES")), set(mods)
 
 
 def _run_full(*argv: str) -> tuple[str, set[str]]:
     """Like ``_run``, with every module's dotted name."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    code = _RUN.replace('if "." not in m', "")
-    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
-                         cwd=ROOT, env=env, timeout=120)
-    lines = out.stderr.splitlines()
+    lines = _program(_MODULES.replace('if "." not in m', ""), *argv).stderr.splitlines()
     mods = next(ln for ln in lines if ln.startswith("MODULES")).split()[1:]
     return "\n".join(ln for ln in lines if not ln.startswith("MODULES")), set(mods)
 
@@ -131,13 +136,8 @@ def test_a_table_past_its_first_checkpoint_is_read_without_arrow(store: Store) -
         table.append(pa.table({"id": pa.array([i], pa.int64()), "name": ["a"]}))
     status = store.table("db.t").status
     assert (Path(status.log_dir) / checkpoint_name(50)).exists()
-    code = ("import sys, runpy; sys.argv = ['carbonstore', *sys.argv[1:]]\n"
-            "try: runpy.run_module('carbonstore', run_name='__main__')\n"
-            "except SystemExit: pass\n"
-            "print('ARROW' if {'numpy', 'pyarrow'} & set(sys.modules) else 'PLAIN', file=sys.stderr)")
-    out = subprocess.run([sys.executable, "-c", code, "--store", store.location, "show-segments",
-                          "db.t", "--json"], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    out = _program("print('ARROW' if {'numpy', 'pyarrow'} & set(sys.modules) else 'PLAIN', file=sys.stderr)",
+                   "--store", store.location, "show-segments", "db.t", "--json")
     assert out.stderr.strip() == "PLAIN", out.stderr
     shown = orjson.loads(out.stdout)
     assert [r["id"] for r in shown] == [e.load_name for e in status.read().entries]
@@ -184,29 +184,17 @@ def test_prune_loads_only_what_a_plan_uses(loaded: Store) -> None:
     pyarrow.fs, which brings ssl), decides without numpy.ma (np.unique loads it), reads
     a UTC filter without zoneinfo, and loads neither logging nor the Parquet footer reader
     and its thrift types: about 0.04 s of CPU of a fresh process."""
-    code = ("import sys, runpy; sys.argv = ['carbonstore', *sys.argv[1:]]\n"
-            "try: runpy.run_module('carbonstore', run_name='__main__')\n"
-            "except SystemExit: pass\n"
-            f"print(' '.join(sorted(m for m in {_NOT_IN_A_PLAN!r} if m in sys.modules and "
+    code = (f"print(' '.join(sorted(m for m in {_NOT_IN_A_PLAN!r} if m in sys.modules and "
             "not (m in ('logging', 'shutil', 'random', 'csv') and 'sqlglot' in sys.modules))) or 'NONE', "
             "file=sys.stderr)")
     # (sqlglot, which parses a filter of another shape than a lookup's, imports these four)
     for where in ("id = 3", "id IN (1, 2) OR id > 7", "name = 'a'"):
-        out = subprocess.run([sys.executable, "-c", code, "--store", loaded.location, "prune",
-                              "db.t", "--where", where, "--json"], capture_output=True,
-                             text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                             timeout=120)
+        out = _program(code, "--store", loaded.location, "prune", "db.t", "--where", where, "--json")
         assert out.stderr.strip() == "NONE", (where, out.stderr)
         assert '"kept"' in out.stdout
 
 
 _LOG_AFTER = """
-import runpy, sys
-sys.argv = ["carbonstore", *sys.argv[1:]]
-try:
-    runpy.run_module("carbonstore", run_name="__main__")
-except SystemExit:
-    pass
 print("LOGGING" if "logging" in sys.modules else "NO LOGGING", file=sys.stderr)
 import logging  # what a library (py4j, sqlglot) does after the command started
 logging.getLogger().handle(logging.LogRecord(
@@ -223,9 +211,7 @@ def test_a_command_that_logs_nothing_imports_no_logging(loaded: Store,
     """``logging`` (3-10 ms of a fresh process) is imported by no part of a plan or of a
     metadata command; the program routes it when a library first imports it: py4j's
     records dropped, sqlglot's warnings quiet, others said as their message alone."""
-    out = subprocess.run([sys.executable, "-c", _LOG_AFTER, "--store", loaded.location, *argv],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = _program(_LOG_AFTER, "--store", loaded.location, *argv)
     assert out.stderr.splitlines() == ["NO LOGGING", "shown 1"], out.stderr
 
 
@@ -253,12 +239,8 @@ def test_the_program_runs_numpy_with_one_blas_thread(given: str | None) -> None:
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if given is not None:
         env["OPENBLAS_NUM_THREADS"] = given
-    code = ("import os, sys, runpy; sys.argv = ['carbonstore', '--help']\n"
-            "try: runpy.run_module('carbonstore', run_name='__main__')\n"
-            "except SystemExit: pass\n"
-            "print(os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                         env={**env, "PYTHONPATH": str(ROOT)}, timeout=120)
+    out = _program("import os\nprint(os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr)", "--help",
+                   env=env)
     assert out.stderr.strip() == (given or "1")
 
 
@@ -272,12 +254,6 @@ def test_main_called_by_a_program_leaves_its_environment(monkeypatch: pytest.Mon
 
 
 _DATACLASSES = """
-import runpy, sys
-sys.argv = ["carbonstore", *sys.argv[1:]]
-try:
-    runpy.run_module("carbonstore", run_name="__main__")
-except SystemExit:
-    pass
 print(" ".join(sorted(f"{m}.{k}" for m, mod in list(sys.modules.items()) if m.startswith("carbonstore")
                       for k, v in vars(mod).items() if isinstance(v, type) and v.__module__ == m
                       and "__dataclass_fields__" in vars(v))) or "NONE", file=sys.stderr)
@@ -289,22 +265,17 @@ print(" ".join(sorted(f"{m}.{k}" for m, mod in list(sys.modules.items()) if m.st
 def test_metadata_commands_and_a_plan_create_no_dataclass(loaded: Store, argv: tuple[str, ...]) -> None:
     """Their values are records (store/records.py): a dataclass costs about a millisecond of
     code generation when its module is imported (a fresh ``prune`` created some 35)."""
-    out = subprocess.run([sys.executable, "-c", _DATACLASSES, "--store", loaded.location, *argv],
-                         capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    out = _program(_DATACLASSES, "--store", loaded.location, *argv)
     assert out.returncode == 0 and out.stdout, out.stderr
     assert out.stderr.strip().splitlines()[-1] == "NONE", out.stderr
 
 
-_COLLECTIONS = """
-import gc, runpy, sys
+_COUNT_COLLECTIONS = """
+import gc
 runs = [0]
 gc.callbacks.append(lambda phase, info: runs.__setitem__(0, runs[0] + (phase == "start")))
-sys.argv = ["carbonstore", *sys.argv[1:]]
-try:
-    runpy.run_module("carbonstore", run_name="__main__")
-except SystemExit:
-    pass
+"""
+_COLLECTIONS = """
 print("COLLECTIONS", runs[0], gc.get_threshold()[0], gc.get_freeze_count(), file=sys.stderr)
 """
 
@@ -313,9 +284,8 @@ def test_the_program_runs_the_cycle_collector_rarely(loaded: Store) -> None:
     """A plan's imports and arrays are hundreds of thousands of new objects next to none in
     a cycle: the program raises the collector's threshold (a program embedding main() keeps
     its own, test_main_called_by_a_program_keeps_its_collector)."""
-    out = subprocess.run([sys.executable, "-c", _COLLECTIONS, "--store", loaded.location, "prune", "db.t",
-                          "--where", "id = 3", "--json"], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    out = _program(_COLLECTIONS, "--store", loaded.location, "prune", "db.t", "--where", "id = 3", "--json",
+                   before=_COUNT_COLLECTIONS)
     assert out.returncode == 0 and out.stdout, out.stderr
     runs, threshold, frozen = (int(x) for x in out.stderr.split("COLLECTIONS")[-1].split())
     assert threshold >= 100_000
