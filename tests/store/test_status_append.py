@@ -154,6 +154,8 @@ def test_change_commits_equal_whole_list_commits(tmp_path_factory, small_checkpo
             forget_decoded()
         for v in range(latest + 1):
             a, b = whole.status.read(v), change.status.read(v)
+            # what time travel compares, read from a checkpoint's columns where it has them
+            files_a, files_b = a.view.readable_files(), b.view.readable_files()
             _same_readable(a)
             _same_readable(b)
             assert list(a.entries) == list(b.entries)
@@ -161,6 +163,8 @@ def test_change_commits_equal_whole_list_commits(tmp_path_factory, small_checkpo
             assert a.readable_rows() == b.readable_rows() == sum(
                 e.row_count - e.deleted_rows for e in a.entries if e.readable)
             assert a.readable_count() == len(a.readable)
+            assert files_a == files_b == {
+                e.load_name: (e.segment_file, e.delete_deltas) for e in a.entries if e.readable}
         final = change.status.read()
         assert list(final.entries) == want[-1] if want else True
         for limit, offset in ((1, 0), (3, 1), (100, 0)):
@@ -390,3 +394,20 @@ def test_a_reader_without_arrow_replays_only_a_short_light_log(tmp_path: Path,
     assert sc.replays_json(sfs, log_dir, 50)
     monkeypatch.setattr(sc, "REPLAY_VERSIONS", 49)
     assert not sc.replays_json(sfs, log_dir, 50)
+
+
+def test_readable_files_from_a_checkpoint_carry_deltas_and_leave_out_the_unreadable(
+        tmp_path: Path, small_checkpoints) -> None:
+    """Time travel compares each readable entry's (segment file, delete deltas): from a
+    checkpoint's columns, an entry with deltas keeps them, an unreadable entry is left out."""
+    table = _table(tmp_path)
+    steps = [("load", i, False) for i in range(6)] + [("deltas", 1, False), ("delete", 2, False),
+                                                      ("begin", 0, False), ("noop", 0, False)]
+    _run(table, steps, as_change=True)
+    forget_decoded()
+    snap = table.status.read()
+    assert snap.view._arrow is not None  # the columns of a checkpoint, not built entries
+    got = snap.view.readable_files()  # (before snap.entries builds every entry)
+    want = {e.load_name: (e.segment_file, e.delete_deltas) for e in snap.entries if e.readable}
+    assert any(dd for _, dd in want.values()) and len(want) < len(snap.entries)
+    assert got == want
