@@ -322,10 +322,18 @@ class ArrowBase:
                 rows -= sum(d.deleted_rows for d in dd)
         return int(mask.sum()), rows
 
-    def readable_files(self, skip: Sequence[str]) -> dict[str, tuple[str | None, tuple[DeleteDelta, ...]]]:
-        """Segment file and delete deltas of each readable entry, by load name (leaving out
-        the entries named ``skip``), from the columns."""
-        rows = np.flatnonzero(self._readable_rows(skip)).tolist()
+    def readable_files(self, skip: Sequence[str], only: Sequence[str] | None = None,
+                       ) -> dict[str, tuple[str | None, tuple[DeleteDelta, ...]]]:
+        """Segment file and delete deltas of each readable entry (or of those named in
+        ``only``), by load name (leaving out the entries named ``skip``), from the columns."""
+        mask = self._readable_rows(skip)
+        if only is None:
+            rows = np.flatnonzero(mask).tolist()
+        elif self._index is not None:
+            rows = [i for n in only if (i := self._index.get(n)) is not None and mask[i]]
+        else:  # one pass over the names: cheaper than the index of them all
+            want = set(only)
+            rows = [i for i, n in enumerate(self.names()) if n in want and mask[i]]
         names, files, deltas = self.names(), self.cols["segmentFile"].to_pylist(), self.deltas
         return {names[i]: (files[i], deltas.get(i, ())) for i in rows}
 

@@ -284,15 +284,22 @@ class EntryView(Sequence[LoadEntry]):
                 total += e.row_count - e.deleted_rows
         return count, total
 
-    def readable_files(self) -> dict[str, tuple[str | None, tuple[object, ...]]]:
-        """``(segment file, delete deltas)`` of every readable entry, by load name, from the
-        columns where no entry is built."""
+    def readable_files(self, only: Collection[str] | None = None,
+                       ) -> dict[str, tuple[str | None, tuple[object, ...]]]:
+        """``(segment file, delete deltas)`` of every readable entry (or of those named in
+        ``only``), by load name, from the columns where no entry is built."""
         if self._arrow is None or self._all is not None:
-            return {e.load_name: (e.segment_file, e.delete_deltas) for e in self if e.readable}
+            if only is None:
+                return {e.load_name: (e.segment_file, e.delete_deltas) for e in self if e.readable}
+            found = (self.find(n) for n in only)
+            return {e.load_name: (e.segment_file, e.delete_deltas) for e in found
+                    if e is not None and e.readable}
+        changed, appended = self._changed, self._appended
+        base_only = None if only is None else [n for n in only if n not in changed and n not in appended]
         out: dict[str, tuple[str | None, tuple[object, ...]]] = dict(
-            self._arrow.readable_files(list(self._changed)))
-        for e in (*(e for e in self._changed.values() if e is not None), *self._appended.values()):
-            if e.readable:
+            self._arrow.readable_files(list(changed), base_only))
+        for e in (*(e for e in changed.values() if e is not None), *appended.values()):
+            if e.readable and (only is None or e.load_name in only):
                 out[e.load_name] = (e.segment_file, e.delete_deltas)
         return out
 

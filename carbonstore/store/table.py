@@ -181,8 +181,9 @@ class Table(Frozen):
         latest = replace(self.status, pinned=None).read()
         if latest.version == snap.version:
             return
-        now = latest.view.readable_files()
-        changed = [name for name, files in snap.view.readable_files().items() if now.get(name) != files]
+        then = snap.view.readable_files()
+        now = latest.view.readable_files(then)  # (those of an old version only: it may be small)
+        changed = [name for name, files in then.items() if now.get(name) != files]
         for e in (snap.get(name) for name in changed):
             seg = self.paths.segment_dir(e.load_name)
             if not sfs.exists(f"{seg}/{e.segment_file}" if e.segment_file else seg):

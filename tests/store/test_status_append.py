@@ -156,6 +156,8 @@ def test_change_commits_equal_whole_list_commits(tmp_path_factory, small_checkpo
             a, b = whole.status.read(v), change.status.read(v)
             # what time travel compares, read from a checkpoint's columns where it has them
             files_a, files_b = a.view.readable_files(), b.view.readable_files()
+            some = [*a.view.names()[::2], "no such segment"]
+            some_b = b.view.readable_files(some)
             _same_readable(a)
             _same_readable(b)
             assert list(a.entries) == list(b.entries)
@@ -165,6 +167,7 @@ def test_change_commits_equal_whole_list_commits(tmp_path_factory, small_checkpo
             assert a.readable_count() == len(a.readable)
             assert files_a == files_b == {
                 e.load_name: (e.segment_file, e.delete_deltas) for e in a.entries if e.readable}
+            assert some_b == a.view.readable_files(some) == {n: files_a[n] for n in some if n in files_a}
         final = change.status.read()
         assert list(final.entries) == want[-1] if want else True
         for limit, offset in ((1, 0), (3, 1), (100, 0)):
@@ -408,6 +411,8 @@ def test_readable_files_from_a_checkpoint_carry_deltas_and_leave_out_the_unreada
     snap = table.status.read()
     assert snap.view._arrow is not None  # the columns of a checkpoint, not built entries
     got = snap.view.readable_files()  # (before snap.entries builds every entry)
+    some = snap.view.readable_files(["1", "2", "4", "9", "no such segment"])
     want = {e.load_name: (e.segment_file, e.delete_deltas) for e in snap.entries if e.readable}
     assert any(dd for _, dd in want.values()) and len(want) < len(snap.entries)
     assert got == want
+    assert some == {n: want[n] for n in ("1", "2", "4", "9") if n in want} and "1" in some
