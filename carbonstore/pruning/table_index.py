@@ -62,6 +62,7 @@ from carbonstore.pruning.snapshot_files import (
     snapshot_names,
 )
 from carbonstore.pruning.view_keys import (
+    KeyBytes,
     ViewColumn,
     ViewRows,
     conf_int,
@@ -70,7 +71,6 @@ from carbonstore.pruning.view_keys import (
     names_files_of,
     snapshot_holds,
 )
-from carbonstore.store.arrow_numpy import strings_bytes
 from carbonstore.store.readable import ReadableEntries
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry, TableStatusSnapshot, now_ms
@@ -495,15 +495,16 @@ def _lags(snapshot: Snapshot, entries: Sequence[LoadEntry], limit: int) -> bool:
     """Whether a view over ``entries`` would leave more than ``limit`` segments uncovered by
     ``snapshot`` or find a row count that disagrees (what TableIndex finds, without reading
     the uncovered segments' merge indexes or building an entry)."""
+    size = snapshot.size
+    if size <= len(entries) and snapshot_holds(snapshot, _first(key_bytes_of(entries), size)):
+        head = (entries.row_counts[:size] if isinstance(entries, ReadableEntries)
+                else np.asarray([e.row_count or 0 for e in entries[:size]], dtype=np.int64))
+        if bool(((head != 0) & (snapshot.bounds.num_rows != head)).any()):
+            return True
+        return len(entries) - size > limit
     names, files = names_files_of(entries)
     counts = (entries.row_counts.tolist() if isinstance(entries, ReadableEntries)
               else [e.row_count for e in entries])
-    size = snapshot.size
-    if size <= len(names) and snapshot_holds(snapshot, (strings_bytes(names[:size]), strings_bytes(files[:size]))):
-        head = np.asarray([c or 0 for c in counts[:size]], dtype=np.int64)
-        if bool(((head != 0) & (snapshot.bounds.num_rows != head)).any()):
-            return True
-        return len(names) - size > limit
     snap_counts = snapshot.bounds.num_rows.tolist()
     get = snapshot.rows.get
     uncovered = 0
@@ -514,6 +515,12 @@ def _lags(snapshot: Snapshot, entries: Sequence[LoadEntry], limit: int) -> bool:
         elif count and snap_counts[row] != count:
             return True
     return uncovered > limit
+
+
+def _first(kb: KeyBytes, n: int) -> KeyBytes:
+    """The first ``n`` entries' part of key bytes ``kb``."""
+    return tuple((lengths[:n], data[:int(np.sum(lengths[:n], dtype=np.int64))])  # type: ignore[return-value]
+                 for lengths, data in kb)
 
 
 def refresh_if_lagging(table: Table) -> str | None:

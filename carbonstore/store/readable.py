@@ -32,6 +32,11 @@ def _readable(e: LoadEntry) -> bool:
     return e.visibility and e.status in READABLE_STATUSES
 
 
+#: at most this many entries changed or added since the checkpoint: key_bytes puts theirs
+#: into the checkpoint's bytes (more: from the names, one string per entry)
+_SPLICED = 256
+
+
 class ReadableEntries(Sequence[LoadEntry]):
     """Readable entries in segment order; ``names``, ``files``, ``row_counts`` and the
     extras without building an entry, ``[i]`` builds entry ``i`` only."""
@@ -59,8 +64,7 @@ class ReadableEntries(Sequence[LoadEntry]):
         changed, appended = view.overlay()
         mask = arrow.readable_mask()
         if changed:
-            index = arrow.index()
-            mask[[index[n] for n in changed if n in index]] = False
+            mask[list(arrow.positions(list(changed)).values())] = False
         rows = np.flatnonzero(mask).astype(np.int64, copy=False)
         over = [e for e in (*(e for e in changed.values() if e is not None), *appended.values()) if _readable(e)]
         # every row readable and no overlay (a table never compacted, read at a checkpoint):
@@ -82,7 +86,8 @@ class ReadableEntries(Sequence[LoadEntry]):
         if order is not None:
             at = np.array(order, dtype=np.intp)
             counts, codes, src_rows = counts[at], codes[at], src_rows[at]
-            over_at = {int(p): over[int(src) - len(rows)] for p, src in enumerate(at.tolist()) if src >= len(rows)}
+            moved = np.flatnonzero(at >= len(rows))  # where the overlay entries went (a few)
+            over_at = {p: over[src - len(rows)] for p, src in zip(moved.tolist(), at[moved].tolist(), strict=True)}
         else:
             over_at = {len(rows) + k: e for k, e in enumerate(over)}
         self._rows, self._over, self._codes = src_rows, over_at, codes
@@ -134,12 +139,36 @@ class ReadableEntries(Sequence[LoadEntry]):
         rows (no string per entry), else from the names."""
         if self._key_bytes is None:
             arrow = self._view.arrow_base()
-            rows = slice(0, len(self._rows)) if self._in_place else self._rows
-            self._key_bytes = ((arrow.strings("loadName").take_bytes(rows),
-                                arrow.strings("segmentFile").take_bytes(rows))
-                               if arrow is not None and not self._over
-                               else (strings_bytes(self.names), strings_bytes(self.files)))
+            if arrow is not None and not self._over:
+                rows = slice(0, len(self._rows)) if self._in_place else self._rows
+                self._key_bytes = (arrow.strings("loadName").take_bytes(rows),
+                                   arrow.strings("segmentFile").take_bytes(rows))
+            elif arrow is not None and len(self._over) <= _SPLICED:  # a few changed since the
+                self._key_bytes = (self._spliced(arrow.strings("loadName"), "load_name"),  # checkpoint
+                                   self._spliced(arrow.strings("segmentFile"), "segment_file"))
+            else:
+                self._key_bytes = (strings_bytes(self.names), strings_bytes(self.files))
         return self._key_bytes  # type: ignore[no-any-return]
+
+    def _spliced(self, column: Any, attr: str) -> tuple[npt.NDArray[np.int64], bytes]:
+        """(lengths, bytes) of ``column`` (a checkpoint column's StringBytes) at each entry's
+        row, with the overlay entries' ``attr`` (None: "") put in at their places."""
+        at = sorted(self._over)  # entry positions of the overlay entries
+        base_lengths, base = column.take_bytes(self._rows[self._rows >= 0])
+        over = [(getattr(self._over[p], attr) or "").encode("utf-8", "surrogatepass") for p in at]
+        lengths = np.empty(len(self._rows), dtype=np.int64)
+        is_over = np.zeros(len(self._rows), dtype=bool)
+        is_over[at] = True
+        lengths[~is_over] = base_lengths
+        lengths[at] = [len(b) for b in over]
+        ends = np.concatenate([[0], np.cumsum(base_lengths, dtype=np.int64)])
+        raw, pieces, done = memoryview(base), [], 0
+        for k, (p, b) in enumerate(zip(at, over, strict=True)):
+            cut = int(ends[p - k])  # the base entries before position p: p - k of them
+            pieces += [raw[done:cut], b]
+            done = cut
+        pieces.append(raw[done:])
+        return lengths, b"".join(pieces)
 
     # ---- the sequence -------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from carbonstore import Store
 from carbonstore.errors import CorruptMetadataError
 from carbonstore.store import checkpoint_arrow, tablestatus, versions
+from carbonstore.store.arrow_numpy import strings_bytes
 from carbonstore.store.checkpoint_arrow import checkpoint_name
 from carbonstore.store.records import replace
 from carbonstore.store.tablestatus import (
@@ -184,7 +185,10 @@ def _same_readable(snap: Any) -> None:
     built when used) are ``readable_in_order``'s: names, merge indexes, row counts, extras,
     the entries with deltas, and the very entry objects."""
     lazy = snap.readable_segments()
+    key = lazy.key_bytes()  # (before the names: from the checkpoint's bytes and the changes)
     names, files, counts = lazy.names, lazy.files, lazy.row_counts.tolist()
+    for (lengths, data), strings in zip(key, (names, files), strict=True):
+        assert (lengths.tolist(), bytes(data)) == (lambda kb: (kb[0].tolist(), kb[1]))(strings_bytes(strings))
     codes, extras = lazy.extra_codes()
     marked = lazy.with_deltas_or("removedPartitions")
     want = snap.readable_in_order()
