@@ -144,6 +144,10 @@ def int64s(arr: pa.Int64Array) -> np.ndarray:
     return np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr)]
 
 
+#: up to this many names are looked up by value (ArrowBase.positions), more by a map
+_BY_VALUE = 16
+
+
 class ArrowBase:
     """A checkpoint's entries: the columns, checked; rows built when asked for."""
 
@@ -235,7 +239,23 @@ class ArrowBase:
         return self._index
 
     def position(self, name: str) -> int | None:
-        return self.index().get(name)
+        return self.positions([name]).get(name)
+
+    def positions(self, names: Sequence[str]) -> dict[str, int]:
+        """The rows of those of ``names`` that are entries. A few names of a checkpoint
+        whose load names are all plain numbers are found by value (the map of every name
+        costs 50 ms at 100,000 entries: a commit's or a lookup's handful of changes)."""
+        ids = self.plain_ids() if self._index is None and len(names) <= _BY_VALUE else None
+        if ids is None:
+            index = self.index()
+            return {n: i for n in names if (i := index.get(n)) is not None}
+        out = {}
+        for n in names:  # only a plain number can be one of them ("07" is not "7")
+            if n.isascii() and n.isdigit() and len(n) <= 18 and (n[0] != "0" or n == "0"):
+                at = np.flatnonzero(ids == int(n))
+                if len(at):
+                    out[n] = int(at[0])
+        return out
 
     def max_id(self) -> int:
         """The largest integer part of a load name (-1: none)."""
@@ -309,8 +329,7 @@ class ArrowBase:
     def _readable_rows(self, skip: Sequence[str]) -> np.ndarray:
         mask = self.readable_mask()
         if skip:
-            index = self.index()
-            mask[[index[n] for n in skip if n in index]] = False
+            mask[list(self.positions(skip).values())] = False
         return mask
 
     def readable_stats(self, skip: Sequence[str]) -> tuple[int, int]:

@@ -75,8 +75,8 @@ class EntryView(Sequence[LoadEntry]):
 
     def _positions(self, names: Sequence[str]) -> dict[str, int]:
         """The base positions of those of ``names`` that are base entries."""
-        if self._arrow is not None and self._index is None and len(names) > 16:
-            self._index = self._arrow.index()
+        if self._arrow is not None and self._index is None:
+            return self._arrow.positions(names)
         return {n: i for n in names if (i := self._position(n)) is not None}
 
     def _base_row(self, i: int) -> LoadEntry:
