@@ -232,15 +232,18 @@ class PackBuilder:
             self._lay_out(items, nb, self.summaries)
 
     def _chunked(self, body: bytes) -> int:
-        """Append ``body`` from a chunk boundary (zero-padded, checksummed); its first chunk."""
+        """Append ``body`` from a chunk boundary (zero-padded, checksummed); its first chunk.
+        (The padding is a part of its own: the body is not copied.)"""
         cb = self.chunk_bytes
-        body += bytes(round_up(len(body), cb) - len(body))
-        count = len(body) // cb
-        view = memoryview(body)
+        pad = bytes(round_up(len(body), cb) - len(body))
+        whole, view = len(body) // cb, memoryview(body)
         digest = chunk_digest(self.version)
-        self.sums.append(np.fromiter((digest(view[i * cb : (i + 1) * cb]) for i in range(count)),
-                                     dtype=np.uint64, count=count))
-        self.parts.append(body)
+        sums = [digest(view[i * cb : (i + 1) * cb]) for i in range(whole)]
+        if pad:  # the last chunk: the body's tail and the zeros
+            sums.append(digest(bytes(view[whole * cb:]) + pad))
+        count = len(sums)
+        self.sums.append(np.array(sums, dtype=np.uint64))
+        self.parts += [body, pad] if pad else [body]
         first = self.chunks
         self.chunks += count
         return first
@@ -258,10 +261,14 @@ class PackBuilder:
                 mine = groups == g
                 parts.setdefault((g, nb), []).append((segs[mine], matrix[mine]))
         out = {}
-        for key in sorted(parts):
-            segs = np.concatenate([p[0] for p in parts[key]])
-            order = np.argsort(segs, kind="stable")
-            out[key] = (segs[order], np.concatenate([p[1] for p in parts[key]])[order])
+        for key in sorted(parts):  # (one part, or parts already in segment order: not copied again)
+            got = parts.pop(key)
+            segs = got[0][0] if len(got) == 1 else np.concatenate([p[0] for p in got])
+            matrix = got[0][1] if len(got) == 1 else np.concatenate([p[1] for p in got])
+            if len(segs) > 1 and not bool((segs[1:] >= segs[:-1]).all()):
+                order = np.argsort(segs, kind="stable")
+                segs, matrix = segs[order], matrix[order]
+            out[key] = (segs, matrix)
         return out
 
     def _encode_regions(self) -> bytes:
@@ -306,6 +313,11 @@ class PackBuilder:
 
     def encode(self) -> bytes:
         """The pack file's bytes."""
+        return b"".join(self.encode_pieces())
+
+    def encode_pieces(self) -> list[Any]:
+        """The pack file as its pieces in order (written one after another: the file is
+        never one buffer in memory)."""
         if self.version >= 3:
             directory = self._encode_regions()
             return self._file(directory)
@@ -337,13 +349,13 @@ class PackBuilder:
             parts += [start.tobytes(), *[sm[:, i].astype("<i4").tobytes() for i in range(4)]]
             parts += [np.array([len(x) for x in col], dtype="<i4").tobytes() for col in names]
             parts += [b"".join(col) for col in names]
-        return self._file(b"".join(parts))
+        return self._file(b"".join(parts))  # (pieces)
 
-    def _file(self, directory: bytes) -> bytes:
+    def _file(self, directory: bytes) -> list[Any]:
         sums = (np.concatenate(self.sums) if self.sums else np.zeros(0, np.uint64)).astype("<u8").tobytes()
         doff = round_up(PACK_PREFIX_SIZE + len(directory) + len(sums), self.chunk_bytes)
         head = PACK_HEAD.pack(PACK_MAGIC, self.version, self.chunk_bytes, len(directory), self.chunks, doff,
                             xxhash.xxh64_intdigest(directory))
         head += struct.pack("<Q", xxhash.xxh64_intdigest(head)) + bytes(8)
         pad = bytes(doff - PACK_PREFIX_SIZE - len(directory) - len(sums))
-        return b"".join([head, directory, sums, pad, *self.parts])
+        return [head, directory, sums, pad, *self.parts]

@@ -23,7 +23,7 @@ every write is format 8.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,7 @@ from carbonstore.indexfiles._gen.carbonindex.ttypes import ValueKind
 __all__ = ["CHUNKS_META", "COL_COLUMNS", "CORE", "PAGE_COLUMNS", "RG_COLUMNS", "VALUE_TYPES", "declared_type",
            "narrow_ints", "widen_ints", "FILE_PATH", "READ_VERSIONS", "ROWS", "ROWS_COLUMNS", "SNAPSHOT_MAGIC",
            "SNAPSHOT_VERSION", "SnapshotFile", "SnapshotSectionError",
-           "chunk_section", "frame_parts", "ipc_bytes", "frame_snapshot", "join_files", "section_of", "snapshot_table",
+           "chunk_section", "frame_parts", "frame_pieces", "ipc_bytes", "frame_snapshot", "join_files", "section_of", "snapshot_table",
            "split_files"]
 
 # 5: segment bounds keyed by column id (docs/schema-evolution.md); 6: checksummed sections;
@@ -199,10 +199,17 @@ def join_files(cols: dict[str, Any]) -> dict[str, Any]:
     return cols
 
 
-def frame_parts(meta: dict[str, str], sections: list[tuple[str, bytes, int | None]],
+def frame_parts(meta: dict[str, str], sections: Sequence[tuple[str, Any, int | None]],
                 version: str = SNAPSHOT_VERSION) -> bytes:
     """The snapshot file of ``sections`` (name, IPC bytes, their xxh64 or None to compute),
     ``core`` first; ``meta`` names the chunks (CHUNKS_META)."""
+    return b"".join(frame_pieces(meta, sections, version))
+
+
+def frame_pieces(meta: dict[str, str], sections: Sequence[tuple[str, Any, int | None]],
+                 version: str = SNAPSHOT_VERSION) -> list[Any]:
+    """:func:`frame_parts` as the pieces of the file in order (header, directory, each
+    section's buffer as given): written one after another, no copy of the whole file."""
     table: dict[str, list[int]] = {}
     pos = 0
     for name, blob, checksum in sections:
@@ -212,7 +219,7 @@ def frame_parts(meta: dict[str, str], sections: list[tuple[str, bytes, int | Non
     first = _SNAP_PREFIX.pack(SNAPSHOT_MAGIC, int(version), 0, len(directory), 0)[:_SNAP_SUMMED]
     h = xxhash.xxh64(first)
     h.update(directory)
-    return b"".join([first, struct.pack("<Q", h.intdigest()), directory, *(b for _, b, _ in sections)])
+    return [first, struct.pack("<Q", h.intdigest()), directory, *(b for _, b, _ in sections)]
 
 
 def frame_snapshot(table: pa.Table, chunk_rows: int = 1024, version: str = SNAPSHOT_VERSION) -> bytes:
@@ -291,8 +298,9 @@ class SnapshotFile:
                 raise CorruptIndexError(f"{what}: section {sec} lies outside the file")
         self.base = end
 
-    def raw(self, section: str) -> tuple[bytes, int]:
-        """Section ``section``'s bytes (verified) and checksum, to copy into a newer snapshot.
+    def raw(self, section: str) -> tuple[bytes | memoryview, int]:
+        """Section ``section``'s bytes (verified; of a mapped file, a view of the mapping:
+        no copy) and checksum, to copy into a newer snapshot.
 
         Raises:
             SnapshotSectionError: no such section, short read or fails its checksum.
@@ -302,7 +310,7 @@ class SnapshotFile:
             raise SnapshotSectionError(f"{self.what}: no section {section}")
         off, n, checksum = got
         try:
-            data = bytes(self._read_at(self.base + off, n))
+            data = self._read_at(self.base + off, n)
         except OSError as err:
             raise SnapshotSectionError(f"{self.what}: section {section} unreadable ({err})") from None
         if len(data) != n or xxhash.xxh64_intdigest(data) != checksum:

@@ -29,14 +29,14 @@ from carbonstore.indexfiles.snapshot_file import (
     CHUNKS_META,
     CORE,
     chunk_section,
-    frame_parts,
+    frame_pieces,
     ipc_bytes,
     narrow_ints,
     section_of,
     split_files,
 )
 
-__all__ = ["CHUNK_SEGMENTS", "encode_chunks", "encode_snapshot", "index_rows", "new_chunk"]
+__all__ = ["CHUNK_SEGMENTS", "encode_chunk_pieces", "encode_chunks", "encode_snapshot", "index_rows", "new_chunk"]
 
 _NP = npt.NDArray[Any]
 
@@ -190,12 +190,19 @@ def new_chunk(pieces: Sequence[pa.Table]) -> tuple[pa.Table, list[tuple[str, byt
     return core, [(base, ipc_bytes(narrow_ints(t.select(cols))), None) for base, cols in sorted(groups.items())]
 
 
-def encode_chunks(chunks: Sequence[tuple[pa.Table, Sequence[tuple[str, bytes, int | None]]]],
+def encode_chunks(chunks: Sequence[tuple[pa.Table, Sequence[tuple[str, Any, int | None]]]],
                   bounds: SegmentBounds, slots: dict[str, dict[str, Any]]) -> bytes:
     """The snapshot file of ``chunks`` in segment order, each (summary rows without bounds,
     sections: (base name, IPC bytes, checksum or None)) - new ones from :func:`new_chunk`,
     unchanged ones copied as they are (``Snapshot.core_rows`` / ``chunk_raw``) - and the
     segment bounds of all their segments."""
+    return b"".join(encode_chunk_pieces(chunks, bounds, slots))
+
+
+def encode_chunk_pieces(chunks: Sequence[tuple[pa.Table, Sequence[tuple[str, Any, int | None]]]],
+                        bounds: SegmentBounds, slots: dict[str, dict[str, Any]]) -> list[Any]:
+    """:func:`encode_chunks` as the file's pieces in order (a copied chunk's sections as
+    the buffers they were read in: written one after another, the file never in memory)."""
     cores = [c for c, _ in chunks]
     names = _column_types(cores)
     filled = []
@@ -236,10 +243,10 @@ def encode_chunks(chunks: Sequence[tuple[pa.Table, Sequence[tuple[str, bytes, in
         "carbonstore.slots": orjson.dumps({k: v for k, v in slots.items() if k in used}).decode(),
         CHUNKS_META: orjson.dumps(starts).decode(),
     }
-    sections: list[tuple[str, bytes, int | None]] = [(CORE, ipc_bytes(t), None)]
+    sections: list[tuple[str, Any, int | None]] = [(CORE, ipc_bytes(t), None)]
     for k, (_, secs) in enumerate(chunks):
         sections.extend((chunk_section(base, k), blob, checksum) for base, blob, checksum in secs)
-    return frame_parts(meta, sections)
+    return frame_pieces(meta, sections)
 
 
 def encode_snapshot(pieces: Sequence[pa.Table], bounds: SegmentBounds, slots: dict[str, dict[str, Any]]) -> bytes:

@@ -14,6 +14,7 @@ from carbonstore.pruning.cache import (
     COUNTERS,
 )
 from carbonstore.pruning.segment_blooms import PACK_DESC, bloom_pack_names, open_pack
+from carbonstore.pruning.view_keys import names_files_of
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import now_ms
 
@@ -36,7 +37,7 @@ def write_bloom_pack(table: Table, view: Any) -> str | None:
     sfs = table.store.sfs
     folder = table.paths.index_snapshot_dir
     builder = PackBuilder(table.schema.table_id or "")
-    keys = [(e.load_name, e.segment_file or "") for e in view.entries]
+    keys = list(zip(*names_files_of(view.entries), strict=True))
     for key in keys:
         builder.segment(*key)
     done = _copy_previous(table, builder, set(keys))
@@ -44,7 +45,7 @@ def write_bloom_pack(table: Table, view: Any) -> str | None:
     for i, key in enumerate(keys):
         if key not in done:
             builder.add_segment(*key, _segment_bitsets(view, i, names))
-    data = builder.encode()
+    data = builder.encode_pieces()
     sfs.makedirs(folder)
     covered = ",".join(f"{k[0]}:{k[1]}" for k in keys)
     import hashlib  # here: loading OpenSSL is not a plan's cost (a writer names files)

@@ -21,6 +21,8 @@ from carbonstore.indexfiles.segment_bounds import SegmentBounds
 from carbonstore.indexfiles.snapshot import DESC_FIELDS, SNAPSHOT_VERSION, Snapshot
 from carbonstore.indexfiles.snapshot_write import CHUNK_SEGMENTS, index_rows, new_chunk
 from carbonstore.pruning.segment_index import SegmentIndex, load_segment
+from carbonstore.pruning.view_keys import first_keys, key_bytes_of, names_files_of, snapshot_holds
+from carbonstore.store.readable import ReadableEntries
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
@@ -39,15 +41,25 @@ class SnapshotSource:
     (a first snapshot of 100,000 segments would otherwise load each twice)."""
 
     def __init__(self, table: Table, entries: Sequence[LoadEntry], snapshot: Snapshot | None) -> None:
-        self.table, self.entries, self.snapshot = table, list(entries), snapshot
-        self.size = len(self.entries)
+        # (readable entries build an entry when it is used: the segments loaded, a few)
+        self.table, self.entries, self.snapshot = table, entries, snapshot
+        self.size = len(entries)
         self._rows: list[int | None] = [None] * self.size
-        if snapshot is not None:
-            counts = snapshot.bounds.num_rows
-            for i, e in enumerate(self.entries):
-                row = snapshot.rows.get((e.load_name, e.segment_file or ""))
-                if row is not None and not (e.row_count and counts[row] != e.row_count):
-                    self._rows[i] = row
+        if snapshot is None:
+            return
+        counts = snapshot.bounds.num_rows
+        mine = (entries.row_counts if isinstance(entries, ReadableEntries)
+                else np.array([e.row_count or 0 for e in entries], dtype=np.int64))
+        head = min(snapshot.size, self.size)  # the common case: the snapshot's rows are the
+        if head and snapshot_holds(snapshot, first_keys(key_bytes_of(entries), head)):  # first
+            agree = (mine[:head] == 0) | (counts[:head] == mine[:head])  # segments, compared as bytes
+            self._rows[:head] = [i if ok else None for i, ok in enumerate(agree.tolist())]
+            return  # (the segments after them are not its rows: a name is one entry)
+        names, files = names_files_of(entries)  # (columns: no entry built)
+        for i, key in enumerate(zip(names, files, strict=True)):
+            row = snapshot.rows.get(key)
+            if row is not None and not (mine[i] and counts[row] != mine[i]):
+                self._rows[i] = row
 
     def snapshot_row(self, i: int) -> int | None:
         return self._rows[i]

@@ -41,7 +41,7 @@ from carbonstore.indexfiles.snapshot import (
     Snapshot,
 )
 from carbonstore.indexfiles.snapshot_arrays import SnapshotArrays
-from carbonstore.indexfiles.snapshot_write import encode_chunks
+from carbonstore.indexfiles.snapshot_write import encode_chunk_pieces
 from carbonstore.pruning.bloom_pack_write import write_bloom_pack
 from carbonstore.pruning.bounds import segment_unit_stats
 from carbonstore.pruning.cache import COUNTERS, driver_cache
@@ -62,11 +62,11 @@ from carbonstore.pruning.snapshot_files import (
     snapshot_names,
 )
 from carbonstore.pruning.view_keys import (
-    KeyBytes,
     ViewColumn,
     ViewRows,
     conf_int,
     entries_key,
+    first_keys,
     key_bytes_of,
     names_files_of,
     snapshot_holds,
@@ -93,9 +93,9 @@ def write_snapshot(table: Table, view: TableIndex | SnapshotSource) -> str:
         if view.snapshot is not None:
             DAMAGED_SNAPSHOTS.add((table.paths.root, view.snapshot.name))
         chunks, slots, bounds = snapshot_chunks(SnapshotSource(table, view.entries, None))
-    data = encode_chunks(chunks, bounds, slots)
+    data = encode_chunk_pieces(chunks, bounds, slots)  # (copied sections: views of the previous file)
     sfs.makedirs(folder)
-    covered = ",".join(f"{e.load_name}:{e.segment_file or ''}" for e in view.entries)
+    covered = ",".join(f"{n}:{f}" for n, f in zip(*names_files_of(view.entries), strict=True))
     import hashlib  # here: loading OpenSSL is not a plan's cost (a writer names files)
 
     digest = hashlib.sha1(covered.encode()).hexdigest()[:12]
@@ -496,7 +496,7 @@ def _lags(snapshot: Snapshot, entries: Sequence[LoadEntry], limit: int) -> bool:
     ``snapshot`` or find a row count that disagrees (what TableIndex finds, without reading
     the uncovered segments' merge indexes or building an entry)."""
     size = snapshot.size
-    if size <= len(entries) and snapshot_holds(snapshot, _first(key_bytes_of(entries), size)):
+    if size <= len(entries) and snapshot_holds(snapshot, first_keys(key_bytes_of(entries), size)):
         head = (entries.row_counts[:size] if isinstance(entries, ReadableEntries)
                 else np.asarray([e.row_count or 0 for e in entries[:size]], dtype=np.int64))
         if bool(((head != 0) & (snapshot.bounds.num_rows != head)).any()):
@@ -515,12 +515,6 @@ def _lags(snapshot: Snapshot, entries: Sequence[LoadEntry], limit: int) -> bool:
         elif count and snap_counts[row] != count:
             return True
     return uncovered > limit
-
-
-def _first(kb: KeyBytes, n: int) -> KeyBytes:
-    """The first ``n`` entries' part of key bytes ``kb``."""
-    return tuple((lengths[:n], data[:int(np.sum(lengths[:n], dtype=np.int64))])  # type: ignore[return-value]
-                 for lengths, data in kb)
 
 
 def refresh_if_lagging(table: Table) -> str | None:

@@ -19,7 +19,7 @@ from carbonstore.store.readable import ReadableEntries
 from carbonstore.store.table import Table
 from carbonstore.store.tablestatus import LoadEntry
 
-__all__ = ["KeyBytes", "ViewColumn", "ViewRows", "conf_int", "entries_key", "key_bytes_of", "names_files_of",
+__all__ = ["KeyBytes", "ViewColumn", "ViewRows", "conf_int", "entries_key", "first_keys", "key_bytes_of", "names_files_of",
            "snapshot_holds"]
 
 
@@ -45,6 +45,12 @@ def key_bytes_of(entries: Sequence[LoadEntry]) -> KeyBytes:
         return entries.key_bytes()
     names, files = names_files_of(entries)
     return strings_bytes(names), strings_bytes(files)
+
+
+def first_keys(kb: KeyBytes, n: int) -> KeyBytes:
+    """The first ``n`` entries' part of key bytes ``kb``."""
+    return tuple((lengths[:n], data[:int(np.sum(lengths[:n], dtype=np.int64))])  # type: ignore[return-value]
+                 for lengths, data in kb)
 
 
 def _digest(kb: KeyBytes) -> tuple[int, bytes]:

@@ -67,12 +67,22 @@ class ConditionalPut(Protocol):
         ...
 
 
-def _write_fsynced(path: str, data: bytes) -> None:
+def _pieces(data: Any) -> list[Any]:
+    """``data``: one bytes-like object, or a list or tuple of them written one after another."""
+    return list(data) if isinstance(data, (list, tuple)) else [data]
+
+
+def _joined(data: Any) -> Any:
+    return b"".join(data) if isinstance(data, (list, tuple)) else data
+
+
+def _write_fsynced(path: str, data: Any) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        for piece in _pieces(data):
+            view = memoryview(piece).cast("B")
+            while view:
+                view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -270,9 +280,12 @@ class StoreFS:
             f.write(data)
 
     def write_atomic(
-        self, path: str, data: bytes, *, durable: bool = True, crash: str | None = None
+        self, path: str, data: bytes | list[Any], *, durable: bool = True, crash: str | None = None
     ) -> None:
         """Replace ``path`` with ``data`` so readers see the old or the new file, never half.
+
+        ``data``: bytes, or a list of bytes-like pieces (written one after another on a local
+        disk; joined for an object store's one PUT).
 
         ``durable=False`` skips the fsyncs (a hint that may be lost in a power cut, never torn).
         ``crash`` names the crash point reached between the written temp file and the rename
@@ -281,7 +294,7 @@ class StoreFS:
         if self.object_store:
             if crash:
                 crash_point(crash)
-            self.write_bytes(path, data)
+            self.write_bytes(path, _joined(data))
             return
         parent = path.rsplit("/", 1)[0]
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
@@ -291,12 +304,13 @@ class StoreFS:
                     _write_fsynced(tmp, data)
                 else:
                     with open(tmp, "xb") as f:
-                        f.write(data)
+                        for piece in _pieces(data):
+                            f.write(piece)
                 if crash:
                     crash_point(crash)
                 os.replace(tmp, path)
             else:
-                self.write_bytes(tmp, data)
+                self.write_bytes(tmp, _joined(data))
                 if crash:
                     crash_point(crash)
                 self.fs.move(tmp, path)

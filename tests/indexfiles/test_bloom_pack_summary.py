@@ -79,6 +79,15 @@ def test_a_summary_never_drops_a_segment_its_row_groups_keep(
         path = tmp_path / f"v{version}.carbonbloom"
         path.write_bytes(builder.encode())
         built[version] = BloomPack.open(LOCAL, str(path), table_id="t")
+    # format 3 with the bitsets handed over from the last segment to the first: laid out by segment
+    shuffled = PackBuilder("t", chunk_bytes=chunk, stripe_width=width, version=3)
+    for s in range(len(segments)):
+        shuffled.segment(str(s), f"m{s}")
+    for s in reversed(range(len(segments))):
+        for g, n, vals in segments[s]:
+            shuffled.add_bitset(s, groups[g], _bitset(n, vals))
+    (tmp_path / "v3r.carbonbloom").write_bytes(shuffled.encode())
+    built["3r"] = BloomPack.open(LOCAL, str(tmp_path / "v3r.carbonbloom"), table_id="t")
     old = built[1]
     assert old.version == 1 and not old.summarised
     for new in (built[2], built[3]):
@@ -86,7 +95,7 @@ def test_a_summary_never_drops_a_segment_its_row_groups_keep(
     for values in probes:  # the planner's probe (SegmentBlooms): format 3 answers as format 2
         hashes = np.array(values, dtype=np.uint64)
         answers = [_pack_answers(built[v], hashes) for v in (2, 3)]
-        assert answers[0] == answers[1]
+        assert answers[0] == answers[1] == _pack_answers(built["3r"], hashes)
         # a view whose segments are not the pack's (one not in it, the others reversed, every other one probed)
         pack = built[3]
         where = np.arange(pack.num_segments, dtype=np.intp)[::-1].copy()

@@ -16,6 +16,7 @@ from carbonstore.indexfiles.snapshot_file import SnapshotFile, snapshot_table
 from carbonstore.pruning import table_index
 from carbonstore.pruning.cache import COUNTERS, clear_cache
 from carbonstore.pruning.plan import prune
+from carbonstore.pruning.snapshot_chunks import SnapshotSource
 from carbonstore.pruning.snapshot_files import snapshot_names
 from carbonstore.pruning.table_index import (
     TableIndex,
@@ -24,6 +25,7 @@ from carbonstore.pruning.table_index import (
     write_snapshot,
 )
 from carbonstore.store.conf import load_conf
+from carbonstore.store.records import replace
 from carbonstore.store.table import Table
 from tests.pruning.small_scale import CHUNK, SEGMENTS, scale_table
 from tests.pruning.small_scale import table as _table
@@ -335,3 +337,38 @@ def test_a_scans_gathers_over_many_segments_of_a_chunk_equal_the_flat_arrays(
             want = snap.widen(c, whole[flat_ranges(offs[rows], offs[rows + 1])]).tolist()
             assert got == want, (c, rows)
     assert snap.__dict__["_takes"]  # (the positions were kept)
+
+
+def _rows_one_by_one(entries: Any, snap: Any) -> list[int | None]:
+    """The oracle: each segment's (id, merge index) looked up in the snapshot's rows, its
+    row count agreeing (0: not known)."""
+    counts = snap.bounds.num_rows
+    out: list[int | None] = []
+    for e in list(entries):
+        row = snap.rows.get((e.load_name, e.segment_file or ""))
+        out.append(row if row is not None and not (e.row_count and counts[row] != e.row_count) else None)
+    return out
+
+
+def test_a_writers_snapshot_rows_are_each_segments_lookup(generated: tuple[str, dict[str, Any]],
+                                                           small_chunks: None) -> None:
+    """The rows a snapshot writer copies from the previous snapshot: compared as bytes where
+    the snapshot's rows are the view's first segments, looked up one by one otherwise; the
+    same as looking each segment up, for views longer, shorter, shifted, reordered or with a
+    row count that disagrees."""
+    store, _ = generated
+    t = _table(store)
+    entries = readable_segments(t.status.read())
+    _clear_snapshots(t)
+    write_snapshot(t, TableIndex(t, entries[:9], None))
+    clear_cache()
+    snap = table_index.read_snapshot(t)[0]
+    assert snap is not None and snap.size == 9
+    changed = list(entries)
+    changed[4] = replace(changed[4], row_count=changed[4].row_count + 1)
+    views = [entries, entries[:5], entries[:9], entries[3:], list(entries), changed, changed[:9],
+             list(reversed(entries)), []]
+    for view in views:
+        assert SnapshotSource(t, view, snap)._rows == _rows_one_by_one(view, snap)
+    assert SnapshotSource(t, entries, snap)._rows == [*range(9), *[None] * (SEGMENTS - 9)]
+    assert SnapshotSource(t, changed, snap)._rows[4] is None

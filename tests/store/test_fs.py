@@ -62,6 +62,27 @@ def test_write_atomic_replaces_and_leaves_no_temp(tmp_path):
 
 
 @pytest.mark.parametrize("durable", [True, False])
+def test_write_atomic_of_pieces_writes_them_in_order(tmp_path, durable):
+    """A file handed over in pieces (bytes, memoryviews of a mapping, numpy buffers, empty
+    ones) is their bytes one after another."""
+    import mmap
+
+    import numpy as np
+
+    sfs = resolve_fs(str(tmp_path))
+    src = tmp_path / "src"
+    src.write_bytes(bytes(range(256)) * 64)
+    with open(src, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        view = memoryview(mapped)
+        pieces = [b"head", view[10:5000], b"", np.arange(7, dtype=np.int32), view[:3], bytearray(b"tail")]
+        sfs.write_atomic(sfs.join("f"), pieces, durable=durable)
+        want = b"".join(bytes(memoryview(p).cast("B")) for p in pieces)
+        del view, pieces
+    assert (tmp_path / "f").read_bytes() == want and len(want) == 4 + 4990 + 28 + 3 + 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f", "src"]
+
+
+@pytest.mark.parametrize("durable", [True, False])
 def test_write_atomic_that_fails_removes_its_temp_file(tmp_path, durable):
     sfs = resolve_fs(str(tmp_path))
     (tmp_path / "d").mkdir()
